@@ -1,0 +1,457 @@
+//! `h9sandbox exec`: run a shell command in a sandbox, streaming or capturing its output, with a
+//! timeout that kills the command's whole process tree inside the container.
+//!
+//! [`run_command`] is the reusable core (other subcommands and front ends call it).
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use anyhow::Result;
+use serde::Serialize;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
+use uuid::Uuid;
+
+use super::Ctx;
+use crate::cli::{ExecArgs, Format};
+use crate::engine::{Environment, ExecFailure, ExecSpec, EXEC_MARKER_VAR};
+use crate::error::{Error, EXIT_TIMEOUT};
+use crate::output;
+use crate::state::{Lifecycle, Record};
+
+/// Where a stream of the command goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Sink {
+    /// Straight to our own stdout/stderr, as it arrives.
+    Forward,
+    /// Into memory, keeping at most this many bytes (the rest is counted and dropped).
+    Capture(usize),
+}
+
+/// The result of one command.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Outcome {
+    /// Exit status: the command's (128+N for signal N), or 124 on timeout.
+    pub exit_code: i32,
+    /// Captured stdout (empty when forwarded).
+    pub stdout: Captured,
+    /// Captured stderr (empty when forwarded).
+    pub stderr: Captured,
+    /// Wall-clock time from start to exit.
+    pub duration: Duration,
+    /// Whether the timeout killed the process tree.
+    pub timed_out: bool,
+    /// The signal (SIGINT, SIGTERM, SIGHUP) that made us kill the tree, if one did.
+    pub interrupted: Option<&'static str>,
+}
+
+/// A captured stream: the first bytes kept, and the total seen.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Captured {
+    /// The kept prefix.
+    pub bytes: Vec<u8>,
+    /// Total bytes the stream carried.
+    pub total: u64,
+}
+
+impl Captured {
+    /// Whether bytes were dropped.
+    pub fn truncated(&self) -> bool {
+        self.total > self.bytes.len() as u64
+    }
+
+    /// The kept bytes as text: a multi-byte character cut by the cap is dropped whole, invalid
+    /// UTF-8 is replaced by U+FFFD.
+    pub fn text(&self) -> String {
+        let mut bytes = &self.bytes[..];
+        if self.truncated() {
+            if let Err(e) = std::str::from_utf8(bytes) {
+                if e.error_len().is_none() {
+                    bytes = &bytes[..e.valid_up_to()];
+                }
+            }
+        }
+        String::from_utf8_lossy(bytes).into_owned()
+    }
+}
+
+/// `exec --format json` document.
+#[derive(Debug, Serialize)]
+pub struct ExecJson {
+    /// Exit status (as our own exit status).
+    pub exit_code: i32,
+    /// Standard output, capped at `--max-output` bytes.
+    pub stdout: String,
+    /// Standard error, capped at `--max-output` bytes.
+    pub stderr: String,
+    /// Wall-clock milliseconds.
+    pub duration_ms: u64,
+    /// Whether the timeout killed the command.
+    pub timed_out: bool,
+    /// Whether either stream was cut at `--max-output`.
+    pub truncated: bool,
+}
+
+/// Runs `exec`; returns the command's exit status.
+pub async fn run(ctx: &Ctx, args: &ExecArgs) -> Result<i32> {
+    let state = ctx.store.load()?;
+    let rec = state.resolve(&args.id)?;
+    ensure_running(rec)?;
+    let cwd = resolve_cwd(&rec.workdir, args.cwd.as_deref())?;
+    let env = parse_env(&args.env)?;
+    let timeout = args.timeout.unwrap_or(ctx.cfg.exec_timeout_secs);
+    let spec = ExecSpec {
+        command: args.command.join(" "),
+        cwd,
+        env,
+        interactive: args.interactive,
+        marker: Uuid::new_v4().simple().to_string(),
+    };
+    let sink = match ctx.format {
+        Format::Json => Sink::Capture(args.max_output),
+        Format::Table => Sink::Forward,
+    };
+    let timeout = (timeout > 0).then(|| Duration::from_secs(timeout));
+    let out = run_command(&ctx.engine, rec, &spec, timeout, sink).await?;
+    if out.timed_out && ctx.format == Format::Table {
+        eprintln!(
+            "h9sandbox: command timed out after {}s; its process tree was killed",
+            timeout.map_or(0, |t| t.as_secs())
+        );
+    }
+    if ctx.format == Format::Json {
+        output::print_json(&ExecJson {
+            exit_code: out.exit_code,
+            stdout: out.stdout.text(),
+            stderr: out.stderr.text(),
+            duration_ms: out.duration.as_millis() as u64,
+            timed_out: out.timed_out,
+            truncated: out.stdout.truncated() || out.stderr.truncated(),
+        })?;
+    }
+    Ok(out.exit_code)
+}
+
+/// Fails unless the record is Running.
+pub fn ensure_running(rec: &Record) -> Result<(), Error> {
+    if rec.state == Lifecycle::Running {
+        return Ok(());
+    }
+    let detail = match (&rec.state, &rec.error) {
+        (_, Some(e)) => format!(": {e}"),
+        (Lifecycle::Pending, None) => " (it is still starting)".into(),
+        _ => String::new(),
+    };
+    Err(Error::NotRunning {
+        id: rec.short_id(),
+        state: rec.state.to_string(),
+        detail,
+    })
+}
+
+/// Resolves `--cwd` against the work dir; the result must be a directory inside it.
+pub fn resolve_cwd(workdir: &Path, cwd: Option<&Path>) -> Result<PathBuf, Error> {
+    let Some(cwd) = cwd else {
+        return Ok(workdir.to_path_buf());
+    };
+    let joined = workdir.join(cwd);
+    let canon = joined.canonicalize().map_err(|e| {
+        Error::Invalid(format!(
+            "--cwd {}: {e}; give a directory inside the work dir {}",
+            cwd.display(),
+            workdir.display()
+        ))
+    })?;
+    if !canon.starts_with(workdir) || !canon.is_dir() {
+        return Err(Error::PathEscape(format!(
+            "--cwd {} is not a directory inside the work dir {}",
+            cwd.display(),
+            workdir.display()
+        )));
+    }
+    Ok(canon)
+}
+
+/// Parses `K=V` environment assignments.
+pub fn parse_env(raw: &[String]) -> Result<Vec<(String, String)>, Error> {
+    raw.iter()
+        .map(|e| {
+            let (k, v) = e
+                .split_once('=')
+                .ok_or_else(|| Error::Invalid(format!("invalid --env '{e}': expected K=V")))?;
+            if k.is_empty() || k == EXEC_MARKER_VAR {
+                return Err(Error::Invalid(format!(
+                    "invalid --env '{e}': the name is empty or reserved"
+                )));
+            }
+            Ok((k.to_string(), v.to_string()))
+        })
+        .collect()
+}
+
+/// Runs `spec` in the sandbox `rec`. `timeout` bounds the run (the process tree is then killed
+/// and the exit status is 124); SIGINT/SIGTERM/SIGHUP to us also kill the tree (status 128+N).
+/// Errors: the engine's own failures (container gone, engine unreachable).
+pub async fn run_command<E: Environment>(
+    engine: &E,
+    rec: &Record,
+    spec: &ExecSpec,
+    timeout: Option<Duration>,
+    sink: Sink,
+) -> Result<Outcome> {
+    let container = rec.container_ref();
+    let mut cmd = engine.exec_command(container, spec);
+    cmd.stdin(if spec.interactive {
+        Stdio::inherit()
+    } else {
+        Stdio::null()
+    });
+    cmd.stdout(match sink {
+        Sink::Forward => Stdio::inherit(),
+        Sink::Capture(_) => Stdio::piped(),
+    });
+    cmd.stderr(Stdio::piped());
+    let started = Instant::now();
+    let mut child = cmd.spawn().map_err(|e| Error::EngineUnavailable {
+        bin: engine.kind().to_string(),
+        reason: format!("cannot run the engine client: {e}"),
+    })?;
+    let stdout = child.stdout.take().map(|s| tokio::spawn(capture(s, sink)));
+    let stderr = tokio::spawn(stderr_pump(child.stderr.take().expect("piped"), sink));
+
+    let deadline = async {
+        match timeout {
+            Some(t) => tokio::time::sleep(t).await,
+            None => std::future::pending().await,
+        }
+    };
+    let mut timed_out = false;
+    let mut interrupted = None;
+    let status = tokio::select! {
+        s = child.wait() => Some(s?),
+        _ = deadline => { timed_out = true; None }
+        sig = super::up::interrupted() => { interrupted = Some(sig); None }
+    };
+    let status = match status {
+        Some(s) => s,
+        None => {
+            if let Err(e) = engine.kill_exec(container, &spec.marker).await {
+                output::warn(&format!("could not kill the command's processes: {e:#}"));
+            }
+            // The client ends once its process is gone; make sure of it.
+            match tokio::time::timeout(Duration::from_secs(5), child.wait()).await {
+                Ok(s) => s?,
+                Err(_) => {
+                    let _ = child.start_kill();
+                    child.wait().await?
+                }
+            }
+        }
+    };
+    let duration = started.elapsed();
+    let code = status_code(status);
+    let (head, stderr_captured) = stderr.await??;
+    let stdout_captured = match stdout {
+        Some(t) => t.await??,
+        None => Captured::default(),
+    };
+    if !timed_out && interrupted.is_none() {
+        if let Some(f) = engine.exec_failure(container, &head.bytes, code) {
+            return Err(match f {
+                ExecFailure::ContainerGone(reason) => Error::ContainerGone {
+                    id: rec.short_id(),
+                    reason,
+                },
+                ExecFailure::EngineUnavailable(reason) => Error::EngineUnavailable {
+                    bin: engine.kind().to_string(),
+                    reason,
+                },
+                ExecFailure::Other(reason) => Error::Invalid(reason),
+            }
+            .into());
+        }
+    }
+    // The engine's message was held back in case it was the engine's own failure; it was not.
+    if head.held {
+        write_stderr(&head.bytes).await;
+    }
+    let exit_code = if timed_out {
+        EXIT_TIMEOUT
+    } else if let Some(sig) = interrupted {
+        128 + match sig {
+            "SIGINT" => 2,
+            "SIGHUP" => 1,
+            _ => 15,
+        }
+    } else {
+        code
+    };
+    Ok(Outcome {
+        exit_code,
+        stdout: stdout_captured,
+        stderr: stderr_captured,
+        duration,
+        timed_out,
+        interrupted,
+    })
+}
+
+fn status_code(status: std::process::ExitStatus) -> i32 {
+    use std::os::unix::process::ExitStatusExt;
+    status
+        .code()
+        .or_else(|| status.signal().map(|s| 128 + s))
+        .unwrap_or(EXIT_TIMEOUT + 1)
+}
+
+/// Reads `r` to the end, keeping the first `cap` bytes (Capture) or copying to stdout (Forward).
+async fn capture<R: AsyncRead + Unpin>(mut r: R, sink: Sink) -> std::io::Result<Captured> {
+    let mut out = Captured::default();
+    let mut buf = vec![0u8; 64 * 1024];
+    let mut stdout = tokio::io::stdout();
+    loop {
+        let n = r.read(&mut buf).await?;
+        if n == 0 {
+            return Ok(out);
+        }
+        out.total += n as u64;
+        match sink {
+            Sink::Capture(cap) => {
+                let room = cap.saturating_sub(out.bytes.len());
+                out.bytes.extend_from_slice(&buf[..n.min(room)]);
+            }
+            Sink::Forward => {
+                let _ = stdout.write_all(&buf[..n]).await;
+                let _ = stdout.flush().await;
+            }
+        }
+    }
+}
+
+/// The first bytes of stderr, and whether they were held back from the terminal.
+#[derive(Debug, Default)]
+struct Head {
+    bytes: Vec<u8>,
+    held: bool,
+}
+
+/// Copies stderr to ours (Forward) or captures it. The first chunk is also kept as the
+/// [`Head`], so the engine's own failure can be recognised; when forwarding and that chunk looks
+/// like an engine message, it is held back until more output comes or 100 ms pass, so that
+/// h9sandbox can replace it with its own one-line error.
+async fn stderr_pump<R: AsyncRead + Unpin>(
+    mut r: R,
+    sink: Sink,
+) -> std::io::Result<(Head, Captured)> {
+    let mut head = Head::default();
+    let mut out = Captured::default();
+    let mut buf = vec![0u8; 64 * 1024];
+    let mut first = true;
+    loop {
+        let read = if head.held {
+            match tokio::time::timeout(Duration::from_millis(100), r.read(&mut buf)).await {
+                Ok(n) => n?,
+                Err(_) => {
+                    write_stderr(&head.bytes).await;
+                    head.held = false;
+                    continue;
+                }
+            }
+        } else {
+            r.read(&mut buf).await?
+        };
+        let n = read;
+        if n == 0 {
+            return Ok((head, out));
+        }
+        let chunk = &buf[..n];
+        out.total += n as u64;
+        if first {
+            first = false;
+            head.bytes = chunk[..n.min(4096)].to_vec();
+            if sink == Sink::Forward && looks_like_engine_message(chunk) {
+                head.held = true;
+                continue;
+            }
+        } else if head.held {
+            write_stderr(&head.bytes).await;
+            head.held = false;
+        }
+        match sink {
+            Sink::Capture(cap) => {
+                let room = cap.saturating_sub(out.bytes.len());
+                out.bytes.extend_from_slice(&chunk[..n.min(room)]);
+            }
+            Sink::Forward => write_stderr(chunk).await,
+        }
+    }
+}
+
+fn looks_like_engine_message(chunk: &[u8]) -> bool {
+    const PREFIXES: [&[u8]; 5] = [
+        b"Error",
+        b"OCI runtime",
+        b"Cannot connect",
+        b"error during connect",
+        b"failed to connect",
+    ];
+    PREFIXES.iter().any(|p| chunk.starts_with(p))
+}
+
+async fn write_stderr(bytes: &[u8]) {
+    let mut e = tokio::io::stderr();
+    let _ = e.write_all(bytes).await;
+    let _ = e.flush().await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn capped_text_never_splits_a_character() {
+        // "é" is two bytes; a cap of 3 over "aé€" keeps "aé" and drops the cut "€".
+        let full = "aé€".as_bytes();
+        let c = Captured {
+            bytes: full[..4].to_vec(),
+            total: full.len() as u64,
+        };
+        assert!(c.truncated());
+        assert_eq!(c.text(), "aé");
+        // Invalid bytes inside are replaced, not dropped.
+        let c = Captured {
+            bytes: b"a\xffb".to_vec(),
+            total: 3,
+        };
+        assert_eq!(c.text(), "a\u{fffd}b");
+    }
+
+    #[test]
+    fn env_needs_k_equals_v() {
+        assert_eq!(
+            parse_env(&["A=1=2".into()]).unwrap(),
+            vec![("A".to_string(), "1=2".to_string())]
+        );
+        assert!(parse_env(&["A".into()]).is_err());
+        assert!(parse_env(&["=1".into()]).is_err());
+        assert!(parse_env(&[format!("{EXEC_MARKER_VAR}=x")]).is_err());
+    }
+
+    #[test]
+    fn cwd_stays_inside_the_workdir() {
+        let d = tempfile::tempdir().unwrap();
+        let w = d.path().canonicalize().unwrap();
+        std::fs::create_dir(w.join("sub")).unwrap();
+        assert_eq!(
+            resolve_cwd(&w, Some(Path::new("sub"))).unwrap(),
+            w.join("sub")
+        );
+        assert_eq!(
+            resolve_cwd(&w, Some(&w.join("sub"))).unwrap(),
+            w.join("sub")
+        );
+        assert!(resolve_cwd(&w, Some(Path::new(".."))).is_err());
+        assert!(resolve_cwd(&w, Some(Path::new("/etc"))).is_err());
+        assert!(resolve_cwd(&w, Some(Path::new("missing"))).is_err());
+    }
+}

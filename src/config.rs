@@ -1,0 +1,625 @@
+//! Configuration: built-in defaults < TOML file < environment < command-line flags.
+//!
+//! Every key is declared once in [`KEYS`] (name, type, meaning) and once as a field of [`Config`]
+//! (with its default in `Default`). Loading merges the layers into one TOML table, remembering for
+//! each key where its value came from, so that a bad value is reported with its origin: the file
+//! and key, the environment variable, or the flag.
+//!
+//! File lookup: `--config PATH`, else `$H9SANDBOX_CONFIG`, else `./sandbox.toml` if present, else
+//! `$XDG_CONFIG_HOME/h9sandbox/config.toml` (`~/.config/...` when unset) if present.
+//! Environment: `H9SANDBOX_<KEY>` (key upper-cased); the seed documents' `SANDBOX_IMAGE`,
+//! `SANDBOX_CPUS` and `SANDBOX_MEMORY` are honoured when the `H9SANDBOX_` name is unset.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::Error;
+
+/// Network mode of a sandbox (`docker run --network`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum Network {
+    /// Docker's default bridge: outbound access, no published ports.
+    Bridge,
+    /// No network at all, only loopback.
+    None,
+}
+
+impl Network {
+    /// The value passed to `--network`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Network::Bridge => "bridge",
+            Network::None => "none",
+        }
+    }
+}
+
+impl fmt::Display for Network {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// The effective configuration after all layers are merged and validated.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    /// Image of new sandboxes (`docker run IMAGE`).
+    pub image: String,
+    /// CPU limit in cores (`--cpus`), > 0 and at most the host's CPU count.
+    pub cpus: f64,
+    /// Memory limit (`--memory`), a size such as `512m` or `2g`; at least `6m` (Docker's minimum).
+    pub memory: String,
+    /// Maximum number of processes in the container (`--pids-limit`), >= 1.
+    pub pids_limit: u32,
+    /// Size of the `/tmp` tmpfs (`--tmpfs /tmp:size=...`).
+    pub tmp_size: String,
+    /// Network mode: `bridge` or `none`.
+    pub network: Network,
+    /// Seconds `up` waits for the container to report `State.Running`.
+    pub start_timeout_secs: u64,
+    /// Default timeout of `exec` in seconds; 0 means none.
+    pub exec_timeout_secs: u64,
+    /// Grace period of `down` in seconds between SIGTERM and SIGKILL (`docker stop -t`).
+    pub stop_timeout_secs: u64,
+    /// Seconds `up` waits for an image pull when the image is missing locally.
+    pub pull_timeout_secs: u64,
+    /// The engine's command-line client: a name on `PATH` or a path.
+    pub engine_bin: String,
+    /// Directory of the state file and its lock; `$XDG_STATE_HOME/h9sandbox` when unset.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub state_dir: Option<PathBuf>,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            image: "ubuntu:22.04".into(),
+            cpus: 1.0,
+            memory: "512m".into(),
+            pids_limit: 256,
+            tmp_size: "256m".into(),
+            network: Network::Bridge,
+            start_timeout_secs: 30,
+            exec_timeout_secs: 600,
+            stop_timeout_secs: 5,
+            pull_timeout_secs: 300,
+            engine_bin: "docker".into(),
+            state_dir: None,
+        }
+    }
+}
+
+/// The type of a configuration key, used to convert environment strings and to check files.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// Any string.
+    Str,
+    /// A non-negative integer.
+    Int,
+    /// A number (an integer is accepted).
+    Float,
+    /// A filesystem path.
+    Path,
+    /// `true` or `false`.
+    Bool,
+    /// One of these strings.
+    OneOf(&'static [&'static str]),
+}
+
+/// One configuration key: its name (file key; env `H9SANDBOX_<NAME>`), type and seed fallback.
+#[derive(Debug, Clone, Copy)]
+pub struct Key {
+    /// Key in the TOML file and, upper-cased, in `H9SANDBOX_<KEY>`.
+    pub name: &'static str,
+    /// Its type.
+    pub kind: Kind,
+    /// Environment variable of the seed documents honoured when `H9SANDBOX_<KEY>` is unset.
+    pub seed_env: Option<&'static str>,
+}
+
+const fn key(name: &'static str, kind: Kind) -> Key {
+    Key {
+        name,
+        kind,
+        seed_env: None,
+    }
+}
+
+/// Every configuration key.
+pub const KEYS: &[Key] = &[
+    Key {
+        name: "image",
+        kind: Kind::Str,
+        seed_env: Some("SANDBOX_IMAGE"),
+    },
+    Key {
+        name: "cpus",
+        kind: Kind::Float,
+        seed_env: Some("SANDBOX_CPUS"),
+    },
+    Key {
+        name: "memory",
+        kind: Kind::Str,
+        seed_env: Some("SANDBOX_MEMORY"),
+    },
+    key("pids_limit", Kind::Int),
+    key("tmp_size", Kind::Str),
+    key("network", Kind::OneOf(&["bridge", "none"])),
+    key("start_timeout_secs", Kind::Int),
+    key("exec_timeout_secs", Kind::Int),
+    key("stop_timeout_secs", Kind::Int),
+    key("pull_timeout_secs", Kind::Int),
+    key("engine_bin", Kind::Str),
+    key("state_dir", Kind::Path),
+];
+
+/// Where a configuration value came from; shown in error messages.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Origin {
+    /// The built-in default.
+    Default,
+    /// A key of this TOML file.
+    File(PathBuf),
+    /// This environment variable.
+    Env(String),
+    /// This command-line flag (e.g. `--cpus`).
+    Flag(String),
+}
+
+impl fmt::Display for Origin {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Origin::Default => f.write_str("built-in default"),
+            Origin::File(p) => write!(f, "config file {}", p.display()),
+            Origin::Env(v) => write!(f, "environment variable {v}"),
+            Origin::Flag(flag) => write!(f, "flag {flag}"),
+        }
+    }
+}
+
+/// The merged layers before validation: one TOML table and the origin of every key.
+#[derive(Debug, Clone)]
+pub struct Layers {
+    table: toml::Table,
+    origins: BTreeMap<String, Origin>,
+    /// The configuration file that was read, if any.
+    pub file: Option<PathBuf>,
+}
+
+/// Where the configuration file is looked for, in order (see the module documentation).
+pub fn find_config_file(explicit: Option<&Path>) -> Result<Option<PathBuf>, Error> {
+    if let Some(p) = explicit {
+        if !p.is_file() {
+            return Err(Error::Config {
+                origin: format!("config file {}", p.display()),
+                message: "does not exist or is not a file; fix --config / H9SANDBOX_CONFIG".into(),
+            });
+        }
+        return Ok(Some(p.to_path_buf()));
+    }
+    let local = PathBuf::from("sandbox.toml");
+    if local.is_file() {
+        return Ok(Some(local));
+    }
+    let user = xdg_dir("XDG_CONFIG_HOME", ".config").map(|d| d.join("h9sandbox/config.toml"));
+    Ok(user.filter(|p| p.is_file()))
+}
+
+/// `$VAR` if set and absolute, else `$HOME/<fallback>`, per the XDG Base Directory specification.
+pub fn xdg_dir(var: &str, fallback: &str) -> Option<PathBuf> {
+    match std::env::var_os(var).map(PathBuf::from) {
+        Some(p) if p.is_absolute() => Some(p),
+        _ => std::env::var_os("HOME").map(|h| PathBuf::from(h).join(fallback)),
+    }
+}
+
+impl Layers {
+    /// Built-in defaults, then the file (if any), then the environment.
+    pub fn load(explicit_file: Option<&Path>) -> Result<Layers, Error> {
+        Self::load_with_env(explicit_file, |k| std::env::var(k).ok())
+    }
+
+    /// As [`Layers::load`], reading the environment through `env` (for tests).
+    pub fn load_with_env(
+        explicit_file: Option<&Path>,
+        env: impl Fn(&str) -> Option<String>,
+    ) -> Result<Layers, Error> {
+        let table = toml::Table::try_from(Config::default()).expect("defaults serialize");
+        let origins = table.keys().map(|k| (k.clone(), Origin::Default)).collect();
+        let mut layers = Layers {
+            table,
+            origins,
+            file: None,
+        };
+        if let Some(path) = find_config_file(explicit_file)? {
+            layers.merge_file(&path)?;
+            layers.file = Some(path);
+        }
+        for key in KEYS {
+            let var = format!("H9SANDBOX_{}", key.name.to_ascii_uppercase());
+            let (var, value) = match env(&var).filter(|v| !v.is_empty()) {
+                Some(v) => (var, v),
+                None => match key
+                    .seed_env
+                    .and_then(|s| env(s).filter(|v| !v.is_empty()).map(|v| (s.to_string(), v)))
+                {
+                    Some(pair) => pair,
+                    None => continue,
+                },
+            };
+            layers.set_str(key.name, &value, Origin::Env(var))?;
+        }
+        Ok(layers)
+    }
+
+    fn merge_file(&mut self, path: &Path) -> Result<(), Error> {
+        let origin = Origin::File(path.to_path_buf());
+        let text = std::fs::read_to_string(path).map_err(|e| Error::Config {
+            origin: origin.to_string(),
+            message: format!("cannot be read: {e}"),
+        })?;
+        let parsed: toml::Table = text.parse().map_err(|e: toml::de::Error| Error::Config {
+            origin: origin.to_string(),
+            message: format!("is not valid TOML: {}", e.message().trim()),
+        })?;
+        for (name, value) in parsed {
+            let key = lookup(&name).ok_or_else(|| Error::Config {
+                origin: origin.to_string(),
+                message: format!("unknown key `{name}` (known keys: {})", key_names()),
+            })?;
+            let value = coerce(key, value).map_err(|m| Error::Config {
+                origin: origin.to_string(),
+                message: format!("key `{name}`: {m}"),
+            })?;
+            self.table.insert(name.clone(), value);
+            self.origins.insert(name, origin.clone());
+        }
+        Ok(())
+    }
+
+    /// Sets `name` from a string (environment or flag), converted to the key's type.
+    pub fn set_str(&mut self, name: &str, value: &str, origin: Origin) -> Result<(), Error> {
+        let key = lookup(name).ok_or_else(|| Error::Config {
+            origin: origin.to_string(),
+            message: format!("unknown key `{name}`"),
+        })?;
+        let v = match key.kind {
+            Kind::Str | Kind::Path | Kind::OneOf(_) => toml::Value::String(value.to_string()),
+            _ => {
+                let parsed = value.trim().parse::<toml::Value>().ok().or_else(|| {
+                    // A bare scalar is not a TOML document; parse it as a value.
+                    toml::from_str::<toml::Table>(&format!("v = {value}"))
+                        .ok()
+                        .and_then(|mut t| t.remove("v"))
+                });
+                parsed.unwrap_or_else(|| toml::Value::String(value.to_string()))
+            }
+        };
+        let v = coerce(key, v).map_err(|m| Error::Config {
+            origin: origin.to_string(),
+            message: m,
+        })?;
+        self.table.insert(name.to_string(), v);
+        self.origins.insert(name.to_string(), origin);
+        Ok(())
+    }
+
+    /// Where the current value of `name` came from.
+    pub fn origin(&self, name: &str) -> Origin {
+        self.origins.get(name).cloned().unwrap_or(Origin::Default)
+    }
+
+    /// Converts the merged table into a validated [`Config`].
+    pub fn resolve(&self) -> Result<Config, Error> {
+        let cfg: Config = self
+            .table
+            .clone()
+            .try_into()
+            .map_err(|e: toml::de::Error| {
+                let msg = e.message().to_string();
+                // Attribute the error to the key serde names, when it does.
+                let origin = KEYS
+                    .iter()
+                    .find(|k| msg.contains(k.name))
+                    .map(|k| self.origin(k.name).to_string())
+                    .unwrap_or_else(|| "configuration".into());
+                Error::Config {
+                    origin,
+                    message: msg,
+                }
+            })?;
+        cfg.validate(|k| self.origin(k))?;
+        Ok(cfg)
+    }
+}
+
+fn lookup(name: &str) -> Option<&'static Key> {
+    KEYS.iter().find(|k| k.name == name)
+}
+
+fn key_names() -> String {
+    KEYS.iter().map(|k| k.name).collect::<Vec<_>>().join(", ")
+}
+
+fn coerce(key: &Key, v: toml::Value) -> Result<toml::Value, String> {
+    use toml::Value as V;
+    let got = v.type_str();
+    match (key.kind, v) {
+        (Kind::Str | Kind::Path, V::String(s)) => Ok(V::String(s)),
+        (Kind::OneOf(allowed), V::String(s)) if allowed.contains(&s.as_str()) => Ok(V::String(s)),
+        (Kind::OneOf(allowed), V::String(s)) => {
+            Err(format!("'{s}' is not one of: {}", allowed.join(", ")))
+        }
+        (Kind::Int, V::Integer(i)) if i >= 0 => Ok(V::Integer(i)),
+        (Kind::Int, V::Integer(i)) => Err(format!("{i} is negative; expected a whole number >= 0")),
+        (Kind::Float, V::Float(f)) => Ok(V::Float(f)),
+        (Kind::Float, V::Integer(i)) => Ok(V::Float(i as f64)),
+        (Kind::Bool, V::Boolean(b)) => Ok(V::Boolean(b)),
+        (Kind::Int, V::String(s)) => Err(format!("'{s}' is not a whole number")),
+        (Kind::Float, V::String(s)) => Err(format!("'{s}' is not a number")),
+        (Kind::Bool, V::String(s)) => Err(format!("'{s}' is not true or false")),
+        (kind, _) => Err(format!("expected {}, found a {got}", kind_name(kind))),
+    }
+}
+
+fn kind_name(k: Kind) -> &'static str {
+    match k {
+        Kind::Str => "a string",
+        Kind::Int => "a whole number",
+        Kind::Float => "a number",
+        Kind::Path => "a path (string)",
+        Kind::Bool => "true or false",
+        Kind::OneOf(_) => "a string",
+    }
+}
+
+/// Parses a size in Docker's notation (`512m`, `2g`, `1.5G`, `1024`, `64k`, `1gb`) into bytes.
+/// Units are binary (k = 1024), as in Docker's `RAMInBytes`.
+pub fn parse_size(s: &str) -> Result<u64, String> {
+    let t = s.trim();
+    let lower = t.to_ascii_lowercase();
+    let lower = lower.strip_suffix('b').unwrap_or(&lower);
+    let lower = lower.strip_suffix('i').unwrap_or(lower);
+    let (num, mult) = match lower.chars().last() {
+        Some('k') => (&lower[..lower.len() - 1], 1u64 << 10),
+        Some('m') => (&lower[..lower.len() - 1], 1 << 20),
+        Some('g') => (&lower[..lower.len() - 1], 1 << 30),
+        Some('t') => (&lower[..lower.len() - 1], 1 << 40),
+        _ => (lower, 1),
+    };
+    let num = num.trim();
+    let bad = || format!("'{s}' is not a size like 512m or 2g");
+    if num.is_empty() || !num.chars().all(|c| c.is_ascii_digit() || c == '.') {
+        return Err(bad());
+    }
+    let n: f64 = num.parse().map_err(|_| bad())?;
+    let bytes = n * mult as f64;
+    if !bytes.is_finite() || bytes < 1.0 || bytes > u64::MAX as f64 {
+        return Err(bad());
+    }
+    Ok(bytes as u64)
+}
+
+/// The number of CPUs the engine will accept for `--cpus` on this host.
+pub fn host_cpus() -> usize {
+    std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1)
+}
+
+impl Config {
+    /// Checks every value; `origin` names where a key's value came from for the error message.
+    pub fn validate(&self, origin: impl Fn(&str) -> Origin) -> Result<(), Error> {
+        let fail = |key: &str, message: String| Error::Config {
+            origin: match origin(key) {
+                Origin::File(p) => format!("config file {}, key `{key}`", p.display()),
+                o => o.to_string(),
+            },
+            message,
+        };
+        if self.image.trim().is_empty() {
+            return Err(fail("image", "the image name is empty".into()));
+        }
+        let ncpu = host_cpus();
+        if !self.cpus.is_finite() || self.cpus < 0.01 || self.cpus > ncpu as f64 {
+            return Err(fail(
+                "cpus",
+                format!(
+                    "{} is out of range: give a number of cores from 0.01 to {ncpu} (this host's CPUs)",
+                    self.cpus
+                ),
+            ));
+        }
+        let mem = parse_size(&self.memory).map_err(|m| fail("memory", m))?;
+        if mem < 6 << 20 {
+            return Err(fail(
+                "memory",
+                format!("'{}' is below Docker's minimum of 6m", self.memory),
+            ));
+        }
+        parse_size(&self.tmp_size).map_err(|m| fail("tmp_size", m))?;
+        if self.pids_limit == 0 {
+            return Err(fail(
+                "pids_limit",
+                "0 would leave processes unlimited; give a limit >= 1".into(),
+            ));
+        }
+        if self.start_timeout_secs == 0 {
+            return Err(fail(
+                "start_timeout_secs",
+                "must be at least 1 second".into(),
+            ));
+        }
+        if self.engine_bin.trim().is_empty() {
+            return Err(fail("engine_bin", "the engine binary is empty".into()));
+        }
+        if let Some(d) = &self.state_dir {
+            if d.as_os_str().is_empty() {
+                return Err(fail("state_dir", "the state directory is empty".into()));
+            }
+        }
+        Ok(())
+    }
+
+    /// The memory limit in bytes (already validated).
+    pub fn memory_bytes(&self) -> u64 {
+        parse_size(&self.memory).unwrap_or(0)
+    }
+
+    /// The directory holding `state.json` and `state.lock`.
+    pub fn state_dir(&self) -> Result<PathBuf, Error> {
+        if let Some(d) = &self.state_dir {
+            return Ok(d.clone());
+        }
+        xdg_dir("XDG_STATE_HOME", ".local/state")
+            .map(|d| d.join("h9sandbox"))
+            .ok_or_else(|| {
+                Error::Invalid(
+                    "cannot find a state directory: neither XDG_STATE_HOME nor HOME is set; set state_dir".into(),
+                )
+            })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+
+    fn load(file: Option<&str>, env: &[(&str, &str)]) -> Result<Config, Error> {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("c.toml");
+        if let Some(text) = file {
+            std::fs::write(&path, text).unwrap();
+        }
+        let env: HashMap<String, String> = env
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        let layers = Layers::load_with_env(file.map(|_| path.as_path()), |k| env.get(k).cloned())?;
+        layers.resolve()
+    }
+
+    #[test]
+    fn defaults_when_nothing_is_set() {
+        assert_eq!(load(None, &[]).unwrap(), Config::default());
+    }
+
+    #[test]
+    fn precedence_file_then_env() {
+        let cfg = load(
+            Some("image = \"a:1\"\nmemory = \"1g\"\ncpus = 1\n"),
+            &[("H9SANDBOX_MEMORY", "2g"), ("SANDBOX_IMAGE", "seed:1")],
+        )
+        .unwrap();
+        // The seed name is a fallback for the environment layer, which beats the file.
+        assert_eq!(cfg.image, "seed:1");
+        assert_eq!(cfg.memory, "2g");
+        assert_eq!(cfg.cpus, 1.0);
+        let cfg = load(
+            None,
+            &[("H9SANDBOX_IMAGE", "mine:1"), ("SANDBOX_IMAGE", "seed:1")],
+        )
+        .unwrap();
+        assert_eq!(cfg.image, "mine:1");
+    }
+
+    #[test]
+    fn flags_beat_everything() {
+        let mut layers =
+            Layers::load_with_env(None, |k| (k == "H9SANDBOX_CPUS").then(|| "0.5".to_string()))
+                .unwrap();
+        layers
+            .set_str("cpus", "0.25", Origin::Flag("--cpus".into()))
+            .unwrap();
+        assert_eq!(layers.resolve().unwrap().cpus, 0.25);
+    }
+
+    #[test]
+    fn unknown_key_names_file_and_key() {
+        let err = load(Some("imgae = \"x\"\n"), &[]).unwrap_err().to_string();
+        assert!(
+            err.contains("c.toml") && err.contains("unknown key `imgae`"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn bad_values_name_origin_and_reason() {
+        let err = load(Some("memory = \"lots\"\n"), &[])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("c.toml, key `memory`") && err.contains("'lots' is not a size"),
+            "{err}"
+        );
+        let err = load(Some("cpus = -1\n"), &[]).unwrap_err().to_string();
+        assert!(
+            err.contains("key `cpus`") && err.contains("out of range"),
+            "{err}"
+        );
+        let err = load(None, &[("H9SANDBOX_PIDS_LIMIT", "many")])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("H9SANDBOX_PIDS_LIMIT") && err.contains("not a whole number"),
+            "{err}"
+        );
+        let err = load(Some("network = \"host\"\n"), &[])
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("network") && err.contains("host"), "{err}");
+        let err = load(Some("pids_limit = \"x\"\n"), &[])
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("pids_limit"), "{err}");
+    }
+
+    #[test]
+    fn sizes_parse_like_docker() {
+        assert_eq!(parse_size("512m").unwrap(), 512 << 20);
+        assert_eq!(parse_size("2G").unwrap(), 2 << 30);
+        assert_eq!(parse_size("1.5g").unwrap(), 3 << 29);
+        assert_eq!(parse_size("64kb").unwrap(), 64 << 10);
+        assert_eq!(parse_size("1024").unwrap(), 1024);
+        for bad in ["lots", "", "m", "-1m", "1x", "1..2m"] {
+            assert!(parse_size(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn example_file_documents_every_key_with_its_default() {
+        let example = include_str!("../sandbox.toml.example");
+        let defaults = toml::Table::try_from(Config::default()).unwrap();
+        for key in KEYS {
+            let line = example
+                .lines()
+                .find(|l| {
+                    l.trim_start_matches('#')
+                        .trim_start()
+                        .starts_with(&format!("{} =", key.name))
+                })
+                .unwrap_or_else(|| panic!("sandbox.toml.example lacks `{}`", key.name));
+            if let Some(v) = defaults.get(key.name) {
+                assert!(
+                    line.contains(&v.to_string()),
+                    "default of {} is {v}: {line}",
+                    key.name
+                );
+            }
+        }
+        // The example, uncommented, is itself a valid configuration.
+        let uncommented: String = example
+            .lines()
+            .filter_map(|l| l.strip_prefix("# ").filter(|l| l.contains(" = ")))
+            .map(|l| format!("{l}\n"))
+            .collect();
+        let t: toml::Table = uncommented.parse().unwrap();
+        assert!(t.len() >= KEYS.len() - 1);
+    }
+}

@@ -1,0 +1,81 @@
+//! Typed errors for the cases a caller must branch on, and the exit-code contract.
+//!
+//! Every other failure travels as an [`anyhow::Error`] with context written for the person reading
+//! it. [`exit_code`] turns any error into the documented exit status: `1` for every subcommand but
+//! `exec` (and `bootstrap`), which reserve the command's own statuses and use `125` for
+//! h9sandbox's own failures, like `docker run` does.
+
+use std::path::PathBuf;
+
+/// Exit status of `exec` when the command ran past its timeout and its process tree was killed
+/// (the convention of coreutils `timeout(1)`).
+pub const EXIT_TIMEOUT: i32 = 124;
+/// Exit status of `exec` when h9sandbox itself failed (unknown sandbox, engine down, container
+/// gone), as `docker run` uses 125 for the daemon's own errors.
+pub const EXIT_OWN_FAILURE: i32 = 125;
+/// Exit status of every other subcommand on failure.
+pub const EXIT_FAILURE: i32 = 1;
+/// Exit status for malformed command lines (clap's convention), outside `exec`.
+pub const EXIT_USAGE: i32 = 2;
+
+/// Failures that callers (and tests) tell apart.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// No record's ID, ID prefix or name matches.
+    #[error("no sandbox matches '{0}' (see `h9sandbox ls`)")]
+    NotFound(String),
+    /// An ID prefix matches several records.
+    #[error("'{prefix}' matches {count} sandboxes ({ids}); give more characters of the ID")]
+    Ambiguous {
+        prefix: String,
+        count: usize,
+        ids: String,
+    },
+    /// The container engine (its CLI or its daemon) cannot be reached.
+    #[error("container engine unreachable: {reason} (is the daemon running? `{bin} info` tells; set `engine_bin` to use another engine)")]
+    EngineUnavailable { bin: String, reason: String },
+    /// The sandbox has a record but its container is gone or not running.
+    #[error("sandbox {id} is gone: {reason}; `h9sandbox down {id}` removes its record")]
+    ContainerGone { id: String, reason: String },
+    /// The sandbox exists but is not (yet, or any more) in the Running state.
+    #[error("sandbox {id} is {state}, not Running{detail}")]
+    NotRunning {
+        id: String,
+        state: String,
+        detail: String,
+    },
+    /// Another sandbox or container already uses the requested name.
+    #[error(
+        "the name '{0}' is already in use; choose another --name or `h9sandbox down {0}` first"
+    )]
+    NameInUse(String),
+    /// The image is not present locally and could not be pulled.
+    #[error("image '{image}' is not present locally and could not be pulled: {reason}; build or load it locally (`docker build`, `docker load`) or check the registry")]
+    ImageUnavailable { image: String, reason: String },
+    /// A configuration value (file, environment or flag) is invalid.
+    #[error("{origin}: {message}")]
+    Config { origin: String, message: String },
+    /// The state file exists but cannot be parsed.
+    #[error("state file {path} is corrupt ({reason}); it was left untouched: fix it, or move it aside to start afresh (`h9sandbox reap` then finds the containers it listed)")]
+    StateCorrupt { path: PathBuf, reason: String },
+    /// A path argument leaves the sandbox work directory.
+    #[error("{0}")]
+    PathEscape(String),
+    /// Bad input that clap cannot check (a malformed K=V, a work dir that does not exist, ...).
+    #[error("{0}")]
+    Invalid(String),
+}
+
+/// The exit status for an error raised by the subcommand `command` (`"exec"`, `"up"`, ...).
+pub fn exit_code(command: &str, _err: &anyhow::Error) -> i32 {
+    if reserves_child_statuses(command) {
+        EXIT_OWN_FAILURE
+    } else {
+        EXIT_FAILURE
+    }
+}
+
+/// Whether `command` passes the child's exit status through (so its own failures use 125).
+pub fn reserves_child_statuses(command: &str) -> bool {
+    matches!(command, "exec" | "bootstrap")
+}

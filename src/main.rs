@@ -1,0 +1,4 @@
+//! The `h9sandbox` binary: everything lives in the library; this only hands over the exit code.
+fn main() {
+    std::process::exit(h9sandbox::run());
+}

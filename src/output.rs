@@ -1,0 +1,91 @@
+//! Rendering: JSON documents and tables on stdout, one-line diagnostics on stderr, colour rules.
+
+use std::io::{IsTerminal, Write};
+use std::time::{Duration, SystemTime};
+
+use comfy_table::{presets, Cell, Color, Table};
+use serde::Serialize;
+
+use crate::state::Lifecycle;
+
+/// Writes `value` as pretty JSON plus a newline to stdout. A closed pipe is not an error.
+pub fn print_json<T: Serialize + ?Sized>(value: &T) -> anyhow::Result<()> {
+    let mut text = serde_json::to_string_pretty(value)?;
+    text.push('\n');
+    write_stdout(text.as_bytes())
+}
+
+/// Writes `text` plus a newline to stdout. A closed pipe is not an error.
+pub fn print_line(text: &str) -> anyhow::Result<()> {
+    write_stdout(format!("{text}\n").as_bytes())
+}
+
+fn write_stdout(bytes: &[u8]) -> anyhow::Result<()> {
+    let mut out = std::io::stdout().lock();
+    match out.write_all(bytes).and_then(|_| out.flush()) {
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+        r => Ok(r?),
+    }
+}
+
+/// Prints a warning line on stderr.
+pub fn warn(msg: &str) {
+    eprintln!("h9sandbox: warning: {msg}");
+}
+
+/// Whether to colour stdout: a terminal, and `NO_COLOR` unset or empty (<https://no-color.org>).
+pub fn colour_enabled() -> bool {
+    std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
+}
+
+/// A borderless table (like `docker ps`) with `header`, coloured only when `colour`.
+pub fn table(header: &[&str], colour: bool) -> Table {
+    let mut t = Table::new();
+    t.load_preset(presets::NOTHING);
+    if colour {
+        t.enforce_styling();
+    } else {
+        t.force_no_tty();
+    }
+    t.set_header(header.iter().map(Cell::new));
+    t
+}
+
+/// The cell for a lifecycle state: Running green, Pending yellow, Stopping/Terminated grey,
+/// Failed red (the seed documents' status bar).
+pub fn state_cell(state: Lifecycle) -> Cell {
+    let colour = match state {
+        Lifecycle::Running => Color::Green,
+        Lifecycle::Pending => Color::Yellow,
+        Lifecycle::Stopping | Lifecycle::Terminated => Color::DarkGrey,
+        Lifecycle::Failed => Color::Red,
+    };
+    Cell::new(state.to_string()).fg(colour)
+}
+
+/// Prints `table` on stdout.
+pub fn print_table(table: &Table) -> anyhow::Result<()> {
+    let text = table.to_string();
+    let text: String = text
+        .lines()
+        .map(|l| format!("{}\n", l.trim_end()))
+        .collect();
+    write_stdout(text.as_bytes())
+}
+
+/// How long ago an RFC 3339 timestamp was, in the largest whole unit (`45s`, `3m`, `2h`, `4d`).
+pub fn age(rfc3339: &str) -> String {
+    let Ok(t) = humantime::parse_rfc3339_weak(rfc3339) else {
+        return "?".into();
+    };
+    let d = SystemTime::now()
+        .duration_since(t)
+        .unwrap_or(Duration::ZERO)
+        .as_secs();
+    match d {
+        0..60 => format!("{d}s"),
+        60..3600 => format!("{}m", d / 60),
+        3600..86400 => format!("{}h", d / 3600),
+        _ => format!("{}d", d / 86400),
+    }
+}

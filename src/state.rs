@@ -1,0 +1,408 @@
+//! The state file: one JSON document listing every sandbox record of a state directory.
+//!
+//! Layout: `<state_dir>/state.json` (versioned schema, see [`SCHEMA_VERSION`]) and
+//! `<state_dir>/state.lock`. Every read-modify-write ([`Store::update`]) holds an exclusive
+//! advisory lock (`flock(2)` via `std::fs::File::lock`) on the lock file, and writes a temporary
+//! file in the same directory which is then renamed over `state.json` (`rename(2)` is atomic), so
+//! a reader without the lock always sees a whole document, and no two writers lose each other's
+//! records. The lock dies with its holder, so a killed process never blocks the others. Callers
+//! never hold the lock across a slow engine call: they update, call the engine, update again.
+
+use std::collections::BTreeMap;
+use std::fs::{File, OpenOptions};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result};
+use serde::{Deserialize, Serialize};
+use uuid::Uuid;
+
+use crate::error::Error;
+
+/// Version of the state file's schema; a file with a higher version is refused.
+pub const SCHEMA_VERSION: u32 = 1;
+
+/// Lifecycle of a sandbox: Pending → Running → Stopping → Terminated; any → Failed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Lifecycle {
+    /// Recorded before the container is created; waiting for it to run.
+    Pending,
+    /// The container runs and accepts commands.
+    Running,
+    /// `down` has begun stopping the container.
+    Stopping,
+    /// The container has been stopped and removed.
+    Terminated,
+    /// Something went wrong; `error` says what.
+    Failed,
+}
+
+impl std::fmt::Display for Lifecycle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        std::fmt::Debug::fmt(self, f)
+    }
+}
+
+/// A process identified by PID and start time, so a reused PID is not mistaken for it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProcessRef {
+    /// Process ID.
+    pub pid: u32,
+    /// Start time in clock ticks after boot (field 22 of `/proc/PID/stat`); 0 when unknown.
+    pub start_time: u64,
+}
+
+impl ProcessRef {
+    /// The process `pid` as it is now, or `None` when it does not exist.
+    pub fn of(pid: u32) -> Option<ProcessRef> {
+        proc_start_time(pid).map(|start_time| ProcessRef { pid, start_time })
+    }
+
+    /// This process.
+    pub fn current() -> ProcessRef {
+        let pid = std::process::id();
+        ProcessRef::of(pid).unwrap_or(ProcessRef { pid, start_time: 0 })
+    }
+
+    /// Whether the very process this refers to (same PID and start time) is still alive.
+    pub fn is_alive(&self) -> bool {
+        match proc_start_time(self.pid) {
+            Some(t) => self.start_time == 0 || t == self.start_time,
+            None => false,
+        }
+    }
+}
+
+/// Field 22 (`starttime`) of `/proc/PID/stat`, or `None` when the process does not exist.
+pub fn proc_start_time(pid: u32) -> Option<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name (field 2) is in parentheses and may contain spaces or ')'.
+    let rest = &stat[stat.rfind(')')? + 1..];
+    // rest starts at field 3 (state); starttime is field 22, i.e. the 20th from here.
+    rest.split_whitespace().nth(19)?.parse().ok()
+}
+
+/// Resource limits and network a sandbox was created with.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Limits {
+    /// CPU limit in cores.
+    pub cpus: f64,
+    /// Memory limit, Docker notation (e.g. `512m`).
+    pub memory: String,
+    /// Maximum number of processes.
+    pub pids_limit: u32,
+    /// Size of the `/tmp` tmpfs.
+    pub tmp_size: String,
+    /// `bridge` or `none`.
+    pub network: crate::config::Network,
+}
+
+/// One sandbox as recorded in the state file (and printed by `up --format json` / `ls --format json`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Record {
+    /// The sandbox ID (a UUID v4); any unique prefix names the sandbox.
+    pub id: Uuid,
+    /// Container name (`h9sandbox-<first 12 hex digits of the ID>` unless `--name` was given).
+    pub name: String,
+    /// Lifecycle state.
+    pub state: Lifecycle,
+    /// The engine's container ID, once created.
+    #[serde(default)]
+    pub container_id: Option<String>,
+    /// Image reference the container was started from.
+    pub image: String,
+    /// Canonical host path of the work directory, bind-mounted at the same path.
+    pub workdir: PathBuf,
+    /// Resource limits.
+    pub limits: Limits,
+    /// User labels (`--label K=V`), also set on the container.
+    #[serde(default)]
+    pub labels: BTreeMap<String, String>,
+    /// Creation time, RFC 3339 UTC.
+    pub created_at: String,
+    /// Time of the last state change, RFC 3339 UTC.
+    pub updated_at: String,
+    /// Why the sandbox failed, when `state` is `Failed`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// The process that ran `up` (tells a live Pending record from an abandoned one).
+    pub creator: ProcessRef,
+}
+
+impl Record {
+    /// The first 12 hex digits of the ID, as shown by `ls`.
+    pub fn short_id(&self) -> String {
+        self.id.simple().to_string()[..12].to_string()
+    }
+
+    /// The name or ID the engine knows the container by.
+    pub fn container_ref(&self) -> &str {
+        self.container_id.as_deref().unwrap_or(&self.name)
+    }
+
+    /// Sets the state and bumps `updated_at`.
+    pub fn set_state(&mut self, state: Lifecycle, error: Option<String>) {
+        self.state = state;
+        self.error = error;
+        self.updated_at = now_rfc3339();
+    }
+}
+
+/// Current time as RFC 3339 UTC with seconds precision.
+pub fn now_rfc3339() -> String {
+    humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string()
+}
+
+/// The whole state file.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct State {
+    /// Schema version ([`SCHEMA_VERSION`]).
+    pub version: u32,
+    /// All records, oldest first.
+    pub sandboxes: Vec<Record>,
+}
+
+impl State {
+    /// Finds the one record whose ID starts with `query` (hex digits, dashes optional), or whose
+    /// name equals `query`. Errors: [`Error::NotFound`], [`Error::Ambiguous`].
+    pub fn resolve(&self, query: &str) -> Result<&Record, Error> {
+        let idx = self.resolve_index(query)?;
+        Ok(&self.sandboxes[idx])
+    }
+
+    /// As [`State::resolve`], returning the index into `sandboxes`.
+    pub fn resolve_index(&self, query: &str) -> Result<usize, Error> {
+        if let Some(i) = self.sandboxes.iter().position(|r| r.name == query) {
+            return Ok(i);
+        }
+        let q = query.to_ascii_lowercase().replace('-', "");
+        if q.is_empty() || !q.chars().all(|c| c.is_ascii_hexdigit()) {
+            return Err(Error::NotFound(query.to_string()));
+        }
+        let hits: Vec<usize> = self
+            .sandboxes
+            .iter()
+            .enumerate()
+            .filter(|(_, r)| r.id.simple().to_string().starts_with(&q))
+            .map(|(i, _)| i)
+            .collect();
+        match hits.len() {
+            0 => Err(Error::NotFound(query.to_string())),
+            1 => Ok(hits[0]),
+            n => Err(Error::Ambiguous {
+                prefix: query.to_string(),
+                count: n,
+                ids: hits
+                    .iter()
+                    .take(5)
+                    .map(|&i| self.sandboxes[i].short_id())
+                    .collect::<Vec<_>>()
+                    .join(", "),
+            }),
+        }
+    }
+
+    /// The record with this exact ID.
+    pub fn get_mut(&mut self, id: Uuid) -> Option<&mut Record> {
+        self.sandboxes.iter_mut().find(|r| r.id == id)
+    }
+}
+
+/// The state file and its lock in one state directory.
+#[derive(Debug, Clone)]
+pub struct Store {
+    dir: PathBuf,
+    file: PathBuf,
+    lock: PathBuf,
+}
+
+/// Holds the exclusive lock on `state.lock` until dropped.
+#[must_use = "the lock is released when the guard is dropped"]
+pub struct LockGuard {
+    _file: File,
+}
+
+impl Store {
+    /// The store in `dir`, created (mode 0700) when missing.
+    pub fn open(dir: &Path) -> Result<Store> {
+        if !dir.is_dir() {
+            std::fs::create_dir_all(dir)
+                .with_context(|| format!("cannot create the state directory {}", dir.display()))?;
+            use std::os::unix::fs::PermissionsExt;
+            let _ = std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700));
+        }
+        // One state directory, one label value, however it was spelled.
+        let dir = dir.canonicalize().unwrap_or_else(|_| dir.to_path_buf());
+        Ok(Store {
+            dir: dir.clone(),
+            file: dir.join("state.json"),
+            lock: dir.join("state.lock"),
+        })
+    }
+
+    /// Path of `state.json`.
+    pub fn path(&self) -> &Path {
+        &self.file
+    }
+
+    /// The state directory.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// Reads the state without locking (writes are atomic renames, so this sees a whole file).
+    /// A missing file is an empty state. Errors: [`Error::StateCorrupt`], I/O errors.
+    pub fn load(&self) -> Result<State> {
+        let bytes = match std::fs::read(&self.file) {
+            Ok(b) => b,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                return Ok(State {
+                    version: SCHEMA_VERSION,
+                    sandboxes: vec![],
+                })
+            }
+            Err(e) => {
+                return Err(e)
+                    .with_context(|| format!("cannot read state file {}", self.file.display()))
+            }
+        };
+        let state: State = serde_json::from_slice(&bytes).map_err(|e| Error::StateCorrupt {
+            path: self.file.clone(),
+            reason: e.to_string(),
+        })?;
+        if state.version > SCHEMA_VERSION {
+            return Err(Error::StateCorrupt {
+                path: self.file.clone(),
+                reason: format!(
+                    "schema version {} was written by a newer h9sandbox; this one reads up to {SCHEMA_VERSION}",
+                    state.version
+                ),
+            }
+            .into());
+        }
+        Ok(state)
+    }
+
+    /// Takes the exclusive lock (blocking until the holder releases it or dies).
+    pub fn lock(&self) -> Result<LockGuard> {
+        let file = OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&self.lock)
+            .with_context(|| format!("cannot open the lock file {}", self.lock.display()))?;
+        file.lock()
+            .with_context(|| format!("cannot lock {}", self.lock.display()))?;
+        Ok(LockGuard { _file: file })
+    }
+
+    /// Read-modify-write under the lock. `f` may return an error, in which case nothing is written.
+    /// The file is only rewritten when `f` changed the state.
+    pub fn update<T>(&self, f: impl FnOnce(&mut State) -> Result<T>) -> Result<T> {
+        let _guard = self.lock()?;
+        let mut state = self.load()?;
+        let before = state.clone();
+        let out = f(&mut state)?;
+        if state != before {
+            state.version = SCHEMA_VERSION;
+            self.write(&state)?;
+        }
+        Ok(out)
+    }
+
+    fn write(&self, state: &State) -> Result<()> {
+        let mut tmp = tempfile::Builder::new()
+            .prefix(".state.json.")
+            .tempfile_in(&self.dir)
+            .with_context(|| format!("cannot create a temporary file in {}", self.dir.display()))?;
+        let mut json = serde_json::to_vec_pretty(state).expect("state serializes");
+        json.push(b'\n');
+        tmp.write_all(&json)
+            .and_then(|_| tmp.as_file().sync_all())
+            .with_context(|| format!("cannot write the state file in {}", self.dir.display()))?;
+        tmp.persist(&self.file)
+            .with_context(|| format!("cannot replace the state file {}", self.file.display()))?;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Network;
+
+    pub(crate) fn record(name: &str) -> Record {
+        Record {
+            id: Uuid::new_v4(),
+            name: name.into(),
+            state: Lifecycle::Running,
+            container_id: None,
+            image: "img".into(),
+            workdir: "/w".into(),
+            limits: Limits {
+                cpus: 1.0,
+                memory: "512m".into(),
+                pids_limit: 256,
+                tmp_size: "256m".into(),
+                network: Network::Bridge,
+            },
+            labels: Default::default(),
+            created_at: now_rfc3339(),
+            updated_at: now_rfc3339(),
+            error: None,
+            creator: ProcessRef::current(),
+        }
+    }
+
+    #[test]
+    fn resolve_by_prefix_name_and_ambiguity() {
+        let mut s = State::default();
+        let mut a = record("alpha");
+        a.id = Uuid::parse_str("aaaa1111-0000-4000-8000-000000000000").unwrap();
+        let mut b = record("beta");
+        b.id = Uuid::parse_str("aaaa2222-0000-4000-8000-000000000000").unwrap();
+        s.sandboxes = vec![a, b];
+        assert_eq!(s.resolve("aaaa1").unwrap().name, "alpha");
+        assert_eq!(s.resolve("AAAA2222-0").unwrap().name, "beta");
+        assert_eq!(s.resolve("beta").unwrap().name, "beta");
+        assert!(matches!(
+            s.resolve("aaaa"),
+            Err(Error::Ambiguous { count: 2, .. })
+        ));
+        assert!(matches!(s.resolve("ffff"), Err(Error::NotFound(_))));
+        assert!(matches!(s.resolve(""), Err(Error::NotFound(_))));
+    }
+
+    #[test]
+    fn update_round_trips_and_corrupt_file_is_named() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        store
+            .update(|s| {
+                s.sandboxes.push(record("x"));
+                Ok(())
+            })
+            .unwrap();
+        assert_eq!(store.load().unwrap().sandboxes[0].name, "x");
+        std::fs::write(store.path(), b"{not json").unwrap();
+        let err = store.load().unwrap_err().to_string();
+        assert!(
+            err.contains("state.json") && err.contains("corrupt"),
+            "{err}"
+        );
+        // A failed update writes nothing.
+        assert!(store.update(|_| Ok(())).is_err());
+        assert_eq!(std::fs::read(store.path()).unwrap(), b"{not json");
+    }
+
+    #[test]
+    fn process_ref_tells_reused_pids_apart() {
+        let me = ProcessRef::current();
+        assert!(me.start_time > 0 && me.is_alive());
+        let impostor = ProcessRef {
+            start_time: me.start_time + 1,
+            ..me
+        };
+        assert!(!impostor.is_alive());
+    }
+}
