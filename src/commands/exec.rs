@@ -94,6 +94,12 @@ pub struct ExecJson {
 
 /// Runs `exec`; returns the command's exit status.
 pub async fn run(ctx: &Ctx, args: &ExecArgs) -> Result<i32> {
+    if let Some(opt) = args.command.first().filter(|w| w.starts_with('-')) {
+        return Err(Error::Invalid(format!(
+            "unexpected option '{opt}': options go before the command (see `h9sandbox exec --help`)"
+        ))
+        .into());
+    }
     let state = ctx.store.load()?;
     let rec = state.resolve(&args.id)?;
     ensure_running(rec)?;

@@ -1,0 +1,549 @@
+//! Integration tests of the core lifecycle (up / exec / down / ls), the state file and the
+//! configuration, driving the built binary against the real Docker Engine.
+
+mod common;
+
+use std::io::Write;
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use common::*;
+use serde::Deserialize;
+
+#[test]
+fn full_lifecycle_up_exec_ls_down() {
+    require_docker!();
+    let env = TestEnv::new();
+    let id = env.up(&[]);
+    let e = env.entry(&id);
+    assert_eq!(e["state"], "Running");
+    assert_eq!(e["container_state"], "running");
+    assert_eq!(e["workdir"], env.workdir.to_str().unwrap());
+    // The table names it too, by short ID.
+    let table = stdout(&env.run(&["ls"]));
+    assert!(
+        table.contains(&id.replace('-', "")[..12]) && table.contains("Running"),
+        "{table}"
+    );
+
+    // A unique prefix names the sandbox; the command runs in the work dir, through the bind mount.
+    let out = env.run(&["exec", &id[..8], "--", "echo hello > made.txt; pwd"]);
+    assert_ok(&out);
+    assert_eq!(stdout(&out).trim(), env.workdir.to_str().unwrap());
+    assert_eq!(
+        std::fs::read_to_string(env.path("made.txt")).unwrap(),
+        "hello\n"
+    );
+
+    let out = env.run(&["down", &id]);
+    assert_ok(&out);
+    assert_eq!(stdout(&out).trim(), id);
+    assert!(env.ls().is_empty());
+    assert!(env.containers().is_empty(), "container left behind");
+    // down is idempotent on the record level: the ID is now unknown.
+    assert_eq!(env.run(&["down", &id]).status.code(), Some(1));
+}
+
+#[test]
+fn exit_codes_follow_the_contract() {
+    require_docker!();
+    let env = TestEnv::new();
+    let id = env.up(&[]);
+    let code = |args: &[&str]| env.run(args).status.code();
+    assert_eq!(code(&["exec", &id, "--", "true"]), Some(0));
+    assert_eq!(code(&["exec", &id, "--", "exit 3"]), Some(3));
+    assert_eq!(code(&["exec", &id, "--", "no-such-command-xyz"]), Some(127));
+    assert_eq!(code(&["exec", &id, "--", "kill -TERM $$"]), Some(143));
+    assert_eq!(
+        code(&["exec", &id, "--timeout", "1", "--", "sleep 30"]),
+        Some(124)
+    );
+    // h9sandbox's own failures: unknown sandbox, bad flag.
+    let out = env.run(&["exec", "ffffffff", "--", "true"]);
+    assert_eq!(out.status.code(), Some(125));
+    assert!(
+        stderr(&out).contains("no sandbox matches 'ffffffff'"),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(
+        code(&["exec", &id, "--no-such-flag", "--", "true"]),
+        Some(125)
+    );
+    // Other subcommands fail with 1 (and 2 for bad usage).
+    assert_eq!(code(&["down", "ffffffff"]), Some(1));
+    assert_eq!(code(&["ls", "--no-such-flag"]), Some(2));
+}
+
+#[test]
+fn streams_are_separate_and_words_are_joined() {
+    require_docker!();
+    let env = TestEnv::new();
+    let id = env.up(&[]);
+    let out = env.run(&["exec", &id, "--", "echo", "out;", "echo", "err", ">&2"]);
+    assert_ok(&out);
+    assert_eq!(stdout(&out), "out\n");
+    assert_eq!(stderr(&out), "err\n");
+}
+
+#[test]
+fn timeout_kills_the_whole_process_tree() {
+    require_docker!();
+    let env = TestEnv::new();
+    let id = env.up(&[]);
+    // A child, a grandchild in the background, and a daemonized (setsid, nohup) process.
+    let started = Instant::now();
+    let out = env.run(&[
+        "exec",
+        &id,
+        "--timeout",
+        "2",
+        "--",
+        "sleep 301 & (sleep 302 &) ; setsid nohup sleep 303 >/dev/null 2>&1 & sleep 304",
+    ]);
+    assert_eq!(out.status.code(), Some(124), "{}", stderr(&out));
+    assert!(stderr(&out).contains("timed out"), "{}", stderr(&out));
+    assert!(started.elapsed() < Duration::from_secs(20));
+    let ps = stdout(&env.run(&["exec", &id, "--", "ps -o pid,args"]));
+    assert!(!ps.contains("sleep 30"), "processes left behind:\n{ps}");
+}
+
+#[test]
+fn stdin_is_not_attached_without_dash_i() {
+    require_docker!();
+    let env = TestEnv::new();
+    let id = env.up(&[]);
+    // Our stdin is a pipe nobody closes: `cat` must still see EOF at once.
+    let mut child = env
+        .cmd()
+        .args(["exec", &id, "--", "cat; echo done"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let _keep_open = child.stdin.take();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("exec without -i hung on stdin");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert!(status.success());
+    // With -i, stdin reaches the command.
+    let mut child = env
+        .cmd()
+        .args(["exec", &id, "-i", "--", "wc -c"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(b"12345").unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(stdout(&out).trim(), "5");
+}
+
+#[test]
+fn hardening_is_applied_and_holds_inside() {
+    require_docker!();
+    let env = TestEnv::new();
+    let id = env.up(&["--memory", "256m", "--cpus", "0.5", "--pids-limit", "40"]);
+    let c = env.container(&id);
+    let caps = inspect(
+        &c,
+        "{{json .HostConfig.CapDrop}} {{json .HostConfig.CapAdd}}",
+    );
+    assert!(caps.to_lowercase().starts_with("[\"all\"]"), "{caps}");
+    for cap in ["DAC_OVERRIDE", "SETUID", "SETGID"] {
+        assert!(caps.contains(cap), "{caps}");
+    }
+    assert!(inspect(&c, "{{json .HostConfig.SecurityOpt}}").contains("no-new-privileges:true"));
+    assert_eq!(inspect(&c, "{{.HostConfig.PidsLimit}}"), "40");
+    assert_eq!(inspect(&c, "{{.HostConfig.NanoCpus}}"), "500000000");
+    assert_eq!(
+        inspect(&c, "{{.HostConfig.Memory}}"),
+        (256u64 << 20).to_string()
+    );
+    assert_eq!(inspect(&c, "{{.HostConfig.Init}}"), "true");
+    let tmpfs = inspect(&c, "{{json .HostConfig.Tmpfs}}");
+    for opt in ["nosuid", "noexec", "nodev", "size=256m"] {
+        assert!(tmpfs.contains(opt), "{tmpfs}");
+    }
+    assert_eq!(inspect(&c, "{{index .Config.Labels \"h9sandbox\"}}"), "1");
+    assert_eq!(inspect(&c, "{{index .Config.Labels \"h9sandbox.id\"}}"), id);
+
+    // From inside: only DAC_OVERRIDE (bit 1), SETGID (6), SETUID (7) are effective.
+    let status = stdout(&env.run(&["exec", &id, "--", "cat /proc/self/status"]));
+    assert!(status.contains("CapEff:\t00000000000000c2"), "{status}");
+    assert!(status.contains("NoNewPrivs:\t1"), "{status}");
+    // /tmp is noexec.
+    let out = env.run(&[
+        "exec",
+        &id,
+        "--",
+        "printf '#!/bin/sh\\necho ran\\n' > /tmp/s && chmod +x /tmp/s && /tmp/s",
+    ]);
+    assert_eq!(out.status.code(), Some(126), "{}", stderr(&out));
+    assert!(!stdout(&out).contains("ran"));
+    // The pids limit holds: 60 background sleeps cannot all start under a limit of 40.
+    let out = env.run(&[
+        "exec",
+        &id,
+        "--",
+        "for i in $(seq 60); do sleep 30 2>/dev/null & done 2>/dev/null; sleep 1; ps | grep -c 'sleep 30'",
+    ]);
+    let running: u32 = stdout(&out)
+        .trim()
+        .lines()
+        .last()
+        .unwrap_or("0")
+        .trim()
+        .parse()
+        .unwrap_or(0);
+    assert!(running < 40, "{running} sleeps ran under pids_limit 40");
+}
+
+#[test]
+fn workdir_with_space_colon_and_comma_mounts_exactly() {
+    require_docker!();
+    let env = TestEnv::new();
+    let odd = env.path("a b:c,d\"e");
+    std::fs::create_dir(&odd).unwrap();
+    let id = env.up(&["--workdir", odd.to_str().unwrap()]);
+    let c = env.container(&id);
+    let mounts: serde_json::Value = serde_json::from_str(&inspect(&c, "{{json .Mounts}}")).unwrap();
+    assert_eq!(mounts[0]["Source"], odd.to_str().unwrap());
+    assert_eq!(mounts[0]["Destination"], odd.to_str().unwrap());
+    assert_ok(&env.run(&["exec", &id, "--", "echo x > inside.txt"]));
+    assert_eq!(
+        std::fs::read_to_string(odd.join("inside.txt")).unwrap(),
+        "x\n"
+    );
+}
+
+#[test]
+fn cwd_is_inside_the_workdir_or_refused() {
+    require_docker!();
+    let env = TestEnv::new();
+    std::fs::create_dir(env.path("sub")).unwrap();
+    let id = env.up(&[]);
+    let out = env.run(&["exec", &id, "--cwd", "sub", "--", "pwd"]);
+    assert_eq!(stdout(&out).trim(), env.path("sub").to_str().unwrap());
+    let out = env.run(&["exec", &id, "--cwd", "..", "--", "pwd"]);
+    assert_eq!(out.status.code(), Some(125));
+    assert!(
+        stderr(&out).contains("not a directory inside the work dir"),
+        "{}",
+        stderr(&out)
+    );
+    let out = env.run(&[
+        "exec",
+        &id,
+        "-e",
+        "GREETING=hi there",
+        "--",
+        "echo $GREETING",
+    ]);
+    assert_eq!(stdout(&out).trim(), "hi there");
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+#[allow(dead_code)]
+struct ExecJson {
+    exit_code: i32,
+    stdout: String,
+    stderr: String,
+    duration_ms: u64,
+    timed_out: bool,
+    truncated: bool,
+}
+
+#[test]
+fn exec_json_captures_caps_and_keeps_characters_whole() {
+    require_docker!();
+    let env = TestEnv::new();
+    let id = env.up(&[]);
+    let out = env.run(&[
+        "exec",
+        &id,
+        "--format",
+        "json",
+        "--",
+        "echo out; echo err >&2; exit 4",
+    ]);
+    assert_eq!(out.status.code(), Some(4));
+    let j: ExecJson = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        (j.exit_code, j.stdout.as_str(), j.stderr.as_str()),
+        (4, "out\n", "err\n")
+    );
+    assert!(!j.timed_out && !j.truncated);
+
+    // 3 MB of output capped at 1000 bytes; "é" (2 bytes) repeated puts the cut mid-character
+    // at an odd cap, which must drop the half character.
+    let out = env.run(&[
+        "exec",
+        &id,
+        "--json",
+        "--max-output",
+        "1001",
+        "--",
+        "yes é | head -c 3000000; printf '\\377bad' >&2",
+    ]);
+    let j: ExecJson = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(j.truncated);
+    assert!(
+        j.stdout.len() <= 1001 && j.stdout.len() >= 998,
+        "{}",
+        j.stdout.len()
+    );
+    assert!(!j.stdout.contains('\u{fffd}'), "a character was split");
+    assert_eq!(j.stderr, "\u{fffd}bad");
+
+    let out = env.run(&[
+        "exec",
+        &id,
+        "--json",
+        "--timeout",
+        "1",
+        "--",
+        "echo before; sleep 30",
+    ]);
+    assert_eq!(out.status.code(), Some(124));
+    let j: ExecJson = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(j.timed_out && j.exit_code == 124 && j.stdout == "before\n");
+}
+
+#[test]
+fn image_without_bash_falls_back_to_sh() {
+    require_docker!();
+    let env = TestEnv::new();
+    let id = env.up(&["--image", NOBASH]);
+    let out = env.run(&[
+        "exec",
+        &id,
+        "--",
+        "echo $((6*7)); command -v bash || echo nobash",
+    ]);
+    assert_ok(&out);
+    assert_eq!(stdout(&out), "42\nnobash\n");
+}
+
+#[test]
+fn concurrent_ups_both_get_records() {
+    require_docker!();
+    let env = TestEnv::new();
+    let children: Vec<_> = (0..4)
+        .map(|_| {
+            env.cmd()
+                .arg("up")
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    let ids: Vec<String> = children
+        .into_iter()
+        .map(|c| {
+            let out = c.wait_with_output().unwrap();
+            assert_ok(&out);
+            stdout(&out).trim().to_string()
+        })
+        .collect();
+    let listed = env.ls();
+    for id in &ids {
+        assert!(listed
+            .iter()
+            .any(|e| e["id"] == id.as_str() && e["state"] == "Running"));
+    }
+    assert_eq!(listed.len(), 4);
+    // And `down --all` removes them all at once.
+    assert_ok(&env.run(&["down", "--all"]));
+    assert!(env.ls().is_empty() && env.containers().is_empty());
+}
+
+#[test]
+fn container_killed_or_removed_behind_our_back() {
+    require_docker!();
+    let env = TestEnv::new();
+    let id = env.up(&[]);
+    let c = env.container(&id);
+    std::process::Command::new("docker")
+        .args(["kill", &c])
+        .output()
+        .unwrap();
+    let e = env.entry(&id);
+    assert_eq!(e["state"], "Failed");
+    assert_eq!(e["container_state"], "exited");
+    let out = env.run(&["exec", &id, "--", "true"]);
+    assert_eq!(out.status.code(), Some(125));
+    assert!(stderr(&out).contains("not running"), "{}", stderr(&out));
+    assert_eq!(stderr(&out).lines().count(), 1, "{}", stderr(&out));
+
+    std::process::Command::new("docker")
+        .args(["rm", "-f", &c])
+        .output()
+        .unwrap();
+    assert_eq!(env.entry(&id)["container_state"], "missing");
+    let out = env.run(&["exec", &id, "--", "true"]);
+    assert_eq!(out.status.code(), Some(125));
+    assert!(
+        stderr(&out).contains("no longer exists"),
+        "{}",
+        stderr(&out)
+    );
+    assert_ok(&env.run(&["down", &id]));
+    assert!(env.ls().is_empty());
+}
+
+#[test]
+fn concurrent_down_of_one_sandbox_both_succeed() {
+    require_docker!();
+    let env = TestEnv::new();
+    let id = env.up(&[]);
+    let a = env
+        .cmd()
+        .args(["down", &id])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let b = env
+        .cmd()
+        .args(["down", &id])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    assert_ok(&a.wait_with_output().unwrap());
+    assert_ok(&b.wait_with_output().unwrap());
+    assert!(env.containers().is_empty());
+}
+
+#[test]
+fn missing_image_is_a_clear_error_and_leaves_nothing() {
+    require_docker!();
+    let env = TestEnv::new();
+    let started = Instant::now();
+    let out = env.run(&["up", "--image", "h9sandbox-test/does-not-exist:1"]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = stderr(&out);
+    assert!(
+        err.contains("h9sandbox-test/does-not-exist:1") && err.contains("could not be pulled"),
+        "{err}"
+    );
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(started.elapsed() < Duration::from_secs(60));
+    assert!(env.containers().is_empty());
+    let listed = env.ls();
+    assert_eq!(listed[0]["state"], "Failed");
+    assert!(listed[0]["error"]
+        .as_str()
+        .unwrap()
+        .contains("could not be pulled"));
+}
+
+#[test]
+fn name_in_use_is_refused() {
+    require_docker!();
+    let env = TestEnv::new();
+    let name = format!("h9t-{}", std::process::id());
+    env.up(&["--name", &name]);
+    let out = env.run(&["up", "--name", &name]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(stderr(&out).contains("already in use"), "{}", stderr(&out));
+    // The name also names the sandbox.
+    assert_ok(&env.run(&["exec", &name, "--", "true"]));
+    assert_eq!(env.ls().len(), 1);
+}
+
+#[test]
+fn corrupt_state_file_is_named_and_left_alone() {
+    let env = TestEnv::new();
+    let file = env.state_dir.join("state.json");
+    std::fs::write(&file, "{ this is not json").unwrap();
+    let out = env.run(&["ls"]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = stderr(&out);
+    assert!(
+        err.contains(file.to_str().unwrap()) && err.contains("corrupt"),
+        "{err}"
+    );
+    assert!(!err.contains("panicked"));
+    assert_eq!(
+        std::fs::read_to_string(&file).unwrap(),
+        "{ this is not json"
+    );
+}
+
+#[test]
+fn bad_configuration_is_refused_with_file_key_and_reason() {
+    let env = TestEnv::new();
+    std::fs::write(env.path("sandbox.toml"), "memory = \"lots\"\n").unwrap();
+    let out = env.run(&["up"]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = stderr(&out);
+    assert!(
+        err.contains("sandbox.toml") && err.contains("memory") && err.contains("'lots'"),
+        "{err}"
+    );
+    std::fs::write(env.path("sandbox.toml"), "cpus = -1\n").unwrap();
+    let out = env
+        .cmd()
+        .env_remove("H9SANDBOX_CPUS")
+        .arg("up")
+        .output()
+        .unwrap();
+    let err = stderr(&out);
+    assert!(
+        err.contains("cpus") && err.contains("out of range"),
+        "{err}"
+    );
+    std::fs::write(env.path("sandbox.toml"), "colour = true\n").unwrap();
+    let err = stderr(&env.run(&["ls"]));
+    assert!(err.contains("unknown key `colour`"), "{err}");
+    std::fs::remove_file(env.path("sandbox.toml")).unwrap();
+    let out = env.cmd().args(["up", "--memory", "2x"]).output().unwrap();
+    assert!(stderr(&out).contains("--memory"), "{}", stderr(&out));
+    assert!(env.ls().is_empty(), "a refused up left a record");
+}
+
+#[test]
+fn config_file_and_env_reach_the_container() {
+    require_docker!();
+    let env = TestEnv::new();
+    std::fs::write(
+        env.path("sandbox.toml"),
+        "memory = \"300m\"\npids_limit = 77\n",
+    )
+    .unwrap();
+    let id = env.up(&[]);
+    let c = env.container(&id);
+    assert_eq!(
+        inspect(&c, "{{.HostConfig.Memory}}"),
+        (300u64 << 20).to_string()
+    );
+    assert_eq!(inspect(&c, "{{.HostConfig.PidsLimit}}"), "77");
+    // The environment beats the file, the flag beats the environment.
+    let id = String::from_utf8(
+        env.cmd()
+            .env("H9SANDBOX_PIDS_LIMIT", "88")
+            .args(["up", "--memory", "200m"])
+            .output()
+            .unwrap()
+            .stdout,
+    )
+    .unwrap();
+    let c = env.container(id.trim());
+    assert_eq!(inspect(&c, "{{.HostConfig.PidsLimit}}"), "88");
+    assert_eq!(
+        inspect(&c, "{{.HostConfig.Memory}}"),
+        (200u64 << 20).to_string()
+    );
+}
