@@ -56,6 +56,14 @@ pub struct GlobalArgs {
     pub verbose: u8,
 }
 
+impl Cli {
+    /// Whether `name` is one of the subcommands.
+    pub fn is_subcommand(name: &str) -> bool {
+        use clap::CommandFactory;
+        Cli::command().find_subcommand(name).is_some()
+    }
+}
+
 impl GlobalArgs {
     /// The effective format (`--json` wins).
     pub fn format(&self) -> Format {

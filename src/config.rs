@@ -257,6 +257,17 @@ impl Layers {
         Ok(layers)
     }
 
+    /// Names of `H9SANDBOX_*` environment variables that are neither a configuration key nor
+    /// `H9SANDBOX_CONFIG` (likely typos), from `vars`.
+    pub fn unknown_env_vars(vars: impl Iterator<Item = String>) -> Vec<String> {
+        vars.filter(|v| {
+            v.strip_prefix("H9SANDBOX_").is_some_and(|k| {
+                k != "CONFIG" && !KEYS.iter().any(|key| key.name.eq_ignore_ascii_case(k))
+            })
+        })
+        .collect()
+    }
+
     fn merge_file(&mut self, path: &Path) -> Result<(), Error> {
         let origin = Origin::File(path.to_path_buf());
         let text = std::fs::read_to_string(path).map_err(|e| Error::Config {
@@ -265,7 +276,13 @@ impl Layers {
         })?;
         let parsed: toml::Table = text.parse().map_err(|e: toml::de::Error| Error::Config {
             origin: origin.to_string(),
-            message: format!("is not valid TOML: {}", e.message().trim()),
+            message: format!(
+                "is not valid TOML{}: {}",
+                e.span()
+                    .map(|s| format!(" (line {})", text[..s.start].matches('\n').count() + 1))
+                    .unwrap_or_default(),
+                e.message().trim().replace('\n', "; ")
+            ),
         })?;
         for (name, value) in parsed {
             let key = lookup(&name).ok_or_else(|| Error::Config {
@@ -273,8 +290,8 @@ impl Layers {
                 message: format!("unknown key `{name}` (known keys: {})", key_names()),
             })?;
             let value = coerce(key, value).map_err(|m| Error::Config {
-                origin: origin.to_string(),
-                message: format!("key `{name}`: {m}"),
+                origin: format!("{origin}, key `{name}`"),
+                message: m,
             })?;
             self.table.insert(name.clone(), value);
             self.origins.insert(name, origin.clone());
@@ -363,7 +380,7 @@ fn coerce(key: &Key, v: toml::Value) -> Result<toml::Value, String> {
         (Kind::Int, V::String(s)) => Err(format!("'{s}' is not a whole number")),
         (Kind::Float, V::String(s)) => Err(format!("'{s}' is not a number")),
         (Kind::Bool, V::String(s)) => Err(format!("'{s}' is not true or false")),
-        (kind, _) => Err(format!("expected {}, found a {got}", kind_name(kind))),
+        (kind, _) => Err(format!("expected {}, found {got}", kind_name(kind))),
     }
 }
 
@@ -459,8 +476,14 @@ impl Config {
             return Err(fail("engine_bin", "the engine binary is empty".into()));
         }
         if let Some(d) = &self.state_dir {
-            if d.as_os_str().is_empty() {
-                return Err(fail("state_dir", "the state directory is empty".into()));
+            if !d.is_absolute() {
+                return Err(fail(
+                    "state_dir",
+                    format!(
+                        "'{}' is not an absolute path; give one, so that every caller finds the same state",
+                        d.display()
+                    ),
+                ));
             }
         }
         Ok(())
@@ -578,6 +601,24 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(err.contains("pids_limit"), "{err}");
+    }
+
+    #[test]
+    fn typos_in_env_names_are_found() {
+        let vars = [
+            "H9SANDBOX_MEMROY",
+            "H9SANDBOX_MEMORY",
+            "H9SANDBOX_CONFIG",
+            "PATH",
+        ];
+        assert_eq!(
+            Layers::unknown_env_vars(vars.iter().map(|s| s.to_string())),
+            vec!["H9SANDBOX_MEMROY"]
+        );
+        let err = load(None, &[("H9SANDBOX_STATE_DIR", "relative/dir")]).unwrap_err();
+        assert!(err.to_string().contains("not an absolute path"), "{err}");
+        let err = load(Some("image = \"a\"\nmemory = = 3\n"), &[]).unwrap_err();
+        assert!(err.to_string().contains("line 2"), "{err}");
     }
 
     #[test]

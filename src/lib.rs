@@ -15,25 +15,53 @@ pub mod state;
 
 use clap::Parser;
 
+/// Condenses clap's multi-line usage error into one line: the cause, clap's tip if any, and
+/// where to read more.
+fn one_line_usage_error(e: &clap::Error, sub: Option<&str>) -> String {
+    let text = e.render().to_string();
+    let cause = text
+        .lines()
+        .map(str::trim)
+        .take_while(|l| !l.starts_with("Usage:") && !l.starts_with("For more information"))
+        .filter(|l| !l.is_empty())
+        .collect::<Vec<_>>()
+        .join(" ");
+    let cause = cause.trim_start_matches("error: ");
+    let help = match sub.filter(|s| cli::Cli::is_subcommand(s)) {
+        Some(s) => format!("h9sandbox {s} --help"),
+        None => "h9sandbox --help".into(),
+    };
+    format!("{cause}; see `{help}`")
+}
+
 /// Parses the command line, runs the subcommand and returns the process exit status.
 pub fn run() -> i32 {
     let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
     let cli = match cli::Cli::try_parse_from(&args) {
         Ok(cli) => cli,
         Err(e) => {
-            let code = if !e.use_stderr() {
-                0 // --help, --version
-            } else if args
+            let sub = args
                 .iter()
                 .skip(1)
-                .find(|a| !a.to_string_lossy().starts_with('-'))
-                .is_some_and(|a| error::reserves_child_statuses(&a.to_string_lossy()))
-            {
+                .map(|a| a.to_string_lossy())
+                .find(|a| !a.starts_with('-'));
+            if !e.use_stderr() {
+                let _ = e.print(); // --help, --version
+                return 0;
+            }
+            let code = if sub.as_deref().is_some_and(error::reserves_child_statuses) {
                 error::EXIT_OWN_FAILURE
             } else {
                 error::EXIT_USAGE
             };
-            let _ = e.print();
+            if e.kind() == clap::error::ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand {
+                let _ = e.print();
+            } else {
+                eprintln!(
+                    "h9sandbox: error: {}",
+                    one_line_usage_error(&e, sub.as_deref())
+                );
+            }
             return code;
         }
     };

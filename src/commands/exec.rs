@@ -96,7 +96,7 @@ pub struct ExecJson {
 pub async fn run(ctx: &Ctx, args: &ExecArgs) -> Result<i32> {
     if let Some(opt) = args.command.first().filter(|w| w.starts_with('-')) {
         return Err(Error::Invalid(format!(
-            "unexpected option '{opt}': options go before the command (see `h9sandbox exec --help`)"
+            "unknown option '{opt}' (h9sandbox's options go before `--`, the command after it); see `h9sandbox exec --help`"
         ))
         .into());
     }
@@ -170,7 +170,7 @@ pub fn resolve_cwd(workdir: &Path, cwd: Option<&Path>) -> Result<PathBuf, Error>
     })?;
     if !canon.starts_with(workdir) || !canon.is_dir() {
         return Err(Error::PathEscape(format!(
-            "--cwd {} is not a directory inside the work dir {}",
+            "--cwd {} is not a directory inside the work dir {}; pass a path inside it (relative paths start there)",
             cwd.display(),
             workdir.display()
         )));
@@ -220,7 +220,7 @@ pub async fn run_command<E: Environment>(
     let started = Instant::now();
     let mut child = cmd.spawn().map_err(|e| Error::EngineUnavailable {
         bin: engine.kind().to_string(),
-        reason: format!("cannot run the engine client: {e}"),
+        reason: format!("cannot run the engine client: {e}; check engine_bin"),
     })?;
     let stdout = child.stdout.take().map(|s| tokio::spawn(capture(s, sink)));
     let stderr = tokio::spawn(stderr_pump(child.stderr.take().expect("piped"), sink));

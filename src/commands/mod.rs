@@ -41,6 +41,11 @@ impl Ctx {
     /// the state store.
     pub fn new(cli: &Cli, flags: &[(&str, Option<String>, &str)]) -> Result<Ctx> {
         let mut layers = Layers::load(cli.global.config.as_deref())?;
+        for var in Layers::unknown_env_vars(std::env::vars().map(|(k, _)| k)) {
+            crate::output::warn(&format!(
+                "environment variable {var} is not a configuration key; ignored (see sandbox.toml.example)"
+            ));
+        }
         for (key, value, flag) in flags {
             if let Some(v) = value {
                 layers.set_str(key, v, Origin::Flag((*flag).to_string()))?;

@@ -115,13 +115,13 @@ impl Docker {
     }
 
     fn spawn_error(&self, e: std::io::Error) -> anyhow::Error {
-        let reason = if e.kind() == std::io::ErrorKind::NotFound {
-            format!(
-                "`{}` was not found on PATH (is Docker installed?)",
-                self.bin
-            )
+        let reason = if e.kind() == std::io::ErrorKind::NotFound && self.bin.contains('/') {
+            format!("{} does not exist; fix engine_bin", self.bin)
+        } else if e.kind() == std::io::ErrorKind::NotFound {
+            "not found on PATH; install Docker, or set engine_bin to the engine's client"
+                .to_string()
         } else {
-            format!("cannot run `{}`: {e}", self.bin)
+            format!("cannot run it: {e}; check engine_bin")
         };
         self.unavailable(reason).into()
     }
@@ -227,14 +227,23 @@ impl Environment for Docker {
     async fn remove(&self, container: &str) -> Result<()> {
         let args = vec!["rm".into(), "-f".into(), "-v".into(), container.into()];
         let (code, _, stderr) = self.output(args).await?;
-        if code != 0 && !is_no_such_container(&stderr) {
-            return Err(anyhow!(
-                "`{} rm` failed: {}",
-                self.bin,
-                first_error_line(&stderr)
-            ));
+        if code == 0 || is_no_such_container(&stderr) {
+            return Ok(());
         }
-        Ok(())
+        if stderr.contains("already in progress") {
+            // Another process (a concurrent `down`) is removing it: wait until it is gone.
+            for _ in 0..100 {
+                if self.inspect(container).await?.is_none() {
+                    return Ok(());
+                }
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        }
+        Err(anyhow!(
+            "`{} rm` failed: {}",
+            self.bin,
+            first_error_line(&stderr)
+        ))
     }
 
     async fn remove_labelled(&self, key: &str, value: &str) -> Result<usize> {
@@ -501,10 +510,12 @@ pub fn unreachable_reason(stderr: &str) -> Option<String> {
         "failed to connect to the docker API",
         "Cannot connect to Podman",
     ];
-    SIGNS
-        .iter()
-        .any(|s| stderr.contains(s))
-        .then(|| first_error_line(stderr))
+    SIGNS.iter().any(|s| stderr.contains(s)).then(|| {
+        format!(
+            "{} (start the daemon, or point DOCKER_HOST / engine_bin at a running engine)",
+            first_error_line(stderr)
+        )
+    })
 }
 
 fn is_no_such_container(stderr: &str) -> bool {
