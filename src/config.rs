@@ -191,6 +191,11 @@ pub struct Layers {
     pub file: Option<PathBuf>,
 }
 
+/// Keys that act on the host (what runs there, where records live), which the project file
+/// `./sandbox.toml` may not set: it usually sits in a work directory, which code inside a sandbox
+/// can write, so trusting it for these keys would let a sandbox run programs on the host.
+pub const HOST_SIDE_KEYS: &[&str] = &["engine_bin", "state_dir"];
+
 /// Where the configuration file is looked for, in order (see the module documentation).
 pub fn find_config_file(explicit: Option<&Path>) -> Result<Option<PathBuf>, Error> {
     if let Some(p) = explicit {
@@ -237,7 +242,10 @@ impl Layers {
             file: None,
         };
         if let Some(path) = find_config_file(explicit_file)? {
-            layers.merge_file(&path)?;
+            // The project file found in the current directory, not one named explicitly or the
+            // user's own configuration.
+            let project = explicit_file.is_none() && path == Path::new("sandbox.toml");
+            layers.merge_file(&path, project)?;
             layers.file = Some(path);
         }
         for key in KEYS {
@@ -268,7 +276,7 @@ impl Layers {
         .collect()
     }
 
-    fn merge_file(&mut self, path: &Path) -> Result<(), Error> {
+    fn merge_file(&mut self, path: &Path, project: bool) -> Result<(), Error> {
         let origin = Origin::File(path.to_path_buf());
         let text = std::fs::read_to_string(path).map_err(|e| Error::Config {
             origin: origin.to_string(),
@@ -289,6 +297,15 @@ impl Layers {
                 origin: origin.to_string(),
                 message: format!("unknown key `{name}` (known keys: {})", key_names()),
             })?;
+            if project && HOST_SIDE_KEYS.contains(&name.as_str()) {
+                return Err(Error::Config {
+                    origin: format!("{origin}, key `{name}`"),
+                    message: format!(
+                        "not allowed in a project's sandbox.toml, which a sandbox may be able to write; set it in $XDG_CONFIG_HOME/h9sandbox/config.toml, H9SANDBOX_{} or with --config",
+                        name.to_ascii_uppercase()
+                    ),
+                });
+            }
             let value = coerce(key, value).map_err(|m| Error::Config {
                 origin: format!("{origin}, key `{name}`"),
                 message: m,
@@ -441,6 +458,20 @@ impl Config {
         };
         if self.image.trim().is_empty() {
             return Err(fail("image", "the image name is empty".into()));
+        }
+        if self.image.starts_with('-')
+            || self
+                .image
+                .chars()
+                .any(|c| c.is_whitespace() || c.is_control())
+        {
+            return Err(fail(
+                "image",
+                format!(
+                    "'{}' is not an image reference (it starts with '-' or holds spaces); give a name like ubuntu:22.04",
+                    self.image
+                ),
+            ));
         }
         let ncpu = host_cpus();
         if !self.cpus.is_finite() || self.cpus < 0.01 || self.cpus > ncpu as f64 {
@@ -619,6 +650,26 @@ mod tests {
         assert!(err.to_string().contains("not an absolute path"), "{err}");
         let err = load(Some("image = \"a\"\nmemory = = 3\n"), &[]).unwrap_err();
         assert!(err.to_string().contains("line 2"), "{err}");
+    }
+
+    #[test]
+    fn project_file_cannot_set_host_side_keys() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("sandbox.toml");
+        std::fs::write(&file, "engine_bin = \"/tmp/evil\"\n").unwrap();
+        let mut layers = Layers::load_with_env(None, |_| None).unwrap();
+        let err = layers.merge_file(&file, true).unwrap_err().to_string();
+        assert!(
+            err.contains("engine_bin") && err.contains("not allowed"),
+            "{err}"
+        );
+        // The same key from an explicit file, the environment or a flag is fine.
+        layers
+            .set_str("engine_bin", "/usr/bin/docker", Origin::Flag("x".into()))
+            .unwrap();
+        assert!(load(Some("engine_bin = \"podman\"\n"), &[]).is_ok());
+        let err = load(None, &[("H9SANDBOX_IMAGE", "--privileged")]).unwrap_err();
+        assert!(err.to_string().contains("not an image reference"), "{err}");
     }
 
     #[test]

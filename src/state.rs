@@ -172,6 +172,12 @@ impl State {
 
     /// As [`State::resolve`], returning the index into `sandboxes`.
     pub fn resolve_index(&self, query: &str) -> Result<usize, Error> {
+        // A full ID, then a name, then an ID prefix.
+        if let Ok(id) = Uuid::parse_str(query) {
+            if let Some(i) = self.sandboxes.iter().position(|r| r.id == id) {
+                return Ok(i);
+            }
+        }
         if let Some(i) = self.sandboxes.iter().position(|r| r.name == query) {
             return Ok(i);
         }

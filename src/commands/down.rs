@@ -83,13 +83,21 @@ pub async fn remove(ctx: &Ctx, rec: &Record) -> Result<()> {
     let grace = Duration::from_secs(ctx.cfg.stop_timeout_secs);
     // Whatever the stop did (timed out, failed), the container is removed.
     let stopped = ctx.engine.stop(container, grace).await;
-    ctx.engine.remove(container).await.map_err(|e| {
-        if let Err(s) = &stopped {
-            e.context(format!("after the stop failed too ({s:#})"))
-        } else {
-            e
-        }
-    })?;
+    if let Err(e) = ctx.engine.remove(container).await {
+        // Nothing was removed: the record goes back to what it was, so it tells the truth.
+        let _ = ctx.store.update(|s| {
+            if let Some(r) = s.get_mut(rec.id).filter(|r| r.state == Lifecycle::Stopping) {
+                r.set_state(rec.state, rec.error.clone());
+            }
+            Ok(())
+        });
+        return Err(match stopped {
+            Err(s) if format!("{s:#}") != format!("{e:#}") => {
+                e.context(format!("after the stop failed too ({s:#})"))
+            }
+            _ => e,
+        });
+    }
     ctx.store.update(|s| {
         s.sandboxes.retain(|r| r.id != rec.id);
         Ok(())

@@ -43,6 +43,8 @@ pub struct Outcome {
     pub timed_out: bool,
     /// The signal (SIGINT, SIGTERM, SIGHUP) that made us kill the tree, if one did.
     pub interrupted: Option<&'static str>,
+    /// Whether a timeout or signal made us kill the tree and the kill succeeded.
+    pub tree_killed: bool,
 }
 
 /// A captured stream: the first bytes kept, and the total seen.
@@ -117,12 +119,18 @@ pub async fn run(ctx: &Ctx, args: &ExecArgs) -> Result<i32> {
         Format::Json => Sink::Capture(args.max_output),
         Format::Table => Sink::Forward,
     };
-    let timeout = (timeout > 0).then(|| Duration::from_secs(timeout));
+    // Beyond ~136 years is "none" (and keeps Instant arithmetic from overflowing).
+    let timeout = (timeout > 0 && timeout < u32::MAX as u64).then(|| Duration::from_secs(timeout));
     let out = run_command(&ctx.engine, rec, &spec, timeout, sink).await?;
     if out.timed_out && ctx.format == Format::Table {
         eprintln!(
-            "h9sandbox: command timed out after {}s; its process tree was killed",
-            timeout.map_or(0, |t| t.as_secs())
+            "h9sandbox: command timed out after {}s{}",
+            timeout.map_or(0, |t| t.as_secs()),
+            if out.tree_killed {
+                "; its process tree was killed"
+            } else {
+                ""
+            }
         );
     }
     if ctx.format == Format::Json {
@@ -238,12 +246,17 @@ pub async fn run_command<E: Environment>(
         _ = deadline => { timed_out = true; None }
         sig = super::up::interrupted() => { interrupted = Some(sig); None }
     };
+    let mut kill_error = None;
     let status = match status {
+        // The client itself was killed (e.g. SIGPIPE when our reader went away): the command
+        // would run on unattended, so its tree goes too.
+        Some(s) if std::os::unix::process::ExitStatusExt::signal(&s).is_some() => {
+            kill_error = engine.kill_exec(container, &spec.marker).await.err();
+            s
+        }
         Some(s) => s,
         None => {
-            if let Err(e) = engine.kill_exec(container, &spec.marker).await {
-                output::warn(&format!("could not kill the command's processes: {e:#}"));
-            }
+            kill_error = engine.kill_exec(container, &spec.marker).await.err();
             // The client ends once its process is gone; make sure of it.
             match tokio::time::timeout(Duration::from_secs(5), child.wait()).await {
                 Ok(s) => s?,
@@ -254,6 +267,12 @@ pub async fn run_command<E: Environment>(
             }
         }
     };
+    if let Some(e) = &kill_error {
+        output::warn(&format!(
+            "could not kill all of the command's processes: {e:#}; `h9sandbox down {}` removes them with the sandbox",
+            rec.short_id()
+        ));
+    }
     let duration = started.elapsed();
     let code = status_code(status);
     let (head, stderr_captured) = stderr.await??;
@@ -299,6 +318,7 @@ pub async fn run_command<E: Environment>(
         duration,
         timed_out,
         interrupted,
+        tree_killed: (timed_out || interrupted.is_some()) && kill_error.is_none(),
     })
 }
 

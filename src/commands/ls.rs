@@ -79,7 +79,13 @@ pub fn reconcile(mut record: Record, c: Option<&ContainerSummary>) -> Entry {
         Some(c) => (c.state.clone(), c.status.clone()),
         None => ("missing".to_string(), String::new()),
     };
-    if record.state == Lifecycle::Running && cstate != "running" {
+    if record.state == Lifecycle::Pending && !record.creator.is_alive() {
+        record.state = Lifecycle::Failed;
+        record.error = Some(format!(
+            "abandoned: the `up` that created it (pid {}) died before it finished",
+            record.creator.pid
+        ));
+    } else if record.state == Lifecycle::Running && cstate != "running" {
         let why = match c {
             Some(c) => format!("container {} outside h9sandbox ({})", c.state, c.status),
             None => "container removed outside h9sandbox".to_string(),

@@ -18,6 +18,7 @@ use crate::state::{now_rfc3339, Lifecycle, Limits, ProcessRef, Record};
 /// Runs `up`; prints the ID (or the record as JSON) and returns 0.
 pub async fn run(ctx: &Ctx, args: &UpArgs) -> Result<i32> {
     let workdir = resolve_workdir(args.workdir.as_deref())?;
+    refuse_sensitive_workdir(&workdir, &protected_paths(ctx))?;
     let labels = parse_labels(&args.labels)?;
     let id = Uuid::new_v4();
     let name = match &args.name {
@@ -51,6 +52,9 @@ pub async fn run(ctx: &Ctx, args: &UpArgs) -> Result<i32> {
     };
     // Pending goes on record before the container exists, so a crash leaves a trace.
     ctx.store.update(|s| {
+        // A Failed record keeps its name only until a new sandbox wants it (its container is gone).
+        s.sandboxes
+            .retain(|r| !(r.name == name && r.state == Lifecycle::Failed));
         if s.sandboxes.iter().any(|r| r.name == name) {
             return Err(Error::NameInUse(name.clone()).into());
         }
@@ -235,8 +239,94 @@ pub fn resolve_workdir(dir: Option<&Path>) -> Result<PathBuf> {
     Ok(canon)
 }
 
-/// Checks a container name against the engine's rule `[a-zA-Z0-9][a-zA-Z0-9_.-]+`.
+/// Paths the sandbox must never be able to write through its bind mount: h9sandbox's own state
+/// and configuration (rewriting them would steer the host side), the caller's home directory
+/// (shell start-up files), and the engine's socket (driving the engine is root on the host).
+pub fn protected_paths(ctx: &Ctx) -> Vec<(PathBuf, &'static str)> {
+    let mut v = vec![(ctx.store.dir().to_path_buf(), "h9sandbox's state directory")];
+    if let Some(d) = crate::config::xdg_dir("XDG_CONFIG_HOME", ".config") {
+        v.push((d.join("h9sandbox"), "h9sandbox's configuration directory"));
+    }
+    if let Some(h) = std::env::var_os("HOME")
+        .map(PathBuf::from)
+        .filter(|h| h.is_absolute())
+    {
+        v.push((h, "your home directory"));
+    }
+    if let Some(sock) = std::env::var("DOCKER_HOST")
+        .ok()
+        .and_then(|h| h.strip_prefix("unix://").map(PathBuf::from))
+    {
+        v.push((sock, "the engine's socket"));
+    }
+    for sock in [
+        "/run/docker.sock",
+        "/var/run/docker.sock",
+        "/run/podman/podman.sock",
+    ] {
+        v.push((PathBuf::from(sock), "the engine's socket"));
+    }
+    for dir in SYSTEM_DIRS {
+        v.push((PathBuf::from(dir), "a system directory"));
+    }
+    v
+}
+
+/// Host directories whose contents a sandbox must not be able to change or read.
+const SYSTEM_DIRS: &[&str] = &[
+    "/proc",
+    "/sys",
+    "/dev",
+    "/run",
+    "/var/run",
+    "/boot",
+    "/etc",
+    "/usr",
+    "/bin",
+    "/sbin",
+    "/lib",
+    "/lib32",
+    "/lib64",
+    "/var/lib/docker",
+    "/var/lib/containers",
+    "/tmp",
+];
+
+/// Refuses a work directory that is, contains, or (for the kernel's and h9sandbox's own
+/// directories) lies inside one of `protected` paths.
+pub fn refuse_sensitive_workdir(
+    workdir: &Path,
+    protected: &[(PathBuf, &str)],
+) -> Result<(), Error> {
+    const NEVER_INSIDE: &[&str] = &["/proc", "/sys", "/dev", "/run", "/var/run", "/boot", "/etc"];
+    // Both spellings count: a symlinked path (/var/run -> /run) is reachable either way.
+    let both = protected.iter().flat_map(|(p, what)| {
+        let canon = p.canonicalize().ok().filter(|c| c != p);
+        std::iter::once((p.clone(), *what)).chain(canon.map(|c| (c, *what)))
+    });
+    for (p, what) in both {
+        let inside_forbidden =
+            NEVER_INSIDE.iter().any(|d| Path::new(d) == p) && workdir.starts_with(&p);
+        if p.starts_with(workdir) || inside_forbidden {
+            return Err(Error::Invalid(format!(
+                "work directory {} {} {what} {}, which the sandbox could then change; use a project directory instead",
+                workdir.display(),
+                if p.starts_with(workdir) && p != workdir { "contains" } else if workdir == p { "is" } else { "lies in" },
+                p.display()
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// Checks a container name against the engine's rule `[a-zA-Z0-9][a-zA-Z0-9_.-]+`, refusing names
+/// that could be mistaken for an ID prefix (only hex digits and dashes).
 pub fn validate_name(name: &str) -> Result<(), Error> {
+    if !name.is_empty() && name.chars().all(|c| c.is_ascii_hexdigit() || c == '-') {
+        return Err(Error::Invalid(format!(
+            "invalid --name '{name}': names made only of hex digits and dashes look like sandbox IDs; add another letter"
+        )));
+    }
     let mut chars = name.chars();
     let ok = name.len() >= 2
         && chars.next().is_some_and(|c| c.is_ascii_alphanumeric())
@@ -281,7 +371,17 @@ mod tests {
     #[test]
     fn names_follow_the_engine_rule() {
         assert!(validate_name("ci-job_4.2").is_ok());
-        for bad in ["", "a", "-x", "a b", "a/b", "é1"] {
+        for bad in [
+            "",
+            "a",
+            "-x",
+            "a b",
+            "a/b",
+            "é1",
+            "cafe",
+            "05f7096d-da1b",
+            "deadbeef",
+        ] {
             assert!(validate_name(bad).is_err(), "{bad}");
         }
     }
@@ -294,6 +394,30 @@ mod tests {
         for bad in ["novalue", "=v", "h9sandbox=2", "h9sandbox.id=x"] {
             assert!(parse_labels(&[bad.into()]).is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn sensitive_workdirs_are_refused() {
+        let prot: Vec<(PathBuf, &str)> = vec![
+            ("/home/me".into(), "your home directory"),
+            (
+                "/home/me/.local/state/h9sandbox".into(),
+                "h9sandbox's state directory",
+            ),
+            ("/var/run/docker.sock".into(), "the engine's socket"),
+            ("/etc".into(), "a system directory"),
+            ("/usr".into(), "a system directory"),
+        ];
+        let refused = |w: &str| refuse_sensitive_workdir(Path::new(w), &prot).is_err();
+        assert!(refused("/home/me"));
+        assert!(refused("/home"));
+        assert!(refused("/var"));
+        assert!(refused("/etc"));
+        assert!(refused("/etc/nginx"));
+        assert!(refused("/usr"));
+        assert!(!refused("/usr/local/src/project"));
+        assert!(!refused("/home/me/project"));
+        assert!(!refused("/srv/ci/job-1"));
     }
 
     #[test]

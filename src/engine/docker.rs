@@ -171,7 +171,12 @@ impl Environment for Docker {
     }
 
     async fn pull(&self, image: &str, timeout: Duration) -> Result<()> {
-        let run = self.output(vec!["pull".into(), "--quiet".into(), image.into()]);
+        let run = self.output(vec![
+            "pull".into(),
+            "--quiet".into(),
+            "--".into(),
+            image.into(),
+        ]);
         match tokio::time::timeout(timeout, run).await {
             Err(_) => Err(Error::ImageUnavailable {
                 image: image.into(),
@@ -273,7 +278,42 @@ impl Environment for Docker {
     }
 
     async fn kill_exec(&self, container: &str, marker: &str) -> Result<()> {
-        self.checked(kill_args(container, marker)).await.map(|_| ())
+        // From the host first: the container's own tools cannot interfere.
+        let (code, pid, _) = self
+            .output(vec![
+                "inspect".into(),
+                "--type".into(),
+                "container".into(),
+                "--format".into(),
+                "{{.State.Pid}}".into(),
+                container.into(),
+            ])
+            .await?;
+        if let Some(pid) = pid.parse::<u32>().ok().filter(|p| code == 0 && *p > 0) {
+            match super::marker::kill_marked(Some(pid), marker) {
+                Ok(s) if s.failed == 0 => return Ok(()),
+                Ok(s) => {
+                    return Err(anyhow!(
+                        "{} of the command's processes could not be signalled",
+                        s.failed
+                    ))
+                }
+                // Not allowed to look (rootful engine, non-root caller) or not on this host
+                // (remote engine): kill from inside the container instead.
+                Err(_) => {}
+            }
+        }
+        match tokio::time::timeout(
+            Duration::from_secs(5),
+            self.checked(kill_args(container, marker)),
+        )
+        .await
+        {
+            Ok(r) => r.map(|_| ()),
+            Err(_) => Err(anyhow!(
+                "the kill helper inside the container did not finish within 5s"
+            )),
+        }
     }
 
     fn exec_failure(&self, container: &str, head: &[u8], status: i32) -> Option<ExecFailure> {
@@ -300,7 +340,7 @@ impl Environment for Docker {
             || text.contains("is restarting")
         {
             return Some(ExecFailure::ContainerGone(format!(
-                "its container {container} is not running (stopped or killed outside h9sandbox)"
+                "its container {container} is not running (stopped, paused or killed outside h9sandbox)"
             )));
         }
         if text.contains("OCI runtime exec failed") || text.contains("executable file not found") {
@@ -355,6 +395,7 @@ pub fn run_args(spec: &ContainerSpec) -> Vec<String> {
         workdir.to_string(),
         "--pull".into(),
         "never".into(),
+        "--".into(),
         spec.image.clone(),
         "sleep".into(),
         "infinity".into(),
@@ -597,7 +638,7 @@ mod tests {
              --cap-add DAC_OVERRIDE --cap-add SETUID --cap-add SETGID \
              --security-opt no-new-privileges:true --pids-limit 256 --cpus 1.5 --memory 512m \
              --tmpfs /tmp:size=256m,nosuid,noexec,nodev --network none \
-             --mount type=bind,source=/w,target=/w --workdir /w --pull never ubuntu:22.04 sleep infinity"
+             --mount type=bind,source=/w,target=/w --workdir /w --pull never -- ubuntu:22.04 sleep infinity"
         );
     }
 

@@ -5,6 +5,7 @@
 //! vector (never through a shell), so every call can be printed (`-v`) and pasted into a terminal.
 
 pub mod docker;
+pub mod marker;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;

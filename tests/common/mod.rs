@@ -111,6 +111,17 @@ impl TestEnv {
         serde_json::from_slice(&out.stdout).unwrap()
     }
 
+    /// The records of state.json, without asking the engine (for tests that need no Docker).
+    pub fn ls_raw(&self) -> Vec<serde_json::Value> {
+        match std::fs::read(self.state_dir.join("state.json")) {
+            Ok(b) => serde_json::from_slice::<serde_json::Value>(&b).unwrap()["sandboxes"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default(),
+            Err(_) => vec![],
+        }
+    }
+
     /// The `ls` entry of sandbox `id`.
     pub fn entry(&self, id: &str) -> serde_json::Value {
         self.ls()

@@ -1,0 +1,123 @@
+//! Finding and killing an exec's process tree from the host, by the marker variable every process
+//! of the exec inherits ([`super::EXEC_MARKER_VAR`]), through `/proc` (see `proc(5)`:
+//! `/proc/PID/environ`, `/proc/PID/ns/pid`).
+//!
+//! Doing this on the host, rather than with a script inside the container, means code in the
+//! sandbox cannot defeat it by replacing the container's `sh`, `tr` or `grep`. It needs the right
+//! to read the processes' `/proc` entries (root, or the same user as the container's processes,
+//! as with rootless engines); without it, [`kill_marked`] says so and the engine falls back to
+//! killing from inside.
+
+use std::io;
+use std::path::Path;
+
+use rustix::process::{kill_process, Pid, Signal};
+
+use super::EXEC_MARKER_VAR;
+
+/// What a pass over `/proc` did.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Sweep {
+    /// Processes sent SIGKILL.
+    pub killed: usize,
+    /// Marked processes that could not be signalled.
+    pub failed: usize,
+}
+
+/// Sends SIGKILL to every process in the PID namespace of `ns_of` (a host PID, e.g. the
+/// container's init; `None` = our own namespace) whose environment holds
+/// `H9SANDBOX_EXEC_ID=<marker>`, repeating until a pass finds none (children forked meanwhile
+/// are caught too), at most 50 passes.
+///
+/// Errors: `PermissionDenied` when the namespace of `ns_of` cannot be read (the caller should
+/// fall back to another method); other I/O errors reading `/proc`.
+pub fn kill_marked(ns_of: Option<u32>, marker: &str) -> io::Result<Sweep> {
+    let ns_path = match ns_of {
+        Some(pid) => format!("/proc/{pid}/ns/pid"),
+        None => "/proc/self/ns/pid".to_string(),
+    };
+    let ns = std::fs::read_link(&ns_path)?;
+    let needle = format!("{EXEC_MARKER_VAR}={marker}");
+    let mut total = Sweep::default();
+    for _ in 0..50 {
+        let pass = sweep(&ns, needle.as_bytes())?;
+        total.killed += pass.killed;
+        total.failed = pass.failed;
+        if pass.killed == 0 {
+            break;
+        }
+    }
+    Ok(total)
+}
+
+fn sweep(ns: &Path, needle: &[u8]) -> io::Result<Sweep> {
+    let mut s = Sweep::default();
+    let me = std::process::id();
+    for entry in std::fs::read_dir("/proc")? {
+        let Ok(entry) = entry else { continue };
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|n| n.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        if pid == me {
+            continue;
+        }
+        let dir = entry.path();
+        // Processes vanish while we look: every read may fail, and that is fine.
+        match std::fs::read_link(dir.join("ns/pid")) {
+            Ok(n) if n == ns => {}
+            _ => continue,
+        }
+        let Ok(env) = std::fs::read(dir.join("environ")) else {
+            continue;
+        };
+        if !env.split(|b| *b == 0).any(|var| var == needle) {
+            continue;
+        }
+        let Some(p) = Pid::from_raw(pid as i32) else {
+            continue;
+        };
+        match kill_process(p, Signal::KILL) {
+            Ok(()) => s.killed += 1,
+            Err(rustix::io::Errno::SRCH) => {}
+            Err(_) => s.failed += 1,
+        }
+    }
+    Ok(s)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kills_marked_tree_and_spares_the_rest() {
+        let marker = uuid::Uuid::new_v4().simple().to_string();
+        // A marked shell with a background child and a daemon-like grandchild, and an unmarked one.
+        let mut marked = std::process::Command::new("sh")
+            .args(["-c", "sleep 300 & (sleep 301 &); sleep 302"])
+            .env(EXEC_MARKER_VAR, &marker)
+            .spawn()
+            .unwrap();
+        let mut bystander = std::process::Command::new("sleep")
+            .arg("303")
+            .spawn()
+            .unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(200));
+        let s = kill_marked(None, &marker).unwrap();
+        assert!(s.killed >= 3, "{s:?}");
+        assert_eq!(s.failed, 0);
+        marked.wait().unwrap();
+        assert!(
+            bystander.try_wait().unwrap().is_none(),
+            "an unmarked process was killed"
+        );
+        bystander.kill().unwrap();
+        let _ = bystander.wait();
+        // Nothing marked is left.
+        assert_eq!(kill_marked(None, &marker).unwrap().killed, 0);
+    }
+}

@@ -1,0 +1,141 @@
+//! Attacks from inside a sandbox (and from hostile input) that must not reach the host, found by
+//! adversarial review; each test reproduces one.
+
+mod common;
+
+use std::process::Stdio;
+use std::time::Duration;
+
+use common::*;
+
+#[test]
+fn planted_project_config_cannot_choose_the_engine_binary() {
+    require_docker!();
+    let env = TestEnv::new();
+    let id = env.up(&[]);
+    // Code in the sandbox writes a script and a sandbox.toml pointing engine_bin at it.
+    let plant = "printf '#!/bin/sh\\ntouch \"$PWD/pwned\"\\nexec docker \"$@\"\\n' > evil.sh; chmod +x evil.sh; \
+                 echo \"engine_bin = \\\"$PWD/evil.sh\\\"\" > sandbox.toml";
+    assert_ok(&env.run(&["exec", &id, "--", plant]));
+    assert!(env.path("sandbox.toml").exists());
+    let out = env.run(&["exec", &id, "--", "true"]);
+    assert_eq!(out.status.code(), Some(125));
+    assert!(
+        stderr(&out).contains("not allowed in a project's sandbox.toml"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(
+        !env.path("pwned").exists(),
+        "the planted engine_bin ran on the host"
+    );
+    std::fs::remove_file(env.path("sandbox.toml")).unwrap();
+}
+
+#[test]
+fn timeout_holds_when_the_container_tools_are_replaced() {
+    require_docker!();
+    let env = TestEnv::new();
+    let id = env.up(&[]);
+    // Replace the tools an in-container kill helper would use with ones that hang.
+    let sabotage = "for t in tr grep kill; do rm -f /bin/$t; printf '#!/bin/sh\\nexec sleep 100000\\n' > /bin/$t; chmod +x /bin/$t; done";
+    assert_ok(&env.run(&["exec", &id, "--", sabotage]));
+    let out = env.run(&["exec", &id, "--timeout", "2", "--", "sleep 500 & sleep 501"]);
+    assert_eq!(out.status.code(), Some(124), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("process tree was killed"),
+        "{}",
+        stderr(&out)
+    );
+    let ps = stdout(&env.run(&["exec", &id, "--", "ps -o args"]));
+    assert!(!ps.contains("sleep 50"), "left behind:\n{ps}");
+}
+
+#[test]
+fn a_dead_reader_ends_the_command() {
+    require_docker!();
+    let env = TestEnv::new();
+    let id = env.up(&[]);
+    // `head` exits after one line; the client dies of SIGPIPE; `yes` must not run on.
+    let bin = assert_cmd::cargo::cargo_bin("h9sandbox");
+    let sh = env.cmd();
+    let out = std::process::Command::new("sh")
+        .arg("-c")
+        .arg(format!(
+            "'{}' exec {id} -- 'yes' | head -n 1",
+            bin.display()
+        ))
+        .envs(
+            sh.get_envs()
+                .filter_map(|(k, v)| v.map(|v| (k.to_owned(), v.to_owned()))),
+        )
+        .current_dir(&env.workdir)
+        .output()
+        .unwrap();
+    assert_eq!(stdout(&out), "y\n");
+    std::thread::sleep(Duration::from_millis(500));
+    let ps = stdout(&env.run(&["exec", &id, "--", "ps -o args"]));
+    assert!(
+        !ps.lines().any(|l| l.trim() == "yes"),
+        "`yes` runs on:\n{ps}"
+    );
+}
+
+#[test]
+fn hostile_images_and_names_are_refused() {
+    let env = TestEnv::new();
+    let out = env.run(&["up", "--image=--privileged"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stderr(&out).contains("not an image reference"),
+        "{}",
+        stderr(&out)
+    );
+    let out = env.run(&["up", "--name", "deadbeef"]);
+    assert!(
+        stderr(&out).contains("look like sandbox IDs"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(env.ls_raw().is_empty());
+}
+
+#[test]
+fn sensitive_work_directories_are_refused() {
+    let env = TestEnv::new();
+    for (dir, why) in [
+        ("/etc", "system directory"),
+        ("/proc", "system directory"),
+        ("/var", "contains"),
+        (env.root.path().to_str().unwrap(), "state directory"),
+    ] {
+        let out = env.run(&["up", "--workdir", dir]);
+        assert_eq!(out.status.code(), Some(1), "{dir}");
+        assert!(stderr(&out).contains(why), "{dir}: {}", stderr(&out));
+    }
+    assert!(env.ls_raw().is_empty());
+}
+
+#[test]
+fn down_with_the_engine_unreachable_keeps_the_record_true() {
+    require_docker!();
+    let env = TestEnv::new();
+    let id = env.up(&[]);
+    let before = std::fs::read(env.state_dir.join("state.json")).unwrap();
+    let out = env
+        .cmd()
+        .env("DOCKER_HOST", "unix:///nonexistent.sock")
+        .args(["down", &id])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let after: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(env.state_dir.join("state.json")).unwrap()).unwrap();
+    let before: serde_json::Value = serde_json::from_slice(&before).unwrap();
+    assert_eq!(
+        after["sandboxes"][0]["state"],
+        before["sandboxes"][0]["state"]
+    );
+    assert_eq!(env.entry(&id)["state"], "Running");
+}
