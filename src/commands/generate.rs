@@ -11,6 +11,7 @@ use clap::CommandFactory;
 use clap_complete::Shell;
 
 use crate::cli::{Cli, Generate, GenerateArgs};
+use crate::error::Error;
 use crate::output;
 
 /// The binary's name, as completions and man pages call it.
@@ -28,16 +29,22 @@ pub const SHELLS: [Shell; 5] = [
 /// Runs `generate`: a script on stdout, or files into a directory (their paths on stdout).
 pub fn run(args: &GenerateArgs) -> Result<i32> {
     let written = match &args.what {
-        Generate::Completions {
-            shell: Some(shell), ..
-        } => {
-            let mut buf = Vec::new();
-            completion(*shell, &mut buf);
-            output::print_bytes(&buf)?;
-            return Ok(0);
-        }
-        Generate::Completions { all: Some(dir), .. } => completions_into(dir)?,
-        Generate::Completions { .. } => unreachable!("clap requires SHELL or --all"),
+        Generate::Completions { shell, all } => match (shell, all) {
+            (Some(shell), _) => {
+                let mut buf = Vec::new();
+                completion(*shell, &mut buf);
+                output::print_bytes(&buf)?;
+                return Ok(0);
+            }
+            (None, Some(dir)) => completions_into(dir)?,
+            (None, None) => {
+                return Err(Error::Invalid(
+                    "give a SHELL or --all DIR (see `h9sandbox generate completions --help`)"
+                        .into(),
+                )
+                .into())
+            }
+        },
         Generate::Man { dir } => man_pages_into(dir)?,
     };
     for p in written {
