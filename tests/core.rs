@@ -390,7 +390,7 @@ fn container_killed_or_removed_behind_our_back() {
     assert_eq!(stderr(&out).lines().count(), 1, "{}", stderr(&out));
 
     std::process::Command::new("docker")
-        .args(["rm", "-f", &c])
+        .args(["rm", "-f", "-v", &c])
         .output()
         .unwrap();
     assert_eq!(env.entry(&id)["container_state"], "missing");
