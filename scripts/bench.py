@@ -3,7 +3,7 @@
 
   exec: `h9sandbox exec ID -- true`        vs `docker exec C true`
   up:   `h9sandbox up`                     vs `docker run -d` with the same flags (printed by `up -v`)
-  down: `h9sandbox down ID`                vs `docker stop -t 5 C && docker rm -f C`
+  down: `h9sandbox down ID`                vs `docker stop -t 5 C && docker rm -f -v C`
 
 Runs alternate (ours, theirs, ours, ...) so drift hits both alike; prints medians and the ratio
 ours/theirs. Usage: scripts/bench.py [--binary PATH] [--image IMG] [--runs N]
@@ -75,7 +75,7 @@ def main():
         down_o.append(timed(h9 + ["down", sid], env=env)[0])
         t = time.perf_counter()
         subprocess.run(["docker", "stop", "-t", "5", cid], stdout=subprocess.DEVNULL)
-        subprocess.run(["docker", "rm", "-f", cid], stdout=subprocess.DEVNULL)
+        subprocess.run(["docker", "rm", "-f", "-v", cid], stdout=subprocess.DEVNULL)
         down_t.append(time.perf_counter() - t)
     report("up", up_o, up_t)
     report("down", down_o, down_t)

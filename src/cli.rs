@@ -21,13 +21,15 @@ const ABOUT: &str = "Hardened, throw-away Docker sandboxes for agents, scripts a
 const EXAMPLES: &str = "\
 Examples:
   id=$(h9sandbox up --image ubuntu:22.04)      start a sandbox on the current directory
+  h9sandbox bootstrap \"$id\" -- pip install -e .  install dependencies once (long timeout)
   h9sandbox exec \"$id\" -- make test            run a command in it
   h9sandbox exec \"$id\" --format json -- ls     capture output, status and timing as JSON
-  h9sandbox ls                                 list sandboxes and their states
-  h9sandbox down \"$id\"                         stop and remove it
+  sub=$(h9sandbox up --parent \"$id\")           a sub-sandbox for a sub-agent, never looser
+  h9sandbox ls --watch                         list sandboxes and their states, live
+  h9sandbox down \"$id\"                         stop and remove it (and its sub-sandboxes)
 
-Exit status: 0 success, 1 failure, 2 bad usage; `exec` passes the command's status through
-(128+N for signal N), 124 on timeout and 125 when h9sandbox itself failed.";
+Exit status: 0 success, 1 failure, 2 bad usage; `exec` and `bootstrap` pass the command's status
+through (128+N for signal N), 124 on timeout and 125 when h9sandbox itself failed.";
 
 /// h9sandbox command line.
 #[derive(Debug, Parser)]
@@ -84,8 +86,12 @@ Examples:
   h9sandbox up                                   sandbox on the current directory, default image
   h9sandbox up --workdir ./proj --image debian:12 --memory 1g --network none
   h9sandbox up --name ci-job-42 --label job=42 --format json
+  h9sandbox up --bootstrap 'pip install -e .'    set up once; a failure only warns
+  h9sandbox up --bootstrap 'make deps' --bootstrap-required   a failure removes it and fails
+  h9sandbox up --parent 3f2a --memory 256m       sub-sandbox: parent's image, limits, work dir
 
-Prints the sandbox ID (a UUID; any unique prefix names it), or the whole record with --format json.")]
+Prints the sandbox ID (a UUID; any unique prefix names it), or the whole record with --format json.
+A sub-sandbox (--parent) may only tighten its parent's limits; `down` of the parent removes it.")]
     Up(UpArgs),
     /// Run a shell command in a sandbox (bash -c, or sh -c without bash)
     #[command(after_help = "\
@@ -99,19 +105,48 @@ Examples:
 Exit status: the command's (128+N when killed by signal N), 124 on timeout, 125 when h9sandbox
 itself failed (unknown sandbox, engine down, container gone).")]
     Exec(ExecArgs),
-    /// Stop and remove sandboxes (always removes, even when the stop fails)
+    /// Run a one-time setup command in a sandbox (streams its output; recorded in the sandbox)
     #[command(after_help = "\
 Examples:
-  h9sandbox down 3f2a
+  h9sandbox bootstrap 3f2a -- pip install -e .
+  h9sandbox bootstrap 3f2a --timeout 1800 -- 'apt-get update && apt-get install -y gcc'
+  h9sandbox bootstrap 3f2a                        run the configured bootstrap_cmd again
+  h9sandbox bootstrap 3f2a --format json -- make deps   output on stderr, result as JSON
+
+The command runs in the work dir with TMPDIR on the sandbox's exec-capable scratch dir
+(/var/tmp), and its result {cmd, exit_code, duration_ms, finished_at} is recorded in the sandbox
+(`h9sandbox ls --format json`).
+
+Exit status: the command's (128+N when killed by signal N), 124 on timeout, 125 when h9sandbox
+itself failed.")]
+    Bootstrap(BootstrapArgs),
+    /// Stop and remove sandboxes and their sub-sandboxes (always removes, even when the stop fails)
+    #[command(after_help = "\
+Examples:
+  h9sandbox down 3f2a                             also removes 3f2a's sub-sandboxes, first
   h9sandbox down 3f2a 9b1c
   h9sandbox down --all")]
     Down(DownArgs),
-    /// List sandboxes with their real container state
+    /// List sandboxes with their real container state, sub-sandboxes under their parent
     #[command(after_help = "\
 Examples:
   h9sandbox ls
-  h9sandbox ls --format json | jq -r '.[] | select(.state == \"Running\") | .id'")]
+  h9sandbox ls --watch                            redraw as states change, until Ctrl-C
+  h9sandbox ls --format json | jq -r '.[] | select(.state == \"Running\") | .id'
+  h9sandbox ls --watch --format json              one JSON array per line, on every change")]
     Ls(LsArgs),
+    /// Generate shell completion scripts and man pages from this command line's definition
+    #[command(
+        hide = true,
+        after_help = "\
+Examples:
+  h9sandbox generate completions bash > ~/.local/share/bash-completion/completions/h9sandbox
+  h9sandbox generate completions --all completions/
+  h9sandbox generate man man/
+
+The committed completions/ and man/ are regenerated with `H9SANDBOX_BLESS=1 cargo test --test generated`."
+    )]
+    Generate(GenerateArgs),
 }
 
 /// `up` arguments. Unset options come from the configuration.
@@ -141,6 +176,20 @@ pub struct UpArgs {
     /// Extra label on the container and record (repeatable)
     #[arg(long = "label", value_name = "K=V")]
     pub labels: Vec<String>,
+    /// Make this a sub-sandbox of ID: its image, limits, network and work dir, which the flags
+    /// may only tighten
+    #[arg(long, value_name = "ID")]
+    pub parent: Option<String>,
+    /// Shell command run once the container is ready; '' for none [config: bootstrap_cmd]
+    #[arg(long, value_name = "CMD")]
+    pub bootstrap: Option<String>,
+    /// Fail, and remove the sandbox, when the bootstrap command fails [config: bootstrap_required]
+    #[arg(long)]
+    pub bootstrap_required: bool,
+    /// Seconds before the bootstrap's process tree is killed; 0 = none
+    /// [config: bootstrap_timeout_secs]
+    #[arg(long, value_name = "SECS")]
+    pub bootstrap_timeout: Option<u64>,
 }
 
 /// `exec` arguments.
@@ -173,6 +222,24 @@ pub struct ExecArgs {
     pub command: Vec<String>,
 }
 
+/// `bootstrap` arguments.
+#[derive(Debug, Args)]
+pub struct BootstrapArgs {
+    /// Sandbox ID, unique ID prefix, or name
+    pub id: String,
+    /// Seconds before the command's process tree is killed; 0 = none
+    /// [config: bootstrap_timeout_secs]
+    #[arg(long, value_name = "SECS")]
+    pub timeout: Option<u64>,
+    /// The command; words are joined with spaces and run by `bash -c` [default: bootstrap_cmd]
+    #[arg(
+        trailing_var_arg = true,
+        allow_hyphen_values = true,
+        value_name = "COMMAND"
+    )]
+    pub command: Vec<String>,
+}
+
 /// `down` arguments.
 #[derive(Debug, Args)]
 pub struct DownArgs {
@@ -186,4 +253,59 @@ pub struct DownArgs {
 
 /// `ls` arguments.
 #[derive(Debug, Args)]
-pub struct LsArgs {}
+pub struct LsArgs {
+    /// Redraw the list whenever it changes, until Ctrl-C
+    #[arg(short, long)]
+    pub watch: bool,
+    /// With --watch: seconds between two looks at the sandboxes
+    #[arg(long, value_name = "SECS", default_value = "1", value_parser = parse_interval, requires = "watch")]
+    pub interval: std::time::Duration,
+}
+
+/// Parses a positive number of seconds (decimals allowed) of at least 0.1.
+fn parse_interval(s: &str) -> Result<std::time::Duration, String> {
+    let secs: f64 = s
+        .trim()
+        .parse()
+        .map_err(|_| format!("'{s}' is not a number of seconds"))?;
+    if !secs.is_finite() || !(0.1..=3600.0).contains(&secs) {
+        return Err(format!("{s} is out of range: give 0.1 to 3600 seconds"));
+    }
+    Ok(std::time::Duration::from_secs_f64(secs))
+}
+
+/// `generate` arguments.
+#[derive(Debug, Args)]
+pub struct GenerateArgs {
+    /// What to generate
+    #[command(subcommand)]
+    pub what: Generate,
+}
+
+/// What `generate` writes.
+#[derive(Debug, Subcommand)]
+pub enum Generate {
+    /// A shell's completion script on stdout, or every shell's into DIR with --all
+    #[command(after_help = "\
+Examples:
+  h9sandbox generate completions zsh > ~/.zfunc/_h9sandbox
+  h9sandbox generate completions --all completions/")]
+    Completions {
+        /// The shell
+        #[arg(value_enum, required_unless_present = "all", conflicts_with = "all")]
+        shell: Option<clap_complete::Shell>,
+        /// Write the scripts of every shell into this directory
+        #[arg(long, value_name = "DIR")]
+        all: Option<PathBuf>,
+    },
+    /// Man pages: h9sandbox.1 and one h9sandbox-SUBCOMMAND.1 per subcommand, into DIR
+    #[command(after_help = "\
+Examples:
+  h9sandbox generate man man/
+  man -l man/h9sandbox-up.1")]
+    Man {
+        /// Output directory (created when missing)
+        #[arg(value_name = "DIR")]
+        dir: PathBuf,
+    },
+}

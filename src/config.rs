@@ -8,7 +8,8 @@
 //! File lookup: `--config PATH`, else `$H9SANDBOX_CONFIG`, else `./sandbox.toml` if present, else
 //! `$XDG_CONFIG_HOME/h9sandbox/config.toml` (`~/.config/...` when unset) if present.
 //! Environment: `H9SANDBOX_<KEY>` (key upper-cased); the seed documents' `SANDBOX_IMAGE`,
-//! `SANDBOX_CPUS` and `SANDBOX_MEMORY` are honoured when the `H9SANDBOX_` name is unset.
+//! `SANDBOX_CPUS`, `SANDBOX_MEMORY`, `SANDBOX_BOOTSTRAP_CMD` and `SANDBOX_BOOTSTRAP_TIMEOUT_SECS`
+//! are honoured when the `H9SANDBOX_` name is unset.
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -73,6 +74,15 @@ pub struct Config {
     /// Directory of the state file and its lock; `$XDG_STATE_HOME/h9sandbox` when unset.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub state_dir: Option<PathBuf>,
+    /// Shell command `up` runs once the container is ready (`up --bootstrap`); unset or blank
+    /// means none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bootstrap_cmd: Option<String>,
+    /// Timeout of a bootstrap command in seconds (`bootstrap --timeout`); 0 means none.
+    pub bootstrap_timeout_secs: u64,
+    /// Whether a failing `up` bootstrap fails `up` and removes the sandbox (fail-closed) instead
+    /// of only warning (fail-open, the default).
+    pub bootstrap_required: bool,
 }
 
 impl Default for Config {
@@ -90,6 +100,9 @@ impl Default for Config {
             pull_timeout_secs: 300,
             engine_bin: "docker".into(),
             state_dir: None,
+            bootstrap_cmd: None,
+            bootstrap_timeout_secs: 600,
+            bootstrap_required: false,
         }
     }
 }
@@ -156,6 +169,17 @@ pub const KEYS: &[Key] = &[
     key("pull_timeout_secs", Kind::Int),
     key("engine_bin", Kind::Str),
     key("state_dir", Kind::Path),
+    Key {
+        name: "bootstrap_cmd",
+        kind: Kind::Str,
+        seed_env: Some("SANDBOX_BOOTSTRAP_CMD"),
+    },
+    Key {
+        name: "bootstrap_timeout_secs",
+        kind: Kind::Int,
+        seed_env: Some("SANDBOX_BOOTSTRAP_TIMEOUT_SECS"),
+    },
+    key("bootstrap_required", Kind::Bool),
 ];
 
 /// Where a configuration value came from; shown in error messages.
@@ -520,6 +544,14 @@ impl Config {
         Ok(())
     }
 
+    /// The bootstrap command `up` runs, if one is configured (blank counts as none).
+    pub fn bootstrap(&self) -> Option<&str> {
+        self.bootstrap_cmd
+            .as_deref()
+            .map(str::trim)
+            .filter(|c| !c.is_empty())
+    }
+
     /// The memory limit in bytes (already validated).
     pub fn memory_bytes(&self) -> u64 {
         parse_size(&self.memory).unwrap_or(0)
@@ -581,6 +613,28 @@ mod tests {
         )
         .unwrap();
         assert_eq!(cfg.image, "mine:1");
+    }
+
+    #[test]
+    fn bootstrap_keys_honour_the_seed_names() {
+        let cfg = load(
+            None,
+            &[
+                ("SANDBOX_BOOTSTRAP_CMD", "pip install -e ."),
+                ("SANDBOX_BOOTSTRAP_TIMEOUT_SECS", "30"),
+                ("H9SANDBOX_BOOTSTRAP_REQUIRED", "true"),
+            ],
+        )
+        .unwrap();
+        assert_eq!(cfg.bootstrap(), Some("pip install -e ."));
+        assert_eq!(cfg.bootstrap_timeout_secs, 30);
+        assert!(cfg.bootstrap_required);
+        let cfg = load(Some("bootstrap_cmd = \"  \"\n"), &[]).unwrap();
+        assert_eq!(cfg.bootstrap(), None);
+        let err = load(None, &[("H9SANDBOX_BOOTSTRAP_REQUIRED", "yes")])
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("not true or false"), "{err}");
     }
 
     #[test]

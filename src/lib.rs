@@ -3,7 +3,8 @@
 //! The binary is a thin wrapper around [`run`]. Modules, one per concern:
 //! [`cli`] (clap types), [`config`] (layered configuration), [`state`] (the locked state file),
 //! [`engine`] (the container engine behind the [`engine::Environment`] trait), [`commands`]
-//! (one module per subcommand), [`output`] (JSON, tables, colour) and [`error`] (exit codes).
+//! (one module per subcommand), [`output`] (JSON, tables, colour), [`progress`] (the spinner on
+//! stderr) and [`error`] (exit codes).
 
 pub mod cli;
 pub mod commands;
@@ -11,6 +12,7 @@ pub mod config;
 pub mod engine;
 pub mod error;
 pub mod output;
+pub mod progress;
 pub mod state;
 
 use clap::Parser;

@@ -20,6 +20,11 @@ pub fn print_line(text: &str) -> anyhow::Result<()> {
     write_stdout(format!("{text}\n").as_bytes())
 }
 
+/// Writes `bytes` as they are to stdout. A closed pipe is not an error.
+pub fn print_bytes(bytes: &[u8]) -> anyhow::Result<()> {
+    write_stdout(bytes)
+}
+
 fn write_stdout(bytes: &[u8]) -> anyhow::Result<()> {
     let mut out = std::io::stdout().lock();
     match out.write_all(bytes).and_then(|_| out.flush()) {
@@ -28,9 +33,9 @@ fn write_stdout(bytes: &[u8]) -> anyhow::Result<()> {
     }
 }
 
-/// Prints a warning line on stderr.
+/// Prints a warning line on stderr (above the spinner, when one is drawn).
 pub fn warn(msg: &str) {
-    eprintln!("h9sandbox: warning: {msg}");
+    crate::progress::eprintln(&format!("h9sandbox: warning: {msg}"));
 }
 
 /// Whether to colour stdout: a terminal, and `NO_COLOR` unset or empty (<https://no-color.org>).

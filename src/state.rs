@@ -127,6 +127,39 @@ pub struct Record {
     pub error: Option<String>,
     /// The process that ran `up` (tells a live Pending record from an abandoned one).
     pub creator: ProcessRef,
+    /// The sandbox this one is a sub-sandbox of (`up --parent`); `null` for a top-level sandbox.
+    #[serde(default)]
+    pub parent: Option<Uuid>,
+    /// The last bootstrap command run in the sandbox (`bootstrap`, `up --bootstrap`), if any.
+    #[serde(default)]
+    pub bootstrap: Option<BootstrapRun>,
+}
+
+/// The outcome of a sandbox's last bootstrap command, as recorded in its [`Record`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BootstrapRun {
+    /// The shell command line, as run by `bash -c` (or `sh -c`).
+    pub cmd: String,
+    /// Its exit status (128+N when killed by signal N), 124 when it timed out, 125 when
+    /// h9sandbox could not run it (then `error` says why).
+    pub exit_code: i32,
+    /// Wall-clock milliseconds from start to exit.
+    pub duration_ms: u64,
+    /// When it ended, RFC 3339 UTC.
+    pub finished_at: String,
+    /// Whether the bootstrap timeout killed its process tree.
+    #[serde(default)]
+    pub timed_out: bool,
+    /// Why h9sandbox could not run the command (engine failure), when it could not.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+impl BootstrapRun {
+    /// Whether the command ran and exited with status 0.
+    pub fn succeeded(&self) -> bool {
+        self.exit_code == 0 && self.error.is_none()
+    }
 }
 
 impl Record {
@@ -211,6 +244,35 @@ impl State {
     /// The record with this exact ID.
     pub fn get_mut(&mut self, id: Uuid) -> Option<&mut Record> {
         self.sandboxes.iter_mut().find(|r| r.id == id)
+    }
+
+    /// The record with this exact ID.
+    pub fn get(&self, id: Uuid) -> Option<&Record> {
+        self.sandboxes.iter().find(|r| r.id == id)
+    }
+
+    /// The sub-sandboxes of `id`, their sub-sandboxes and so on, grouped by depth: the children
+    /// first, then the grandchildren, ... (each group in record order). A cycle (only possible in
+    /// a hand-edited file) ends the walk.
+    pub fn descendants(&self, id: Uuid) -> Vec<Vec<Uuid>> {
+        let mut levels: Vec<Vec<Uuid>> = Vec::new();
+        let mut seen = vec![id];
+        let mut frontier = vec![id];
+        while !frontier.is_empty() {
+            let next: Vec<Uuid> = self
+                .sandboxes
+                .iter()
+                .filter(|r| r.parent.is_some_and(|p| frontier.contains(&p)))
+                .map(|r| r.id)
+                .filter(|c| !seen.contains(c))
+                .collect();
+            seen.extend(&next);
+            if !next.is_empty() {
+                levels.push(next.clone());
+            }
+            frontier = next;
+        }
+        levels
     }
 }
 
@@ -357,6 +419,8 @@ mod tests {
             updated_at: now_rfc3339(),
             error: None,
             creator: ProcessRef::current(),
+            parent: None,
+            bootstrap: None,
         }
     }
 
@@ -399,6 +463,36 @@ mod tests {
         // A failed update writes nothing.
         assert!(store.update(|_| Ok(())).is_err());
         assert_eq!(std::fs::read(store.path()).unwrap(), b"{not json");
+    }
+
+    #[test]
+    fn descendants_are_grouped_by_depth() {
+        let mut s = State::default();
+        let root = record("root");
+        let mut a = record("a");
+        a.parent = Some(root.id);
+        let mut b = record("b");
+        b.parent = Some(root.id);
+        let mut a1 = record("a1");
+        a1.parent = Some(a.id);
+        let other = record("other");
+        s.sandboxes = vec![root.clone(), a.clone(), b.clone(), a1.clone(), other];
+        assert_eq!(s.descendants(root.id), vec![vec![a.id, b.id], vec![a1.id]]);
+        assert_eq!(s.descendants(a.id), vec![vec![a1.id]]);
+        assert!(s.descendants(b.id).is_empty());
+        // A hand-made cycle terminates.
+        s.sandboxes[0].parent = Some(a1.id);
+        assert_eq!(s.descendants(root.id).len(), 2);
+    }
+
+    #[test]
+    fn old_records_without_new_fields_still_parse() {
+        let mut v = serde_json::to_value(record("old")).unwrap();
+        let o = v.as_object_mut().unwrap();
+        o.remove("parent");
+        o.remove("bootstrap");
+        let r: Record = serde_json::from_value(v).unwrap();
+        assert_eq!((r.parent, r.bootstrap), (None, None));
     }
 
     #[test]

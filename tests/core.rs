@@ -215,9 +215,12 @@ fn workdir_with_space_colon_and_comma_mounts_exactly() {
     std::fs::create_dir(&odd).unwrap();
     let id = env.up(&["--workdir", odd.to_str().unwrap()]);
     let c = env.container(&id);
-    let mounts: serde_json::Value = serde_json::from_str(&inspect(&c, "{{json .Mounts}}")).unwrap();
-    assert_eq!(mounts[0]["Source"], odd.to_str().unwrap());
-    assert_eq!(mounts[0]["Destination"], odd.to_str().unwrap());
+    let mounts: Vec<serde_json::Value> =
+        serde_json::from_str(&inspect(&c, "{{json .Mounts}}")).unwrap();
+    // The bind mount of the work dir (the other mount is the scratch volume at /var/tmp).
+    let bind = mounts.iter().find(|m| m["Type"] == "bind").unwrap();
+    assert_eq!(bind["Source"], odd.to_str().unwrap());
+    assert_eq!(bind["Destination"], odd.to_str().unwrap());
     assert_ok(&env.run(&["exec", &id, "--", "echo x > inside.txt"]));
     assert_eq!(
         std::fs::read_to_string(odd.join("inside.txt")).unwrap(),
@@ -387,7 +390,7 @@ fn container_killed_or_removed_behind_our_back() {
     assert_eq!(stderr(&out).lines().count(), 1, "{}", stderr(&out));
 
     std::process::Command::new("docker")
-        .args(["rm", "-f", &c])
+        .args(["rm", "-f", "-v", &c])
         .output()
         .unwrap();
     assert_eq!(env.entry(&id)["container_state"], "missing");

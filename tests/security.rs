@@ -106,7 +106,7 @@ fn sensitive_work_directories_are_refused() {
     for (dir, why) in [
         ("/etc", "system directory"),
         ("/proc", "system directory"),
-        ("/var", "contains"),
+        ("/var", "work directory /var"),
         (env.root.path().to_str().unwrap(), "state directory"),
     ] {
         let out = env.run(&["up", "--workdir", dir]);

@@ -1,6 +1,11 @@
 //! `h9sandbox down`: stop with the configured grace, remove whatever the stop did, drop the record.
 //! Idempotent: a vanished container, or a record another `down` already dropped, is success.
+//!
+//! Sub-sandboxes go with their parent, first: the deepest level of the tree is removed first
+//! (each level concurrently), the named sandboxes last. All of them are marked Stopping up front,
+//! in one locked update, so that `up --parent` cannot add a child that this `down` would miss.
 
+use std::collections::HashMap;
 use std::time::Duration;
 
 use anyhow::Result;
@@ -11,7 +16,7 @@ use super::Ctx;
 use crate::cli::{DownArgs, Format};
 use crate::engine::Environment;
 use crate::output;
-use crate::state::{Lifecycle, Record};
+use crate::state::{Lifecycle, Record, State};
 
 /// One line of `down`'s report.
 #[derive(Debug, Serialize)]
@@ -24,34 +29,51 @@ pub struct Removed {
 
 /// Runs `down`; returns 0 when every sandbox was removed.
 pub async fn run(ctx: &Ctx, args: &DownArgs) -> Result<i32> {
-    let state = ctx.store.load()?;
-    let targets: Vec<Record> = if args.all {
-        state.sandboxes.clone()
-    } else {
-        let mut v: Vec<Record> = Vec::new();
-        for q in &args.ids {
-            let r = state.resolve(q)?;
-            if !v.iter().any(|x| x.id == r.id) {
-                v.push(r.clone());
+    let levels: Vec<Vec<Record>> = ctx.store.update(|s| {
+        let roots: Vec<Uuid> = if args.all {
+            s.sandboxes.iter().map(|r| r.id).collect()
+        } else {
+            let mut v: Vec<Uuid> = Vec::new();
+            for q in &args.ids {
+                let id = s.resolve(q)?.id;
+                if !v.contains(&id) {
+                    v.push(id);
+                }
+            }
+            v
+        };
+        let levels = removal_levels(s, &roots);
+        // As they were before this `down`: a failed removal restores that state.
+        let before: Vec<Vec<Record>> = levels
+            .iter()
+            .map(|l| l.iter().filter_map(|id| s.get(*id).cloned()).collect())
+            .collect();
+        for id in levels.iter().flatten() {
+            if let Some(r) = s.get_mut(*id) {
+                if r.state != Lifecycle::Failed && r.state != Lifecycle::Stopping {
+                    r.set_state(Lifecycle::Stopping, None);
+                }
             }
         }
-        v
-    };
-    let results = futures_util::future::join_all(targets.iter().map(|r| remove(ctx, r))).await;
+        Ok(before)
+    })?;
     let mut removed = Vec::new();
     let mut first_err = None;
-    for (rec, res) in targets.iter().zip(results) {
-        match res {
-            Ok(()) => removed.push(Removed {
-                id: rec.id,
-                name: rec.name.clone(),
-            }),
-            Err(e) => {
-                output::warn(&format!(
-                    "could not remove sandbox {}: {e:#}",
-                    rec.short_id()
-                ));
-                first_err.get_or_insert(e);
+    for targets in levels {
+        let results = futures_util::future::join_all(targets.iter().map(|r| remove(ctx, r))).await;
+        for (rec, res) in targets.iter().zip(results) {
+            match res {
+                Ok(()) => removed.push(Removed {
+                    id: rec.id,
+                    name: rec.name.clone(),
+                }),
+                Err(e) => {
+                    output::warn(&format!(
+                        "could not remove sandbox {}: {e:#}",
+                        rec.short_id()
+                    ));
+                    first_err.get_or_insert(e);
+                }
             }
         }
     }
@@ -67,6 +89,34 @@ pub async fn run(ctx: &Ctx, args: &DownArgs) -> Result<i32> {
         Some(e) => Err(e),
         None => Ok(0),
     }
+}
+
+/// The sandboxes `roots` and all their sub-sandboxes, in removal order: grouped by depth below
+/// the roots, deepest first (each group in record order). A root that is itself below another
+/// root is placed by that depth.
+pub fn removal_levels(state: &State, roots: &[Uuid]) -> Vec<Vec<Uuid>> {
+    let mut depth: HashMap<Uuid, usize> = roots.iter().map(|&id| (id, 0)).collect();
+    for &root in roots {
+        for (i, level) in state.descendants(root).iter().enumerate() {
+            for &id in level {
+                let d = depth.entry(id).or_insert(0);
+                *d = (*d).max(i + 1);
+            }
+        }
+    }
+    let deepest = depth.values().copied().max().unwrap_or(0);
+    (0..=deepest)
+        .rev()
+        .map(|d| {
+            state
+                .sandboxes
+                .iter()
+                .map(|r| r.id)
+                .filter(|id| depth.get(id) == Some(&d))
+                .collect::<Vec<_>>()
+        })
+        .filter(|l| !l.is_empty())
+        .collect()
 }
 
 /// Stops and removes one sandbox's container, then drops its record.
@@ -102,4 +152,73 @@ pub async fn remove(ctx: &Ctx, rec: &Record) -> Result<()> {
         s.sandboxes.retain(|r| r.id != rec.id);
         Ok(())
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::state::{Limits, ProcessRef};
+
+    fn rec(name: &str, parent: Option<Uuid>) -> Record {
+        Record {
+            id: Uuid::new_v4(),
+            name: name.into(),
+            state: Lifecycle::Running,
+            container_id: None,
+            image: "img".into(),
+            workdir: "/w".into(),
+            limits: Limits {
+                cpus: 1.0,
+                memory: "512m".into(),
+                pids_limit: 1,
+                tmp_size: "1m".into(),
+                network: crate::config::Network::None,
+            },
+            labels: Default::default(),
+            created_at: String::new(),
+            updated_at: String::new(),
+            error: None,
+            creator: ProcessRef::current(),
+            parent,
+            bootstrap: None,
+        }
+    }
+
+    #[test]
+    fn children_are_removed_before_their_parents() {
+        let main = rec("main", None);
+        let a = rec("a", Some(main.id));
+        let a1 = rec("a1", Some(a.id));
+        let b = rec("b", Some(main.id));
+        let other = rec("other", None);
+        let state = State {
+            version: 1,
+            sandboxes: vec![
+                main.clone(),
+                a.clone(),
+                a1.clone(),
+                b.clone(),
+                other.clone(),
+            ],
+        };
+        assert_eq!(
+            removal_levels(&state, &[main.id]),
+            vec![vec![a1.id], vec![a.id, b.id], vec![main.id]]
+        );
+        // Naming a child too changes nothing; naming only a child leaves its parent alone.
+        assert_eq!(
+            removal_levels(&state, &[a.id, main.id]),
+            vec![vec![a1.id], vec![a.id, b.id], vec![main.id]]
+        );
+        assert_eq!(
+            removal_levels(&state, &[a.id]),
+            vec![vec![a1.id], vec![a.id]]
+        );
+        // --all: every root at depth 0.
+        let all: Vec<Uuid> = state.sandboxes.iter().map(|r| r.id).collect();
+        assert_eq!(
+            removal_levels(&state, &all),
+            vec![vec![a1.id], vec![a.id, b.id], vec![main.id, other.id]]
+        );
+    }
 }

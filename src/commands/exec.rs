@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::Result;
 use serde::Serialize;
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncReadExt};
 use uuid::Uuid;
 
 use super::Ctx;
@@ -17,15 +17,31 @@ use crate::cli::{ExecArgs, Format};
 use crate::engine::{Environment, ExecFailure, ExecSpec, EXEC_MARKER_VAR};
 use crate::error::{Error, EXIT_TIMEOUT};
 use crate::output;
+use crate::progress::{Forward, Stream};
 use crate::state::{Lifecycle, Record};
 
-/// Where a stream of the command goes.
+/// Where the command's output goes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Sink {
     /// Straight to our own stdout/stderr, as it arrives.
     Forward,
-    /// Into memory, keeping at most this many bytes (the rest is counted and dropped).
+    /// Both streams to our own stderr, as they arrive (keeps our stdout for a result: `up`'s ID,
+    /// a JSON document).
+    Stderr,
+    /// Into memory, keeping at most this many bytes of each stream (the rest is counted and
+    /// dropped).
     Capture(usize),
+}
+
+impl Sink {
+    /// Where a forwarding sink sends the command's stdout; `None` when it captures.
+    fn stdout_target(self) -> Option<Stream> {
+        match self {
+            Sink::Forward => Some(Stream::Stdout),
+            Sink::Stderr => Some(Stream::Stderr),
+            Sink::Capture(_) => None,
+        }
+    }
 }
 
 /// The result of one command.
@@ -221,8 +237,9 @@ pub async fn run_command<E: Environment>(
         Stdio::null()
     });
     cmd.stdout(match sink {
-        Sink::Forward => Stdio::inherit(),
-        Sink::Capture(_) => Stdio::piped(),
+        // Inherited when nothing can be in the way: the fastest path for `exec`.
+        Sink::Forward if !crate::progress::drawing() => Stdio::inherit(),
+        _ => Stdio::piped(),
     });
     cmd.stderr(Stdio::piped());
     let started = Instant::now();
@@ -330,26 +347,28 @@ fn status_code(status: std::process::ExitStatus) -> i32 {
         .unwrap_or(EXIT_TIMEOUT + 1)
 }
 
-/// Reads `r` to the end, keeping the first `cap` bytes (Capture) or copying to stdout (Forward).
+/// Reads the command's stdout to the end, keeping the first `cap` bytes (Capture) or copying it
+/// to our stdout (Forward) or stderr (Stderr).
 async fn capture<R: AsyncRead + Unpin>(mut r: R, sink: Sink) -> std::io::Result<Captured> {
     let mut out = Captured::default();
     let mut buf = vec![0u8; 64 * 1024];
-    let mut stdout = tokio::io::stdout();
+    let mut fwd = sink.stdout_target().map(Forward::new);
     loop {
         let n = r.read(&mut buf).await?;
         if n == 0 {
+            if let Some(f) = &mut fwd {
+                f.finish().await;
+            }
             return Ok(out);
         }
         out.total += n as u64;
-        match sink {
-            Sink::Capture(cap) => {
+        match (&mut fwd, sink) {
+            (Some(f), _) => f.write(&buf[..n]).await,
+            (None, Sink::Capture(cap)) => {
                 let room = cap.saturating_sub(out.bytes.len());
                 out.bytes.extend_from_slice(&buf[..n.min(room)]);
             }
-            Sink::Forward => {
-                let _ = stdout.write_all(&buf[..n]).await;
-                let _ = stdout.flush().await;
-            }
+            (None, _) => {}
         }
     }
 }
@@ -361,7 +380,7 @@ struct Head {
     held: bool,
 }
 
-/// Copies stderr to ours (Forward) or captures it. The first chunk is also kept as the
+/// Copies stderr to ours (Forward, Stderr) or captures it. The first chunk is also kept as the
 /// [`Head`], so the engine's own failure can be recognised; when forwarding and that chunk looks
 /// like an engine message, it is held back until more output comes or 100 ms pass, so that
 /// h9sandbox can replace it with its own one-line error.
@@ -373,12 +392,18 @@ async fn stderr_pump<R: AsyncRead + Unpin>(
     let mut out = Captured::default();
     let mut buf = vec![0u8; 64 * 1024];
     let mut first = true;
+    let mut fwd = match sink {
+        Sink::Capture(_) => None,
+        _ => Some(Forward::new(Stream::Stderr)),
+    };
     loop {
         let read = if head.held {
             match tokio::time::timeout(Duration::from_millis(100), r.read(&mut buf)).await {
                 Ok(n) => n?,
                 Err(_) => {
-                    write_stderr(&head.bytes).await;
+                    if let Some(f) = &mut fwd {
+                        f.write(&head.bytes).await;
+                    }
                     head.held = false;
                     continue;
                 }
@@ -388,6 +413,9 @@ async fn stderr_pump<R: AsyncRead + Unpin>(
         };
         let n = read;
         if n == 0 {
+            if let Some(f) = &mut fwd {
+                f.finish().await;
+            }
             return Ok((head, out));
         }
         let chunk = &buf[..n];
@@ -395,20 +423,23 @@ async fn stderr_pump<R: AsyncRead + Unpin>(
         if first {
             first = false;
             head.bytes = chunk[..n.min(4096)].to_vec();
-            if sink == Sink::Forward && looks_like_engine_message(chunk) {
+            if fwd.is_some() && looks_like_engine_message(chunk) {
                 head.held = true;
                 continue;
             }
         } else if head.held {
-            write_stderr(&head.bytes).await;
+            if let Some(f) = &mut fwd {
+                f.write(&head.bytes).await;
+            }
             head.held = false;
         }
-        match sink {
-            Sink::Capture(cap) => {
+        match (&mut fwd, sink) {
+            (Some(f), _) => f.write(chunk).await,
+            (None, Sink::Capture(cap)) => {
                 let room = cap.saturating_sub(out.bytes.len());
                 out.bytes.extend_from_slice(&chunk[..n.min(room)]);
             }
-            Sink::Forward => write_stderr(chunk).await,
+            (None, _) => {}
         }
     }
 }
@@ -425,9 +456,9 @@ fn looks_like_engine_message(chunk: &[u8]) -> bool {
 }
 
 async fn write_stderr(bytes: &[u8]) {
-    let mut e = tokio::io::stderr();
-    let _ = e.write_all(bytes).await;
-    let _ = e.flush().await;
+    let mut f = Forward::new(Stream::Stderr);
+    f.write(bytes).await;
+    f.finish().await;
 }
 
 #[cfg(test)]

@@ -1,11 +1,16 @@
 //! `h9sandbox ls`: the records of this state directory, reconciled with the engine's view from
 //! one `docker ps -a` call, so a container killed or removed behind our back shows its real state.
+//! Sub-sandboxes are listed under their parent with their role (`main`, `sub-1`, ...); `--watch`
+//! keeps the list up to date, like the seed documents' status bar.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
+use std::io::IsTerminal;
+use std::time::Duration;
 
 use anyhow::Result;
-use comfy_table::Cell;
+use comfy_table::{Cell, Table};
 use serde::Serialize;
+use uuid::Uuid;
 
 use super::Ctx;
 use crate::cli::{Format, LsArgs};
@@ -18,40 +23,114 @@ use crate::state::{Lifecycle, Record};
 pub struct Entry {
     #[serde(flatten)]
     pub record: Record,
+    /// Place in the tree of sandboxes ([`tree`]): `main`, `sub-1`, `sub-1.2`, ...
+    pub role: String,
     /// The container's state as the engine reports it (`running`, `exited`, ...), or `missing`.
     pub container_state: String,
     /// The engine's human status, e.g. `Exited (137) 3 seconds ago`.
     pub container_status: String,
+    /// Depth in the tree (0 for a top-level sandbox); indents the table's ROLE column.
+    #[serde(skip)]
+    pub depth: usize,
 }
 
-/// Runs `ls`.
-pub async fn run(ctx: &Ctx, _args: &LsArgs) -> Result<i32> {
+/// Runs `ls`, or `ls --watch`.
+pub async fn run(ctx: &Ctx, args: &LsArgs) -> Result<i32> {
+    if args.watch {
+        return watch(ctx, args.interval).await;
+    }
     let entries = entries(ctx).await?;
     match ctx.format {
         Format::Json => output::print_json(&entries)?,
-        Format::Table => {
-            let mut t = output::table(
-                &["ID", "NAME", "STATE", "IMAGE", "WORKDIR", "AGE"],
-                output::colour_enabled(),
+        Format::Table => output::print_table(&table(&entries, output::colour_enabled()))?,
+    }
+    Ok(0)
+}
+
+/// The table of `entries`: one row per sandbox, sub-sandboxes under their parent.
+pub fn table(entries: &[Entry], colour: bool) -> Table {
+    let mut t = output::table(
+        &["ID", "ROLE", "NAME", "STATE", "IMAGE", "WORKDIR", "AGE"],
+        colour,
+    );
+    for e in entries {
+        let r = &e.record;
+        t.add_row(vec![
+            Cell::new(r.short_id()),
+            Cell::new(format!("{}{}", "  ".repeat(e.depth), e.role)),
+            Cell::new(&r.name),
+            output::state_cell(r.state),
+            Cell::new(&r.image),
+            Cell::new(r.workdir.display()),
+            Cell::new(output::age(&r.created_at)),
+        ]);
+    }
+    t
+}
+
+/// `ls --watch`: looks at the sandboxes every `interval` until SIGINT/SIGTERM/SIGHUP (then exits
+/// 0). On a terminal, the table is redrawn in place each time (ANSI cursor-home and
+/// clear-to-end); in a pipe, a table (blank-line separated) or, with `--format json`, one compact
+/// JSON array per line is written only when the sandboxes changed. A failing look (engine down)
+/// is shown and the watch goes on.
+pub async fn watch(ctx: &Ctx, interval: Duration) -> Result<i32> {
+    let tty = std::io::stdout().is_terminal() && ctx.format == Format::Table;
+    let colour = output::colour_enabled();
+    let stop = super::up::interrupted();
+    tokio::pin!(stop);
+    let mut last: Option<String> = None;
+    loop {
+        let looked = tokio::select! {
+            r = entries(ctx) => r.map_err(|e| format!("{e:#}")),
+            _ = &mut stop => break,
+        };
+        // What changed is judged on the data, not on the rendering (ages tick on their own).
+        let key = match &looked {
+            Ok(entries) => serde_json::to_string(entries)?,
+            Err(e) => e.clone(),
+        };
+        let changed = last.as_deref() != Some(key.as_str());
+        if tty {
+            let mut screen = format!(
+                "Every {}s, until Ctrl-C: h9sandbox ls    {}\n\n",
+                interval.as_secs_f64(),
+                humantime::format_rfc3339_seconds(std::time::SystemTime::now())
             );
-            for e in &entries {
-                let r = &e.record;
-                t.add_row(vec![
-                    Cell::new(r.short_id()),
-                    Cell::new(&r.name),
-                    output::state_cell(r.state),
-                    Cell::new(&r.image),
-                    Cell::new(r.workdir.display()),
-                    Cell::new(output::age(&r.created_at)),
-                ]);
+            match &looked {
+                Ok(entries) => screen.push_str(&table(entries, colour).to_string()),
+                Err(e) => screen.push_str(&format!("h9sandbox: error: {e}")),
             }
-            output::print_table(&t)?;
+            let mut out = String::from("\x1b[H");
+            for line in screen.lines() {
+                out.push_str(line.trim_end());
+                out.push_str("\x1b[K\n");
+            }
+            out.push_str("\x1b[J");
+            output::print_bytes(out.as_bytes())?;
+        } else if changed {
+            match (&looked, ctx.format) {
+                (Ok(entries), Format::Json) => {
+                    output::print_line(&serde_json::to_string(entries)?)?
+                }
+                (Ok(entries), Format::Table) => {
+                    if last.is_some() {
+                        output::print_line("")?;
+                    }
+                    output::print_table(&table(entries, colour))?;
+                }
+                (Err(e), _) => output::warn(&format!("cannot list the sandboxes: {e}")),
+            }
+        }
+        last = Some(key);
+        tokio::select! {
+            _ = tokio::time::sleep(interval) => {}
+            _ = &mut stop => break,
         }
     }
     Ok(0)
 }
 
-/// The records, reconciled with one engine listing.
+/// The records, reconciled with one engine listing, in tree order ([`tree`]).
 pub async fn entries(ctx: &Ctx) -> Result<Vec<Entry>> {
     let state = ctx.store.load()?;
     let label = ctx.state_label();
@@ -63,14 +142,82 @@ pub async fn entries(ctx: &Ctx) -> Result<Vec<Entry>> {
         .iter()
         .filter_map(|c| c.sandbox_id.as_deref().map(|id| (id, c)))
         .collect();
-    Ok(state
-        .sandboxes
+    let mut records: Vec<Option<Record>> = state.sandboxes.into_iter().map(Some).collect();
+    let nodes = tree(records.iter().flatten());
+    Ok(nodes
         .into_iter()
-        .map(|record| {
+        .filter_map(|n| {
+            let record = records[n.index].take()?;
             let c = by_sandbox.get(record.id.to_string().as_str()).copied();
-            reconcile(record, c)
+            let mut e = reconcile(record, c);
+            e.role = n.role;
+            e.depth = n.depth;
+            Some(e)
         })
         .collect())
+}
+
+/// A record's place in the tree of sandboxes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Node {
+    /// Index of the record in the input.
+    pub index: usize,
+    /// `main` for a top-level sandbox; `sub-N` for the Nth sub-sandbox (in creation order) of a
+    /// main one, `sub-N.M` for the Mth sub-sandbox of that, ...; `sub-?` for a sub-sandbox whose
+    /// parent's record is gone.
+    pub role: String,
+    /// 0 for the root of a tree, 1 for its children, ...
+    pub depth: usize,
+}
+
+/// The records in tree order (each root in record order, followed by its sub-sandboxes,
+/// depth first), with their roles, as the seed documents' status bar names them.
+pub fn tree<'a>(records: impl IntoIterator<Item = &'a Record>) -> Vec<Node> {
+    let records: Vec<&Record> = records.into_iter().collect();
+    let known: HashSet<Uuid> = records.iter().map(|r| r.id).collect();
+    let mut out = Vec::with_capacity(records.len());
+    let mut seen = HashSet::new();
+    fn visit(
+        records: &[&Record],
+        i: usize,
+        role: String,
+        depth: usize,
+        seen: &mut HashSet<Uuid>,
+        out: &mut Vec<Node>,
+    ) {
+        if !seen.insert(records[i].id) {
+            return;
+        }
+        let id = records[i].id;
+        out.push(Node {
+            index: i,
+            role: role.clone(),
+            depth,
+        });
+        let children = (0..records.len()).filter(|&j| records[j].parent == Some(id));
+        for (n, j) in children.enumerate() {
+            let sub = if role == "main" {
+                format!("sub-{}", n + 1)
+            } else {
+                format!("{role}.{}", n + 1)
+            };
+            visit(records, j, sub, depth + 1, seen, out);
+        }
+    }
+    for (i, r) in records.iter().enumerate() {
+        match r.parent {
+            None => visit(&records, i, "main".into(), 0, &mut seen, &mut out),
+            Some(p) if !known.contains(&p) => {
+                visit(&records, i, "sub-?".into(), 0, &mut seen, &mut out)
+            }
+            Some(_) => {}
+        }
+    }
+    // Records caught in a parent cycle (only a hand-edited file has one) still show.
+    for i in 0..records.len() {
+        visit(&records, i, "sub-?".into(), 0, &mut seen, &mut out);
+    }
+    out
 }
 
 /// The record as it really is: a Running sandbox whose container exited or vanished is Failed.
@@ -95,7 +242,77 @@ pub fn reconcile(mut record: Record, c: Option<&ContainerSummary>) -> Entry {
     }
     Entry {
         record,
+        role: "main".into(),
         container_state: cstate,
         container_status: cstatus,
+        depth: 0,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::state::{Lifecycle, Limits, ProcessRef};
+
+    fn rec(parent: Option<Uuid>) -> Record {
+        Record {
+            id: Uuid::new_v4(),
+            name: "n".into(),
+            state: Lifecycle::Running,
+            container_id: None,
+            image: "img".into(),
+            workdir: "/w".into(),
+            limits: Limits {
+                cpus: 1.0,
+                memory: "512m".into(),
+                pids_limit: 1,
+                tmp_size: "1m".into(),
+                network: crate::config::Network::None,
+            },
+            labels: Default::default(),
+            created_at: String::new(),
+            updated_at: String::new(),
+            error: None,
+            creator: ProcessRef::current(),
+            parent,
+            bootstrap: None,
+        }
+    }
+
+    #[test]
+    fn tree_order_and_roles() {
+        let main = rec(None);
+        let a = rec(Some(main.id));
+        let other = rec(None);
+        let b = rec(Some(main.id));
+        let a1 = rec(Some(a.id));
+        let orphan = rec(Some(Uuid::new_v4()));
+        let recs = [main, a, other, b, a1, orphan];
+        let got: Vec<(usize, String, usize)> = tree(recs.iter())
+            .into_iter()
+            .map(|n| (n.index, n.role, n.depth))
+            .collect();
+        let want = [
+            (0, "main", 0),
+            (1, "sub-1", 1),
+            (4, "sub-1.1", 2),
+            (3, "sub-2", 1),
+            (2, "main", 0),
+            (5, "sub-?", 0),
+        ];
+        assert_eq!(
+            got,
+            want.iter()
+                .map(|(i, r, d)| (*i, r.to_string(), *d))
+                .collect::<Vec<_>>()
+        );
+    }
+
+    #[test]
+    fn a_parent_cycle_still_lists_every_record() {
+        let mut a = rec(None);
+        let b = rec(Some(a.id));
+        a.parent = Some(b.id);
+        assert_eq!(tree([&a, &b]).len(), 2);
     }
 }

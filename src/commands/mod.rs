@@ -1,7 +1,9 @@
 //! One module per subcommand, and the context they share ([`Ctx`]).
 
+pub mod bootstrap;
 pub mod down;
 pub mod exec;
+pub mod generate;
 pub mod ls;
 pub mod up;
 
@@ -18,8 +20,10 @@ impl Command {
         match self {
             Command::Up(_) => "up",
             Command::Exec(_) => "exec",
+            Command::Bootstrap(_) => "bootstrap",
             Command::Down(_) => "down",
             Command::Ls(_) => "ls",
+            Command::Generate(_) => "generate",
         }
     }
 }
@@ -80,12 +84,36 @@ pub async fn dispatch(cli: Cli) -> Result<i32> {
                     ("memory", a.memory.clone(), "--memory"),
                     ("pids_limit", a.pids_limit.clone(), "--pids-limit"),
                     ("network", a.network.map(|n| n.to_string()), "--network"),
+                    ("bootstrap_cmd", a.bootstrap.clone(), "--bootstrap"),
+                    (
+                        "bootstrap_required",
+                        a.bootstrap_required.then(|| "true".to_string()),
+                        "--bootstrap-required",
+                    ),
+                    (
+                        "bootstrap_timeout_secs",
+                        a.bootstrap_timeout.map(|t| t.to_string()),
+                        "--bootstrap-timeout",
+                    ),
                 ],
             )?;
             up::run(&ctx, a).await
         }
         Command::Exec(a) => exec::run(&Ctx::new(&cli, &[])?, a).await,
+        Command::Bootstrap(a) => {
+            let ctx = Ctx::new(
+                &cli,
+                &[(
+                    "bootstrap_timeout_secs",
+                    a.timeout.map(|t| t.to_string()),
+                    "--timeout",
+                )],
+            )?;
+            bootstrap::run(&ctx, a).await
+        }
         Command::Down(a) => down::run(&Ctx::new(&cli, &[])?, a).await,
         Command::Ls(a) => ls::run(&Ctx::new(&cli, &[])?, a).await,
+        // Needs neither configuration nor state: works anywhere, e.g. in a packaging script.
+        Command::Generate(a) => generate::run(a),
     }
 }

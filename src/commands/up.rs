@@ -1,5 +1,10 @@
 //! `h9sandbox up`: record Pending, create the hardened container, wait until it really runs,
-//! record Running (or Failed, removing the container).
+//! record Running (or Failed, removing the container), then run the bootstrap command if one is
+//! configured.
+//!
+//! With `--parent`, the sandbox is a sub-sandbox: it takes its parent's image, limits, network and
+//! work dir; flags given explicitly may only tighten them ([`child_limits`], [`child_workdir`]),
+//! never loosen them, and configuration defaults do not apply to it.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -8,16 +13,74 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result};
 use uuid::Uuid;
 
+use super::bootstrap;
+use super::exec::{ensure_running, Sink};
 use super::Ctx;
 use crate::cli::{Format, UpArgs};
-use crate::engine::{ContainerSpec, Environment, LABEL_ID, LABEL_MANAGED, LABEL_STATE_DIR};
+use crate::config::{parse_size, Config, Network};
+use crate::engine::{
+    ContainerSpec, Environment, LABEL_ID, LABEL_MANAGED, LABEL_PARENT, LABEL_STATE_DIR, SCRATCH_DIR,
+};
 use crate::error::Error;
 use crate::output;
-use crate::state::{now_rfc3339, Lifecycle, Limits, ProcessRef, Record};
+use crate::progress::Spinner;
+use crate::state::{now_rfc3339, BootstrapRun, Lifecycle, Limits, ProcessRef, Record};
 
 /// Runs `up`; prints the ID (or the record as JSON) and returns 0.
 pub async fn run(ctx: &Ctx, args: &UpArgs) -> Result<i32> {
-    let workdir = resolve_workdir(args.workdir.as_deref())?;
+    let cfg = &ctx.cfg;
+    let parent = match &args.parent {
+        Some(q) => {
+            let state = ctx.store.load()?;
+            let p = state.resolve(q)?;
+            ensure_running(p).map_err(|e| {
+                Error::Invalid(format!("cannot create a sub-sandbox: the parent {e}"))
+            })?;
+            // The record may say Running while the container died behind our back.
+            if !ctx
+                .engine
+                .inspect(p.container_ref())
+                .await?
+                .is_some_and(|c| c.running)
+            {
+                return Err(Error::Invalid(format!(
+                    "cannot create a sub-sandbox of {}: its container is not running (see `h9sandbox ls`)",
+                    p.short_id()
+                ))
+                .into());
+            }
+            Some(p.clone())
+        }
+        None => None,
+    };
+    let (image, limits, workdir) = match &parent {
+        Some(p) => {
+            if let Some(img) = args.image.as_deref().filter(|i| *i != p.image) {
+                return Err(Error::Invalid(format!(
+                    "--image {img} differs from the parent's {}; a sub-sandbox runs its parent's image (leave --image out)",
+                    p.image
+                ))
+                .into());
+            }
+            let limits = child_limits(&p.limits, &Tighten::explicit(args, cfg))?;
+            (
+                p.image.clone(),
+                limits,
+                child_workdir(p, args.workdir.as_deref())?,
+            )
+        }
+        None => (
+            cfg.image.clone(),
+            Limits {
+                cpus: cfg.cpus,
+                memory: cfg.memory.clone(),
+                pids_limit: cfg.pids_limit,
+                tmp_size: cfg.tmp_size.clone(),
+                network: cfg.network,
+            },
+            resolve_workdir(args.workdir.as_deref())?,
+        ),
+    };
     refuse_sensitive_workdir(&workdir, &protected_paths(ctx))?;
     let labels = parse_labels(&args.labels)?;
     let id = Uuid::new_v4();
@@ -28,35 +91,40 @@ pub async fn run(ctx: &Ctx, args: &UpArgs) -> Result<i32> {
         }
         None => format!("h9sandbox-{}", &id.simple().to_string()[..12]),
     };
-    let cfg = &ctx.cfg;
     let now = now_rfc3339();
     let record = Record {
         id,
         name: name.clone(),
         state: Lifecycle::Pending,
         container_id: None,
-        image: cfg.image.clone(),
+        image: image.clone(),
         workdir: workdir.clone(),
-        limits: Limits {
-            cpus: cfg.cpus,
-            memory: cfg.memory.clone(),
-            pids_limit: cfg.pids_limit,
-            tmp_size: cfg.tmp_size.clone(),
-            network: cfg.network,
-        },
+        limits,
         labels: labels.clone(),
         created_at: now.clone(),
         updated_at: now,
         error: None,
         creator: ProcessRef::current(),
+        parent: parent.as_ref().map(|p| p.id),
+        bootstrap: None,
     };
-    // Pending goes on record before the container exists, so a crash leaves a trace.
+    // Pending goes on record before the container exists, so a crash leaves a trace. The parent
+    // is checked again under the lock: `down` of the parent marks it Stopping first, so a child is
+    // either seen (and removed) by that `down`, or refused here.
     ctx.store.update(|s| {
         // A Failed record keeps its name only until a new sandbox wants it (its container is gone).
         s.sandboxes
             .retain(|r| !(r.name == name && r.state == Lifecycle::Failed));
         if s.sandboxes.iter().any(|r| r.name == name) {
             return Err(Error::NameInUse(name.clone()).into());
+        }
+        if let Some(p) = &parent {
+            let now = s
+                .get(p.id)
+                .ok_or_else(|| Error::NotFound(p.id.to_string()))?;
+            ensure_running(now).map_err(|e| {
+                Error::Invalid(format!("cannot create a sub-sandbox: the parent {e}"))
+            })?;
         }
         s.sandboxes.push(record.clone());
         Ok(())
@@ -66,42 +134,26 @@ pub async fn run(ctx: &Ctx, args: &UpArgs) -> Result<i32> {
     all_labels.insert(LABEL_MANAGED.into(), "1".into());
     all_labels.insert(LABEL_ID.into(), id.to_string());
     all_labels.insert(LABEL_STATE_DIR.into(), ctx.state_label());
+    if let Some(p) = &parent {
+        all_labels.insert(LABEL_PARENT.into(), p.id.to_string());
+    }
     let spec = ContainerSpec {
         name: name.clone(),
-        image: cfg.image.clone(),
+        image,
         workdir,
         limits: record.limits.clone(),
         labels: all_labels,
     };
 
+    let spinner = Spinner::new(ctx.format);
     let started = tokio::select! {
-        r = start(ctx, &spec) => r,
+        r = start(ctx, &spec, &spinner) => r,
         sig = interrupted() => Err(anyhow::anyhow!("interrupted by {sig}")),
     };
-    match started {
-        Ok(container_id) => {
-            let rec = ctx.store.update(|s| {
-                let r = s.get_mut(id).context(
-                    "the sandbox's record vanished from the state file while it started",
-                )?;
-                r.container_id = Some(container_id.clone());
-                r.set_state(Lifecycle::Running, None);
-                Ok(r.clone())
-            });
-            let rec = match rec {
-                Ok(r) => r,
-                Err(e) => {
-                    let _ = ctx.engine.remove(&container_id).await;
-                    return Err(e);
-                }
-            };
-            match ctx.format {
-                Format::Json => output::print_json(&rec)?,
-                Format::Table => output::print_line(&rec.id.to_string())?,
-            }
-            Ok(0)
-        }
+    let container_id = match started {
+        Ok(c) => c,
         Err(e) => {
+            drop(spinner);
             // Remove whatever was created; by label, since a failed `run` prints no ID.
             let _ = ctx.engine.remove_labelled(LABEL_ID, &id.to_string()).await;
             let name_taken = matches!(e.downcast_ref::<Error>(), Some(Error::NameInUse(_)));
@@ -115,13 +167,184 @@ pub async fn run(ctx: &Ctx, args: &UpArgs) -> Result<i32> {
                 }
                 Ok(())
             });
-            Err(e)
+            return Err(e);
+        }
+    };
+    let rec = ctx.store.update(|s| {
+        let r = s
+            .get_mut(id)
+            .context("the sandbox's record vanished from the state file while it started")?;
+        r.container_id = Some(container_id.clone());
+        r.set_state(Lifecycle::Running, None);
+        Ok(r.clone())
+    });
+    let mut rec = match rec {
+        Ok(r) => r,
+        Err(e) => {
+            let _ = ctx.engine.remove(&container_id).await;
+            return Err(e);
+        }
+    };
+    if let Some(cmd) = cfg.bootstrap() {
+        // The command's output goes to stderr: stdout carries the ID (or the JSON record).
+        let done = bootstrap::execute(ctx, &rec, cmd, &spinner, Sink::Stderr).await;
+        drop(spinner);
+        if let Some(sig) = done.interrupted {
+            let why = format!("interrupted by {sig} during the bootstrap");
+            return Err(abort(ctx, &rec, why).await);
+        }
+        let failure = (!done.run.succeeded()).then(|| bootstrap_failure(&done.run, cfg));
+        rec.bootstrap = Some(done.run);
+        if let Some(why) = failure {
+            if cfg.bootstrap_required {
+                return Err(abort(
+                    ctx,
+                    &rec,
+                    format!("{why}; the sandbox was removed (bootstrap_required); fix the command, or leave out --bootstrap-required to keep such a sandbox"),
+                )
+                .await);
+            }
+            output::warn(&format!(
+                "{why}; the sandbox is up without it (its record shows the bootstrap: `h9sandbox ls --format json`)"
+            ));
+        }
+    } else {
+        drop(spinner);
+    }
+    match ctx.format {
+        Format::Json => output::print_json(&rec)?,
+        Format::Table => output::print_line(&rec.id.to_string())?,
+    }
+    Ok(0)
+}
+
+/// One line on why a recorded bootstrap failed.
+fn bootstrap_failure(run: &BootstrapRun, cfg: &Config) -> String {
+    if run.timed_out {
+        format!(
+            "bootstrap `{}` timed out after {}s (bootstrap_timeout_secs) and its process tree was killed",
+            run.cmd, cfg.bootstrap_timeout_secs
+        )
+    } else if let Some(e) = &run.error {
+        format!("bootstrap `{}` could not run: {e}", run.cmd)
+    } else {
+        format!(
+            "bootstrap `{}` exited with status {}",
+            run.cmd, run.exit_code
+        )
+    }
+}
+
+/// Removes a started sandbox's container and marks its record Failed with `reason`; returns the
+/// error `up` fails with.
+async fn abort(ctx: &Ctx, rec: &Record, reason: String) -> anyhow::Error {
+    let removed = ctx.engine.remove(rec.container_ref()).await;
+    let _ = ctx.store.update(|s| {
+        if let Some(r) = s.get_mut(rec.id) {
+            r.set_state(Lifecycle::Failed, Some(reason.clone()));
+        }
+        Ok(())
+    });
+    match removed {
+        Ok(()) => anyhow::anyhow!(reason),
+        Err(e) => anyhow::anyhow!(
+            "{reason} (removing its container failed too: {e:#}; `h9sandbox down {}` retries)",
+            rec.short_id()
+        ),
+    }
+}
+
+/// Limits a sub-sandbox asks for with explicit flags (`None`: inherit the parent's).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Tighten {
+    /// `--cpus`, in cores.
+    pub cpus: Option<f64>,
+    /// `--memory`, Docker notation.
+    pub memory: Option<String>,
+    /// `--pids-limit`.
+    pub pids_limit: Option<u32>,
+    /// `--network`.
+    pub network: Option<Network>,
+}
+
+impl Tighten {
+    /// The flags given on the command line, with the values the configuration validated. Values
+    /// from the file or environment do not count: a sub-sandbox inherits its parent's instead.
+    pub fn explicit(args: &UpArgs, cfg: &Config) -> Tighten {
+        Tighten {
+            cpus: args.cpus.is_some().then_some(cfg.cpus),
+            memory: args.memory.is_some().then(|| cfg.memory.clone()),
+            pids_limit: args.pids_limit.is_some().then_some(cfg.pids_limit),
+            network: args.network,
         }
     }
 }
 
+/// A sub-sandbox's limits: the parent's, tightened by `req`. Asking for more than the parent has
+/// is [`Error::Invalid`] naming the flag, the value and the parent's value.
+pub fn child_limits(parent: &Limits, req: &Tighten) -> Result<Limits, Error> {
+    let refuse = |flag: &str, asked: String, has: String| {
+        Error::Invalid(format!(
+            "{flag} {asked} exceeds the parent's {has}; a sub-sandbox may only tighten its parent's limits (give at most {has}, or leave {flag} out to inherit it)"
+        ))
+    };
+    let mut out = parent.clone();
+    if let Some(c) = req.cpus {
+        if c > parent.cpus + 1e-9 {
+            return Err(refuse("--cpus", c.to_string(), parent.cpus.to_string()));
+        }
+        out.cpus = c;
+    }
+    if let Some(m) = &req.memory {
+        let asked = parse_size(m).map_err(|e| Error::Invalid(format!("--memory: {e}")))?;
+        // A parent limit that does not parse (hand-edited file) cannot be compared: refuse.
+        let has = parse_size(&parent.memory).unwrap_or(0);
+        if asked > has {
+            return Err(refuse("--memory", m.clone(), parent.memory.clone()));
+        }
+        out.memory = m.clone();
+    }
+    if let Some(p) = req.pids_limit {
+        if p > parent.pids_limit {
+            return Err(refuse(
+                "--pids-limit",
+                p.to_string(),
+                parent.pids_limit.to_string(),
+            ));
+        }
+        out.pids_limit = p;
+    }
+    if let Some(n) = req.network {
+        if n == Network::Bridge && parent.network == Network::None {
+            return Err(Error::Invalid(
+                "--network bridge would give network access the parent does not have (its network is none); a sub-sandbox may only tighten its parent's limits (leave --network out)".into(),
+            ));
+        }
+        out.network = n;
+    }
+    Ok(out)
+}
+
+/// A sub-sandbox's work dir: the parent's, or `dir` when it is the parent's or inside it.
+pub fn child_workdir(parent: &Record, dir: Option<&Path>) -> Result<PathBuf> {
+    let Some(dir) = dir else {
+        return resolve_workdir(Some(&parent.workdir));
+    };
+    let canon = resolve_workdir(Some(dir))?;
+    if !canon.starts_with(&parent.workdir) {
+        return Err(Error::Invalid(format!(
+            "--workdir {} is outside the parent's work dir {}; a sub-sandbox works in its parent's work dir or a directory inside it",
+            canon.display(),
+            parent.workdir.display()
+        ))
+        .into());
+    }
+    Ok(canon)
+}
+
 /// Creates the container (pulling the image once if it is missing) and waits until it runs.
-async fn start(ctx: &Ctx, spec: &ContainerSpec) -> Result<String> {
+async fn start(ctx: &Ctx, spec: &ContainerSpec, spinner: &Spinner) -> Result<String> {
+    spinner.step("creating container");
     let container_id = match ctx.engine.create(spec).await {
         Err(e)
             if matches!(
@@ -129,13 +352,16 @@ async fn start(ctx: &Ctx, spec: &ContainerSpec) -> Result<String> {
                 Some(Error::ImageUnavailable { .. })
             ) =>
         {
+            spinner.step(format!("pulling {}", spec.image));
             ctx.engine
                 .pull(&spec.image, Duration::from_secs(ctx.cfg.pull_timeout_secs))
                 .await?;
+            spinner.step("creating container");
             ctx.engine.create(spec).await?
         }
         r => r?,
     };
+    spinner.step("waiting for the container to run");
     wait_running(
         ctx,
         &container_id,
@@ -234,6 +460,12 @@ pub fn resolve_workdir(dir: Option<&Path>) -> Result<PathBuf> {
         return Err(Error::Invalid(
             "the host's root directory cannot be the work directory (it would be mounted over the container's /); pass a project directory with --workdir".into(),
         )
+        .into());
+    }
+    if Path::new(SCRATCH_DIR).starts_with(&canon) {
+        return Err(Error::Invalid(format!(
+            "work directory {text} holds the sandbox's scratch directory {SCRATCH_DIR}, which is mounted there; pass a project directory with --workdir"
+        ))
         .into());
     }
     Ok(canon)
@@ -396,6 +628,78 @@ mod tests {
         }
     }
 
+    fn limits() -> Limits {
+        Limits {
+            cpus: 1.0,
+            memory: "512m".into(),
+            pids_limit: 100,
+            tmp_size: "64m".into(),
+            network: Network::Bridge,
+        }
+    }
+
+    #[test]
+    fn children_inherit_and_may_only_tighten() {
+        let p = limits();
+        assert_eq!(child_limits(&p, &Tighten::default()).unwrap(), p);
+        let tight = child_limits(
+            &p,
+            &Tighten {
+                cpus: Some(0.5),
+                memory: Some("0.5g".into()),
+                pids_limit: Some(100),
+                network: Some(Network::None),
+            },
+        )
+        .unwrap();
+        assert_eq!(
+            (
+                tight.cpus,
+                tight.memory.as_str(),
+                tight.pids_limit,
+                tight.network
+            ),
+            (0.5, "0.5g", 100, Network::None)
+        );
+        assert_eq!(tight.tmp_size, "64m");
+        let err = |t: Tighten| child_limits(&p, &t).unwrap_err().to_string();
+        let e = err(Tighten {
+            memory: Some("1g".into()),
+            ..Default::default()
+        });
+        assert!(
+            e.starts_with("--memory 1g exceeds the parent's 512m"),
+            "{e}"
+        );
+        let e = err(Tighten {
+            cpus: Some(1.5),
+            ..Default::default()
+        });
+        assert!(e.starts_with("--cpus 1.5 exceeds the parent's 1"), "{e}");
+        let e = err(Tighten {
+            pids_limit: Some(101),
+            ..Default::default()
+        });
+        assert!(
+            e.starts_with("--pids-limit 101 exceeds the parent's 100"),
+            "{e}"
+        );
+        let closed = Limits {
+            network: Network::None,
+            ..limits()
+        };
+        let e = child_limits(
+            &closed,
+            &Tighten {
+                network: Some(Network::Bridge),
+                ..Default::default()
+            },
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("--network bridge"), "{e}");
+    }
+
     #[test]
     fn sensitive_workdirs_are_refused() {
         let prot: Vec<(PathBuf, &str)> = vec![
@@ -424,6 +728,9 @@ mod tests {
     fn workdir_must_exist_and_not_be_root() {
         assert!(resolve_workdir(Some(Path::new("/nonexistent/dir"))).is_err());
         assert!(resolve_workdir(Some(Path::new("/"))).is_err());
+        // The scratch directory is mounted at /var/tmp: neither it nor /var can be the work dir.
+        assert!(resolve_workdir(Some(Path::new("/var/tmp"))).is_err());
+        assert!(resolve_workdir(Some(Path::new("/var"))).is_err());
         let d = tempfile::tempdir().unwrap();
         let weird = d.path().join("a b:c,d");
         std::fs::create_dir(&weird).unwrap();

@@ -12,7 +12,7 @@ use tokio::process::Command;
 
 use super::{
     ContainerSpec, ContainerStatus, ContainerSummary, Environment, ExecFailure, ExecSpec,
-    EXEC_MARKER_VAR, LABEL_ID,
+    EXEC_MARKER_VAR, LABEL_ID, SCRATCH_DIR,
 };
 use crate::error::Error;
 
@@ -44,6 +44,10 @@ while [ $n -lt 50 ]; do
 done
 exit 1"#;
 
+/// How long `remove` waits for a removal another process started (`docker rm` answers "removal
+/// of container … is already in progress" meanwhile).
+pub const REMOVAL_WAIT: Duration = Duration::from_secs(60);
+
 /// A Docker-CLI-compatible engine.
 #[derive(Debug, Clone)]
 pub struct Docker {
@@ -73,7 +77,7 @@ impl Docker {
     {
         let args: Vec<OsString> = args.into_iter().map(Into::into).collect();
         if self.verbose {
-            eprintln!("+ {}", shell_line(&self.bin, &args));
+            crate::progress::eprintln(&format!("+ {}", shell_line(&self.bin, &args)));
         }
         let mut cmd = Command::new(&self.bin);
         cmd.args(&args).stdin(Stdio::null()).kill_on_drop(true);
@@ -112,6 +116,22 @@ impl Docker {
             ));
         }
         Ok(stdout)
+    }
+
+    /// Waits (polling, up to [`REMOVAL_WAIT`]) until `container` no longer exists.
+    async fn await_removal(&self, container: &str) -> Result<()> {
+        let deadline = tokio::time::Instant::now() + REMOVAL_WAIT;
+        while self.inspect(container).await?.is_some() {
+            if tokio::time::Instant::now() >= deadline {
+                return Err(anyhow!(
+                    "`{} rm` of {container} by another process did not finish within {}s",
+                    self.bin,
+                    REMOVAL_WAIT.as_secs()
+                ));
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        Ok(())
     }
 
     fn spawn_error(&self, e: std::io::Error) -> anyhow::Error {
@@ -232,23 +252,18 @@ impl Environment for Docker {
     async fn remove(&self, container: &str) -> Result<()> {
         let args = vec!["rm".into(), "-f".into(), "-v".into(), container.into()];
         let (code, _, stderr) = self.output(args).await?;
-        if code == 0 || is_no_such_container(&stderr) {
-            return Ok(());
+        if code != 0 && stderr.contains("already in progress") {
+            // Another `rm` (a concurrent `down`) is at it; done when the container is gone.
+            return self.await_removal(container).await;
         }
-        if stderr.contains("already in progress") {
-            // Another process (a concurrent `down`) is removing it: wait until it is gone.
-            for _ in 0..100 {
-                if self.inspect(container).await?.is_none() {
-                    return Ok(());
-                }
-                tokio::time::sleep(Duration::from_millis(100)).await;
-            }
+        if code != 0 && !is_no_such_container(&stderr) {
+            return Err(anyhow!(
+                "`{} rm` failed: {}",
+                self.bin,
+                first_error_line(&stderr)
+            ));
         }
-        Err(anyhow!(
-            "`{} rm` failed: {}",
-            self.bin,
-            first_error_line(&stderr)
-        ))
+        Ok(())
     }
 
     async fn remove_labelled(&self, key: &str, value: &str) -> Result<usize> {
@@ -389,6 +404,11 @@ pub fn run_args(spec: &ContainerSpec) -> Vec<String> {
         format!("/tmp:size={},nosuid,noexec,nodev", l.tmp_size),
         "--network".into(),
         l.network.as_str().into(),
+        // The scratch dir: an anonymous volume, deleted by `rm -v` with the container.
+        "--mount".into(),
+        format!("type=volume,destination={SCRATCH_DIR}"),
+        "--env".into(),
+        format!("TMPDIR={SCRATCH_DIR}"),
         "--mount".into(),
         bind_mount_arg(&workdir),
         "--workdir".into(),
@@ -638,6 +658,7 @@ mod tests {
              --cap-add DAC_OVERRIDE --cap-add SETUID --cap-add SETGID \
              --security-opt no-new-privileges:true --pids-limit 256 --cpus 1.5 --memory 512m \
              --tmpfs /tmp:size=256m,nosuid,noexec,nodev --network none \
+             --mount type=volume,destination=/var/tmp --env TMPDIR=/var/tmp \
              --mount type=bind,source=/w,target=/w --workdir /w --pull never -- ubuntu:22.04 sleep infinity"
         );
     }

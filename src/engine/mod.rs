@@ -25,6 +25,15 @@ pub const LABEL_ID: &str = "h9sandbox.id";
 /// Label holding the state directory the container's record lives in, so that several state
 /// directories (users, CI jobs) on one engine never touch each other's containers.
 pub const LABEL_STATE_DIR: &str = "h9sandbox.state_dir";
+/// Label holding the parent sandbox's ID on a sub-sandbox's container (`up --parent`).
+pub const LABEL_PARENT: &str = "h9sandbox.parent";
+/// Exec-capable scratch directory of every sandbox, outside the work dir: an anonymous volume of
+/// the engine (on the host's disk, so big builds do not count against the memory limit as a
+/// tmpfs would), removed with the container. `TMPDIR` points at it in every process of the
+/// sandbox, while `/tmp` stays a `noexec` tmpfs. It is mounted over the image's own `/var/tmp`,
+/// whose contents and mode (`1777` in common distributions) the engine copies into the volume, so
+/// non-root users (e.g. apt's `_apt`) can write there too.
+pub const SCRATCH_DIR: &str = "/var/tmp";
 /// Environment variable set on every `exec`'d process; its value identifies the exec so that
 /// its whole process tree (children inherit the environment) can be found and killed.
 pub const EXEC_MARKER_VAR: &str = "H9SANDBOX_EXEC_ID";
@@ -108,7 +117,8 @@ pub trait Environment {
     /// Stops the container (SIGTERM, then SIGKILL after `grace`). A missing container is success.
     async fn stop(&self, container: &str, grace: Duration) -> Result<()>;
 
-    /// Removes the container, forcibly. A missing container is success.
+    /// Removes the container, forcibly, with its anonymous volumes (the scratch directory). A
+    /// missing container is success; a removal already under way elsewhere is waited for.
     async fn remove(&self, container: &str) -> Result<()>;
 
     /// Removes every container carrying the label `key=value`. Returns how many were removed.

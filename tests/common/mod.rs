@@ -164,7 +164,7 @@ impl Drop for TestEnv {
         let ids = docker_ps(&self.state_dir);
         if !ids.is_empty() {
             let _ = Command::new("docker")
-                .args(["rm", "-f"])
+                .args(["rm", "-f", "-v"])
                 .args(&ids)
                 .output();
         }

@@ -1,0 +1,208 @@
+
+using namespace System.Management.Automation
+using namespace System.Management.Automation.Language
+
+Register-ArgumentCompleter -Native -CommandName 'h9sandbox' -ScriptBlock {
+    param($wordToComplete, $commandAst, $cursorPosition)
+
+    $commandElements = $commandAst.CommandElements
+    $command = @(
+        'h9sandbox'
+        for ($i = 1; $i -lt $commandElements.Count; $i++) {
+            $element = $commandElements[$i]
+            if ($element -isnot [StringConstantExpressionAst] -or
+                $element.StringConstantType -ne [StringConstantType]::BareWord -or
+                $element.Value.StartsWith('-') -or
+                $element.Value -eq $wordToComplete) {
+                break
+        }
+        $element.Value
+    }) -join ';'
+
+    $completions = @(switch ($command) {
+        'h9sandbox' {
+            [CompletionResult]::new('--config', '--config', [CompletionResultType]::ParameterName, 'Configuration file (default: ./sandbox.toml, then $XDG_CONFIG_HOME/h9sandbox/config.toml)')
+            [CompletionResult]::new('--format', '--format', [CompletionResultType]::ParameterName, 'Output format')
+            [CompletionResult]::new('--json', '--json', [CompletionResultType]::ParameterName, 'Same as --format json')
+            [CompletionResult]::new('-v', '-v', [CompletionResultType]::ParameterName, 'Print every engine command line to stderr before running it')
+            [CompletionResult]::new('--verbose', '--verbose', [CompletionResultType]::ParameterName, 'Print every engine command line to stderr before running it')
+            [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help (see more with ''--help'')')
+            [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help (see more with ''--help'')')
+            [CompletionResult]::new('-V', '-V ', [CompletionResultType]::ParameterName, 'Print version')
+            [CompletionResult]::new('--version', '--version', [CompletionResultType]::ParameterName, 'Print version')
+            [CompletionResult]::new('up', 'up', [CompletionResultType]::ParameterValue, 'Start a sandbox: a hardened container with the work directory bind-mounted')
+            [CompletionResult]::new('exec', 'exec', [CompletionResultType]::ParameterValue, 'Run a shell command in a sandbox (bash -c, or sh -c without bash)')
+            [CompletionResult]::new('bootstrap', 'bootstrap', [CompletionResultType]::ParameterValue, 'Run a one-time setup command in a sandbox (streams its output; recorded in the sandbox)')
+            [CompletionResult]::new('down', 'down', [CompletionResultType]::ParameterValue, 'Stop and remove sandboxes and their sub-sandboxes (always removes, even when the stop fails)')
+            [CompletionResult]::new('ls', 'ls', [CompletionResultType]::ParameterValue, 'List sandboxes with their real container state, sub-sandboxes under their parent')
+            [CompletionResult]::new('generate', 'generate', [CompletionResultType]::ParameterValue, 'Generate shell completion scripts and man pages from this command line''s definition')
+            [CompletionResult]::new('help', 'help', [CompletionResultType]::ParameterValue, 'Print this message or the help of the given subcommand(s)')
+            break
+        }
+        'h9sandbox;up' {
+            [CompletionResult]::new('--workdir', '--workdir', [CompletionResultType]::ParameterName, 'Host directory bind-mounted at the same path [default: current directory]')
+            [CompletionResult]::new('--image', '--image', [CompletionResultType]::ParameterName, 'Image to run [config: image]')
+            [CompletionResult]::new('--name', '--name', [CompletionResultType]::ParameterName, 'Container name [default: h9sandbox-<short id>]')
+            [CompletionResult]::new('--cpus', '--cpus', [CompletionResultType]::ParameterName, 'CPU limit in cores [config: cpus]')
+            [CompletionResult]::new('--memory', '--memory', [CompletionResultType]::ParameterName, 'Memory limit, e.g. 512m or 2g [config: memory]')
+            [CompletionResult]::new('--pids-limit', '--pids-limit', [CompletionResultType]::ParameterName, 'Maximum number of processes [config: pids_limit]')
+            [CompletionResult]::new('--network', '--network', [CompletionResultType]::ParameterName, 'Network mode [config: network]')
+            [CompletionResult]::new('--label', '--label', [CompletionResultType]::ParameterName, 'Extra label on the container and record (repeatable)')
+            [CompletionResult]::new('--parent', '--parent', [CompletionResultType]::ParameterName, 'Make this a sub-sandbox of ID: its image, limits, network and work dir, which the flags may only tighten')
+            [CompletionResult]::new('--bootstrap', '--bootstrap', [CompletionResultType]::ParameterName, 'Shell command run once the container is ready; '''' for none [config: bootstrap_cmd]')
+            [CompletionResult]::new('--bootstrap-timeout', '--bootstrap-timeout', [CompletionResultType]::ParameterName, 'Seconds before the bootstrap''s process tree is killed; 0 = none [config: bootstrap_timeout_secs]')
+            [CompletionResult]::new('--config', '--config', [CompletionResultType]::ParameterName, 'Configuration file (default: ./sandbox.toml, then $XDG_CONFIG_HOME/h9sandbox/config.toml)')
+            [CompletionResult]::new('--format', '--format', [CompletionResultType]::ParameterName, 'Output format')
+            [CompletionResult]::new('--bootstrap-required', '--bootstrap-required', [CompletionResultType]::ParameterName, 'Fail, and remove the sandbox, when the bootstrap command fails [config: bootstrap_required]')
+            [CompletionResult]::new('--json', '--json', [CompletionResultType]::ParameterName, 'Same as --format json')
+            [CompletionResult]::new('-v', '-v', [CompletionResultType]::ParameterName, 'Print every engine command line to stderr before running it')
+            [CompletionResult]::new('--verbose', '--verbose', [CompletionResultType]::ParameterName, 'Print every engine command line to stderr before running it')
+            [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help (see more with ''--help'')')
+            [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help (see more with ''--help'')')
+            break
+        }
+        'h9sandbox;exec' {
+            [CompletionResult]::new('--cwd', '--cwd', [CompletionResultType]::ParameterName, 'Working directory, relative to the work dir or absolute inside it [default: the work dir]')
+            [CompletionResult]::new('-e', '-e', [CompletionResultType]::ParameterName, 'Environment variable for the command (repeatable)')
+            [CompletionResult]::new('--env', '--env', [CompletionResultType]::ParameterName, 'Environment variable for the command (repeatable)')
+            [CompletionResult]::new('--timeout', '--timeout', [CompletionResultType]::ParameterName, 'Seconds before the command''s process tree is killed; 0 = none [config: exec_timeout_secs]')
+            [CompletionResult]::new('--max-output', '--max-output', [CompletionResultType]::ParameterName, 'With --format json: bytes kept of each of stdout and stderr')
+            [CompletionResult]::new('--config', '--config', [CompletionResultType]::ParameterName, 'Configuration file (default: ./sandbox.toml, then $XDG_CONFIG_HOME/h9sandbox/config.toml)')
+            [CompletionResult]::new('--format', '--format', [CompletionResultType]::ParameterName, 'Output format')
+            [CompletionResult]::new('-i', '-i', [CompletionResultType]::ParameterName, 'Attach standard input to the command')
+            [CompletionResult]::new('--interactive', '--interactive', [CompletionResultType]::ParameterName, 'Attach standard input to the command')
+            [CompletionResult]::new('--json', '--json', [CompletionResultType]::ParameterName, 'Same as --format json')
+            [CompletionResult]::new('-v', '-v', [CompletionResultType]::ParameterName, 'Print every engine command line to stderr before running it')
+            [CompletionResult]::new('--verbose', '--verbose', [CompletionResultType]::ParameterName, 'Print every engine command line to stderr before running it')
+            [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help (see more with ''--help'')')
+            [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help (see more with ''--help'')')
+            break
+        }
+        'h9sandbox;bootstrap' {
+            [CompletionResult]::new('--timeout', '--timeout', [CompletionResultType]::ParameterName, 'Seconds before the command''s process tree is killed; 0 = none [config: bootstrap_timeout_secs]')
+            [CompletionResult]::new('--config', '--config', [CompletionResultType]::ParameterName, 'Configuration file (default: ./sandbox.toml, then $XDG_CONFIG_HOME/h9sandbox/config.toml)')
+            [CompletionResult]::new('--format', '--format', [CompletionResultType]::ParameterName, 'Output format')
+            [CompletionResult]::new('--json', '--json', [CompletionResultType]::ParameterName, 'Same as --format json')
+            [CompletionResult]::new('-v', '-v', [CompletionResultType]::ParameterName, 'Print every engine command line to stderr before running it')
+            [CompletionResult]::new('--verbose', '--verbose', [CompletionResultType]::ParameterName, 'Print every engine command line to stderr before running it')
+            [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help (see more with ''--help'')')
+            [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help (see more with ''--help'')')
+            break
+        }
+        'h9sandbox;down' {
+            [CompletionResult]::new('--config', '--config', [CompletionResultType]::ParameterName, 'Configuration file (default: ./sandbox.toml, then $XDG_CONFIG_HOME/h9sandbox/config.toml)')
+            [CompletionResult]::new('--format', '--format', [CompletionResultType]::ParameterName, 'Output format')
+            [CompletionResult]::new('--all', '--all', [CompletionResultType]::ParameterName, 'Every sandbox of this state directory')
+            [CompletionResult]::new('--json', '--json', [CompletionResultType]::ParameterName, 'Same as --format json')
+            [CompletionResult]::new('-v', '-v', [CompletionResultType]::ParameterName, 'Print every engine command line to stderr before running it')
+            [CompletionResult]::new('--verbose', '--verbose', [CompletionResultType]::ParameterName, 'Print every engine command line to stderr before running it')
+            [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help (see more with ''--help'')')
+            [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help (see more with ''--help'')')
+            break
+        }
+        'h9sandbox;ls' {
+            [CompletionResult]::new('--interval', '--interval', [CompletionResultType]::ParameterName, 'With --watch: seconds between two looks at the sandboxes')
+            [CompletionResult]::new('--config', '--config', [CompletionResultType]::ParameterName, 'Configuration file (default: ./sandbox.toml, then $XDG_CONFIG_HOME/h9sandbox/config.toml)')
+            [CompletionResult]::new('--format', '--format', [CompletionResultType]::ParameterName, 'Output format')
+            [CompletionResult]::new('-w', '-w', [CompletionResultType]::ParameterName, 'Redraw the list whenever it changes, until Ctrl-C')
+            [CompletionResult]::new('--watch', '--watch', [CompletionResultType]::ParameterName, 'Redraw the list whenever it changes, until Ctrl-C')
+            [CompletionResult]::new('--json', '--json', [CompletionResultType]::ParameterName, 'Same as --format json')
+            [CompletionResult]::new('-v', '-v', [CompletionResultType]::ParameterName, 'Print every engine command line to stderr before running it')
+            [CompletionResult]::new('--verbose', '--verbose', [CompletionResultType]::ParameterName, 'Print every engine command line to stderr before running it')
+            [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help (see more with ''--help'')')
+            [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help (see more with ''--help'')')
+            break
+        }
+        'h9sandbox;generate' {
+            [CompletionResult]::new('--config', '--config', [CompletionResultType]::ParameterName, 'Configuration file (default: ./sandbox.toml, then $XDG_CONFIG_HOME/h9sandbox/config.toml)')
+            [CompletionResult]::new('--format', '--format', [CompletionResultType]::ParameterName, 'Output format')
+            [CompletionResult]::new('--json', '--json', [CompletionResultType]::ParameterName, 'Same as --format json')
+            [CompletionResult]::new('-v', '-v', [CompletionResultType]::ParameterName, 'Print every engine command line to stderr before running it')
+            [CompletionResult]::new('--verbose', '--verbose', [CompletionResultType]::ParameterName, 'Print every engine command line to stderr before running it')
+            [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help (see more with ''--help'')')
+            [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help (see more with ''--help'')')
+            [CompletionResult]::new('completions', 'completions', [CompletionResultType]::ParameterValue, 'A shell''s completion script on stdout, or every shell''s into DIR with --all')
+            [CompletionResult]::new('man', 'man', [CompletionResultType]::ParameterValue, 'Man pages: h9sandbox.1 and one h9sandbox-SUBCOMMAND.1 per subcommand, into DIR')
+            [CompletionResult]::new('help', 'help', [CompletionResultType]::ParameterValue, 'Print this message or the help of the given subcommand(s)')
+            break
+        }
+        'h9sandbox;generate;completions' {
+            [CompletionResult]::new('--all', '--all', [CompletionResultType]::ParameterName, 'Write the scripts of every shell into this directory')
+            [CompletionResult]::new('--config', '--config', [CompletionResultType]::ParameterName, 'Configuration file (default: ./sandbox.toml, then $XDG_CONFIG_HOME/h9sandbox/config.toml)')
+            [CompletionResult]::new('--format', '--format', [CompletionResultType]::ParameterName, 'Output format')
+            [CompletionResult]::new('--json', '--json', [CompletionResultType]::ParameterName, 'Same as --format json')
+            [CompletionResult]::new('-v', '-v', [CompletionResultType]::ParameterName, 'Print every engine command line to stderr before running it')
+            [CompletionResult]::new('--verbose', '--verbose', [CompletionResultType]::ParameterName, 'Print every engine command line to stderr before running it')
+            [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help (see more with ''--help'')')
+            [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help (see more with ''--help'')')
+            break
+        }
+        'h9sandbox;generate;man' {
+            [CompletionResult]::new('--config', '--config', [CompletionResultType]::ParameterName, 'Configuration file (default: ./sandbox.toml, then $XDG_CONFIG_HOME/h9sandbox/config.toml)')
+            [CompletionResult]::new('--format', '--format', [CompletionResultType]::ParameterName, 'Output format')
+            [CompletionResult]::new('--json', '--json', [CompletionResultType]::ParameterName, 'Same as --format json')
+            [CompletionResult]::new('-v', '-v', [CompletionResultType]::ParameterName, 'Print every engine command line to stderr before running it')
+            [CompletionResult]::new('--verbose', '--verbose', [CompletionResultType]::ParameterName, 'Print every engine command line to stderr before running it')
+            [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help (see more with ''--help'')')
+            [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help (see more with ''--help'')')
+            break
+        }
+        'h9sandbox;generate;help' {
+            [CompletionResult]::new('completions', 'completions', [CompletionResultType]::ParameterValue, 'A shell''s completion script on stdout, or every shell''s into DIR with --all')
+            [CompletionResult]::new('man', 'man', [CompletionResultType]::ParameterValue, 'Man pages: h9sandbox.1 and one h9sandbox-SUBCOMMAND.1 per subcommand, into DIR')
+            [CompletionResult]::new('help', 'help', [CompletionResultType]::ParameterValue, 'Print this message or the help of the given subcommand(s)')
+            break
+        }
+        'h9sandbox;generate;help;completions' {
+            break
+        }
+        'h9sandbox;generate;help;man' {
+            break
+        }
+        'h9sandbox;generate;help;help' {
+            break
+        }
+        'h9sandbox;help' {
+            [CompletionResult]::new('up', 'up', [CompletionResultType]::ParameterValue, 'Start a sandbox: a hardened container with the work directory bind-mounted')
+            [CompletionResult]::new('exec', 'exec', [CompletionResultType]::ParameterValue, 'Run a shell command in a sandbox (bash -c, or sh -c without bash)')
+            [CompletionResult]::new('bootstrap', 'bootstrap', [CompletionResultType]::ParameterValue, 'Run a one-time setup command in a sandbox (streams its output; recorded in the sandbox)')
+            [CompletionResult]::new('down', 'down', [CompletionResultType]::ParameterValue, 'Stop and remove sandboxes and their sub-sandboxes (always removes, even when the stop fails)')
+            [CompletionResult]::new('ls', 'ls', [CompletionResultType]::ParameterValue, 'List sandboxes with their real container state, sub-sandboxes under their parent')
+            [CompletionResult]::new('generate', 'generate', [CompletionResultType]::ParameterValue, 'Generate shell completion scripts and man pages from this command line''s definition')
+            [CompletionResult]::new('help', 'help', [CompletionResultType]::ParameterValue, 'Print this message or the help of the given subcommand(s)')
+            break
+        }
+        'h9sandbox;help;up' {
+            break
+        }
+        'h9sandbox;help;exec' {
+            break
+        }
+        'h9sandbox;help;bootstrap' {
+            break
+        }
+        'h9sandbox;help;down' {
+            break
+        }
+        'h9sandbox;help;ls' {
+            break
+        }
+        'h9sandbox;help;generate' {
+            [CompletionResult]::new('completions', 'completions', [CompletionResultType]::ParameterValue, 'A shell''s completion script on stdout, or every shell''s into DIR with --all')
+            [CompletionResult]::new('man', 'man', [CompletionResultType]::ParameterValue, 'Man pages: h9sandbox.1 and one h9sandbox-SUBCOMMAND.1 per subcommand, into DIR')
+            break
+        }
+        'h9sandbox;help;generate;completions' {
+            break
+        }
+        'h9sandbox;help;generate;man' {
+            break
+        }
+        'h9sandbox;help;help' {
+            break
+        }
+    })
+
+    $completions.Where{ $_.CompletionText -like "$wordToComplete*" } |
+        Sort-Object -Property ListItemText
+}

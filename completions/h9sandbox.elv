@@ -1,0 +1,180 @@
+
+use builtin;
+use str;
+
+set edit:completion:arg-completer[h9sandbox] = {|@words|
+    fn spaces {|n|
+        builtin:repeat $n ' ' | str:join ''
+    }
+    fn cand {|text desc|
+        edit:complex-candidate $text &display=$text' '(spaces (- 14 (wcswidth $text)))$desc
+    }
+    var command = 'h9sandbox'
+    for word $words[1..-1] {
+        if (str:has-prefix $word '-') {
+            break
+        }
+        set command = $command';'$word
+    }
+    var completions = [
+        &'h9sandbox'= {
+            cand --config 'Configuration file (default: ./sandbox.toml, then $XDG_CONFIG_HOME/h9sandbox/config.toml)'
+            cand --format 'Output format'
+            cand --json 'Same as --format json'
+            cand -v 'Print every engine command line to stderr before running it'
+            cand --verbose 'Print every engine command line to stderr before running it'
+            cand -h 'Print help (see more with ''--help'')'
+            cand --help 'Print help (see more with ''--help'')'
+            cand -V 'Print version'
+            cand --version 'Print version'
+            cand up 'Start a sandbox: a hardened container with the work directory bind-mounted'
+            cand exec 'Run a shell command in a sandbox (bash -c, or sh -c without bash)'
+            cand bootstrap 'Run a one-time setup command in a sandbox (streams its output; recorded in the sandbox)'
+            cand down 'Stop and remove sandboxes and their sub-sandboxes (always removes, even when the stop fails)'
+            cand ls 'List sandboxes with their real container state, sub-sandboxes under their parent'
+            cand generate 'Generate shell completion scripts and man pages from this command line''s definition'
+            cand help 'Print this message or the help of the given subcommand(s)'
+        }
+        &'h9sandbox;up'= {
+            cand --workdir 'Host directory bind-mounted at the same path [default: current directory]'
+            cand --image 'Image to run [config: image]'
+            cand --name 'Container name [default: h9sandbox-<short id>]'
+            cand --cpus 'CPU limit in cores [config: cpus]'
+            cand --memory 'Memory limit, e.g. 512m or 2g [config: memory]'
+            cand --pids-limit 'Maximum number of processes [config: pids_limit]'
+            cand --network 'Network mode [config: network]'
+            cand --label 'Extra label on the container and record (repeatable)'
+            cand --parent 'Make this a sub-sandbox of ID: its image, limits, network and work dir, which the flags may only tighten'
+            cand --bootstrap 'Shell command run once the container is ready; '''' for none [config: bootstrap_cmd]'
+            cand --bootstrap-timeout 'Seconds before the bootstrap''s process tree is killed; 0 = none [config: bootstrap_timeout_secs]'
+            cand --config 'Configuration file (default: ./sandbox.toml, then $XDG_CONFIG_HOME/h9sandbox/config.toml)'
+            cand --format 'Output format'
+            cand --bootstrap-required 'Fail, and remove the sandbox, when the bootstrap command fails [config: bootstrap_required]'
+            cand --json 'Same as --format json'
+            cand -v 'Print every engine command line to stderr before running it'
+            cand --verbose 'Print every engine command line to stderr before running it'
+            cand -h 'Print help (see more with ''--help'')'
+            cand --help 'Print help (see more with ''--help'')'
+        }
+        &'h9sandbox;exec'= {
+            cand --cwd 'Working directory, relative to the work dir or absolute inside it [default: the work dir]'
+            cand -e 'Environment variable for the command (repeatable)'
+            cand --env 'Environment variable for the command (repeatable)'
+            cand --timeout 'Seconds before the command''s process tree is killed; 0 = none [config: exec_timeout_secs]'
+            cand --max-output 'With --format json: bytes kept of each of stdout and stderr'
+            cand --config 'Configuration file (default: ./sandbox.toml, then $XDG_CONFIG_HOME/h9sandbox/config.toml)'
+            cand --format 'Output format'
+            cand -i 'Attach standard input to the command'
+            cand --interactive 'Attach standard input to the command'
+            cand --json 'Same as --format json'
+            cand -v 'Print every engine command line to stderr before running it'
+            cand --verbose 'Print every engine command line to stderr before running it'
+            cand -h 'Print help (see more with ''--help'')'
+            cand --help 'Print help (see more with ''--help'')'
+        }
+        &'h9sandbox;bootstrap'= {
+            cand --timeout 'Seconds before the command''s process tree is killed; 0 = none [config: bootstrap_timeout_secs]'
+            cand --config 'Configuration file (default: ./sandbox.toml, then $XDG_CONFIG_HOME/h9sandbox/config.toml)'
+            cand --format 'Output format'
+            cand --json 'Same as --format json'
+            cand -v 'Print every engine command line to stderr before running it'
+            cand --verbose 'Print every engine command line to stderr before running it'
+            cand -h 'Print help (see more with ''--help'')'
+            cand --help 'Print help (see more with ''--help'')'
+        }
+        &'h9sandbox;down'= {
+            cand --config 'Configuration file (default: ./sandbox.toml, then $XDG_CONFIG_HOME/h9sandbox/config.toml)'
+            cand --format 'Output format'
+            cand --all 'Every sandbox of this state directory'
+            cand --json 'Same as --format json'
+            cand -v 'Print every engine command line to stderr before running it'
+            cand --verbose 'Print every engine command line to stderr before running it'
+            cand -h 'Print help (see more with ''--help'')'
+            cand --help 'Print help (see more with ''--help'')'
+        }
+        &'h9sandbox;ls'= {
+            cand --interval 'With --watch: seconds between two looks at the sandboxes'
+            cand --config 'Configuration file (default: ./sandbox.toml, then $XDG_CONFIG_HOME/h9sandbox/config.toml)'
+            cand --format 'Output format'
+            cand -w 'Redraw the list whenever it changes, until Ctrl-C'
+            cand --watch 'Redraw the list whenever it changes, until Ctrl-C'
+            cand --json 'Same as --format json'
+            cand -v 'Print every engine command line to stderr before running it'
+            cand --verbose 'Print every engine command line to stderr before running it'
+            cand -h 'Print help (see more with ''--help'')'
+            cand --help 'Print help (see more with ''--help'')'
+        }
+        &'h9sandbox;generate'= {
+            cand --config 'Configuration file (default: ./sandbox.toml, then $XDG_CONFIG_HOME/h9sandbox/config.toml)'
+            cand --format 'Output format'
+            cand --json 'Same as --format json'
+            cand -v 'Print every engine command line to stderr before running it'
+            cand --verbose 'Print every engine command line to stderr before running it'
+            cand -h 'Print help (see more with ''--help'')'
+            cand --help 'Print help (see more with ''--help'')'
+            cand completions 'A shell''s completion script on stdout, or every shell''s into DIR with --all'
+            cand man 'Man pages: h9sandbox.1 and one h9sandbox-SUBCOMMAND.1 per subcommand, into DIR'
+            cand help 'Print this message or the help of the given subcommand(s)'
+        }
+        &'h9sandbox;generate;completions'= {
+            cand --all 'Write the scripts of every shell into this directory'
+            cand --config 'Configuration file (default: ./sandbox.toml, then $XDG_CONFIG_HOME/h9sandbox/config.toml)'
+            cand --format 'Output format'
+            cand --json 'Same as --format json'
+            cand -v 'Print every engine command line to stderr before running it'
+            cand --verbose 'Print every engine command line to stderr before running it'
+            cand -h 'Print help (see more with ''--help'')'
+            cand --help 'Print help (see more with ''--help'')'
+        }
+        &'h9sandbox;generate;man'= {
+            cand --config 'Configuration file (default: ./sandbox.toml, then $XDG_CONFIG_HOME/h9sandbox/config.toml)'
+            cand --format 'Output format'
+            cand --json 'Same as --format json'
+            cand -v 'Print every engine command line to stderr before running it'
+            cand --verbose 'Print every engine command line to stderr before running it'
+            cand -h 'Print help (see more with ''--help'')'
+            cand --help 'Print help (see more with ''--help'')'
+        }
+        &'h9sandbox;generate;help'= {
+            cand completions 'A shell''s completion script on stdout, or every shell''s into DIR with --all'
+            cand man 'Man pages: h9sandbox.1 and one h9sandbox-SUBCOMMAND.1 per subcommand, into DIR'
+            cand help 'Print this message or the help of the given subcommand(s)'
+        }
+        &'h9sandbox;generate;help;completions'= {
+        }
+        &'h9sandbox;generate;help;man'= {
+        }
+        &'h9sandbox;generate;help;help'= {
+        }
+        &'h9sandbox;help'= {
+            cand up 'Start a sandbox: a hardened container with the work directory bind-mounted'
+            cand exec 'Run a shell command in a sandbox (bash -c, or sh -c without bash)'
+            cand bootstrap 'Run a one-time setup command in a sandbox (streams its output; recorded in the sandbox)'
+            cand down 'Stop and remove sandboxes and their sub-sandboxes (always removes, even when the stop fails)'
+            cand ls 'List sandboxes with their real container state, sub-sandboxes under their parent'
+            cand generate 'Generate shell completion scripts and man pages from this command line''s definition'
+            cand help 'Print this message or the help of the given subcommand(s)'
+        }
+        &'h9sandbox;help;up'= {
+        }
+        &'h9sandbox;help;exec'= {
+        }
+        &'h9sandbox;help;bootstrap'= {
+        }
+        &'h9sandbox;help;down'= {
+        }
+        &'h9sandbox;help;ls'= {
+        }
+        &'h9sandbox;help;generate'= {
+            cand completions 'A shell''s completion script on stdout, or every shell''s into DIR with --all'
+            cand man 'Man pages: h9sandbox.1 and one h9sandbox-SUBCOMMAND.1 per subcommand, into DIR'
+        }
+        &'h9sandbox;help;generate;completions'= {
+        }
+        &'h9sandbox;help;generate;man'= {
+        }
+        &'h9sandbox;help;help'= {
+        }
+    ]
+    $completions[$command]
+}

@@ -1,0 +1,126 @@
+# Print an optspec for argparse to handle cmd's options that are independent of any subcommand.
+function __fish_h9sandbox_global_optspecs
+    string join \n config= format= json v/verbose h/help V/version
+end
+
+function __fish_h9sandbox_needs_command
+    # Figure out if the current invocation already has a command.
+    set -l cmd (commandline -opc)
+    set -e cmd[1]
+    argparse -s (__fish_h9sandbox_global_optspecs) -- $cmd 2>/dev/null
+    or return
+    if set -q argv[1]
+        # Also print the command, so this can be used to figure out what it is.
+        echo $argv[1]
+        return 1
+    end
+    return 0
+end
+
+function __fish_h9sandbox_using_subcommand
+    set -l cmd (__fish_h9sandbox_needs_command)
+    test -z "$cmd"
+    and return 1
+    contains -- $cmd[1] $argv
+end
+
+complete -c h9sandbox -n "__fish_h9sandbox_needs_command" -l config -d 'Configuration file (default: ./sandbox.toml, then $XDG_CONFIG_HOME/h9sandbox/config.toml)' -r -F
+complete -c h9sandbox -n "__fish_h9sandbox_needs_command" -l format -d 'Output format' -r -f -a "table\t'For people: a table, or plain lines'
+json\t'For programs: one JSON document on stdout'"
+complete -c h9sandbox -n "__fish_h9sandbox_needs_command" -l json -d 'Same as --format json'
+complete -c h9sandbox -n "__fish_h9sandbox_needs_command" -s v -l verbose -d 'Print every engine command line to stderr before running it'
+complete -c h9sandbox -n "__fish_h9sandbox_needs_command" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c h9sandbox -n "__fish_h9sandbox_needs_command" -s V -l version -d 'Print version'
+complete -c h9sandbox -n "__fish_h9sandbox_needs_command" -f -a "up" -d 'Start a sandbox: a hardened container with the work directory bind-mounted'
+complete -c h9sandbox -n "__fish_h9sandbox_needs_command" -f -a "exec" -d 'Run a shell command in a sandbox (bash -c, or sh -c without bash)'
+complete -c h9sandbox -n "__fish_h9sandbox_needs_command" -f -a "bootstrap" -d 'Run a one-time setup command in a sandbox (streams its output; recorded in the sandbox)'
+complete -c h9sandbox -n "__fish_h9sandbox_needs_command" -f -a "down" -d 'Stop and remove sandboxes and their sub-sandboxes (always removes, even when the stop fails)'
+complete -c h9sandbox -n "__fish_h9sandbox_needs_command" -f -a "ls" -d 'List sandboxes with their real container state, sub-sandboxes under their parent'
+complete -c h9sandbox -n "__fish_h9sandbox_needs_command" -f -a "generate" -d 'Generate shell completion scripts and man pages from this command line\'s definition'
+complete -c h9sandbox -n "__fish_h9sandbox_needs_command" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand up" -l workdir -d 'Host directory bind-mounted at the same path [default: current directory]' -r -F
+complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand up" -l image -d 'Image to run [config: image]' -r
+complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand up" -l name -d 'Container name [default: h9sandbox-<short id>]' -r
+complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand up" -l cpus -d 'CPU limit in cores [config: cpus]' -r
+complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand up" -l memory -d 'Memory limit, e.g. 512m or 2g [config: memory]' -r
+complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand up" -l pids-limit -d 'Maximum number of processes [config: pids_limit]' -r
+complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand up" -l network -d 'Network mode [config: network]' -r -f -a "bridge\t'Docker\'s default bridge: outbound access, no published ports'
+none\t'No network at all, only loopback'"
+complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand up" -l label -d 'Extra label on the container and record (repeatable)' -r
+complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand up" -l parent -d 'Make this a sub-sandbox of ID: its image, limits, network and work dir, which the flags may only tighten' -r
+complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand up" -l bootstrap -d 'Shell command run once the container is ready; \'\' for none [config: bootstrap_cmd]' -r
+complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand up" -l bootstrap-timeout -d 'Seconds before the bootstrap\'s process tree is killed; 0 = none [config: bootstrap_timeout_secs]' -r
+complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand up" -l config -d 'Configuration file (default: ./sandbox.toml, then $XDG_CONFIG_HOME/h9sandbox/config.toml)' -r -F
+complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand up" -l format -d 'Output format' -r -f -a "table\t'For people: a table, or plain lines'
+json\t'For programs: one JSON document on stdout'"
+complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand up" -l bootstrap-required -d 'Fail, and remove the sandbox, when the bootstrap command fails [config: bootstrap_required]'
+complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand up" -l json -d 'Same as --format json'
+complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand up" -s v -l verbose -d 'Print every engine command line to stderr before running it'
+complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand up" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand exec" -l cwd -d 'Working directory, relative to the work dir or absolute inside it [default: the work dir]' -r -F
+complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand exec" -s e -l env -d 'Environment variable for the command (repeatable)' -r
+complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand exec" -l timeout -d 'Seconds before the command\'s process tree is killed; 0 = none [config: exec_timeout_secs]' -r
+complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand exec" -l max-output -d 'With --format json: bytes kept of each of stdout and stderr' -r
+complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand exec" -l config -d 'Configuration file (default: ./sandbox.toml, then $XDG_CONFIG_HOME/h9sandbox/config.toml)' -r -F
+complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand exec" -l format -d 'Output format' -r -f -a "table\t'For people: a table, or plain lines'
+json\t'For programs: one JSON document on stdout'"
+complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand exec" -s i -l interactive -d 'Attach standard input to the command'
+complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand exec" -l json -d 'Same as --format json'
+complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand exec" -s v -l verbose -d 'Print every engine command line to stderr before running it'
+complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand exec" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand bootstrap" -l timeout -d 'Seconds before the command\'s process tree is killed; 0 = none [config: bootstrap_timeout_secs]' -r
+complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand bootstrap" -l config -d 'Configuration file (default: ./sandbox.toml, then $XDG_CONFIG_HOME/h9sandbox/config.toml)' -r -F
+complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand bootstrap" -l format -d 'Output format' -r -f -a "table\t'For people: a table, or plain lines'
+json\t'For programs: one JSON document on stdout'"
+complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand bootstrap" -l json -d 'Same as --format json'
+complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand bootstrap" -s v -l verbose -d 'Print every engine command line to stderr before running it'
+complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand bootstrap" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand down" -l config -d 'Configuration file (default: ./sandbox.toml, then $XDG_CONFIG_HOME/h9sandbox/config.toml)' -r -F
+complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand down" -l format -d 'Output format' -r -f -a "table\t'For people: a table, or plain lines'
+json\t'For programs: one JSON document on stdout'"
+complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand down" -l all -d 'Every sandbox of this state directory'
+complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand down" -l json -d 'Same as --format json'
+complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand down" -s v -l verbose -d 'Print every engine command line to stderr before running it'
+complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand down" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand ls" -l interval -d 'With --watch: seconds between two looks at the sandboxes' -r
+complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand ls" -l config -d 'Configuration file (default: ./sandbox.toml, then $XDG_CONFIG_HOME/h9sandbox/config.toml)' -r -F
+complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand ls" -l format -d 'Output format' -r -f -a "table\t'For people: a table, or plain lines'
+json\t'For programs: one JSON document on stdout'"
+complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand ls" -s w -l watch -d 'Redraw the list whenever it changes, until Ctrl-C'
+complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand ls" -l json -d 'Same as --format json'
+complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand ls" -s v -l verbose -d 'Print every engine command line to stderr before running it'
+complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand ls" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand generate; and not __fish_seen_subcommand_from completions man help" -l config -d 'Configuration file (default: ./sandbox.toml, then $XDG_CONFIG_HOME/h9sandbox/config.toml)' -r -F
+complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand generate; and not __fish_seen_subcommand_from completions man help" -l format -d 'Output format' -r -f -a "table\t'For people: a table, or plain lines'
+json\t'For programs: one JSON document on stdout'"
+complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand generate; and not __fish_seen_subcommand_from completions man help" -l json -d 'Same as --format json'
+complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand generate; and not __fish_seen_subcommand_from completions man help" -s v -l verbose -d 'Print every engine command line to stderr before running it'
+complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand generate; and not __fish_seen_subcommand_from completions man help" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand generate; and not __fish_seen_subcommand_from completions man help" -f -a "completions" -d 'A shell\'s completion script on stdout, or every shell\'s into DIR with --all'
+complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand generate; and not __fish_seen_subcommand_from completions man help" -f -a "man" -d 'Man pages: h9sandbox.1 and one h9sandbox-SUBCOMMAND.1 per subcommand, into DIR'
+complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand generate; and not __fish_seen_subcommand_from completions man help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand generate; and __fish_seen_subcommand_from completions" -l all -d 'Write the scripts of every shell into this directory' -r -F
+complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand generate; and __fish_seen_subcommand_from completions" -l config -d 'Configuration file (default: ./sandbox.toml, then $XDG_CONFIG_HOME/h9sandbox/config.toml)' -r -F
+complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand generate; and __fish_seen_subcommand_from completions" -l format -d 'Output format' -r -f -a "table\t'For people: a table, or plain lines'
+json\t'For programs: one JSON document on stdout'"
+complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand generate; and __fish_seen_subcommand_from completions" -l json -d 'Same as --format json'
+complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand generate; and __fish_seen_subcommand_from completions" -s v -l verbose -d 'Print every engine command line to stderr before running it'
+complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand generate; and __fish_seen_subcommand_from completions" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand generate; and __fish_seen_subcommand_from man" -l config -d 'Configuration file (default: ./sandbox.toml, then $XDG_CONFIG_HOME/h9sandbox/config.toml)' -r -F
+complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand generate; and __fish_seen_subcommand_from man" -l format -d 'Output format' -r -f -a "table\t'For people: a table, or plain lines'
+json\t'For programs: one JSON document on stdout'"
+complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand generate; and __fish_seen_subcommand_from man" -l json -d 'Same as --format json'
+complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand generate; and __fish_seen_subcommand_from man" -s v -l verbose -d 'Print every engine command line to stderr before running it'
+complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand generate; and __fish_seen_subcommand_from man" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand generate; and __fish_seen_subcommand_from help" -f -a "completions" -d 'A shell\'s completion script on stdout, or every shell\'s into DIR with --all'
+complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand generate; and __fish_seen_subcommand_from help" -f -a "man" -d 'Man pages: h9sandbox.1 and one h9sandbox-SUBCOMMAND.1 per subcommand, into DIR'
+complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand generate; and __fish_seen_subcommand_from help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand help; and not __fish_seen_subcommand_from up exec bootstrap down ls generate help" -f -a "up" -d 'Start a sandbox: a hardened container with the work directory bind-mounted'
+complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand help; and not __fish_seen_subcommand_from up exec bootstrap down ls generate help" -f -a "exec" -d 'Run a shell command in a sandbox (bash -c, or sh -c without bash)'
+complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand help; and not __fish_seen_subcommand_from up exec bootstrap down ls generate help" -f -a "bootstrap" -d 'Run a one-time setup command in a sandbox (streams its output; recorded in the sandbox)'
+complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand help; and not __fish_seen_subcommand_from up exec bootstrap down ls generate help" -f -a "down" -d 'Stop and remove sandboxes and their sub-sandboxes (always removes, even when the stop fails)'
+complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand help; and not __fish_seen_subcommand_from up exec bootstrap down ls generate help" -f -a "ls" -d 'List sandboxes with their real container state, sub-sandboxes under their parent'
+complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand help; and not __fish_seen_subcommand_from up exec bootstrap down ls generate help" -f -a "generate" -d 'Generate shell completion scripts and man pages from this command line\'s definition'
+complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand help; and not __fish_seen_subcommand_from up exec bootstrap down ls generate help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand help; and __fish_seen_subcommand_from generate" -f -a "completions" -d 'A shell\'s completion script on stdout, or every shell\'s into DIR with --all'
+complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand help; and __fish_seen_subcommand_from generate" -f -a "man" -d 'Man pages: h9sandbox.1 and one h9sandbox-SUBCOMMAND.1 per subcommand, into DIR'

@@ -1,0 +1,165 @@
+//! `h9sandbox bootstrap`: run a one-time setup command (`pip install -e .`, `apt-get install …`)
+//! in a sandbox, with its own long timeout, streaming its output, and record the outcome
+//! ([`BootstrapRun`]) in the sandbox's record. `up --bootstrap` runs the same code through
+//! [`execute`].
+//!
+//! The command runs like `exec` does ([`super::exec::run_command`]), in the work dir, with `TMPDIR`
+//! on the sandbox's exec-capable scratch directory ([`crate::engine::SCRATCH_DIR`]), since `/tmp`
+//! is `noexec` and many installers build there.
+
+use std::time::Duration;
+
+use anyhow::Result;
+use serde::Serialize;
+use uuid::Uuid;
+
+use super::exec::{ensure_running, run_command, Sink};
+use super::Ctx;
+use crate::cli::{BootstrapArgs, Format};
+use crate::engine::ExecSpec;
+use crate::error::{Error, EXIT_OWN_FAILURE};
+use crate::output;
+use crate::progress::Spinner;
+use crate::state::{now_rfc3339, BootstrapRun, Record};
+
+/// `bootstrap --format json` document: the sandbox ID and the recorded run.
+#[derive(Debug, Serialize)]
+pub struct BootstrapJson {
+    /// Sandbox ID.
+    pub id: Uuid,
+    /// What was recorded.
+    #[serde(flatten)]
+    pub run: BootstrapRun,
+}
+
+/// Runs `bootstrap`; returns the command's exit status.
+pub async fn run(ctx: &Ctx, args: &BootstrapArgs) -> Result<i32> {
+    if let Some(opt) = args.command.first().filter(|w| w.starts_with('-')) {
+        return Err(Error::Invalid(format!(
+            "unexpected option '{opt}': options go before the command (see `h9sandbox bootstrap --help`)"
+        ))
+        .into());
+    }
+    let cmd = if args.command.is_empty() {
+        ctx.cfg.bootstrap().map(str::to_string).ok_or_else(|| {
+            Error::Invalid(
+                "no command given and no bootstrap_cmd configured; pass the command after `--` (see `h9sandbox bootstrap --help`)".into(),
+            )
+        })?
+    } else {
+        args.command.join(" ")
+    };
+    let state = ctx.store.load()?;
+    let rec = state.resolve(&args.id)?;
+    ensure_running(rec)?;
+    // The command's stdout stays on stdout for people; JSON mode keeps stdout for the document.
+    let sink = match ctx.format {
+        Format::Table => Sink::Forward,
+        Format::Json => Sink::Stderr,
+    };
+    let spinner = Spinner::new(ctx.format);
+    let done = execute(ctx, rec, &cmd, &spinner, sink).await;
+    drop(spinner);
+    if let Some(e) = &done.run.error {
+        return Err(anyhow::anyhow!("{e}"));
+    }
+    if done.run.timed_out && ctx.format == Format::Table {
+        output::warn(&format!(
+            "bootstrap timed out after {}s; its process tree was killed",
+            ctx.cfg.bootstrap_timeout_secs
+        ));
+    }
+    if ctx.format == Format::Json {
+        output::print_json(&BootstrapJson {
+            id: rec.id,
+            run: done.run.clone(),
+        })?;
+    }
+    Ok(done.run.exit_code)
+}
+
+/// A bootstrap that ran (whatever its exit status).
+#[derive(Debug, Clone)]
+pub struct Done {
+    /// What was recorded.
+    pub run: BootstrapRun,
+    /// The signal (SIGINT, SIGTERM, SIGHUP) that interrupted it, if one did.
+    pub interrupted: Option<&'static str>,
+}
+
+/// Runs `cmd` as the bootstrap of the Running sandbox `rec` (timeout `bootstrap_timeout_secs`,
+/// output to `sink`, step shown on `spinner`) and records the outcome in its record. When
+/// h9sandbox itself could not run it (container gone, engine unreachable), the outcome has exit
+/// code 125 and `error` says why.
+pub async fn execute(ctx: &Ctx, rec: &Record, cmd: &str, spinner: &Spinner, sink: Sink) -> Done {
+    spinner.step(format!("bootstrap: {}", abbreviate(cmd, 60)));
+    let spec = ExecSpec {
+        command: cmd.to_string(),
+        cwd: rec.workdir.clone(),
+        env: vec![],
+        interactive: false,
+        marker: Uuid::new_v4().simple().to_string(),
+    };
+    let timeout = (ctx.cfg.bootstrap_timeout_secs > 0)
+        .then(|| Duration::from_secs(ctx.cfg.bootstrap_timeout_secs));
+    let started = std::time::Instant::now();
+    let done = match run_command(&ctx.engine, rec, &spec, timeout, sink).await {
+        Ok(out) => Done {
+            run: BootstrapRun {
+                cmd: cmd.to_string(),
+                exit_code: out.exit_code,
+                duration_ms: out.duration.as_millis() as u64,
+                finished_at: now_rfc3339(),
+                timed_out: out.timed_out,
+                error: None,
+            },
+            interrupted: out.interrupted,
+        },
+        Err(e) => Done {
+            run: BootstrapRun {
+                cmd: cmd.to_string(),
+                exit_code: EXIT_OWN_FAILURE,
+                duration_ms: started.elapsed().as_millis() as u64,
+                finished_at: now_rfc3339(),
+                timed_out: false,
+                error: Some(format!("{e:#}")),
+            },
+            interrupted: None,
+        },
+    };
+    let recorded = ctx.store.update(|s| {
+        if let Some(r) = s.get_mut(rec.id) {
+            r.bootstrap = Some(done.run.clone());
+        }
+        Ok(())
+    });
+    if let Err(e) = recorded {
+        output::warn(&format!(
+            "could not record the bootstrap in the state file: {e:#}"
+        ));
+    }
+    done
+}
+
+/// `text` cut to `max` characters with an ellipsis, on one line.
+pub fn abbreviate(text: &str, max: usize) -> String {
+    let one_line = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    if one_line.chars().count() <= max {
+        return one_line;
+    }
+    let cut: String = one_line.chars().take(max.saturating_sub(1)).collect();
+    format!("{cut}…")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn abbreviations_fit_one_line() {
+        assert_eq!(abbreviate("pip install -e .", 60), "pip install -e .");
+        assert_eq!(abbreviate("a\n  b", 60), "a b");
+        assert_eq!(abbreviate("abcdefgh", 5), "abcd…");
+        assert_eq!(abbreviate("ééééééé", 4).chars().count(), 4);
+    }
+}

@@ -1,0 +1,192 @@
+//! The committed generated files match the command line they were generated from: the shell
+//! completions in `completions/`, the man pages in `man/`, and the `--help` text of every
+//! (sub)command in `tests/snapshots/help/`. A change to `src/cli.rs` makes these tests fail until
+//! the files are regenerated with the one command
+//!
+//!     H9SANDBOX_BLESS=1 cargo test --test generated
+//!
+//! (which rewrites them, removing files of commands that no longer exist) and committed.
+//! No Docker needed.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use assert_cmd::cargo::CommandCargoExt;
+use clap::CommandFactory;
+
+const BLESS: &str = "H9SANDBOX_BLESS=1 cargo test --test generated";
+
+fn repo(rel: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join(rel)
+}
+
+fn blessing() -> bool {
+    std::env::var("H9SANDBOX_BLESS").is_ok_and(|v| v == "1")
+}
+
+/// The binary with a clean, terminal-less environment (help wraps at clap's default 100 columns).
+fn h9sandbox(args: &[&str]) -> Vec<u8> {
+    let out = Command::cargo_bin("h9sandbox")
+        .unwrap()
+        .args(args)
+        .env_clear()
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "h9sandbox {args:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out.stdout
+}
+
+fn read_dir(dir: &Path) -> BTreeMap<String, Vec<u8>> {
+    std::fs::read_dir(dir)
+        .map(|rd| {
+            rd.map(|e| e.unwrap())
+                .filter(|e| e.file_type().unwrap().is_file())
+                .map(|e| {
+                    (
+                        e.file_name().to_string_lossy().into_owned(),
+                        std::fs::read(e.path()).unwrap(),
+                    )
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Compares `dir` with `want` file by file; with H9SANDBOX_BLESS=1 makes `dir` equal to `want`.
+fn check(dir: &Path, want: BTreeMap<String, Vec<u8>>) {
+    let have = read_dir(dir);
+    if blessing() {
+        std::fs::create_dir_all(dir).unwrap();
+        for name in have.keys().filter(|n| !want.contains_key(*n)) {
+            std::fs::remove_file(dir.join(name)).unwrap();
+        }
+        for (name, bytes) in &want {
+            if have.get(name) != Some(bytes) {
+                std::fs::write(dir.join(name), bytes).unwrap();
+            }
+        }
+        return;
+    }
+    let mut problems = Vec::new();
+    for (name, bytes) in &want {
+        match have.get(name) {
+            None => problems.push(format!("{name} is missing")),
+            Some(h) if h != bytes => {
+                let (h, w) = (String::from_utf8_lossy(h), String::from_utf8_lossy(bytes));
+                let line = h
+                    .lines()
+                    .zip(w.lines())
+                    .position(|(a, b)| a != b)
+                    .unwrap_or_else(|| h.lines().count().min(w.lines().count()));
+                problems.push(format!(
+                    "{name} is stale (first difference at line {}: committed {:?}, generated {:?})",
+                    line + 1,
+                    h.lines().nth(line).unwrap_or(""),
+                    w.lines().nth(line).unwrap_or("")
+                ));
+            }
+            Some(_) => {}
+        }
+    }
+    for name in have.keys().filter(|n| !want.contains_key(*n)) {
+        problems.push(format!("{name} is no longer generated"));
+    }
+    assert!(
+        problems.is_empty(),
+        "{} does not match the command line:\n  {}\nrun `{BLESS}` and commit the result",
+        dir.display(),
+        problems.join("\n  ")
+    );
+}
+
+fn generated_into(args: &[&str]) -> BTreeMap<String, Vec<u8>> {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("out");
+    let mut a = args.to_vec();
+    a.push(dir.to_str().unwrap());
+    h9sandbox(&a);
+    read_dir(&dir)
+}
+
+#[test]
+fn committed_completions_are_up_to_date() {
+    let want = generated_into(&["generate", "completions", "--all"]);
+    assert_eq!(want.len(), 5, "{:?}", want.keys());
+    // `generate completions SHELL` prints the same script.
+    assert_eq!(
+        h9sandbox(&["generate", "completions", "bash"]),
+        want["h9sandbox.bash"]
+    );
+    check(&repo("completions"), want);
+}
+
+#[test]
+fn committed_man_pages_are_up_to_date() {
+    let want = generated_into(&["generate", "man"]);
+    for page in ["h9sandbox.1", "h9sandbox-up.1", "h9sandbox-bootstrap.1"] {
+        assert!(want.contains_key(page), "{page} missing: {:?}", want.keys());
+    }
+    // The hidden `generate` gets no page; every page shows its examples.
+    assert!(!want.keys().any(|k| k.contains("generate")));
+    for (name, page) in &want {
+        let text = String::from_utf8_lossy(page);
+        assert!(text.contains(".SH EXAMPLES"), "{name} lacks examples");
+    }
+    check(&repo("man"), want);
+}
+
+/// Every (sub)command's path below the top level, hidden ones included, without `help`.
+fn command_paths() -> Vec<Vec<String>> {
+    fn walk(cmd: &clap::Command, prefix: Vec<String>, out: &mut Vec<Vec<String>>) {
+        out.push(prefix.clone());
+        for sub in cmd.get_subcommands().filter(|s| s.get_name() != "help") {
+            let mut p = prefix.clone();
+            p.push(sub.get_name().to_string());
+            walk(sub, p, out);
+        }
+    }
+    let mut out = Vec::new();
+    walk(&h9sandbox::cli::Cli::command(), Vec::new(), &mut out);
+    out
+}
+
+#[test]
+fn help_text_matches_the_snapshots() {
+    let want: BTreeMap<String, Vec<u8>> = command_paths()
+        .into_iter()
+        .map(|path| {
+            let name = std::iter::once("h9sandbox".to_string())
+                .chain(path.iter().cloned())
+                .collect::<Vec<_>>()
+                .join("-");
+            let mut args: Vec<&str> = path.iter().map(String::as_str).collect();
+            args.push("--help");
+            (format!("{name}.txt"), h9sandbox(&args))
+        })
+        .collect();
+    check(&repo("tests/snapshots/help"), want);
+}
+
+#[test]
+fn every_command_shows_examples() {
+    fn walk(cmd: &clap::Command, name: String) {
+        let after = cmd
+            .get_after_help()
+            .map(|h| h.to_string())
+            .unwrap_or_default();
+        assert!(
+            after.contains("Examples:\n  "),
+            "`{name} --help` shows no examples: add an after_help starting with `Examples:`"
+        );
+        for sub in cmd.get_subcommands().filter(|s| s.get_name() != "help") {
+            walk(sub, format!("{name} {}", sub.get_name()));
+        }
+    }
+    walk(&h9sandbox::cli::Cli::command(), "h9sandbox".into());
+}
