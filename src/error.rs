@@ -32,7 +32,7 @@ pub enum Error {
         ids: String,
     },
     /// The container engine (its CLI or its daemon) cannot be reached.
-    #[error("container engine unreachable: {reason} (is the daemon running? `{bin} info` tells; set `engine_bin` to use another engine)")]
+    #[error("container engine unreachable: {reason}; check `{bin} info`, set `engine` or `engine_bin` to use another engine, or `fallback = \"local\"` to let `up` run sandboxes without isolation")]
     EngineUnavailable { bin: String, reason: String },
     /// The sandbox has a record but its container is gone or not running.
     #[error("sandbox {id} is gone: {reason}; `h9sandbox down {id}` removes its record")]

@@ -1,5 +1,6 @@
 //! `h9sandbox down`: stop with the configured grace, remove whatever the stop did, drop the record.
 //! Idempotent: a vanished container, or a record another `down` already dropped, is success.
+//! A local sandbox has no container: `down` ends the processes its commands left running.
 
 use std::time::Duration;
 
@@ -81,9 +82,11 @@ pub async fn remove(ctx: &Ctx, rec: &Record) -> Result<()> {
     })?;
     let container = rec.container_ref();
     let grace = Duration::from_secs(ctx.cfg.stop_timeout_secs);
+    // The engine the sandbox was created with: a local one is never sent to a container engine.
+    let engine = ctx.engine_for(rec);
     // Whatever the stop did (timed out, failed), the container is removed.
-    let stopped = ctx.engine.stop(container, grace).await;
-    ctx.engine.remove(container).await.map_err(|e| {
+    let stopped = engine.stop(container, grace).await;
+    engine.remove(container).await.map_err(|e| {
         if let Err(s) = &stopped {
             e.context(format!("after the stop failed too ({s:#})"))
         } else {

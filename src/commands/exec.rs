@@ -118,7 +118,7 @@ pub async fn run(ctx: &Ctx, args: &ExecArgs) -> Result<i32> {
         Format::Table => Sink::Forward,
     };
     let timeout = (timeout > 0).then(|| Duration::from_secs(timeout));
-    let out = run_command(&ctx.engine, rec, &spec, timeout, sink).await?;
+    let out = run_command(&ctx.engine_for(rec), rec, &spec, timeout, sink).await?;
     if out.timed_out && ctx.format == Format::Table {
         eprintln!(
             "h9sandbox: command timed out after {}s; its process tree was killed",

@@ -1,5 +1,8 @@
-//! `h9sandbox up`: record Pending, create the hardened container, wait until it really runs,
-//! record Running (or Failed, removing the container).
+//! `h9sandbox up`: record Pending, create the hardened container, wait until it really runs with
+//! its limits in force, record Running (or Failed, removing the container).
+//!
+//! With `engine = "local"`, or when the engine is unreachable and `fallback = "local"`, the
+//! sandbox is local instead (no container, no isolation), which `up` says on stderr.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -10,7 +13,11 @@ use uuid::Uuid;
 
 use super::Ctx;
 use crate::cli::{Format, UpArgs};
-use crate::engine::{ContainerSpec, Environment, LABEL_ID, LABEL_MANAGED, LABEL_STATE_DIR};
+use crate::config::Fallback;
+use crate::engine::{
+    AnyEngine, ContainerSpec, ContainerStatus, EngineKind, Environment, Isolation, LABEL_ID,
+    LABEL_MANAGED, LABEL_STATE_DIR,
+};
 use crate::error::Error;
 use crate::output;
 use crate::state::{now_rfc3339, Lifecycle, Limits, ProcessRef, Record};
@@ -29,10 +36,13 @@ pub async fn run(ctx: &Ctx, args: &UpArgs) -> Result<i32> {
     };
     let cfg = &ctx.cfg;
     let now = now_rfc3339();
+    let mut engine = ctx.engine.clone();
     let record = Record {
         id,
         name: name.clone(),
         state: Lifecycle::Pending,
+        engine: engine.kind(),
+        isolation: engine.kind().isolation(),
         container_id: None,
         image: cfg.image.clone(),
         workdir: workdir.clone(),
@@ -70,27 +80,52 @@ pub async fn run(ctx: &Ctx, args: &UpArgs) -> Result<i32> {
         labels: all_labels,
     };
 
-    let started = tokio::select! {
-        r = start(ctx, &spec) => r,
-        sig = interrupted() => Err(anyhow::anyhow!("interrupted by {sig}")),
-    };
+    let mut started = start_interruptible(ctx, &engine, &spec).await;
+    if let Err(e) = &started {
+        if let Some(Error::EngineUnavailable { bin, reason }) = e.downcast_ref::<Error>() {
+            if engine.kind().isolation() == Isolation::Container
+                && ctx.cfg.fallback == Fallback::Local
+            {
+                output::warn(&format!(
+                    "{} is unreachable ({reason}; see `{bin} info`). fallback = \"local\": \
+                     sandbox {} is created WITHOUT A CONTAINER; its commands run directly on this host",
+                    engine.kind(),
+                    &id.simple().to_string()[..12]
+                ));
+                ctx.store.update(|s| {
+                    let r = s.get_mut(id).context(
+                        "the sandbox's record vanished from the state file while it started",
+                    )?;
+                    r.engine = EngineKind::Local;
+                    r.isolation = Isolation::None;
+                    Ok(())
+                })?;
+                engine = ctx.engine_of(EngineKind::Local);
+                started = start_interruptible(ctx, &engine, &spec).await;
+            }
+        }
+    }
+    let isolation = engine.kind().isolation();
     match started {
         Ok(container_id) => {
             let rec = ctx.store.update(|s| {
                 let r = s.get_mut(id).context(
                     "the sandbox's record vanished from the state file while it started",
                 )?;
-                r.container_id = Some(container_id.clone());
+                r.container_id = (isolation == Isolation::Container).then(|| container_id.clone());
                 r.set_state(Lifecycle::Running, None);
                 Ok(r.clone())
             });
             let rec = match rec {
                 Ok(r) => r,
                 Err(e) => {
-                    let _ = ctx.engine.remove(&container_id).await;
+                    let _ = engine.remove(&container_id).await;
                     return Err(e);
                 }
             };
+            if isolation == Isolation::None {
+                output::warn(&local_warning(&rec));
+            }
             match ctx.format {
                 Format::Json => output::print_json(&rec)?,
                 Format::Table => output::print_line(&rec.id.to_string())?,
@@ -99,7 +134,7 @@ pub async fn run(ctx: &Ctx, args: &UpArgs) -> Result<i32> {
         }
         Err(e) => {
             // Remove whatever was created; by label, since a failed `run` prints no ID.
-            let _ = ctx.engine.remove_labelled(LABEL_ID, &id.to_string()).await;
+            let _ = engine.remove_labelled(LABEL_ID, &id.to_string()).await;
             let name_taken = matches!(e.downcast_ref::<Error>(), Some(Error::NameInUse(_)));
             let reason = format!("{e:#}");
             let _ = ctx.store.update(|s| {
@@ -116,39 +151,71 @@ pub async fn run(ctx: &Ctx, args: &UpArgs) -> Result<i32> {
     }
 }
 
-/// Creates the container (pulling the image once if it is missing) and waits until it runs.
-async fn start(ctx: &Ctx, spec: &ContainerSpec) -> Result<String> {
-    let container_id = match ctx.engine.create(spec).await {
+/// What `up` and `ls` say about a local sandbox, on stderr.
+pub fn local_warning(rec: &Record) -> String {
+    format!(
+        "sandbox {} is local (engine = \"local\", isolation: none): its commands run directly on this host as user {}, with no container, no resource limits and no network restrictions",
+        rec.short_id(),
+        rustix::process::geteuid().as_raw()
+    )
+}
+
+/// [`start`], given up on SIGINT, SIGTERM or SIGHUP.
+async fn start_interruptible(
+    ctx: &Ctx,
+    engine: &AnyEngine,
+    spec: &ContainerSpec,
+) -> Result<String> {
+    tokio::select! {
+        r = start(ctx, engine, spec) => r,
+        sig = interrupted() => Err(anyhow::anyhow!("interrupted by {sig}")),
+    }
+}
+
+/// Creates the container (pulling the image once if it is missing), waits until it runs, and
+/// checks that the engine applied every resource limit.
+async fn start(ctx: &Ctx, engine: &AnyEngine, spec: &ContainerSpec) -> Result<String> {
+    let container_id = match engine.create(spec).await {
         Err(e)
             if matches!(
                 e.downcast_ref::<Error>(),
                 Some(Error::ImageUnavailable { .. })
             ) =>
         {
-            ctx.engine
+            engine
                 .pull(&spec.image, Duration::from_secs(ctx.cfg.pull_timeout_secs))
                 .await?;
-            ctx.engine.create(spec).await?
+            engine.create(spec).await?
         }
         r => r?,
     };
-    wait_running(
-        ctx,
+    let status = wait_running(
+        engine,
         &container_id,
         Duration::from_secs(ctx.cfg.start_timeout_secs),
     )
     .await?;
+    if engine.kind().isolation() == Isolation::Container {
+        let applied = status.applied.ok_or_else(|| {
+            anyhow::anyhow!("the engine did not report the container's resource limits; refusing to run a sandbox whose limits cannot be checked")
+        })?;
+        applied.check(&spec.limits).map_err(anyhow::Error::msg)?;
+    }
     Ok(container_id)
 }
 
 /// Polls the container's `State.Running` right away, then with back-off (10 ms doubling to
-/// 200 ms), until it runs or `timeout` passes.
-async fn wait_running(ctx: &Ctx, container: &str, timeout: Duration) -> Result<()> {
+/// 200 ms), until it runs or `timeout` passes. Returns the running container's status.
+async fn wait_running(
+    engine: &AnyEngine,
+    container: &str,
+    timeout: Duration,
+) -> Result<ContainerStatus> {
     let deadline = Instant::now() + timeout;
     let mut delay = Duration::from_millis(10);
     loop {
-        match ctx.engine.inspect(container).await? {
-            Some(s) if s.running => return Ok(()),
+        match engine.inspect(container).await? {
+            Some(s) if s.running => return Ok(s),
             Some(s) if s.status == "exited" || s.status == "dead" => {
                 let mut why = format!(
                     "the container exited with status {} right after it started",
