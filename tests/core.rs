@@ -637,3 +637,34 @@ fn rlimits_reach_the_container() {
         );
     }
 }
+
+#[test]
+fn a_background_process_holding_the_output_does_not_hold_exec() {
+    require_engine!();
+    let env = TestEnv::new();
+    let id = env.up(&[]);
+    // The background sleep inherits stdout and stderr; exec still ends soon after the shell.
+    let mut child = env
+        .cmd()
+        .args(["exec", &id, "--", "sleep 290 & echo started"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while child.try_wait().unwrap().is_none() {
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("exec waited for a background process's output");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let out = child.wait_with_output().unwrap();
+    assert_ok(&out);
+    assert_eq!(stdout(&out), "started\n");
+    // The process itself lives on in the sandbox until `down`.
+    assert!(env.sandbox_processes(&id).contains("sleep 290"));
+    assert_ok(&env.run(&["down", &id]));
+    assert!(env.containers().is_empty());
+}

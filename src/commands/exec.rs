@@ -19,6 +19,12 @@ use crate::error::{Error, EXIT_TIMEOUT};
 use crate::output;
 use crate::state::{Lifecycle, Record};
 
+/// How long the output of a command that has exited is still read, when something it left
+/// running in the background holds its stdout or stderr open (`docker exec` waits about as
+/// long; without this bound, a local sandbox's `exec -- 'server &'` would last as long as the
+/// server).
+pub const OUTPUT_GRACE: Duration = Duration::from_secs(2);
+
 /// Where a stream of the command goes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Sink {
@@ -212,18 +218,26 @@ pub async fn run_command<E: Environment>(
     } else {
         Stdio::null()
     });
-    cmd.stdout(match sink {
-        Sink::Forward => Stdio::inherit(),
-        Sink::Capture(_) => Stdio::piped(),
-    });
+    // Both streams pass through us, also when forwarded, so that a background process that
+    // inherits them cannot keep our caller's pipe open past OUTPUT_GRACE (a local sandbox's
+    // processes would otherwise write straight into it).
+    cmd.stdout(Stdio::piped());
     cmd.stderr(Stdio::piped());
     let started = Instant::now();
     let mut child = cmd.spawn().map_err(|e| Error::EngineUnavailable {
         bin: engine.kind().to_string(),
         reason: format!("cannot run the engine client: {e}"),
     })?;
-    let stdout = child.stdout.take().map(|s| tokio::spawn(capture(s, sink)));
-    let stderr = tokio::spawn(stderr_pump(child.stderr.take().expect("piped"), sink));
+    let (drained_tx, drained) = tokio::sync::watch::channel(false);
+    let stdout = child
+        .stdout
+        .take()
+        .map(|s| tokio::spawn(capture(s, sink, drained.clone())));
+    let stderr = tokio::spawn(stderr_pump(
+        child.stderr.take().expect("piped"),
+        sink,
+        drained,
+    ));
 
     let deadline = async {
         match timeout {
@@ -256,11 +270,16 @@ pub async fn run_command<E: Environment>(
     };
     let duration = started.elapsed();
     let code = status_code(status);
+    let grace = tokio::spawn(async move {
+        tokio::time::sleep(OUTPUT_GRACE).await;
+        let _ = drained_tx.send(true);
+    });
     let (head, stderr_captured) = stderr.await??;
     let stdout_captured = match stdout {
         Some(t) => t.await??,
         None => Captured::default(),
     };
+    grace.abort();
     if !timed_out && interrupted.is_none() {
         if let Some(f) = engine.exec_failure(container, &head.bytes, code) {
             return Err(match f {
@@ -310,13 +329,30 @@ fn status_code(status: std::process::ExitStatus) -> i32 {
         .unwrap_or(EXIT_TIMEOUT + 1)
 }
 
-/// Reads `r` to the end, keeping the first `cap` bytes (Capture) or copying to stdout (Forward).
-async fn capture<R: AsyncRead + Unpin>(mut r: R, sink: Sink) -> std::io::Result<Captured> {
+/// Reads from `r` into `buf` until `stop` turns true; `Ok(0)` then, as at the end of the stream.
+async fn read_until<R: AsyncRead + Unpin>(
+    r: &mut R,
+    buf: &mut [u8],
+    stop: &mut tokio::sync::watch::Receiver<bool>,
+) -> std::io::Result<usize> {
+    tokio::select! {
+        n = r.read(buf) => n,
+        _ = stop.wait_for(|s| *s) => Ok(0),
+    }
+}
+
+/// Reads `r` to the end (or until `stop`), keeping the first `cap` bytes (Capture) or copying
+/// to stdout (Forward).
+async fn capture<R: AsyncRead + Unpin>(
+    mut r: R,
+    sink: Sink,
+    mut stop: tokio::sync::watch::Receiver<bool>,
+) -> std::io::Result<Captured> {
     let mut out = Captured::default();
     let mut buf = vec![0u8; 64 * 1024];
     let mut stdout = tokio::io::stdout();
     loop {
-        let n = r.read(&mut buf).await?;
+        let n = read_until(&mut r, &mut buf, &mut stop).await?;
         if n == 0 {
             return Ok(out);
         }
@@ -348,6 +384,7 @@ struct Head {
 async fn stderr_pump<R: AsyncRead + Unpin>(
     mut r: R,
     sink: Sink,
+    mut stop: tokio::sync::watch::Receiver<bool>,
 ) -> std::io::Result<(Head, Captured)> {
     let mut head = Head::default();
     let mut out = Captured::default();
@@ -355,7 +392,12 @@ async fn stderr_pump<R: AsyncRead + Unpin>(
     let mut first = true;
     loop {
         let read = if head.held {
-            match tokio::time::timeout(Duration::from_millis(100), r.read(&mut buf)).await {
+            match tokio::time::timeout(
+                Duration::from_millis(100),
+                read_until(&mut r, &mut buf, &mut stop),
+            )
+            .await
+            {
                 Ok(n) => n?,
                 Err(_) => {
                     write_stderr(&head.bytes).await;
@@ -364,7 +406,7 @@ async fn stderr_pump<R: AsyncRead + Unpin>(
                 }
             }
         } else {
-            r.read(&mut buf).await?
+            read_until(&mut r, &mut buf, &mut stop).await?
         };
         let n = read;
         if n == 0 {

@@ -306,7 +306,10 @@ mod tests {
         assert!(!environ_has(env, &marks(&[("H9SANDBOX_SANDBOX", "s")])));
         assert!(!environ_has(
             env,
-            &marks(&[("H9SANDBOX_EXEC_ID", "abc"), ("H9SANDBOX_STATE_DIR", "/x")])
+            &marks(&[
+                ("H9SANDBOX_EXEC_ID", "abc"),
+                ("H9SANDBOX_SANDBOX_STATE_DIR", "/x")
+            ])
         ));
     }
 

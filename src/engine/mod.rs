@@ -38,7 +38,7 @@ pub const EXEC_MARKER_VAR: &str = "H9SANDBOX_EXEC_ID";
 /// With [`LOCAL_STATE_DIR_VAR`] it tells which processes `down` must end.
 pub const LOCAL_SANDBOX_VAR: &str = "H9SANDBOX_SANDBOX";
 /// Environment variable set on every process of a local sandbox: its state directory.
-pub const LOCAL_STATE_DIR_VAR: &str = "H9SANDBOX_STATE_DIR";
+pub const LOCAL_STATE_DIR_VAR: &str = "H9SANDBOX_SANDBOX_STATE_DIR";
 
 /// Which engine runs a sandbox (config `engine`; recorded in every record as `engine`).
 #[derive(

@@ -17,6 +17,9 @@ use std::sync::OnceLock;
 
 use assert_cmd::cargo::CommandCargoExt;
 
+/// The variable marking every process a local sandbox started with its state directory.
+pub const STATE_MARK: &str = "H9SANDBOX_SANDBOX_STATE_DIR";
+
 /// Small image: busybox + bash, built by scripts/build-test-images.sh.
 pub const TINY: &str = "h9sandbox-test/tiny:latest";
 /// busybox without bash.
@@ -226,7 +229,7 @@ impl TestEnv {
     pub fn containers(&self) -> Vec<String> {
         match engine().cli() {
             Some(cli) => engine_ps(cli, &self.state_dir),
-            None => local_processes(&[("H9SANDBOX_STATE_DIR", self.state_dir.to_str().unwrap())])
+            None => local_processes(&[(STATE_MARK, self.state_dir.to_str().unwrap())])
                 .into_iter()
                 .map(|(pid, _)| pid.to_string())
                 .collect(),
@@ -240,8 +243,8 @@ impl TestEnv {
             Engine::Local => {
                 let name = self.entry(id)["name"].as_str().unwrap().to_string();
                 local_processes(&[
-                    ("H9SANDBOX_STATE_DIR", self.state_dir.to_str().unwrap()),
-                    ("H9SANDBOX_SANDBOX", &name),
+                    (STATE_MARK, self.state_dir.to_str().unwrap()),
+                    ("H9SANDBOX_SANDBOX", name.as_str()),
                 ])
                 .into_iter()
                 .map(|(pid, cmdline)| format!("{pid} {cmdline}\n"))
@@ -318,7 +321,7 @@ impl Drop for TestEnv {
             }
         }
         // Local sandboxes exist under every engine (engine = "local", the fallback).
-        let marks = [("H9SANDBOX_STATE_DIR", self.state_dir.to_str().unwrap())];
+        let marks = [(STATE_MARK, self.state_dir.to_str().unwrap())];
         for (pid, _) in local_processes(&marks) {
             let _ = Command::new("kill").args(["-9", &pid.to_string()]).output();
         }
