@@ -77,7 +77,10 @@ Examples:
   h9sandbox up --workdir ./proj --image debian:12 --memory 1g --network none
   h9sandbox up --name ci-job-42 --label job=42 --format json
 
-Prints the sandbox ID (a UUID; any unique prefix names it), or the whole record with --format json.")]
+Prints the sandbox ID (a UUID; any unique prefix names it), or the whole record with --format json.
+The engine is config `engine` (H9SANDBOX_ENGINE): docker (default), podman, or local, which runs
+commands directly on the host WITHOUT ISOLATION (so does `fallback = \"local\"` when the engine is
+unreachable); `up` warns on stderr when a sandbox is local.")]
     Up(UpArgs),
     /// Run a shell command in a sandbox (bash -c, or sh -c without bash)
     #[command(after_help = "\

@@ -668,3 +668,41 @@ fn a_background_process_holding_the_output_does_not_hold_exec() {
     assert_ok(&env.run(&["down", &id]));
     assert!(env.containers().is_empty());
 }
+
+#[test]
+fn a_limit_the_engine_did_not_apply_fails_up_and_leaves_nothing() {
+    require_container!("a local sandbox applies no limits to check");
+    let env = TestEnv::new();
+    // The engine's client, minus `--pids-limit N`: an engine that starts the container without
+    // the limit (as Docker without the pids cgroup, or rootless Podman on cgroup v1, do).
+    let wrapper = env.root.path().join("engine-without-pids-limit");
+    std::fs::write(
+        &wrapper,
+        format!(
+            "#!/bin/bash\nargs=()\nskip=0\nfor a in \"$@\"; do\n  if [ $skip = 1 ]; then skip=0; continue; fi\n  if [ \"$a\" = --pids-limit ]; then skip=1; continue; fi\n  args+=(\"$a\")\ndone\nexec {} \"${{args[@]}}\"\n",
+            cli()
+        ),
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&wrapper, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let out = env
+        .cmd()
+        .env("H9SANDBOX_ENGINE_BIN", &wrapper)
+        .args(["up", "--pids-limit", "40"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = stderr(&out);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.contains("the engine did not apply pids_limit 40")
+            && err.contains("refusing to run a sandbox without its limits"),
+        "{err}"
+    );
+    assert!(
+        env.containers().is_empty(),
+        "the unlimited container was left"
+    );
+    assert_eq!(env.ls()[0]["state"], "Failed");
+}

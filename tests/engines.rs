@@ -242,6 +242,46 @@ fn fallback_local_creates_a_local_sandbox_loudly() {
 }
 
 #[test]
+fn a_docker_daemon_that_is_down_is_unreachable_too() {
+    if Command::new("docker").arg("--version").output().is_err() {
+        announce("needs the docker client (its daemon is pointed at a socket that does not exist)");
+        return;
+    }
+    let env = TestEnv::new();
+    let down = |c: &mut Command| {
+        c.env("H9SANDBOX_ENGINE", "docker").env(
+            "DOCKER_HOST",
+            format!("unix://{}/no-daemon.sock", env.root.path().display()),
+        );
+    };
+    let mut c = env.cmd();
+    down(&mut c);
+    let out = c.arg("up").output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = stderr(&out);
+    assert!(
+        err.starts_with("h9sandbox: error: container engine unreachable: ")
+            && err.contains("no-daemon.sock"),
+        "{err}"
+    );
+    let mut c = env.cmd();
+    down(&mut c);
+    let out = c
+        .env("H9SANDBOX_FALLBACK", "local")
+        .args(["up", "--json"])
+        .output()
+        .unwrap();
+    assert_ok(&out);
+    assert!(
+        stderr(&out).contains("docker is unreachable"),
+        "{}",
+        stderr(&out)
+    );
+    let rec: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(rec["isolation"], "none");
+}
+
+#[test]
 fn commands_use_the_engine_the_sandbox_was_created_with() {
     require_container!("this test mixes a container sandbox with a local one");
     let env = TestEnv::new();
