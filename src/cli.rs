@@ -91,7 +91,10 @@ Examples:
   h9sandbox up --parent 3f2a --memory 256m       sub-sandbox: parent's image, limits, work dir
 
 Prints the sandbox ID (a UUID; any unique prefix names it), or the whole record with --format json.
-A sub-sandbox (--parent) may only tighten its parent's limits; `down` of the parent removes it.")]
+A sub-sandbox (--parent) may only tighten its parent's limits; `down` of the parent removes it.
+The engine is config `engine` (H9SANDBOX_ENGINE): docker (default), podman, or local, which runs
+commands directly on the host WITHOUT ISOLATION (so does `fallback = \"local\"` when the engine is
+unreachable); `up` warns on stderr when a sandbox is local.")]
     Up(UpArgs),
     /// Run a shell command in a sandbox (bash -c, or sh -c without bash)
     #[command(after_help = "\

@@ -9,7 +9,8 @@
 //! `$XDG_CONFIG_HOME/h9sandbox/config.toml` (`~/.config/...` when unset) if present.
 //! Environment: `H9SANDBOX_<KEY>` (key upper-cased); the seed documents' `SANDBOX_IMAGE`,
 //! `SANDBOX_CPUS`, `SANDBOX_MEMORY`, `SANDBOX_BOOTSTRAP_CMD` and `SANDBOX_BOOTSTRAP_TIMEOUT_SECS`
-//! are honoured when the `H9SANDBOX_` name is unset.
+//! are honoured when the `H9SANDBOX_` name is unset, and so is their `SANDBOX_ENABLED=false`,
+//! which selects `engine = "local"` (see [`SEED_ENABLED`]).
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -17,7 +18,22 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+use crate::engine::EngineKind;
 use crate::error::Error;
+
+/// The seed documents' switch: `SANDBOX_ENABLED=false` (or `0`, `no`, `off`) selects
+/// `engine = "local"` when `H9SANDBOX_ENGINE` is unset; `true` leaves the engine as configured.
+pub const SEED_ENABLED: &str = "SANDBOX_ENABLED";
+
+/// What `up` does when the container engine cannot be reached (config `fallback`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Fallback {
+    /// Fail with the reason (exit 1).
+    Fail,
+    /// Create a local sandbox (no isolation) instead, with a loud warning.
+    Local,
+}
 
 /// Network mode of a sandbox (`docker run --network`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
@@ -69,8 +85,23 @@ pub struct Config {
     pub stop_timeout_secs: u64,
     /// Seconds `up` waits for an image pull when the image is missing locally.
     pub pull_timeout_secs: u64,
-    /// The engine's command-line client: a name on `PATH` or a path.
-    pub engine_bin: String,
+    /// Which engine runs new sandboxes: `docker`, `podman`, or `local` (no container at all).
+    pub engine: EngineKind,
+    /// The engine's command-line client: a name on `PATH` or a path; unset is the engine's name
+    /// (`docker`, `podman`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub engine_bin: Option<String>,
+    /// What `up` does when the engine cannot be reached: `fail`, or `local` (no isolation).
+    pub fallback: Fallback,
+    /// OCI runtime of new containers (`--runtime`, e.g. `runc`); unset is the engine's default.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub runtime: Option<String>,
+    /// Open-files rlimit of new containers (`--ulimit nofile=N:N`); 0 = automatic: the engine's
+    /// default with Docker, the host's hard limit with Podman.
+    pub ulimit_nofile: u64,
+    /// Processes rlimit of new containers (`--ulimit nproc=N:N`), counted per user ID across
+    /// the host; 0 = automatic, as `ulimit_nofile`.
+    pub ulimit_nproc: u64,
     /// Directory of the state file and its lock; `$XDG_STATE_HOME/h9sandbox` when unset.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub state_dir: Option<PathBuf>,
@@ -98,7 +129,12 @@ impl Default for Config {
             exec_timeout_secs: 600,
             stop_timeout_secs: 5,
             pull_timeout_secs: 300,
-            engine_bin: "docker".into(),
+            engine: EngineKind::Docker,
+            engine_bin: None,
+            fallback: Fallback::Fail,
+            runtime: None,
+            ulimit_nofile: 0,
+            ulimit_nproc: 0,
             state_dir: None,
             bootstrap_cmd: None,
             bootstrap_timeout_secs: 600,
@@ -167,7 +203,12 @@ pub const KEYS: &[Key] = &[
     key("exec_timeout_secs", Kind::Int),
     key("stop_timeout_secs", Kind::Int),
     key("pull_timeout_secs", Kind::Int),
+    key("engine", Kind::OneOf(&["docker", "podman", "local"])),
     key("engine_bin", Kind::Str),
+    key("fallback", Kind::OneOf(&["fail", "local"])),
+    key("runtime", Kind::Str),
+    key("ulimit_nofile", Kind::Int),
+    key("ulimit_nproc", Kind::Int),
     key("state_dir", Kind::Path),
     Key {
         name: "bootstrap_cmd",
@@ -285,6 +326,23 @@ impl Layers {
                 },
             };
             layers.set_str(key.name, &value, Origin::Env(var))?;
+        }
+        if env("H9SANDBOX_ENGINE").is_none_or(|v| v.is_empty()) {
+            if let Some(v) = env(SEED_ENABLED).filter(|v| !v.is_empty()) {
+                let origin = Origin::Env(SEED_ENABLED.into());
+                match v.trim().to_ascii_lowercase().as_str() {
+                    "false" | "0" | "no" | "off" => layers.set_str("engine", "local", origin)?,
+                    "true" | "1" | "yes" | "on" => {}
+                    _ => {
+                        return Err(Error::Config {
+                            origin: origin.to_string(),
+                            message: format!(
+                                "'{v}' is not true or false (false selects engine = \"local\")"
+                            ),
+                        })
+                    }
+                }
+            }
         }
         Ok(layers)
     }
@@ -527,8 +585,20 @@ impl Config {
                 "must be at least 1 second".into(),
             ));
         }
-        if self.engine_bin.trim().is_empty() {
+        if self
+            .engine_bin
+            .as_deref()
+            .is_some_and(|b| b.trim().is_empty())
+        {
             return Err(fail("engine_bin", "the engine binary is empty".into()));
+        }
+        if let Some(r) = &self.runtime {
+            if r.is_empty() || r.chars().any(|c| c.is_whitespace() || c.is_control()) {
+                return Err(fail(
+                    "runtime",
+                    format!("'{r}' is not a runtime name or path (e.g. runc)"),
+                ));
+            }
         }
         if let Some(d) = &self.state_dir {
             if !d.is_absolute() {
@@ -724,6 +794,63 @@ mod tests {
         assert!(load(Some("engine_bin = \"podman\"\n"), &[]).is_ok());
         let err = load(None, &[("H9SANDBOX_IMAGE", "--privileged")]).unwrap_err();
         assert!(err.to_string().contains("not an image reference"), "{err}");
+    }
+
+    #[test]
+    fn engine_keys_and_the_seed_switch() {
+        let cfg = load(None, &[]).unwrap();
+        assert_eq!(
+            (cfg.engine, cfg.engine_bin, cfg.fallback),
+            (EngineKind::Docker, None, Fallback::Fail)
+        );
+        let cfg = load(
+            Some("engine = \"podman\"\nfallback = \"local\"\nulimit_nofile = 4096\n"),
+            &[("H9SANDBOX_RUNTIME", "runc")],
+        )
+        .unwrap();
+        assert_eq!(cfg.engine, EngineKind::Podman);
+        assert_eq!(cfg.fallback, Fallback::Local);
+        assert_eq!((cfg.ulimit_nofile, cfg.ulimit_nproc), (4096, 0));
+        assert_eq!(cfg.runtime.as_deref(), Some("runc"));
+        // SANDBOX_ENABLED=false beats the file, and loses to H9SANDBOX_ENGINE.
+        for off in ["false", "0", "NO", "off"] {
+            let cfg = load(Some("engine = \"podman\"\n"), &[("SANDBOX_ENABLED", off)]).unwrap();
+            assert_eq!(cfg.engine, EngineKind::Local, "{off}");
+        }
+        let cfg = load(None, &[("SANDBOX_ENABLED", "true")]).unwrap();
+        assert_eq!(cfg.engine, EngineKind::Docker);
+        let cfg = load(
+            None,
+            &[("SANDBOX_ENABLED", "false"), ("H9SANDBOX_ENGINE", "docker")],
+        )
+        .unwrap();
+        assert_eq!(cfg.engine, EngineKind::Docker);
+        let err = load(None, &[("SANDBOX_ENABLED", "maybe")])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("SANDBOX_ENABLED") && err.contains("'maybe'"),
+            "{err}"
+        );
+        let err = load(Some("engine = \"lxc\"\n"), &[])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("'lxc' is not one of: docker, podman, local"),
+            "{err}"
+        );
+        let err = load(None, &[("H9SANDBOX_FALLBACK", "retry")])
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("H9SANDBOX_FALLBACK"), "{err}");
+        let err = load(Some("runtime = \"run c\"\n"), &[])
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("key `runtime`"), "{err}");
+        let err = load(Some("ulimit_nproc = -5\n"), &[])
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("negative"), "{err}");
     }
 
     #[test]

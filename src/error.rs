@@ -32,7 +32,7 @@ pub enum Error {
         ids: String,
     },
     /// The container engine (its CLI or its daemon) cannot be reached.
-    #[error("container engine `{bin}` unreachable: {reason}")]
+    #[error("container engine `{bin}` unreachable: {reason}; (`fallback = \"local\"` lets `up` run sandboxes without isolation instead)")]
     EngineUnavailable { bin: String, reason: String },
     /// The sandbox has a record but its container is gone or not running.
     #[error("sandbox {id} is gone: {reason}; `h9sandbox down {id}` removes its record")]

@@ -33,6 +33,11 @@ fn write_stdout(bytes: &[u8]) -> anyhow::Result<()> {
     }
 }
 
+/// Prints an informational line on stderr.
+pub fn note(msg: &str) {
+    eprintln!("h9sandbox: {msg}");
+}
+
 /// Prints a warning line on stderr (above the spinner, when one is drawn).
 pub fn warn(msg: &str) {
     crate::progress::eprintln(&format!("h9sandbox: warning: {msg}"));

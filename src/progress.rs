@@ -119,6 +119,8 @@ pub enum Stream {
 pub struct Forward {
     stream: Stream,
     pending: Vec<u8>,
+    /// Set once a write found our stream closed (EPIPE: the reader went away).
+    pub broken: bool,
 }
 
 impl Forward {
@@ -127,6 +129,7 @@ impl Forward {
         Forward {
             stream,
             pending: Vec::new(),
+            broken: false,
         }
     }
 
@@ -167,18 +170,28 @@ impl Forward {
         }
     }
 
-    async fn write_direct(&self, bytes: &[u8]) {
-        match self.stream {
+    async fn write_direct(&mut self, bytes: &[u8]) {
+        if self.broken {
+            return;
+        }
+        let r = match self.stream {
             Stream::Stdout => {
                 let mut out = tokio::io::stdout();
-                let _ = out.write_all(bytes).await;
-                let _ = out.flush().await;
+                match out.write_all(bytes).await {
+                    Ok(()) => out.flush().await,
+                    e => e,
+                }
             }
             Stream::Stderr => {
                 let mut err = tokio::io::stderr();
-                let _ = err.write_all(bytes).await;
-                let _ = err.flush().await;
+                match err.write_all(bytes).await {
+                    Ok(()) => err.flush().await,
+                    e => e,
+                }
             }
+        };
+        if matches!(&r, Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe) {
+            self.broken = true;
         }
     }
 }

@@ -17,6 +17,7 @@ use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
+use crate::engine::{EngineKind, Isolation};
 use crate::error::Error;
 
 /// Version of the state file's schema; a file with a higher version is refused.
@@ -106,7 +107,14 @@ pub struct Record {
     pub name: String,
     /// Lifecycle state.
     pub state: Lifecycle,
-    /// The engine's container ID, once created.
+    /// The engine that runs it (`docker`, `podman`, `local`); every later command uses this one,
+    /// whatever the configuration says now. Records written before engines existed are `docker`.
+    #[serde(default)]
+    pub engine: EngineKind,
+    /// `container`, or `none` for a local sandbox: its commands run on the host unconfined.
+    #[serde(default)]
+    pub isolation: Isolation,
+    /// The engine's container ID, once created; always `null` for a local sandbox.
     #[serde(default)]
     pub container_id: Option<String>,
     /// Image reference the container was started from.
@@ -168,7 +176,7 @@ impl Record {
         self.id.simple().to_string()[..12].to_string()
     }
 
-    /// The name or ID the engine knows the container by.
+    /// The name or ID the engine knows the container by (a local sandbox: its name).
     pub fn container_ref(&self) -> &str {
         self.container_id.as_deref().unwrap_or(&self.name)
     }
@@ -404,6 +412,8 @@ mod tests {
             id: Uuid::new_v4(),
             name: name.into(),
             state: Lifecycle::Running,
+            engine: EngineKind::Docker,
+            isolation: Isolation::Container,
             container_id: None,
             image: "img".into(),
             workdir: "/w".into(),
@@ -493,6 +503,27 @@ mod tests {
         o.remove("bootstrap");
         let r: Record = serde_json::from_value(v).unwrap();
         assert_eq!((r.parent, r.bootstrap), (None, None));
+    }
+
+    #[test]
+    fn records_without_engine_fields_are_docker_containers() {
+        let mut json = serde_json::to_value(record("old")).unwrap();
+        let obj = json.as_object_mut().unwrap();
+        obj.remove("engine");
+        obj.remove("isolation");
+        let r: Record = serde_json::from_value(json).unwrap();
+        assert_eq!(
+            (r.engine, r.isolation),
+            (EngineKind::Docker, Isolation::Container)
+        );
+        let mut local = record("l");
+        local.engine = EngineKind::Local;
+        local.isolation = Isolation::None;
+        let json = serde_json::to_value(&local).unwrap();
+        assert_eq!(
+            (&json["engine"], &json["isolation"]),
+            (&"local".into(), &"none".into())
+        );
     }
 
     #[test]

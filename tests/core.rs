@@ -1,5 +1,8 @@
 //! Integration tests of the core lifecycle (up / exec / down / ls), the state file and the
-//! configuration, driving the built binary against the real Docker Engine.
+//! configuration, driving the built binary against the real engine: one module for every engine,
+//! chosen by `H9SANDBOX_TEST_ENGINE` (`docker` by default, `podman`, `local`; see
+//! `tests/common/mod.rs`). Tests that only make sense with a container skip themselves under
+//! `local`, printing why.
 
 mod common;
 
@@ -12,12 +15,24 @@ use serde::Deserialize;
 
 #[test]
 fn full_lifecycle_up_exec_ls_down() {
-    require_docker!();
+    require_engine!();
     let env = TestEnv::new();
     let id = env.up(&[]);
     let e = env.entry(&id);
     assert_eq!(e["state"], "Running");
-    assert_eq!(e["container_state"], "running");
+    assert_eq!(e["engine"], engine().name());
+    if engine() == Engine::Local {
+        assert_eq!(
+            (&e["container_state"], &e["isolation"]),
+            (&"none".into(), &"none".into())
+        );
+        assert!(e["container_id"].is_null());
+    } else {
+        assert_eq!(
+            (&e["container_state"], &e["isolation"]),
+            (&"running".into(), &"container".into())
+        );
+    }
     assert_eq!(e["workdir"], env.workdir.to_str().unwrap());
     // The table names it too, by short ID.
     let table = stdout(&env.run(&["ls"]));
@@ -40,13 +55,20 @@ fn full_lifecycle_up_exec_ls_down() {
     assert_eq!(stdout(&out).trim(), id);
     assert!(env.ls().is_empty());
     assert!(env.containers().is_empty(), "container left behind");
-    // down is idempotent on the record level: the ID is now unknown.
-    assert_eq!(env.run(&["down", &id]).status.code(), Some(1));
+    // down is idempotent: the full ID of a removed sandbox is success, a prefix is an error.
+    let again = env.run(&["down", &id]);
+    assert_ok(&again);
+    assert!(
+        stderr(&again).contains("already gone"),
+        "{}",
+        stderr(&again)
+    );
+    assert_eq!(env.run(&["down", &id[..8]]).status.code(), Some(1));
 }
 
 #[test]
 fn exit_codes_follow_the_contract() {
-    require_docker!();
+    require_engine!();
     let env = TestEnv::new();
     let id = env.up(&[]);
     let code = |args: &[&str]| env.run(args).status.code();
@@ -77,7 +99,7 @@ fn exit_codes_follow_the_contract() {
 
 #[test]
 fn streams_are_separate_and_words_are_joined() {
-    require_docker!();
+    require_engine!();
     let env = TestEnv::new();
     let id = env.up(&[]);
     let out = env.run(&["exec", &id, "--", "echo", "out;", "echo", "err", ">&2"]);
@@ -88,7 +110,7 @@ fn streams_are_separate_and_words_are_joined() {
 
 #[test]
 fn timeout_kills_the_whole_process_tree() {
-    require_docker!();
+    require_engine!();
     let env = TestEnv::new();
     let id = env.up(&[]);
     // A child, a grandchild in the background, and a daemonized (setsid, nohup) process.
@@ -104,13 +126,13 @@ fn timeout_kills_the_whole_process_tree() {
     assert_eq!(out.status.code(), Some(124), "{}", stderr(&out));
     assert!(stderr(&out).contains("timed out"), "{}", stderr(&out));
     assert!(started.elapsed() < Duration::from_secs(20));
-    let ps = stdout(&env.run(&["exec", &id, "--", "ps -o pid,args"]));
+    let ps = env.sandbox_processes(&id);
     assert!(!ps.contains("sleep 30"), "processes left behind:\n{ps}");
 }
 
 #[test]
 fn stdin_is_not_attached_without_dash_i() {
-    require_docker!();
+    require_engine!();
     let env = TestEnv::new();
     let id = env.up(&[]);
     // Our stdin is a pipe nobody closes: `cat` must still see EOF at once.
@@ -149,7 +171,7 @@ fn stdin_is_not_attached_without_dash_i() {
 
 #[test]
 fn hardening_is_applied_and_holds_inside() {
-    require_docker!();
+    require_container!("a local sandbox has no hardening: its commands run on the host");
     let env = TestEnv::new();
     let id = env.up(&["--memory", "256m", "--cpus", "0.5", "--pids-limit", "40"]);
     let c = env.container(&id);
@@ -157,11 +179,27 @@ fn hardening_is_applied_and_holds_inside() {
         &c,
         "{{json .HostConfig.CapDrop}} {{json .HostConfig.CapAdd}}",
     );
-    assert!(caps.to_lowercase().starts_with("[\"all\"]"), "{caps}");
-    for cap in ["DAC_OVERRIDE", "SETUID", "SETGID"] {
-        assert!(caps.contains(cap), "{caps}");
+    if engine() == Engine::Docker {
+        assert!(caps.to_lowercase().starts_with("[\"all\"]"), "{caps}");
+        for cap in ["DAC_OVERRIDE", "SETUID", "SETGID"] {
+            assert!(caps.contains(cap), "{caps}");
+        }
+    } else {
+        // Podman lists the dropped capabilities one by one; the kept ones are not among them.
+        for cap in [
+            "CAP_CHOWN",
+            "CAP_FOWNER",
+            "CAP_KILL",
+            "CAP_NET_RAW",
+            "CAP_SYS_CHROOT",
+        ] {
+            assert!(caps.contains(cap), "{caps}");
+        }
+        for cap in ["DAC_OVERRIDE", "SETUID", "SETGID"] {
+            assert!(!caps.contains(cap), "{caps}");
+        }
     }
-    assert!(inspect(&c, "{{json .HostConfig.SecurityOpt}}").contains("no-new-privileges:true"));
+    assert!(inspect(&c, "{{json .HostConfig.SecurityOpt}}").contains("no-new-privileges"));
     assert_eq!(inspect(&c, "{{.HostConfig.PidsLimit}}"), "40");
     assert_eq!(inspect(&c, "{{.HostConfig.NanoCpus}}"), "500000000");
     assert_eq!(
@@ -209,18 +247,20 @@ fn hardening_is_applied_and_holds_inside() {
 
 #[test]
 fn workdir_with_space_colon_and_comma_mounts_exactly() {
-    require_docker!();
+    require_engine!();
     let env = TestEnv::new();
     let odd = env.path("a b:c,d\"e");
     std::fs::create_dir(&odd).unwrap();
     let id = env.up(&["--workdir", odd.to_str().unwrap()]);
-    let c = env.container(&id);
-    let mounts: Vec<serde_json::Value> =
-        serde_json::from_str(&inspect(&c, "{{json .Mounts}}")).unwrap();
-    // The bind mount of the work dir (the other mount is the scratch volume at /var/tmp).
-    let bind = mounts.iter().find(|m| m["Type"] == "bind").unwrap();
-    assert_eq!(bind["Source"], odd.to_str().unwrap());
-    assert_eq!(bind["Destination"], odd.to_str().unwrap());
+    if engine() != Engine::Local {
+        let c = env.container(&id);
+        let mounts: Vec<serde_json::Value> =
+            serde_json::from_str(&inspect(&c, "{{json .Mounts}}")).unwrap();
+        // The bind mount of the work dir (the other mount is the scratch volume at /var/tmp).
+        let bind = mounts.iter().find(|m| m["Type"] == "bind").unwrap();
+        assert_eq!(bind["Source"], odd.to_str().unwrap());
+        assert_eq!(bind["Destination"], odd.to_str().unwrap());
+    }
     assert_ok(&env.run(&["exec", &id, "--", "echo x > inside.txt"]));
     assert_eq!(
         std::fs::read_to_string(odd.join("inside.txt")).unwrap(),
@@ -230,7 +270,7 @@ fn workdir_with_space_colon_and_comma_mounts_exactly() {
 
 #[test]
 fn cwd_is_inside_the_workdir_or_refused() {
-    require_docker!();
+    require_engine!();
     let env = TestEnv::new();
     std::fs::create_dir(env.path("sub")).unwrap();
     let id = env.up(&[]);
@@ -268,7 +308,7 @@ struct ExecJson {
 
 #[test]
 fn exec_json_captures_caps_and_keeps_characters_whole() {
-    require_docker!();
+    require_engine!();
     let env = TestEnv::new();
     let id = env.up(&[]);
     let out = env.run(&[
@@ -324,7 +364,7 @@ fn exec_json_captures_caps_and_keeps_characters_whole() {
 
 #[test]
 fn image_without_bash_falls_back_to_sh() {
-    require_docker!();
+    require_container!("a local sandbox has no image: commands use the host's shell");
     let env = TestEnv::new();
     let id = env.up(&["--image", NOBASH]);
     let out = env.run(&[
@@ -339,7 +379,7 @@ fn image_without_bash_falls_back_to_sh() {
 
 #[test]
 fn concurrent_ups_both_get_records() {
-    require_docker!();
+    require_engine!();
     let env = TestEnv::new();
     let children: Vec<_> = (0..4)
         .map(|_| {
@@ -373,12 +413,17 @@ fn concurrent_ups_both_get_records() {
 
 #[test]
 fn container_killed_or_removed_behind_our_back() {
-    require_docker!();
+    require_container!("a local sandbox has no container to kill");
     let env = TestEnv::new();
     let id = env.up(&[]);
     let c = env.container(&id);
-    std::process::Command::new("docker")
+    std::process::Command::new(cli())
         .args(["kill", &c])
+        .output()
+        .unwrap();
+    // Podman's kill returns before the container's exit is recorded; wait for it.
+    std::process::Command::new(cli())
+        .args(["wait", &c])
         .output()
         .unwrap();
     let e = env.entry(&id);
@@ -389,7 +434,7 @@ fn container_killed_or_removed_behind_our_back() {
     assert!(stderr(&out).contains("not running"), "{}", stderr(&out));
     assert_eq!(stderr(&out).lines().count(), 1, "{}", stderr(&out));
 
-    std::process::Command::new("docker")
+    std::process::Command::new(cli())
         .args(["rm", "-f", "-v", &c])
         .output()
         .unwrap();
@@ -407,7 +452,7 @@ fn container_killed_or_removed_behind_our_back() {
 
 #[test]
 fn concurrent_down_of_one_sandbox_both_succeed() {
-    require_docker!();
+    require_engine!();
     let env = TestEnv::new();
     let id = env.up(&[]);
     let a = env
@@ -431,7 +476,7 @@ fn concurrent_down_of_one_sandbox_both_succeed() {
 
 #[test]
 fn missing_image_is_a_clear_error_and_leaves_nothing() {
-    require_docker!();
+    require_container!("a local sandbox has no image");
     let env = TestEnv::new();
     let started = Instant::now();
     let out = env.run(&["up", "--image", "h9sandbox-test/does-not-exist:1"]);
@@ -454,7 +499,7 @@ fn missing_image_is_a_clear_error_and_leaves_nothing() {
 
 #[test]
 fn name_in_use_is_refused() {
-    require_docker!();
+    require_engine!();
     let env = TestEnv::new();
     let name = format!("h9t-{}", std::process::id());
     env.up(&["--name", &name]);
@@ -519,7 +564,7 @@ fn bad_configuration_is_refused_with_file_key_and_reason() {
 
 #[test]
 fn config_file_and_env_reach_the_container() {
-    require_docker!();
+    require_container!("a local sandbox applies no resource limits");
     let env = TestEnv::new();
     std::fs::write(
         env.path("sandbox.toml"),
@@ -549,4 +594,124 @@ fn config_file_and_env_reach_the_container() {
         inspect(&c, "{{.HostConfig.Memory}}"),
         (200u64 << 20).to_string()
     );
+}
+
+#[test]
+fn rlimits_reach_the_container() {
+    require_container!("a local sandbox applies no rlimits");
+    let env = TestEnv::new();
+    let id = String::from_utf8(
+        env.cmd()
+            .env("H9SANDBOX_ULIMIT_NOFILE", "1000")
+            .env("H9SANDBOX_ULIMIT_NPROC", "10000")
+            .arg("up")
+            .output()
+            .unwrap()
+            .stdout,
+    )
+    .unwrap();
+    let out = env.run(&[
+        "exec",
+        id.trim(),
+        "--",
+        "ulimit -Sn; ulimit -Hn; ulimit -Su",
+    ]);
+    assert_ok(&out);
+    assert_eq!(stdout(&out), "1000\n1000\n10000\n");
+    if engine() == Engine::Podman {
+        // Automatic: Podman's containers get this host's hard open-files limit, which is what
+        // lets them start at all where Podman's default (1048576) exceeds it.
+        let limits = std::fs::read_to_string("/proc/self/limits").unwrap();
+        let hard = limits
+            .lines()
+            .find(|l| l.starts_with("Max open files"))
+            .and_then(|l| l.split_whitespace().nth(4))
+            .unwrap()
+            .to_string();
+        let id = env.up(&[]);
+        let out = env.run(&["exec", &id, "--", "ulimit -Hn"]);
+        assert_eq!(stdout(&out).trim(), hard.replace("unlimited", "1048576"));
+        // More than the host grants is refused before the engine runs, with the reason.
+        let out = env
+            .cmd()
+            .env("H9SANDBOX_ULIMIT_NOFILE", "4000000000")
+            .arg("up")
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(1));
+        assert!(
+            stderr(&out).contains("ulimit_nofile = 4000000000 exceeds this host's limit"),
+            "{}",
+            stderr(&out)
+        );
+    }
+}
+
+#[test]
+fn a_background_process_holding_the_output_does_not_hold_exec() {
+    require_engine!();
+    let env = TestEnv::new();
+    let id = env.up(&[]);
+    // The background sleep inherits stdout and stderr; exec still ends soon after the shell.
+    let mut child = env
+        .cmd()
+        .args(["exec", &id, "--", "sleep 290 & echo started"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while child.try_wait().unwrap().is_none() {
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("exec waited for a background process's output");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let out = child.wait_with_output().unwrap();
+    assert_ok(&out);
+    assert_eq!(stdout(&out), "started\n");
+    // The process itself lives on in the sandbox until `down`.
+    assert!(env.sandbox_processes(&id).contains("sleep 290"));
+    assert_ok(&env.run(&["down", &id]));
+    assert!(env.containers().is_empty());
+}
+
+#[test]
+fn a_limit_the_engine_did_not_apply_fails_up_and_leaves_nothing() {
+    require_container!("a local sandbox applies no limits to check");
+    let env = TestEnv::new();
+    // The engine's client, minus `--pids-limit N`: an engine that starts the container without
+    // the limit (as Docker without the pids cgroup, or rootless Podman on cgroup v1, do).
+    let wrapper = env.root.path().join("engine-without-pids-limit");
+    std::fs::write(
+        &wrapper,
+        format!(
+            "#!/bin/bash\nargs=()\nskip=0\nfor a in \"$@\"; do\n  if [ $skip = 1 ]; then skip=0; continue; fi\n  if [ \"$a\" = --pids-limit ]; then skip=1; continue; fi\n  args+=(\"$a\")\ndone\nexec {} \"${{args[@]}}\"\n",
+            cli()
+        ),
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&wrapper, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let out = env
+        .cmd()
+        .env("H9SANDBOX_ENGINE_BIN", &wrapper)
+        .args(["up", "--pids-limit", "40"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = stderr(&out);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.contains("the engine did not apply pids_limit 40")
+            && err.contains("refusing to run a sandbox without its limits"),
+        "{err}"
+    );
+    assert!(
+        env.containers().is_empty(),
+        "the unlimited container was left"
+    );
+    assert_eq!(env.ls()[0]["state"], "Failed");
 }

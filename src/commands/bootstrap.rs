@@ -103,7 +103,7 @@ pub async fn execute(ctx: &Ctx, rec: &Record, cmd: &str, spinner: &Spinner, sink
     let timeout = (ctx.cfg.bootstrap_timeout_secs > 0)
         .then(|| Duration::from_secs(ctx.cfg.bootstrap_timeout_secs));
     let started = std::time::Instant::now();
-    let done = match run_command(&ctx.engine, rec, &spec, timeout, sink).await {
+    let done = match run_command(&ctx.engine_for(rec), rec, &spec, timeout, sink).await {
         Ok(out) => Done {
             run: BootstrapRun {
                 cmd: cmd.to_string(),

@@ -4,6 +4,7 @@
 //! Sub-sandboxes go with their parent, first: the deepest level of the tree is removed first
 //! (each level concurrently), the named sandboxes last. All of them are marked Stopping up front,
 //! in one locked update, so that `up --parent` cannot add a child that this `down` would miss.
+//! A local sandbox has no container: `down` ends the processes its commands left running.
 
 use std::collections::HashMap;
 use std::time::Duration;
@@ -35,7 +36,17 @@ pub async fn run(ctx: &Ctx, args: &DownArgs) -> Result<i32> {
         } else {
             let mut v: Vec<Uuid> = Vec::new();
             for q in &args.ids {
-                let id = s.resolve(q)?.id;
+                let id = match s.resolve(q) {
+                    Ok(r) => r.id,
+                    // A full ID that is gone was removed already (by a concurrent `down`, or
+                    // `reap`): `down` is idempotent. A prefix or name that matches nothing is
+                    // still an error (likely a typo).
+                    Err(crate::error::Error::NotFound(_)) if Uuid::parse_str(q).is_ok() => {
+                        output::note(&format!("sandbox {q} is already gone"));
+                        continue;
+                    }
+                    Err(e) => return Err(e.into()),
+                };
                 if !v.contains(&id) {
                     v.push(id);
                 }
@@ -131,9 +142,11 @@ pub async fn remove(ctx: &Ctx, rec: &Record) -> Result<()> {
     })?;
     let container = rec.container_ref();
     let grace = Duration::from_secs(ctx.cfg.stop_timeout_secs);
+    // The engine the sandbox was created with: a local one is never sent to a container engine.
+    let engine = ctx.engine_for(rec);
     // Whatever the stop did (timed out, failed), the container is removed.
-    let stopped = ctx.engine.stop(container, grace).await;
-    if let Err(e) = ctx.engine.remove(container).await {
+    let stopped = engine.stop(container, grace).await;
+    if let Err(e) = engine.remove(container).await {
         // Nothing was removed: the record goes back to what it was, so it tells the truth.
         let _ = ctx.store.update(|s| {
             if let Some(r) = s.get_mut(rec.id).filter(|r| r.state == Lifecycle::Stopping) {
@@ -164,6 +177,8 @@ mod tests {
             id: Uuid::new_v4(),
             name: name.into(),
             state: Lifecycle::Running,
+            engine: crate::engine::EngineKind::Docker,
+            isolation: crate::engine::Isolation::Container,
             container_id: None,
             image: "img".into(),
             workdir: "/w".into(),

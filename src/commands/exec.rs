@@ -20,7 +20,13 @@ use crate::output;
 use crate::progress::{Forward, Stream};
 use crate::state::{Lifecycle, Record};
 
-/// Where the command's output goes.
+/// How long the output of a command that has exited is still read, when something it left
+/// running in the background holds its stdout or stderr open (`docker exec` waits about as
+/// long; without this bound, a local sandbox's `exec -- 'server &'` would last as long as the
+/// server).
+pub const OUTPUT_GRACE: Duration = Duration::from_secs(2);
+
+/// Where a stream of the command goes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Sink {
     /// Straight to our own stdout/stderr, as it arrives.
@@ -137,7 +143,7 @@ pub async fn run(ctx: &Ctx, args: &ExecArgs) -> Result<i32> {
     };
     // Beyond ~136 years is "none" (and keeps Instant arithmetic from overflowing).
     let timeout = (timeout > 0 && timeout < u32::MAX as u64).then(|| Duration::from_secs(timeout));
-    let out = run_command(&ctx.engine, rec, &spec, timeout, sink).await?;
+    let out = run_command(&ctx.engine_for(rec), rec, &spec, timeout, sink).await?;
     if out.timed_out && ctx.format == Format::Table {
         eprintln!(
             "h9sandbox: command timed out after {}s{}",
@@ -236,19 +242,28 @@ pub async fn run_command<E: Environment>(
     } else {
         Stdio::null()
     });
-    cmd.stdout(match sink {
-        // Inherited when nothing can be in the way: the fastest path for `exec`.
-        Sink::Forward if !crate::progress::drawing() => Stdio::inherit(),
-        _ => Stdio::piped(),
-    });
+    // Both streams pass through us, also when forwarded, so that a background process that
+    // inherits them cannot keep our caller's pipe open past OUTPUT_GRACE (a local sandbox's
+    // processes would otherwise write straight into it).
+    cmd.stdout(Stdio::piped());
     cmd.stderr(Stdio::piped());
     let started = Instant::now();
     let mut child = cmd.spawn().map_err(|e| Error::EngineUnavailable {
         bin: engine.kind().to_string(),
         reason: format!("cannot run the engine client: {e}; check engine_bin"),
     })?;
-    let stdout = child.stdout.take().map(|s| tokio::spawn(capture(s, sink)));
-    let stderr = tokio::spawn(stderr_pump(child.stderr.take().expect("piped"), sink));
+    let (drained_tx, drained) = tokio::sync::watch::channel(false);
+    // Turns true when our stdout's reader went away (EPIPE), as for `exec ... | head -1`.
+    let (broken_tx, mut broken) = tokio::sync::watch::channel(false);
+    let stdout = child
+        .stdout
+        .take()
+        .map(|s| tokio::spawn(capture(s, sink, drained.clone(), broken_tx)));
+    let stderr = tokio::spawn(stderr_pump(
+        child.stderr.take().expect("piped"),
+        sink,
+        drained,
+    ));
 
     let deadline = async {
         match timeout {
@@ -262,6 +277,13 @@ pub async fn run_command<E: Environment>(
         s = child.wait() => Some(s?),
         _ = deadline => { timed_out = true; None }
         sig = super::up::interrupted() => { interrupted = Some(sig); None }
+        // Nobody reads the output any more: the command would run on unattended.
+        _ = async {
+            // An Err means the reader task ended without a broken pipe: never fire.
+            if broken.wait_for(|b| *b).await.is_err() {
+                std::future::pending::<()>().await;
+            }
+        } => { interrupted = Some("SIGPIPE"); None }
     };
     let mut kill_error = None;
     let status = match status {
@@ -292,11 +314,16 @@ pub async fn run_command<E: Environment>(
     }
     let duration = started.elapsed();
     let code = status_code(status);
+    let grace = tokio::spawn(async move {
+        tokio::time::sleep(OUTPUT_GRACE).await;
+        let _ = drained_tx.send(true);
+    });
     let (head, stderr_captured) = stderr.await??;
     let stdout_captured = match stdout {
         Some(t) => t.await??,
         None => Captured::default(),
     };
+    grace.abort();
     if !timed_out && interrupted.is_none() {
         if let Some(f) = engine.exec_failure(container, &head.bytes, code) {
             return Err(match f {
@@ -323,6 +350,7 @@ pub async fn run_command<E: Environment>(
         128 + match sig {
             "SIGINT" => 2,
             "SIGHUP" => 1,
+            "SIGPIPE" => 13,
             _ => 15,
         }
     } else {
@@ -347,14 +375,31 @@ fn status_code(status: std::process::ExitStatus) -> i32 {
         .unwrap_or(EXIT_TIMEOUT + 1)
 }
 
-/// Reads the command's stdout to the end, keeping the first `cap` bytes (Capture) or copying it
-/// to our stdout (Forward) or stderr (Stderr).
-async fn capture<R: AsyncRead + Unpin>(mut r: R, sink: Sink) -> std::io::Result<Captured> {
+/// Reads from `r` into `buf` until `stop` turns true; `Ok(0)` then, as at the end of the stream.
+async fn read_until<R: AsyncRead + Unpin>(
+    r: &mut R,
+    buf: &mut [u8],
+    stop: &mut tokio::sync::watch::Receiver<bool>,
+) -> std::io::Result<usize> {
+    tokio::select! {
+        n = r.read(buf) => n,
+        _ = stop.wait_for(|s| *s) => Ok(0),
+    }
+}
+
+/// Reads `r` to the end (or until `stop`), keeping the first `cap` bytes (Capture) or copying
+/// to stdout (Forward).
+async fn capture<R: AsyncRead + Unpin>(
+    mut r: R,
+    sink: Sink,
+    mut stop: tokio::sync::watch::Receiver<bool>,
+    broken: tokio::sync::watch::Sender<bool>,
+) -> std::io::Result<Captured> {
     let mut out = Captured::default();
     let mut buf = vec![0u8; 64 * 1024];
     let mut fwd = sink.stdout_target().map(Forward::new);
     loop {
-        let n = r.read(&mut buf).await?;
+        let n = read_until(&mut r, &mut buf, &mut stop).await?;
         if n == 0 {
             if let Some(f) = &mut fwd {
                 f.finish().await;
@@ -363,7 +408,12 @@ async fn capture<R: AsyncRead + Unpin>(mut r: R, sink: Sink) -> std::io::Result<
         }
         out.total += n as u64;
         match (&mut fwd, sink) {
-            (Some(f), _) => f.write(&buf[..n]).await,
+            (Some(f), _) => {
+                f.write(&buf[..n]).await;
+                if f.broken {
+                    let _ = broken.send(true);
+                }
+            }
             (None, Sink::Capture(cap)) => {
                 let room = cap.saturating_sub(out.bytes.len());
                 out.bytes.extend_from_slice(&buf[..n.min(room)]);
@@ -387,6 +437,7 @@ struct Head {
 async fn stderr_pump<R: AsyncRead + Unpin>(
     mut r: R,
     sink: Sink,
+    mut stop: tokio::sync::watch::Receiver<bool>,
 ) -> std::io::Result<(Head, Captured)> {
     let mut head = Head::default();
     let mut out = Captured::default();
@@ -398,7 +449,12 @@ async fn stderr_pump<R: AsyncRead + Unpin>(
     };
     loop {
         let read = if head.held {
-            match tokio::time::timeout(Duration::from_millis(100), r.read(&mut buf)).await {
+            match tokio::time::timeout(
+                Duration::from_millis(100),
+                read_until(&mut r, &mut buf, &mut stop),
+            )
+            .await
+            {
                 Ok(n) => n?,
                 Err(_) => {
                     if let Some(f) = &mut fwd {
@@ -409,7 +465,7 @@ async fn stderr_pump<R: AsyncRead + Unpin>(
                 }
             }
         } else {
-            r.read(&mut buf).await?
+            read_until(&mut r, &mut buf, &mut stop).await?
         };
         let n = read;
         if n == 0 {

@@ -1,9 +1,10 @@
 //! `h9sandbox ls`: the records of this state directory, reconciled with the engine's view from
-//! one `docker ps -a` call, so a container killed or removed behind our back shows its real state.
+//! one `docker ps -a` call per engine in use, so a container killed or removed behind our back
+//! shows its real state. Local sandboxes (no container) need no engine; `ls` warns about them.
 //! Sub-sandboxes are listed under their parent with their role (`main`, `sub-1`, ...); `--watch`
 //! keeps the list up to date, like the seed documents' status bar.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::io::IsTerminal;
 use std::time::Duration;
 
@@ -14,7 +15,10 @@ use uuid::Uuid;
 
 use super::Ctx;
 use crate::cli::{Format, LsArgs};
-use crate::engine::{ContainerSummary, Environment, LABEL_MANAGED, LABEL_STATE_DIR};
+use crate::engine::{
+    ContainerSummary, EngineKind, Environment, Isolation, LABEL_MANAGED, LABEL_STATE_DIR,
+};
+use crate::error::Error;
 use crate::output;
 use crate::state::{Lifecycle, Record};
 
@@ -25,7 +29,8 @@ pub struct Entry {
     pub record: Record,
     /// Place in the tree of sandboxes ([`tree`]): `main`, `sub-1`, `sub-1.2`, ...
     pub role: String,
-    /// The container's state as the engine reports it (`running`, `exited`, ...), or `missing`.
+    /// The container's state as the engine reports it (`running`, `exited`, ...), `missing`,
+    /// `unknown` (engine unreachable), or `none` for a local sandbox (which has no container).
     pub container_state: String,
     /// The engine's human status, e.g. `Exited (137) 3 seconds ago`.
     pub container_status: String,
@@ -40,6 +45,15 @@ pub async fn run(ctx: &Ctx, args: &LsArgs) -> Result<i32> {
         return watch(ctx, args.interval).await;
     }
     let entries = entries(ctx).await?;
+    let local = entries
+        .iter()
+        .filter(|e| e.record.isolation == Isolation::None)
+        .count();
+    if local > 0 {
+        output::warn(&format!(
+            "{local} sandbox(es) listed are local (engine \"local\", isolation: none): their commands run directly on this host, without a container or limits"
+        ));
+    }
     match ctx.format {
         Format::Json => output::print_json(&entries)?,
         Format::Table => output::print_table(&table(&entries, output::colour_enabled()))?,
@@ -50,7 +64,9 @@ pub async fn run(ctx: &Ctx, args: &LsArgs) -> Result<i32> {
 /// The table of `entries`: one row per sandbox, sub-sandboxes under their parent.
 pub fn table(entries: &[Entry], colour: bool) -> Table {
     let mut t = output::table(
-        &["ID", "ROLE", "NAME", "STATE", "IMAGE", "WORKDIR", "AGE"],
+        &[
+            "ID", "ROLE", "NAME", "STATE", "ENGINE", "IMAGE", "WORKDIR", "AGE",
+        ],
         colour,
     );
     for e in entries {
@@ -60,7 +76,12 @@ pub fn table(entries: &[Entry], colour: bool) -> Table {
             Cell::new(format!("{}{}", "  ".repeat(e.depth), e.role)),
             Cell::new(&r.name),
             output::state_cell(r.state),
-            Cell::new(&r.image),
+            Cell::new(r.engine),
+            Cell::new(if r.isolation == Isolation::None {
+                "-"
+            } else {
+                r.image.as_str()
+            }),
             Cell::new(r.workdir.display()),
             Cell::new(output::age(&r.created_at)),
         ]);
@@ -130,17 +151,43 @@ pub async fn watch(ctx: &Ctx, interval: Duration) -> Result<i32> {
     Ok(0)
 }
 
-/// The records, reconciled with one engine listing, in tree order ([`tree`]).
+/// The records in tree order ([`tree`]), reconciled with one listing of each container engine
+/// they use (none when every sandbox is local). An unreachable engine is warned about, and its
+/// sandboxes are shown as recorded with `container_state` `unknown`, so that local sandboxes (the
+/// fallback when the engine is down) can still be listed.
 pub async fn entries(ctx: &Ctx) -> Result<Vec<Entry>> {
     let state = ctx.store.load()?;
     let label = ctx.state_label();
-    let listed = ctx
-        .engine
-        .list(&[(LABEL_MANAGED, "1"), (LABEL_STATE_DIR, &label)])
-        .await?;
-    let by_sandbox: HashMap<&str, &ContainerSummary> = listed
+    let mut listed: BTreeMap<EngineKind, Option<Vec<ContainerSummary>>> = BTreeMap::new();
+    for r in &state.sandboxes {
+        if r.isolation == Isolation::Container && !listed.contains_key(&r.engine) {
+            let containers = match ctx
+                .engine_of(r.engine)
+                .list(&[(LABEL_MANAGED, "1"), (LABEL_STATE_DIR, &label)])
+                .await
+            {
+                Ok(c) => Some(c),
+                Err(e) => match e.downcast_ref::<Error>() {
+                    Some(Error::EngineUnavailable { reason, .. }) => {
+                        output::warn(&format!(
+                            "cannot check the {} sandboxes: {reason}; they are shown as recorded, with container_state \"unknown\"",
+                            r.engine
+                        ));
+                        None
+                    }
+                    _ => return Err(e),
+                },
+            };
+            listed.insert(r.engine, containers);
+        }
+    }
+    let by_sandbox: HashMap<(EngineKind, &str), &ContainerSummary> = listed
         .iter()
-        .filter_map(|c| c.sandbox_id.as_deref().map(|id| (id, c)))
+        .filter_map(|(kind, cs)| cs.as_ref().map(|cs| (kind, cs)))
+        .flat_map(|(kind, cs)| {
+            cs.iter()
+                .filter_map(move |c| c.sandbox_id.as_deref().map(|id| ((*kind, id), c)))
+        })
         .collect();
     let mut records: Vec<Option<Record>> = state.sandboxes.into_iter().map(Some).collect();
     let nodes = tree(records.iter().flatten());
@@ -148,13 +195,45 @@ pub async fn entries(ctx: &Ctx) -> Result<Vec<Entry>> {
         .into_iter()
         .filter_map(|n| {
             let record = records[n.index].take()?;
-            let c = by_sandbox.get(record.id.to_string().as_str()).copied();
-            let mut e = reconcile(record, c);
+            let mut e = if record.isolation == Isolation::None {
+                reconcile_local(record)
+            } else if listed.get(&record.engine).is_some_and(Option::is_none) {
+                Entry {
+                    record,
+                    role: String::new(),
+                    container_state: "unknown".into(),
+                    container_status: "engine unreachable".into(),
+                    depth: 0,
+                }
+            } else {
+                let c = by_sandbox
+                    .get(&(record.engine, record.id.to_string().as_str()))
+                    .copied();
+                reconcile(record, c)
+            };
             e.role = n.role;
             e.depth = n.depth;
             Some(e)
         })
         .collect())
+}
+
+/// A local sandbox as it really is: Running as long as its work directory exists.
+pub fn reconcile_local(mut record: Record) -> Entry {
+    if record.state == Lifecycle::Running && !record.workdir.is_dir() {
+        record.state = Lifecycle::Failed;
+        record.error = Some(format!(
+            "work directory {} no longer exists",
+            record.workdir.display()
+        ));
+    }
+    Entry {
+        record,
+        role: String::new(),
+        container_state: "none".into(),
+        container_status: "no container: commands run on the host".into(),
+        depth: 0,
+    }
 }
 
 /// A record's place in the tree of sandboxes.
@@ -259,6 +338,8 @@ mod tests {
             id: Uuid::new_v4(),
             name: "n".into(),
             state: Lifecycle::Running,
+            engine: EngineKind::Docker,
+            isolation: Isolation::Container,
             container_id: None,
             image: "img".into(),
             workdir: "/w".into(),

@@ -11,8 +11,8 @@ use anyhow::Result;
 
 use crate::cli::{Cli, Command, Format};
 use crate::config::{Config, Layers, Origin};
-use crate::engine::Docker;
-use crate::state::Store;
+use crate::engine::{AnyEngine, EngineKind, Environment};
+use crate::state::{Record, Store};
 
 impl Command {
     /// The subcommand's name, as typed.
@@ -34,10 +34,12 @@ pub struct Ctx {
     pub cfg: Config,
     /// The state file of `cfg.state_dir`.
     pub store: Store,
-    /// The container engine.
-    pub engine: Docker,
+    /// The configured engine (config `engine`), which `up` creates sandboxes with. Commands on
+    /// an existing sandbox use [`Ctx::engine_for`] its record instead.
+    pub engine: AnyEngine,
     /// Output format.
     pub format: Format,
+    verbose: bool,
 }
 
 impl Ctx {
@@ -57,13 +59,30 @@ impl Ctx {
         }
         let cfg = layers.resolve()?;
         let store = Store::open(&cfg.state_dir()?)?;
-        let engine = Docker::new(cfg.engine_bin.clone(), cli.global.verbose > 0);
+        let verbose = cli.global.verbose > 0;
+        let engine = AnyEngine::for_kind(cfg.engine, &cfg, store.dir(), verbose);
         Ok(Ctx {
             cfg,
             store,
             engine,
             format: cli.global.format(),
+            verbose,
         })
+    }
+
+    /// The engine `kind`: the configured one, or another as [`AnyEngine::for_kind`] builds it.
+    pub fn engine_of(&self, kind: EngineKind) -> AnyEngine {
+        if kind == self.engine.kind() {
+            self.engine.clone()
+        } else {
+            AnyEngine::for_kind(kind, &self.cfg, self.store.dir(), self.verbose)
+        }
+    }
+
+    /// The engine that runs the sandbox `rec` (the one it was created with), so that a local
+    /// sandbox is never sent to a container engine, nor a container to another engine.
+    pub fn engine_for(&self, rec: &Record) -> AnyEngine {
+        self.engine_of(rec.engine)
     }
 
     /// The value of the state-directory label of this store's containers.

@@ -5,6 +5,10 @@
 //! With `--parent`, the sandbox is a sub-sandbox: it takes its parent's image, limits, network and
 //! work dir; flags given explicitly may only tighten them ([`child_limits`], [`child_workdir`]),
 //! never loosen them, and configuration defaults do not apply to it.
+//!
+//! The container only counts as up once it runs with its limits in force. With
+//! `engine = "local"`, or when the engine is unreachable and `fallback = "local"`, the sandbox is
+//! local instead (no container, no isolation), which `up` says on stderr.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -17,9 +21,10 @@ use super::bootstrap;
 use super::exec::{ensure_running, Sink};
 use super::Ctx;
 use crate::cli::{Format, UpArgs};
-use crate::config::{parse_size, Config, Network};
+use crate::config::{parse_size, Config, Fallback, Network};
 use crate::engine::{
-    ContainerSpec, Environment, LABEL_ID, LABEL_MANAGED, LABEL_PARENT, LABEL_STATE_DIR, SCRATCH_DIR,
+    AnyEngine, ContainerSpec, ContainerStatus, EngineKind, Environment, Isolation, LABEL_ID,
+    LABEL_MANAGED, LABEL_PARENT, LABEL_STATE_DIR, SCRATCH_DIR,
 };
 use crate::error::Error;
 use crate::output;
@@ -37,11 +42,12 @@ pub async fn run(ctx: &Ctx, args: &UpArgs) -> Result<i32> {
                 Error::Invalid(format!("cannot create a sub-sandbox: the parent {e}"))
             })?;
             // The record may say Running while the container died behind our back.
-            if !ctx
-                .engine
-                .inspect(p.container_ref())
-                .await?
-                .is_some_and(|c| c.running)
+            if p.isolation == Isolation::Container
+                && !ctx
+                    .engine_for(p)
+                    .inspect(p.container_ref())
+                    .await?
+                    .is_some_and(|c| c.running)
             {
                 return Err(Error::Invalid(format!(
                     "cannot create a sub-sandbox of {}: its container is not running (see `h9sandbox ls`)",
@@ -92,10 +98,17 @@ pub async fn run(ctx: &Ctx, args: &UpArgs) -> Result<i32> {
         None => format!("h9sandbox-{}", &id.simple().to_string()[..12]),
     };
     let now = now_rfc3339();
+    // A sub-sandbox runs on its parent's engine.
+    let mut engine = match &parent {
+        Some(p) => ctx.engine_for(p),
+        None => ctx.engine.clone(),
+    };
     let record = Record {
         id,
         name: name.clone(),
         state: Lifecycle::Pending,
+        engine: engine.kind(),
+        isolation: engine.kind().isolation(),
         container_id: None,
         image: image.clone(),
         workdir: workdir.clone(),
@@ -146,16 +159,39 @@ pub async fn run(ctx: &Ctx, args: &UpArgs) -> Result<i32> {
     };
 
     let spinner = Spinner::new(ctx.format);
-    let started = tokio::select! {
-        r = start(ctx, &spec, &spinner) => r,
-        sig = interrupted() => Err(anyhow::anyhow!("interrupted by {sig}")),
-    };
+    let mut started = start_interruptible(ctx, &engine, &spec, &spinner).await;
+    if let Err(e) = &started {
+        if let Some(Error::EngineUnavailable { bin, reason }) = e.downcast_ref::<Error>() {
+            if engine.kind().isolation() == Isolation::Container
+                && ctx.cfg.fallback == Fallback::Local
+                && parent.is_none()
+            {
+                output::warn(&format!(
+                    "{} is unreachable ({reason}; see `{bin} info`). fallback = \"local\": \
+                     sandbox {} is created WITHOUT A CONTAINER; its commands run directly on this host",
+                    engine.kind(),
+                    &id.simple().to_string()[..12]
+                ));
+                ctx.store.update(|s| {
+                    let r = s.get_mut(id).context(
+                        "the sandbox's record vanished from the state file while it started",
+                    )?;
+                    r.engine = EngineKind::Local;
+                    r.isolation = Isolation::None;
+                    Ok(())
+                })?;
+                engine = ctx.engine_of(EngineKind::Local);
+                started = start_interruptible(ctx, &engine, &spec, &spinner).await;
+            }
+        }
+    }
+    let isolation = engine.kind().isolation();
     let container_id = match started {
         Ok(c) => c,
         Err(e) => {
             drop(spinner);
             // Remove whatever was created; by label, since a failed `run` prints no ID.
-            let _ = ctx.engine.remove_labelled(LABEL_ID, &id.to_string()).await;
+            let _ = engine.remove_labelled(LABEL_ID, &id.to_string()).await;
             let name_taken = matches!(e.downcast_ref::<Error>(), Some(Error::NameInUse(_)));
             let reason = format!("{e:#}");
             let _ = ctx.store.update(|s| {
@@ -174,17 +210,20 @@ pub async fn run(ctx: &Ctx, args: &UpArgs) -> Result<i32> {
         let r = s
             .get_mut(id)
             .context("the sandbox's record vanished from the state file while it started")?;
-        r.container_id = Some(container_id.clone());
+        r.container_id = (isolation == Isolation::Container).then(|| container_id.clone());
         r.set_state(Lifecycle::Running, None);
         Ok(r.clone())
     });
     let mut rec = match rec {
         Ok(r) => r,
         Err(e) => {
-            let _ = ctx.engine.remove(&container_id).await;
+            let _ = engine.remove(&container_id).await;
             return Err(e);
         }
     };
+    if isolation == Isolation::None {
+        output::warn(&local_warning(&rec));
+    }
     if let Some(cmd) = cfg.bootstrap() {
         // The command's output goes to stderr: stdout carries the ID (or the JSON record).
         let done = bootstrap::execute(ctx, &rec, cmd, &spinner, Sink::Stderr).await;
@@ -238,7 +277,7 @@ fn bootstrap_failure(run: &BootstrapRun, cfg: &Config) -> String {
 /// Removes a started sandbox's container and marks its record Failed with `reason`; returns the
 /// error `up` fails with.
 async fn abort(ctx: &Ctx, rec: &Record, reason: String) -> anyhow::Error {
-    let removed = ctx.engine.remove(rec.container_ref()).await;
+    let removed = ctx.engine_for(rec).remove(rec.container_ref()).await;
     let _ = ctx.store.update(|s| {
         if let Some(r) = s.get_mut(rec.id) {
             r.set_state(Lifecycle::Failed, Some(reason.clone()));
@@ -342,10 +381,38 @@ pub fn child_workdir(parent: &Record, dir: Option<&Path>) -> Result<PathBuf> {
     Ok(canon)
 }
 
-/// Creates the container (pulling the image once if it is missing) and waits until it runs.
-async fn start(ctx: &Ctx, spec: &ContainerSpec, spinner: &Spinner) -> Result<String> {
+/// What `up` and `ls` say about a local sandbox, on stderr.
+pub fn local_warning(rec: &Record) -> String {
+    format!(
+        "sandbox {} is local (engine = \"local\", isolation: none): its commands run directly on this host as user {}, with no container, no resource limits and no network restrictions",
+        rec.short_id(),
+        rustix::process::geteuid().as_raw()
+    )
+}
+
+/// [`start`], given up on SIGINT, SIGTERM or SIGHUP.
+async fn start_interruptible(
+    ctx: &Ctx,
+    engine: &AnyEngine,
+    spec: &ContainerSpec,
+    spinner: &Spinner,
+) -> Result<String> {
+    tokio::select! {
+        r = start(ctx, engine, spec, spinner) => r,
+        sig = interrupted() => Err(anyhow::anyhow!("interrupted by {sig}")),
+    }
+}
+
+/// Creates the container (pulling the image once if it is missing), waits until it runs, and
+/// checks that the engine applied every resource limit.
+async fn start(
+    ctx: &Ctx,
+    engine: &AnyEngine,
+    spec: &ContainerSpec,
+    spinner: &Spinner,
+) -> Result<String> {
     spinner.step("creating container");
-    let container_id = match ctx.engine.create(spec).await {
+    let container_id = match engine.create(spec).await {
         Err(e)
             if matches!(
                 e.downcast_ref::<Error>(),
@@ -353,32 +420,42 @@ async fn start(ctx: &Ctx, spec: &ContainerSpec, spinner: &Spinner) -> Result<Str
             ) =>
         {
             spinner.step(format!("pulling {}", spec.image));
-            ctx.engine
+            engine
                 .pull(&spec.image, Duration::from_secs(ctx.cfg.pull_timeout_secs))
                 .await?;
             spinner.step("creating container");
-            ctx.engine.create(spec).await?
+            engine.create(spec).await?
         }
         r => r?,
     };
     spinner.step("waiting for the container to run");
-    wait_running(
-        ctx,
+    let status = wait_running(
+        engine,
         &container_id,
         Duration::from_secs(ctx.cfg.start_timeout_secs),
     )
     .await?;
+    if engine.kind().isolation() == Isolation::Container {
+        let applied = status.applied.ok_or_else(|| {
+            anyhow::anyhow!("the engine did not report the container's resource limits; refusing to run a sandbox whose limits cannot be checked")
+        })?;
+        applied.check(&spec.limits).map_err(anyhow::Error::msg)?;
+    }
     Ok(container_id)
 }
 
 /// Polls the container's `State.Running` right away, then with back-off (10 ms doubling to
-/// 200 ms), until it runs or `timeout` passes.
-async fn wait_running(ctx: &Ctx, container: &str, timeout: Duration) -> Result<()> {
+/// 200 ms), until it runs or `timeout` passes. Returns the running container's status.
+async fn wait_running(
+    engine: &AnyEngine,
+    container: &str,
+    timeout: Duration,
+) -> Result<ContainerStatus> {
     let deadline = Instant::now() + timeout;
     let mut delay = Duration::from_millis(10);
     loop {
-        match ctx.engine.inspect(container).await? {
-            Some(s) if s.running => return Ok(()),
+        match engine.inspect(container).await? {
+            Some(s) if s.running => return Ok(s),
             Some(s) if s.status == "exited" || s.status == "dead" => {
                 let mut why = format!(
                     "the container exited with status {} right after it started",

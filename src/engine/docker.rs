@@ -1,6 +1,11 @@
-//! The Docker implementation of [`Environment`]: shells out to the `docker` CLI (or any
-//! CLI-compatible client named by `engine_bin`) with argv vectors built by pure functions, which
-//! the unit tests below compare exactly.
+//! The container implementation of [`Environment`]: shells out to the `docker` CLI, or to
+//! `podman` (or any CLI-compatible client named by `engine_bin`), with argv vectors built by pure
+//! functions, which the unit tests below compare exactly.
+//!
+//! Docker and Podman share one code path; where Podman differs, a small function takes the
+//! [`Flavor`]: `ps` output ([`ps_args`], [`parse_ps`]: Podman's template has no `.Label`, and its
+//! `.State` is a human string, so Podman is asked for JSON), the explicit rlimits a daemonless
+//! engine needs ([`ulimit_args`]), and its error messages ([`Docker::exec_failure`]).
 
 use std::ffi::OsString;
 use std::path::Path;
@@ -11,8 +16,8 @@ use anyhow::{anyhow, Context, Result};
 use tokio::process::Command;
 
 use super::{
-    ContainerSpec, ContainerStatus, ContainerSummary, Environment, ExecFailure, ExecSpec,
-    EXEC_MARKER_VAR, LABEL_ID, SCRATCH_DIR,
+    AppliedLimits, ContainerSpec, ContainerStatus, ContainerSummary, EngineKind, Environment,
+    ExecFailure, ExecSpec, EXEC_MARKER_VAR, LABEL_ID, SCRATCH_DIR,
 };
 use crate::error::Error;
 
@@ -47,22 +52,105 @@ exit 1"#;
 /// How long `remove` waits for a removal another process started (`docker rm` answers "removal
 /// of container … is already in progress" meanwhile).
 pub const REMOVAL_WAIT: Duration = Duration::from_secs(60);
+/// Which Docker-CLI-compatible engine a [`Docker`] drives.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Flavor {
+    /// Docker Engine: a daemon applies the container's rlimits from its own.
+    Docker,
+    /// Podman: no daemon; the client's process starts the OCI runtime, so the container's
+    /// rlimits cannot exceed the client's hard limits.
+    Podman,
+}
+
+/// Engine options of `run` beyond the sandbox's own limits (configuration keys `runtime`,
+/// `ulimit_nofile`, `ulimit_nproc`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RunOptions {
+    /// OCI runtime (`--runtime`, e.g. `runc`, `crun`, `runsc`); `None` is the engine's default.
+    pub runtime: Option<String>,
+    /// Open-files rlimit (`--ulimit nofile=N:N`); 0 = automatic (see [`ulimit_args`]).
+    pub ulimit_nofile: u64,
+    /// Processes rlimit (`--ulimit nproc=N:N`); 0 = automatic (see [`ulimit_args`]).
+    pub ulimit_nproc: u64,
+}
+
+/// The host's hard rlimits and kernel ceilings that bound a Podman container's rlimits.
+/// `None` is unlimited (or unknown).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct HostLimits {
+    /// Our hard `RLIMIT_NOFILE` (`getrlimit(2)`).
+    pub nofile_hard: Option<u64>,
+    /// `/proc/sys/fs/nr_open`: no process may have more open files.
+    pub nr_open: Option<u64>,
+    /// Our hard `RLIMIT_NPROC`.
+    pub nproc_hard: Option<u64>,
+    /// `/proc/sys/kernel/pid_max`: Podman lowers its own `RLIMIT_NPROC` to it at start-up.
+    pub pid_max: Option<u64>,
+}
+
+impl HostLimits {
+    /// Reads them from `getrlimit(2)` and `/proc/sys`.
+    pub fn read() -> HostLimits {
+        use rustix::process::{getrlimit, Resource};
+        let sysctl = |path: &str| {
+            std::fs::read_to_string(path)
+                .ok()
+                .and_then(|s| s.trim().parse::<u64>().ok())
+        };
+        HostLimits {
+            nofile_hard: getrlimit(Resource::Nofile).maximum,
+            nr_open: sysctl("/proc/sys/fs/nr_open"),
+            nproc_hard: getrlimit(Resource::Nproc).maximum,
+            pid_max: sysctl("/proc/sys/kernel/pid_max"),
+        }
+    }
+}
 
 /// A Docker-CLI-compatible engine.
 #[derive(Debug, Clone)]
 pub struct Docker {
     bin: String,
     verbose: bool,
+    flavor: Flavor,
+    options: RunOptions,
 }
 
 impl Docker {
     /// The engine whose client is `bin` (e.g. `docker`); with `verbose`, every command line run is
-    /// printed to stderr.
+    /// printed to stderr. A `bin` whose file name contains `podman` drives Podman.
     pub fn new(bin: impl Into<String>, verbose: bool) -> Docker {
+        let bin = bin.into();
+        let flavor = if Path::new(&bin)
+            .file_name()
+            .and_then(|n| n.to_str())
+            .is_some_and(|n| n.contains("podman"))
+        {
+            Flavor::Podman
+        } else {
+            Flavor::Docker
+        };
+        Docker::with_flavor(flavor, bin, verbose)
+    }
+
+    /// The engine `flavor` whose client is `bin`.
+    pub fn with_flavor(flavor: Flavor, bin: impl Into<String>, verbose: bool) -> Docker {
         Docker {
             bin: bin.into(),
             verbose,
+            flavor,
+            options: RunOptions::default(),
         }
+    }
+
+    /// The same engine, creating containers with `options`.
+    pub fn options(mut self, options: RunOptions) -> Docker {
+        self.options = options;
+        self
+    }
+
+    /// Which engine this is.
+    pub fn flavor(&self) -> Flavor {
+        self.flavor
     }
 
     /// The client binary.
@@ -135,11 +223,16 @@ impl Docker {
     }
 
     fn spawn_error(&self, e: std::io::Error) -> anyhow::Error {
+        let product = match self.flavor {
+            Flavor::Docker => "Docker",
+            Flavor::Podman => "Podman",
+        };
         let reason = if e.kind() == std::io::ErrorKind::NotFound && self.bin.contains('/') {
             format!("{} does not exist; fix engine_bin", self.bin)
         } else if e.kind() == std::io::ErrorKind::NotFound {
-            "not found on PATH; install Docker, or set engine_bin to the engine's client"
-                .to_string()
+            format!(
+                "not found on PATH; install {product}, or set engine_bin to the engine's client"
+            )
         } else {
             format!("cannot run it: {e}; check engine_bin")
         };
@@ -155,17 +248,23 @@ impl Docker {
 }
 
 impl Environment for Docker {
-    fn kind(&self) -> &str {
-        Path::new(&self.bin)
-            .file_name()
-            .and_then(|n| n.to_str())
-            .filter(|n| n.contains("podman"))
-            .map(|_| "podman")
-            .unwrap_or("docker")
+    fn kind(&self) -> EngineKind {
+        match self.flavor {
+            Flavor::Docker => EngineKind::Docker,
+            Flavor::Podman => EngineKind::Podman,
+        }
     }
 
     async fn create(&self, spec: &ContainerSpec) -> Result<String> {
-        let (code, stdout, stderr) = self.output(run_args(spec)).await?;
+        let mut extra = ulimit_args(
+            self.flavor,
+            self.options.ulimit_nofile,
+            self.options.ulimit_nproc,
+            &HostLimits::read(),
+        )
+        .map_err(Error::Invalid)?;
+        extra.extend(runtime_args(self.options.runtime.as_deref()));
+        let (code, stdout, stderr) = self.output(run_args(spec, &extra)).await?;
         if code == 0 {
             return stdout
                 .lines()
@@ -184,9 +283,10 @@ impl Environment for Docker {
             return Err(Error::NameInUse(spec.name.clone()).into());
         }
         Err(anyhow!(
-            "`{} run` failed: {}",
+            "`{} run` failed: {}{}",
             self.bin,
-            first_error_line(&stderr)
+            first_error_line(&stderr),
+            run_failure_hint(&stderr)
         ))
     }
 
@@ -228,7 +328,7 @@ impl Environment for Docker {
                 first_error_line(&stderr)
             ));
         }
-        parse_inspect_state(&stdout).map(Some)
+        parse_inspect(&stdout).map(Some)
     }
 
     async fn stop(&self, container: &str, grace: Duration) -> Result<()> {
@@ -284,8 +384,8 @@ impl Environment for Docker {
     }
 
     async fn list(&self, labels: &[(&str, &str)]) -> Result<Vec<ContainerSummary>> {
-        let out = self.checked(ps_args(labels)).await?;
-        Ok(out.lines().filter_map(parse_ps_line).collect())
+        let out = self.checked(ps_args(self.flavor, labels)).await?;
+        parse_ps(self.flavor, &out)
     }
 
     fn exec_command(&self, container: &str, spec: &ExecSpec) -> Command {
@@ -333,8 +433,13 @@ impl Environment for Docker {
 
     fn exec_failure(&self, container: &str, head: &[u8], status: i32) -> Option<ExecFailure> {
         // `docker exec` reports its own failures with status 1 (daemon errors), 125, 126 or 127
-        // (the OCI runtime could not start the process) and a message of its own on stderr.
-        if !matches!(status, 1 | 125 | 126 | 127) {
+        // (the OCI runtime could not start the process) and a message of its own on stderr;
+        // `podman exec` with 125, 126, 127, or 255 (container not running).
+        let own = match self.flavor {
+            Flavor::Docker => matches!(status, 1 | 125 | 126 | 127),
+            Flavor::Podman => matches!(status, 125 | 126 | 127 | 255),
+        };
+        if !own {
             return None;
         }
         let text = String::from_utf8_lossy(head);
@@ -353,6 +458,7 @@ impl Environment for Docker {
         if text.contains("is not running")
             || text.contains("is paused")
             || text.contains("is restarting")
+            || text.contains("can only create exec sessions on running containers")
         {
             return Some(ExecFailure::ContainerGone(format!(
                 "its container {container} is not running (stopped, paused or killed outside h9sandbox)"
@@ -370,8 +476,9 @@ impl Environment for Docker {
     }
 }
 
-/// `docker run` arguments for `spec`: hardened, labelled, detached, never pulling.
-pub fn run_args(spec: &ContainerSpec) -> Vec<String> {
+/// `docker run` arguments for `spec`: hardened, labelled, detached, never pulling. `extra`
+/// (engine options: [`ulimit_args`], [`runtime_args`]) goes before `--pull`.
+pub fn run_args(spec: &ContainerSpec, extra: &[String]) -> Vec<String> {
     let l = &spec.limits;
     let workdir = spec.workdir.to_string_lossy();
     let mut a: Vec<String> = vec![
@@ -413,6 +520,9 @@ pub fn run_args(spec: &ContainerSpec) -> Vec<String> {
         bind_mount_arg(&workdir),
         "--workdir".into(),
         workdir.to_string(),
+    ]);
+    a.extend(extra.iter().cloned());
+    a.extend([
         "--pull".into(),
         "never".into(),
         "--".into(),
@@ -421,6 +531,83 @@ pub fn run_args(spec: &ContainerSpec) -> Vec<String> {
         "infinity".into(),
     ]);
     a
+}
+
+/// `--ulimit` arguments for the open-files and processes rlimits (`setrlimit(2)`), where
+/// `nofile`/`nproc` of 0 mean automatic:
+/// - Docker: the daemon, not this client, starts the container, so our limits say nothing
+///   about what it can grant; automatic passes nothing (the daemon's defaults), a value is
+///   passed as given.
+/// - Podman: the client's own process starts the OCI runtime, which cannot raise an rlimit
+///   above the client's hard limit; Podman's defaults (1048576 files, pid_max processes) exceed
+///   it on many hosts ("error setting rlimit type 7: operation not permitted"). Automatic passes
+///   the highest allowed value: the hard `RLIMIT_NOFILE` (at most `nr_open`) and the hard
+///   `RLIMIT_NPROC` (at most `pid_max`, to which Podman lowers its own); a value above that is
+///   refused here, with the reason, instead of by the runtime.
+///
+/// Errors: a configured value the host cannot grant (Podman).
+pub fn ulimit_args(
+    flavor: Flavor,
+    nofile: u64,
+    nproc: u64,
+    host: &HostLimits,
+) -> Result<Vec<String>, String> {
+    let min = |a: Option<u64>, b: Option<u64>| match (a, b) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    };
+    let limits = [
+        (
+            "nofile",
+            "ulimit_nofile",
+            "`ulimit -Hn`, /proc/sys/fs/nr_open",
+            nofile,
+            min(host.nofile_hard, host.nr_open),
+        ),
+        (
+            "nproc",
+            "ulimit_nproc",
+            "`ulimit -Hu`, /proc/sys/kernel/pid_max",
+            nproc,
+            min(host.nproc_hard, host.pid_max),
+        ),
+    ];
+    let mut a = Vec::new();
+    for (name, key, source, want, ceiling) in limits {
+        let value = match (flavor, want, ceiling) {
+            (Flavor::Docker, 0, _) | (Flavor::Podman, 0, None) => continue,
+            (Flavor::Podman, 0, Some(c)) => c,
+            (Flavor::Podman, w, Some(c)) if w > c => {
+                return Err(format!(
+                    "{key} = {w} exceeds this host's limit of {c} ({source}), which Podman cannot raise; lower {key}, or set 0 for the highest allowed"
+                ));
+            }
+            (_, w, _) => w,
+        };
+        a.push("--ulimit".into());
+        a.push(format!("{name}={value}:{value}"));
+    }
+    Ok(a)
+}
+
+/// `--runtime NAME` when an OCI runtime is configured (both engines accept it on `run`).
+pub fn runtime_args(runtime: Option<&str>) -> Vec<String> {
+    runtime
+        .map(|r| vec!["--runtime".to_string(), r.to_string()])
+        .unwrap_or_default()
+}
+
+/// A hint for a `run` failure whose cause h9sandbox knows, starting with "; ", or "".
+pub fn run_failure_hint(stderr: &str) -> &'static str {
+    if stderr.contains("error setting rlimit") {
+        "; an rlimit exceeds what the runtime may grant: lower ulimit_nofile / ulimit_nproc (0 = automatic)"
+    } else if stderr.contains("container-init binary not found") || stderr.contains("catatonit") {
+        "; Podman runs `catatonit` for --init: install it (apt-get install catatonit)"
+    } else if stderr.contains("crun") && stderr.contains("cgroup") {
+        "; crun cannot use this host's cgroups: set runtime = \"runc\" (apt-get install runc)"
+    } else {
+        ""
+    }
 }
 
 /// `--mount` value binding `path` at the same path. `--mount` is parsed as one CSV record, so a
@@ -446,21 +633,23 @@ pub fn format_cpus(cpus: f64) -> String {
     s.trim_end_matches('0').trim_end_matches('.').to_string()
 }
 
-/// `docker inspect` arguments printing the container's `.State` as JSON.
+/// `docker inspect` arguments printing the container's `.State` and `.HostConfig` as one JSON
+/// object (both engines name the fields alike).
 pub fn inspect_args(container: &str) -> Vec<String> {
     vec![
         "inspect".into(),
         "--type".into(),
         "container".into(),
         "--format".into(),
-        "{{json .State}}".into(),
+        r#"{"State":{{json .State}},"HostConfig":{{json .HostConfig}}}"#.into(),
         container.into(),
     ]
 }
 
-/// `docker ps -a` arguments listing containers with every label in `labels`, one per line:
-/// ID, name, state, status and sandbox ID separated by tabs.
-pub fn ps_args(labels: &[(&str, &str)]) -> Vec<String> {
+/// `ps -a` arguments listing containers with every label in `labels`. Docker: one line per
+/// container, ID, name, state, status and sandbox ID separated by tabs. Podman: a JSON array
+/// (its template's `.State` is the human status and it has no `.Label`).
+pub fn ps_args(flavor: Flavor, labels: &[(&str, &str)]) -> Vec<String> {
     let mut a: Vec<String> = vec!["ps".into(), "-a".into(), "--no-trunc".into()];
     for (k, v) in labels {
         a.push("--filter".into());
@@ -471,10 +660,55 @@ pub fn ps_args(labels: &[(&str, &str)]) -> Vec<String> {
         });
     }
     a.push("--format".into());
-    a.push(format!(
-        "{{{{.ID}}}}\t{{{{.Names}}}}\t{{{{.State}}}}\t{{{{.Status}}}}\t{{{{.Label \"{LABEL_ID}\"}}}}"
-    ));
+    a.push(match flavor {
+        Flavor::Docker => format!(
+            "{{{{.ID}}}}\t{{{{.Names}}}}\t{{{{.State}}}}\t{{{{.Status}}}}\t{{{{.Label \"{LABEL_ID}\"}}}}"
+        ),
+        Flavor::Podman => "json".into(),
+    });
     a
+}
+
+/// Parses the output of [`ps_args`].
+pub fn parse_ps(flavor: Flavor, out: &str) -> Result<Vec<ContainerSummary>> {
+    match flavor {
+        Flavor::Docker => Ok(out.lines().filter_map(parse_ps_line).collect()),
+        Flavor::Podman => parse_podman_ps(out),
+    }
+}
+
+fn parse_podman_ps(json: &str) -> Result<Vec<ContainerSummary>> {
+    #[derive(serde::Deserialize)]
+    #[serde(rename_all = "PascalCase")]
+    struct Entry {
+        id: String,
+        #[serde(default)]
+        names: Vec<String>,
+        #[serde(default)]
+        state: String,
+        #[serde(default)]
+        status: String,
+        #[serde(default)]
+        labels: Option<std::collections::BTreeMap<String, String>>,
+    }
+    if json.trim().is_empty() {
+        return Ok(Vec::new());
+    }
+    let entries: Vec<Entry> = serde_json::from_str(json)
+        .with_context(|| format!("cannot parse `podman ps` output: {json}"))?;
+    Ok(entries
+        .into_iter()
+        .map(|e| ContainerSummary {
+            id: e.id,
+            name: e.names.into_iter().next().unwrap_or_default(),
+            state: e.state,
+            status: e.status,
+            sandbox_id: e
+                .labels
+                .and_then(|mut l| l.remove(LABEL_ID))
+                .filter(|s| !s.is_empty()),
+        })
+        .collect())
 }
 
 /// `docker exec` arguments running `spec` in `container` through [`SHELL_WRAPPER`].
@@ -515,7 +749,28 @@ pub fn kill_args(container: &str, marker: &str) -> Vec<String> {
     ]
 }
 
-fn parse_inspect_state(json: &str) -> Result<ContainerStatus> {
+/// Parses the output of [`inspect_args`].
+pub fn parse_inspect(json: &str) -> Result<ContainerStatus> {
+    #[derive(serde::Deserialize)]
+    #[serde(rename_all = "PascalCase")]
+    struct Inspect {
+        state: State,
+        host_config: Option<HostConfig>,
+    }
+    #[derive(serde::Deserialize)]
+    #[serde(rename_all = "PascalCase")]
+    struct HostConfig {
+        #[serde(default)]
+        memory: Option<i64>,
+        #[serde(default)]
+        nano_cpus: Option<i64>,
+        #[serde(default)]
+        cpu_quota: Option<i64>,
+        #[serde(default)]
+        cpu_period: Option<i64>,
+        #[serde(default)]
+        pids_limit: Option<i64>,
+    }
     #[derive(serde::Deserialize)]
     #[serde(rename_all = "PascalCase")]
     struct State {
@@ -528,14 +783,31 @@ fn parse_inspect_state(json: &str) -> Result<ContainerStatus> {
         #[serde(default, rename = "OOMKilled")]
         oom_killed: bool,
     }
-    let s: State = serde_json::from_str(json.trim())
+    let i: Inspect = serde_json::from_str(json.trim())
         .with_context(|| format!("cannot parse the engine's container state: {json}"))?;
+    let s = i.state;
+    // Negative values (-1: unlimited, in some versions) count as no limit.
+    let pos = |v: Option<i64>| v.filter(|v| *v > 0).map_or(0, |v| v as u64);
+    let applied = i.host_config.map(|h| {
+        let nano = pos(h.nano_cpus);
+        let (quota, period) = (pos(h.cpu_quota), pos(h.cpu_period));
+        AppliedLimits {
+            memory_bytes: pos(h.memory),
+            nano_cpus: if nano > 0 || quota == 0 || period == 0 {
+                nano
+            } else {
+                quota * 1_000_000_000 / period
+            },
+            pids_limit: pos(h.pids_limit),
+        }
+    });
     Ok(ContainerStatus {
         status: s.status,
         running: s.running,
         exit_code: s.exit_code,
         error: s.error,
         oom_killed: s.oom_killed,
+        applied,
     })
 }
 
@@ -581,6 +853,7 @@ pub fn unreachable_reason(stderr: &str) -> Option<String> {
 
 fn is_no_such_container(stderr: &str) -> bool {
     stderr.contains("No such container")
+        || stderr.contains("no such container")
         || stderr.contains("No such object")
         || stderr.contains("no container with")
 }
@@ -647,7 +920,7 @@ mod tests {
     fn run_args_are_hardened_and_exact() {
         let got = shell_line(
             "docker",
-            &run_args(&spec("/w"))
+            &run_args(&spec("/w"), &[])
                 .into_iter()
                 .map(Into::into)
                 .collect::<Vec<_>>(),
@@ -660,6 +933,222 @@ mod tests {
              --tmpfs /tmp:size=256m,nosuid,noexec,nodev --network none \
              --mount type=volume,destination=/var/tmp --env TMPDIR=/var/tmp \
              --mount type=bind,source=/w,target=/w --workdir /w --pull never -- ubuntu:22.04 sleep infinity"
+        );
+    }
+
+    #[test]
+    fn engine_options_go_before_pull() {
+        let extra = vec![
+            "--ulimit".to_string(),
+            "nofile=10:10".into(),
+            "--runtime".into(),
+            "runc".into(),
+        ];
+        let a = run_args(&spec("/w"), &extra);
+        let at = a.iter().position(|w| w == "--pull").unwrap();
+        assert_eq!(a[at - 4..at], extra[..]);
+        assert_eq!(
+            a[at..],
+            ["--pull", "never", "--", "ubuntu:22.04", "sleep", "infinity"]
+        );
+    }
+
+    #[test]
+    fn ulimits_docker_passes_only_what_is_configured() {
+        let host = HostLimits {
+            nofile_hard: Some(20000),
+            nr_open: Some(1048576),
+            nproc_hard: Some(96365),
+            pid_max: Some(32768),
+        };
+        assert_eq!(
+            ulimit_args(Flavor::Docker, 0, 0, &host).unwrap(),
+            Vec::<String>::new()
+        );
+        // The daemon grants them, not this client: no check against our limits.
+        assert_eq!(
+            ulimit_args(Flavor::Docker, 50000, 100, &host).unwrap(),
+            [
+                "--ulimit",
+                "nofile=50000:50000",
+                "--ulimit",
+                "nproc=100:100"
+            ]
+        );
+    }
+
+    #[test]
+    fn ulimits_podman_stay_within_the_hosts_hard_limits() {
+        let host = HostLimits {
+            nofile_hard: Some(20000),
+            nr_open: Some(1048576),
+            nproc_hard: Some(96365),
+            pid_max: Some(32768),
+        };
+        // Automatic: the hard nofile limit, and nproc capped at pid_max (Podman lowers its own).
+        assert_eq!(
+            ulimit_args(Flavor::Podman, 0, 0, &host).unwrap(),
+            [
+                "--ulimit",
+                "nofile=20000:20000",
+                "--ulimit",
+                "nproc=32768:32768"
+            ]
+        );
+        assert_eq!(
+            ulimit_args(Flavor::Podman, 1024, 512, &host).unwrap(),
+            ["--ulimit", "nofile=1024:1024", "--ulimit", "nproc=512:512"]
+        );
+        let err = ulimit_args(Flavor::Podman, 20001, 0, &host).unwrap_err();
+        assert!(
+            err.starts_with("ulimit_nofile = 20001 exceeds this host's limit of 20000"),
+            "{err}"
+        );
+        let err = ulimit_args(Flavor::Podman, 0, 40000, &host).unwrap_err();
+        assert!(
+            err.contains("ulimit_nproc = 40000") && err.contains("32768"),
+            "{err}"
+        );
+        // An unlimited hard limit is bounded by the kernel's ceiling; none known: Podman decides.
+        let open = HostLimits {
+            nofile_hard: None,
+            nr_open: Some(1048576),
+            nproc_hard: None,
+            pid_max: None,
+        };
+        assert_eq!(
+            ulimit_args(Flavor::Podman, 0, 0, &open).unwrap(),
+            ["--ulimit", "nofile=1048576:1048576"]
+        );
+    }
+
+    #[test]
+    fn runtime_is_passed_only_when_configured() {
+        assert_eq!(runtime_args(None), Vec::<String>::new());
+        assert_eq!(runtime_args(Some("runc")), ["--runtime", "runc"]);
+    }
+
+    #[test]
+    fn run_failures_get_a_hint_when_the_cause_is_known() {
+        assert!(run_failure_hint("Error: runc: ... error setting rlimit type 7: operation not permitted: OCI permission denied").contains("ulimit_nofile"));
+        assert!(
+            run_failure_hint("Error: container-init binary not found on the host")
+                .contains("catatonit")
+        );
+        assert_eq!(run_failure_hint("Error: something else"), "");
+    }
+
+    #[test]
+    fn inspect_reads_state_and_applied_limits_of_both_engines() {
+        assert_eq!(
+            inspect_args("c1"),
+            [
+                "inspect",
+                "--type",
+                "container",
+                "--format",
+                r#"{"State":{{json .State}},"HostConfig":{{json .HostConfig}}}"#,
+                "c1"
+            ]
+        );
+        // Docker 20.10.
+        let s = parse_inspect(r#"{"State":{"Status":"running","Running":true,"Paused":false,"OOMKilled":false,"Dead":false,"Pid":4,"ExitCode":0,"Error":""},"HostConfig":{"Memory":268435456,"NanoCpus":500000000,"CpuQuota":0,"CpuPeriod":0,"PidsLimit":40}}"#).unwrap();
+        assert!(s.running);
+        assert_eq!(
+            s.applied,
+            Some(AppliedLimits {
+                memory_bytes: 268435456,
+                nano_cpus: 500000000,
+                pids_limit: 40
+            })
+        );
+        // Podman 4.3 (cgroup v1), which also has OciVersion, ConmonPid, ...; and limits given as
+        // quota/period; and none at all (null, -1).
+        let s = parse_inspect(r#"{"State":{"OciVersion":"1.0.2-dev","Status":"exited","Running":false,"OOMKilled":true,"ExitCode":137,"Error":"","ConmonPid":7},"HostConfig":{"Memory":0,"NanoCpus":0,"CpuQuota":150000,"CpuPeriod":100000,"PidsLimit":-1}}"#).unwrap();
+        assert_eq!(
+            (s.status.as_str(), s.exit_code, s.oom_killed),
+            ("exited", 137, true)
+        );
+        assert_eq!(
+            s.applied,
+            Some(AppliedLimits {
+                memory_bytes: 0,
+                nano_cpus: 1_500_000_000,
+                pids_limit: 0
+            })
+        );
+        let s = parse_inspect(
+            r#"{"State":{"Status":"created","Running":false},"HostConfig":{"PidsLimit":null}}"#,
+        )
+        .unwrap();
+        assert_eq!(s.applied, Some(AppliedLimits::default()));
+    }
+
+    #[test]
+    fn ps_differs_between_docker_and_podman() {
+        let labels = [("h9sandbox", "1"), ("h9sandbox.state_dir", "/s")];
+        let d = ps_args(Flavor::Docker, &labels);
+        assert_eq!(
+            d[..7],
+            [
+                "ps",
+                "-a",
+                "--no-trunc",
+                "--filter",
+                "label=h9sandbox=1",
+                "--filter",
+                "label=h9sandbox.state_dir=/s"
+            ]
+        );
+        assert_eq!(
+            d[7..],
+            [
+                "--format",
+                "{{.ID}}\t{{.Names}}\t{{.State}}\t{{.Status}}\t{{.Label \"h9sandbox.id\"}}"
+            ]
+        );
+        let p = ps_args(Flavor::Podman, &labels);
+        assert_eq!(p[..7], d[..7]);
+        assert_eq!(p[7..], ["--format", "json"]);
+        let listed = parse_ps(
+            Flavor::Podman,
+            r#"[{"Id":"abc","Names":["h9sandbox-1"],"State":"exited","Status":"Exited (137) 2 seconds ago","Labels":{"h9sandbox":"1","h9sandbox.id":"uuid-1"}},
+                {"Id":"def","Names":["other"],"State":"running","Status":"Up 1 second ago","Labels":null}]"#,
+        )
+        .unwrap();
+        assert_eq!(
+            listed,
+            vec![
+                ContainerSummary {
+                    id: "abc".into(),
+                    name: "h9sandbox-1".into(),
+                    state: "exited".into(),
+                    status: "Exited (137) 2 seconds ago".into(),
+                    sandbox_id: Some("uuid-1".into()),
+                },
+                ContainerSummary {
+                    id: "def".into(),
+                    name: "other".into(),
+                    state: "running".into(),
+                    status: "Up 1 second ago".into(),
+                    sandbox_id: None,
+                },
+            ]
+        );
+        assert!(parse_ps(Flavor::Podman, "").unwrap().is_empty());
+        assert!(parse_ps(Flavor::Podman, "[]").unwrap().is_empty());
+    }
+
+    #[test]
+    fn the_flavor_follows_the_binary_name() {
+        assert_eq!(Docker::new("docker", false).kind(), EngineKind::Docker);
+        assert_eq!(
+            Docker::new("/usr/bin/podman", false).kind(),
+            EngineKind::Podman
+        );
+        assert_eq!(
+            Docker::with_flavor(Flavor::Podman, "/opt/p", false).kind(),
+            EngineKind::Podman
         );
     }
 
@@ -752,6 +1241,26 @@ mod tests {
         assert!(matches!(down, Some(ExecFailure::EngineUnavailable(_))));
         // A command that fails with its own message is the command's business.
         assert_eq!(d.exec_failure("c", b"grep: x: No such file\n", 1), None);
+        // Podman's messages and statuses.
+        let p = Docker::with_flavor(Flavor::Podman, "podman", false);
+        let gone = p.exec_failure(
+            "c",
+            b"Error: no container with name or ID \"c\" found: no such container\n",
+            125,
+        );
+        assert!(
+            matches!(gone, Some(ExecFailure::ContainerGone(r)) if r.contains("no longer exists"))
+        );
+        let stopped = p.exec_failure(
+            "c",
+            b"Error: can only create exec sessions on running containers: container state improper\n",
+            255,
+        );
+        assert!(
+            matches!(stopped, Some(ExecFailure::ContainerGone(r)) if r.contains("not running"))
+        );
+        // Status 1 is a command's own with Podman, even when it prints "Error".
+        assert_eq!(p.exec_failure("c", b"Error: my script failed\n", 1), None);
         assert_eq!(
             d.exec_failure("c", b"Error response from daemon: No such container", 0),
             None

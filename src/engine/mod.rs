@@ -1,22 +1,28 @@
-//! The container engine behind one trait ([`Environment`], after the seed documents), and what
-//! `up`, `exec`, `down` and `ls` exchange with it.
+//! The engine behind one trait ([`Environment`], after the seed documents), and what `up`,
+//! `exec`, `down` and `ls` exchange with it.
 //!
-//! [`docker::Docker`] implements it by running the engine's command-line client with an argv
-//! vector (never through a shell), so every call can be printed (`-v`) and pasted into a terminal.
+//! Two implementations, as in the seeds: [`docker::Docker`] runs a container engine's
+//! command-line client (Docker, or Podman through the same argv builders) with an argv vector
+//! (never through a shell), so every call can be printed (`-v`) and pasted into a terminal;
+//! [`local::Local`] runs commands directly on the host, with no isolation at all. [`AnyEngine`]
+//! is the one the commands hold: it delegates to either.
 
 pub mod docker;
+pub mod local;
 pub mod marker;
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::Result;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
+use crate::config::Config;
 use crate::state::Limits;
 
-pub use docker::Docker;
+pub use docker::{Docker, Flavor, RunOptions};
+pub use local::Local;
 
 /// Label every h9sandbox container carries (`h9sandbox=1`).
 pub const LABEL_MANAGED: &str = "h9sandbox";
@@ -37,6 +43,63 @@ pub const SCRATCH_DIR: &str = "/var/tmp";
 /// Environment variable set on every `exec`'d process; its value identifies the exec so that
 /// its whole process tree (children inherit the environment) can be found and killed.
 pub const EXEC_MARKER_VAR: &str = "H9SANDBOX_EXEC_ID";
+
+/// Environment variable set on every process of a local sandbox: the sandbox's name.
+/// With [`LOCAL_STATE_DIR_VAR`] it tells which processes `down` must end.
+pub const LOCAL_SANDBOX_VAR: &str = "H9SANDBOX_SANDBOX";
+/// Environment variable set on every process of a local sandbox: its state directory.
+pub const LOCAL_STATE_DIR_VAR: &str = "H9SANDBOX_SANDBOX_STATE_DIR";
+
+/// Which engine runs a sandbox (config `engine`; recorded in every record as `engine`).
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default, Serialize, Deserialize,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum EngineKind {
+    /// Docker Engine, through the `docker` client.
+    #[default]
+    Docker,
+    /// Podman, through the `podman` client (daemonless).
+    Podman,
+    /// No engine: commands run directly on the host ([`Local`]).
+    Local,
+}
+
+impl EngineKind {
+    /// The config value and record field: `docker`, `podman` or `local`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EngineKind::Docker => "docker",
+            EngineKind::Podman => "podman",
+            EngineKind::Local => "local",
+        }
+    }
+
+    /// The isolation a sandbox of this engine has.
+    pub fn isolation(self) -> Isolation {
+        match self {
+            EngineKind::Docker | EngineKind::Podman => Isolation::Container,
+            EngineKind::Local => Isolation::None,
+        }
+    }
+}
+
+impl std::fmt::Display for EngineKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// What separates a sandbox's commands from the host (recorded as `isolation`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Isolation {
+    /// A hardened container: namespaces, dropped capabilities, cgroup limits.
+    #[default]
+    Container,
+    /// Nothing: commands run on the host as the invoking user, with no limits.
+    None,
+}
 
 /// Everything needed to create a sandbox's container.
 #[derive(Debug, Clone)]
@@ -81,6 +144,68 @@ pub struct ContainerStatus {
     pub error: String,
     /// Whether the kernel's OOM killer ended it.
     pub oom_killed: bool,
+    /// The resource limits the engine reports it applied (`HostConfig`); `None` when the engine
+    /// has no containers ([`Local`]).
+    pub applied: Option<AppliedLimits>,
+}
+
+/// Resource limits as an engine applied them (`docker inspect` `.HostConfig`); 0 means unlimited.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Default)]
+pub struct AppliedLimits {
+    /// Memory limit in bytes (`HostConfig.Memory`).
+    pub memory_bytes: u64,
+    /// CPU limit in billionths of a core (`HostConfig.NanoCpus`, or `CpuQuota`/`CpuPeriod`).
+    pub nano_cpus: u64,
+    /// Maximum number of processes (`HostConfig.PidsLimit`).
+    pub pids_limit: u64,
+}
+
+impl AppliedLimits {
+    /// Checks that every limit of `want` is in force; the error names each one that is not.
+    /// An engine that accepted a flag but could not apply it (a kernel without the cgroup
+    /// controller, rootless Podman on cgroup v1) reports 0 here; such a container must not run.
+    pub fn check(&self, want: &Limits) -> Result<(), String> {
+        let mut missing = Vec::new();
+        let memory = crate::config::parse_size(&want.memory).unwrap_or(0);
+        if self.memory_bytes != memory {
+            missing.push(format!(
+                "memory {} (engine reports {})",
+                want.memory,
+                shown(self.memory_bytes, |b| format!("{b} bytes"))
+            ));
+        }
+        let nano = (want.cpus * 1e9).round() as u64;
+        if self.nano_cpus.abs_diff(nano) > 5_000_000 {
+            missing.push(format!(
+                "cpus {} (engine reports {})",
+                docker::format_cpus(want.cpus),
+                shown(self.nano_cpus, |n| docker::format_cpus(n as f64 / 1e9))
+            ));
+        }
+        if self.pids_limit != u64::from(want.pids_limit) {
+            missing.push(format!(
+                "pids_limit {} (engine reports {})",
+                want.pids_limit,
+                shown(self.pids_limit, |n| n.to_string())
+            ));
+        }
+        if missing.is_empty() {
+            Ok(())
+        } else {
+            Err(format!(
+                "the engine did not apply {}; refusing to run a sandbox without its limits (does the kernel have the cgroup controllers? rootless Podman on cgroup v1 ignores limits)",
+                missing.join(", ")
+            ))
+        }
+    }
+}
+
+fn shown(v: u64, f: impl Fn(u64) -> String) -> String {
+    if v == 0 {
+        "none".into()
+    } else {
+        f(v)
+    }
 }
 
 /// One container as listed by the engine (`docker ps -a`).
@@ -98,14 +223,16 @@ pub struct ContainerSummary {
     pub sandbox_id: Option<String>,
 }
 
-/// What h9sandbox needs from a container runtime.
+/// What h9sandbox needs from an engine.
 #[allow(async_fn_in_trait)]
 pub trait Environment {
-    /// Short name of the implementation (`docker`, `podman`, ...), as recorded in records.
-    fn kind(&self) -> &str;
+    /// Which engine this is, as recorded in records (`docker`, `podman`, `local`); its
+    /// [`EngineKind::isolation`] tells whether there is a container at all.
+    fn kind(&self) -> EngineKind;
 
     /// Creates and starts a container, without pulling (an absent image is
-    /// [`crate::error::Error::ImageUnavailable`]). Returns the container ID.
+    /// [`crate::error::Error::ImageUnavailable`]). Returns the container ID ([`Local`]: the
+    /// sandbox name, since there is no container).
     async fn create(&self, spec: &ContainerSpec) -> Result<String>;
 
     /// Pulls `image`, giving up after `timeout`.
@@ -140,6 +267,98 @@ pub trait Environment {
         -> Option<ExecFailure>;
 }
 
+/// The engine a command works with: the configured one, or the one a record was created with.
+#[derive(Debug, Clone)]
+pub enum AnyEngine {
+    /// Docker or Podman.
+    Docker(Docker),
+    /// Commands on the host, no container.
+    Local(Local),
+}
+
+impl AnyEngine {
+    /// The engine `kind` as `cfg` configures it, for the state directory `state_dir`. The
+    /// configured `engine_bin` applies when `kind` is the configured engine; another container
+    /// engine (the one an older record was created with) is run by its own name.
+    pub fn for_kind(kind: EngineKind, cfg: &Config, state_dir: &Path, verbose: bool) -> AnyEngine {
+        let options = RunOptions {
+            runtime: cfg.runtime.clone(),
+            ulimit_nofile: cfg.ulimit_nofile,
+            ulimit_nproc: cfg.ulimit_nproc,
+        };
+        let bin = |default: &str| {
+            cfg.engine_bin
+                .clone()
+                .filter(|_| kind == cfg.engine)
+                .unwrap_or_else(|| default.to_string())
+        };
+        match kind {
+            EngineKind::Docker => AnyEngine::Docker(
+                Docker::with_flavor(Flavor::Docker, bin("docker"), verbose).options(options),
+            ),
+            EngineKind::Podman => AnyEngine::Docker(
+                Docker::with_flavor(Flavor::Podman, bin("podman"), verbose).options(options),
+            ),
+            EngineKind::Local => AnyEngine::Local(Local::new(state_dir, verbose)),
+        }
+    }
+}
+
+macro_rules! delegate {
+    ($self:ident, $e:ident => $call:expr) => {
+        match $self {
+            AnyEngine::Docker($e) => $call,
+            AnyEngine::Local($e) => $call,
+        }
+    };
+}
+
+impl Environment for AnyEngine {
+    fn kind(&self) -> EngineKind {
+        delegate!(self, e => e.kind())
+    }
+
+    async fn create(&self, spec: &ContainerSpec) -> Result<String> {
+        delegate!(self, e => e.create(spec).await)
+    }
+
+    async fn pull(&self, image: &str, timeout: Duration) -> Result<()> {
+        delegate!(self, e => e.pull(image, timeout).await)
+    }
+
+    async fn inspect(&self, container: &str) -> Result<Option<ContainerStatus>> {
+        delegate!(self, e => e.inspect(container).await)
+    }
+
+    async fn stop(&self, container: &str, grace: Duration) -> Result<()> {
+        delegate!(self, e => e.stop(container, grace).await)
+    }
+
+    async fn remove(&self, container: &str) -> Result<()> {
+        delegate!(self, e => e.remove(container).await)
+    }
+
+    async fn remove_labelled(&self, key: &str, value: &str) -> Result<usize> {
+        delegate!(self, e => e.remove_labelled(key, value).await)
+    }
+
+    async fn list(&self, labels: &[(&str, &str)]) -> Result<Vec<ContainerSummary>> {
+        delegate!(self, e => e.list(labels).await)
+    }
+
+    fn exec_command(&self, container: &str, spec: &ExecSpec) -> tokio::process::Command {
+        delegate!(self, e => e.exec_command(container, spec))
+    }
+
+    async fn kill_exec(&self, container: &str, marker: &str) -> Result<()> {
+        delegate!(self, e => e.kill_exec(container, marker).await)
+    }
+
+    fn exec_failure(&self, container: &str, head: &[u8], status: i32) -> Option<ExecFailure> {
+        delegate!(self, e => e.exec_failure(container, head, status))
+    }
+}
+
 /// Why an exec never ran the command.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ExecFailure {
@@ -149,4 +368,84 @@ pub enum ExecFailure {
     EngineUnavailable(String),
     /// The engine failed otherwise (e.g. no `/bin/sh` in the image).
     Other(String),
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Network;
+
+    fn limits() -> Limits {
+        Limits {
+            cpus: 0.5,
+            memory: "256m".into(),
+            pids_limit: 40,
+            tmp_size: "64m".into(),
+            network: Network::None,
+        }
+    }
+
+    #[test]
+    fn applied_limits_must_match_what_was_asked() {
+        let ok = AppliedLimits {
+            memory_bytes: 256 << 20,
+            nano_cpus: 500_000_000,
+            pids_limit: 40,
+        };
+        assert_eq!(ok.check(&limits()), Ok(()));
+        // Rounding of the CPU quota by the engine is tolerated.
+        let rounded = AppliedLimits {
+            nano_cpus: 499_999_000,
+            ..ok
+        };
+        assert_eq!(rounded.check(&limits()), Ok(()));
+        // An engine that dropped limits (cgroup v1 rootless Podman) is refused, naming each.
+        let none = AppliedLimits::default();
+        let err = none.check(&limits()).unwrap_err();
+        assert!(
+            err.starts_with("the engine did not apply memory 256m (engine reports none), cpus 0.5 (engine reports none), pids_limit 40 (engine reports none);"),
+            "{err}"
+        );
+        let err = AppliedLimits {
+            pids_limit: 2048,
+            ..ok
+        }
+        .check(&limits())
+        .unwrap_err();
+        assert!(
+            err.starts_with("the engine did not apply pids_limit 40 (engine reports 2048);"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn engine_kinds_name_their_isolation() {
+        assert_eq!(EngineKind::Docker.isolation(), Isolation::Container);
+        assert_eq!(EngineKind::Podman.isolation(), Isolation::Container);
+        assert_eq!(EngineKind::Local.isolation(), Isolation::None);
+        assert_eq!(EngineKind::Podman.to_string(), "podman");
+    }
+
+    #[test]
+    fn records_pick_their_engine_and_binary() {
+        let mut cfg = Config {
+            engine: EngineKind::Podman,
+            engine_bin: Some("/opt/podman".into()),
+            ..Config::default()
+        };
+        let dir = Path::new("/state");
+        let e = AnyEngine::for_kind(EngineKind::Podman, &cfg, dir, false);
+        assert!(matches!(&e, AnyEngine::Docker(d) if d.bin() == "/opt/podman"));
+        // Another engine than the configured one runs by its own name.
+        let e = AnyEngine::for_kind(EngineKind::Docker, &cfg, dir, false);
+        assert!(matches!(&e, AnyEngine::Docker(d) if d.bin() == "docker"));
+        assert!(matches!(
+            AnyEngine::for_kind(EngineKind::Local, &cfg, dir, false),
+            AnyEngine::Local(_)
+        ));
+        cfg.engine_bin = None;
+        let e = AnyEngine::for_kind(EngineKind::Podman, &cfg, dir, false);
+        assert!(matches!(&e, AnyEngine::Docker(d) if d.bin() == "podman"));
+        assert_eq!(e.kind(), EngineKind::Podman);
+    }
 }

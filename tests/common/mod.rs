@@ -1,17 +1,24 @@
 //! Test harness for the integration tests: every test gets its own work directory and state
 //! directory (so tests never see each other's sandboxes), runs the real binary against the real
-//! Docker Engine, and removes every container of its state directory when it ends, even on
-//! failure.
+//! engine, and removes everything of its state directory when it ends, even on failure: the
+//! containers, or with the local engine the processes its sandboxes left running.
 //!
-//! Docker is required: without a reachable engine the tests fail when `CI` is set, and are
-//! skipped with a loud message otherwise.
+//! The engine under test is `H9SANDBOX_TEST_ENGINE` (`docker`, the default, `podman` or
+//! `local`), so one test module runs against each (`H9SANDBOX_TEST_ENGINE=podman cargo test
+//! --test core`). Tests that need a container skip themselves under `local` with a printed reason
+//! ([`require_container!`]). A container engine is required: without it (or without the test
+//! image in it) the tests fail when `CI` is set, and are skipped with a loud message otherwise.
 #![allow(dead_code)]
 
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::OnceLock;
 
 use assert_cmd::cargo::CommandCargoExt;
+
+/// The variable marking every process a local sandbox started with its state directory.
+pub const STATE_MARK: &str = "H9SANDBOX_SANDBOX_STATE_DIR";
 
 /// Small image: busybox + bash, built by scripts/build-test-images.sh.
 pub const TINY: &str = "h9sandbox-test/tiny:latest";
@@ -20,31 +27,119 @@ pub const NOBASH: &str = "h9sandbox-test/nobash:latest";
 /// Debian bookworm (debootstrap minbase).
 pub const DEBIAN: &str = "h9sandbox-test/debian:bookworm";
 
-/// Whether Docker answers; panics in CI when it does not.
-pub fn docker_available() -> bool {
+/// An engine the suite runs against.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Engine {
+    Docker,
+    Podman,
+    Local,
+}
+
+impl Engine {
+    /// The value of `engine` (and of `H9SANDBOX_TEST_ENGINE`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Engine::Docker => "docker",
+            Engine::Podman => "podman",
+            Engine::Local => "local",
+        }
+    }
+
+    /// The engine's command-line client; `None` for local.
+    pub fn cli(self) -> Option<&'static str> {
+        match self {
+            Engine::Docker => Some("docker"),
+            Engine::Podman => Some("podman"),
+            Engine::Local => None,
+        }
+    }
+}
+
+/// The engine under test: `H9SANDBOX_TEST_ENGINE`, `docker` when unset.
+pub fn engine() -> Engine {
+    match std::env::var("H9SANDBOX_TEST_ENGINE").as_deref() {
+        Err(_) | Ok("") | Ok("docker") => Engine::Docker,
+        Ok("podman") => Engine::Podman,
+        Ok("local") => Engine::Local,
+        Ok(other) => panic!("H9SANDBOX_TEST_ENGINE={other}: expected docker, podman or local"),
+    }
+}
+
+/// The engine under test's client (`docker`, `podman`); panics for local.
+pub fn cli() -> &'static str {
+    engine()
+        .cli()
+        .expect("this test needs a container engine (use require_container!)")
+}
+
+/// Prints a line on the real stderr, past the test harness's capture, so skips are seen.
+pub fn announce(msg: &str) {
+    let test = std::thread::current()
+        .name()
+        .unwrap_or("<test>")
+        .to_string();
+    let _ = writeln!(
+        std::io::stderr(),
+        "SKIPPED {test} [{}]: {msg}",
+        engine().name()
+    );
+}
+
+/// Whether the engine under test answers with the test image; panics in CI when it does not.
+/// Local needs nothing.
+pub fn engine_available() -> bool {
     static OK: OnceLock<bool> = OnceLock::new();
     *OK.get_or_init(|| {
-        let ok = Command::new("docker")
+        let Some(cli) = engine().cli() else {
+            return true;
+        };
+        let ok = Command::new(cli)
             .args(["image", "inspect", TINY])
             .output()
             .is_ok_and(|o| o.status.success());
         if !ok {
             if std::env::var_os("CI").is_some() {
-                panic!("CI is set but Docker (or the test image {TINY}) is unavailable: run scripts/build-test-images.sh");
+                panic!("CI is set but {cli} (or the test image {TINY} in it) is unavailable: run scripts/build-test-images.sh (and load the images into podman, see .ci/run)");
             }
-            eprintln!("SKIPPED: Docker or {TINY} unavailable (run scripts/build-test-images.sh); set CI=1 to make this fatal");
+            announce(&format!("{cli} or {TINY} unavailable (run scripts/build-test-images.sh); set CI=1 to make this fatal"));
         }
         ok
     })
 }
 
-/// Skips the test (returns) when Docker is unavailable outside CI.
+/// Whether Docker answers (the engine under test, by default); panics in CI when it does not.
+pub fn docker_available() -> bool {
+    engine_available()
+}
+
+/// Skips the test (returns) when the engine under test is unavailable outside CI.
+#[macro_export]
+macro_rules! require_engine {
+    () => {
+        if !$crate::common::engine_available() {
+            return;
+        }
+    };
+}
+
+/// The same as [`require_engine!`] (the name from before engines other than Docker existed).
 #[macro_export]
 macro_rules! require_docker {
     () => {
-        if !$crate::common::docker_available() {
+        $crate::require_engine!()
+    };
+}
+
+/// Skips the test, printing `reason`, when the engine under test has no containers (local);
+/// otherwise as [`require_engine!`].
+#[macro_export]
+macro_rules! require_container {
+    ($reason:expr) => {
+        if $crate::common::engine() == $crate::common::Engine::Local {
+            $crate::common::announce($reason);
             return;
         }
+        $crate::require_engine!();
     };
 }
 
@@ -69,7 +164,8 @@ impl TestEnv {
         }
     }
 
-    /// The binary with this environment's state dir, the tiny image and the work dir as cwd.
+    /// The binary with this environment's state dir, the engine under test, the tiny image and
+    /// the work dir as cwd. Podman runs with runc (crun refuses hybrid cgroup v1 hosts).
     pub fn cmd(&self) -> Command {
         let mut c = Command::cargo_bin("h9sandbox").unwrap();
         c.current_dir(&self.workdir)
@@ -77,10 +173,14 @@ impl TestEnv {
             .env("PATH", std::env::var_os("PATH").unwrap_or_default())
             .env("HOME", self.root.path())
             .env("H9SANDBOX_STATE_DIR", &self.state_dir)
+            .env("H9SANDBOX_ENGINE", engine().name())
             .env("H9SANDBOX_IMAGE", TINY)
             .env("H9SANDBOX_CPUS", "0.5")
             .env("H9SANDBOX_START_TIMEOUT_SECS", "60")
             .env("NO_COLOR", "1");
+        if engine() == Engine::Podman {
+            c.env("H9SANDBOX_RUNTIME", "runc");
+        }
         c
     }
 
@@ -135,9 +235,34 @@ impl TestEnv {
         self.entry(id)["container_id"].as_str().unwrap().to_string()
     }
 
-    /// Containers of this state directory, per `docker ps -a`.
+    /// What the engine holds for this state directory: its containers (`ps -a`), or with the
+    /// local engine the PIDs of processes its sandboxes started that still run.
     pub fn containers(&self) -> Vec<String> {
-        docker_ps(&self.state_dir)
+        match engine().cli() {
+            Some(cli) => engine_ps(cli, &self.state_dir),
+            None => local_processes(&[(STATE_MARK, self.state_dir.to_str().unwrap())])
+                .into_iter()
+                .map(|(pid, _)| pid.to_string())
+                .collect(),
+        }
+    }
+
+    /// The command lines of the processes running in sandbox `id`: `ps` inside its container,
+    /// or the host processes marked with its name (local).
+    pub fn sandbox_processes(&self, id: &str) -> String {
+        match engine() {
+            Engine::Local => {
+                let name = self.entry(id)["name"].as_str().unwrap().to_string();
+                local_processes(&[
+                    (STATE_MARK, self.state_dir.to_str().unwrap()),
+                    ("H9SANDBOX_SANDBOX", name.as_str()),
+                ])
+                .into_iter()
+                .map(|(pid, cmdline)| format!("{pid} {cmdline}\n"))
+                .collect()
+            }
+            _ => stdout(&self.run(&["exec", id, "--", "ps -o pid,args"])),
+        }
     }
 
     pub fn path(&self, rel: &str) -> PathBuf {
@@ -145,9 +270,14 @@ impl TestEnv {
     }
 }
 
-/// IDs of all containers labelled with `state_dir`.
+/// IDs of all Docker containers labelled with `state_dir`.
 pub fn docker_ps(state_dir: &Path) -> Vec<String> {
-    let out = Command::new("docker")
+    engine_ps("docker", state_dir)
+}
+
+/// IDs of all containers of the engine client `cli` labelled with `state_dir`.
+pub fn engine_ps(cli: &str, state_dir: &Path) -> Vec<String> {
+    let out = Command::new(cli)
         .args(["ps", "-aq", "--filter"])
         .arg(format!("label=h9sandbox.state_dir={}", state_dir.display()))
         .output()
@@ -159,14 +289,55 @@ pub fn docker_ps(state_dir: &Path) -> Vec<String> {
         .collect()
 }
 
+/// Host processes (PID, command line) whose environment holds every `var=value` of `marks`.
+pub fn local_processes(marks: &[(&str, &str)]) -> Vec<(u32, String)> {
+    let me = std::process::id();
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|n| n.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        if pid == me {
+            continue;
+        }
+        let Ok(environ) = std::fs::read(entry.path().join("environ")) else {
+            continue;
+        };
+        let vars: Vec<&[u8]> = environ.split(|b| *b == 0).collect();
+        if marks
+            .iter()
+            .all(|(k, v)| vars.contains(&format!("{k}={v}").as_bytes()))
+        {
+            let cmdline = std::fs::read(entry.path().join("cmdline")).unwrap_or_default();
+            let cmdline = String::from_utf8_lossy(&cmdline).replace('\0', " ");
+            // A zombie (or a process that just ended) has no command line left.
+            if !cmdline.trim().is_empty() {
+                found.push((pid, cmdline.trim().to_string()));
+            }
+        }
+    }
+    found
+}
+
 impl Drop for TestEnv {
     fn drop(&mut self) {
-        let ids = docker_ps(&self.state_dir);
-        if !ids.is_empty() {
-            let _ = Command::new("docker")
-                .args(["rm", "-f", "-v"])
-                .args(&ids)
-                .output();
+        if let Some(cli) = engine().cli() {
+            let ids = engine_ps(cli, &self.state_dir);
+            if !ids.is_empty() {
+                let _ = Command::new(cli)
+                    .args(["rm", "-f", "-v"])
+                    .args(&ids)
+                    .output();
+            }
+        }
+        // Local sandboxes exist under every engine (engine = "local", the fallback).
+        let marks = [(STATE_MARK, self.state_dir.to_str().unwrap())];
+        for (pid, _) in local_processes(&marks) {
+            let _ = Command::new("kill").args(["-9", &pid.to_string()]).output();
         }
     }
 }
@@ -190,9 +361,9 @@ pub fn stderr(out: &Output) -> String {
     String::from_utf8_lossy(&out.stderr).into_owned()
 }
 
-/// `docker inspect --format FORMAT container`.
+/// `docker inspect --format FORMAT container` (or `podman inspect`, the engine under test).
 pub fn inspect(container: &str, format: &str) -> String {
-    let out = Command::new("docker")
+    let out = Command::new(cli())
         .args(["inspect", "--format", format, container])
         .output()
         .unwrap();

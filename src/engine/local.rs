@@ -1,0 +1,373 @@
+//! The local implementation of [`Environment`]: no container at all. Commands run directly on
+//! the host, as the invoking user, in the work directory, exactly as they would without
+//! h9sandbox (the seed documents' `LocalEnvironment`, used when `SANDBOX_ENABLED=false`).
+//!
+//! What stays the same as with a container: the record, the ID, `exec`'s exit statuses, streams,
+//! JSON and timeout, the work-directory checks. What does not exist: isolation, the image,
+//! resource limits, network restrictions, capabilities; `up` and `ls` say so.
+//!
+//! Finding a command's processes: every `exec` runs in its own process group
+//! (`setpgid(2)` via `process_group(0)`) and carries the marker variables [`EXEC_MARKER_VAR`],
+//! [`LOCAL_SANDBOX_VAR`] and [`LOCAL_STATE_DIR_VAR`] in its environment, which children inherit.
+//! Killing an exec kills every process of our user whose `/proc/PID/environ` holds its marker,
+//! and the process groups they lead or belong to (daemonized processes leave the group but keep
+//! the environment; processes that clear their environment stay in the group). `down` kills
+//! every process that carries the sandbox's name and state directory.
+
+use std::collections::BTreeSet;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result};
+use rustix::process::{kill_process, kill_process_group, Pid, Signal};
+use tokio::process::Command;
+
+use super::{
+    ContainerSpec, ContainerStatus, ContainerSummary, EngineKind, Environment, ExecFailure,
+    ExecSpec, EXEC_MARKER_VAR, LOCAL_SANDBOX_VAR, LOCAL_STATE_DIR_VAR,
+};
+use crate::error::Error;
+
+/// The host as an engine, for sandboxes of one state directory.
+#[derive(Debug, Clone)]
+pub struct Local {
+    state_dir: PathBuf,
+    verbose: bool,
+}
+
+impl Local {
+    /// The local engine for sandboxes recorded in `state_dir`; with `verbose`, every command it
+    /// starts is printed to stderr.
+    pub fn new(state_dir: &Path, verbose: bool) -> Local {
+        Local {
+            state_dir: state_dir.to_path_buf(),
+            verbose,
+        }
+    }
+
+    fn state_label(&self) -> String {
+        self.state_dir.to_string_lossy().into_owned()
+    }
+
+    /// The `var=value` pairs that mark every process of the sandbox `name`.
+    fn sandbox_marks(&self, name: &str) -> [(String, String); 2] {
+        [
+            (LOCAL_SANDBOX_VAR.to_string(), name.to_string()),
+            (LOCAL_STATE_DIR_VAR.to_string(), self.state_label()),
+        ]
+    }
+
+    /// Ends every process marked with all of `marks`: SIGTERM, then after `grace` (if any is
+    /// left) SIGKILL, repeated until a pass finds none.
+    async fn end_marked(&self, marks: &[(String, String)], grace: Duration) -> Result<()> {
+        if !grace.is_zero() && signal_marked(marks, Signal::TERM) > 0 {
+            let deadline = Instant::now() + grace;
+            while Instant::now() < deadline && !marked_processes(marks).is_empty() {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        }
+        kill_marked(marks).await
+    }
+}
+
+impl Environment for Local {
+    fn kind(&self) -> EngineKind {
+        EngineKind::Local
+    }
+
+    /// Checks the work directory; starts nothing. Returns the sandbox name.
+    async fn create(&self, spec: &ContainerSpec) -> Result<String> {
+        if !spec.workdir.is_dir() {
+            return Err(Error::Invalid(format!(
+                "work directory {} is not a directory; pass an existing --workdir",
+                spec.workdir.display()
+            ))
+            .into());
+        }
+        Ok(spec.name.clone())
+    }
+
+    /// Nothing to pull: there is no image.
+    async fn pull(&self, _image: &str, _timeout: Duration) -> Result<()> {
+        Ok(())
+    }
+
+    /// Always running: the host is.
+    async fn inspect(&self, _container: &str) -> Result<Option<ContainerStatus>> {
+        Ok(Some(ContainerStatus {
+            status: "running".into(),
+            running: true,
+            exit_code: 0,
+            error: String::new(),
+            oom_killed: false,
+            applied: None,
+        }))
+    }
+
+    /// Ends the sandbox's leftover processes (background and daemonized ones of earlier execs):
+    /// SIGTERM, SIGKILL after `grace`.
+    async fn stop(&self, container: &str, grace: Duration) -> Result<()> {
+        self.end_marked(&self.sandbox_marks(container), grace).await
+    }
+
+    /// Kills the sandbox's leftover processes.
+    async fn remove(&self, container: &str) -> Result<()> {
+        kill_marked(&self.sandbox_marks(container)).await
+    }
+
+    /// Local sandboxes have no labelled objects; nothing to remove.
+    async fn remove_labelled(&self, _key: &str, _value: &str) -> Result<usize> {
+        Ok(0)
+    }
+
+    /// Local sandboxes have no containers.
+    async fn list(&self, _labels: &[(&str, &str)]) -> Result<Vec<ContainerSummary>> {
+        Ok(Vec::new())
+    }
+
+    /// `sh -c WRAPPER h9sandbox COMMAND` on the host (bash when installed, as in a container), in
+    /// `spec.cwd`, with our environment plus `spec.env` and the marker variables, in a process
+    /// group of its own. An interactive command whose standard input is a terminal stays in our
+    /// group, since a background group reading the terminal would be stopped (`SIGTTIN`).
+    fn exec_command(&self, container: &str, spec: &ExecSpec) -> Command {
+        use std::io::IsTerminal;
+        let args = local_exec_args(spec);
+        if self.verbose {
+            let rest: Vec<std::ffi::OsString> = args[1..].iter().map(Into::into).collect();
+            eprintln!(
+                "+ cd {} && {}",
+                super::docker::shell_quote(&spec.cwd.to_string_lossy()),
+                super::docker::shell_line(&args[0], &rest)
+            );
+        }
+        let mut cmd = Command::new(&args[0]);
+        cmd.args(&args[1..])
+            .current_dir(&spec.cwd)
+            .env(EXEC_MARKER_VAR, &spec.marker)
+            .stdin(Stdio::null())
+            .kill_on_drop(true);
+        for (k, v) in self.sandbox_marks(container) {
+            cmd.env(k, v);
+        }
+        for (k, v) in &spec.env {
+            cmd.env(k, v);
+        }
+        if !(spec.interactive && std::io::stdin().is_terminal()) {
+            cmd.process_group(0);
+        }
+        cmd
+    }
+
+    /// Kills every process carrying the exec's marker, and their process groups.
+    async fn kill_exec(&self, _container: &str, marker: &str) -> Result<()> {
+        kill_marked(&[(EXEC_MARKER_VAR.to_string(), marker.to_string())]).await
+    }
+
+    /// Whatever the command prints is its own.
+    fn exec_failure(&self, _container: &str, _head: &[u8], _status: i32) -> Option<ExecFailure> {
+        None
+    }
+}
+
+/// The host command line running `spec`: `sh -c WRAPPER h9sandbox COMMAND`, as `docker exec` runs
+/// it in a container ([`super::docker::SHELL_WRAPPER`]: bash when installed, else sh).
+pub fn local_exec_args(spec: &ExecSpec) -> Vec<String> {
+    vec![
+        "sh".into(),
+        "-c".into(),
+        super::docker::SHELL_WRAPPER.into(),
+        "h9sandbox".into(),
+        spec.command.clone(),
+    ]
+}
+
+/// A process found by [`marked_processes`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Marked {
+    pid: i32,
+    pgid: Option<i32>,
+}
+
+/// Whether the NUL-separated `environ` holds every `var=value` of `marks`, exactly.
+pub fn environ_has(environ: &[u8], marks: &[(String, String)]) -> bool {
+    marks.iter().all(|(k, v)| {
+        let want = format!("{k}={v}");
+        environ.split(|b| *b == 0).any(|e| e == want.as_bytes())
+    })
+}
+
+/// Processes of our effective user (but this one) whose environment holds all of `marks`.
+fn marked_processes(marks: &[(String, String)]) -> Vec<Marked> {
+    let me = std::process::id() as i32;
+    let uid = rustix::process::geteuid().as_raw();
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    let mut found = Vec::new();
+    for entry in dir.flatten() {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|n| n.parse::<i32>().ok())
+        else {
+            continue;
+        };
+        if pid == me || pid <= 1 {
+            continue;
+        }
+        let path = entry.path();
+        if std::fs::metadata(&path).map(|m| m.uid()).ok() != Some(uid) {
+            continue;
+        }
+        let Ok(environ) = std::fs::read(path.join("environ")) else {
+            continue;
+        };
+        if environ_has(&environ, marks) {
+            let pgid = Pid::from_raw(pid)
+                .and_then(|p| rustix::process::getpgid(Some(p)).ok())
+                .map(|p| p.as_raw_nonzero().get());
+            found.push(Marked { pid, pgid });
+        }
+    }
+    found
+}
+
+/// Sends `sig` to every marked process and to the process groups they belong to (never to our
+/// own group). Returns how many processes were marked.
+fn signal_marked(marks: &[(String, String)], sig: Signal) -> usize {
+    let procs = marked_processes(marks);
+    let own_group = rustix::process::getpgrp().as_raw_nonzero().get();
+    let groups: BTreeSet<i32> = procs
+        .iter()
+        .filter_map(|p| p.pgid)
+        .filter(|g| *g != own_group && *g > 1)
+        .collect();
+    for g in groups {
+        if let Some(g) = Pid::from_raw(g) {
+            let _ = kill_process_group(g, sig);
+        }
+    }
+    for p in &procs {
+        if let Some(pid) = Pid::from_raw(p.pid) {
+            let _ = kill_process(pid, sig);
+        }
+    }
+    procs.len()
+}
+
+/// SIGKILLs marked processes until a pass finds none (children forked meanwhile are caught by
+/// the next pass), at most 50 passes.
+async fn kill_marked(marks: &[(String, String)]) -> Result<()> {
+    for _ in 0..50 {
+        if signal_marked(marks, Signal::KILL) == 0 {
+            return Ok(());
+        }
+        // Let the kernel reap them before looking again.
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let left = marked_processes(marks);
+    if left.is_empty() {
+        return Ok(());
+    }
+    Err(anyhow::anyhow!(
+        "{} process(es) survived 50 rounds of SIGKILL (PIDs {})",
+        left.len(),
+        left.iter()
+            .map(|p| p.pid.to_string())
+            .collect::<Vec<_>>()
+            .join(", ")
+    ))
+    .context("cannot end the sandbox's processes")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn marks(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn environ_matching_is_exact_and_needs_every_mark() {
+        let env = b"PATH=/bin\0H9SANDBOX_EXEC_ID=abc\0H9SANDBOX_SANDBOX=s1\0";
+        assert!(environ_has(env, &marks(&[("H9SANDBOX_EXEC_ID", "abc")])));
+        assert!(environ_has(
+            env,
+            &marks(&[("H9SANDBOX_EXEC_ID", "abc"), ("H9SANDBOX_SANDBOX", "s1")])
+        ));
+        // A prefix, a longer value or a missing second mark do not match.
+        assert!(!environ_has(env, &marks(&[("H9SANDBOX_EXEC_ID", "ab")])));
+        assert!(!environ_has(env, &marks(&[("H9SANDBOX_SANDBOX", "s")])));
+        assert!(!environ_has(
+            env,
+            &marks(&[
+                ("H9SANDBOX_EXEC_ID", "abc"),
+                ("H9SANDBOX_SANDBOX_STATE_DIR", "/x")
+            ])
+        ));
+    }
+
+    #[test]
+    fn exec_args_use_the_same_shell_wrapper_as_containers() {
+        let spec = ExecSpec {
+            command: "echo hi".into(),
+            cwd: "/w".into(),
+            env: vec![],
+            interactive: false,
+            marker: "m".into(),
+        };
+        assert_eq!(
+            local_exec_args(&spec),
+            [
+                "sh",
+                "-c",
+                super::super::docker::SHELL_WRAPPER,
+                "h9sandbox",
+                "echo hi"
+            ]
+        );
+    }
+
+    #[tokio::test]
+    async fn kill_exec_ends_a_daemonized_process_and_its_group() {
+        let dir = tempfile::tempdir().unwrap();
+        let local = Local::new(dir.path(), false);
+        let spec = ExecSpec {
+            command: "setsid sleep 297 & sleep 298 & echo started; wait".into(),
+            cwd: dir.path().to_path_buf(),
+            env: vec![],
+            interactive: false,
+            marker: uuid::Uuid::new_v4().simple().to_string(),
+        };
+        let mut child = local
+            .exec_command("sb", &spec)
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut out = child.stdout.take().unwrap();
+        let mut buf = [0u8; 8];
+        use tokio::io::AsyncReadExt;
+        let n = out.read(&mut buf).await.unwrap();
+        assert_eq!(&buf[..n], b"started\n");
+        let marks = [(EXEC_MARKER_VAR.to_string(), spec.marker.clone())];
+        // The shell and both sleeps (one of them in a session of its own), eventually.
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while marked_processes(&marks).len() < 3 && Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        assert_eq!(marked_processes(&marks).len(), 3);
+        // The sandbox marks are there too.
+        let sandbox = local.sandbox_marks("sb");
+        assert_eq!(marked_processes(&sandbox).len(), 3);
+        local.kill_exec("sb", &spec.marker).await.unwrap();
+        let status = child.wait().await.unwrap();
+        assert!(!status.success());
+        assert!(marked_processes(&marks).is_empty());
+    }
+}

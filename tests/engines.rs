@@ -1,0 +1,334 @@
+//! Integration tests of what differs between engines: a local sandbox says it has no isolation,
+//! the seed switch `SANDBOX_ENABLED=false`, the fallback when the engine is unreachable, and every
+//! command using the engine a sandbox was created with. The shared lifecycle runs against each
+//! engine in `tests/core.rs`.
+
+mod common;
+
+use std::process::Command;
+
+use common::*;
+
+/// An engine client that does not exist: the engine is unreachable.
+const MISSING_BIN: &str = "/nonexistent/h9sandbox-test/docker";
+
+/// Our effective user ID, as `id -u` prints it.
+fn uid() -> String {
+    let out = Command::new("id").arg("-u").output().unwrap();
+    stdout(&out).trim().to_string()
+}
+
+/// Command lines of the host processes that local sandboxes of `env` left running.
+fn local_left(env: &TestEnv) -> String {
+    local_processes(&[(STATE_MARK, env.state_dir.to_str().unwrap())])
+        .into_iter()
+        .map(|(_, c)| c + "\n")
+        .collect()
+}
+
+fn up_local(env: &TestEnv) -> (String, String) {
+    let out = env
+        .cmd()
+        .env("H9SANDBOX_ENGINE", "local")
+        .arg("up")
+        .output()
+        .unwrap();
+    assert_ok(&out);
+    (stdout(&out).trim().to_string(), stderr(&out))
+}
+
+#[test]
+fn a_local_sandbox_says_it_has_no_isolation() {
+    let env = TestEnv::new();
+    let (id, err) = up_local(&env);
+    assert_eq!(id.len(), 36, "{id}");
+    assert!(
+        err.starts_with("h9sandbox: warning: sandbox ")
+            && err.contains("isolation: none")
+            && err.contains("directly on this host"),
+        "{err}"
+    );
+    let out = env
+        .cmd()
+        .env("H9SANDBOX_ENGINE", "local")
+        .args(["up", "--json"])
+        .output()
+        .unwrap();
+    assert_ok(&out);
+    let rec: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        (&rec["engine"], &rec["isolation"], &rec["state"]),
+        (&"local".into(), &"none".into(), &"Running".into())
+    );
+    assert!(rec["container_id"].is_null());
+
+    // ls warns too, and shows the engine; JSON has isolation none and no container.
+    let out = env.run(&["ls"]);
+    assert_ok(&out);
+    assert!(
+        stderr(&out).contains("2 sandbox(es) listed are local"),
+        "{}",
+        stderr(&out)
+    );
+    let table = stdout(&out);
+    let header = table.lines().next().unwrap();
+    assert!(header.contains("ENGINE"), "{table}");
+    assert_eq!(table.lines().filter(|l| l.contains(" local ")).count(), 2);
+    let e = env.entry(&id);
+    assert_eq!(
+        (&e["isolation"], &e["container_state"]),
+        (&"none".into(), &"none".into())
+    );
+
+    // Commands run on the host, as us, in the work dir, with the sandbox's name in the
+    // environment.
+    let out = env.run(&["exec", &id, "--", "id -u; pwd; echo $H9SANDBOX_SANDBOX"]);
+    assert_ok(&out);
+    assert_eq!(
+        stdout(&out),
+        format!(
+            "{}\n{}\n{}\n",
+            uid(),
+            env.workdir.display(),
+            e["name"].as_str().unwrap()
+        )
+    );
+    // exec itself adds nothing to the command's stderr.
+    let out = env.run(&["exec", &id, "--", "echo err >&2"]);
+    assert_eq!(stderr(&out), "err\n");
+}
+
+#[test]
+fn down_ends_what_a_local_sandbox_left_running() {
+    let env = TestEnv::new();
+    let (id, _) = up_local(&env);
+    let (other, _) = up_local(&env);
+    // Background and daemonized processes outlive the exec, as they would in a container.
+    assert_ok(&env.run(&[
+        "exec",
+        &id,
+        "--",
+        "nohup sleep 311 >/dev/null 2>&1 & setsid sleep 312 >/dev/null 2>&1 &",
+    ]));
+    assert_ok(&env.run(&["exec", &other, "--", "nohup sleep 313 >/dev/null 2>&1 &"]));
+    let before = env.sandbox_processes(&id);
+    assert!(
+        before.contains("sleep 311") && before.contains("sleep 312"),
+        "{before}"
+    );
+    let out = env.run(&["down", &id]);
+    assert_ok(&out);
+    assert_eq!(stdout(&out).trim(), id);
+    // The other sandbox's process is untouched; this one's are gone.
+    let left = local_left(&env);
+    assert_eq!(left.lines().count(), 1, "{left}");
+    assert!(left.contains("sleep 313"), "{left}");
+    assert_eq!(env.ls().len(), 1);
+    assert_ok(&env.run(&["down", &other]));
+    assert_eq!(local_left(&env), "");
+}
+
+#[test]
+fn sandbox_enabled_false_selects_local() {
+    let env = TestEnv::new();
+    let out = env
+        .cmd()
+        .env_remove("H9SANDBOX_ENGINE")
+        .env("SANDBOX_ENABLED", "false")
+        .args(["up", "--json"])
+        .output()
+        .unwrap();
+    assert_ok(&out);
+    let rec: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(rec["engine"], "local");
+    assert!(stderr(&out).contains("isolation: none"), "{}", stderr(&out));
+    let out = env
+        .cmd()
+        .env_remove("H9SANDBOX_ENGINE")
+        .env("SANDBOX_ENABLED", "perhaps")
+        .arg("up")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stderr(&out).contains("SANDBOX_ENABLED") && stderr(&out).contains("'perhaps'"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+#[test]
+fn unreachable_engine_fails_by_default() {
+    let env = TestEnv::new();
+    let out = env
+        .cmd()
+        .env("H9SANDBOX_ENGINE", "docker")
+        .env("H9SANDBOX_ENGINE_BIN", MISSING_BIN)
+        .arg("up")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = stderr(&out);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        (err.starts_with("h9sandbox: error: container engine ") && err.contains(" unreachable: "))
+            && err.contains(MISSING_BIN)
+            && err.contains("fallback = \"local\""),
+        "{err}"
+    );
+    // The attempt is on record as Failed; ls still works and says why it cannot check it.
+    let out = env
+        .cmd()
+        .env("H9SANDBOX_ENGINE", "docker")
+        .env("H9SANDBOX_ENGINE_BIN", MISSING_BIN)
+        .args(["ls", "--json"])
+        .output()
+        .unwrap();
+    assert_ok(&out);
+    let listed: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        (&listed[0]["state"], &listed[0]["container_state"]),
+        (&"Failed".into(), &"unknown".into())
+    );
+    assert!(
+        stderr(&out).contains("cannot check the docker sandboxes"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+#[test]
+fn fallback_local_creates_a_local_sandbox_loudly() {
+    let env = TestEnv::new();
+    let broken = |c: &mut Command| {
+        c.env("H9SANDBOX_ENGINE", "docker")
+            .env("H9SANDBOX_ENGINE_BIN", MISSING_BIN)
+            .env("H9SANDBOX_FALLBACK", "local");
+    };
+    let mut c = env.cmd();
+    broken(&mut c);
+    let out = c.args(["up", "--json"]).output().unwrap();
+    assert_ok(&out);
+    let err = stderr(&out);
+    assert!(
+        err.contains("docker is unreachable")
+            && err.contains("fallback = \"local\"")
+            && err.contains("WITHOUT A CONTAINER"),
+        "{err}"
+    );
+    let rec: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let id = rec["id"].as_str().unwrap().to_string();
+    assert_eq!(
+        (&rec["engine"], &rec["isolation"]),
+        (&"local".into(), &"none".into())
+    );
+    // Every later command uses the record's engine: none of them needs Docker.
+    let mut c = env.cmd();
+    broken(&mut c);
+    let out = c
+        .args(["exec", &id, "--", "echo ran; exit 3"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
+    assert_eq!(stdout(&out), "ran\n");
+    let mut c = env.cmd();
+    broken(&mut c);
+    let out = c.args(["ls", "--json"]).output().unwrap();
+    assert_ok(&out);
+    let mut c = env.cmd();
+    broken(&mut c);
+    assert_ok(&c.args(["down", &id]).output().unwrap());
+    assert!(env.ls().is_empty());
+}
+
+#[test]
+fn a_docker_daemon_that_is_down_is_unreachable_too() {
+    if Command::new("docker").arg("--version").output().is_err() {
+        announce("needs the docker client (its daemon is pointed at a socket that does not exist)");
+        return;
+    }
+    let env = TestEnv::new();
+    let down = |c: &mut Command| {
+        c.env("H9SANDBOX_ENGINE", "docker").env(
+            "DOCKER_HOST",
+            format!("unix://{}/no-daemon.sock", env.root.path().display()),
+        );
+    };
+    let mut c = env.cmd();
+    down(&mut c);
+    let out = c.arg("up").output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = stderr(&out);
+    assert!(
+        (err.starts_with("h9sandbox: error: container engine ") && err.contains(" unreachable: "))
+            && err.contains("no-daemon.sock"),
+        "{err}"
+    );
+    let mut c = env.cmd();
+    down(&mut c);
+    let out = c
+        .env("H9SANDBOX_FALLBACK", "local")
+        .args(["up", "--json"])
+        .output()
+        .unwrap();
+    assert_ok(&out);
+    assert!(
+        stderr(&out).contains("docker is unreachable"),
+        "{}",
+        stderr(&out)
+    );
+    let rec: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(rec["isolation"], "none");
+}
+
+#[test]
+fn commands_use_the_engine_the_sandbox_was_created_with() {
+    require_container!("this test mixes a container sandbox with a local one");
+    let env = TestEnv::new();
+    let in_container = env.up(&[]);
+    let (local, _) = up_local(&env);
+    // Configured for local now: the container sandbox still runs in its container...
+    // PID 1 of a sandbox's container is its init running `sleep infinity`.
+    let probe = "grep -q infinity /proc/1/cmdline && echo container || echo host";
+    let out = env
+        .cmd()
+        .env("H9SANDBOX_ENGINE", "local")
+        .args(["exec", &in_container, "--", probe])
+        .output()
+        .unwrap();
+    assert_ok(&out);
+    assert_eq!(stdout(&out), "container\n");
+    // ...and configured for an unreachable container engine, the local one on the host.
+    let out = env
+        .cmd()
+        .env("H9SANDBOX_ENGINE_BIN", MISSING_BIN)
+        .args(["exec", &local, "--", probe])
+        .output()
+        .unwrap();
+    assert_ok(&out);
+    assert_eq!(stdout(&out), "host\n");
+    // ls reconciles both, each with its own engine.
+    let listed = env.ls();
+    let state = |id: &str| {
+        let e = listed.iter().find(|e| e["id"] == id).unwrap();
+        (
+            e["engine"].as_str().unwrap().to_string(),
+            e["container_state"].as_str().unwrap().to_string(),
+        )
+    };
+    assert_eq!(
+        state(&in_container),
+        (engine().name().to_string(), "running".to_string())
+    );
+    assert_eq!(state(&local), ("local".to_string(), "none".to_string()));
+    // down --all under the local configuration removes the container as well.
+    let out = env
+        .cmd()
+        .env("H9SANDBOX_ENGINE", "local")
+        .args(["down", "--all"])
+        .output()
+        .unwrap();
+    assert_ok(&out);
+    assert!(env.ls().is_empty());
+    assert!(env.containers().is_empty(), "container left behind");
+}
