@@ -133,6 +133,9 @@ pub struct UpArgs {
     /// Extra label on the container and record (repeatable)
     #[arg(long = "label", value_name = "K=V")]
     pub labels: Vec<String>,
+    /// User of the sandbox's processes: root, host (your uid:gid) or UID:GID [config: user]
+    #[arg(long, value_name = "USER")]
+    pub user: Option<String>,
 }
 
 /// `exec` arguments.

@@ -127,6 +127,10 @@ pub struct Record {
     pub error: Option<String>,
     /// The process that ran `up` (tells a live Pending record from an abandoned one).
     pub creator: ProcessRef,
+    /// The `uid:gid` the container's processes run as (`docker run --user`); `write` gives new
+    /// files this owner. Absent in records written before the `user` key existed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub user: Option<crate::config::Ids>,
 }
 
 impl Record {
@@ -351,6 +355,7 @@ mod tests {
             updated_at: now_rfc3339(),
             error: None,
             creator: ProcessRef::current(),
+            user: None,
         }
     }
 

@@ -75,6 +75,7 @@ pub async fn dispatch(cli: Cli) -> Result<i32> {
                     ("memory", a.memory.clone(), "--memory"),
                     ("pids_limit", a.pids_limit.clone(), "--pids-limit"),
                     ("network", a.network.map(|n| n.to_string()), "--network"),
+                    ("user", a.user.clone(), "--user"),
                 ],
             )?;
             up::run(&ctx, a).await

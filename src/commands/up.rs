@@ -10,6 +10,7 @@ use uuid::Uuid;
 
 use super::Ctx;
 use crate::cli::{Format, UpArgs};
+use crate::config::Ids;
 use crate::engine::{ContainerSpec, Environment, LABEL_ID, LABEL_MANAGED, LABEL_STATE_DIR};
 use crate::error::Error;
 use crate::output;
@@ -28,6 +29,10 @@ pub async fn run(ctx: &Ctx, args: &UpArgs) -> Result<i32> {
         None => format!("h9sandbox-{}", &id.simple().to_string()[..12]),
     };
     let cfg = &ctx.cfg;
+    let user = cfg.user().ids();
+    if let Some(why) = unwritable_for(&workdir, user) {
+        output::warn(&why);
+    }
     let now = now_rfc3339();
     let record = Record {
         id,
@@ -48,6 +53,7 @@ pub async fn run(ctx: &Ctx, args: &UpArgs) -> Result<i32> {
         updated_at: now,
         error: None,
         creator: ProcessRef::current(),
+        user: Some(user),
     };
     // Pending goes on record before the container exists, so a crash leaves a trace.
     ctx.store.update(|s| {
@@ -68,6 +74,7 @@ pub async fn run(ctx: &Ctx, args: &UpArgs) -> Result<i32> {
         workdir,
         limits: record.limits.clone(),
         labels: all_labels,
+        user,
     };
 
     let started = tokio::select! {
@@ -235,6 +242,29 @@ pub fn resolve_workdir(dir: Option<&Path>) -> Result<PathBuf> {
     Ok(canon)
 }
 
+/// Why a sandbox running as `user` probably cannot write to `workdir` (owner and mode bits of
+/// the directory; supplementary groups and ACLs are not considered), or `None` when it can.
+pub fn unwritable_for(workdir: &Path, user: Ids) -> Option<String> {
+    use std::os::unix::fs::MetadataExt;
+    if user.is_root() {
+        return None;
+    }
+    let m = std::fs::metadata(workdir).ok()?;
+    let mode = m.mode();
+    let writable = (m.uid() == user.uid && mode & 0o200 != 0)
+        || (m.gid() == user.gid && mode & 0o020 != 0)
+        || mode & 0o002 != 0;
+    (!writable).then(|| {
+        format!(
+            "the work dir {} belongs to {}:{} (mode {:o}), so the sandbox's user {user} may not write to it; `chown {user}` it or choose another `user`",
+            workdir.display(),
+            m.uid(),
+            m.gid(),
+            mode & 0o7777
+        )
+    })
+}
+
 /// Checks a container name against the engine's rule `[a-zA-Z0-9][a-zA-Z0-9_.-]+`.
 pub fn validate_name(name: &str) -> Result<(), Error> {
     let mut chars = name.chars();
@@ -294,6 +324,26 @@ mod tests {
         for bad in ["novalue", "=v", "h9sandbox=2", "h9sandbox.id=x"] {
             assert!(parse_labels(&[bad.into()]).is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn unwritable_work_dirs_are_told() {
+        use std::os::unix::fs::PermissionsExt;
+        let d = tempfile::tempdir().unwrap();
+        let me = Ids::current();
+        let other = Ids {
+            uid: me.uid.wrapping_add(4242),
+            gid: me.gid.wrapping_add(4242),
+        };
+        std::fs::set_permissions(d.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+        assert_eq!(unwritable_for(d.path(), Ids::ROOT), None);
+        let why = unwritable_for(d.path(), other).unwrap();
+        assert!(
+            why.contains(&other.to_string()) && why.contains("755"),
+            "{why}"
+        );
+        std::fs::set_permissions(d.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
+        assert_eq!(unwritable_for(d.path(), other), None);
     }
 
     #[test]
