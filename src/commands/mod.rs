@@ -1,16 +1,20 @@
 //! One module per subcommand, and the context they share ([`Ctx`]).
 
 pub mod down;
+pub mod edit;
 pub mod exec;
 pub mod ls;
+pub mod read;
 pub mod up;
+pub mod write;
 
 use anyhow::Result;
 
 use crate::cli::{Cli, Command, Format};
 use crate::config::{Config, Layers, Origin};
 use crate::engine::Docker;
-use crate::state::Store;
+use crate::files::WorkDir;
+use crate::state::{Record, Store};
 
 impl Command {
     /// The subcommand's name, as typed.
@@ -20,6 +24,9 @@ impl Command {
             Command::Exec(_) => "exec",
             Command::Down(_) => "down",
             Command::Ls(_) => "ls",
+            Command::Read(_) => "read",
+            Command::Write(_) => "write",
+            Command::Edit(_) => "edit",
         }
     }
 }
@@ -63,6 +70,15 @@ impl Ctx {
     }
 }
 
+/// The record of sandbox `query` (ID, prefix or name) and a handle on its work dir, for the file
+/// commands. The container need not run: they work on the host side of the bind mount.
+pub fn workdir_of(ctx: &Ctx, query: &str) -> Result<(Record, WorkDir)> {
+    let state = ctx.store.load()?;
+    let rec = state.resolve(query)?.clone();
+    let wd = WorkDir::open(&rec.workdir)?;
+    Ok((rec, wd))
+}
+
 /// Runs the parsed command line; returns the exit status.
 pub async fn dispatch(cli: Cli) -> Result<i32> {
     match &cli.command {
@@ -83,5 +99,8 @@ pub async fn dispatch(cli: Cli) -> Result<i32> {
         Command::Exec(a) => exec::run(&Ctx::new(&cli, &[])?, a).await,
         Command::Down(a) => down::run(&Ctx::new(&cli, &[])?, a).await,
         Command::Ls(a) => ls::run(&Ctx::new(&cli, &[])?, a).await,
+        Command::Read(a) => read::run(&Ctx::new(&cli, &[])?, a).await,
+        Command::Write(a) => write::run(&Ctx::new(&cli, &[])?, a).await,
+        Command::Edit(a) => edit::run(&Ctx::new(&cli, &[])?, a).await,
     }
 }
