@@ -26,7 +26,7 @@
 use std::ffi::{OsStr, OsString};
 use std::fs::File;
 use std::io::{self, Read, Write};
-use std::os::fd::OwnedFd;
+use std::os::fd::{BorrowedFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
@@ -411,9 +411,29 @@ impl WorkDir {
         Ok((File::from(fd), st))
     }
 
-    /// Copies the file `user` (at most `max` bytes) to `out`, streaming: `sendfile`/`splice` when
-    /// `out` is a file or pipe (std's `io::copy`). Errors as [`WorkDir::open_file`], and `out`'s
-    /// write errors.
+    /// Copies the file `user` (at most `max` bytes) to the descriptor `out` (a file, pipe, socket
+    /// or terminal) inside the kernel where it can, see [`pump`]: the bytes never pass through
+    /// this process's memory, which stays flat whatever the size. Errors as for
+    /// [`WorkDir::read_to`].
+    pub fn read_to_fd(
+        &self,
+        user: &Path,
+        max: Option<u64>,
+        out: BorrowedFd<'_>,
+    ) -> Result<ReadInfo> {
+        let (file, st) = self.open_file(user)?;
+        let bytes = pump(&file, out, max)
+            .with_context(|| format!("cannot copy out {}", self.host_path(user).display()))?;
+        Ok(ReadInfo {
+            path: self.host_path(user),
+            size: st.st_size as u64,
+            bytes,
+        })
+    }
+
+    /// Copies the file `user` (at most `max` bytes) to `out`, streaming (std's `io::copy`).
+    /// Errors: escapes ([`Error::PathEscape`]), a missing file, anything but a regular file (a
+    /// FIFO is opened non-blocking, so a planted one cannot hang us), `out`'s write errors.
     pub fn read_to<W: Write>(
         &self,
         user: &Path,
@@ -698,6 +718,63 @@ impl WorkDir {
             warning,
         })
     }
+}
+
+/// Size of the buffer of [`pump`]'s last resort, as GNU `cat` uses.
+const PUMP_BUFFER: usize = 128 * 1024;
+
+/// Copies from the current offset of `src` to `dst` until EOF or `max` bytes: with
+/// `copy_file_range(2)` (file to file, in the kernel, reflinked where the file system can), else
+/// `sendfile(2)` (file to pipe, socket or anything), else `read`/`write` through one 128 KiB buffer
+/// (`dst` opened with `O_APPEND`, or a kernel that has neither). Returns the bytes copied.
+pub fn pump(src: &File, dst: BorrowedFd<'_>, max: Option<u64>) -> io::Result<u64> {
+    /// Errors meaning "this method does not apply here" when no byte was copied yet.
+    fn unsupported(e: Errno) -> bool {
+        matches!(
+            e,
+            Errno::XDEV | Errno::INVAL | Errno::NOSYS | Errno::OPNOTSUPP | Errno::BADF
+        )
+    }
+    let mut left = max.unwrap_or(u64::MAX);
+    let mut total = 0u64;
+    let chunk = |left: u64| left.min(1 << 30) as usize;
+    let mut method = 0;
+    while left > 0 {
+        let r = match method {
+            0 => rustix::fs::copy_file_range(src, None, dst, None, chunk(left)),
+            1 => rustix::fs::sendfile(dst, src, None, chunk(left)),
+            _ => break,
+        };
+        match r {
+            Ok(0) => return Ok(total),
+            Ok(n) => {
+                total += n as u64;
+                left -= n as u64;
+            }
+            Err(Errno::INTR) => {}
+            Err(e) if total == 0 && unsupported(e) => method += 1,
+            Err(e) => return Err(e.into()),
+        }
+    }
+    if left == 0 {
+        return Ok(total);
+    }
+    let mut buf = vec![0u8; PUMP_BUFFER];
+    let mut src = src;
+    let mut dst = File::from(dst.try_clone_to_owned()?);
+    while left > 0 {
+        let want = buf.len().min(usize::try_from(left).unwrap_or(usize::MAX));
+        let n = match src.read(&mut buf[..want]) {
+            Ok(0) => break,
+            Ok(n) => n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        };
+        dst.write_all(&buf[..n])?;
+        total += n as u64;
+        left -= n as u64;
+    }
+    Ok(total)
 }
 
 /// Splits `rel` into its parent directory (`.` when none) and a final name that is a plain
@@ -1023,6 +1100,37 @@ mod tests {
         )
         .unwrap();
         assert_eq!(fresh.abort(), 1);
+    }
+
+    #[test]
+    fn pump_copies_to_files_pipes_and_append_only_files() {
+        use std::os::fd::AsFd;
+        let (_r, work, wd) = setup();
+        let data: Vec<u8> = (0..300_000u32).map(|i| (i * 7 % 251) as u8).collect();
+        std::fs::write(work.join("src"), &data).unwrap();
+        // To a regular file (copy_file_range), capped.
+        let out = tempfile::tempfile().unwrap();
+        let info = wd
+            .read_to_fd(Path::new("src"), Some(1000), out.as_fd())
+            .unwrap();
+        assert_eq!((info.size, info.bytes), (300_000, 1000));
+        // To an O_APPEND file (copy_file_range refuses it: sendfile or the buffer loop).
+        let p = work.join("appended");
+        std::fs::write(&p, b"head").unwrap();
+        let out = std::fs::OpenOptions::new().append(true).open(&p).unwrap();
+        wd.read_to_fd(Path::new("src"), None, out.as_fd()).unwrap();
+        assert_eq!(std::fs::read(&p).unwrap(), [&b"head"[..], &data].concat());
+        // To a pipe (sendfile), read on another thread.
+        let (mut r, w) = std::io::pipe().unwrap();
+        let reader = std::thread::spawn(move || {
+            let mut v = Vec::new();
+            r.read_to_end(&mut v).unwrap();
+            v
+        });
+        let info = wd.read_to_fd(Path::new("src"), None, w.as_fd()).unwrap();
+        drop(w);
+        assert_eq!(info.bytes, 300_000);
+        assert_eq!(reader.join().unwrap(), data);
     }
 
     #[test]

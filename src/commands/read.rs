@@ -1,7 +1,7 @@
 //! `h9sandbox read`: a file of the sandbox's work dir to stdout (raw bytes) or as JSON, read on
 //! the host side through [`crate::files::WorkDir`], so paths that leave the work dir are refused.
 
-use std::io::Write;
+use std::os::fd::AsFd;
 
 use anyhow::Result;
 use base64::Engine as _;
@@ -34,10 +34,9 @@ pub async fn run(ctx: &Ctx, args: &ReadArgs) -> Result<i32> {
     let (_, wd) = super::workdir_of(ctx, &args.id)?;
     match ctx.format {
         Format::Table => {
-            let mut out = std::io::stdout().lock();
-            let r = wd
-                .read_to(&args.path, args.max_bytes, &mut out)
-                .and_then(|_| Ok(out.flush()?));
+            // Straight to the descriptor (not through std's line-buffered Stdout), in the kernel.
+            let stdout = std::io::stdout();
+            let r = wd.read_to_fd(&args.path, args.max_bytes, stdout.as_fd());
             match r {
                 Err(e) if is_broken_pipe(&e) => Ok(0),
                 r => r.map(|_| 0),

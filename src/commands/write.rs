@@ -2,6 +2,7 @@
 //! file, through [`crate::files::WorkDir::write`].
 
 use std::io::IsTerminal;
+use std::os::fd::AsFd;
 use std::sync::Arc;
 
 use anyhow::{anyhow, Context, Result};
@@ -60,7 +61,12 @@ pub async fn run(ctx: &Ctx, args: &WriteArgs) -> Result<i32> {
     let path = args.path.clone();
     let written = interruptible(move |abort| match from {
         Some(mut f) => wd.write(&path, &mut f, &opts, Some(abort)),
-        None => wd.write(&path, &mut std::io::stdin().lock(), &opts, Some(abort)),
+        // The raw descriptor (not std's 8 KiB BufReader): File to File lets io::copy use
+        // copy_file_range or splice.
+        None => {
+            let mut stdin = std::fs::File::from(std::io::stdin().as_fd().try_clone_to_owned()?);
+            wd.write(&path, &mut stdin, &opts, Some(abort))
+        }
     })
     .await?;
     if let Some(w) = &written.warning {
