@@ -388,7 +388,7 @@ impl WorkDir {
             .into(),
             Errno::NOSYS => no_openat2(),
             e => anyhow::Error::from(io::Error::from(e)).context(format!(
-                "{} (in the work dir {})",
+                "cannot open {} in the sandbox's work dir {} (relative paths start there)",
                 user.display(),
                 self.path.display()
             )),
