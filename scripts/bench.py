@@ -120,6 +120,7 @@ def main():
             subprocess.run(["rm", "-rf", tmp] + [os.path.join(work, n) for n in
                                                   ("big.bin", "h9.bin", "cp.bin", "cp.tmp")])
         if a.only == "files":
+            subprocess.run(["rm", "-rf", state, work])
             return
 
     # exec
