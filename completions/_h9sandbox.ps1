@@ -35,6 +35,9 @@ Register-ArgumentCompleter -Native -CommandName 'h9sandbox' -ScriptBlock {
             [CompletionResult]::new('bootstrap', 'bootstrap', [CompletionResultType]::ParameterValue, 'Run a one-time setup command in a sandbox (streams its output; recorded in the sandbox)')
             [CompletionResult]::new('down', 'down', [CompletionResultType]::ParameterValue, 'Stop and remove sandboxes and their sub-sandboxes (always removes, even when the stop fails)')
             [CompletionResult]::new('ls', 'ls', [CompletionResultType]::ParameterValue, 'List sandboxes with their real container state, sub-sandboxes under their parent')
+            [CompletionResult]::new('read', 'read', [CompletionResultType]::ParameterValue, 'Print a file of the sandbox''s work dir (read on the host, refusing paths that leave it)')
+            [CompletionResult]::new('write', 'write', [CompletionResultType]::ParameterValue, 'Replace a file of the sandbox''s work dir atomically with stdin or --from FILE')
+            [CompletionResult]::new('edit', 'edit', [CompletionResultType]::ParameterValue, 'Replace text in a file of the sandbox''s work dir (exactly one occurrence, or --all)')
             [CompletionResult]::new('generate', 'generate', [CompletionResultType]::ParameterValue, 'Generate shell completion scripts and man pages from this command line''s definition')
             [CompletionResult]::new('help', 'help', [CompletionResultType]::ParameterValue, 'Print this message or the help of the given subcommand(s)')
             break
@@ -51,6 +54,7 @@ Register-ArgumentCompleter -Native -CommandName 'h9sandbox' -ScriptBlock {
             [CompletionResult]::new('--parent', '--parent', [CompletionResultType]::ParameterName, 'Make this a sub-sandbox of ID: its image, limits, network and work dir, which the flags may only tighten')
             [CompletionResult]::new('--bootstrap', '--bootstrap', [CompletionResultType]::ParameterName, 'Shell command run once the container is ready; '''' for none [config: bootstrap_cmd]')
             [CompletionResult]::new('--bootstrap-timeout', '--bootstrap-timeout', [CompletionResultType]::ParameterName, 'Seconds before the bootstrap''s process tree is killed; 0 = none [config: bootstrap_timeout_secs]')
+            [CompletionResult]::new('--user', '--user', [CompletionResultType]::ParameterName, 'User of the sandbox''s processes: root, host (your uid:gid) or UID:GID [config: user]')
             [CompletionResult]::new('--config', '--config', [CompletionResultType]::ParameterName, 'Configuration file (default: ./sandbox.toml, then $XDG_CONFIG_HOME/h9sandbox/config.toml)')
             [CompletionResult]::new('--format', '--format', [CompletionResultType]::ParameterName, 'Output format')
             [CompletionResult]::new('--bootstrap-required', '--bootstrap-required', [CompletionResultType]::ParameterName, 'Fail, and remove the sandbox, when the bootstrap command fails [config: bootstrap_required]')
@@ -113,6 +117,44 @@ Register-ArgumentCompleter -Native -CommandName 'h9sandbox' -ScriptBlock {
             [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help (see more with ''--help'')')
             break
         }
+        'h9sandbox;read' {
+            [CompletionResult]::new('--max-bytes', '--max-bytes', [CompletionResultType]::ParameterName, 'Print at most this many bytes (JSON: the content holds at most this many)')
+            [CompletionResult]::new('--config', '--config', [CompletionResultType]::ParameterName, 'Configuration file (default: ./sandbox.toml, then $XDG_CONFIG_HOME/h9sandbox/config.toml)')
+            [CompletionResult]::new('--format', '--format', [CompletionResultType]::ParameterName, 'Output format')
+            [CompletionResult]::new('--json', '--json', [CompletionResultType]::ParameterName, 'Same as --format json')
+            [CompletionResult]::new('-v', '-v', [CompletionResultType]::ParameterName, 'Print every engine command line to stderr before running it')
+            [CompletionResult]::new('--verbose', '--verbose', [CompletionResultType]::ParameterName, 'Print every engine command line to stderr before running it')
+            [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help (see more with ''--help'')')
+            [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help (see more with ''--help'')')
+            break
+        }
+        'h9sandbox;write' {
+            [CompletionResult]::new('--from', '--from', [CompletionResultType]::ParameterName, 'Take the content from this host file instead of stdin')
+            [CompletionResult]::new('--mode', '--mode', [CompletionResultType]::ParameterName, 'Permission bits in octal [default: an existing file''s, else 644]')
+            [CompletionResult]::new('--config', '--config', [CompletionResultType]::ParameterName, 'Configuration file (default: ./sandbox.toml, then $XDG_CONFIG_HOME/h9sandbox/config.toml)')
+            [CompletionResult]::new('--format', '--format', [CompletionResultType]::ParameterName, 'Output format')
+            [CompletionResult]::new('--parents', '--parents', [CompletionResultType]::ParameterName, 'Create missing parent directories')
+            [CompletionResult]::new('--append', '--append', [CompletionResultType]::ParameterName, 'Add to the end of the existing content (still replaced atomically)')
+            [CompletionResult]::new('--json', '--json', [CompletionResultType]::ParameterName, 'Same as --format json')
+            [CompletionResult]::new('-v', '-v', [CompletionResultType]::ParameterName, 'Print every engine command line to stderr before running it')
+            [CompletionResult]::new('--verbose', '--verbose', [CompletionResultType]::ParameterName, 'Print every engine command line to stderr before running it')
+            [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help (see more with ''--help'')')
+            [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help (see more with ''--help'')')
+            break
+        }
+        'h9sandbox;edit' {
+            [CompletionResult]::new('--old', '--old', [CompletionResultType]::ParameterName, 'Text to find (exact, whitespace and newlines included)')
+            [CompletionResult]::new('--new', '--new', [CompletionResultType]::ParameterName, 'Replacement text (may be empty)')
+            [CompletionResult]::new('--config', '--config', [CompletionResultType]::ParameterName, 'Configuration file (default: ./sandbox.toml, then $XDG_CONFIG_HOME/h9sandbox/config.toml)')
+            [CompletionResult]::new('--format', '--format', [CompletionResultType]::ParameterName, 'Output format')
+            [CompletionResult]::new('--all', '--all', [CompletionResultType]::ParameterName, 'Replace every occurrence (at least one must exist)')
+            [CompletionResult]::new('--json', '--json', [CompletionResultType]::ParameterName, 'Same as --format json')
+            [CompletionResult]::new('-v', '-v', [CompletionResultType]::ParameterName, 'Print every engine command line to stderr before running it')
+            [CompletionResult]::new('--verbose', '--verbose', [CompletionResultType]::ParameterName, 'Print every engine command line to stderr before running it')
+            [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help (see more with ''--help'')')
+            [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help (see more with ''--help'')')
+            break
+        }
         'h9sandbox;generate' {
             [CompletionResult]::new('--config', '--config', [CompletionResultType]::ParameterName, 'Configuration file (default: ./sandbox.toml, then $XDG_CONFIG_HOME/h9sandbox/config.toml)')
             [CompletionResult]::new('--format', '--format', [CompletionResultType]::ParameterName, 'Output format')
@@ -168,6 +210,9 @@ Register-ArgumentCompleter -Native -CommandName 'h9sandbox' -ScriptBlock {
             [CompletionResult]::new('bootstrap', 'bootstrap', [CompletionResultType]::ParameterValue, 'Run a one-time setup command in a sandbox (streams its output; recorded in the sandbox)')
             [CompletionResult]::new('down', 'down', [CompletionResultType]::ParameterValue, 'Stop and remove sandboxes and their sub-sandboxes (always removes, even when the stop fails)')
             [CompletionResult]::new('ls', 'ls', [CompletionResultType]::ParameterValue, 'List sandboxes with their real container state, sub-sandboxes under their parent')
+            [CompletionResult]::new('read', 'read', [CompletionResultType]::ParameterValue, 'Print a file of the sandbox''s work dir (read on the host, refusing paths that leave it)')
+            [CompletionResult]::new('write', 'write', [CompletionResultType]::ParameterValue, 'Replace a file of the sandbox''s work dir atomically with stdin or --from FILE')
+            [CompletionResult]::new('edit', 'edit', [CompletionResultType]::ParameterValue, 'Replace text in a file of the sandbox''s work dir (exactly one occurrence, or --all)')
             [CompletionResult]::new('generate', 'generate', [CompletionResultType]::ParameterValue, 'Generate shell completion scripts and man pages from this command line''s definition')
             [CompletionResult]::new('help', 'help', [CompletionResultType]::ParameterValue, 'Print this message or the help of the given subcommand(s)')
             break
@@ -185,6 +230,15 @@ Register-ArgumentCompleter -Native -CommandName 'h9sandbox' -ScriptBlock {
             break
         }
         'h9sandbox;help;ls' {
+            break
+        }
+        'h9sandbox;help;read' {
+            break
+        }
+        'h9sandbox;help;write' {
+            break
+        }
+        'h9sandbox;help;edit' {
             break
         }
         'h9sandbox;help;generate' {

@@ -22,6 +22,9 @@ _h9sandbox() {
             h9sandbox,down)
                 cmd="h9sandbox__subcmd__down"
                 ;;
+            h9sandbox,edit)
+                cmd="h9sandbox__subcmd__edit"
+                ;;
             h9sandbox,exec)
                 cmd="h9sandbox__subcmd__exec"
                 ;;
@@ -34,8 +37,14 @@ _h9sandbox() {
             h9sandbox,ls)
                 cmd="h9sandbox__subcmd__ls"
                 ;;
+            h9sandbox,read)
+                cmd="h9sandbox__subcmd__read"
+                ;;
             h9sandbox,up)
                 cmd="h9sandbox__subcmd__up"
+                ;;
+            h9sandbox,write)
+                cmd="h9sandbox__subcmd__write"
                 ;;
             h9sandbox__subcmd__generate,completions)
                 cmd="h9sandbox__subcmd__generate__subcmd__completions"
@@ -61,6 +70,9 @@ _h9sandbox() {
             h9sandbox__subcmd__help,down)
                 cmd="h9sandbox__subcmd__help__subcmd__down"
                 ;;
+            h9sandbox__subcmd__help,edit)
+                cmd="h9sandbox__subcmd__help__subcmd__edit"
+                ;;
             h9sandbox__subcmd__help,exec)
                 cmd="h9sandbox__subcmd__help__subcmd__exec"
                 ;;
@@ -73,8 +85,14 @@ _h9sandbox() {
             h9sandbox__subcmd__help,ls)
                 cmd="h9sandbox__subcmd__help__subcmd__ls"
                 ;;
+            h9sandbox__subcmd__help,read)
+                cmd="h9sandbox__subcmd__help__subcmd__read"
+                ;;
             h9sandbox__subcmd__help,up)
                 cmd="h9sandbox__subcmd__help__subcmd__up"
+                ;;
+            h9sandbox__subcmd__help,write)
+                cmd="h9sandbox__subcmd__help__subcmd__write"
                 ;;
             h9sandbox__subcmd__help__subcmd__generate,completions)
                 cmd="h9sandbox__subcmd__help__subcmd__generate__subcmd__completions"
@@ -89,7 +107,7 @@ _h9sandbox() {
 
     case "${cmd}" in
         h9sandbox)
-            opts="-v -h -V --config --format --json --verbose --help --version up exec bootstrap down ls generate help"
+            opts="-v -h -V --config --format --json --verbose --help --version up exec bootstrap down ls read write edit generate help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -143,6 +161,36 @@ _h9sandbox() {
                 return 0
             fi
             case "${prev}" in
+                --config)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --format)
+                    COMPREPLY=($(compgen -W "table json" -- "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        h9sandbox__subcmd__edit)
+            opts="-v -h --old --new --all --config --format --json --verbose --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --old)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --new)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 --config)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
@@ -327,7 +375,7 @@ _h9sandbox() {
             return 0
             ;;
         h9sandbox__subcmd__help)
-            opts="up exec bootstrap down ls generate help"
+            opts="up exec bootstrap down ls read write edit generate help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -355,6 +403,20 @@ _h9sandbox() {
             return 0
             ;;
         h9sandbox__subcmd__help__subcmd__down)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        h9sandbox__subcmd__help__subcmd__edit)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
@@ -452,7 +514,35 @@ _h9sandbox() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
+        h9sandbox__subcmd__help__subcmd__read)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
         h9sandbox__subcmd__help__subcmd__up)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        h9sandbox__subcmd__help__subcmd__write)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
@@ -492,8 +582,34 @@ _h9sandbox() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
+        h9sandbox__subcmd__read)
+            opts="-v -h --max-bytes --config --format --json --verbose --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --max-bytes)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --config)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --format)
+                    COMPREPLY=($(compgen -W "table json" -- "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
         h9sandbox__subcmd__up)
-            opts="-v -h --workdir --image --name --cpus --memory --pids-limit --network --label --parent --bootstrap --bootstrap-required --bootstrap-timeout --config --format --json --verbose --help"
+            opts="-v -h --workdir --image --name --cpus --memory --pids-limit --network --label --parent --bootstrap --bootstrap-required --bootstrap-timeout --user --config --format --json --verbose --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -540,6 +656,40 @@ _h9sandbox() {
                     return 0
                     ;;
                 --bootstrap-timeout)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --user)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --config)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --format)
+                    COMPREPLY=($(compgen -W "table json" -- "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        h9sandbox__subcmd__write)
+            opts="-v -h --from --mode --parents --append --config --format --json --verbose --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --from)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --mode)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

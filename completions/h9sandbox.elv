@@ -32,6 +32,9 @@ set edit:completion:arg-completer[h9sandbox] = {|@words|
             cand bootstrap 'Run a one-time setup command in a sandbox (streams its output; recorded in the sandbox)'
             cand down 'Stop and remove sandboxes and their sub-sandboxes (always removes, even when the stop fails)'
             cand ls 'List sandboxes with their real container state, sub-sandboxes under their parent'
+            cand read 'Print a file of the sandbox''s work dir (read on the host, refusing paths that leave it)'
+            cand write 'Replace a file of the sandbox''s work dir atomically with stdin or --from FILE'
+            cand edit 'Replace text in a file of the sandbox''s work dir (exactly one occurrence, or --all)'
             cand generate 'Generate shell completion scripts and man pages from this command line''s definition'
             cand help 'Print this message or the help of the given subcommand(s)'
         }
@@ -47,6 +50,7 @@ set edit:completion:arg-completer[h9sandbox] = {|@words|
             cand --parent 'Make this a sub-sandbox of ID: its image, limits, network and work dir, which the flags may only tighten'
             cand --bootstrap 'Shell command run once the container is ready; '''' for none [config: bootstrap_cmd]'
             cand --bootstrap-timeout 'Seconds before the bootstrap''s process tree is killed; 0 = none [config: bootstrap_timeout_secs]'
+            cand --user 'User of the sandbox''s processes: root, host (your uid:gid) or UID:GID [config: user]'
             cand --config 'Configuration file (default: ./sandbox.toml, then $XDG_CONFIG_HOME/h9sandbox/config.toml)'
             cand --format 'Output format'
             cand --bootstrap-required 'Fail, and remove the sandbox, when the bootstrap command fails [config: bootstrap_required]'
@@ -104,6 +108,41 @@ set edit:completion:arg-completer[h9sandbox] = {|@words|
             cand -h 'Print help (see more with ''--help'')'
             cand --help 'Print help (see more with ''--help'')'
         }
+        &'h9sandbox;read'= {
+            cand --max-bytes 'Print at most this many bytes (JSON: the content holds at most this many)'
+            cand --config 'Configuration file (default: ./sandbox.toml, then $XDG_CONFIG_HOME/h9sandbox/config.toml)'
+            cand --format 'Output format'
+            cand --json 'Same as --format json'
+            cand -v 'Print every engine command line to stderr before running it'
+            cand --verbose 'Print every engine command line to stderr before running it'
+            cand -h 'Print help (see more with ''--help'')'
+            cand --help 'Print help (see more with ''--help'')'
+        }
+        &'h9sandbox;write'= {
+            cand --from 'Take the content from this host file instead of stdin'
+            cand --mode 'Permission bits in octal [default: an existing file''s, else 644]'
+            cand --config 'Configuration file (default: ./sandbox.toml, then $XDG_CONFIG_HOME/h9sandbox/config.toml)'
+            cand --format 'Output format'
+            cand --parents 'Create missing parent directories'
+            cand --append 'Add to the end of the existing content (still replaced atomically)'
+            cand --json 'Same as --format json'
+            cand -v 'Print every engine command line to stderr before running it'
+            cand --verbose 'Print every engine command line to stderr before running it'
+            cand -h 'Print help (see more with ''--help'')'
+            cand --help 'Print help (see more with ''--help'')'
+        }
+        &'h9sandbox;edit'= {
+            cand --old 'Text to find (exact, whitespace and newlines included)'
+            cand --new 'Replacement text (may be empty)'
+            cand --config 'Configuration file (default: ./sandbox.toml, then $XDG_CONFIG_HOME/h9sandbox/config.toml)'
+            cand --format 'Output format'
+            cand --all 'Replace every occurrence (at least one must exist)'
+            cand --json 'Same as --format json'
+            cand -v 'Print every engine command line to stderr before running it'
+            cand --verbose 'Print every engine command line to stderr before running it'
+            cand -h 'Print help (see more with ''--help'')'
+            cand --help 'Print help (see more with ''--help'')'
+        }
         &'h9sandbox;generate'= {
             cand --config 'Configuration file (default: ./sandbox.toml, then $XDG_CONFIG_HOME/h9sandbox/config.toml)'
             cand --format 'Output format'
@@ -152,6 +191,9 @@ set edit:completion:arg-completer[h9sandbox] = {|@words|
             cand bootstrap 'Run a one-time setup command in a sandbox (streams its output; recorded in the sandbox)'
             cand down 'Stop and remove sandboxes and their sub-sandboxes (always removes, even when the stop fails)'
             cand ls 'List sandboxes with their real container state, sub-sandboxes under their parent'
+            cand read 'Print a file of the sandbox''s work dir (read on the host, refusing paths that leave it)'
+            cand write 'Replace a file of the sandbox''s work dir atomically with stdin or --from FILE'
+            cand edit 'Replace text in a file of the sandbox''s work dir (exactly one occurrence, or --all)'
             cand generate 'Generate shell completion scripts and man pages from this command line''s definition'
             cand help 'Print this message or the help of the given subcommand(s)'
         }
@@ -164,6 +206,12 @@ set edit:completion:arg-completer[h9sandbox] = {|@words|
         &'h9sandbox;help;down'= {
         }
         &'h9sandbox;help;ls'= {
+        }
+        &'h9sandbox;help;read'= {
+        }
+        &'h9sandbox;help;write'= {
+        }
+        &'h9sandbox;help;edit'= {
         }
         &'h9sandbox;help;generate'= {
             cand completions 'A shell''s completion script on stdout, or every shell''s into DIR with --all'

@@ -36,6 +36,9 @@ complete -c h9sandbox -n "__fish_h9sandbox_needs_command" -f -a "exec" -d 'Run a
 complete -c h9sandbox -n "__fish_h9sandbox_needs_command" -f -a "bootstrap" -d 'Run a one-time setup command in a sandbox (streams its output; recorded in the sandbox)'
 complete -c h9sandbox -n "__fish_h9sandbox_needs_command" -f -a "down" -d 'Stop and remove sandboxes and their sub-sandboxes (always removes, even when the stop fails)'
 complete -c h9sandbox -n "__fish_h9sandbox_needs_command" -f -a "ls" -d 'List sandboxes with their real container state, sub-sandboxes under their parent'
+complete -c h9sandbox -n "__fish_h9sandbox_needs_command" -f -a "read" -d 'Print a file of the sandbox\'s work dir (read on the host, refusing paths that leave it)'
+complete -c h9sandbox -n "__fish_h9sandbox_needs_command" -f -a "write" -d 'Replace a file of the sandbox\'s work dir atomically with stdin or --from FILE'
+complete -c h9sandbox -n "__fish_h9sandbox_needs_command" -f -a "edit" -d 'Replace text in a file of the sandbox\'s work dir (exactly one occurrence, or --all)'
 complete -c h9sandbox -n "__fish_h9sandbox_needs_command" -f -a "generate" -d 'Generate shell completion scripts and man pages from this command line\'s definition'
 complete -c h9sandbox -n "__fish_h9sandbox_needs_command" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand up" -l workdir -d 'Host directory bind-mounted at the same path [default: current directory]' -r -F
@@ -50,6 +53,7 @@ complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand up" -l label -d 'Ext
 complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand up" -l parent -d 'Make this a sub-sandbox of ID: its image, limits, network and work dir, which the flags may only tighten' -r
 complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand up" -l bootstrap -d 'Shell command run once the container is ready; \'\' for none [config: bootstrap_cmd]' -r
 complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand up" -l bootstrap-timeout -d 'Seconds before the bootstrap\'s process tree is killed; 0 = none [config: bootstrap_timeout_secs]' -r
+complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand up" -l user -d 'User of the sandbox\'s processes: root, host (your uid:gid) or UID:GID [config: user]' -r
 complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand up" -l config -d 'Configuration file (default: ./sandbox.toml, then $XDG_CONFIG_HOME/h9sandbox/config.toml)' -r -F
 complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand up" -l format -d 'Output format' -r -f -a "table\t'For people: a table, or plain lines'
 json\t'For programs: one JSON document on stdout'"
@@ -90,6 +94,32 @@ complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand ls" -s w -l watch -d
 complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand ls" -l json -d 'Same as --format json'
 complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand ls" -s v -l verbose -d 'Print every engine command line to stderr before running it'
 complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand ls" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand read" -l max-bytes -d 'Print at most this many bytes (JSON: the content holds at most this many)' -r
+complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand read" -l config -d 'Configuration file (default: ./sandbox.toml, then $XDG_CONFIG_HOME/h9sandbox/config.toml)' -r -F
+complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand read" -l format -d 'Output format' -r -f -a "table\t'For people: a table, or plain lines'
+json\t'For programs: one JSON document on stdout'"
+complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand read" -l json -d 'Same as --format json'
+complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand read" -s v -l verbose -d 'Print every engine command line to stderr before running it'
+complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand read" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand write" -l from -d 'Take the content from this host file instead of stdin' -r -F
+complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand write" -l mode -d 'Permission bits in octal [default: an existing file\'s, else 644]' -r
+complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand write" -l config -d 'Configuration file (default: ./sandbox.toml, then $XDG_CONFIG_HOME/h9sandbox/config.toml)' -r -F
+complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand write" -l format -d 'Output format' -r -f -a "table\t'For people: a table, or plain lines'
+json\t'For programs: one JSON document on stdout'"
+complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand write" -l parents -d 'Create missing parent directories'
+complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand write" -l append -d 'Add to the end of the existing content (still replaced atomically)'
+complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand write" -l json -d 'Same as --format json'
+complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand write" -s v -l verbose -d 'Print every engine command line to stderr before running it'
+complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand write" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand edit" -l old -d 'Text to find (exact, whitespace and newlines included)' -r
+complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand edit" -l new -d 'Replacement text (may be empty)' -r
+complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand edit" -l config -d 'Configuration file (default: ./sandbox.toml, then $XDG_CONFIG_HOME/h9sandbox/config.toml)' -r -F
+complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand edit" -l format -d 'Output format' -r -f -a "table\t'For people: a table, or plain lines'
+json\t'For programs: one JSON document on stdout'"
+complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand edit" -l all -d 'Replace every occurrence (at least one must exist)'
+complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand edit" -l json -d 'Same as --format json'
+complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand edit" -s v -l verbose -d 'Print every engine command line to stderr before running it'
+complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand edit" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand generate; and not __fish_seen_subcommand_from completions man help" -l config -d 'Configuration file (default: ./sandbox.toml, then $XDG_CONFIG_HOME/h9sandbox/config.toml)' -r -F
 complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand generate; and not __fish_seen_subcommand_from completions man help" -l format -d 'Output format' -r -f -a "table\t'For people: a table, or plain lines'
 json\t'For programs: one JSON document on stdout'"
@@ -115,12 +145,15 @@ complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand generate; and __fish
 complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand generate; and __fish_seen_subcommand_from help" -f -a "completions" -d 'A shell\'s completion script on stdout, or every shell\'s into DIR with --all'
 complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand generate; and __fish_seen_subcommand_from help" -f -a "man" -d 'Man pages: h9sandbox.1 and one h9sandbox-SUBCOMMAND.1 per subcommand, into DIR'
 complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand generate; and __fish_seen_subcommand_from help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
-complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand help; and not __fish_seen_subcommand_from up exec bootstrap down ls generate help" -f -a "up" -d 'Start a sandbox: a hardened container with the work directory bind-mounted'
-complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand help; and not __fish_seen_subcommand_from up exec bootstrap down ls generate help" -f -a "exec" -d 'Run a shell command in a sandbox (bash -c, or sh -c without bash)'
-complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand help; and not __fish_seen_subcommand_from up exec bootstrap down ls generate help" -f -a "bootstrap" -d 'Run a one-time setup command in a sandbox (streams its output; recorded in the sandbox)'
-complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand help; and not __fish_seen_subcommand_from up exec bootstrap down ls generate help" -f -a "down" -d 'Stop and remove sandboxes and their sub-sandboxes (always removes, even when the stop fails)'
-complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand help; and not __fish_seen_subcommand_from up exec bootstrap down ls generate help" -f -a "ls" -d 'List sandboxes with their real container state, sub-sandboxes under their parent'
-complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand help; and not __fish_seen_subcommand_from up exec bootstrap down ls generate help" -f -a "generate" -d 'Generate shell completion scripts and man pages from this command line\'s definition'
-complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand help; and not __fish_seen_subcommand_from up exec bootstrap down ls generate help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand help; and not __fish_seen_subcommand_from up exec bootstrap down ls read write edit generate help" -f -a "up" -d 'Start a sandbox: a hardened container with the work directory bind-mounted'
+complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand help; and not __fish_seen_subcommand_from up exec bootstrap down ls read write edit generate help" -f -a "exec" -d 'Run a shell command in a sandbox (bash -c, or sh -c without bash)'
+complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand help; and not __fish_seen_subcommand_from up exec bootstrap down ls read write edit generate help" -f -a "bootstrap" -d 'Run a one-time setup command in a sandbox (streams its output; recorded in the sandbox)'
+complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand help; and not __fish_seen_subcommand_from up exec bootstrap down ls read write edit generate help" -f -a "down" -d 'Stop and remove sandboxes and their sub-sandboxes (always removes, even when the stop fails)'
+complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand help; and not __fish_seen_subcommand_from up exec bootstrap down ls read write edit generate help" -f -a "ls" -d 'List sandboxes with their real container state, sub-sandboxes under their parent'
+complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand help; and not __fish_seen_subcommand_from up exec bootstrap down ls read write edit generate help" -f -a "read" -d 'Print a file of the sandbox\'s work dir (read on the host, refusing paths that leave it)'
+complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand help; and not __fish_seen_subcommand_from up exec bootstrap down ls read write edit generate help" -f -a "write" -d 'Replace a file of the sandbox\'s work dir atomically with stdin or --from FILE'
+complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand help; and not __fish_seen_subcommand_from up exec bootstrap down ls read write edit generate help" -f -a "edit" -d 'Replace text in a file of the sandbox\'s work dir (exactly one occurrence, or --all)'
+complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand help; and not __fish_seen_subcommand_from up exec bootstrap down ls read write edit generate help" -f -a "generate" -d 'Generate shell completion scripts and man pages from this command line\'s definition'
+complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand help; and not __fish_seen_subcommand_from up exec bootstrap down ls read write edit generate help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand help; and __fish_seen_subcommand_from generate" -f -a "completions" -d 'A shell\'s completion script on stdout, or every shell\'s into DIR with --all'
 complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand help; and __fish_seen_subcommand_from generate" -f -a "man" -d 'Man pages: h9sandbox.1 and one h9sandbox-SUBCOMMAND.1 per subcommand, into DIR'

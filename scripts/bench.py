@@ -7,8 +7,25 @@
 
 With --engine podman, the same against `podman` (the test image must be loaded into Podman, see
 .ci/run); with --engine local, only exec, against `bash -c true` run directly.
+
+And the file commands on a 64 MiB file of random bytes (the work dir and the source on one file
+system), against the host's own tools:
+
+  read:       `h9sandbox read ID F > OUT`            vs `cat F > OUT`
+  read|pipe:  `h9sandbox read ID F | cat >/dev/null` vs `cat F | cat >/dev/null`
+  write:      `h9sandbox write ID F --from SRC`      vs `cp SRC F` (in place: not atomic)
+  write~mv:                                          vs `cp SRC T && mv T F` (atomic replace)
+  write~all:                                         vs `cp SRC T && sync T && mv T F` (atomic
+                                                        and durable: what `write` does)
+  write<in:   `h9sandbox write ID F < SRC`           vs `cat < SRC > F`
+
+with the peak resident memory (ru_maxrss from wait4) of each, to show that memory stays flat.
+The page cache is written back (`sync`) before every timed run, so one run's dirty pages do not
+slow the next.
+
 Runs alternate (ours, theirs, ours, ...) so drift hits both alike; prints medians and the ratio
-ours/theirs. Usage: scripts/bench.py [--binary PATH] [--image IMG] [--runs N] [--engine E]
+ours/theirs. Usage:
+  scripts/bench.py [--binary PATH] [--image IMG] [--runs N] [--engine E] [--only core|files]
 """
 import argparse, os, shlex, statistics, subprocess, sys, tempfile, time
 
@@ -28,12 +45,73 @@ def report(name, ours, theirs, raw="docker"):
           f"   (median of {len(ours)}; h9sandbox p90 {sorted(ours)[int(len(ours)*0.9)-1]*1000:.1f} ms)")
 
 
+def shell_timed(line, **kw):
+    """Runs `line` with sh after writing back dirty pages; returns seconds."""
+    os.sync()
+    t = time.perf_counter()
+    p = subprocess.run(["sh", "-c", line], **kw)
+    dt = time.perf_counter() - t
+    if p.returncode != 0:
+        sys.exit(f"bench: {line} failed")
+    return dt
+
+
+def peak_rss_mib(line, tmp, **kw):
+    """Peak resident memory of the first command of `line` (GNU time's %M), in MiB, or None."""
+    if not os.path.exists("/usr/bin/time"):
+        return None
+    out = os.path.join(tmp, "rss")
+    shell_timed(f"/usr/bin/time -o {shlex.quote(out)} -f %M {line}", **kw)
+    with open(out) as f:
+        return int(f.read().split()[-1]) / 1024
+
+
+def bench_files(a, env, h9, work, tmp):
+    size = 64 << 20
+    src = os.path.join(tmp, "src.bin")
+    with open(src, "wb") as f:
+        f.write(os.urandom(size))
+    _, p = timed(h9 + ["up", "--workdir", work], env=env)
+    sid = p.stdout.decode().strip()
+    q = shlex.quote
+    b, w = q(a.binary), lambda n: q(os.path.join(work, n))
+    out = q(os.path.join(tmp, "out.bin"))
+    timed(h9 + ["write", sid, "big.bin", "--from", src], env=env)
+    pairs = [
+        ("read", f"{b} read {sid} big.bin > {out}", f"cat {w('big.bin')} > {out}"),
+        ("read|pipe", f"{b} read {sid} big.bin | cat > /dev/null",
+         f"cat {w('big.bin')} | cat > /dev/null"),
+        ("write", f"{b} write {sid} h9.bin --from {q(src)}", f"cp {q(src)} {w('cp.bin')}"),
+        ("write~mv", f"{b} write {sid} h9.bin --from {q(src)}",
+         f"cp {q(src)} {w('cp.tmp')} && mv {w('cp.tmp')} {w('cp.bin')}"),
+        ("write~all", f"{b} write {sid} h9.bin --from {q(src)}",
+         f"cp {q(src)} {w('cp.tmp')} && sync {w('cp.tmp')} && mv {w('cp.tmp')} {w('cp.bin')}"),
+        ("write<in", f"{b} write {sid} h9.bin < {q(src)}", f"cat < {q(src)} > {w('cp.bin')}"),
+    ]
+    runs = max(5, a.runs // 3)
+    for name, ours_line, theirs_line in pairs:
+        for _ in range(2):
+            shell_timed(ours_line, env=env); shell_timed(theirs_line, env=env)
+        ours, theirs = [], []
+        for _ in range(runs):
+            ours.append(shell_timed(ours_line, env=env))
+            theirs.append(shell_timed(theirs_line, env=env))
+        mo, mt = statistics.median(ours), statistics.median(theirs)
+        rss = lambda line: (lambda m: "  n/a" if m is None else f"{m:5.1f}")(
+            peak_rss_mib(line, tmp, env=env))
+        print(f"{name:10} h9sandbox {mo*1000:7.1f} ms ({size / mo / 2**20:5.0f} MiB/s, "
+              f"RSS {rss(ours_line)} MiB)   host {mt*1000:7.1f} ms (RSS {rss(theirs_line)} MiB)"
+              f"   ratio {mo/mt:5.2f}x   (median of {runs})")
+    timed(h9 + ["down", sid], env=env)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--binary", default="target/release/h9sandbox")
     ap.add_argument("--image", default="h9sandbox-test/tiny:latest")
     ap.add_argument("--runs", type=int, default=30)
     ap.add_argument("--engine", choices=["docker", "podman", "local"], default="docker")
+    ap.add_argument("--only", choices=["core", "files"])
     a = ap.parse_args()
     state = tempfile.mkdtemp(prefix="h9bench-state")
     work = tempfile.mkdtemp(prefix="h9bench-work")
@@ -42,6 +120,16 @@ def main():
     if a.engine == "podman":
         env["H9SANDBOX_RUNTIME"] = "runc"
     h9 = [a.binary]
+    if a.only != "core":
+        tmp = tempfile.mkdtemp(prefix="h9bench-files")
+        try:
+            bench_files(a, env, h9, work, tmp)
+        finally:
+            subprocess.run(["rm", "-rf", tmp] + [os.path.join(work, n) for n in
+                                                  ("big.bin", "h9.bin", "cp.bin", "cp.tmp")])
+        if a.only == "files":
+            subprocess.run(["rm", "-rf", state, work])
+            return
     cli = a.engine
 
     # exec

@@ -25,6 +25,8 @@ Examples:
   h9sandbox exec \"$id\" -- make test            run a command in it
   h9sandbox exec \"$id\" --format json -- ls     capture output, status and timing as JSON
   sub=$(h9sandbox up --parent \"$id\")           a sub-sandbox for a sub-agent, never looser
+  h9sandbox write \"$id\" notes.txt < notes.txt  replace a file of the work dir atomically
+  h9sandbox read \"$id\" out/report.txt          print one (paths leaving the work dir are refused)
   h9sandbox ls --watch                         list sandboxes and their states, live
   h9sandbox down \"$id\"                         stop and remove it (and its sub-sandboxes)
 
@@ -138,6 +140,37 @@ Examples:
   h9sandbox ls --format json | jq -r '.[] | select(.state == \"Running\") | .id'
   h9sandbox ls --watch --format json              one JSON array per line, on every change")]
     Ls(LsArgs),
+    /// Print a file of the sandbox's work dir (read on the host, refusing paths that leave it)
+    #[command(after_help = "\
+Examples:
+  h9sandbox read 3f2a src/main.rs                 raw bytes to stdout (binary-safe)
+  h9sandbox read 3f2a build.log --max-bytes 4096  only the first 4 KiB
+  h9sandbox read 3f2a out.png --format json       {path, size, content_base64, truncated}
+
+Paths are relative to the work dir, or absolute inside it. Symlinks that stay inside are followed;
+'..' above the work dir and symlinks that lead out of it are refused (exit 1).")]
+    Read(ReadArgs),
+    /// Replace a file of the sandbox's work dir atomically with stdin or --from FILE
+    #[command(after_help = "\
+Examples:
+  echo 'print(1)' | h9sandbox write 3f2a src/x.py          create or replace
+  h9sandbox write 3f2a data/big.bin --from ./big.bin --parents
+  h9sandbox write 3f2a run.sh --from ./run.sh --mode 755
+  echo more | h9sandbox write 3f2a notes.txt --append
+
+The content goes to a temporary file next to the target, which is then renamed over it: readers
+see the old or the new file, and a failed write keeps the old content. Paths as for `read`.")]
+    Write(WriteArgs),
+    /// Replace text in a file of the sandbox's work dir (exactly one occurrence, or --all)
+    #[command(after_help = "\
+Examples:
+  h9sandbox edit 3f2a src/lib.rs --old 'fn old_name(' --new 'fn new_name('
+  h9sandbox edit 3f2a Cargo.toml --old 'version = \"0.1.0\"' --new 'version = \"0.2.0\"'
+  h9sandbox edit 3f2a notes.txt --old TODO --new DONE --all --format json
+
+Fails (exit 1, naming the count) when --old occurs 0 times, or more than once without --all.
+The file is replaced atomically and keeps its mode and owner. Paths as for `read`.")]
+    Edit(EditArgs),
     /// Generate shell completion scripts and man pages from this command line's definition
     #[command(
         hide = true,
@@ -193,6 +226,9 @@ pub struct UpArgs {
     /// [config: bootstrap_timeout_secs]
     #[arg(long, value_name = "SECS")]
     pub bootstrap_timeout: Option<u64>,
+    /// User of the sandbox's processes: root, host (your uid:gid) or UID:GID [config: user]
+    #[arg(long, value_name = "USER")]
+    pub user: Option<String>,
 }
 
 /// `exec` arguments.
@@ -250,6 +286,57 @@ pub struct DownArgs {
     #[arg(required_unless_present = "all", conflicts_with = "all")]
     pub ids: Vec<String>,
     /// Every sandbox of this state directory
+    #[arg(long)]
+    pub all: bool,
+}
+
+/// `read` arguments.
+#[derive(Debug, Args)]
+pub struct ReadArgs {
+    /// Sandbox ID, unique ID prefix, or name
+    pub id: String,
+    /// File, relative to the work dir or absolute inside it
+    pub path: PathBuf,
+    /// Print at most this many bytes (JSON: the content holds at most this many)
+    #[arg(long, value_name = "N")]
+    pub max_bytes: Option<u64>,
+}
+
+/// `write` arguments.
+#[derive(Debug, Args)]
+pub struct WriteArgs {
+    /// Sandbox ID, unique ID prefix, or name
+    pub id: String,
+    /// File, relative to the work dir or absolute inside it
+    pub path: PathBuf,
+    /// Take the content from this host file instead of stdin
+    #[arg(long, value_name = "FILE")]
+    pub from: Option<PathBuf>,
+    /// Permission bits in octal [default: an existing file's, else 644]
+    #[arg(long, value_name = "OCTAL")]
+    pub mode: Option<String>,
+    /// Create missing parent directories
+    #[arg(long)]
+    pub parents: bool,
+    /// Add to the end of the existing content (still replaced atomically)
+    #[arg(long)]
+    pub append: bool,
+}
+
+/// `edit` arguments.
+#[derive(Debug, Args)]
+pub struct EditArgs {
+    /// Sandbox ID, unique ID prefix, or name
+    pub id: String,
+    /// File, relative to the work dir or absolute inside it
+    pub path: PathBuf,
+    /// Text to find (exact, whitespace and newlines included)
+    #[arg(long, value_name = "STR", allow_hyphen_values = true)]
+    pub old: String,
+    /// Replacement text (may be empty)
+    #[arg(long, value_name = "STR", allow_hyphen_values = true)]
+    pub new: String,
+    /// Replace every occurrence (at least one must exist)
     #[arg(long)]
     pub all: bool,
 }

@@ -61,6 +61,110 @@ impl fmt::Display for Network {
     }
 }
 
+/// A numeric user and group, written `uid:gid` (the form `docker run --user` takes, and the form
+/// recorded in the state file).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(into = "String", try_from = "String")]
+pub struct Ids {
+    /// User ID.
+    pub uid: u32,
+    /// Group ID.
+    pub gid: u32,
+}
+
+impl Ids {
+    /// `0:0`.
+    pub const ROOT: Ids = Ids { uid: 0, gid: 0 };
+
+    /// The real user and group of this process (`getuid(2)`, `getgid(2)`).
+    pub fn current() -> Ids {
+        Ids {
+            uid: rustix::process::getuid().as_raw(),
+            gid: rustix::process::getgid().as_raw(),
+        }
+    }
+
+    /// Whether this is the superuser.
+    pub fn is_root(self) -> bool {
+        self.uid == 0
+    }
+}
+
+impl fmt::Display for Ids {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}:{}", self.uid, self.gid)
+    }
+}
+
+impl std::str::FromStr for Ids {
+    type Err = String;
+
+    /// Parses `uid:gid`, both decimal numbers below 2^32 - 1 (the kernel's "no ID").
+    fn from_str(s: &str) -> Result<Ids, String> {
+        let bad = || format!("'{s}' is not root, host, or a numeric uid:gid such as 1000:1000");
+        let (u, g) = s.split_once(':').ok_or_else(bad)?;
+        let num = |t: &str| {
+            if t.is_empty() || !t.bytes().all(|b| b.is_ascii_digit()) {
+                return Err(bad());
+            }
+            t.parse::<u32>()
+                .ok()
+                .filter(|&n| n != u32::MAX)
+                .ok_or_else(bad)
+        };
+        Ok(Ids {
+            uid: num(u)?,
+            gid: num(g)?,
+        })
+    }
+}
+
+impl From<Ids> for String {
+    fn from(ids: Ids) -> String {
+        ids.to_string()
+    }
+}
+
+impl TryFrom<String> for Ids {
+    type Error = String;
+    fn try_from(s: String) -> Result<Ids, String> {
+        s.parse()
+    }
+}
+
+/// The value of the `user` key: who the processes of a sandbox run as (`docker run --user`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum User {
+    /// `root`: uid 0, gid 0.
+    Root,
+    /// `host`: the real uid and gid of the h9sandbox process that runs `up`.
+    Host,
+    /// `uid:gid`: these numeric IDs.
+    Ids(Ids),
+}
+
+impl std::str::FromStr for User {
+    type Err = String;
+    fn from_str(s: &str) -> Result<User, String> {
+        match s {
+            "root" => Ok(User::Root),
+            "host" => Ok(User::Host),
+            _ => s.parse().map(User::Ids),
+        }
+    }
+}
+
+impl User {
+    /// The numeric IDs; `host` is resolved now, in this process.
+    pub fn ids(self) -> Ids {
+        match self {
+            User::Root => Ids::ROOT,
+            User::Host => Ids::current(),
+            User::Ids(ids) => ids,
+        }
+    }
+}
+
 /// The effective configuration after all layers are merged and validated.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -102,6 +206,9 @@ pub struct Config {
     /// Processes rlimit of new containers (`--ulimit nproc=N:N`), counted per user ID across
     /// the host; 0 = automatic, as `ulimit_nofile`.
     pub ulimit_nproc: u64,
+    /// Who the sandbox's processes run as (`docker run --user`), and who owns the files `write`
+    /// creates: `root`, `host` (the invoking uid:gid) or `uid:gid`. See [`User`].
+    pub user: String,
     /// Directory of the state file and its lock; `$XDG_STATE_HOME/h9sandbox` when unset.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub state_dir: Option<PathBuf>,
@@ -135,6 +242,7 @@ impl Default for Config {
             runtime: None,
             ulimit_nofile: 0,
             ulimit_nproc: 0,
+            user: "root".into(),
             state_dir: None,
             bootstrap_cmd: None,
             bootstrap_timeout_secs: 600,
@@ -209,6 +317,7 @@ pub const KEYS: &[Key] = &[
     key("runtime", Kind::Str),
     key("ulimit_nofile", Kind::Int),
     key("ulimit_nproc", Kind::Int),
+    key("user", Kind::Str),
     key("state_dir", Kind::Path),
     Key {
         name: "bootstrap_cmd",
@@ -600,6 +709,7 @@ impl Config {
                 ));
             }
         }
+        self.user.parse::<User>().map_err(|m| fail("user", m))?;
         if let Some(d) = &self.state_dir {
             if !d.is_absolute() {
                 return Err(fail(
@@ -625,6 +735,11 @@ impl Config {
     /// The memory limit in bytes (already validated).
     pub fn memory_bytes(&self) -> u64 {
         parse_size(&self.memory).unwrap_or(0)
+    }
+
+    /// The `user` key (already validated; `root` if it somehow is not).
+    pub fn user(&self) -> User {
+        self.user.parse().unwrap_or(User::Root)
     }
 
     /// The directory holding `state.json` and `state.lock`.
@@ -851,6 +966,46 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(err.contains("negative"), "{err}");
+    }
+
+    #[test]
+    fn user_is_root_host_or_numeric_ids() {
+        assert_eq!(load(None, &[]).unwrap().user(), User::Root);
+        let cfg = load(Some("user = \"1000:1000\"\n"), &[]).unwrap();
+        assert_eq!(
+            cfg.user(),
+            User::Ids(Ids {
+                uid: 1000,
+                gid: 1000
+            })
+        );
+        assert_eq!(cfg.user().ids().to_string(), "1000:1000");
+        let cfg = load(None, &[("H9SANDBOX_USER", "host")]).unwrap();
+        assert_eq!(cfg.user().ids(), Ids::current());
+        assert_eq!(User::Root.ids(), Ids::ROOT);
+        for bad in [
+            "nobody",
+            "1000",
+            "1000:",
+            ":1000",
+            "-1:0",
+            "1:2:3",
+            "4294967295:0",
+            " 1:1",
+        ] {
+            let err = load(None, &[("H9SANDBOX_USER", bad)])
+                .unwrap_err()
+                .to_string();
+            assert!(
+                err.contains("H9SANDBOX_USER") && err.contains("uid:gid"),
+                "{bad}: {err}"
+            );
+        }
+        // Recorded as a string.
+        let ids: Ids = serde_json::from_str("\"0:5\"").unwrap();
+        assert_eq!((ids.uid, ids.gid), (0, 5));
+        assert_eq!(serde_json::to_string(&ids).unwrap(), "\"0:5\"");
+        assert!(serde_json::from_str::<Ids>("\"x\"").is_err());
     }
 
     #[test]

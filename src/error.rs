@@ -58,12 +58,25 @@ pub enum Error {
     /// The state file exists but cannot be parsed.
     #[error("state file {path} is corrupt ({reason}); it was left untouched: fix it, or move it aside to start afresh (`h9sandbox reap` then finds the containers it listed)")]
     StateCorrupt { path: PathBuf, reason: String },
-    /// A path argument leaves the sandbox work directory.
+    /// A path argument leaves the sandbox work directory (`..` above it, an absolute symlink, a
+    /// symlink that climbs out), as the kernel's `openat2(RESOLVE_BENEATH)` found.
     #[error("{0}")]
     PathEscape(String),
+    /// `edit`'s text occurs `count` times in the file at `path`, not exactly once (or, with
+    /// `--all`, not at all).
+    #[error("{}", edit_match_message(path, *count))]
+    EditMatch { path: String, count: usize },
     /// Bad input that clap cannot check (a malformed K=V, a work dir that does not exist, ...).
     #[error("{0}")]
     Invalid(String),
+}
+
+fn edit_match_message(path: &str, count: usize) -> String {
+    if count == 0 {
+        format!("the text to replace does not occur in {path}; check --old (it must match exactly, whitespace included)")
+    } else {
+        format!("the text to replace occurs {count} times in {path}; give more surrounding text in --old to make it unique, or pass --all to replace every occurrence")
+    }
 }
 
 /// The exit status for an error raised by the subcommand `command` (`"exec"`, `"up"`, ...).

@@ -141,6 +141,10 @@ pub struct Record {
     /// The last bootstrap command run in the sandbox (`bootstrap`, `up --bootstrap`), if any.
     #[serde(default)]
     pub bootstrap: Option<BootstrapRun>,
+    /// The `uid:gid` the container's processes run as (`docker run --user`); `write` gives new
+    /// files this owner. Absent in records written before the `user` key existed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub user: Option<crate::config::Ids>,
 }
 
 /// The outcome of a sandbox's last bootstrap command, as recorded in its [`Record`].
@@ -431,6 +435,7 @@ mod tests {
             creator: ProcessRef::current(),
             parent: None,
             bootstrap: None,
+            user: None,
         }
     }
 

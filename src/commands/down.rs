@@ -196,6 +196,7 @@ mod tests {
             creator: ProcessRef::current(),
             parent,
             bootstrap: None,
+            user: None,
         }
     }
 

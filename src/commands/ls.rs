@@ -357,6 +357,7 @@ mod tests {
             creator: ProcessRef::current(),
             parent,
             bootstrap: None,
+            user: None,
         }
     }
 

@@ -2,16 +2,20 @@
 
 pub mod bootstrap;
 pub mod down;
+pub mod edit;
 pub mod exec;
 pub mod generate;
 pub mod ls;
+pub mod read;
 pub mod up;
+pub mod write;
 
 use anyhow::Result;
 
 use crate::cli::{Cli, Command, Format};
 use crate::config::{Config, Layers, Origin};
 use crate::engine::{AnyEngine, EngineKind, Environment};
+use crate::files::WorkDir;
 use crate::state::{Record, Store};
 
 impl Command {
@@ -24,6 +28,9 @@ impl Command {
             Command::Down(_) => "down",
             Command::Ls(_) => "ls",
             Command::Generate(_) => "generate",
+            Command::Read(_) => "read",
+            Command::Write(_) => "write",
+            Command::Edit(_) => "edit",
         }
     }
 }
@@ -91,6 +98,15 @@ impl Ctx {
     }
 }
 
+/// The record of sandbox `query` (ID, prefix or name) and a handle on its work dir, for the file
+/// commands. The container need not run: they work on the host side of the bind mount.
+pub fn workdir_of(ctx: &Ctx, query: &str) -> Result<(Record, WorkDir)> {
+    let state = ctx.store.load()?;
+    let rec = state.resolve(query)?.clone();
+    let wd = WorkDir::open(&rec.workdir)?;
+    Ok((rec, wd))
+}
+
 /// Runs the parsed command line; returns the exit status.
 pub async fn dispatch(cli: Cli) -> Result<i32> {
     match &cli.command {
@@ -114,6 +130,7 @@ pub async fn dispatch(cli: Cli) -> Result<i32> {
                         a.bootstrap_timeout.map(|t| t.to_string()),
                         "--bootstrap-timeout",
                     ),
+                    ("user", a.user.clone(), "--user"),
                 ],
             )?;
             up::run(&ctx, a).await
@@ -134,5 +151,8 @@ pub async fn dispatch(cli: Cli) -> Result<i32> {
         Command::Ls(a) => ls::run(&Ctx::new(&cli, &[])?, a).await,
         // Needs neither configuration nor state: works anywhere, e.g. in a packaging script.
         Command::Generate(a) => generate::run(a),
+        Command::Read(a) => read::run(&Ctx::new(&cli, &[])?, a).await,
+        Command::Write(a) => write::run(&Ctx::new(&cli, &[])?, a).await,
+        Command::Edit(a) => edit::run(&Ctx::new(&cli, &[])?, a).await,
     }
 }

@@ -21,7 +21,7 @@ use super::bootstrap;
 use super::exec::{ensure_running, Sink};
 use super::Ctx;
 use crate::cli::{Format, UpArgs};
-use crate::config::{parse_size, Config, Fallback, Network};
+use crate::config::{parse_size, Config, Fallback, Ids, Network};
 use crate::engine::{
     AnyEngine, ContainerSpec, ContainerStatus, EngineKind, Environment, Isolation, LABEL_ID,
     LABEL_MANAGED, LABEL_PARENT, LABEL_STATE_DIR, SCRATCH_DIR,
@@ -88,6 +88,14 @@ pub async fn run(ctx: &Ctx, args: &UpArgs) -> Result<i32> {
         ),
     };
     refuse_sensitive_workdir(&workdir, &protected_paths(ctx))?;
+    // A sub-sandbox runs as its parent's user.
+    let user = match parent.as_ref().and_then(|p| p.user) {
+        Some(u) => u,
+        None => cfg.user().ids(),
+    };
+    if let Some(why) = unwritable_for(&workdir, user) {
+        output::warn(&why);
+    }
     let labels = parse_labels(&args.labels)?;
     let id = Uuid::new_v4();
     let name = match &args.name {
@@ -120,6 +128,7 @@ pub async fn run(ctx: &Ctx, args: &UpArgs) -> Result<i32> {
         creator: ProcessRef::current(),
         parent: parent.as_ref().map(|p| p.id),
         bootstrap: None,
+        user: Some(user),
     };
     // Pending goes on record before the container exists, so a crash leaves a trace. The parent
     // is checked again under the lock: `down` of the parent marks it Stopping first, so a child is
@@ -156,6 +165,7 @@ pub async fn run(ctx: &Ctx, args: &UpArgs) -> Result<i32> {
         workdir,
         limits: record.limits.clone(),
         labels: all_labels,
+        user,
     };
 
     let spinner = Spinner::new(ctx.format);
@@ -628,6 +638,29 @@ pub fn refuse_sensitive_workdir(
     Ok(())
 }
 
+/// Why a sandbox running as `user` probably cannot write to `workdir` (owner and mode bits of
+/// the directory; supplementary groups and ACLs are not considered), or `None` when it can.
+pub fn unwritable_for(workdir: &Path, user: Ids) -> Option<String> {
+    use std::os::unix::fs::MetadataExt;
+    if user.is_root() {
+        return None;
+    }
+    let m = std::fs::metadata(workdir).ok()?;
+    let mode = m.mode();
+    let writable = (m.uid() == user.uid && mode & 0o200 != 0)
+        || (m.gid() == user.gid && mode & 0o020 != 0)
+        || mode & 0o002 != 0;
+    (!writable).then(|| {
+        format!(
+            "the work dir {} belongs to {}:{} (mode {:o}), so the sandbox's user {user} may not write to it; `chown {user}` it or choose another `user`",
+            workdir.display(),
+            m.uid(),
+            m.gid(),
+            mode & 0o7777
+        )
+    })
+}
+
 /// Checks a container name against the engine's rule `[a-zA-Z0-9][a-zA-Z0-9_.-]+`, refusing names
 /// that could be mistaken for an ID prefix (only hex digits and dashes).
 pub fn validate_name(name: &str) -> Result<(), Error> {
@@ -799,6 +832,26 @@ mod tests {
         assert!(!refused("/usr/local/src/project"));
         assert!(!refused("/home/me/project"));
         assert!(!refused("/srv/ci/job-1"));
+    }
+
+    #[test]
+    fn unwritable_work_dirs_are_told() {
+        use std::os::unix::fs::PermissionsExt;
+        let d = tempfile::tempdir().unwrap();
+        let me = Ids::current();
+        let other = Ids {
+            uid: me.uid.wrapping_add(4242),
+            gid: me.gid.wrapping_add(4242),
+        };
+        std::fs::set_permissions(d.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+        assert_eq!(unwritable_for(d.path(), Ids::ROOT), None);
+        let why = unwritable_for(d.path(), other).unwrap();
+        assert!(
+            why.contains(&other.to_string()) && why.contains("755"),
+            "{why}"
+        );
+        std::fs::set_permissions(d.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
+        assert_eq!(unwritable_for(d.path(), other), None);
     }
 
     #[test]

@@ -494,6 +494,8 @@ pub fn run_args(spec: &ContainerSpec, extra: &[String]) -> Vec<String> {
     // tini as PID 1 forwards SIGTERM to `sleep` and reaps zombies, so `down` does not wait out
     // the whole grace period (a bare `sleep` as PID 1 ignores SIGTERM).
     a.push("--init".into());
+    // Every process runs as this user, `docker exec`s included (their default is the container's).
+    a.extend(["--user".into(), spec.user.to_string()]);
     a.extend(["--cap-drop".into(), "all".into()]);
     for cap in CAPS_ADDED {
         a.extend(["--cap-add".into(), cap.into()]);
@@ -913,6 +915,7 @@ mod tests {
                 network: Network::None,
             },
             labels: BTreeMap::from([("h9sandbox".into(), "1".into())]),
+            user: crate::config::Ids::ROOT,
         }
     }
 
@@ -927,7 +930,7 @@ mod tests {
         );
         assert_eq!(
             got,
-            "docker run -d --name h9sandbox-abc --label h9sandbox=1 --init --cap-drop all \
+            "docker run -d --name h9sandbox-abc --label h9sandbox=1 --init --user 0:0 --cap-drop all \
              --cap-add DAC_OVERRIDE --cap-add SETUID --cap-add SETGID \
              --security-opt no-new-privileges:true --pids-limit 256 --cpus 1.5 --memory 512m \
              --tmpfs /tmp:size=256m,nosuid,noexec,nodev --network none \
@@ -1150,6 +1153,21 @@ mod tests {
             Docker::with_flavor(Flavor::Podman, "/opt/p", false).kind(),
             EngineKind::Podman
         );
+    }
+
+    #[test]
+    fn run_args_set_the_user() {
+        let spec = ContainerSpec {
+            user: crate::config::Ids {
+                uid: 1000,
+                gid: 100,
+            },
+            ..spec("/w")
+        };
+        let a = run_args(&spec, &[]);
+        let at = a.iter().position(|x| x == "--user").unwrap();
+        assert_eq!(a[at + 1], "1000:100");
+        assert_eq!(a.iter().filter(|x| *x == "--user").count(), 1);
     }
 
     #[test]

@@ -114,6 +114,8 @@ pub struct ContainerSpec {
     pub limits: Limits,
     /// All labels, the managed ones included.
     pub labels: BTreeMap<String, String>,
+    /// The user and group the container's processes run as (`--user uid:gid`).
+    pub user: crate::config::Ids,
 }
 
 /// A command to run in a sandbox.

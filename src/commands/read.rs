@@ -1,0 +1,123 @@
+//! `h9sandbox read`: a file of the sandbox's work dir to stdout (raw bytes) or as JSON, read on
+//! the host side through [`crate::files::WorkDir`], so paths that leave the work dir are refused.
+
+use std::os::fd::AsFd;
+
+use anyhow::Result;
+use base64::Engine as _;
+use serde::Serialize;
+
+use super::Ctx;
+use crate::cli::{Format, ReadArgs};
+use crate::output;
+
+/// `read --format json` document: `content` for UTF-8 text, `content_base64` otherwise.
+#[derive(Debug, Serialize)]
+pub struct ReadJson {
+    /// Host path of the file (the container sees the same path).
+    pub path: String,
+    /// Size of the whole file in bytes.
+    pub size: u64,
+    /// The bytes as text, when they are valid UTF-8 (a multi-byte character cut by
+    /// `--max-bytes` is left out).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub content: Option<String>,
+    /// The bytes in standard base64 (RFC 4648, padded), when they are not valid UTF-8.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub content_base64: Option<String>,
+    /// Whether `--max-bytes` cut the file short.
+    pub truncated: bool,
+}
+
+/// Runs `read`; returns 0.
+pub async fn run(ctx: &Ctx, args: &ReadArgs) -> Result<i32> {
+    let (_, wd) = super::workdir_of(ctx, &args.id)?;
+    match ctx.format {
+        Format::Table => {
+            // Straight to the descriptor (not through std's line-buffered Stdout), in the kernel.
+            let stdout = std::io::stdout();
+            let r = wd.read_to_fd(&args.path, args.max_bytes, stdout.as_fd());
+            match r {
+                Err(e) if is_broken_pipe(&e) => Ok(0),
+                r => r.map(|_| 0),
+            }
+        }
+        Format::Json => {
+            let (bytes, info) = wd.read_bytes(&args.path, args.max_bytes)?;
+            let truncated = args.max_bytes.is_some_and(|m| info.size > m);
+            output::print_json(&json(
+                info.path.display().to_string(),
+                info.size,
+                bytes,
+                truncated,
+            ))?;
+            Ok(0)
+        }
+    }
+}
+
+/// The JSON document for `bytes` (the first bytes of a file of `size` bytes at `path`).
+pub fn json(path: String, size: u64, bytes: Vec<u8>, truncated: bool) -> ReadJson {
+    let text = match String::from_utf8(bytes) {
+        Ok(s) => Ok(s),
+        Err(e) => {
+            let u = e.utf8_error();
+            // Only a character cut at the end by the cap is forgiven.
+            if truncated && u.error_len().is_none() {
+                let mut b = e.into_bytes();
+                b.truncate(u.valid_up_to());
+                Ok(String::from_utf8(b).expect("valid prefix"))
+            } else {
+                Err(e.into_bytes())
+            }
+        }
+    };
+    let (content, content_base64) = match text {
+        Ok(s) => (Some(s), None),
+        Err(b) => (
+            None,
+            Some(base64::engine::general_purpose::STANDARD.encode(b)),
+        ),
+    };
+    ReadJson {
+        path,
+        size,
+        content,
+        content_base64,
+        truncated,
+    }
+}
+
+fn is_broken_pipe(e: &anyhow::Error) -> bool {
+    e.chain().any(|c| {
+        c.downcast_ref::<std::io::Error>()
+            .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn text_or_base64() {
+        let j = json("p".into(), 3, b"h\xc3\xa9".to_vec(), false);
+        assert_eq!(j.content.as_deref(), Some("hé"));
+        assert_eq!(j.content_base64, None);
+        let j = json("p".into(), 2, vec![0xff, 0x00], false);
+        assert_eq!(j.content, None);
+        assert_eq!(j.content_base64.as_deref(), Some("/wA="));
+        // A character cut by the cap is dropped; invalid bytes elsewhere still mean base64.
+        let j = json("p".into(), 9, b"ab\xc3".to_vec(), true);
+        assert_eq!(j.content.as_deref(), Some("ab"));
+        let j = json("p".into(), 9, b"a\xffb\xc3".to_vec(), true);
+        assert!(j.content.is_none() && j.content_base64.is_some());
+        let j = json("p".into(), 3, b"ab\xc3".to_vec(), false);
+        assert!(j.content.is_none());
+        let v = serde_json::to_value(json("p".into(), 1, b"x".to_vec(), false)).unwrap();
+        assert_eq!(
+            v,
+            serde_json::json!({"path": "p", "size": 1, "content": "x", "truncated": false})
+        );
+    }
+}

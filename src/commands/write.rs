@@ -1,0 +1,106 @@
+//! `h9sandbox write`: replace a file of the sandbox's work dir atomically with stdin or a host
+//! file, through [`crate::files::WorkDir::write`].
+
+use std::io::IsTerminal;
+use std::os::fd::AsFd;
+use std::sync::Arc;
+
+use anyhow::{anyhow, Context, Result};
+use serde::Serialize;
+
+use super::Ctx;
+use crate::cli::{Format, WriteArgs};
+use crate::error::Error;
+use crate::files::{self, Abort, WriteOptions};
+use crate::output;
+
+/// `write --format json` document.
+#[derive(Debug, Serialize)]
+pub struct WriteJson {
+    /// Host path of the file.
+    pub path: String,
+    /// Bytes taken from stdin or `--from`.
+    pub bytes_written: u64,
+    /// Size of the file now (with `--append`, the old content included).
+    pub size: u64,
+}
+
+/// Runs `write`; prints nothing (or the JSON document) and returns 0.
+pub async fn run(ctx: &Ctx, args: &WriteArgs) -> Result<i32> {
+    let (rec, wd) = super::workdir_of(ctx, &args.id)?;
+    let mode = args.mode.as_deref().map(files::parse_mode).transpose()?;
+    let opts = WriteOptions {
+        mode,
+        parents: args.parents,
+        append: args.append,
+        // Files of a root sandbox are left to the invoking user: root in the container may
+        // write anything (DAC_OVERRIDE), and the host user keeps control of them.
+        owner: rec.user.filter(|u| !u.is_root()),
+    };
+    let from = match &args.from {
+        Some(f) => {
+            let file = std::fs::File::open(f)
+                .with_context(|| format!("cannot open --from {}", f.display()))?;
+            if file.metadata().is_ok_and(|m| m.is_dir()) {
+                return Err(Error::Invalid(format!(
+                    "--from {} is a directory; give a file",
+                    f.display()
+                ))
+                .into());
+            }
+            Some(file)
+        }
+        None if std::io::stdin().is_terminal() => {
+            return Err(Error::Invalid(
+                "stdin is a terminal; pipe the content in, or pass --from FILE".into(),
+            )
+            .into())
+        }
+        None => None,
+    };
+    let path = args.path.clone();
+    let written = interruptible(move |abort| match from {
+        Some(mut f) => wd.write(&path, &mut f, &opts, Some(abort)),
+        // The raw descriptor (not std's 8 KiB BufReader): File to File lets io::copy use
+        // copy_file_range or splice.
+        None => {
+            let mut stdin = std::fs::File::from(std::io::stdin().as_fd().try_clone_to_owned()?);
+            wd.write(&path, &mut stdin, &opts, Some(abort))
+        }
+    })
+    .await?;
+    if let Some(w) = &written.warning {
+        output::warn(w);
+    }
+    if ctx.format == Format::Json {
+        output::print_json(&WriteJson {
+            path: written.path.display().to_string(),
+            bytes_written: written.bytes_written,
+            size: written.size,
+        })?;
+    }
+    Ok(0)
+}
+
+/// Runs the blocking file operation `f` on its own thread. When SIGINT, SIGTERM or SIGHUP
+/// arrives first, its temporary file is removed through the [`Abort`] token and the error says
+/// whether the file was already replaced.
+pub async fn interruptible<T: Send + 'static>(
+    f: impl FnOnce(&Abort) -> Result<T> + Send + 'static,
+) -> Result<T> {
+    let abort = Arc::new(Abort::new());
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    let token = Arc::clone(&abort);
+    std::thread::spawn(move || {
+        let _ = tx.send(f(&token));
+    });
+    tokio::select! {
+        biased;
+        r = rx => r.map_err(|_| anyhow!("the file operation panicked"))?,
+        sig = super::up::interrupted() => Err(if abort.abort() == 0 {
+            anyhow!("interrupted by {sig}; the file keeps its old content")
+        } else {
+            anyhow!("interrupted by {sig} after the file was written")
+        }),
+    }
+}

@@ -1,0 +1,1145 @@
+//! Files in a sandbox's work directory, read and written from the host side of the bind mount,
+//! safe against the symlinks that code in the container plants.
+//!
+//! The container owns the *contents* of the work dir: it can replace any file or directory in it
+//! with a symlink (`ln -s / root`, `ln -s /etc esc`, `ln -s .. up`), at any moment. A host process
+//! that checks a path and then opens it follows whatever is there at the second instant, and
+//! reads or writes the host's files (the bug class of CVE-2018-15664, `docker cp`). So no path is
+//! ever checked lexically here. The work dir is opened once ([`WorkDir::open`]), and every path is
+//! resolved by the kernel relative to that handle with `openat2(2)` and
+//! `RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS` (Linux 5.6 or later): `..` past the work dir, an
+//! absolute symlink, or a relative one that climbs out fails with `EXDEV` *during* resolution,
+//! whatever the container swaps meanwhile. Symlinks that stay inside work as usual.
+//!
+//! Writes never open an existing file for writing. The parent directory is resolved as above and
+//! kept open; the new content goes to a fresh temporary file in it (`openat(O_CREAT | O_EXCL)`,
+//! which never follows a symlink), is flushed to disk (`fsync(2)`), given its mode and owner, and
+//! then renamed over the final name (`renameat(2)` within that directory: atomic, and it replaces
+//! a symlink planted there instead of following it). A reader sees the old or the new file, never
+//! half of one; on any failure the temporary file is removed and the old content stays. A final
+//! component that is a symlink is followed by re-resolving its target the same way, so writing
+//! through `link -> sub/file` updates `sub/file`, while `link -> /etc/passwd` is refused.
+//!
+//! Every function streams (bounded memory), except [`WorkDir::edit`], which must search the
+//! whole file, and [`WorkDir::read_bytes`], which returns it.
+
+use std::ffi::{OsStr, OsString};
+use std::fs::File;
+use std::io::{self, Read, Write};
+use std::os::fd::{BorrowedFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+use anyhow::{anyhow, Context, Result};
+use rustix::fs::{AtFlags, FileType, Gid, Mode, OFlags, ResolveFlags, Stat, Uid};
+use rustix::io::Errno;
+
+use crate::config::Ids;
+use crate::error::Error;
+
+/// How many symlinks a path may pass through, as the kernel's own limit (`MAXSYMLINKS`).
+const MAX_SYMLINKS: usize = 40;
+/// How often a resolution is retried when `openat2` reports `EAGAIN` (a concurrent rename made
+/// a `..` ambiguous; the kernel asks the caller to try again).
+const EAGAIN_RETRIES: usize = 128;
+/// Permission bits of a new file unless `--mode` says otherwise.
+pub const DEFAULT_MODE: u32 = 0o644;
+/// Prefix of the temporary files that writes create next to their target.
+pub const TEMP_PREFIX: &str = ".h9tmp-";
+
+/// The resolution rule of every path: stay beneath the work dir, never through `/proc` magic links.
+fn beneath() -> ResolveFlags {
+    ResolveFlags::BENEATH | ResolveFlags::NO_MAGICLINKS
+}
+
+/// An open handle on a sandbox's work directory; every path is resolved beneath it.
+#[derive(Debug)]
+pub struct WorkDir {
+    fd: OwnedFd,
+    path: PathBuf,
+}
+
+/// What [`WorkDir::read_to`] read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReadInfo {
+    /// Host path of the file (the work dir joined with the given path; the container sees the same).
+    pub path: PathBuf,
+    /// Size of the file in bytes when it was opened.
+    pub size: u64,
+    /// Bytes copied out (at most the cap).
+    pub bytes: u64,
+}
+
+/// Options of [`WorkDir::write`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct WriteOptions {
+    /// Permission bits (at most `0o777`). `None`: an existing file keeps its bits, a new file gets
+    /// [`DEFAULT_MODE`].
+    pub mode: Option<u32>,
+    /// Create missing parent directories (mode 0755 less the umask), one component at a time.
+    pub parents: bool,
+    /// Keep the existing content and add the new bytes after it (still one atomic replacement).
+    pub append: bool,
+    /// Owner of new files and directories (`fchown(2)`); `None` leaves them to this process.
+    /// Existing files always keep their owner.
+    pub owner: Option<Ids>,
+}
+
+/// What [`WorkDir::write`] did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Written {
+    /// Host path of the file.
+    pub path: PathBuf,
+    /// Bytes taken from the reader.
+    pub bytes_written: u64,
+    /// Size of the file now (the old content included with `append`).
+    pub size: u64,
+    /// Set when the owner could not be given to the file (this process is not root).
+    pub warning: Option<String>,
+}
+
+/// What [`WorkDir::edit`] did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Edited {
+    /// Host path of the file.
+    pub path: PathBuf,
+    /// Occurrences replaced.
+    pub replacements: usize,
+    /// Size of the file now.
+    pub size: u64,
+    /// Set when the file's owner could not be kept (this process is not root).
+    pub warning: Option<String>,
+}
+
+/// Cancels writes in flight: [`Abort::abort`] removes their temporary files and makes them fail
+/// instead of renaming. For a process that was interrupted (SIGINT) while a write ran on
+/// another thread, so that no temporary file is left behind. Share it with `Arc`.
+#[derive(Debug, Default)]
+pub struct Abort {
+    inner: Mutex<AbortState>,
+}
+
+#[derive(Debug, Default)]
+struct AbortState {
+    aborted: bool,
+    committed: usize,
+    next: u64,
+    temps: Vec<(u64, OwnedFd, OsString)>,
+}
+
+impl Abort {
+    /// A fresh token.
+    pub fn new() -> Abort {
+        Abort::default()
+    }
+
+    /// Removes the temporary files of every write in flight with this token; those writes, and
+    /// any started later, fail with [`io::ErrorKind::Interrupted`], leaving their targets
+    /// untouched. Returns how many writes had already completed (renamed into place) before.
+    pub fn abort(&self) -> usize {
+        let mut st = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+        st.aborted = true;
+        for (_, dir, name) in std::mem::take(&mut st.temps) {
+            let _ = rustix::fs::unlinkat(&dir, name.as_os_str(), AtFlags::empty());
+        }
+        st.committed
+    }
+
+    fn register(&self, dir: &OwnedFd, name: &OsStr) -> io::Result<u64> {
+        let mut st = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+        if st.aborted {
+            return Err(interrupted());
+        }
+        st.next += 1;
+        let id = st.next;
+        st.temps.push((id, dir.try_clone()?, name.to_os_string()));
+        Ok(id)
+    }
+
+    /// Runs `rename` unless aborted, atomically with respect to [`Abort::abort`].
+    fn commit(&self, id: u64, rename: impl FnOnce() -> io::Result<()>) -> io::Result<()> {
+        let mut st = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+        if st.aborted {
+            return Err(interrupted());
+        }
+        rename()?;
+        st.committed += 1;
+        st.temps.retain(|(i, _, _)| *i != id);
+        Ok(())
+    }
+
+    fn forget(&self, id: u64) {
+        let mut st = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+        st.temps.retain(|(i, _, _)| *i != id);
+    }
+}
+
+fn interrupted() -> io::Error {
+    io::Error::new(io::ErrorKind::Interrupted, "the write was interrupted")
+}
+
+/// A temporary file next to a write's target; removed on drop unless renamed into place.
+struct Temp<'a> {
+    dir: &'a OwnedFd,
+    name: OsString,
+    file: File,
+    abort: Option<(&'a Abort, u64)>,
+    done: bool,
+}
+
+impl<'a> Temp<'a> {
+    /// Creates `.h9tmp-<random>` in `dir`, mode 0600, never through a symlink (`O_EXCL`).
+    fn create(dir: &'a OwnedFd, abort: Option<&'a Abort>) -> io::Result<Temp<'a>> {
+        let mut last = Errno::EXIST;
+        for _ in 0..16 {
+            let name = OsString::from(format!(
+                "{TEMP_PREFIX}{}",
+                &uuid::Uuid::new_v4().simple().to_string()[..16]
+            ));
+            let flags = OFlags::WRONLY
+                | OFlags::CREATE
+                | OFlags::EXCL
+                | OFlags::NOFOLLOW
+                | OFlags::CLOEXEC
+                | OFlags::NOCTTY;
+            match rustix::fs::openat(dir, name.as_os_str(), flags, Mode::from_raw_mode(0o600)) {
+                Ok(fd) => {
+                    let mut temp = Temp {
+                        dir,
+                        name,
+                        file: File::from(fd),
+                        abort: None,
+                        done: false,
+                    };
+                    if let Some(a) = abort {
+                        temp.abort = Some((a, a.register(dir, &temp.name)?));
+                    }
+                    return Ok(temp);
+                }
+                Err(Errno::EXIST) => last = Errno::EXIST,
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Err(last.into())
+    }
+
+    /// Flushes, sets mode and owner, and renames over `name` in the same directory.
+    /// Returns a warning when the owner could not be set.
+    fn commit(mut self, name: &OsStr, mode: u32, owner: Option<Ids>) -> io::Result<Option<String>> {
+        self.file.flush()?;
+        let mut warning = None;
+        if let Some(want) = owner {
+            let st = rustix::fs::fstat(&self.file)?;
+            if (st.st_uid, st.st_gid) != (want.uid, want.gid) {
+                match rustix::fs::fchown(
+                    &self.file,
+                    Some(Uid::from_raw(want.uid)),
+                    Some(Gid::from_raw(want.gid)),
+                ) {
+                    Ok(()) => {}
+                    Err(Errno::PERM) => {
+                        warning = Some(format!(
+                            "cannot give the file to {want}: h9sandbox runs as uid {}, not root; it is owned by {}:{}",
+                            rustix::process::geteuid().as_raw(),
+                            st.st_uid,
+                            st.st_gid
+                        ))
+                    }
+                    Err(e) => return Err(e.into()),
+                }
+            }
+        }
+        // After fchown, which clears set-ID bits.
+        rustix::fs::fchmod(&self.file, Mode::from_raw_mode(mode))?;
+        self.file.sync_all()?;
+        let dir = self.dir;
+        let rename =
+            || rustix::fs::renameat(dir, self.name.as_os_str(), dir, name).map_err(io::Error::from);
+        match self.abort {
+            Some((a, id)) => a.commit(id, rename)?,
+            None => rename()?,
+        }
+        self.done = true;
+        Ok(warning)
+    }
+}
+
+impl Drop for Temp<'_> {
+    fn drop(&mut self) {
+        if !self.done {
+            let _ = rustix::fs::unlinkat(self.dir, self.name.as_os_str(), AtFlags::empty());
+        }
+        if let Some((a, id)) = self.abort {
+            a.forget(id);
+        }
+    }
+}
+
+/// Where a write lands: an open directory beneath the work dir, a plain name in it, and what is
+/// there now (never a symlink: those are resolved first).
+struct Target {
+    dir: OwnedFd,
+    name: OsString,
+    existing: Option<Stat>,
+}
+
+impl WorkDir {
+    /// Opens the work directory `path` (the canonical host path the sandbox was created with).
+    /// Errors: the directory is gone or unreadable; this kernel has no `openat2(2)` (checked here,
+    /// so that no operation ever falls back to a weaker resolution).
+    pub fn open(path: &Path) -> Result<WorkDir> {
+        let fd = rustix::fs::open(
+            path,
+            OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC,
+            Mode::empty(),
+        )
+        .map_err(io::Error::from)
+        .with_context(|| format!("cannot open the work dir {}", path.display()))?;
+        let wd = WorkDir {
+            fd,
+            path: path.to_path_buf(),
+        };
+        match rustix::fs::openat2(
+            &wd.fd,
+            ".",
+            OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC,
+            Mode::empty(),
+            beneath(),
+        ) {
+            Ok(_) => Ok(wd),
+            Err(Errno::NOSYS) => Err(no_openat2()),
+            Err(e) => Err(io::Error::from(e))
+                .with_context(|| format!("cannot open the work dir {}", path.display())),
+        }
+    }
+
+    /// The work directory's host path.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// `user` relative to the work dir: a relative path as it is, an absolute one with the work
+    /// dir's path taken off (the container sees the work dir at the same path). `.` for the work
+    /// dir itself. Errors: [`Error::PathEscape`] for an absolute path elsewhere.
+    pub fn relative(&self, user: &Path) -> Result<PathBuf, Error> {
+        let rel = if user.is_absolute() {
+            user.strip_prefix(&self.path)
+                .map_err(|_| {
+                    Error::PathEscape(format!(
+                        "refusing {}: it is outside the sandbox's work dir {}; give a path inside it, or relative to it",
+                        user.display(),
+                        self.path.display()
+                    ))
+                })?
+                .to_path_buf()
+        } else {
+            user.to_path_buf()
+        };
+        Ok(if rel.as_os_str().is_empty() {
+            PathBuf::from(".")
+        } else {
+            rel
+        })
+    }
+
+    /// The host path `user` names (lexically; for reports).
+    pub fn host_path(&self, user: &Path) -> PathBuf {
+        match self.relative(user) {
+            Ok(rel) if rel == Path::new(".") => self.path.clone(),
+            Ok(rel) => self.path.join(rel),
+            Err(_) => user.to_path_buf(),
+        }
+    }
+
+    /// Resolves `rel` beneath the work dir with `flags`, following symlinks that stay inside.
+    fn open_beneath(&self, user: &Path, rel: &Path, flags: OFlags) -> Result<OwnedFd> {
+        for _ in 0..EAGAIN_RETRIES {
+            match rustix::fs::openat2(
+                &self.fd,
+                rel,
+                flags | OFlags::CLOEXEC,
+                Mode::empty(),
+                beneath(),
+            ) {
+                Err(Errno::AGAIN) | Err(Errno::INTR) => continue,
+                r => return r.map_err(|e| self.resolve_error(user, e)),
+            }
+        }
+        Err(anyhow!(
+            "{}: the work dir kept changing while the path was resolved; try again",
+            user.display()
+        ))
+    }
+
+    /// The error for `openat2` failing with `e` on the user's path `user`.
+    fn resolve_error(&self, user: &Path, e: Errno) -> anyhow::Error {
+        match e {
+            Errno::XDEV => Error::PathEscape(format!(
+                "refusing {}: it leads outside the sandbox's work dir {} ('..' above it, an absolute symlink, or a symlink that climbs out); give a path that stays inside",
+                user.display(),
+                self.path.display()
+            ))
+            .into(),
+            Errno::LOOP => Error::PathEscape(format!(
+                "refusing {}: it runs through a symlink loop, more than {MAX_SYMLINKS} symlinks, or a /proc magic link; give a path that stays inside the work dir",
+                user.display()
+            ))
+            .into(),
+            Errno::NOSYS => no_openat2(),
+            e => anyhow::Error::from(io::Error::from(e)).context(format!(
+                "cannot open {} in the sandbox's work dir {} (relative paths start there)",
+                user.display(),
+                self.path.display()
+            )),
+        }
+    }
+
+    /// Opens the regular file `user` for reading. Errors: escapes ([`Error::PathEscape`]), a
+    /// missing file, and anything but a regular file (a FIFO is opened non-blocking, so a planted
+    /// one cannot hang us).
+    fn open_file(&self, user: &Path) -> Result<(File, Stat)> {
+        let rel = self.relative(user)?;
+        let fd = self.open_beneath(
+            user,
+            &rel,
+            OFlags::RDONLY | OFlags::NONBLOCK | OFlags::NOCTTY,
+        )?;
+        let st = rustix::fs::fstat(&fd).map_err(io::Error::from)?;
+        ensure_regular(user, &st)?;
+        rustix::fs::fcntl_setfl(&fd, OFlags::empty()).map_err(io::Error::from)?;
+        Ok((File::from(fd), st))
+    }
+
+    /// Copies the file `user` (at most `max` bytes) to the descriptor `out` (a file, pipe, socket
+    /// or terminal) inside the kernel where it can, see [`pump`]: the bytes never pass through
+    /// this process's memory, which stays flat whatever the size. Errors as for
+    /// [`WorkDir::read_to`].
+    pub fn read_to_fd(
+        &self,
+        user: &Path,
+        max: Option<u64>,
+        out: BorrowedFd<'_>,
+    ) -> Result<ReadInfo> {
+        let (file, st) = self.open_file(user)?;
+        let bytes = pump(&file, out, max)
+            .with_context(|| format!("cannot copy out {}", self.host_path(user).display()))?;
+        Ok(ReadInfo {
+            path: self.host_path(user),
+            size: st.st_size as u64,
+            bytes,
+        })
+    }
+
+    /// Copies the file `user` (at most `max` bytes) to `out`, streaming (std's `io::copy`).
+    /// Errors: escapes ([`Error::PathEscape`]), a missing file, anything but a regular file (a
+    /// FIFO is opened non-blocking, so a planted one cannot hang us), `out`'s write errors.
+    pub fn read_to<W: Write>(
+        &self,
+        user: &Path,
+        max: Option<u64>,
+        out: &mut W,
+    ) -> Result<ReadInfo> {
+        let (file, st) = self.open_file(user)?;
+        let bytes = match max {
+            Some(m) => io::copy(&mut file.take(m), out),
+            None => io::copy(&mut { file }, out),
+        }
+        .with_context(|| format!("cannot copy out {}", self.host_path(user).display()))?;
+        Ok(ReadInfo {
+            path: self.host_path(user),
+            size: st.st_size as u64,
+            bytes,
+        })
+    }
+
+    /// The first `max` bytes (all without a cap) of the file `user`, with its size.
+    pub fn read_bytes(&self, user: &Path, max: Option<u64>) -> Result<(Vec<u8>, ReadInfo)> {
+        let mut buf = Vec::new();
+        let info = self.read_to(user, max, &mut buf)?;
+        Ok((buf, info))
+    }
+
+    /// Opens the directory `rel` beneath the work dir (`O_PATH`), creating missing components
+    /// when `parents` (each one with `mkdirat` in the directory resolved so far, then resolved
+    /// again from the work dir, so a symlink swapped in meanwhile is caught), owned by `owner`.
+    fn open_dir(
+        &self,
+        user: &Path,
+        rel: &Path,
+        parents: bool,
+        owner: Option<Ids>,
+    ) -> Result<OwnedFd> {
+        let flags = OFlags::PATH | OFlags::DIRECTORY;
+        match self.open_beneath(user, rel, flags) {
+            Err(e) if parents && is_errno(&e, Errno::NOENT) => {}
+            Err(e) if is_errno(&e, Errno::NOTDIR) => {
+                return Err(anyhow!(
+                    "{}: a component of the directory {} is not a directory",
+                    user.display(),
+                    rel.display()
+                ))
+            }
+            r => return r,
+        }
+        let mut dir = self.open_beneath(user, Path::new("."), flags)?;
+        let mut prefix = PathBuf::new();
+        for comp in rel.as_os_str().as_bytes().split(|&b| b == b'/') {
+            if comp.is_empty() || comp == b"." {
+                continue;
+            }
+            let comp = OsStr::from_bytes(comp);
+            prefix.push(comp);
+            match self.open_beneath(user, &prefix, flags) {
+                Ok(fd) => dir = fd,
+                Err(e) if is_errno(&e, Errno::NOENT) => {
+                    match rustix::fs::mkdirat(&dir, comp, Mode::from_raw_mode(0o755)) {
+                        Ok(()) => {
+                            if let Some(o) = owner {
+                                // NOFOLLOW: if a symlink replaced the new directory, only the link
+                                // changes owner.
+                                let _ = rustix::fs::chownat(
+                                    &dir,
+                                    comp,
+                                    Some(Uid::from_raw(o.uid)),
+                                    Some(Gid::from_raw(o.gid)),
+                                    AtFlags::SYMLINK_NOFOLLOW,
+                                );
+                            }
+                        }
+                        Err(Errno::EXIST) => {}
+                        Err(e) => {
+                            return Err(io::Error::from(e)).with_context(|| {
+                                format!(
+                                    "{}: cannot create the directory {}",
+                                    user.display(),
+                                    self.path.join(&prefix).display()
+                                )
+                            })
+                        }
+                    }
+                    dir = self.open_beneath(user, &prefix, flags)?;
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(dir)
+    }
+
+    /// Resolves where writing `user` lands: its parent directory (beneath the work dir) and the
+    /// final name, with a final symlink followed by re-resolving its target from the work dir
+    /// (so it must stay inside too).
+    fn target(&self, user: &Path, parents: bool, owner: Option<Ids>) -> Result<Target> {
+        let mut rel = self.relative(user)?;
+        for _ in 0..=MAX_SYMLINKS {
+            let (parent, name) = split_final(user, &rel)?;
+            let dir = self.open_dir(user, &parent, parents, owner)?;
+            let st = match rustix::fs::statat(&dir, name.as_os_str(), AtFlags::SYMLINK_NOFOLLOW) {
+                Ok(st) => st,
+                Err(Errno::NOENT) => {
+                    return Ok(Target {
+                        dir,
+                        name,
+                        existing: None,
+                    })
+                }
+                Err(e) => {
+                    return Err(io::Error::from(e))
+                        .with_context(|| format!("{}: cannot look it up", user.display()))
+                }
+            };
+            match FileType::from_raw_mode(st.st_mode) {
+                FileType::Symlink => {
+                    let link = rustix::fs::readlinkat(&dir, name.as_os_str(), Vec::new())
+                        .map_err(io::Error::from)
+                        .with_context(|| format!("{}: cannot read the symlink", user.display()))?;
+                    let link = PathBuf::from(OsStr::from_bytes(link.as_bytes()));
+                    if link.is_absolute() {
+                        return Err(self.resolve_error(user, Errno::XDEV));
+                    }
+                    rel = parent.join(link);
+                }
+                FileType::RegularFile => {
+                    return Ok(Target {
+                        dir,
+                        name,
+                        existing: Some(st),
+                    })
+                }
+                _ => return Err(not_regular(user, &st).into()),
+            }
+        }
+        Err(self.resolve_error(user, Errno::LOOP))
+    }
+
+    /// Replaces (or creates) the file `user` with the bytes of `data`, atomically: see the
+    /// module documentation. Streams `data` (std's `io::copy`: `copy_file_range`/`splice` where
+    /// the kernel can). New files get `opts.mode` or [`DEFAULT_MODE`] and `opts.owner`; an
+    /// existing file keeps its permission bits (set-ID bits dropped) and owner unless `opts.mode`
+    /// is given. Errors: escapes ([`Error::PathEscape`]), a directory or other non-regular file
+    /// at `user`, a missing parent without `opts.parents`, I/O errors of `data` or the disk (the
+    /// old file is then untouched), an [`Abort`].
+    pub fn write<R: Read>(
+        &self,
+        user: &Path,
+        data: &mut R,
+        opts: &WriteOptions,
+        abort: Option<&Abort>,
+    ) -> Result<Written> {
+        if let Some(m) = opts.mode {
+            anyhow::ensure!(m <= 0o777, "mode {m:o} has bits beyond 0777");
+        }
+        let host = self.host_path(user);
+        let t = match self.target(user, opts.parents, opts.owner) {
+            Err(e) if !opts.parents && is_errno(&e, Errno::NOENT) => {
+                return Err(Error::Invalid(format!(
+                    "the directory of {} does not exist in the work dir {}; pass --parents to create it",
+                    user.display(),
+                    self.path.display()
+                ))
+                .into())
+            }
+            r => r?,
+        };
+        let fail =
+            |what: &str| format!("cannot {what} {}; it keeps its old content", host.display());
+        let mut temp = Temp::create(&t.dir, abort).with_context(|| fail("write"))?;
+        let mut size = 0;
+        if opts.append && t.existing.is_some() {
+            let (mut old, _) = self.open_existing(user, &t)?;
+            size += io::copy(&mut old, &mut temp.file).with_context(|| fail("append to"))?;
+        }
+        let bytes_written = io::copy(data, &mut temp.file).with_context(|| fail("write"))?;
+        size += bytes_written;
+        let (mode, owner) = match &t.existing {
+            Some(st) => (
+                opts.mode.unwrap_or(st.st_mode & 0o777),
+                Some(Ids {
+                    uid: st.st_uid,
+                    gid: st.st_gid,
+                }),
+            ),
+            None => (opts.mode.unwrap_or(DEFAULT_MODE), opts.owner),
+        };
+        let warning = temp
+            .commit(&t.name, mode, owner)
+            .with_context(|| fail("write"))?
+            .map(|w| format!("{}: {w}", host.display()));
+        Ok(Written {
+            path: host,
+            bytes_written,
+            size,
+            warning,
+        })
+    }
+
+    /// Opens the regular file at `t` for reading, without following a symlink swapped in.
+    fn open_existing(&self, user: &Path, t: &Target) -> Result<(File, Stat)> {
+        let fd = rustix::fs::openat(
+            &t.dir,
+            t.name.as_os_str(),
+            OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::NOCTTY | OFlags::CLOEXEC,
+            Mode::empty(),
+        )
+        .map_err(|e| match e {
+            Errno::LOOP => Error::PathEscape(format!(
+                "refusing {}: it was replaced by a symlink while it was opened; try again",
+                user.display()
+            ))
+            .into(),
+            e => anyhow::Error::from(io::Error::from(e))
+                .context(format!("cannot open {}", self.host_path(user).display())),
+        })?;
+        let st = rustix::fs::fstat(&fd).map_err(io::Error::from)?;
+        ensure_regular(user, &st)?;
+        rustix::fs::fcntl_setfl(&fd, OFlags::empty()).map_err(io::Error::from)?;
+        Ok((File::from(fd), st))
+    }
+
+    /// Replaces `old` by `new` in the file `user`, atomically like [`WorkDir::write`], keeping
+    /// its mode and owner. `old` must occur exactly once, or at least once with `all`.
+    /// Errors: [`Error::EditMatch`] naming the count, and those of [`WorkDir::write`].
+    pub fn edit(
+        &self,
+        user: &Path,
+        old: &[u8],
+        new: &[u8],
+        all: bool,
+        abort: Option<&Abort>,
+    ) -> Result<Edited> {
+        if old.is_empty() {
+            return Err(Error::Invalid(
+                "the text to replace (--old) is empty; give the text to find".into(),
+            )
+            .into());
+        }
+        let t = self.target(user, false, None)?;
+        let host = self.host_path(user);
+        if t.existing.is_none() {
+            return Err(anyhow::Error::from(io::Error::from(Errno::NOENT))
+                .context(format!("cannot edit {}", host.display())));
+        }
+        let (mut file, st) = self.open_existing(user, &t)?;
+        let mut content = Vec::with_capacity(st.st_size as usize);
+        file.read_to_end(&mut content)
+            .with_context(|| format!("cannot read {}", host.display()))?;
+        // Non-overlapping occurrences, left to right (as `str::replace`).
+        let starts: Vec<usize> = memchr::memmem::find_iter(&content, old).collect();
+        if starts.is_empty() || (starts.len() > 1 && !all) {
+            return Err(Error::EditMatch {
+                path: host.display().to_string(),
+                count: starts.len(),
+            }
+            .into());
+        }
+        let mut out = Vec::with_capacity(content.len() + starts.len() * new.len());
+        let mut at = 0;
+        for &s in &starts {
+            out.extend_from_slice(&content[at..s]);
+            out.extend_from_slice(new);
+            at = s + old.len();
+        }
+        out.extend_from_slice(&content[at..]);
+        let fail = || format!("cannot write {}; it keeps its old content", host.display());
+        let mut temp = Temp::create(&t.dir, abort).with_context(fail)?;
+        temp.file.write_all(&out).with_context(fail)?;
+        let owner = Some(Ids {
+            uid: st.st_uid,
+            gid: st.st_gid,
+        });
+        let warning = temp
+            .commit(&t.name, st.st_mode & 0o777, owner)
+            .with_context(fail)?
+            .map(|w| format!("{}: {w}", host.display()));
+        Ok(Edited {
+            path: host,
+            replacements: starts.len(),
+            size: out.len() as u64,
+            warning,
+        })
+    }
+}
+
+/// Size of the buffer of [`pump`]'s last resort, as GNU `cat` uses.
+const PUMP_BUFFER: usize = 128 * 1024;
+
+/// Copies from the current offset of `src` to `dst` until EOF or `max` bytes: with
+/// `copy_file_range(2)` (file to file, in the kernel, reflinked where the file system can), else
+/// `sendfile(2)` (file to pipe, socket or anything), else `read`/`write` through one 128 KiB buffer
+/// (`dst` opened with `O_APPEND`, or a kernel that has neither). Returns the bytes copied.
+pub fn pump(src: &File, dst: BorrowedFd<'_>, max: Option<u64>) -> io::Result<u64> {
+    /// Errors meaning "this method does not apply here" when no byte was copied yet.
+    fn unsupported(e: Errno) -> bool {
+        matches!(
+            e,
+            Errno::XDEV | Errno::INVAL | Errno::NOSYS | Errno::OPNOTSUPP | Errno::BADF
+        )
+    }
+    let mut left = max.unwrap_or(u64::MAX);
+    let mut total = 0u64;
+    let chunk = |left: u64| left.min(1 << 30) as usize;
+    let mut method = 0;
+    while left > 0 {
+        let r = match method {
+            0 => rustix::fs::copy_file_range(src, None, dst, None, chunk(left)),
+            1 => rustix::fs::sendfile(dst, src, None, chunk(left)),
+            _ => break,
+        };
+        match r {
+            Ok(0) => return Ok(total),
+            Ok(n) => {
+                total += n as u64;
+                left -= n as u64;
+            }
+            Err(Errno::INTR) => {}
+            Err(e) if total == 0 && unsupported(e) => method += 1,
+            Err(e) => return Err(e.into()),
+        }
+    }
+    if left == 0 {
+        return Ok(total);
+    }
+    let mut buf = vec![0u8; PUMP_BUFFER];
+    let mut src = src;
+    let mut dst = File::from(dst.try_clone_to_owned()?);
+    while left > 0 {
+        let want = buf.len().min(usize::try_from(left).unwrap_or(usize::MAX));
+        let n = match src.read(&mut buf[..want]) {
+            Ok(0) => break,
+            Ok(n) => n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        };
+        dst.write_all(&buf[..n])?;
+        total += n as u64;
+        left -= n as u64;
+    }
+    Ok(total)
+}
+
+/// Splits `rel` into its parent directory (`.` when none) and a final name that is a plain
+/// file name. Errors: the path ends in `/`, `.` or `..` (it names a directory).
+fn split_final(user: &Path, rel: &Path) -> Result<(PathBuf, OsString)> {
+    let bytes = rel.as_os_str().as_bytes();
+    let (parent, name) = match bytes.iter().rposition(|&b| b == b'/') {
+        Some(i) => (&bytes[..i], &bytes[i + 1..]),
+        None => (&b""[..], bytes),
+    };
+    if name.is_empty() || name == b"." || name == b".." {
+        return Err(Error::Invalid(format!(
+            "{} names a directory; give the path of a file",
+            user.display()
+        ))
+        .into());
+    }
+    let parent = if parent.is_empty() {
+        b"." as &[u8]
+    } else {
+        parent
+    };
+    Ok((
+        PathBuf::from(OsStr::from_bytes(parent)),
+        OsStr::from_bytes(name).to_os_string(),
+    ))
+}
+
+fn ensure_regular(user: &Path, st: &Stat) -> Result<(), Error> {
+    match FileType::from_raw_mode(st.st_mode) {
+        FileType::RegularFile => Ok(()),
+        _ => Err(not_regular(user, st)),
+    }
+}
+
+fn not_regular(user: &Path, st: &Stat) -> Error {
+    let kind = match FileType::from_raw_mode(st.st_mode) {
+        FileType::RegularFile => "a regular file",
+        FileType::Directory => "a directory",
+        FileType::Symlink => "a symlink",
+        FileType::Fifo => "a FIFO",
+        FileType::Socket => "a socket",
+        FileType::CharacterDevice | FileType::BlockDevice => "a device",
+        FileType::Unknown => "of an unknown type",
+    };
+    Error::Invalid(format!(
+        "{} is {kind}, not a regular file; give the path of a file",
+        user.display()
+    ))
+}
+
+fn is_errno(e: &anyhow::Error, want: Errno) -> bool {
+    e.downcast_ref::<io::Error>()
+        .and_then(io::Error::raw_os_error)
+        .is_some_and(|c| c == want.raw_os_error())
+}
+
+fn no_openat2() -> anyhow::Error {
+    anyhow!(
+        "this kernel lacks openat2(2) (Linux 5.6 or later), which h9sandbox needs to resolve paths safely against symlinks planted in the sandbox; upgrade the kernel, or copy files with `h9sandbox exec`"
+    )
+}
+
+/// Parses an octal permission string such as `644` or `0755` (at most `777`).
+pub fn parse_mode(s: &str) -> Result<u32, Error> {
+    let t = s.strip_prefix("0o").unwrap_or(s);
+    match u32::from_str_radix(t, 8) {
+        Ok(m) if m <= 0o777 && !t.is_empty() && !t.starts_with('+') => Ok(m),
+        _ => Err(Error::Invalid(format!(
+            "invalid --mode '{s}': give octal permission bits from 000 to 777, such as 644"
+        ))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rustix::fs::CWD;
+    use std::os::unix::fs::{symlink, MetadataExt, PermissionsExt};
+
+    fn setup() -> (tempfile::TempDir, PathBuf, WorkDir) {
+        let root = tempfile::tempdir().unwrap();
+        let work = root.path().join("work");
+        std::fs::create_dir(&work).unwrap();
+        std::fs::write(root.path().join("canary"), "outside").unwrap();
+        let wd = WorkDir::open(&work.canonicalize().unwrap()).unwrap();
+        (root, work, wd)
+    }
+
+    fn escape(e: anyhow::Error) -> bool {
+        matches!(e.downcast_ref::<Error>(), Some(Error::PathEscape(_)))
+    }
+
+    #[test]
+    fn relative_paths_and_absolute_ones_inside() {
+        let (_r, work, wd) = setup();
+        let w = work.canonicalize().unwrap();
+        assert_eq!(wd.relative(Path::new("a/b")).unwrap(), Path::new("a/b"));
+        assert_eq!(wd.relative(&w.join("a/b")).unwrap(), Path::new("a/b"));
+        assert_eq!(wd.relative(&w).unwrap(), Path::new("."));
+        assert!(matches!(
+            wd.relative(Path::new("/etc/passwd")),
+            Err(Error::PathEscape(_))
+        ));
+        // A sibling with the work dir's name as a prefix is not inside.
+        let sibling = PathBuf::from(format!("{}x/f", w.display()));
+        assert!(wd.relative(&sibling).is_err());
+    }
+
+    #[test]
+    fn escapes_are_refused_and_inside_links_work() {
+        let (root, work, wd) = setup();
+        std::fs::create_dir(work.join("sub")).unwrap();
+        std::fs::write(work.join("sub/f"), "inside").unwrap();
+        symlink("/", work.join("root")).unwrap();
+        symlink("..", work.join("up")).unwrap();
+        symlink(root.path().join("canary"), work.join("abs")).unwrap();
+        symlink("../canary", work.join("rel")).unwrap();
+        symlink("sub/f", work.join("good")).unwrap();
+        symlink("sub", work.join("gooddir")).unwrap();
+        for p in [
+            "root/etc/passwd",
+            "up/canary",
+            "abs",
+            "rel",
+            "../canary",
+            "sub/../../canary",
+        ] {
+            let e = wd.read_bytes(Path::new(p), None).unwrap_err();
+            assert!(escape(e), "read {p}");
+            let e = wd
+                .write(Path::new(p), &mut &b"x"[..], &WriteOptions::default(), None)
+                .unwrap_err();
+            assert!(escape(e), "write {p}");
+        }
+        assert_eq!(
+            std::fs::read_to_string(root.path().join("canary")).unwrap(),
+            "outside"
+        );
+        assert_eq!(wd.read_bytes(Path::new("good"), None).unwrap().0, b"inside");
+        assert_eq!(
+            wd.read_bytes(Path::new("gooddir/f"), None).unwrap().0,
+            b"inside"
+        );
+        // Writing through an inside symlink updates its target and keeps the link.
+        wd.write(
+            Path::new("good"),
+            &mut &b"new"[..],
+            &WriteOptions::default(),
+            None,
+        )
+        .unwrap();
+        assert_eq!(std::fs::read_to_string(work.join("sub/f")).unwrap(), "new");
+        assert!(std::fs::symlink_metadata(work.join("good"))
+            .unwrap()
+            .file_type()
+            .is_symlink());
+    }
+
+    #[test]
+    fn writes_are_atomic_keep_mode_and_leave_no_temp_file() {
+        let (_r, work, wd) = setup();
+        let opts = WriteOptions::default();
+        let w = wd
+            .write(Path::new("f"), &mut &b"one"[..], &opts, None)
+            .unwrap();
+        assert_eq!((w.bytes_written, w.size), (3, 3));
+        assert_eq!(
+            std::fs::metadata(work.join("f"))
+                .unwrap()
+                .permissions()
+                .mode()
+                & 0o7777,
+            DEFAULT_MODE
+        );
+        std::fs::set_permissions(work.join("f"), std::fs::Permissions::from_mode(0o4750)).unwrap();
+        let append = WriteOptions {
+            append: true,
+            ..opts
+        };
+        let w = wd
+            .write(Path::new("f"), &mut &b"two"[..], &append, None)
+            .unwrap();
+        assert_eq!((w.bytes_written, w.size), (3, 6));
+        assert_eq!(std::fs::read_to_string(work.join("f")).unwrap(), "onetwo");
+        // Permission bits kept, the set-user-ID bit dropped.
+        assert_eq!(
+            std::fs::metadata(work.join("f")).unwrap().mode() & 0o7777,
+            0o750
+        );
+        // A reader that fails midway leaves the old content and no temporary file.
+        struct Failing(usize);
+        impl Read for Failing {
+            fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+                if self.0 == 0 {
+                    return Err(io::Error::other("disk on fire"));
+                }
+                self.0 -= 1;
+                buf[0] = b'x';
+                Ok(1)
+            }
+        }
+        let e = wd
+            .write(Path::new("f"), &mut Failing(5), &opts, None)
+            .unwrap_err();
+        assert!(format!("{e:#}").contains("disk on fire"), "{e:#}");
+        assert_eq!(std::fs::read_to_string(work.join("f")).unwrap(), "onetwo");
+        let names: Vec<_> = std::fs::read_dir(&work)
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(names, ["f"]);
+    }
+
+    #[test]
+    fn parents_directories_and_non_files() {
+        let (_r, work, wd) = setup();
+        let opts = WriteOptions::default();
+        let e = wd
+            .write(Path::new("a/b/c"), &mut &b"x"[..], &opts, None)
+            .unwrap_err();
+        assert!(e.to_string().contains("--parents"), "{e:#}");
+        let parents = WriteOptions {
+            parents: true,
+            ..opts
+        };
+        wd.write(Path::new("a/./b//c"), &mut &b"x"[..], &parents, None)
+            .unwrap();
+        assert_eq!(std::fs::read(work.join("a/b/c")).unwrap(), b"x");
+        for p in ["a", "a/b/", "a/..", "."] {
+            assert!(
+                wd.write(Path::new(p), &mut &b"x"[..], &opts, None).is_err(),
+                "{p}"
+            );
+            assert!(wd.read_bytes(Path::new(p), None).is_err(), "{p}");
+        }
+        rustix::fs::mkfifoat(CWD, work.join("fifo"), Mode::from_raw_mode(0o644)).unwrap();
+        let e = wd.read_bytes(Path::new("fifo"), None).unwrap_err();
+        assert!(e.to_string().contains("FIFO"), "{e:#}");
+        assert!(wd
+            .write(Path::new("fifo"), &mut &b"x"[..], &opts, None)
+            .is_err());
+    }
+
+    #[test]
+    fn edit_replaces_exactly_one_or_all() {
+        let (_r, work, wd) = setup();
+        std::fs::write(work.join("t"), "a-b-a-aa").unwrap();
+        let count = |e: anyhow::Error| match e.downcast_ref::<Error>() {
+            Some(Error::EditMatch { count, .. }) => *count,
+            _ => panic!("{e:#}"),
+        };
+        assert_eq!(
+            count(
+                wd.edit(Path::new("t"), b"a", b"x", false, None)
+                    .unwrap_err()
+            ),
+            4
+        );
+        assert_eq!(
+            count(
+                wd.edit(Path::new("t"), b"zz", b"x", false, None)
+                    .unwrap_err()
+            ),
+            0
+        );
+        assert_eq!(std::fs::read_to_string(work.join("t")).unwrap(), "a-b-a-aa");
+        assert_eq!(
+            wd.edit(Path::new("t"), b"b", b"BB", false, None)
+                .unwrap()
+                .replacements,
+            1
+        );
+        // Non-overlapping, left to right, like str::replace.
+        std::fs::write(work.join("t"), "aaa").unwrap();
+        let e = wd.edit(Path::new("t"), b"aa", b"b", true, None).unwrap();
+        assert_eq!((e.replacements, e.size), (1, 2));
+        assert_eq!(std::fs::read_to_string(work.join("t")).unwrap(), "ba");
+    }
+
+    #[test]
+    fn abort_removes_the_temp_file_and_keeps_the_old_content() {
+        let (_r, work, wd) = setup();
+        std::fs::write(work.join("f"), "old").unwrap();
+        let abort = Abort::new();
+        struct AbortAfterFirstRead<'a>(&'a Abort, bool);
+        impl Read for AbortAfterFirstRead<'_> {
+            fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+                if self.1 {
+                    assert_eq!(self.0.abort(), 0, "nothing was committed yet");
+                    return Ok(0);
+                }
+                self.1 = true;
+                buf[0] = b'n';
+                Ok(1)
+            }
+        }
+        let e = wd
+            .write(
+                Path::new("f"),
+                &mut AbortAfterFirstRead(&abort, false),
+                &WriteOptions::default(),
+                Some(&abort),
+            )
+            .unwrap_err();
+        assert!(format!("{e:#}").contains("interrupted"), "{e:#}");
+        assert_eq!(std::fs::read_to_string(work.join("f")).unwrap(), "old");
+        assert_eq!(std::fs::read_dir(&work).unwrap().count(), 1);
+        // After an abort, no write starts; a completed write is counted.
+        let e = wd.write(
+            Path::new("g"),
+            &mut &b"x"[..],
+            &WriteOptions::default(),
+            Some(&abort),
+        );
+        assert!(e.is_err() && !work.join("g").exists());
+        let fresh = Abort::new();
+        wd.write(
+            Path::new("g"),
+            &mut &b"x"[..],
+            &WriteOptions::default(),
+            Some(&fresh),
+        )
+        .unwrap();
+        assert_eq!(fresh.abort(), 1);
+    }
+
+    #[test]
+    fn pump_copies_to_files_pipes_and_append_only_files() {
+        use std::os::fd::AsFd;
+        let (_r, work, wd) = setup();
+        let data: Vec<u8> = (0..300_000u32).map(|i| (i * 7 % 251) as u8).collect();
+        std::fs::write(work.join("src"), &data).unwrap();
+        // To a regular file (copy_file_range), capped.
+        let out = tempfile::tempfile().unwrap();
+        let info = wd
+            .read_to_fd(Path::new("src"), Some(1000), out.as_fd())
+            .unwrap();
+        assert_eq!((info.size, info.bytes), (300_000, 1000));
+        // To an O_APPEND file (copy_file_range refuses it: sendfile or the buffer loop).
+        let p = work.join("appended");
+        std::fs::write(&p, b"head").unwrap();
+        let out = std::fs::OpenOptions::new().append(true).open(&p).unwrap();
+        wd.read_to_fd(Path::new("src"), None, out.as_fd()).unwrap();
+        assert_eq!(std::fs::read(&p).unwrap(), [&b"head"[..], &data].concat());
+        // To a pipe (sendfile), read on another thread.
+        let (mut r, w) = std::io::pipe().unwrap();
+        let reader = std::thread::spawn(move || {
+            let mut v = Vec::new();
+            r.read_to_end(&mut v).unwrap();
+            v
+        });
+        let info = wd.read_to_fd(Path::new("src"), None, w.as_fd()).unwrap();
+        drop(w);
+        assert_eq!(info.bytes, 300_000);
+        assert_eq!(reader.join().unwrap(), data);
+    }
+
+    #[test]
+    fn modes_parse_as_octal_permissions() {
+        assert_eq!(parse_mode("644").unwrap(), 0o644);
+        assert_eq!(parse_mode("0755").unwrap(), 0o755);
+        assert_eq!(parse_mode("0o600").unwrap(), 0o600);
+        for bad in ["", "888", "1777", "4755", "rw", "+644", "-1"] {
+            assert!(parse_mode(bad).is_err(), "{bad}");
+        }
+    }
+}

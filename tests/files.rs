@@ -1,0 +1,834 @@
+//! Integration tests of `read`, `write` and `edit`: they work on the host side of the bind mount,
+//! so every test here plants real symlinks from inside a real container and checks, on the host,
+//! that nothing outside the work dir was read, created or changed. Also: ownership (`user`),
+//! atomicity on failure and on SIGINT.
+
+mod common;
+
+use std::collections::BTreeSet;
+use std::io::Write;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use common::*;
+use serde::Deserialize;
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ReadJson {
+    path: String,
+    size: u64,
+    content: Option<String>,
+    content_base64: Option<String>,
+    truncated: bool,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct WriteJson {
+    path: String,
+    bytes_written: u64,
+    size: u64,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct EditJson {
+    path: String,
+    replacements: usize,
+}
+
+/// Runs the binary with `args`, feeding `input` on stdin.
+fn run_stdin(env: &TestEnv, args: &[&str], input: &[u8]) -> Output {
+    let mut child = env
+        .cmd()
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let input = input.to_vec();
+    let feeder = std::thread::spawn(move || {
+        let _ = stdin.write_all(&input);
+    });
+    let out = child.wait_with_output().unwrap();
+    feeder.join().unwrap();
+    out
+}
+
+/// `exec` in the sandbox; asserts success and returns stdout.
+fn sh(env: &TestEnv, id: &str, script: &str) -> String {
+    let out = env.run(&["exec", id, "--", script]);
+    assert_ok(&out);
+    stdout(&out)
+}
+
+/// Asserts a refusal: exit status 1 and one line on stderr saying the path leads out.
+fn assert_refused(out: &Output, what: &str) {
+    let err = stderr(out);
+    assert_eq!(out.status.code(), Some(1), "{what}: {err}");
+    assert!(
+        err.starts_with("h9sandbox: error: refusing ") && err.trim_end().lines().count() == 1,
+        "{what}: {err}"
+    );
+    assert!(
+        err.contains("outside the sandbox's work dir") || err.contains("symlink loop"),
+        "{what}: {err}"
+    );
+}
+
+/// Everything outside the work dir that a test plants and watches: a canary file next to the
+/// work dir (in the test's temporary root, which the container cannot see), and a snapshot of
+/// that root's files outside `work/`.
+struct Outside {
+    canary: PathBuf,
+    secret: String,
+    before: Vec<(PathBuf, u64, i64)>,
+}
+
+impl Outside {
+    fn plant(env: &TestEnv) -> Outside {
+        let secret = format!("CANARY-{}", uuid_like());
+        let canary = env.root.path().canonicalize().unwrap().join("canary.txt");
+        std::fs::write(&canary, &secret).unwrap();
+        let before = outside_files(env);
+        Outside {
+            canary,
+            secret,
+            before,
+        }
+    }
+
+    /// The canary's path relative to `/` (for paths through a symlink to `/`).
+    fn path_below_root(&self) -> String {
+        self.canary.to_str().unwrap()[1..].to_string()
+    }
+
+    /// Asserts the canary is untouched, nothing appeared or changed outside the work dir, and
+    /// `output` does not hold the canary's content.
+    fn assert_untouched(&self, env: &TestEnv, outputs: &[&Output]) {
+        assert_eq!(std::fs::read_to_string(&self.canary).unwrap(), self.secret);
+        assert_eq!(
+            outside_files(env),
+            self.before,
+            "files outside the work dir changed"
+        );
+        for o in outputs {
+            assert!(
+                !stdout(o).contains(&self.secret) && !stderr(o).contains(&self.secret),
+                "the canary was read: {}",
+                stdout(o)
+            );
+        }
+        let leftovers = find_temps(&env.workdir);
+        assert!(leftovers.is_empty(), "temporary files left: {leftovers:?}");
+    }
+}
+
+fn uuid_like() -> String {
+    format!(
+        "{:x}{:x}",
+        std::process::id(),
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_nanos()
+    )
+}
+
+/// (path, size, mtime) of every file and directory under the test root, outside `work/` and
+/// `state/`.
+fn outside_files(env: &TestEnv) -> Vec<(PathBuf, u64, i64)> {
+    let mut out = Vec::new();
+    let root = env.root.path().canonicalize().unwrap();
+    let mut stack = vec![root.clone()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap() {
+            let p = e.unwrap().path();
+            if p == env.workdir || p == env.state_dir {
+                continue;
+            }
+            let m = std::fs::symlink_metadata(&p).unwrap();
+            out.push((p.clone(), m.size(), m.mtime_nsec()));
+            if m.is_dir() {
+                stack.push(p);
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+/// Temporary files of writes left anywhere under `dir`.
+fn find_temps(dir: &Path) -> Vec<PathBuf> {
+    let mut found = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        let Ok(rd) = std::fs::read_dir(&d) else {
+            continue;
+        };
+        for e in rd {
+            let e = e.unwrap();
+            let p = e.path();
+            if e.file_name().to_string_lossy().starts_with(".h9tmp-") {
+                found.push(p.clone());
+            }
+            if e.file_type().unwrap().is_dir() {
+                stack.push(p);
+            }
+        }
+    }
+    found
+}
+
+/// Tries `read` (table and JSON), `write` (plain, --append, --parents into a new directory)
+/// and `edit` through `path` (and `new_dir`/x for --parents); every one must be refused.
+fn attack(env: &TestEnv, id: &str, path: &str, old: &str) -> Vec<Output> {
+    let mut outs = vec![
+        env.run(&["read", id, path]),
+        env.run(&["read", id, path, "--format", "json"]),
+        run_stdin(env, &["write", id, path], b"pwned"),
+        run_stdin(env, &["write", id, path, "--append"], b"pwned"),
+        env.run(&["edit", id, path, "--old", old, "--new", "pwned"]),
+        env.run(&["edit", id, path, "--old", old, "--new", "pwned", "--all"]),
+    ];
+    let parent = Path::new(path).parent().unwrap().to_str().unwrap();
+    if !parent.is_empty() {
+        let deep = format!("{parent}/h9-made-{}/x", uuid_like());
+        outs.push(run_stdin(env, &["write", id, &deep, "--parents"], b"pwned"));
+    }
+    for (i, o) in outs.iter().enumerate() {
+        assert_refused(o, &format!("attack #{i} through {path}"));
+    }
+    outs
+}
+
+#[test]
+fn read_write_edit_round_trip_the_bytes_the_container_sees() {
+    require_docker!();
+    let env = TestEnv::new();
+    let id = env.up(&[]);
+
+    // write from stdin, JSON report; the container sees the same bytes.
+    let out = run_stdin(
+        &env,
+        &["write", &id, "notes.txt", "--format", "json"],
+        b"alpha\n",
+    );
+    assert_ok(&out);
+    let w: WriteJson = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(w.path, env.path("notes.txt").to_str().unwrap());
+    assert_eq!((w.bytes_written, w.size), (6, 6));
+    assert_eq!(sh(&env, &id, "cat notes.txt"), "alpha\n");
+    let mode = std::fs::metadata(env.path("notes.txt")).unwrap().mode();
+    assert_eq!(mode & 0o777, 0o644);
+
+    // --append, and absolute paths inside the work dir.
+    let abs = env.path("notes.txt");
+    let out = run_stdin(
+        &env,
+        &["write", &id, abs.to_str().unwrap(), "--append", "--json"],
+        b"beta\n",
+    );
+    assert_ok(&out);
+    let w: WriteJson = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!((w.bytes_written, w.size), (5, 11));
+    let out = env.run(&["read", &id, abs.to_str().unwrap()]);
+    assert_ok(&out);
+    assert_eq!(out.stdout, b"alpha\nbeta\n");
+
+    // Binary content, all 256 byte values, from a host file, with --parents and --mode.
+    let bin: Vec<u8> = (0..4096u32).map(|i| ((i + 128) % 256) as u8).collect();
+    let src = env.root.path().join("src.bin");
+    std::fs::write(&src, &bin).unwrap();
+    let out = env.run(&[
+        "write",
+        &id,
+        "deep/er/data.bin",
+        "--from",
+        src.to_str().unwrap(),
+        "--parents",
+        "--mode",
+        "750",
+    ]);
+    assert_ok(&out);
+    assert!(out.stdout.is_empty(), "write is quiet: {}", stdout(&out));
+    assert_eq!(std::fs::read(env.path("deep/er/data.bin")).unwrap(), bin);
+    assert_eq!(
+        std::fs::metadata(env.path("deep/er/data.bin"))
+            .unwrap()
+            .mode()
+            & 0o777,
+        0o750
+    );
+    let host_sum = sh(&env, &id, "sha256sum deep/er/data.bin | cut -d' ' -f1");
+    let out = env.run(&["read", &id, "deep/er/data.bin"]);
+    assert_ok(&out);
+    assert_eq!(out.stdout, bin);
+    // Without --parents a missing directory is an error that says what to do.
+    let out = run_stdin(&env, &["write", &id, "nope/x"], b"x");
+    assert_eq!(out.status.code(), Some(1));
+    assert!(stderr(&out).contains("--parents"), "{}", stderr(&out));
+
+    // read --format json: text as content, binary as content_base64; --max-bytes caps.
+    let out = env.run(&["read", &id, "notes.txt", "--format", "json"]);
+    let r: ReadJson = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(r.path, abs.to_str().unwrap());
+    assert_eq!(
+        (r.size, r.content.as_deref(), r.truncated),
+        (11, Some("alpha\nbeta\n"), false)
+    );
+    assert!(r.content_base64.is_none());
+    let out = env.run(&[
+        "read",
+        &id,
+        "deep/er/data.bin",
+        "--json",
+        "--max-bytes",
+        "3",
+    ]);
+    let r: ReadJson = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!((r.size, r.truncated, r.content), (4096, true, None));
+    assert_eq!(r.content_base64.as_deref(), Some("gIGC"));
+    let out = env.run(&["read", &id, "deep/er/data.bin", "--max-bytes", "300"]);
+    assert_eq!(out.stdout, &bin[..300]);
+    // The container computed the same digest of what the host wrote.
+    let out = Command::new("sha256sum")
+        .arg(env.path("deep/er/data.bin"))
+        .output()
+        .unwrap();
+    assert!(stdout(&out).starts_with(host_sum.trim()));
+
+    // edit: exactly one occurrence, or --all; the count is named otherwise.
+    let out = env.run(&["edit", &id, "notes.txt", "--old", "a", "--new", "A"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(stderr(&out).contains("occurs 3 times"), "{}", stderr(&out));
+    let out = env.run(&["edit", &id, "notes.txt", "--old", "gamma", "--new", "x"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(stderr(&out).contains("does not occur"), "{}", stderr(&out));
+    assert_eq!(
+        std::fs::read_to_string(env.path("notes.txt")).unwrap(),
+        "alpha\nbeta\n"
+    );
+    let out = env.run(&[
+        "edit",
+        &id,
+        "notes.txt",
+        "--old",
+        "beta\n",
+        "--new",
+        "-b-\n",
+    ]);
+    assert_ok(&out);
+    assert_eq!(
+        stdout(&out).trim(),
+        format!("replaced 1 occurrence in {}", abs.display())
+    );
+    let out = env.run(&[
+        "edit",
+        &id,
+        "notes.txt",
+        "--old",
+        "a",
+        "--new",
+        "A",
+        "--all",
+        "--json",
+    ]);
+    assert_ok(&out);
+    let e: EditJson = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        (e.path.as_str(), e.replacements),
+        (abs.to_str().unwrap(), 2)
+    );
+    assert_eq!(sh(&env, &id, "cat notes.txt"), "AlphA\n-b-\n");
+
+    // Not regular files, directories, unknown sandboxes.
+    sh(&env, &id, "mkdir -p adir && mkfifo fifo");
+    for args in [
+        vec!["read", &id, "adir"],
+        vec!["read", &id, "."],
+        vec!["read", &id, "fifo"],
+        vec!["write", &id, "adir"],
+        vec!["write", &id, "adir/"],
+        vec!["edit", &id, "fifo", "--old", "a", "--new", "b"],
+        vec!["read", "ffffffff", "notes.txt"],
+        vec!["read", &id, "missing.txt"],
+    ] {
+        let out = run_stdin(&env, &args, b"x");
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {}", stderr(&out));
+        assert_eq!(
+            stderr(&out).trim_end().lines().count(),
+            1,
+            "{}",
+            stderr(&out)
+        );
+    }
+    assert!(find_temps(&env.workdir).is_empty());
+}
+
+#[test]
+fn symlink_to_etc_is_refused() {
+    require_docker!();
+    let env = TestEnv::new();
+    let id = env.up(&[]);
+    sh(&env, &id, "ln -s /etc esc");
+    let passwd = std::fs::read("/etc/passwd").unwrap();
+    let marker = format!("h9-pwned-{}", uuid_like());
+    let _cleanup = EtcGuard(list_dir(Path::new("/etc")));
+    // Writes go to a new name only, and edits look for text that is not there, so that even a
+    // broken build could not damage the host's /etc/passwd.
+    let mut outs = attack(&env, &id, &format!("esc/{marker}"), "x");
+    for args in [
+        vec!["read", &id, "esc/passwd"],
+        vec!["read", &id, "esc/passwd", "--json"],
+        vec!["edit", &id, "esc/passwd", "--old", &marker, "--new", "x"],
+    ] {
+        let out = env.run(&args);
+        assert_refused(&out, &format!("{args:?}"));
+        outs.push(out);
+    }
+    assert_eq!(std::fs::read("/etc/passwd").unwrap(), passwd);
+    assert!(!Path::new("/etc").join(&marker).exists());
+    for o in &outs {
+        assert!(
+            !stdout(o).contains("root:x:0:0"),
+            "host /etc/passwd was read"
+        );
+    }
+    assert!(find_temps(Path::new("/etc")).is_empty());
+    // The link itself is still the container's business: it sees its own /etc.
+    assert!(sh(&env, &id, "cat esc/passwd").contains("root"));
+}
+
+fn list_dir(dir: &Path) -> BTreeSet<PathBuf> {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect()
+}
+
+/// Should a broken build ever let a write through into the host's /etc, removes what it made
+/// (our own `h9-*` names only) when the test ends, so a failing run leaves no litter.
+struct EtcGuard(BTreeSet<PathBuf>);
+
+impl Drop for EtcGuard {
+    fn drop(&mut self) {
+        for p in list_dir(Path::new("/etc")).difference(&self.0) {
+            let name = p.file_name().unwrap().to_string_lossy();
+            if name.starts_with("h9-pwned-") || name.starts_with("h9-made-") {
+                let _ = std::fs::remove_dir_all(p).or_else(|_| std::fs::remove_file(p));
+            }
+        }
+    }
+}
+
+#[test]
+fn symlink_to_root_is_refused() {
+    require_docker!();
+    let env = TestEnv::new();
+    let id = env.up(&[]);
+    let outside = Outside::plant(&env);
+    sh(&env, &id, "ln -s / root");
+    let path = format!("root/{}", outside.path_below_root());
+    let outs = attack(&env, &id, &path, &outside.secret);
+    outside.assert_untouched(&env, &outs.iter().collect::<Vec<_>>());
+}
+
+#[test]
+fn symlink_to_parent_is_refused_and_so_is_dotdot() {
+    require_docker!();
+    let env = TestEnv::new();
+    let id = env.up(&[]);
+    let outside = Outside::plant(&env);
+    sh(&env, &id, "ln -s .. up && mkdir sub");
+    let mut outs = attack(&env, &id, "up/canary.txt", &outside.secret);
+    outs.extend(attack(&env, &id, "../canary.txt", &outside.secret));
+    outs.extend(attack(&env, &id, "sub/../../canary.txt", &outside.secret));
+    // An absolute path outside the work dir is refused before anything is resolved.
+    let canary = outside.canary.to_str().unwrap().to_string();
+    outs.extend(attack(&env, &id, &canary, &outside.secret));
+    outside.assert_untouched(&env, &outs.iter().collect::<Vec<_>>());
+}
+
+#[test]
+fn relative_symlink_chain_that_climbs_out_is_refused() {
+    require_docker!();
+    let env = TestEnv::new();
+    let id = env.up(&[]);
+    let outside = Outside::plant(&env);
+    // a/b/link -> ../../c, and c -> .. : each link alone looks harmless.
+    sh(
+        &env,
+        &id,
+        "mkdir -p a/b && ln -s ../../c a/b/link && ln -s .. c",
+    );
+    let outs = attack(&env, &id, "a/b/link/canary.txt", &outside.secret);
+    outside.assert_untouched(&env, &outs.iter().collect::<Vec<_>>());
+}
+
+#[test]
+fn symlink_to_a_host_file_outside_is_refused() {
+    require_docker!();
+    let env = TestEnv::new();
+    let id = env.up(&[]);
+    let outside = Outside::plant(&env);
+    // The container cannot see the host's path, but may name it; a naive host-side open would
+    // follow it. Absolute and relative forms, and a link to a link.
+    let script = format!(
+        "ln -s {} hostfile && ln -s ../canary.txt relfile && ln -s hostfile twice && ln -s {} hostdir",
+        outside.canary.display(),
+        outside.canary.parent().unwrap().display()
+    );
+    sh(&env, &id, &script);
+    let mut outs = Vec::new();
+    for p in ["hostfile", "relfile", "twice", "hostdir/canary.txt"] {
+        outs.extend(attack(&env, &id, p, &outside.secret));
+    }
+    outside.assert_untouched(&env, &outs.iter().collect::<Vec<_>>());
+    // The links are still links (never replaced by the refused writes).
+    for p in ["hostfile", "relfile", "twice"] {
+        assert!(std::fs::symlink_metadata(env.path(p))
+            .unwrap()
+            .file_type()
+            .is_symlink());
+    }
+}
+
+#[test]
+fn symlinks_that_stay_inside_work() {
+    require_docker!();
+    let env = TestEnv::new();
+    let id = env.up(&[]);
+    sh(
+        &env,
+        &id,
+        "mkdir -p sub other && echo one > sub/f && ln -s sub/f link && ln -s sub dirlink \
+         && ln -s ../sub/f other/back && ln -s $PWD/sub/f abslink && ln -s missing dangling",
+    );
+    let read = |p: &str| {
+        let out = env.run(&["read", &id, p]);
+        assert_ok(&out);
+        stdout(&out)
+    };
+    assert_eq!(read("link"), "one\n");
+    assert_eq!(read("dirlink/f"), "one\n");
+    assert_eq!(read("other/back"), "one\n");
+    // Writes and edits through an inside link change its target; the link stays a link.
+    assert_ok(&run_stdin(&env, &["write", &id, "link"], b"two\n"));
+    assert_eq!(sh(&env, &id, "cat sub/f"), "two\n");
+    assert_ok(&env.run(&["edit", &id, "other/back", "--old", "two", "--new", "three"]));
+    assert_ok(&run_stdin(
+        &env,
+        &["write", &id, "dirlink/f", "--append"],
+        b"four\n",
+    ));
+    assert_eq!(sh(&env, &id, "cat sub/f"), "three\nfour\n");
+    for p in ["link", "other/back", "dirlink"] {
+        assert!(std::fs::symlink_metadata(env.path(p))
+            .unwrap()
+            .file_type()
+            .is_symlink());
+    }
+    // A dangling inside link: writing creates its target.
+    assert_ok(&run_stdin(&env, &["write", &id, "dangling"], b"made\n"));
+    assert_eq!(sh(&env, &id, "cat missing"), "made\n");
+    // Absolute links are refused even when they point inside (RESOLVE_BENEATH).
+    assert_refused(&env.run(&["read", &id, "abslink"]), "absolute link inside");
+}
+
+#[test]
+fn swapping_a_directory_for_a_symlink_never_lets_an_access_out() {
+    require_docker!();
+    let env = TestEnv::new();
+    let id = env.up(&[]);
+    let outside = Outside::plant(&env);
+    let rel = outside.path_below_root(); // e.g. tmp/h9testXYZ/canary.txt
+    let rel_dir = Path::new(&rel)
+        .parent()
+        .unwrap()
+        .to_str()
+        .unwrap()
+        .to_string();
+    // Inside, `swap` mirrors the path to the canary with a harmless file; a loop in the
+    // container keeps replacing it by a symlink to / and back, until the host creates `stop`.
+    // (`rm -rf`: in the moments `swap` is missing, `write --parents` may create it anew.)
+    let script = format!(
+        "mkdir -p swap/{rel_dir} && echo inside > swap/{rel} && \
+         (n=0; while [ ! -e stop ]; do mv -T swap parked; ln -s / swap; rm -rf swap; mv -T parked swap; n=$((n+1)); done; echo $n > swaps) \
+         >/dev/null 2>&1 &"
+    );
+    sh(&env, &id, &script);
+    let target = format!("swap/{rel}");
+    let (mut ok, mut refused, mut outs) = (0, 0, Vec::new());
+    for i in 0..500 {
+        let read = env.run(&["read", &id, &target]);
+        let write = if i % 2 == 0 {
+            run_stdin(&env, &["write", &id, &target], b"written-by-host\n")
+        } else {
+            let deep = format!("swap/{rel_dir}/h9-made-{i}/f");
+            run_stdin(&env, &["write", &id, &deep, "--parents"], b"x")
+        };
+        for o in [&read, &write] {
+            if o.status.success() {
+                ok += 1;
+            } else if stderr(o).contains("refusing") {
+                refused += 1;
+            } else {
+                // The moments `swap` did not exist at all.
+                let e = stderr(o);
+                assert!(
+                    e.contains("No such file") || e.contains("does not exist in the work dir"),
+                    "{e}"
+                );
+            }
+        }
+        if read.status.success() {
+            assert!(
+                ["inside\n", "written-by-host\n"].contains(&stdout(&read).as_str()),
+                "{}",
+                stdout(&read)
+            );
+        }
+        outs.push(read);
+        outs.push(write);
+    }
+    std::fs::write(env.path("stop"), "").unwrap();
+    let swaps_file = env.path("swaps");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !swaps_file.exists() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let swaps: u64 = std::fs::read_to_string(&swaps_file)
+        .expect("the swapper ended")
+        .trim()
+        .parse()
+        .unwrap();
+    outside.assert_untouched(&env, &outs.iter().collect::<Vec<_>>());
+    let made: Vec<_> = std::fs::read_dir(outside.canary.parent().unwrap())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with("h9-made-"))
+        .collect();
+    assert!(made.is_empty(), "directories created outside: {made:?}");
+    // The race really happened: both outcomes were seen while the container swapped.
+    assert!(
+        swaps > 0 && ok > 0 && refused > 0,
+        "swaps {swaps}, ok {ok}, refused {refused}"
+    );
+    eprintln!("race: {swaps} swaps, {ok} accesses inside, {refused} refused");
+}
+
+#[test]
+fn failed_writes_keep_the_old_content() {
+    require_docker!();
+    let env = TestEnv::new();
+    let id = env.up(&[]);
+    std::fs::write(env.path("f"), "old\n").unwrap();
+    // Too large: a file-size limit makes the write fail midway with EFBIG (SIGXFSZ ignored, as
+    // a full disk fails with ENOSPC).
+    let big = env.root.path().join("big");
+    std::fs::write(&big, vec![b'x'; 1 << 20]).unwrap();
+    let bin = assert_cmd::cargo::cargo_bin("h9sandbox");
+    let out = Command::new("bash")
+        .args([
+            "-c",
+            "trap '' XFSZ; ulimit -f 64; exec \"$BIN\" write \"$ID\" f --from \"$BIG\"",
+        ])
+        .current_dir(&env.workdir)
+        .env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .env("BIN", &bin)
+        .env("ID", &id)
+        .env("BIG", &big)
+        .env("H9SANDBOX_STATE_DIR", &env.state_dir)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("keeps its old content") && stderr(&out).contains("too large"),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(std::fs::read_to_string(env.path("f")).unwrap(), "old\n");
+    // An unreadable source, a bad mode: nothing is touched.
+    let out = env.run(&["write", &id, "f", "--from", "/nonexistent/x"]);
+    assert_eq!(out.status.code(), Some(1));
+    let out = run_stdin(&env, &["write", &id, "f", "--mode", "4755"], b"new");
+    assert_eq!(out.status.code(), Some(1));
+    assert!(stderr(&out).contains("--mode"), "{}", stderr(&out));
+    assert_eq!(std::fs::read_to_string(env.path("f")).unwrap(), "old\n");
+    assert!(find_temps(&env.workdir).is_empty());
+    assert_eq!(sh(&env, &id, "ls -A"), "f\n");
+}
+
+#[test]
+fn interrupted_write_removes_its_temporary_file() {
+    require_docker!();
+    let env = TestEnv::new();
+    let id = env.up(&[]);
+    std::fs::write(env.path("f"), "old\n").unwrap();
+    let mut child = env
+        .cmd()
+        .args(["write", &id, "f"])
+        .stdin(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    stdin.write_all(b"partial new content").unwrap();
+    stdin.flush().unwrap();
+    // Wait for the temporary file, then interrupt while stdin is still open.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while find_temps(&env.workdir).is_empty() {
+        assert!(Instant::now() < deadline, "no temporary file appeared");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let kill = Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(kill.success());
+    let out = child.wait_with_output().unwrap();
+    drop(stdin);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stderr(&out).contains("interrupted by SIGINT; the file keeps its old content"),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(std::fs::read_to_string(env.path("f")).unwrap(), "old\n");
+    assert!(
+        find_temps(&env.workdir).is_empty(),
+        "{:?}",
+        find_temps(&env.workdir)
+    );
+}
+
+/// `setpriv` as uid/gid 1000 without supplementary groups, running `argv` in `dir`.
+fn as_uid_1000(dir: &Path, argv: &[&str]) -> Output {
+    Command::new("setpriv")
+        .args(["--reuid", "1000", "--regid", "1000", "--clear-groups", "--"])
+        .args(argv)
+        .current_dir(dir)
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn numeric_user_owns_files_made_in_the_sandbox_and_written_by_the_host() {
+    require_docker!();
+    let env = TestEnv::new();
+    std::os::unix::fs::chown(&env.workdir, Some(1000), Some(1000)).unwrap();
+    let out = env
+        .cmd()
+        .args(["up", "--json"])
+        .env("H9SANDBOX_USER", "1000:1000")
+        .output()
+        .unwrap();
+    assert_ok(&out);
+    let rec: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(rec["user"], "1000:1000");
+    let id = rec["id"].as_str().unwrap().to_string();
+    assert_eq!(
+        inspect(&env.container(&id), "{{.Config.User}}"),
+        "1000:1000"
+    );
+    assert_eq!(sh(&env, &id, "id -u; id -g"), "1000\n1000\n");
+    sh(&env, &id, "mkdir made && echo x > made/f");
+    assert_ok(&run_stdin(&env, &["write", &id, "written.txt"], b"w"));
+    assert_ok(&run_stdin(
+        &env,
+        &["write", &id, "p/q/r.txt", "--parents"],
+        b"w",
+    ));
+    for p in ["made", "made/f", "written.txt", "p", "p/q", "p/q/r.txt"] {
+        let m = std::fs::metadata(env.path(p)).unwrap();
+        assert_eq!((m.uid(), m.gid()), (1000, 1000), "{p}");
+    }
+    // The sandbox's user can change what the host wrote, and the host's uid 1000 can delete
+    // what the sandbox made.
+    sh(&env, &id, "echo more >> written.txt && rm p/q/r.txt");
+    let out = as_uid_1000(&env.workdir, &["rm", "-r", "made", "written.txt", "p"]);
+    assert_ok(&out);
+    assert_eq!(std::fs::read_dir(&env.workdir).unwrap().count(), 0);
+    // An existing file keeps its owner when the host replaces it.
+    std::fs::write(env.path("rootfile"), "r").unwrap();
+    assert_ok(&run_stdin(&env, &["write", &id, "rootfile"], b"R"));
+    assert_eq!(std::fs::metadata(env.path("rootfile")).unwrap().uid(), 0);
+}
+
+#[test]
+fn host_user_as_non_root_can_delete_what_the_sandbox_made() {
+    require_docker!();
+    let env = TestEnv::new();
+    // Run h9sandbox itself as uid 1000, with the docker socket's group so it reaches the daemon.
+    let sock_gid = std::fs::metadata("/var/run/docker.sock").unwrap().gid();
+    for p in [env.root.path(), &env.workdir, &env.state_dir] {
+        std::os::unix::fs::chown(p, Some(1000), Some(1000)).unwrap();
+    }
+    let bin = assert_cmd::cargo::cargo_bin("h9sandbox");
+    let h9 = |args: &[&str], input: Option<&[u8]>| {
+        let mut c = Command::new("setpriv");
+        c.args(["--reuid", "1000", "--regid", "1000", "--groups"])
+            .arg(sock_gid.to_string())
+            .arg("--")
+            .arg(&bin)
+            .args(args)
+            .current_dir(&env.workdir)
+            .env_clear()
+            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+            .env("HOME", env.root.path())
+            .env("H9SANDBOX_STATE_DIR", &env.state_dir)
+            .env("H9SANDBOX_IMAGE", TINY)
+            .env("H9SANDBOX_CPUS", "0.5")
+            .env("H9SANDBOX_USER", "host")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        let mut child = c.spawn().unwrap();
+        let mut stdin = child.stdin.take().unwrap();
+        stdin.write_all(input.unwrap_or_default()).unwrap();
+        drop(stdin);
+        child.wait_with_output().unwrap()
+    };
+    let out = h9(&["up", "--json"], None);
+    assert_ok(&out);
+    let rec: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(rec["user"], "1000:1000");
+    let id = rec["id"].as_str().unwrap().to_string();
+    let out = h9(
+        &[
+            "exec",
+            &id,
+            "--",
+            "id -u && mkdir -p made/deeper && echo x > made/deeper/f",
+        ],
+        None,
+    );
+    assert_ok(&out);
+    assert_eq!(stdout(&out), "1000\n");
+    let out = h9(&["write", &id, "made/w.txt"], Some(b"w"));
+    assert_ok(&out);
+    assert!(stderr(&out).is_empty(), "{}", stderr(&out));
+    for p in ["made", "made/deeper/f", "made/w.txt"] {
+        let m = std::fs::metadata(env.path(p)).unwrap();
+        assert_eq!((m.uid(), m.gid()), (1000, 1000), "{p}");
+    }
+    let out = as_uid_1000(&env.workdir, &["rm", "-r", "made"]);
+    assert_ok(&out);
+    assert!(!env.path("made").exists());
+    // Under root (the default), what the sandbox makes is root's: uid 1000 cannot delete it.
+    let root_env = TestEnv::new();
+    std::os::unix::fs::chown(root_env.root.path(), Some(1000), Some(1000)).unwrap();
+    std::os::unix::fs::chown(&root_env.workdir, Some(1000), Some(1000)).unwrap();
+    let rid = root_env.up(&[]);
+    sh(&root_env, &rid, "mkdir made && echo x > made/f");
+    assert_eq!(std::fs::metadata(root_env.path("made/f")).unwrap().uid(), 0);
+    let out = as_uid_1000(&root_env.workdir, &["rm", "-r", "made"]);
+    assert!(!out.status.success(), "uid 1000 deleted root's files");
+}
