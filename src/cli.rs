@@ -76,6 +76,7 @@ Examples:
   h9sandbox up                                   sandbox on the current directory, default image
   h9sandbox up --workdir ./proj --image debian:12 --memory 1g --network none
   h9sandbox up --name ci-job-42 --label job=42 --format json
+  h9sandbox up --owner-pid $$ --ttl 30m          reaped once this shell exits or after 30 minutes
 
 Prints the sandbox ID (a UUID; any unique prefix names it), or the whole record with --format json.")]
     Up(UpArgs),
@@ -98,6 +99,29 @@ Examples:
   h9sandbox down 3f2a 9b1c
   h9sandbox down --all")]
     Down(DownArgs),
+    /// Remove abandoned sandboxes of this state directory, and say what and why
+    #[command(after_help = "\
+Examples:
+  h9sandbox reap --dry-run                        show what would be removed
+  h9sandbox reap                                  remove it
+  h9sandbox reap --format json                    [{id, name, container, action, reason, detail}]
+
+Removes: containers of this state directory without a record; records whose container is gone;
+sandboxes whose owner process (up --owner-pid) has exited or whose lease (up --ttl) has run out;
+Pending records whose `up` died; Stopping records whose `down` died. Never touches containers of
+another state directory, a sandbox a live process answers for, or one whose lease runs.
+Running it twice is a no-op. `up` runs it too, alongside its own start (config reap_on_up).")]
+    Reap(ReapArgs),
+    /// Extend a sandbox's lease (up --ttl): it then expires TTL from now
+    #[command(after_help = "\
+Examples:
+  h9sandbox renew 3f2a                            another lease of the length given to up --ttl
+  h9sandbox renew 3f2a --ttl 2h                   a 2-hour lease from now (and from now on)
+  h9sandbox renew 3f2a --format json              the updated record
+
+Prints the new end of the lease (RFC 3339 UTC). Only touches the state file: it works while the
+engine is unreachable. A Stopping or Failed sandbox cannot be renewed.")]
+    Renew(RenewArgs),
     /// List sandboxes with their real container state
     #[command(after_help = "\
 Examples:
@@ -133,6 +157,14 @@ pub struct UpArgs {
     /// Extra label on the container and record (repeatable)
     #[arg(long = "label", value_name = "K=V")]
     pub labels: Vec<String>,
+    /// Tie the sandbox to a process: once it exits, `reap` removes the sandbox. A PID, or
+    /// `parent` (the process that started h9sandbox) [default: none]
+    #[arg(long, value_name = "PID|parent")]
+    pub owner_pid: Option<String>,
+    /// Lease: `reap` removes the sandbox this long after it started, unless `renew`ed
+    /// (e.g. 90s, 30m, 2h, 1d) [default: none]
+    #[arg(long, value_name = "DURATION")]
+    pub ttl: Option<String>,
 }
 
 /// `exec` arguments.
@@ -174,6 +206,25 @@ pub struct DownArgs {
     /// Every sandbox of this state directory
     #[arg(long)]
     pub all: bool,
+}
+
+/// `reap` arguments.
+#[derive(Debug, Args)]
+pub struct ReapArgs {
+    /// Report what would be removed, and remove nothing
+    #[arg(long)]
+    pub dry_run: bool,
+}
+
+/// `renew` arguments.
+#[derive(Debug, Args)]
+pub struct RenewArgs {
+    /// Sandbox ID, unique ID prefix, or name
+    pub id: String,
+    /// New lease length from now, which later renewals keep (e.g. 30m, 2h)
+    /// [default: the sandbox's TTL]
+    #[arg(long, value_name = "DURATION")]
+    pub ttl: Option<String>,
 }
 
 /// `ls` arguments.

@@ -70,6 +70,9 @@ pub struct Config {
     pub pull_timeout_secs: u64,
     /// The engine's command-line client: a name on `PATH` or a path.
     pub engine_bin: String,
+    /// Whether `up` reaps abandoned sandboxes of its state directory (as `h9sandbox reap`),
+    /// alongside its own container start.
+    pub reap_on_up: bool,
     /// Directory of the state file and its lock; `$XDG_STATE_HOME/h9sandbox` when unset.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub state_dir: Option<PathBuf>,
@@ -89,6 +92,7 @@ impl Default for Config {
             stop_timeout_secs: 5,
             pull_timeout_secs: 300,
             engine_bin: "docker".into(),
+            reap_on_up: true,
             state_dir: None,
         }
     }
@@ -155,6 +159,7 @@ pub const KEYS: &[Key] = &[
     key("stop_timeout_secs", Kind::Int),
     key("pull_timeout_secs", Kind::Int),
     key("engine_bin", Kind::Str),
+    key("reap_on_up", Kind::Bool),
     key("state_dir", Kind::Path),
 ];
 
@@ -527,6 +532,24 @@ mod tests {
         )
         .unwrap();
         assert_eq!(cfg.image, "mine:1");
+    }
+
+    #[test]
+    fn booleans_from_file_and_environment() {
+        assert!(load(None, &[]).unwrap().reap_on_up);
+        assert!(!load(Some("reap_on_up = false\n"), &[]).unwrap().reap_on_up);
+        assert!(
+            !load(None, &[("H9SANDBOX_REAP_ON_UP", "false")])
+                .unwrap()
+                .reap_on_up
+        );
+        let err = load(None, &[("H9SANDBOX_REAP_ON_UP", "nope")])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("H9SANDBOX_REAP_ON_UP") && err.contains("true or false"),
+            "{err}"
+        );
     }
 
     #[test]

@@ -2,7 +2,8 @@
 //!
 //! The binary is a thin wrapper around [`run`]. Modules, one per concern:
 //! [`cli`] (clap types), [`config`] (layered configuration), [`state`] (the locked state file),
-//! [`engine`] (the container engine behind the [`engine::Environment`] trait), [`commands`]
+//! [`engine`] (the container engine behind the [`engine::Environment`] trait), [`lease`] (owner
+//! processes, TTLs and the reaper's judgement), [`commands`]
 //! (one module per subcommand), [`output`] (JSON, tables, colour) and [`error`] (exit codes).
 
 pub mod cli;
@@ -10,6 +11,7 @@ pub mod commands;
 pub mod config;
 pub mod engine;
 pub mod error;
+pub mod lease;
 pub mod output;
 pub mod state;
 

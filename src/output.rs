@@ -28,6 +28,11 @@ fn write_stdout(bytes: &[u8]) -> anyhow::Result<()> {
     }
 }
 
+/// Prints an informational line on stderr (`-v` output).
+pub fn note(msg: &str) {
+    eprintln!("h9sandbox: {msg}");
+}
+
 /// Prints a warning line on stderr.
 pub fn warn(msg: &str) {
     eprintln!("h9sandbox: warning: {msg}");

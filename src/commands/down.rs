@@ -10,8 +10,9 @@ use uuid::Uuid;
 use super::Ctx;
 use crate::cli::{DownArgs, Format};
 use crate::engine::Environment;
+use crate::error::Error;
 use crate::output;
-use crate::state::{Lifecycle, Record};
+use crate::state::{Lifecycle, ProcessRef, Record};
 
 /// One line of `down`'s report.
 #[derive(Debug, Serialize)]
@@ -47,11 +48,18 @@ pub async fn run(ctx: &Ctx, args: &DownArgs) -> Result<i32> {
                 name: rec.name.clone(),
             }),
             Err(e) => {
-                output::warn(&format!(
-                    "could not remove sandbox {}: {e:#}",
-                    rec.short_id()
-                ));
-                first_err.get_or_insert(e);
+                // The engine being unreachable is not about this sandbox: say it once, bare.
+                let e = if matches!(e.downcast_ref(), Some(Error::EngineUnavailable { .. })) {
+                    e
+                } else {
+                    e.context(format!("could not remove sandbox {}", rec.short_id()))
+                };
+                // The first failure is the error; the others are warnings before it.
+                if first_err.is_none() {
+                    first_err = Some(e);
+                } else {
+                    output::warn(&format!("{e:#}"));
+                }
             }
         }
     }
@@ -69,27 +77,45 @@ pub async fn run(ctx: &Ctx, args: &DownArgs) -> Result<i32> {
     }
 }
 
-/// Stops and removes one sandbox's container, then drops its record.
+/// Stops and removes one sandbox's container, then drops its record. While it works the record
+/// is Stopping with this process as its stopper (so `reap` and `renew` leave it alone); when the
+/// engine fails, the record is put back as it was.
 pub async fn remove(ctx: &Ctx, rec: &Record) -> Result<()> {
-    ctx.store.update(|s| {
-        if let Some(r) = s.get_mut(rec.id) {
-            if r.state != Lifecycle::Failed {
-                r.set_state(Lifecycle::Stopping, None);
-            }
-        }
-        Ok(())
+    let me = ProcessRef::current();
+    let claimed = ctx.store.update(|s| {
+        Ok(s.get_mut(rec.id).map(|r| {
+            let before = r.clone();
+            r.set_state(Lifecycle::Stopping, r.error.clone());
+            r.stopper = Some(me);
+            (before, r.clone())
+        }))
     })?;
     let container = rec.container_ref();
     let grace = Duration::from_secs(ctx.cfg.stop_timeout_secs);
     // Whatever the stop did (timed out, failed), the container is removed.
     let stopped = ctx.engine.stop(container, grace).await;
-    ctx.engine.remove(container).await.map_err(|e| {
-        if let Err(s) = &stopped {
-            e.context(format!("after the stop failed too ({s:#})"))
-        } else {
-            e
+    let removed = ctx
+        .engine
+        .remove(container)
+        .await
+        .map_err(|e| match &stopped {
+            Err(s) if !matches!(e.downcast_ref(), Some(Error::EngineUnavailable { .. })) => {
+                e.context(format!("after the stop failed too ({s:#})"))
+            }
+            _ => e,
+        });
+    if let Err(e) = removed {
+        if let Some((before, ours)) = claimed {
+            // Compare-and-swap: only if no one changed it since.
+            let _ = ctx.store.update(|s| {
+                if let Some(r) = s.get_mut(rec.id).filter(|r| **r == ours) {
+                    *r = before;
+                }
+                Ok(())
+            });
         }
-    })?;
+        return Err(e);
+    }
     ctx.store.update(|s| {
         s.sandboxes.retain(|r| r.id != rec.id);
         Ok(())

@@ -10,6 +10,7 @@ use serde::Serialize;
 use super::Ctx;
 use crate::cli::{Format, LsArgs};
 use crate::engine::{ContainerSummary, Environment, LABEL_MANAGED, LABEL_STATE_DIR};
+use crate::lease;
 use crate::output;
 use crate::state::{Lifecycle, Record};
 
@@ -31,9 +32,10 @@ pub async fn run(ctx: &Ctx, _args: &LsArgs) -> Result<i32> {
         Format::Json => output::print_json(&entries)?,
         Format::Table => {
             let mut t = output::table(
-                &["ID", "NAME", "STATE", "IMAGE", "WORKDIR", "AGE"],
+                &["ID", "NAME", "STATE", "IMAGE", "WORKDIR", "AGE", "LEASE"],
                 output::colour_enabled(),
             );
+            let now = std::time::SystemTime::now();
             for e in &entries {
                 let r = &e.record;
                 t.add_row(vec![
@@ -43,6 +45,7 @@ pub async fn run(ctx: &Ctx, _args: &LsArgs) -> Result<i32> {
                     Cell::new(&r.image),
                     Cell::new(r.workdir.display()),
                     Cell::new(output::age(&r.created_at)),
+                    Cell::new(lease::describe(r, |p| p.is_alive(), now)),
                 ]);
             }
             output::print_table(&t)?;

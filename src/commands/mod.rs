@@ -3,6 +3,8 @@
 pub mod down;
 pub mod exec;
 pub mod ls;
+pub mod reap;
+pub mod renew;
 pub mod up;
 
 use anyhow::Result;
@@ -20,6 +22,8 @@ impl Command {
             Command::Exec(_) => "exec",
             Command::Down(_) => "down",
             Command::Ls(_) => "ls",
+            Command::Reap(_) => "reap",
+            Command::Renew(_) => "renew",
         }
     }
 }
@@ -34,6 +38,8 @@ pub struct Ctx {
     pub engine: Docker,
     /// Output format.
     pub format: Format,
+    /// `-v` count.
+    pub verbose: u8,
 }
 
 impl Ctx {
@@ -54,6 +60,7 @@ impl Ctx {
             store,
             engine,
             format: cli.global.format(),
+            verbose: cli.global.verbose,
         })
     }
 
@@ -82,5 +89,7 @@ pub async fn dispatch(cli: Cli) -> Result<i32> {
         Command::Exec(a) => exec::run(&Ctx::new(&cli, &[])?, a).await,
         Command::Down(a) => down::run(&Ctx::new(&cli, &[])?, a).await,
         Command::Ls(a) => ls::run(&Ctx::new(&cli, &[])?, a).await,
+        Command::Reap(a) => reap::run(&Ctx::new(&cli, &[])?, a).await,
+        Command::Renew(a) => renew::run(&Ctx::new(&cli, &[])?, a).await,
     }
 }

@@ -1,24 +1,68 @@
 //! `h9sandbox up`: record Pending, create the hardened container, wait until it really runs,
-//! record Running (or Failed, removing the container).
+//! record Running (or Failed, removing the container). With `reap_on_up`, a [`reap::sweep`] of
+//! the state directory runs at the same time (its engine calls overlap the container start, so
+//! `up` takes no longer); its failures are warnings, never `up`'s.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 use anyhow::{Context, Result};
 use uuid::Uuid;
 
-use super::Ctx;
+use super::{reap, Ctx};
 use crate::cli::{Format, UpArgs};
 use crate::engine::{ContainerSpec, Environment, LABEL_ID, LABEL_MANAGED, LABEL_STATE_DIR};
 use crate::error::Error;
+use crate::lease::{parse_owner, parse_ttl};
 use crate::output;
 use crate::state::{now_rfc3339, Lifecycle, Limits, ProcessRef, Record};
 
 /// Runs `up`; prints the ID (or the record as JSON) and returns 0.
 pub async fn run(ctx: &Ctx, args: &UpArgs) -> Result<i32> {
+    let (record, spec) = plan(ctx, args)?;
+    let sweep = async {
+        if ctx.cfg.reap_on_up {
+            Some(reap::sweep(ctx, false).await)
+        } else {
+            None
+        }
+    };
+    let (rec, swept) = tokio::join!(launch(ctx, record, &spec), sweep);
+    // A failed `up` reports its own error only: the sweep's would mostly repeat it.
+    if rec.is_ok() {
+        match swept {
+            Some(Ok(s)) => {
+                if ctx.verbose > 0 {
+                    for v in &s.reaped {
+                        output::note(&format!("reaped {} ({})", v.name, v.detail));
+                    }
+                }
+                for (v, e) in &s.failed {
+                    output::warn(&format!(
+                        "reap_on_up could not remove {} ({}): {e:#}",
+                        v.name, v.detail
+                    ));
+                }
+            }
+            Some(Err(e)) => output::warn(&format!("reap_on_up failed: {e:#}")),
+            None => {}
+        }
+    }
+    let rec = rec?;
+    match ctx.format {
+        Format::Json => output::print_json(&rec)?,
+        Format::Table => output::print_line(&rec.id.to_string())?,
+    }
+    Ok(0)
+}
+
+/// Checks the arguments; returns the Pending record and the container to create.
+fn plan(ctx: &Ctx, args: &UpArgs) -> Result<(Record, ContainerSpec)> {
     let workdir = resolve_workdir(args.workdir.as_deref())?;
     let labels = parse_labels(&args.labels)?;
+    let owner = args.owner_pid.as_deref().map(parse_owner).transpose()?;
+    let ttl_secs = args.ttl.as_deref().map(parse_ttl).transpose()?;
     let id = Uuid::new_v4();
     let name = match &args.name {
         Some(n) => {
@@ -29,7 +73,7 @@ pub async fn run(ctx: &Ctx, args: &UpArgs) -> Result<i32> {
     };
     let cfg = &ctx.cfg;
     let now = now_rfc3339();
-    let record = Record {
+    let mut record = Record {
         id,
         name: name.clone(),
         state: Lifecycle::Pending,
@@ -48,16 +92,12 @@ pub async fn run(ctx: &Ctx, args: &UpArgs) -> Result<i32> {
         updated_at: now,
         error: None,
         creator: ProcessRef::current(),
+        owner,
+        expires_at: None,
+        ttl_secs,
+        stopper: None,
     };
-    // Pending goes on record before the container exists, so a crash leaves a trace.
-    ctx.store.update(|s| {
-        if s.sandboxes.iter().any(|r| r.name == name) {
-            return Err(Error::NameInUse(name.clone()).into());
-        }
-        s.sandboxes.push(record.clone());
-        Ok(())
-    })?;
-
+    record.start_lease(SystemTime::now())?;
     let mut all_labels = labels;
     all_labels.insert(LABEL_MANAGED.into(), "1".into());
     all_labels.insert(LABEL_ID.into(), id.to_string());
@@ -69,9 +109,23 @@ pub async fn run(ctx: &Ctx, args: &UpArgs) -> Result<i32> {
         limits: record.limits.clone(),
         labels: all_labels,
     };
+    Ok((record, spec))
+}
+
+/// Records the sandbox, starts its container and returns the Running record.
+async fn launch(ctx: &Ctx, record: Record, spec: &ContainerSpec) -> Result<Record> {
+    let (id, name) = (record.id, &record.name);
+    // Pending goes on record before the container exists, so a crash leaves a trace.
+    ctx.store.update(|s| {
+        if s.sandboxes.iter().any(|r| &r.name == name) {
+            return Err(Error::NameInUse(name.clone()).into());
+        }
+        s.sandboxes.push(record.clone());
+        Ok(())
+    })?;
 
     let started = tokio::select! {
-        r = start(ctx, &spec) => r,
+        r = start(ctx, spec) => r,
         sig = interrupted() => Err(anyhow::anyhow!("interrupted by {sig}")),
     };
     match started {
@@ -82,29 +136,30 @@ pub async fn run(ctx: &Ctx, args: &UpArgs) -> Result<i32> {
                 )?;
                 r.container_id = Some(container_id.clone());
                 r.set_state(Lifecycle::Running, None);
+                // The lease runs from the moment the sandbox is usable.
+                r.start_lease(SystemTime::now())?;
                 Ok(r.clone())
             });
-            let rec = match rec {
-                Ok(r) => r,
+            match rec {
+                Ok(r) => Ok(r),
                 Err(e) => {
                     let _ = ctx.engine.remove(&container_id).await;
-                    return Err(e);
+                    Err(e)
                 }
-            };
-            match ctx.format {
-                Format::Json => output::print_json(&rec)?,
-                Format::Table => output::print_line(&rec.id.to_string())?,
             }
-            Ok(0)
         }
         Err(e) => {
             // Remove whatever was created; by label, since a failed `run` prints no ID.
             let _ = ctx.engine.remove_labelled(LABEL_ID, &id.to_string()).await;
-            let name_taken = matches!(e.downcast_ref::<Error>(), Some(Error::NameInUse(_)));
+            // Nothing of ours was created when the name belongs to a container we do not manage,
+            // or when the engine could not be reached: then the record goes, as if `up` never ran.
+            let nothing_created = matches!(
+                e.downcast_ref::<Error>(),
+                Some(Error::NameInUse(_) | Error::EngineUnavailable { .. })
+            );
             let reason = format!("{e:#}");
             let _ = ctx.store.update(|s| {
-                if name_taken {
-                    // Nothing of ours was created: the name belongs to a container we do not manage.
+                if nothing_created {
                     s.sandboxes.retain(|r| r.id != id);
                 } else if let Some(r) = s.get_mut(id) {
                     r.set_state(Lifecycle::Failed, Some(reason.clone()));

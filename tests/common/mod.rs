@@ -72,6 +72,22 @@ impl TestEnv {
     /// The binary with this environment's state dir, the tiny image and the work dir as cwd.
     pub fn cmd(&self) -> Command {
         let mut c = Command::cargo_bin("h9sandbox").unwrap();
+        self.configure(&mut c);
+        c
+    }
+
+    /// `bash -c SCRIPT` with the same environment as [`TestEnv::cmd`], and `$H9` naming the
+    /// binary (for tests that need real processes running several commands).
+    pub fn shell(&self, script: &str) -> Command {
+        let mut c = Command::new("bash");
+        self.configure(&mut c);
+        c.env("H9", assert_cmd::cargo::cargo_bin("h9sandbox"))
+            .arg("-c")
+            .arg(script);
+        c
+    }
+
+    fn configure(&self, c: &mut Command) {
         c.current_dir(&self.workdir)
             .env_clear()
             .env("PATH", std::env::var_os("PATH").unwrap_or_default())
@@ -81,7 +97,6 @@ impl TestEnv {
             .env("H9SANDBOX_CPUS", "0.5")
             .env("H9SANDBOX_START_TIMEOUT_SECS", "60")
             .env("NO_COLOR", "1");
-        c
     }
 
     /// Runs the binary with `args`, stdin closed.

@@ -1,0 +1,170 @@
+//! `h9sandbox reap`: remove what was abandoned in this state directory (orphan containers,
+//! records without containers, sandboxes whose owner died or whose lease ran out, Pending and
+//! Stopping records whose process died), and report what was removed and why.
+//!
+//! [`sweep`] is also what `up` runs at start (`reap_on_up`). The judgement is
+//! [`crate::lease::judge`]; this module carries it out:
+//! 1. read the state, list this state directory's containers (one `docker ps -a`), read again;
+//! 2. under the state lock, re-check every verdict against the record as it is now
+//!    ([`crate::lease::still_holds`]): drop the records that need no engine call, mark the others
+//!    Stopping with this process as their stopper (so no one renews or reaps them meanwhile);
+//! 3. without the lock, remove the containers (`docker rm -f`, concurrently);
+//! 4. under the lock, drop each removed sandbox's record if it is still Stopping by us.
+//!
+//! If this process dies between 2 and 4, the next `reap` finishes the job (its stopper is dead).
+
+use std::time::SystemTime;
+
+use anyhow::Result;
+use comfy_table::Cell;
+
+use super::Ctx;
+use crate::cli::{Format, ReapArgs};
+use crate::engine::{Environment, LABEL_MANAGED, LABEL_STATE_DIR};
+use crate::lease::{judge, sandbox_uuid, still_holds, Action, Verdict};
+use crate::output;
+use crate::state::{Lifecycle, ProcessRef};
+
+/// The outcome of one sweep.
+#[derive(Debug, Default)]
+pub struct Sweep {
+    /// What was removed (or, in a dry run, would be).
+    pub reaped: Vec<Verdict>,
+    /// What could not be removed, with the engine's error.
+    pub failed: Vec<(Verdict, anyhow::Error)>,
+}
+
+/// Runs `reap`; prints what was removed; returns 0, or fails when a removal failed.
+pub async fn run(ctx: &Ctx, args: &ReapArgs) -> Result<i32> {
+    let sweep = sweep(ctx, args.dry_run).await?;
+    match ctx.format {
+        Format::Json => output::print_json(&sweep.reaped)?,
+        Format::Table if !sweep.reaped.is_empty() => {
+            let mut t = output::table(
+                &["ID", "NAME", "CONTAINER", "ACTION", "REASON"],
+                output::colour_enabled(),
+            );
+            for v in &sweep.reaped {
+                t.add_row(vec![
+                    Cell::new(v.id.as_deref().map_or("-".into(), short)),
+                    Cell::new(&v.name),
+                    Cell::new(v.container.as_deref().map_or("-".into(), short)),
+                    Cell::new(if args.dry_run {
+                        format!("would {}", v.action)
+                    } else {
+                        v.action.to_string()
+                    }),
+                    Cell::new(&v.detail),
+                ]);
+            }
+            output::print_table(&t)?;
+        }
+        Format::Table => {}
+    }
+    let mut first = None;
+    for (v, e) in sweep.failed {
+        output::warn(&format!(
+            "could not remove {} ({}): {e:#}",
+            v.name,
+            v.container.as_deref().map(short).unwrap_or_default()
+        ));
+        first.get_or_insert(e);
+    }
+    match first {
+        Some(e) => Err(e.context("some abandoned containers could not be removed; run `h9sandbox reap` again, or `docker rm -f` them")),
+        None => Ok(0),
+    }
+}
+
+/// Finds what is abandoned in this state directory and, unless `dry_run`, removes it.
+/// Errors: the state file cannot be read or written, the engine cannot list containers.
+/// Failures to remove single containers are returned in [`Sweep::failed`].
+pub async fn sweep(ctx: &Ctx, dry_run: bool) -> Result<Sweep> {
+    let label = ctx.state_label();
+    let before = ctx.store.load()?;
+    let containers = ctx
+        .engine
+        .list(&[(LABEL_MANAGED, "1"), (LABEL_STATE_DIR, &label)])
+        .await?;
+    let after = ctx.store.load()?;
+    let alive = |p: &ProcessRef| p.is_alive();
+    let verdicts = judge(&before, &containers, &after, alive, SystemTime::now());
+    if dry_run || verdicts.is_empty() {
+        return Ok(Sweep {
+            reaped: verdicts,
+            failed: vec![],
+        });
+    }
+
+    // Claim under the lock: only what still holds, now.
+    let me = ProcessRef::current();
+    let (dropped, claimed) = ctx.store.update(|s| {
+        let now = SystemTime::now();
+        let mut dropped = Vec::new();
+        let mut claimed = Vec::new();
+        for v in verdicts {
+            let id = v.record.as_ref().map(|r| r.id).or_else(|| sandbox_uuid(&v));
+            let idx = id.and_then(|id| s.sandboxes.iter().position(|r| r.id == id));
+            if !still_holds(&v, idx.map(|i| &s.sandboxes[i]), alive, now) {
+                continue;
+            }
+            match (v.action, idx) {
+                (Action::DropRecord, Some(i)) => {
+                    s.sandboxes.remove(i);
+                    dropped.push(v);
+                }
+                (Action::Remove, Some(i)) => {
+                    let r = &mut s.sandboxes[i];
+                    r.set_state(Lifecycle::Stopping, None);
+                    r.stopper = Some(me);
+                    claimed.push(v);
+                }
+                (Action::RemoveContainer, None) => claimed.push(v),
+                _ => {}
+            }
+        }
+        Ok((dropped, claimed))
+    })?;
+
+    // The engine calls, without the lock.
+    let results = futures_util::future::join_all(claimed.iter().map(|v| async {
+        match &v.container {
+            Some(c) => ctx.engine.remove(c).await,
+            None => Ok(()),
+        }
+    }))
+    .await;
+    let mut sweep = Sweep {
+        reaped: dropped,
+        failed: vec![],
+    };
+    let mut removed = Vec::new();
+    for (v, r) in claimed.into_iter().zip(results) {
+        match r {
+            Ok(()) => {
+                if let Some(rec) = &v.record {
+                    removed.push(rec.id);
+                }
+                sweep.reaped.push(v);
+            }
+            Err(e) => sweep.failed.push((v, e)),
+        }
+    }
+    if !removed.is_empty() {
+        // Compare-and-delete: only records still Stopping by us.
+        ctx.store.update(|s| {
+            s.sandboxes.retain(|r| {
+                !(removed.contains(&r.id)
+                    && r.state == Lifecycle::Stopping
+                    && r.stopper == Some(me))
+            });
+            Ok(())
+        })?;
+    }
+    Ok(sweep)
+}
+
+/// The first 12 characters of an ID (container or sandbox), as `docker ps` shows them.
+fn short(id: &str) -> String {
+    id.replace('-', "").chars().take(12).collect()
+}
