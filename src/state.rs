@@ -20,6 +20,9 @@ use uuid::Uuid;
 
 use crate::error::Error;
 
+/// Name prefix of the temporary files a write renames over `state.json`.
+const TEMP_PREFIX: &str = ".state.json.";
+
 /// Version of the state file's schema; a file with a higher version is refused.
 pub const SCHEMA_VERSION: u32 = 1;
 
@@ -370,9 +373,33 @@ impl Store {
         Ok(out)
     }
 
+    /// Removes the temporary files of writers that died between creating and renaming them
+    /// (a temporary file only lives while its writer holds the lock, so any found under the lock
+    /// is stale). Takes the lock only when there is one. Returns how many were removed.
+    pub fn remove_stale_temp_files(&self) -> Result<usize> {
+        let stale = || -> Result<Vec<PathBuf>> {
+            let entries = std::fs::read_dir(&self.dir)
+                .with_context(|| format!("cannot list {}", self.dir.display()))?;
+            Ok(entries
+                .flatten()
+                .filter(|e| e.file_name().to_string_lossy().starts_with(TEMP_PREFIX))
+                .map(|e| e.path())
+                .collect())
+        };
+        if stale()?.is_empty() {
+            return Ok(0);
+        }
+        let _guard = self.lock()?;
+        let files = stale()?;
+        for f in &files {
+            std::fs::remove_file(f).with_context(|| format!("cannot remove {}", f.display()))?;
+        }
+        Ok(files.len())
+    }
+
     fn write(&self, state: &State) -> Result<()> {
         let mut tmp = tempfile::Builder::new()
-            .prefix(".state.json.")
+            .prefix(TEMP_PREFIX)
             .tempfile_in(&self.dir)
             .with_context(|| format!("cannot create a temporary file in {}", self.dir.display()))?;
         let mut json = serde_json::to_vec_pretty(state).expect("state serializes");
@@ -457,6 +484,27 @@ mod tests {
         // A failed update writes nothing.
         assert!(store.update(|_| Ok(())).is_err());
         assert_eq!(std::fs::read(store.path()).unwrap(), b"{not json");
+    }
+
+    #[test]
+    fn stale_temp_files_are_removed_under_the_lock() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        assert_eq!(store.remove_stale_temp_files().unwrap(), 0);
+        store
+            .update(|s| {
+                s.sandboxes.push(record("x"));
+                Ok(())
+            })
+            .unwrap();
+        std::fs::write(dir.path().join(".state.json.abc123"), b"{half").unwrap();
+        assert_eq!(store.remove_stale_temp_files().unwrap(), 1);
+        let mut names: Vec<String> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        assert_eq!(names, ["state.json", "state.lock"]);
     }
 
     #[test]

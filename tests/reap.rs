@@ -55,8 +55,15 @@ fn process_ref(pid: u32) -> serde_json::Value {
     serde_json::json!({ "pid": pid, "start_time": start })
 }
 
+/// state.json, parsed; a missing file (nothing was ever written) is an empty state.
 fn read_state(env: &TestEnv) -> serde_json::Value {
-    serde_json::from_slice(&std::fs::read(env.state_dir.join("state.json")).unwrap()).unwrap()
+    match std::fs::read(env.state_dir.join("state.json")) {
+        Ok(bytes) => serde_json::from_slice(&bytes).unwrap(),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            serde_json::json!({ "version": 1, "sandboxes": [] })
+        }
+        Err(e) => panic!("cannot read state.json: {e}"),
+    }
 }
 
 fn write_state(env: &TestEnv, state: &serde_json::Value) {
@@ -131,9 +138,12 @@ fn sigkill_during_up_then_reap_leaves_nothing() {
             finished_before_kill += 1;
         }
         kill9(&mut agent);
+        // A reap racing the killed `up`'s docker clients still in flight must not fail; what
+        // they create after its listing is left for the next one.
+        let mut reaped = reap(&env, &[]);
         wait_group_gone(pgid);
 
-        let reaped = reap(&env, &[]);
+        reaped.extend(reap(&env, &[]));
         assert!(
             env.containers().is_empty(),
             "round {round}: containers left after reap {reaped:?}"
@@ -152,6 +162,14 @@ fn sigkill_during_up_then_reap_leaves_nothing() {
             *reasons
                 .entry(format!("{} {}", r.action, r.reason))
                 .or_insert(0) += 1;
+        }
+        // No half-written state file is left behind either.
+        for f in std::fs::read_dir(&env.state_dir).unwrap() {
+            let name = f.unwrap().file_name().to_string_lossy().into_owned();
+            assert!(
+                name == "state.json" || name == "state.lock",
+                "round {round}: {name}"
+            );
         }
         // Running it twice is a no-op.
         assert!(reap(&env, &[]).is_empty(), "round {round}");
@@ -204,6 +222,29 @@ fn reap_removes_exactly_the_dead_owners_sandbox() {
     assert_ok(&env.run(&["exec", &id_b, "--", "true"]));
     assert!(reap(&env, &[]).is_empty());
     kill9(&mut b);
+}
+
+#[test]
+fn owner_parent_is_the_calling_shell() {
+    require_docker!();
+    let env = TestEnv::new();
+    // The shell stays the parent (`; exit 0` keeps bash from exec'ing h9sandbox in its place).
+    let shell = env
+        .shell(r#""$H9" up --owner-pid parent --format json; exit 0"#)
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let shell_pid = shell.id();
+    let out = shell.wait_with_output().unwrap();
+    assert_ok(&out);
+    let rec: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(rec["owner"]["pid"], shell_pid);
+    // The shell has exited, so the sandbox is abandoned.
+    let reaped = reap(&env, &[]);
+    assert_eq!(reaped.len(), 1, "{reaped:?}");
+    assert_eq!(reaped[0].id.as_deref(), rec["id"].as_str());
+    assert_eq!(reaped[0].reason, "owner-dead");
+    assert!(env.containers().is_empty());
 }
 
 #[test]

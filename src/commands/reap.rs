@@ -12,6 +12,7 @@
 //! 4. under the lock, drop each removed sandbox's record if it is still Stopping by us.
 //!
 //! If this process dies between 2 and 4, the next `reap` finishes the job (its stopper is dead).
+//! It also removes temporary state files that writers killed mid-write left behind.
 
 use std::time::SystemTime;
 
@@ -89,6 +90,10 @@ pub async fn sweep(ctx: &Ctx, dry_run: bool) -> Result<Sweep> {
     let after = ctx.store.load()?;
     let alive = |p: &ProcessRef| p.is_alive();
     let verdicts = judge(&before, &containers, &after, alive, SystemTime::now());
+    if !dry_run {
+        // A writer killed mid-write leaves its temporary file; it is garbage too.
+        ctx.store.remove_stale_temp_files()?;
+    }
     if dry_run || verdicts.is_empty() {
         return Ok(Sweep {
             reaped: verdicts,
