@@ -455,12 +455,14 @@ fn stress_workers_reaper_and_reader_at_once() {
     let env = TestEnv::new();
     const WORKERS: usize = 8;
     const ROUNDS: usize = 10;
-    // Each worker is a process owning its sandboxes (--owner-pid $$).
+    // Each worker is a process; even ones own their sandboxes (--owner-pid $$), odd ones lease
+    // them (--ttl 10m).
     let script = format!(
         r#"set -u
 w=$1
+if [ $((w % 2)) = 0 ]; then lease="--owner-pid $$"; else lease="--ttl 10m"; fi
 for i in $(seq {ROUNDS}); do
-  id=$("$H9" up --owner-pid $$) || {{ echo "worker $w round $i: up failed" >&2; exit 1; }}
+  id=$("$H9" up $lease) || {{ echo "worker $w round $i: up failed" >&2; exit 1; }}
   "$H9" exec "$id" -- true || {{ echo "worker $w round $i: exec failed" >&2; exit 1; }}
   "$H9" exec "$id" -- "echo data-$w-$i > f-$w-$i" || {{ echo "worker $w round $i: write failed" >&2; exit 1; }}
   got=$("$H9" exec "$id" -- "cat f-$w-$i") || {{ echo "worker $w round $i: read failed" >&2; exit 1; }}
