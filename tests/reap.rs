@@ -549,6 +549,45 @@ done"#
 }
 
 #[test]
+fn concurrent_downs_and_reaps_of_one_abandoned_sandbox_all_succeed() {
+    require_docker!();
+    let env = TestEnv::new();
+    for _ in 0..3 {
+        let mut owner = sleeper();
+        let id = env.up(&["--owner-pid", &owner.id().to_string()]);
+        kill9(&mut owner);
+        // Every one of them may find the container mid-removal by another: all must succeed.
+        let children: Vec<Child> = (0..6)
+            .map(|i| {
+                let mut c = env.cmd();
+                if i % 2 == 0 {
+                    c.args(["down", &id]);
+                } else {
+                    c.arg("reap");
+                }
+                c.stdout(Stdio::null())
+                    .stderr(Stdio::piped())
+                    .spawn()
+                    .unwrap()
+            })
+            .collect();
+        for c in children {
+            let out = c.wait_with_output().unwrap();
+            // A `down` that comes after the record is gone reports an unknown sandbox.
+            if !out.status.success() {
+                assert!(
+                    stderr(&out).contains("no sandbox matches"),
+                    "{}",
+                    stderr(&out)
+                );
+            }
+        }
+        assert!(env.containers().is_empty());
+        assert!(env.ls().is_empty());
+    }
+}
+
+#[test]
 fn twenty_concurrent_ups_of_one_name_make_one_container() {
     require_docker!();
     let env = TestEnv::new();

@@ -114,6 +114,23 @@ impl Docker {
         Ok(stdout)
     }
 
+    /// Polls `inspect` (10 ms doubling to 200 ms) until the container no longer exists.
+    async fn wait_gone(&self, container: &str, timeout: Duration) -> Result<()> {
+        let deadline = tokio::time::Instant::now() + timeout;
+        let mut delay = Duration::from_millis(10);
+        while self.inspect(container).await?.is_some() {
+            if tokio::time::Instant::now() >= deadline {
+                return Err(anyhow!(
+                    "container {container} is still being removed after {}s",
+                    timeout.as_secs()
+                ));
+            }
+            tokio::time::sleep(delay).await;
+            delay = (delay * 2).min(Duration::from_millis(200));
+        }
+        Ok(())
+    }
+
     fn spawn_error(&self, e: std::io::Error) -> anyhow::Error {
         let reason = if e.kind() == std::io::ErrorKind::NotFound {
             format!(
@@ -227,6 +244,10 @@ impl Environment for Docker {
     async fn remove(&self, container: &str) -> Result<()> {
         let args = vec!["rm".into(), "-f".into(), "-v".into(), container.into()];
         let (code, _, stderr) = self.output(args).await?;
+        if code != 0 && is_removal_in_progress(&stderr) {
+            // Another process (a concurrent `down` or `reap`) is removing it: wait for that.
+            return self.wait_gone(container, Duration::from_secs(30)).await;
+        }
         if code != 0 && !is_no_such_container(&stderr) {
             return Err(anyhow!(
                 "`{} rm` failed: {}",
@@ -513,6 +534,11 @@ fn is_no_such_container(stderr: &str) -> bool {
         || stderr.contains("no container with")
 }
 
+/// Whether `docker rm` failed because another client is already removing the container.
+fn is_removal_in_progress(stderr: &str) -> bool {
+    stderr.contains("is already in progress")
+}
+
 fn is_no_such_image(stderr: &str) -> bool {
     stderr.contains("No such image")
         || stderr.contains("Unable to find image")
@@ -683,6 +709,16 @@ mod tests {
             d.exec_failure("c", b"Error response from daemon: No such container", 0),
             None
         );
+    }
+
+    #[test]
+    fn concurrent_removal_is_recognised() {
+        assert!(is_removal_in_progress(
+            "Error response from daemon: removal of container 6269d49ded71 is already in progress"
+        ));
+        assert!(!is_removal_in_progress(
+            "Error response from daemon: No such container: x"
+        ));
     }
 
     #[test]
