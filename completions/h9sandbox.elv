@@ -31,7 +31,9 @@ set edit:completion:arg-completer[h9sandbox] = {|@words|
             cand exec 'Run a shell command in a sandbox (bash -c, or sh -c without bash)'
             cand bootstrap 'Run a one-time setup command in a sandbox (streams its output; recorded in the sandbox)'
             cand down 'Stop and remove sandboxes and their sub-sandboxes (always removes, even when the stop fails)'
-            cand ls 'List sandboxes with their real container state, sub-sandboxes under their parent'
+            cand reap 'Remove abandoned sandboxes of this state directory, and say what and why'
+            cand renew 'Extend a sandbox''s lease (up --ttl): it then expires TTL from now'
+            cand ls 'List sandboxes with their real container state List sandboxes with their real container state, sub-sandboxes under their parent'
             cand read 'Print a file of the sandbox''s work dir (read on the host, refusing paths that leave it)'
             cand write 'Replace a file of the sandbox''s work dir atomically with stdin or --from FILE'
             cand edit 'Replace text in a file of the sandbox''s work dir (exactly one occurrence, or --all)'
@@ -51,6 +53,8 @@ set edit:completion:arg-completer[h9sandbox] = {|@words|
             cand --bootstrap 'Shell command run once the container is ready; '''' for none [config: bootstrap_cmd]'
             cand --bootstrap-timeout 'Seconds before the bootstrap''s process tree is killed; 0 = none [config: bootstrap_timeout_secs]'
             cand --user 'User of the sandbox''s processes: root, host (your uid:gid) or UID:GID [config: user]'
+            cand --owner-pid 'Tie the sandbox to a process: once it exits, `reap` removes the sandbox. A PID, or `parent` (the process that started h9sandbox) [default: none]'
+            cand --ttl 'Lease: `reap` removes the sandbox this long after it started, unless `renew`ed (e.g. 90s, 30m, 2h, 1d) [default: none]'
             cand --config 'Configuration file (default: ./sandbox.toml, then $XDG_CONFIG_HOME/h9sandbox/config.toml)'
             cand --format 'Output format'
             cand --bootstrap-required 'Fail, and remove the sandbox, when the bootstrap command fails [config: bootstrap_required]'
@@ -90,6 +94,26 @@ set edit:completion:arg-completer[h9sandbox] = {|@words|
             cand --config 'Configuration file (default: ./sandbox.toml, then $XDG_CONFIG_HOME/h9sandbox/config.toml)'
             cand --format 'Output format'
             cand --all 'Every sandbox of this state directory'
+            cand --json 'Same as --format json'
+            cand -v 'Print every engine command line to stderr before running it'
+            cand --verbose 'Print every engine command line to stderr before running it'
+            cand -h 'Print help (see more with ''--help'')'
+            cand --help 'Print help (see more with ''--help'')'
+        }
+        &'h9sandbox;reap'= {
+            cand --config 'Configuration file (default: ./sandbox.toml, then $XDG_CONFIG_HOME/h9sandbox/config.toml)'
+            cand --format 'Output format'
+            cand --dry-run 'Report what would be removed, and remove nothing'
+            cand --json 'Same as --format json'
+            cand -v 'Print every engine command line to stderr before running it'
+            cand --verbose 'Print every engine command line to stderr before running it'
+            cand -h 'Print help (see more with ''--help'')'
+            cand --help 'Print help (see more with ''--help'')'
+        }
+        &'h9sandbox;renew'= {
+            cand --ttl 'New lease length from now, which later renewals keep (e.g. 30m, 2h) [default: the sandbox''s TTL]'
+            cand --config 'Configuration file (default: ./sandbox.toml, then $XDG_CONFIG_HOME/h9sandbox/config.toml)'
+            cand --format 'Output format'
             cand --json 'Same as --format json'
             cand -v 'Print every engine command line to stderr before running it'
             cand --verbose 'Print every engine command line to stderr before running it'
@@ -190,7 +214,9 @@ set edit:completion:arg-completer[h9sandbox] = {|@words|
             cand exec 'Run a shell command in a sandbox (bash -c, or sh -c without bash)'
             cand bootstrap 'Run a one-time setup command in a sandbox (streams its output; recorded in the sandbox)'
             cand down 'Stop and remove sandboxes and their sub-sandboxes (always removes, even when the stop fails)'
-            cand ls 'List sandboxes with their real container state, sub-sandboxes under their parent'
+            cand reap 'Remove abandoned sandboxes of this state directory, and say what and why'
+            cand renew 'Extend a sandbox''s lease (up --ttl): it then expires TTL from now'
+            cand ls 'List sandboxes with their real container state List sandboxes with their real container state, sub-sandboxes under their parent'
             cand read 'Print a file of the sandbox''s work dir (read on the host, refusing paths that leave it)'
             cand write 'Replace a file of the sandbox''s work dir atomically with stdin or --from FILE'
             cand edit 'Replace text in a file of the sandbox''s work dir (exactly one occurrence, or --all)'
@@ -204,6 +230,10 @@ set edit:completion:arg-completer[h9sandbox] = {|@words|
         &'h9sandbox;help;bootstrap'= {
         }
         &'h9sandbox;help;down'= {
+        }
+        &'h9sandbox;help;reap'= {
+        }
+        &'h9sandbox;help;renew'= {
         }
         &'h9sandbox;help;ls'= {
         }

@@ -35,7 +35,9 @@ complete -c h9sandbox -n "__fish_h9sandbox_needs_command" -f -a "up" -d 'Start a
 complete -c h9sandbox -n "__fish_h9sandbox_needs_command" -f -a "exec" -d 'Run a shell command in a sandbox (bash -c, or sh -c without bash)'
 complete -c h9sandbox -n "__fish_h9sandbox_needs_command" -f -a "bootstrap" -d 'Run a one-time setup command in a sandbox (streams its output; recorded in the sandbox)'
 complete -c h9sandbox -n "__fish_h9sandbox_needs_command" -f -a "down" -d 'Stop and remove sandboxes and their sub-sandboxes (always removes, even when the stop fails)'
-complete -c h9sandbox -n "__fish_h9sandbox_needs_command" -f -a "ls" -d 'List sandboxes with their real container state, sub-sandboxes under their parent'
+complete -c h9sandbox -n "__fish_h9sandbox_needs_command" -f -a "reap" -d 'Remove abandoned sandboxes of this state directory, and say what and why'
+complete -c h9sandbox -n "__fish_h9sandbox_needs_command" -f -a "renew" -d 'Extend a sandbox\'s lease (up --ttl): it then expires TTL from now'
+complete -c h9sandbox -n "__fish_h9sandbox_needs_command" -f -a "ls" -d 'List sandboxes with their real container state List sandboxes with their real container state, sub-sandboxes under their parent'
 complete -c h9sandbox -n "__fish_h9sandbox_needs_command" -f -a "read" -d 'Print a file of the sandbox\'s work dir (read on the host, refusing paths that leave it)'
 complete -c h9sandbox -n "__fish_h9sandbox_needs_command" -f -a "write" -d 'Replace a file of the sandbox\'s work dir atomically with stdin or --from FILE'
 complete -c h9sandbox -n "__fish_h9sandbox_needs_command" -f -a "edit" -d 'Replace text in a file of the sandbox\'s work dir (exactly one occurrence, or --all)'
@@ -54,6 +56,8 @@ complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand up" -l parent -d 'Ma
 complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand up" -l bootstrap -d 'Shell command run once the container is ready; \'\' for none [config: bootstrap_cmd]' -r
 complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand up" -l bootstrap-timeout -d 'Seconds before the bootstrap\'s process tree is killed; 0 = none [config: bootstrap_timeout_secs]' -r
 complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand up" -l user -d 'User of the sandbox\'s processes: root, host (your uid:gid) or UID:GID [config: user]' -r
+complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand up" -l owner-pid -d 'Tie the sandbox to a process: once it exits, `reap` removes the sandbox. A PID, or `parent` (the process that started h9sandbox) [default: none]' -r
+complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand up" -l ttl -d 'Lease: `reap` removes the sandbox this long after it started, unless `renew`ed (e.g. 90s, 30m, 2h, 1d) [default: none]' -r
 complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand up" -l config -d 'Configuration file (default: ./sandbox.toml, then $XDG_CONFIG_HOME/h9sandbox/config.toml)' -r -F
 complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand up" -l format -d 'Output format' -r -f -a "table\t'For people: a table, or plain lines'
 json\t'For programs: one JSON document on stdout'"
@@ -86,6 +90,20 @@ complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand down" -l all -d 'Eve
 complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand down" -l json -d 'Same as --format json'
 complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand down" -s v -l verbose -d 'Print every engine command line to stderr before running it'
 complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand down" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand reap" -l config -d 'Configuration file (default: ./sandbox.toml, then $XDG_CONFIG_HOME/h9sandbox/config.toml)' -r -F
+complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand reap" -l format -d 'Output format' -r -f -a "table\t'For people: a table, or plain lines'
+json\t'For programs: one JSON document on stdout'"
+complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand reap" -l dry-run -d 'Report what would be removed, and remove nothing'
+complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand reap" -l json -d 'Same as --format json'
+complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand reap" -s v -l verbose -d 'Print every engine command line to stderr before running it'
+complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand reap" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand renew" -l ttl -d 'New lease length from now, which later renewals keep (e.g. 30m, 2h) [default: the sandbox\'s TTL]' -r
+complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand renew" -l config -d 'Configuration file (default: ./sandbox.toml, then $XDG_CONFIG_HOME/h9sandbox/config.toml)' -r -F
+complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand renew" -l format -d 'Output format' -r -f -a "table\t'For people: a table, or plain lines'
+json\t'For programs: one JSON document on stdout'"
+complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand renew" -l json -d 'Same as --format json'
+complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand renew" -s v -l verbose -d 'Print every engine command line to stderr before running it'
+complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand renew" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand ls" -l interval -d 'With --watch: seconds between two looks at the sandboxes' -r
 complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand ls" -l config -d 'Configuration file (default: ./sandbox.toml, then $XDG_CONFIG_HOME/h9sandbox/config.toml)' -r -F
 complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand ls" -l format -d 'Output format' -r -f -a "table\t'For people: a table, or plain lines'
@@ -145,15 +163,17 @@ complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand generate; and __fish
 complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand generate; and __fish_seen_subcommand_from help" -f -a "completions" -d 'A shell\'s completion script on stdout, or every shell\'s into DIR with --all'
 complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand generate; and __fish_seen_subcommand_from help" -f -a "man" -d 'Man pages: h9sandbox.1 and one h9sandbox-SUBCOMMAND.1 per subcommand, into DIR'
 complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand generate; and __fish_seen_subcommand_from help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
-complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand help; and not __fish_seen_subcommand_from up exec bootstrap down ls read write edit generate help" -f -a "up" -d 'Start a sandbox: a hardened container with the work directory bind-mounted'
-complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand help; and not __fish_seen_subcommand_from up exec bootstrap down ls read write edit generate help" -f -a "exec" -d 'Run a shell command in a sandbox (bash -c, or sh -c without bash)'
-complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand help; and not __fish_seen_subcommand_from up exec bootstrap down ls read write edit generate help" -f -a "bootstrap" -d 'Run a one-time setup command in a sandbox (streams its output; recorded in the sandbox)'
-complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand help; and not __fish_seen_subcommand_from up exec bootstrap down ls read write edit generate help" -f -a "down" -d 'Stop and remove sandboxes and their sub-sandboxes (always removes, even when the stop fails)'
-complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand help; and not __fish_seen_subcommand_from up exec bootstrap down ls read write edit generate help" -f -a "ls" -d 'List sandboxes with their real container state, sub-sandboxes under their parent'
-complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand help; and not __fish_seen_subcommand_from up exec bootstrap down ls read write edit generate help" -f -a "read" -d 'Print a file of the sandbox\'s work dir (read on the host, refusing paths that leave it)'
-complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand help; and not __fish_seen_subcommand_from up exec bootstrap down ls read write edit generate help" -f -a "write" -d 'Replace a file of the sandbox\'s work dir atomically with stdin or --from FILE'
-complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand help; and not __fish_seen_subcommand_from up exec bootstrap down ls read write edit generate help" -f -a "edit" -d 'Replace text in a file of the sandbox\'s work dir (exactly one occurrence, or --all)'
-complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand help; and not __fish_seen_subcommand_from up exec bootstrap down ls read write edit generate help" -f -a "generate" -d 'Generate shell completion scripts and man pages from this command line\'s definition'
-complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand help; and not __fish_seen_subcommand_from up exec bootstrap down ls read write edit generate help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand help; and not __fish_seen_subcommand_from up exec bootstrap down reap renew ls read write edit generate help" -f -a "up" -d 'Start a sandbox: a hardened container with the work directory bind-mounted'
+complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand help; and not __fish_seen_subcommand_from up exec bootstrap down reap renew ls read write edit generate help" -f -a "exec" -d 'Run a shell command in a sandbox (bash -c, or sh -c without bash)'
+complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand help; and not __fish_seen_subcommand_from up exec bootstrap down reap renew ls read write edit generate help" -f -a "bootstrap" -d 'Run a one-time setup command in a sandbox (streams its output; recorded in the sandbox)'
+complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand help; and not __fish_seen_subcommand_from up exec bootstrap down reap renew ls read write edit generate help" -f -a "down" -d 'Stop and remove sandboxes and their sub-sandboxes (always removes, even when the stop fails)'
+complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand help; and not __fish_seen_subcommand_from up exec bootstrap down reap renew ls read write edit generate help" -f -a "reap" -d 'Remove abandoned sandboxes of this state directory, and say what and why'
+complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand help; and not __fish_seen_subcommand_from up exec bootstrap down reap renew ls read write edit generate help" -f -a "renew" -d 'Extend a sandbox\'s lease (up --ttl): it then expires TTL from now'
+complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand help; and not __fish_seen_subcommand_from up exec bootstrap down reap renew ls read write edit generate help" -f -a "ls" -d 'List sandboxes with their real container state List sandboxes with their real container state, sub-sandboxes under their parent'
+complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand help; and not __fish_seen_subcommand_from up exec bootstrap down reap renew ls read write edit generate help" -f -a "read" -d 'Print a file of the sandbox\'s work dir (read on the host, refusing paths that leave it)'
+complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand help; and not __fish_seen_subcommand_from up exec bootstrap down reap renew ls read write edit generate help" -f -a "write" -d 'Replace a file of the sandbox\'s work dir atomically with stdin or --from FILE'
+complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand help; and not __fish_seen_subcommand_from up exec bootstrap down reap renew ls read write edit generate help" -f -a "edit" -d 'Replace text in a file of the sandbox\'s work dir (exactly one occurrence, or --all)'
+complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand help; and not __fish_seen_subcommand_from up exec bootstrap down reap renew ls read write edit generate help" -f -a "generate" -d 'Generate shell completion scripts and man pages from this command line\'s definition'
+complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand help; and not __fish_seen_subcommand_from up exec bootstrap down reap renew ls read write edit generate help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand help; and __fish_seen_subcommand_from generate" -f -a "completions" -d 'A shell\'s completion script on stdout, or every shell\'s into DIR with --all'
 complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand help; and __fish_seen_subcommand_from generate" -f -a "man" -d 'Man pages: h9sandbox.1 and one h9sandbox-SUBCOMMAND.1 per subcommand, into DIR'

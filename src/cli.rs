@@ -91,6 +91,7 @@ Examples:
   h9sandbox up --bootstrap 'pip install -e .'    set up once; a failure only warns
   h9sandbox up --bootstrap 'make deps' --bootstrap-required   a failure removes it and fails
   h9sandbox up --parent 3f2a --memory 256m       sub-sandbox: parent's image, limits, work dir
+  h9sandbox up --owner-pid $$ --ttl 30m          reaped once this shell exits or after 30 minutes
 
 Prints the sandbox ID (a UUID; any unique prefix names it), or the whole record with --format json.
 A sub-sandbox (--parent) may only tighten its parent's limits; `down` of the parent removes it.
@@ -132,6 +133,30 @@ Examples:
   h9sandbox down 3f2a 9b1c
   h9sandbox down --all")]
     Down(DownArgs),
+    /// Remove abandoned sandboxes of this state directory, and say what and why
+    #[command(after_help = "\
+Examples:
+  h9sandbox reap --dry-run                        show what would be removed
+  h9sandbox reap                                  remove it
+  h9sandbox reap --format json                    [{id, name, container, action, reason, detail}]
+
+Removes: containers of this state directory without a record; records whose container is gone;
+sandboxes whose owner process (up --owner-pid) has exited or whose lease (up --ttl) has run out;
+Pending records whose `up` died; Stopping records whose `down` died. Never touches containers of
+another state directory, a sandbox a live process answers for, or one whose lease runs.
+Running it twice is a no-op. `up` runs it too, alongside its own start (config reap_on_up).")]
+    Reap(ReapArgs),
+    /// Extend a sandbox's lease (up --ttl): it then expires TTL from now
+    #[command(after_help = "\
+Examples:
+  h9sandbox renew 3f2a                            another lease of the length given to up --ttl
+  h9sandbox renew 3f2a --ttl 2h                   a 2-hour lease from now (and from now on)
+  h9sandbox renew 3f2a --format json              the updated record
+
+Prints the new end of the lease (RFC 3339 UTC). Only touches the state file: it works while the
+engine is unreachable. A Stopping or Failed sandbox cannot be renewed.")]
+    Renew(RenewArgs),
+    /// List sandboxes with their real container state
     /// List sandboxes with their real container state, sub-sandboxes under their parent
     #[command(after_help = "\
 Examples:
@@ -229,6 +254,14 @@ pub struct UpArgs {
     /// User of the sandbox's processes: root, host (your uid:gid) or UID:GID [config: user]
     #[arg(long, value_name = "USER")]
     pub user: Option<String>,
+    /// Tie the sandbox to a process: once it exits, `reap` removes the sandbox. A PID, or
+    /// `parent` (the process that started h9sandbox) [default: none]
+    #[arg(long, value_name = "PID|parent")]
+    pub owner_pid: Option<String>,
+    /// Lease: `reap` removes the sandbox this long after it started, unless `renew`ed
+    /// (e.g. 90s, 30m, 2h, 1d) [default: none]
+    #[arg(long, value_name = "DURATION")]
+    pub ttl: Option<String>,
 }
 
 /// `exec` arguments.
@@ -339,6 +372,25 @@ pub struct EditArgs {
     /// Replace every occurrence (at least one must exist)
     #[arg(long)]
     pub all: bool,
+}
+
+/// `reap` arguments.
+#[derive(Debug, Args)]
+pub struct ReapArgs {
+    /// Report what would be removed, and remove nothing
+    #[arg(long)]
+    pub dry_run: bool,
+}
+
+/// `renew` arguments.
+#[derive(Debug, Args)]
+pub struct RenewArgs {
+    /// Sandbox ID, unique ID prefix, or name
+    pub id: String,
+    /// New lease length from now, which later renewals keep (e.g. 30m, 2h)
+    /// [default: the sandbox's TTL]
+    #[arg(long, value_name = "DURATION")]
+    pub ttl: Option<String>,
 }
 
 /// `ls` arguments.

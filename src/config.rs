@@ -209,6 +209,9 @@ pub struct Config {
     /// Who the sandbox's processes run as (`docker run --user`), and who owns the files `write`
     /// creates: `root`, `host` (the invoking uid:gid) or `uid:gid`. See [`User`].
     pub user: String,
+    /// Whether `up` reaps abandoned sandboxes of its state directory (as `h9sandbox reap`),
+    /// alongside its own container start.
+    pub reap_on_up: bool,
     /// Directory of the state file and its lock; `$XDG_STATE_HOME/h9sandbox` when unset.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub state_dir: Option<PathBuf>,
@@ -243,6 +246,7 @@ impl Default for Config {
             ulimit_nofile: 0,
             ulimit_nproc: 0,
             user: "root".into(),
+            reap_on_up: true,
             state_dir: None,
             bootstrap_cmd: None,
             bootstrap_timeout_secs: 600,
@@ -318,6 +322,7 @@ pub const KEYS: &[Key] = &[
     key("ulimit_nofile", Kind::Int),
     key("ulimit_nproc", Kind::Int),
     key("user", Kind::Str),
+    key("reap_on_up", Kind::Bool),
     key("state_dir", Kind::Path),
     Key {
         name: "bootstrap_cmd",
@@ -820,6 +825,24 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(err.contains("not true or false"), "{err}");
+    }
+
+    #[test]
+    fn booleans_from_file_and_environment() {
+        assert!(load(None, &[]).unwrap().reap_on_up);
+        assert!(!load(Some("reap_on_up = false\n"), &[]).unwrap().reap_on_up);
+        assert!(
+            !load(None, &[("H9SANDBOX_REAP_ON_UP", "false")])
+                .unwrap()
+                .reap_on_up
+        );
+        let err = load(None, &[("H9SANDBOX_REAP_ON_UP", "nope")])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("H9SANDBOX_REAP_ON_UP") && err.contains("true or false"),
+            "{err}"
+        );
     }
 
     #[test]

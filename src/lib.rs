@@ -2,10 +2,10 @@
 //!
 //! The binary is a thin wrapper around [`run`]. Modules, one per concern:
 //! [`cli`] (clap types), [`config`] (layered configuration), [`state`] (the locked state file),
-//! [`engine`] (the container engine behind the [`engine::Environment`] trait), [`commands`]
-//! (one module per subcommand), [`files`] (reading and writing inside a work dir, safe against
-//! planted symlinks), [`output`] (JSON, tables, colour), [`progress`] (the spinner on stderr) and
-//! [`error`] (exit codes).
+//! [`engine`] (the container engine behind the [`engine::Environment`] trait), [`lease`] (owner
+//! processes, TTLs and the reaper's judgement), [`commands`] (one module per subcommand),
+//! [`files`] (reading and writing inside a work dir, safe against planted symlinks), [`output`]
+//! (JSON, tables, colour), [`progress`] (the spinner on stderr) and [`error`] (exit codes).
 
 pub mod cli;
 pub mod commands;
@@ -13,6 +13,7 @@ pub mod config;
 pub mod engine;
 pub mod error;
 pub mod files;
+pub mod lease;
 pub mod output;
 pub mod progress;
 pub mod state;

@@ -33,7 +33,7 @@ fn write_stdout(bytes: &[u8]) -> anyhow::Result<()> {
     }
 }
 
-/// Prints an informational line on stderr.
+/// Prints an informational line on stderr (`-v` output).
 pub fn note(msg: &str) {
     eprintln!("h9sandbox: {msg}");
 }

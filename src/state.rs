@@ -12,6 +12,7 @@ use std::collections::BTreeMap;
 use std::fs::{File, OpenOptions};
 use std::io::Write;
 use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
@@ -19,6 +20,9 @@ use uuid::Uuid;
 
 use crate::engine::{EngineKind, Isolation};
 use crate::error::Error;
+
+/// Name prefix of the temporary files a write renames over `state.json`.
+const TEMP_PREFIX: &str = ".state.json.";
 
 /// Version of the state file's schema; a file with a higher version is refused.
 pub const SCHEMA_VERSION: u32 = 1;
@@ -54,7 +58,8 @@ pub struct ProcessRef {
 }
 
 impl ProcessRef {
-    /// The process `pid` as it is now, or `None` when it does not exist.
+    /// The process `pid` as it is now, or `None` when it does not exist (or has exited and is a
+    /// zombie waiting for its parent).
     pub fn of(pid: u32) -> Option<ProcessRef> {
         proc_start_time(pid).map(|start_time| ProcessRef { pid, start_time })
     }
@@ -65,7 +70,8 @@ impl ProcessRef {
         ProcessRef::of(pid).unwrap_or(ProcessRef { pid, start_time: 0 })
     }
 
-    /// Whether the very process this refers to (same PID and start time) is still alive.
+    /// Whether the very process this refers to (same PID and start time) is still alive. A
+    /// zombie (exited, not yet waited for by its parent) counts as dead.
     pub fn is_alive(&self) -> bool {
         match proc_start_time(self.pid) {
             Some(t) => self.start_time == 0 || t == self.start_time,
@@ -74,13 +80,26 @@ impl ProcessRef {
     }
 }
 
-/// Field 22 (`starttime`) of `/proc/PID/stat`, or `None` when the process does not exist.
+/// Field 22 (`starttime`) of `/proc/PID/stat`, or `None` when the process does not exist or is
+/// a zombie (state `Z`) or dead (`X`): it has exited, whether or not its parent waited for it.
 pub fn proc_start_time(pid: u32) -> Option<u64> {
+    if pid == 0 {
+        return None;
+    }
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    parse_stat_start_time(&stat)
+}
+
+/// The start time in a `/proc/PID/stat` line, `None` for a zombie or dead process.
+fn parse_stat_start_time(stat: &str) -> Option<u64> {
     // The command name (field 2) is in parentheses and may contain spaces or ')'.
     let rest = &stat[stat.rfind(')')? + 1..];
     // rest starts at field 3 (state); starttime is field 22, i.e. the 20th from here.
-    rest.split_whitespace().nth(19)?.parse().ok()
+    let mut fields = rest.split_whitespace();
+    if matches!(fields.next()?, "Z" | "X" | "x") {
+        return None;
+    }
+    fields.nth(18)?.parse().ok()
 }
 
 /// Resource limits and network a sandbox was created with.
@@ -145,6 +164,21 @@ pub struct Record {
     /// files this owner. Absent in records written before the `user` key existed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub user: Option<crate::config::Ids>,
+    /// The process whose life the sandbox is tied to (`up --owner-pid`): once it has exited,
+    /// `reap` removes the sandbox. `null` when none.
+    #[serde(default)]
+    pub owner: Option<ProcessRef>,
+    /// End of the lease, RFC 3339 UTC with milliseconds (`up --ttl`, `renew`): after it, `reap`
+    /// removes the sandbox. `null` when the sandbox has no TTL.
+    #[serde(default)]
+    pub expires_at: Option<String>,
+    /// Length of the lease in seconds, by which `renew` extends it unless given `--ttl`.
+    #[serde(default)]
+    pub ttl_secs: Option<u64>,
+    /// The process (`down` or `reap`) removing the sandbox while it is Stopping; `reap` leaves a
+    /// Stopping sandbox alone while this process lives, and finishes the job once it is gone.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stopper: Option<ProcessRef>,
 }
 
 /// The outcome of a sandbox's last bootstrap command, as recorded in its [`Record`].
@@ -185,12 +219,41 @@ impl Record {
         self.container_id.as_deref().unwrap_or(&self.name)
     }
 
-    /// Sets the state and bumps `updated_at`.
+    /// Sets the state and bumps `updated_at`; a state other than Stopping forgets the stopper.
     pub fn set_state(&mut self, state: Lifecycle, error: Option<String>) {
         self.state = state;
         self.error = error;
+        if state != Lifecycle::Stopping {
+            self.stopper = None;
+        }
         self.updated_at = now_rfc3339();
     }
+
+    /// Starts (or restarts) the lease: `expires_at` becomes `now` + `ttl_secs`. Without a TTL,
+    /// nothing changes. Errors when the end is beyond what the clock can represent.
+    pub fn start_lease(&mut self, now: SystemTime) -> Result<(), Error> {
+        if let Some(ttl) = self.ttl_secs {
+            self.expires_at = Some(lease_end(now, Duration::from_secs(ttl))?);
+        }
+        Ok(())
+    }
+}
+
+/// `now` + `ttl` as RFC 3339 UTC with milliseconds. Errors when it is out of range.
+pub fn lease_end(now: SystemTime, ttl: Duration) -> Result<String, Error> {
+    now.checked_add(ttl)
+        .filter(|t| {
+            // humantime formats years up to 9999.
+            t.duration_since(UNIX_EPOCH)
+                .is_ok_and(|d| d.as_secs() < 253_402_300_799)
+        })
+        .map(|t| humantime::format_rfc3339_millis(t).to_string())
+        .ok_or_else(|| {
+            Error::Invalid(format!(
+                "a TTL of {} ends beyond the year 9999; give a shorter one",
+                humantime::format_duration(ttl)
+            ))
+        })
 }
 
 /// Current time as RFC 3339 UTC with seconds precision.
@@ -390,9 +453,33 @@ impl Store {
         Ok(out)
     }
 
+    /// Removes the temporary files of writers that died between creating and renaming them
+    /// (a temporary file only lives while its writer holds the lock, so any found under the lock
+    /// is stale). Takes the lock only when there is one. Returns how many were removed.
+    pub fn remove_stale_temp_files(&self) -> Result<usize> {
+        let stale = || -> Result<Vec<PathBuf>> {
+            let entries = std::fs::read_dir(&self.dir)
+                .with_context(|| format!("cannot list {}", self.dir.display()))?;
+            Ok(entries
+                .flatten()
+                .filter(|e| e.file_name().to_string_lossy().starts_with(TEMP_PREFIX))
+                .map(|e| e.path())
+                .collect())
+        };
+        if stale()?.is_empty() {
+            return Ok(0);
+        }
+        let _guard = self.lock()?;
+        let files = stale()?;
+        for f in &files {
+            std::fs::remove_file(f).with_context(|| format!("cannot remove {}", f.display()))?;
+        }
+        Ok(files.len())
+    }
+
     fn write(&self, state: &State) -> Result<()> {
         let mut tmp = tempfile::Builder::new()
-            .prefix(".state.json.")
+            .prefix(TEMP_PREFIX)
             .tempfile_in(&self.dir)
             .with_context(|| format!("cannot create a temporary file in {}", self.dir.display()))?;
         let mut json = serde_json::to_vec_pretty(state).expect("state serializes");
@@ -436,6 +523,10 @@ mod tests {
             parent: None,
             bootstrap: None,
             user: None,
+            owner: None,
+            expires_at: None,
+            ttl_secs: None,
+            stopper: None,
         }
     }
 
@@ -532,6 +623,27 @@ mod tests {
     }
 
     #[test]
+    fn stale_temp_files_are_removed_under_the_lock() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        assert_eq!(store.remove_stale_temp_files().unwrap(), 0);
+        store
+            .update(|s| {
+                s.sandboxes.push(record("x"));
+                Ok(())
+            })
+            .unwrap();
+        std::fs::write(dir.path().join(".state.json.abc123"), b"{half").unwrap();
+        assert_eq!(store.remove_stale_temp_files().unwrap(), 1);
+        let mut names: Vec<String> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        assert_eq!(names, ["state.json", "state.lock"]);
+    }
+
+    #[test]
     fn process_ref_tells_reused_pids_apart() {
         let me = ProcessRef::current();
         assert!(me.start_time > 0 && me.is_alive());
@@ -540,5 +652,55 @@ mod tests {
             ..me
         };
         assert!(!impostor.is_alive());
+        assert!(ProcessRef::of(0).is_none());
+    }
+
+    #[test]
+    fn zombies_are_dead() {
+        let line = |state: &str| {
+            format!("42 (a) b) {state} 1 42 42 0 -1 4194560 0 0 0 0 0 0 0 0 20 0 1 0 987654 0 0")
+        };
+        assert_eq!(parse_stat_start_time(&line("S")), Some(987654));
+        assert_eq!(parse_stat_start_time(&line("R")), Some(987654));
+        assert_eq!(parse_stat_start_time(&line("Z")), None);
+        assert_eq!(parse_stat_start_time(&line("X")), None);
+        // A real child that exited but was not waited for yet.
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        let pid = child.id();
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while ProcessRef::of(pid).is_some() && std::time::Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        assert!(ProcessRef::of(pid).is_none(), "a zombie counts as alive");
+        child.wait().unwrap();
+    }
+
+    #[test]
+    fn old_records_without_lease_fields_still_parse() {
+        let mut v = serde_json::to_value(record("old")).unwrap();
+        for k in ["owner", "expires_at", "ttl_secs", "stopper"] {
+            v.as_object_mut().unwrap().remove(k);
+        }
+        let r: Record = serde_json::from_value(v).unwrap();
+        assert_eq!(
+            (r.owner, r.expires_at, r.ttl_secs, r.stopper),
+            (None, None, None, None)
+        );
+    }
+
+    #[test]
+    fn lease_end_is_now_plus_ttl_in_milliseconds() {
+        let now = UNIX_EPOCH + Duration::from_millis(1_700_000_000_250);
+        assert_eq!(
+            lease_end(now, Duration::from_secs(90)).unwrap(),
+            "2023-11-14T22:14:50.250Z"
+        );
+        assert!(lease_end(now, Duration::from_secs(u64::MAX / 2)).is_err());
+        let mut r = record("x");
+        r.start_lease(now).unwrap();
+        assert_eq!(r.expires_at, None);
+        r.ttl_secs = Some(2);
+        r.start_lease(now).unwrap();
+        assert_eq!(r.expires_at.as_deref(), Some("2023-11-14T22:13:22.250Z"));
     }
 }

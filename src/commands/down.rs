@@ -16,8 +16,9 @@ use uuid::Uuid;
 use super::Ctx;
 use crate::cli::{DownArgs, Format};
 use crate::engine::Environment;
+use crate::error::Error;
 use crate::output;
-use crate::state::{Lifecycle, Record, State};
+use crate::state::{Lifecycle, ProcessRef, Record, State};
 
 /// One line of `down`'s report.
 #[derive(Debug, Serialize)]
@@ -30,7 +31,9 @@ pub struct Removed {
 
 /// Runs `down`; returns 0 when every sandbox was removed.
 pub async fn run(ctx: &Ctx, args: &DownArgs) -> Result<i32> {
-    let levels: Vec<Vec<Record>> = ctx.store.update(|s| {
+    let me = ProcessRef::current();
+    // Each level: (the record as it was, the claim on it).
+    let levels: Vec<Vec<(Record, Claim)>> = ctx.store.update(|s| {
         let roots: Vec<Uuid> = if args.all {
             s.sandboxes.iter().map(|r| r.id).collect()
         } else {
@@ -41,7 +44,7 @@ pub async fn run(ctx: &Ctx, args: &DownArgs) -> Result<i32> {
                     // A full ID that is gone was removed already (by a concurrent `down`, or
                     // `reap`): `down` is idempotent. A prefix or name that matches nothing is
                     // still an error (likely a typo).
-                    Err(crate::error::Error::NotFound(_)) if Uuid::parse_str(q).is_ok() => {
+                    Err(Error::NotFound(_)) if Uuid::parse_str(q).is_ok() => {
                         output::note(&format!("sandbox {q} is already gone"));
                         continue;
                     }
@@ -54,36 +57,44 @@ pub async fn run(ctx: &Ctx, args: &DownArgs) -> Result<i32> {
             v
         };
         let levels = removal_levels(s, &roots);
-        // As they were before this `down`: a failed removal restores that state.
-        let before: Vec<Vec<Record>> = levels
+        Ok(levels
             .iter()
-            .map(|l| l.iter().filter_map(|id| s.get(*id).cloned()).collect())
-            .collect();
-        for id in levels.iter().flatten() {
-            if let Some(r) = s.get_mut(*id) {
-                if r.state != Lifecycle::Failed && r.state != Lifecycle::Stopping {
-                    r.set_state(Lifecycle::Stopping, None);
-                }
-            }
-        }
-        Ok(before)
+            .map(|l| {
+                l.iter()
+                    .filter_map(|id| s.get_mut(*id).map(|r| claim(r, me)))
+                    .map(|c| (c.0.clone(), Some(c)))
+                    .collect()
+            })
+            .collect())
     })?;
     let mut removed = Vec::new();
     let mut first_err = None;
     for targets in levels {
-        let results = futures_util::future::join_all(targets.iter().map(|r| remove(ctx, r))).await;
-        for (rec, res) in targets.iter().zip(results) {
+        let results = futures_util::future::join_all(
+            targets
+                .iter()
+                .map(|(rec, claimed)| finish(ctx, rec, claimed.clone())),
+        )
+        .await;
+        for ((rec, _), res) in targets.iter().zip(results) {
             match res {
                 Ok(()) => removed.push(Removed {
                     id: rec.id,
                     name: rec.name.clone(),
                 }),
                 Err(e) => {
-                    output::warn(&format!(
-                        "could not remove sandbox {}: {e:#}",
-                        rec.short_id()
-                    ));
-                    first_err.get_or_insert(e);
+                    // The engine being unreachable is not about this sandbox: say it once, bare.
+                    let e = if matches!(e.downcast_ref(), Some(Error::EngineUnavailable { .. })) {
+                        e
+                    } else {
+                        e.context(format!("could not remove sandbox {}", rec.short_id()))
+                    };
+                    // The first failure is the error; the others are warnings before it.
+                    if first_err.is_none() {
+                        first_err = Some(e);
+                    } else {
+                        output::warn(&format!("{e:#}"));
+                    }
                 }
             }
         }
@@ -130,36 +141,57 @@ pub fn removal_levels(state: &State, roots: &[Uuid]) -> Vec<Vec<Uuid>> {
         .collect()
 }
 
-/// Stops and removes one sandbox's container, then drops its record.
+/// A record as it was before this process claimed it, and as the claim left it.
+type Claim = Option<(Record, Record)>;
+
+/// Marks `r` Stopping with `me` as its stopper (so `reap` and `renew` leave it alone, and a
+/// concurrent `up --parent` is refused); returns the record before and after.
+fn claim(r: &mut Record, me: ProcessRef) -> (Record, Record) {
+    let before = r.clone();
+    r.set_state(Lifecycle::Stopping, r.error.clone());
+    r.stopper = Some(me);
+    (before, r.clone())
+}
+
+/// Stops and removes one sandbox's container, then drops its record. While it works the record
+/// is Stopping with this process as its stopper; when the engine fails, the record is put back
+/// as it was.
 pub async fn remove(ctx: &Ctx, rec: &Record) -> Result<()> {
-    ctx.store.update(|s| {
-        if let Some(r) = s.get_mut(rec.id) {
-            if r.state != Lifecycle::Failed {
-                r.set_state(Lifecycle::Stopping, None);
-            }
-        }
-        Ok(())
-    })?;
+    let me = ProcessRef::current();
+    let claimed = ctx
+        .store
+        .update(|s| Ok(s.get_mut(rec.id).map(|r| claim(r, me))))?;
+    finish(ctx, rec, claimed).await
+}
+
+/// The engine's part of [`remove`], for a record already claimed.
+async fn finish(ctx: &Ctx, rec: &Record, claimed: Claim) -> Result<()> {
+    let engine = ctx.engine_for(rec);
     let container = rec.container_ref();
     let grace = Duration::from_secs(ctx.cfg.stop_timeout_secs);
-    // The engine the sandbox was created with: a local one is never sent to a container engine.
-    let engine = ctx.engine_for(rec);
     // Whatever the stop did (timed out, failed), the container is removed.
     let stopped = engine.stop(container, grace).await;
-    if let Err(e) = engine.remove(container).await {
-        // Nothing was removed: the record goes back to what it was, so it tells the truth.
-        let _ = ctx.store.update(|s| {
-            if let Some(r) = s.get_mut(rec.id).filter(|r| r.state == Lifecycle::Stopping) {
-                r.set_state(rec.state, rec.error.clone());
-            }
-            Ok(())
-        });
-        return Err(match stopped {
-            Err(s) if format!("{s:#}") != format!("{e:#}") => {
-                e.context(format!("after the stop failed too ({s:#})"))
-            }
-            _ => e,
-        });
+    let removed = engine.remove(container).await.map_err(|e| match &stopped {
+        Err(s)
+            if !matches!(e.downcast_ref(), Some(Error::EngineUnavailable { .. }))
+                && format!("{s:#}") != format!("{e:#}") =>
+        {
+            e.context(format!("after the stop failed too ({s:#})"))
+        }
+        _ => e,
+    });
+    if let Err(e) = removed {
+        if let Some((before, ours)) = claimed {
+            // Nothing was removed: the record goes back to what it was, so it tells the truth
+            // (compare-and-swap: only if no one changed it since).
+            let _ = ctx.store.update(|s| {
+                if let Some(r) = s.get_mut(rec.id).filter(|r| **r == ours) {
+                    *r = before;
+                }
+                Ok(())
+            });
+        }
+        return Err(e);
     }
     ctx.store.update(|s| {
         s.sandboxes.retain(|r| r.id != rec.id);
@@ -197,6 +229,10 @@ mod tests {
             parent,
             bootstrap: None,
             user: None,
+            owner: None,
+            expires_at: None,
+            ttl_secs: None,
+            stopper: None,
         }
     }
 

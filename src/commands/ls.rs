@@ -19,6 +19,7 @@ use crate::engine::{
     ContainerSummary, EngineKind, Environment, Isolation, LABEL_MANAGED, LABEL_STATE_DIR,
 };
 use crate::error::Error;
+use crate::lease;
 use crate::output;
 use crate::state::{Lifecycle, Record};
 
@@ -65,10 +66,11 @@ pub async fn run(ctx: &Ctx, args: &LsArgs) -> Result<i32> {
 pub fn table(entries: &[Entry], colour: bool) -> Table {
     let mut t = output::table(
         &[
-            "ID", "ROLE", "NAME", "STATE", "ENGINE", "IMAGE", "WORKDIR", "AGE",
+            "ID", "ROLE", "NAME", "STATE", "ENGINE", "IMAGE", "WORKDIR", "AGE", "LEASE",
         ],
         colour,
     );
+    let now = std::time::SystemTime::now();
     for e in entries {
         let r = &e.record;
         t.add_row(vec![
@@ -84,6 +86,7 @@ pub fn table(entries: &[Entry], colour: bool) -> Table {
             }),
             Cell::new(r.workdir.display()),
             Cell::new(output::age(&r.created_at)),
+            Cell::new(lease::describe(r, |p| p.is_alive(), now)),
         ]);
     }
     t
@@ -152,9 +155,10 @@ pub async fn watch(ctx: &Ctx, interval: Duration) -> Result<i32> {
 }
 
 /// The records in tree order ([`tree`]), reconciled with one listing of each container engine
-/// they use (none when every sandbox is local). An unreachable engine is warned about, and its
-/// sandboxes are shown as recorded with `container_state` `unknown`, so that local sandboxes (the
-/// fallback when the engine is down) can still be listed.
+/// they use (none when every sandbox is local). An unreachable engine is an error, except with
+/// `fallback = "local"`: then it is warned about and its sandboxes are shown as recorded with
+/// `container_state` `unknown`, so that local sandboxes (the fallback while the engine is down)
+/// can still be listed.
 pub async fn entries(ctx: &Ctx) -> Result<Vec<Entry>> {
     let state = ctx.store.load()?;
     let label = ctx.state_label();
@@ -168,7 +172,11 @@ pub async fn entries(ctx: &Ctx) -> Result<Vec<Entry>> {
             {
                 Ok(c) => Some(c),
                 Err(e) => match e.downcast_ref::<Error>() {
-                    Some(Error::EngineUnavailable { reason, .. }) => {
+                    // Degraded listing only when local fallback sandboxes are expected; by
+                    // default an unreachable engine fails `ls`, as every other subcommand.
+                    Some(Error::EngineUnavailable { reason, .. })
+                        if ctx.cfg.fallback == crate::config::Fallback::Local =>
+                    {
                         output::warn(&format!(
                             "cannot check the {} sandboxes: {reason}; they are shown as recorded, with container_state \"unknown\"",
                             r.engine
@@ -358,6 +366,10 @@ mod tests {
             parent,
             bootstrap: None,
             user: None,
+            owner: None,
+            expires_at: None,
+            ttl_secs: None,
+            stopper: None,
         }
     }
 

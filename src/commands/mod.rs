@@ -7,6 +7,8 @@ pub mod exec;
 pub mod generate;
 pub mod ls;
 pub mod read;
+pub mod reap;
+pub mod renew;
 pub mod up;
 pub mod write;
 
@@ -31,6 +33,8 @@ impl Command {
             Command::Read(_) => "read",
             Command::Write(_) => "write",
             Command::Edit(_) => "edit",
+            Command::Reap(_) => "reap",
+            Command::Renew(_) => "renew",
         }
     }
 }
@@ -46,7 +50,8 @@ pub struct Ctx {
     pub engine: AnyEngine,
     /// Output format.
     pub format: Format,
-    verbose: bool,
+    /// `-v` count.
+    pub verbose: u8,
 }
 
 impl Ctx {
@@ -73,7 +78,7 @@ impl Ctx {
             store,
             engine,
             format: cli.global.format(),
-            verbose,
+            verbose: cli.global.verbose,
         })
     }
 
@@ -82,7 +87,7 @@ impl Ctx {
         if kind == self.engine.kind() {
             self.engine.clone()
         } else {
-            AnyEngine::for_kind(kind, &self.cfg, self.store.dir(), self.verbose)
+            AnyEngine::for_kind(kind, &self.cfg, self.store.dir(), self.verbose > 0)
         }
     }
 
@@ -154,5 +159,7 @@ pub async fn dispatch(cli: Cli) -> Result<i32> {
         Command::Read(a) => read::run(&Ctx::new(&cli, &[])?, a).await,
         Command::Write(a) => write::run(&Ctx::new(&cli, &[])?, a).await,
         Command::Edit(a) => edit::run(&Ctx::new(&cli, &[])?, a).await,
+        Command::Reap(a) => reap::run(&Ctx::new(&cli, &[])?, a).await,
+        Command::Renew(a) => renew::run(&Ctx::new(&cli, &[])?, a).await,
     }
 }

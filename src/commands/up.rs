@@ -1,6 +1,8 @@
 //! `h9sandbox up`: record Pending, create the hardened container, wait until it really runs,
 //! record Running (or Failed, removing the container), then run the bootstrap command if one is
-//! configured.
+//! configured. With `reap_on_up`, a [`reap::sweep`] of the state directory runs at the same time
+//! as the container start (its engine calls overlap it, so `up` takes no longer); its failures are
+//! warnings, never `up`'s.
 //!
 //! With `--parent`, the sandbox is a sub-sandbox: it takes its parent's image, limits, network and
 //! work dir; flags given explicitly may only tighten them ([`child_limits`], [`child_workdir`]),
@@ -12,14 +14,14 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 use anyhow::{Context, Result};
 use uuid::Uuid;
 
 use super::bootstrap;
 use super::exec::{ensure_running, Sink};
-use super::Ctx;
+use super::{reap, Ctx};
 use crate::cli::{Format, UpArgs};
 use crate::config::{parse_size, Config, Fallback, Ids, Network};
 use crate::engine::{
@@ -27,6 +29,7 @@ use crate::engine::{
     LABEL_MANAGED, LABEL_PARENT, LABEL_STATE_DIR, SCRATCH_DIR,
 };
 use crate::error::Error;
+use crate::lease::{parse_owner, parse_ttl};
 use crate::output;
 use crate::progress::Spinner;
 use crate::state::{now_rfc3339, BootstrapRun, Lifecycle, Limits, ProcessRef, Record};
@@ -34,6 +37,8 @@ use crate::state::{now_rfc3339, BootstrapRun, Lifecycle, Limits, ProcessRef, Rec
 /// Runs `up`; prints the ID (or the record as JSON) and returns 0.
 pub async fn run(ctx: &Ctx, args: &UpArgs) -> Result<i32> {
     let cfg = &ctx.cfg;
+    let owner = args.owner_pid.as_deref().map(parse_owner).transpose()?;
+    let ttl_secs = args.ttl.as_deref().map(parse_ttl).transpose()?;
     let parent = match &args.parent {
         Some(q) => {
             let state = ctx.store.load()?;
@@ -111,7 +116,7 @@ pub async fn run(ctx: &Ctx, args: &UpArgs) -> Result<i32> {
         Some(p) => ctx.engine_for(p),
         None => ctx.engine.clone(),
     };
-    let record = Record {
+    let mut record = Record {
         id,
         name: name.clone(),
         state: Lifecycle::Pending,
@@ -129,7 +134,12 @@ pub async fn run(ctx: &Ctx, args: &UpArgs) -> Result<i32> {
         parent: parent.as_ref().map(|p| p.id),
         bootstrap: None,
         user: Some(user),
+        owner,
+        expires_at: None,
+        ttl_secs,
+        stopper: None,
     };
+    record.start_lease(SystemTime::now())?;
     // Pending goes on record before the container exists, so a crash leaves a trace. The parent
     // is checked again under the lock: `down` of the parent marks it Stopping first, so a child is
     // either seen (and removed) by that `down`, or refused here.
@@ -169,7 +179,35 @@ pub async fn run(ctx: &Ctx, args: &UpArgs) -> Result<i32> {
     };
 
     let spinner = Spinner::new(ctx.format);
-    let mut started = start_interruptible(ctx, &engine, &spec, &spinner).await;
+    let sweep = async {
+        if ctx.cfg.reap_on_up {
+            Some(reap::sweep(ctx, false).await)
+        } else {
+            None
+        }
+    };
+    let (mut started, swept) =
+        tokio::join!(start_interruptible(ctx, &engine, &spec, &spinner), sweep);
+    // A failed `up` reports its own error only: the sweep's would mostly repeat it.
+    if started.is_ok() {
+        match swept {
+            Some(Ok(s)) => {
+                if ctx.verbose > 0 {
+                    for v in &s.reaped {
+                        output::note(&format!("reaped {} ({})", v.name, v.detail));
+                    }
+                }
+                for (v, e) in &s.failed {
+                    output::warn(&format!(
+                        "reap_on_up could not remove {} ({}): {e:#}",
+                        v.name, v.detail
+                    ));
+                }
+            }
+            Some(Err(e)) => output::warn(&format!("reap_on_up failed: {e:#}")),
+            None => {}
+        }
+    }
     if let Err(e) = &started {
         if let Some(Error::EngineUnavailable { bin, reason }) = e.downcast_ref::<Error>() {
             if engine.kind().isolation() == Isolation::Container
@@ -202,11 +240,15 @@ pub async fn run(ctx: &Ctx, args: &UpArgs) -> Result<i32> {
             drop(spinner);
             // Remove whatever was created; by label, since a failed `run` prints no ID.
             let _ = engine.remove_labelled(LABEL_ID, &id.to_string()).await;
-            let name_taken = matches!(e.downcast_ref::<Error>(), Some(Error::NameInUse(_)));
+            // Nothing of ours was created when the name belongs to a container we do not manage,
+            // or when the engine could not be reached: then the record goes, as if `up` never ran.
+            let nothing_created = matches!(
+                e.downcast_ref::<Error>(),
+                Some(Error::NameInUse(_) | Error::EngineUnavailable { .. })
+            );
             let reason = format!("{e:#}");
             let _ = ctx.store.update(|s| {
-                if name_taken {
-                    // Nothing of ours was created: the name belongs to a container we do not manage.
+                if nothing_created {
                     s.sandboxes.retain(|r| r.id != id);
                 } else if let Some(r) = s.get_mut(id) {
                     r.set_state(Lifecycle::Failed, Some(reason.clone()));
@@ -222,6 +264,8 @@ pub async fn run(ctx: &Ctx, args: &UpArgs) -> Result<i32> {
             .context("the sandbox's record vanished from the state file while it started")?;
         r.container_id = (isolation == Isolation::Container).then(|| container_id.clone());
         r.set_state(Lifecycle::Running, None);
+        // The lease runs from the moment the sandbox is usable.
+        r.start_lease(SystemTime::now())?;
         Ok(r.clone())
     });
     let mut rec = match rec {

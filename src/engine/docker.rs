@@ -49,9 +49,6 @@ while [ $n -lt 50 ]; do
 done
 exit 1"#;
 
-/// How long `remove` waits for a removal another process started (`docker rm` answers "removal
-/// of container … is already in progress" meanwhile).
-pub const REMOVAL_WAIT: Duration = Duration::from_secs(60);
 /// Which Docker-CLI-compatible engine a [`Docker`] drives.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Flavor {
@@ -206,18 +203,19 @@ impl Docker {
         Ok(stdout)
     }
 
-    /// Waits (polling, up to [`REMOVAL_WAIT`]) until `container` no longer exists.
-    async fn await_removal(&self, container: &str) -> Result<()> {
-        let deadline = tokio::time::Instant::now() + REMOVAL_WAIT;
+    /// Polls `inspect` (10 ms doubling to 200 ms) until the container no longer exists.
+    async fn wait_gone(&self, container: &str, timeout: Duration) -> Result<()> {
+        let deadline = tokio::time::Instant::now() + timeout;
+        let mut delay = Duration::from_millis(10);
         while self.inspect(container).await?.is_some() {
             if tokio::time::Instant::now() >= deadline {
                 return Err(anyhow!(
-                    "`{} rm` of {container} by another process did not finish within {}s",
-                    self.bin,
-                    REMOVAL_WAIT.as_secs()
+                    "container {container} is still being removed after {}s",
+                    timeout.as_secs()
                 ));
             }
-            tokio::time::sleep(Duration::from_millis(50)).await;
+            tokio::time::sleep(delay).await;
+            delay = (delay * 2).min(Duration::from_millis(200));
         }
         Ok(())
     }
@@ -352,9 +350,9 @@ impl Environment for Docker {
     async fn remove(&self, container: &str) -> Result<()> {
         let args = vec!["rm".into(), "-f".into(), "-v".into(), container.into()];
         let (code, _, stderr) = self.output(args).await?;
-        if code != 0 && stderr.contains("already in progress") {
-            // Another `rm` (a concurrent `down`) is at it; done when the container is gone.
-            return self.await_removal(container).await;
+        if code != 0 && is_removal_in_progress(&stderr) {
+            // Another process (a concurrent `down` or `reap`) is removing it: wait for that.
+            return self.wait_gone(container, Duration::from_secs(30)).await;
         }
         if code != 0 && !is_no_such_container(&stderr) {
             return Err(anyhow!(
@@ -860,6 +858,11 @@ fn is_no_such_container(stderr: &str) -> bool {
         || stderr.contains("no container with")
 }
 
+/// Whether `docker rm` failed because another client is already removing the container.
+fn is_removal_in_progress(stderr: &str) -> bool {
+    stderr.contains("is already in progress")
+}
+
 fn is_no_such_image(stderr: &str) -> bool {
     stderr.contains("No such image")
         || stderr.contains("Unable to find image")
@@ -1283,6 +1286,16 @@ mod tests {
             d.exec_failure("c", b"Error response from daemon: No such container", 0),
             None
         );
+    }
+
+    #[test]
+    fn concurrent_removal_is_recognised() {
+        assert!(is_removal_in_progress(
+            "Error response from daemon: removal of container 6269d49ded71 is already in progress"
+        ));
+        assert!(!is_removal_in_progress(
+            "Error response from daemon: No such container: x"
+        ));
     }
 
     #[test]

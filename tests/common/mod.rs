@@ -168,6 +168,22 @@ impl TestEnv {
     /// the work dir as cwd. Podman runs with runc (crun refuses hybrid cgroup v1 hosts).
     pub fn cmd(&self) -> Command {
         let mut c = Command::cargo_bin("h9sandbox").unwrap();
+        self.configure(&mut c);
+        c
+    }
+
+    /// `bash -c SCRIPT` with the same environment as [`TestEnv::cmd`], and `$H9` naming the
+    /// binary (for tests that need real processes running several commands).
+    pub fn shell(&self, script: &str) -> Command {
+        let mut c = Command::new("bash");
+        self.configure(&mut c);
+        c.env("H9", assert_cmd::cargo::cargo_bin("h9sandbox"))
+            .arg("-c")
+            .arg(script);
+        c
+    }
+
+    fn configure(&self, c: &mut Command) {
         c.current_dir(&self.workdir)
             .env_clear()
             .env("PATH", std::env::var_os("PATH").unwrap_or_default())
@@ -181,7 +197,6 @@ impl TestEnv {
         if engine() == Engine::Podman {
             c.env("H9SANDBOX_RUNTIME", "runc");
         }
-        c
     }
 
     /// Runs the binary with `args`, stdin closed.

@@ -1,0 +1,833 @@
+//! Leases (an owner process, a time to live) and the reaper's judgement: which containers and
+//! records of a state directory are abandoned, and why.
+//!
+//! [`judge`] is pure: it takes two snapshots of the state file (read before and after one listing
+//! of the engine's containers), that listing, a liveness oracle and the current time, and returns
+//! the [`Verdict`]s. `commands::reap` carries them out, re-checking each one under the state
+//! lock ([`still_holds`]) so that a sandbox renewed or removed in between is left alone.
+//!
+//! Why two snapshots: `up` writes its Pending record *before* it creates the container, so every
+//! container in the listing has its record in the state read *after* the listing, unless that
+//! record is truly gone: an orphan, when the record was not in the first read either (a record
+//! dropped between the reads belongs to a `down` or `reap` that removed its container first). And a record that already had a container in the state read
+//! *before* the listing, but whose container is missing from it, really lost its container; a
+//! record that turned Running in between is not mistaken for one.
+
+use std::collections::{HashMap, HashSet};
+use std::time::{Duration, SystemTime};
+
+use serde::Serialize;
+use uuid::Uuid;
+
+use crate::engine::ContainerSummary;
+use crate::error::Error;
+use crate::state::{Lifecycle, ProcessRef, Record, State};
+
+/// Why something is reaped (stable codes, as printed in JSON).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Reason {
+    /// A container of this state directory without a record (e.g. `up` killed between
+    /// `docker run` and its state write, or a state file moved aside).
+    Orphan,
+    /// A record whose container no longer exists (removed behind h9sandbox's back).
+    ContainerGone,
+    /// The owner process (`up --owner-pid`) has exited.
+    OwnerDead,
+    /// The lease (`up --ttl`, `renew`) has run out.
+    Expired,
+    /// The `up` that created it died before finishing (Pending), or failed and died without
+    /// removing its container (Failed).
+    CreatorDead,
+    /// The `down` (or `reap`) removing it died before finishing (Stopping).
+    StopperDead,
+}
+
+/// What is removed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Action {
+    /// Only a container (it has no record).
+    RemoveContainer,
+    /// Only a record (it has no container).
+    DropRecord,
+    /// The container and its record.
+    Remove,
+}
+
+impl std::fmt::Display for Action {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Action::RemoveContainer => "remove-container",
+            Action::DropRecord => "drop-record",
+            Action::Remove => "remove",
+        })
+    }
+}
+
+/// One thing to reap (one entry of `reap --format json`).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Verdict {
+    /// The sandbox ID (from the record, or from an orphan's `h9sandbox.id` label).
+    pub id: Option<String>,
+    /// The sandbox's (or orphan container's) name.
+    pub name: String,
+    /// The engine's container ID to remove, when there is a container.
+    pub container: Option<String>,
+    /// What is removed.
+    pub action: Action,
+    /// Why, as a stable code.
+    pub reason: Reason,
+    /// Why, for people (names the process, the time, ...).
+    pub detail: String,
+    /// The record as judged (for the compare-and-delete), when there is one.
+    #[serde(skip)]
+    pub record: Option<Record>,
+}
+
+/// Why a record's lease or lifecycle makes it abandoned, whatever its container does; `None`
+/// when a live process still answers for it. The rules:
+/// - Pending: abandoned once its creator (`up`) is dead — and only then, even when its owner is
+///   dead or its TTL has passed (the `up` in progress finishes first);
+/// - Stopping: abandoned once its stopper (`down`, `reap`) is dead;
+/// - Running, Stopping, Failed: abandoned once the owner is dead, or the lease has run out;
+/// - Failed: abandoned once its creator is dead (a live one is still cleaning up).
+pub fn lease_reason(
+    r: &Record,
+    alive: &impl Fn(&ProcessRef) -> bool,
+    now: SystemTime,
+) -> Option<(Reason, String)> {
+    match r.state {
+        Lifecycle::Pending => {
+            return (!alive(&r.creator)).then(|| {
+                (
+                    Reason::CreatorDead,
+                    format!(
+                        "Pending, and the `up` that created it (process {}) is gone",
+                        r.creator.pid
+                    ),
+                )
+            });
+        }
+        Lifecycle::Stopping => match r.stopper {
+            Some(p) if alive(&p) => return None,
+            Some(p) => {
+                return Some((
+                    Reason::StopperDead,
+                    format!("Stopping, and the process removing it ({}) is gone", p.pid),
+                ))
+            }
+            None => {}
+        },
+        Lifecycle::Running | Lifecycle::Failed | Lifecycle::Terminated => {}
+    }
+    if let Some(owner) = r.owner {
+        if !alive(&owner) {
+            return Some((
+                Reason::OwnerDead,
+                format!("its owner process {} has exited", owner.pid),
+            ));
+        }
+    }
+    if let Some(end) = &r.expires_at {
+        match humantime::parse_rfc3339_weak(end) {
+            Ok(t) if now >= t => {
+                return Some((Reason::Expired, format!("its lease ran out at {end}")));
+            }
+            Ok(_) => {}
+            Err(_) => {
+                return Some((
+                    Reason::Expired,
+                    format!("its lease end '{end}' is not a valid time"),
+                ));
+            }
+        }
+    }
+    if r.state == Lifecycle::Failed && !alive(&r.creator) {
+        return Some((
+            Reason::CreatorDead,
+            format!(
+                "Failed, and the `up` that created it (process {}) is gone",
+                r.creator.pid
+            ),
+        ));
+    }
+    if r.state == Lifecycle::Stopping && r.stopper.is_none() {
+        return Some((
+            Reason::StopperDead,
+            "Stopping, and no live process is removing it".into(),
+        ));
+    }
+    None
+}
+
+/// The verdicts for one state directory. `before` and `after` are the state read just before
+/// and just after `containers` (every container labelled with this state directory) was listed;
+/// `alive` tells whether a process still lives; `now` is the current time.
+///
+/// Never judged: containers absent from `containers` (other state directories), a Pending record
+/// whose creator lives, a Stopping record whose stopper lives, a sandbox whose owner lives and
+/// whose lease runs, and a record whose container may have been created after the listing.
+pub fn judge(
+    before: &State,
+    containers: &[ContainerSummary],
+    after: &State,
+    alive: impl Fn(&ProcessRef) -> bool,
+    now: SystemTime,
+) -> Vec<Verdict> {
+    let mut out = Vec::new();
+    let known_ids: HashSet<String> = after.sandboxes.iter().map(|r| r.id.to_string()).collect();
+    // Records dropped between the two reads: whoever dropped them (`down`, another `reap`)
+    // removed their containers first, or is about to find them again.
+    let dropped_ids: HashSet<String> = before
+        .sandboxes
+        .iter()
+        .map(|r| r.id.to_string())
+        .filter(|id| !known_ids.contains(id))
+        .collect();
+    let known_containers: HashSet<&str> = after
+        .sandboxes
+        .iter()
+        .filter_map(|r| r.container_id.as_deref())
+        .collect();
+    let mut by_sandbox: HashMap<&str, &ContainerSummary> = HashMap::new();
+    for c in containers {
+        match c.sandbox_id.as_deref() {
+            Some(sid) if known_ids.contains(sid) => {
+                by_sandbox.insert(sid, c);
+            }
+            Some(sid) if dropped_ids.contains(sid) => {}
+            _ if known_containers.contains(c.id.as_str()) => {}
+            sid => out.push(Verdict {
+                id: sid.map(str::to_string),
+                name: c.name.clone(),
+                container: Some(c.id.clone()),
+                action: Action::RemoveContainer,
+                reason: Reason::Orphan,
+                detail: "container of this state directory without a record".into(),
+                record: None,
+            }),
+        }
+    }
+    let by_container: HashMap<&str, &ContainerSummary> =
+        containers.iter().map(|c| (c.id.as_str(), c)).collect();
+    for r in &after.sandboxes {
+        let id = r.id.to_string();
+        let container = by_sandbox.get(id.as_str()).copied().or_else(|| {
+            r.container_id
+                .as_deref()
+                .and_then(|cid| by_container.get(cid).copied())
+        });
+        let verdict = |action, reason, detail| Verdict {
+            id: Some(id.clone()),
+            name: r.name.clone(),
+            container: container.map(|c| c.id.clone()),
+            action,
+            reason,
+            detail,
+            record: Some(r.clone()),
+        };
+        match container {
+            Some(_) => {
+                if let Some((reason, detail)) = lease_reason(r, &alive, now) {
+                    out.push(verdict(Action::Remove, reason, detail));
+                }
+            }
+            None => {
+                if r.state == Lifecycle::Pending {
+                    // Its container may not exist yet: only a dead creator abandons it.
+                    if let Some((reason, detail)) = lease_reason(r, &alive, now) {
+                        out.push(verdict(Action::DropRecord, reason, detail));
+                    }
+                    continue;
+                }
+                if r.state == Lifecycle::Stopping && r.stopper.is_some_and(|p| alive(&p)) {
+                    continue; // a live `down` drops it itself
+                }
+                // Past Pending already before the listing: the container existed (or, Failed,
+                // was removed by `up`), so its absence from the listing is real.
+                let settled = before
+                    .sandboxes
+                    .iter()
+                    .any(|b| b.id == r.id && b.state != Lifecycle::Pending);
+                if settled {
+                    let detail = match r.state {
+                        Lifecycle::Failed => format!(
+                            "Failed ({}), and it has no container",
+                            r.error.as_deref().unwrap_or("no reason recorded")
+                        ),
+                        _ => format!("{}, but its container no longer exists", r.state),
+                    };
+                    out.push(verdict(Action::DropRecord, Reason::ContainerGone, detail));
+                }
+            }
+        }
+    }
+    out
+}
+
+/// Whether `verdict` still holds for `current`, the record as it is now under the state lock
+/// (compare-and-delete): the record still exists, and a dead process or a run-out lease still
+/// abandons it (a `renew`, a `down` or a finished `up` in between makes it not hold), or its
+/// container was already gone and it is not Pending.
+pub fn still_holds(
+    verdict: &Verdict,
+    current: Option<&Record>,
+    alive: impl Fn(&ProcessRef) -> bool,
+    now: SystemTime,
+) -> bool {
+    let Some(cur) = current else {
+        // An orphan must still have no record; a record already dropped needs nothing.
+        return verdict.record.is_none();
+    };
+    if verdict.record.is_none() {
+        return false; // a record appeared for the "orphan": leave it
+    }
+    match verdict.reason {
+        Reason::ContainerGone => {
+            cur.state != Lifecycle::Pending
+                && !(cur.state == Lifecycle::Stopping && cur.stopper.is_some_and(|p| alive(&p)))
+        }
+        _ => lease_reason(cur, &alive, now).is_some(),
+    }
+}
+
+/// Parses a TTL (`30m`, `2h`, `1h 30m`, `90s`; humantime syntax) into whole seconds, at least 1.
+pub fn parse_ttl(text: &str) -> Result<u64, Error> {
+    let d: Duration = humantime::parse_duration(text.trim()).map_err(|e| {
+        Error::Invalid(format!(
+            "invalid --ttl '{text}': {e}; give a duration such as 90s, 30m, 2h or 1d"
+        ))
+    })?;
+    if d < Duration::from_secs(1) {
+        return Err(Error::Invalid(format!(
+            "invalid --ttl '{text}': a lease lasts at least 1s"
+        )));
+    }
+    Ok(d.as_secs())
+}
+
+/// Resolves `--owner-pid`: `parent` is the process that started h9sandbox
+/// (`getppid(2)`), else a PID, which must name a running process.
+pub fn parse_owner(text: &str) -> Result<ProcessRef, Error> {
+    let pid = if text == "parent" {
+        std::os::unix::process::parent_id()
+    } else {
+        text.parse::<u32>().ok().filter(|&p| p > 0).ok_or_else(|| {
+            Error::Invalid(format!(
+                "invalid --owner-pid '{text}': give a process ID or `parent`"
+            ))
+        })?
+    };
+    ProcessRef::of(pid).ok_or_else(|| {
+        Error::Invalid(format!(
+            "--owner-pid {text}: no running process has PID {pid}; give the PID of a live process"
+        ))
+    })
+}
+
+/// A short, human description of a record's lease for `ls`: `-` when it has none, else the
+/// owner's PID (with `(exited)` once dead) and the time left (`12m`, or `expired`).
+pub fn describe(r: &Record, alive: impl Fn(&ProcessRef) -> bool, now: SystemTime) -> String {
+    let mut parts = Vec::new();
+    if let Some(o) = &r.owner {
+        parts.push(if alive(o) {
+            format!("pid {}", o.pid)
+        } else {
+            format!("pid {} (exited)", o.pid)
+        });
+    }
+    if let Some(end) = &r.expires_at {
+        parts.push(match humantime::parse_rfc3339_weak(end) {
+            Ok(t) => match t.duration_since(now) {
+                Ok(left) => format!("{} left", short_duration(left)),
+                Err(_) => "expired".into(),
+            },
+            Err(_) => "expired".into(),
+        });
+    }
+    if parts.is_empty() {
+        "-".into()
+    } else {
+        parts.join(", ")
+    }
+}
+
+/// `d` in its largest whole unit, rounded up (`45s`, `3m`, `2h`, `4d`).
+fn short_duration(d: Duration) -> String {
+    let s = d.as_secs() + u64::from(d.subsec_nanos() > 0);
+    match s {
+        0..60 => format!("{s}s"),
+        60..3600 => format!("{}m", s.div_ceil(60)),
+        3600..86400 => format!("{}h", s.div_ceil(3600)),
+        _ => format!("{}d", s.div_ceil(86400)),
+    }
+}
+
+/// A sandbox ID as a UUID, if the text is one.
+pub fn sandbox_uuid(v: &Verdict) -> Option<Uuid> {
+    v.id.as_deref().and_then(|s| Uuid::parse_str(s).ok())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Network;
+    use crate::state::Limits;
+    use std::time::UNIX_EPOCH;
+
+    const NOW_SECS: u64 = 1_700_000_000;
+    const ALIVE: u32 = 100;
+    const DEAD: u32 = 200;
+
+    fn now() -> SystemTime {
+        UNIX_EPOCH + Duration::from_secs(NOW_SECS)
+    }
+
+    fn p(pid: u32) -> ProcessRef {
+        ProcessRef { pid, start_time: 7 }
+    }
+
+    fn alive(p: &ProcessRef) -> bool {
+        p.pid == ALIVE
+    }
+
+    fn at(offset: i64) -> String {
+        let t = UNIX_EPOCH + Duration::from_secs(NOW_SECS.checked_add_signed(offset).unwrap());
+        humantime::format_rfc3339_millis(t).to_string()
+    }
+
+    fn rec(n: u8, state: Lifecycle) -> Record {
+        Record {
+            id: Uuid::from_u128(n as u128 + 1),
+            name: format!("s{n}"),
+            state,
+            container_id: (state != Lifecycle::Pending).then(|| format!("c{n}")),
+            image: "img".into(),
+            workdir: "/w".into(),
+            limits: Limits {
+                cpus: 1.0,
+                memory: "512m".into(),
+                pids_limit: 1,
+                tmp_size: "1m".into(),
+                network: Network::None,
+            },
+            labels: Default::default(),
+            created_at: at(-60),
+            updated_at: at(-60),
+            error: None,
+            creator: p(ALIVE),
+            owner: None,
+            expires_at: None,
+            ttl_secs: None,
+            stopper: (state == Lifecycle::Stopping).then(|| p(ALIVE)),
+            engine: crate::engine::EngineKind::Docker,
+            isolation: crate::engine::Isolation::Container,
+            parent: None,
+            bootstrap: None,
+            user: None,
+        }
+    }
+
+    fn container_of(r: &Record) -> ContainerSummary {
+        ContainerSummary {
+            id: r
+                .container_id
+                .clone()
+                .unwrap_or_else(|| format!("c-{}", r.name)),
+            name: r.name.clone(),
+            state: "running".into(),
+            status: "Up".into(),
+            sandbox_id: Some(r.id.to_string()),
+        }
+    }
+
+    fn state(records: &[Record]) -> State {
+        State {
+            version: 1,
+            sandboxes: records.to_vec(),
+        }
+    }
+
+    /// Judges records that were already there before the listing, with the given containers.
+    fn judge_settled(records: &[Record], containers: &[ContainerSummary]) -> Vec<Verdict> {
+        let s = state(records);
+        judge(&s, containers, &s, alive, now())
+    }
+
+    fn codes(v: &[Verdict]) -> Vec<(Option<String>, Action, Reason)> {
+        v.iter()
+            .map(|v| (v.id.clone(), v.action, v.reason))
+            .collect()
+    }
+
+    #[test]
+    fn orphan_containers_are_those_without_a_record_after_the_listing() {
+        let r = rec(1, Lifecycle::Running);
+        let mut stray = container_of(&rec(2, Lifecycle::Running));
+        stray.sandbox_id = Some("not-a-uuid".into());
+        let mut unlabelled = container_of(&rec(3, Lifecycle::Running));
+        unlabelled.sandbox_id = None;
+        // A container without the ID label is still ours when a record names its container ID.
+        let mut known_by_id = container_of(&r);
+        known_by_id.sandbox_id = None;
+        let v = judge_settled(std::slice::from_ref(&r), &[known_by_id, stray, unlabelled]);
+        assert_eq!(
+            codes(&v),
+            vec![
+                (
+                    Some("not-a-uuid".into()),
+                    Action::RemoveContainer,
+                    Reason::Orphan
+                ),
+                (None, Action::RemoveContainer, Reason::Orphan),
+            ]
+        );
+        assert_eq!(v[0].container.as_deref(), Some("c2"));
+        // A record dropped between the two reads is not an orphan's: whoever dropped it
+        // (`down`, another `reap`) removed its container first. A later reap judges any rest.
+        let v = judge(
+            &state(std::slice::from_ref(&r)),
+            &[container_of(&r)],
+            &state(&[]),
+            alive,
+            now(),
+        );
+        assert!(v.is_empty(), "{v:?}");
+        let v = judge(&state(&[]), &[container_of(&r)], &state(&[]), alive, now());
+        assert_eq!(
+            codes(&v),
+            vec![(
+                Some(r.id.to_string()),
+                Action::RemoveContainer,
+                Reason::Orphan
+            )]
+        );
+    }
+
+    #[test]
+    fn a_record_that_started_during_the_listing_is_not_container_gone() {
+        // Pending before the listing, Running after it, container not listed (created after).
+        let pending = rec(1, Lifecycle::Pending);
+        let mut running = pending.clone();
+        running.state = Lifecycle::Running;
+        running.container_id = Some("c1".into());
+        assert!(judge(
+            &state(&[pending]),
+            &[],
+            &state(&[running.clone()]),
+            alive,
+            now()
+        )
+        .is_empty());
+        // Not in the first read at all: same.
+        assert!(judge(&state(&[]), &[], &state(&[running.clone()]), alive, now()).is_empty());
+        // Running in both reads, and not listed: its container is really gone.
+        let v = judge_settled(&[running.clone()], &[]);
+        assert_eq!(
+            codes(&v),
+            vec![(
+                Some(running.id.to_string()),
+                Action::DropRecord,
+                Reason::ContainerGone
+            )]
+        );
+        assert_eq!(v[0].container, None);
+    }
+
+    #[test]
+    fn pending_is_judged_by_its_creator_only() {
+        let mut r = rec(1, Lifecycle::Pending);
+        r.owner = Some(p(DEAD));
+        r.expires_at = Some(at(-10));
+        assert!(judge_settled(&[r.clone()], &[]).is_empty());
+        assert!(judge_settled(&[r.clone()], &[container_of(&r)]).is_empty());
+        r.creator = p(DEAD);
+        let v = judge_settled(&[r.clone()], &[]);
+        assert_eq!(
+            codes(&v),
+            vec![(
+                Some(r.id.to_string()),
+                Action::DropRecord,
+                Reason::CreatorDead
+            )]
+        );
+        let v = judge_settled(&[r.clone()], &[container_of(&r)]);
+        assert_eq!(
+            codes(&v),
+            vec![(Some(r.id.to_string()), Action::Remove, Reason::CreatorDead)]
+        );
+        assert_eq!(v[0].container.as_deref(), Some("c-s1"));
+        assert!(v[0].detail.contains(&DEAD.to_string()), "{}", v[0].detail);
+    }
+
+    #[test]
+    fn owner_and_lease_decide_for_running_sandboxes() {
+        let mut r = rec(1, Lifecycle::Running);
+        let c = [container_of(&r)];
+        assert!(judge_settled(&[r.clone()], &c).is_empty());
+        r.owner = Some(p(ALIVE));
+        r.expires_at = Some(at(1));
+        assert!(judge_settled(&[r.clone()], &c).is_empty());
+        r.expires_at = Some(at(0));
+        assert_eq!(judge_settled(&[r.clone()], &c)[0].reason, Reason::Expired);
+        r.expires_at = Some("soon".into());
+        assert_eq!(judge_settled(&[r.clone()], &c)[0].reason, Reason::Expired);
+        r.expires_at = None;
+        r.owner = Some(p(DEAD));
+        let v = judge_settled(&[r.clone()], &c);
+        assert_eq!(
+            codes(&v),
+            vec![(Some(r.id.to_string()), Action::Remove, Reason::OwnerDead)]
+        );
+        assert_eq!(v[0].container.as_deref(), Some("c1"));
+        // The creator of a Running sandbox does not matter.
+        let mut r = rec(2, Lifecycle::Running);
+        r.creator = p(DEAD);
+        assert!(judge_settled(&[r.clone()], &[container_of(&r)]).is_empty());
+        // A missing container wins over a dead owner: only the record is left to drop.
+        r.owner = Some(p(DEAD));
+        assert_eq!(judge_settled(&[r], &[])[0].reason, Reason::ContainerGone);
+    }
+
+    #[test]
+    fn failed_and_stopping_records() {
+        let mut f = rec(1, Lifecycle::Failed);
+        f.error = Some("boom".into());
+        // `up` (alive) is still removing its container.
+        assert!(judge_settled(&[f.clone()], &[container_of(&f)]).is_empty());
+        let v = judge_settled(&[f.clone()], &[]);
+        assert_eq!(v[0].reason, Reason::ContainerGone);
+        assert!(v[0].detail.contains("boom"));
+        f.creator = p(DEAD);
+        assert_eq!(
+            codes(&judge_settled(&[f.clone()], &[container_of(&f)])),
+            vec![(Some(f.id.to_string()), Action::Remove, Reason::CreatorDead)]
+        );
+
+        let mut s = rec(2, Lifecycle::Stopping);
+        s.owner = Some(p(DEAD));
+        s.expires_at = Some(at(-1));
+        // A live `down` is at work: nothing, container or not.
+        assert!(judge_settled(&[s.clone()], &[container_of(&s)]).is_empty());
+        assert!(judge_settled(&[s.clone()], &[]).is_empty());
+        s.stopper = Some(p(DEAD));
+        assert_eq!(
+            judge_settled(&[s.clone()], &[container_of(&s)])[0].reason,
+            Reason::StopperDead
+        );
+        assert_eq!(
+            judge_settled(&[s.clone()], &[])[0].reason,
+            Reason::ContainerGone
+        );
+        s.stopper = None;
+        s.owner = None;
+        s.expires_at = None;
+        assert_eq!(
+            judge_settled(&[s.clone()], &[container_of(&s)])[0].reason,
+            Reason::StopperDead
+        );
+    }
+
+    #[test]
+    fn still_holds_compares_with_the_record_as_it_is_now() {
+        let mut r = rec(1, Lifecycle::Running);
+        r.expires_at = Some(at(-1));
+        let v = judge_settled(&[r.clone()], &[container_of(&r)]).remove(0);
+        assert!(still_holds(&v, Some(&r), alive, now()));
+        // Renewed in between.
+        let mut renewed = r.clone();
+        renewed.expires_at = Some(at(60));
+        assert!(!still_holds(&v, Some(&renewed), alive, now()));
+        // A live `down` took it over.
+        let mut downing = r.clone();
+        downing.state = Lifecycle::Stopping;
+        downing.stopper = Some(p(ALIVE));
+        assert!(!still_holds(&v, Some(&downing), alive, now()));
+        // Gone already.
+        assert!(!still_holds(&v, None, alive, now()));
+        // An orphan holds while no record claims its sandbox ID.
+        let mut o = container_of(&rec(9, Lifecycle::Running));
+        o.sandbox_id = Some(r.id.to_string());
+        let orphan = judge_settled(&[], &[o]).remove(0);
+        assert!(still_holds(&orphan, None, alive, now()));
+        assert!(!still_holds(&orphan, Some(&r), alive, now()));
+        // Container gone: holds unless a live `down` is at work.
+        let gone = judge_settled(&[r.clone()], &[]).remove(0);
+        assert_eq!(gone.reason, Reason::ContainerGone);
+        assert!(still_holds(&gone, Some(&r), alive, now()));
+        assert!(!still_holds(&gone, Some(&downing), alive, now()));
+    }
+
+    /// Every combination of lifecycle state, container presence, first-read state, creator,
+    /// owner, lease and stopper: the never-touch rules hold, everything abandoned is judged, and
+    /// judging again after carrying the verdicts out finds nothing.
+    #[test]
+    fn exhaustive_rules_and_idempotence() {
+        use Lifecycle::*;
+        let states = [Pending, Running, Stopping, Failed, Terminated];
+        let procs = [None, Some(p(ALIVE)), Some(p(DEAD))];
+        let leases = [None, Some(at(30)), Some(at(-30))];
+        let mut records = Vec::new();
+        let mut before = Vec::new();
+        let mut listed = Vec::new();
+        let mut n = 0u8;
+        for &st in &states {
+            for has_container in [false, true] {
+                for first_read in 0..3 {
+                    for creator in [p(ALIVE), p(DEAD)] {
+                        for owner in procs {
+                            for lease in &leases {
+                                for stopper in procs {
+                                    let mut r = rec(n, st);
+                                    n = n.wrapping_add(1);
+                                    r.id = Uuid::from_u128(records.len() as u128 + 1);
+                                    r.container_id = Some(format!("c{}", records.len()));
+                                    r.creator = creator;
+                                    r.owner = owner;
+                                    r.expires_at = lease.clone();
+                                    r.stopper = stopper.filter(|_| st == Stopping);
+                                    match first_read {
+                                        0 => {}
+                                        1 => {
+                                            let mut b = r.clone();
+                                            b.state = Pending;
+                                            before.push(b);
+                                        }
+                                        _ => before.push(r.clone()),
+                                    }
+                                    if has_container {
+                                        listed.push(container_of(&r));
+                                    }
+                                    records.push(r);
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        let after = state(&records);
+        let verdicts = judge(&state(&before), &listed, &after, alive, now());
+        let listed_ids: HashSet<String> =
+            listed.iter().filter_map(|c| c.sandbox_id.clone()).collect();
+        for r in &records {
+            let id = r.id.to_string();
+            let v = verdicts
+                .iter()
+                .find(|v| v.id.as_deref() == Some(id.as_str()));
+            let has_container = listed_ids.contains(&id);
+            let settled = before.iter().any(|b| b.id == r.id && b.state != Pending);
+            let owner_dead = r.owner.is_some_and(|o| !alive(&o));
+            let expired = r.expires_at.as_deref() == Some(at(-30).as_str());
+            let stopper_live = r.stopper.is_some_and(|s| alive(&s));
+            let ctx = format!("{r:?} container={has_container} settled={settled} -> {v:?}");
+            // Never touched.
+            if r.state == Pending && alive(&r.creator) {
+                assert!(v.is_none(), "live creator: {ctx}");
+            }
+            if r.state == Stopping && stopper_live {
+                assert!(v.is_none(), "live stopper: {ctx}");
+            }
+            if matches!(r.state, Running | Terminated) && has_container && !owner_dead && !expired {
+                assert!(v.is_none(), "live lease: {ctx}");
+            }
+            if r.state == Failed && has_container && alive(&r.creator) && !owner_dead && !expired {
+                assert!(v.is_none(), "failing up still at work: {ctx}");
+            }
+            if !has_container && !settled && r.state != Pending {
+                assert!(v.is_none(), "container may not be listed yet: {ctx}");
+            }
+            // Actions match what exists.
+            if let Some(v) = v {
+                let want = if has_container {
+                    Action::Remove
+                } else {
+                    Action::DropRecord
+                };
+                assert_eq!(v.action, want, "{ctx}");
+                assert_eq!(v.record.as_ref(), Some(r), "{ctx}");
+            }
+            // Everything abandoned is judged.
+            let abandoned = match r.state {
+                Pending => !alive(&r.creator),
+                Stopping if stopper_live => false,
+                _ if !has_container => settled,
+                Stopping => true,
+                Failed => owner_dead || expired || !alive(&r.creator),
+                _ => owner_dead || expired,
+            };
+            assert_eq!(v.is_some(), abandoned, "{ctx}");
+        }
+        // No orphans among these: every container has its record.
+        assert!(verdicts.iter().all(|v| v.reason != Reason::Orphan));
+
+        // Carry the verdicts out, and judge again: nothing is left to do.
+        let gone: HashSet<Option<String>> = verdicts.iter().map(|v| v.id.clone()).collect();
+        let records2: Vec<Record> = records
+            .iter()
+            .filter(|r| !gone.contains(&Some(r.id.to_string())))
+            .cloned()
+            .collect();
+        let listed2: Vec<ContainerSummary> = listed
+            .iter()
+            .filter(|c| !gone.contains(&c.sandbox_id))
+            .cloned()
+            .collect();
+        let s2 = state(&records2);
+        let again = judge(&s2, &listed2, &s2, alive, now());
+        // Only what was waiting for the second read to settle may appear now.
+        for v in &again {
+            let r = v.record.as_ref().unwrap();
+            assert!(
+                !before.iter().any(|b| b.id == r.id && b.state != Pending),
+                "second pass judged a settled record: {v:?}"
+            );
+        }
+        let s3 = state(
+            &records2
+                .iter()
+                .filter(|r| !again.iter().any(|v| v.record.as_ref() == Some(*r)))
+                .cloned()
+                .collect::<Vec<_>>(),
+        );
+        let listed3: Vec<ContainerSummary> = listed2
+            .iter()
+            .filter(|c| !again.iter().any(|v| v.id == c.sandbox_id))
+            .cloned()
+            .collect();
+        assert!(judge(&s3, &listed3, &s3, alive, now()).is_empty());
+    }
+
+    #[test]
+    fn ttl_and_owner_parse() {
+        assert_eq!(parse_ttl("30m").unwrap(), 1800);
+        assert_eq!(parse_ttl("1h 30m").unwrap(), 5400);
+        assert_eq!(parse_ttl(" 2s ").unwrap(), 2);
+        for bad in ["", "0s", "500ms", "soon", "-5m", "30"] {
+            assert!(parse_ttl(bad).is_err(), "{bad}");
+        }
+        let me = parse_owner(&std::process::id().to_string()).unwrap();
+        assert_eq!(me, ProcessRef::current());
+        assert_eq!(
+            parse_owner("parent").unwrap().pid,
+            std::os::unix::process::parent_id()
+        );
+        for bad in ["0", "-1", "abc", "4294967295"] {
+            let e = parse_owner(bad).unwrap_err().to_string();
+            assert!(e.contains("--owner-pid"), "{bad}: {e}");
+        }
+    }
+
+    #[test]
+    fn describe_shows_owner_and_time_left() {
+        let mut r = rec(1, Lifecycle::Running);
+        assert_eq!(describe(&r, alive, now()), "-");
+        r.owner = Some(p(ALIVE));
+        r.expires_at = Some(at(90));
+        assert_eq!(describe(&r, alive, now()), "pid 100, 2m left");
+        r.owner = Some(p(DEAD));
+        r.expires_at = Some(at(-1));
+        assert_eq!(describe(&r, alive, now()), "pid 200 (exited), expired");
+    }
+}
