@@ -58,12 +58,32 @@ impl Ctx {
     /// Loads the configuration (with `flags` as the top layer: key, value, flag name) and opens
     /// the state store.
     pub fn new(cli: &Cli, flags: &[(&str, Option<String>, &str)]) -> Result<Ctx> {
-        let mut layers = Layers::load(cli.global.config.as_deref())?;
+        let layers = Ctx::load_layers(cli)?;
+        Ctx::from_layers(&layers, flags, cli.global.format(), cli.global.verbose)
+    }
+
+    /// The configuration layers below the flags: file and environment (warning on stderr about
+    /// `H9SANDBOX_*` variables that are no configuration key).
+    pub fn load_layers(cli: &Cli) -> Result<Layers> {
+        let layers = Layers::load(cli.global.config.as_deref())?;
         for var in Layers::unknown_env_vars(std::env::vars().map(|(k, _)| k)) {
             crate::output::warn(&format!(
                 "environment variable {var} is not a configuration key; ignored (see sandbox.toml.example)"
             ));
         }
+        Ok(layers)
+    }
+
+    /// The context of `layers` with `flags` on top (key, value, flag name), `format` and `-v`
+    /// count `verbose`. Front ends that create several contexts from one configuration (the MCP
+    /// server: one per `sandbox_up` with its own limits) load the layers once.
+    pub fn from_layers(
+        layers: &Layers,
+        flags: &[(&str, Option<String>, &str)],
+        format: Format,
+        verbose: u8,
+    ) -> Result<Ctx> {
+        let mut layers = layers.clone();
         for (key, value, flag) in flags {
             if let Some(v) = value {
                 layers.set_str(key, v, Origin::Flag((*flag).to_string()))?;
@@ -71,14 +91,13 @@ impl Ctx {
         }
         let cfg = layers.resolve()?;
         let store = Store::open(&cfg.state_dir()?)?;
-        let verbose = cli.global.verbose > 0;
-        let engine = AnyEngine::for_kind(cfg.engine, &cfg, store.dir(), verbose);
+        let engine = AnyEngine::for_kind(cfg.engine, &cfg, store.dir(), verbose > 0);
         Ok(Ctx {
             cfg,
             store,
             engine,
-            format: cli.global.format(),
-            verbose: cli.global.verbose,
+            format,
+            verbose,
         })
     }
 
@@ -115,31 +134,7 @@ pub fn workdir_of(ctx: &Ctx, query: &str) -> Result<(Record, WorkDir)> {
 /// Runs the parsed command line; returns the exit status.
 pub async fn dispatch(cli: Cli) -> Result<i32> {
     match &cli.command {
-        Command::Up(a) => {
-            let ctx = Ctx::new(
-                &cli,
-                &[
-                    ("image", a.image.clone(), "--image"),
-                    ("cpus", a.cpus.clone(), "--cpus"),
-                    ("memory", a.memory.clone(), "--memory"),
-                    ("pids_limit", a.pids_limit.clone(), "--pids-limit"),
-                    ("network", a.network.map(|n| n.to_string()), "--network"),
-                    ("bootstrap_cmd", a.bootstrap.clone(), "--bootstrap"),
-                    (
-                        "bootstrap_required",
-                        a.bootstrap_required.then(|| "true".to_string()),
-                        "--bootstrap-required",
-                    ),
-                    (
-                        "bootstrap_timeout_secs",
-                        a.bootstrap_timeout.map(|t| t.to_string()),
-                        "--bootstrap-timeout",
-                    ),
-                    ("user", a.user.clone(), "--user"),
-                ],
-            )?;
-            up::run(&ctx, a).await
-        }
+        Command::Up(a) => up::run(&Ctx::new(&cli, &up::config_flags(a))?, a).await,
         Command::Exec(a) => exec::run(&Ctx::new(&cli, &[])?, a).await,
         Command::Bootstrap(a) => {
             let ctx = Ctx::new(
