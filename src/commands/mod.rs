@@ -6,6 +6,7 @@ pub mod edit;
 pub mod exec;
 pub mod generate;
 pub mod ls;
+pub mod mcp;
 pub mod read;
 pub mod reap;
 pub mod renew;
@@ -35,6 +36,7 @@ impl Command {
             Command::Edit(_) => "edit",
             Command::Reap(_) => "reap",
             Command::Renew(_) => "renew",
+            Command::Mcp(_) => "mcp",
         }
     }
 }
@@ -156,5 +158,6 @@ pub async fn dispatch(cli: Cli) -> Result<i32> {
         Command::Edit(a) => edit::run(&Ctx::new(&cli, &[])?, a).await,
         Command::Reap(a) => reap::run(&Ctx::new(&cli, &[])?, a).await,
         Command::Renew(a) => renew::run(&Ctx::new(&cli, &[])?, a).await,
+        Command::Mcp(a) => mcp::run(&cli, a).await,
     }
 }
