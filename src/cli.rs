@@ -28,6 +28,7 @@ Examples:
   h9sandbox write \"$id\" notes.txt < notes.txt  replace a file of the work dir atomically
   h9sandbox read \"$id\" out/report.txt          print one (paths leaving the work dir are refused)
   h9sandbox ls --watch                         list sandboxes and their states, live
+  h9sandbox mcp --auto-up                      serve the tools to an agent over MCP (stdio)
   h9sandbox down \"$id\"                         stop and remove it (and its sub-sandboxes)
 
 Exit status: 0 success, 1 failure, 2 bad usage; `exec` and `bootstrap` pass the command's status
@@ -212,7 +213,8 @@ disconnects (stdin closes) or on SIGTERM/SIGINT/SIGHUP, and by `reap` if the ser
 Output of sandbox_exec is capped per stream (config mcp_max_output_bytes, default 30000), keeping
 its start and end.
 
-Exit status: 0 when the session ended, 1 when the server could not start.")]
+Exit status: 0 when the session ended, 1 when the server could not start (or could not remove
+the session's sandboxes).")]
     Mcp(McpArgs),
     /// Generate shell completion scripts and man pages from this command line's definition
     #[command(
