@@ -1076,3 +1076,74 @@ impl ServerHandler for Server {
         Ok(result.into())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tools_have_object_schemas_without_line_breaks() {
+        let tools = tools();
+        let mut names: Vec<&str> = tools.iter().map(|t| t.name.as_ref()).collect();
+        names.sort();
+        names.dedup();
+        assert_eq!(names.len(), 7);
+        for t in &tools {
+            assert_eq!(t.input_schema["type"], "object", "{}", t.name);
+            assert_eq!(t.input_schema["additionalProperties"], false, "{}", t.name);
+            assert!(t.output_schema.is_some(), "{}", t.name);
+            let text = serde_json::to_string(&t).unwrap();
+            assert!(!text.contains("\\n"), "{}: {text}", t.name);
+        }
+    }
+
+    #[test]
+    fn arguments_are_checked_with_defaults_filled_in() {
+        let obj = |v: serde_json::Value| v.as_object().cloned();
+        let w: WriteParams = parse(
+            "sandbox_write",
+            obj(serde_json::json!({"path": "a", "content": "b"})),
+        )
+        .unwrap();
+        assert!(w.parents && !w.append && w.id.is_none());
+        let r: ReadParams = parse("sandbox_read", obj(serde_json::json!({"path": "a"}))).unwrap();
+        assert!(!r.line_numbers && r.offset.is_none());
+        let _: ListParams = parse("sandbox_list", None).unwrap();
+        let e = parse::<ExecParams>("sandbox_exec", obj(serde_json::json!({"cmd": "ls"})))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.starts_with("invalid arguments for sandbox_exec: unknown field `cmd`"),
+            "{e}"
+        );
+        let e = parse::<UpParams>("sandbox_up", obj(serde_json::json!({"network": "host"})))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("unknown variant `host`"), "{e}");
+    }
+
+    #[test]
+    fn errors_are_one_line_and_timeouts_stay_errors_with_their_result() {
+        let e = anyhow::anyhow!("line one\nline two").context("outer");
+        let r = tool_error(&e);
+        assert_eq!(r.is_error, Some(true));
+        assert_eq!(r.content.len(), 1);
+        assert_eq!(
+            r.content[0].as_text().unwrap().text,
+            "outer: line one line two"
+        );
+        let mut d = Done::new(&serde_json::json!({"timed_out": true}), "output".into()).unwrap();
+        d.error = Some("the command timed out".into());
+        let r = d.into_result();
+        assert_eq!(r.is_error, Some(true));
+        assert_eq!(r.content.len(), 2);
+        assert_eq!(
+            r.content[0].as_text().unwrap().text,
+            "the command timed out"
+        );
+        assert_eq!(
+            r.structured_content,
+            Some(serde_json::json!({"timed_out": true}))
+        );
+    }
+}

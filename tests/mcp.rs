@@ -228,7 +228,10 @@ fn a_session_runs_commands_and_edits_files_in_its_sandbox() {
         std::fs::read_to_string(env.path("notes/todo.txt")).unwrap(),
         "alpha\nBETA\nbeta2\ngamma\n"
     );
-    assert_eq!(std::fs::read_to_string(env.path("dup.txt")).unwrap(), "y and y");
+    assert_eq!(
+        std::fs::read_to_string(env.path("dup.txt")).unwrap(),
+        "y and y"
+    );
     // The escape attempts touched nothing.
     let unique = env.root.path().file_name().unwrap().to_string_lossy();
     for p in [
@@ -249,8 +252,7 @@ fn a_session_runs_commands_and_edits_files_in_its_sandbox() {
     assert!(env.ls_raw().is_empty());
     // The server's logs went to stderr (the client saw only protocol messages on stdout).
     assert!(
-        run.server_stderr.contains("+ docker run")
-            || run.server_stderr.contains("+ podman run"),
+        run.server_stderr.contains("+ docker run") || run.server_stderr.contains("+ podman run"),
         "{}",
         run.server_stderr
     );
@@ -271,7 +273,11 @@ fn closing_stdin_removes_the_auto_up_sandbox_but_not_a_kept_one() {
     );
     assert_eq!(t["server_after_close"], "gone");
     let ids: Vec<Value> = env.ls().into_iter().map(|e| e["id"].clone()).collect();
-    assert_eq!(ids, vec![t["kept"].clone()], "only the kept sandbox is left");
+    assert_eq!(
+        ids,
+        vec![t["kept"].clone()],
+        "only the kept sandbox is left"
+    );
     assert_eq!(env.containers().len(), 1);
     assert_ok(&env.run(&["down", t["kept"].as_str().unwrap()]));
     assert!(env.containers().is_empty());

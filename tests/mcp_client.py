@@ -213,6 +213,22 @@ async def flow():
                 check("sleep 29" not in ps, "the timed-out command's processes are gone", ps)
                 t["ps_after_timeout"] = ps
 
+                # A client that gives up on a call (read timeout: the SDK sends
+                # notifications/cancelled) gets the command's process tree killed too.
+                try:
+                    await s.call_tool("sandbox_exec", {"command": "sleep 295 & sleep 294"}, read_timeout_seconds=1.5)
+                    check(False, "the call should have timed out on the client", None)
+                except Failed:
+                    raise
+                except Exception as exc:
+                    t["abandoned_call"] = type(exc).__name__
+                with anyio.fail_after(20):
+                    while True:
+                        ps = ok(await call(s, "sandbox_exec", {"command": "ps -o args"}), "ps")["stdout"]
+                        if "sleep 29" not in ps:
+                            break
+                        await anyio.sleep(0.2)
+
                 # Output caps keep the start and the end.
                 e = ok(await call(s, "sandbox_exec", {"command": "seq 1 100000; echo done >&2", "max_output_bytes": 1000}), "big output")
                 out = e["stdout"]
