@@ -3,13 +3,13 @@
 # that tests/mcp.rs drives `h9sandbox mcp` with, and prints its interpreter's path. Idempotent:
 # an environment that already has the pinned version is left as it is.
 #
-#   export H9SANDBOX_MCP_PYTHON=$(scripts/mcp-venv.sh)    # what .ci/run does
+#   export H9TEST_MCP_PYTHON=$(scripts/mcp-venv.sh)    # what .ci/run does
 #
-# Location: $H9SANDBOX_MCP_VENV, default target/mcp-venv (removed by `cargo clean`).
+# Location: $H9TEST_MCP_VENV, default target/mcp-venv (removed by `cargo clean`).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 MCP_VERSION=2.3.0
-venv="${H9SANDBOX_MCP_VENV:-target/mcp-venv}"
+venv="${H9TEST_MCP_VENV:-target/mcp-venv}"
 python="$venv/bin/python"
 
 have() {

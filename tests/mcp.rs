@@ -4,7 +4,7 @@
 //! these tests check what it cannot (containers, the state file, the host's files, the server's
 //! stderr).
 //!
-//! The interpreter is `$H9SANDBOX_MCP_PYTHON`, which `.ci/run` sets to the virtual environment
+//! The interpreter is `$H9TEST_MCP_PYTHON`, which `.ci/run` sets to the virtual environment
 //! made by `scripts/mcp-venv.sh`; without it, `target/mcp-venv/bin/python` if that exists. When
 //! neither has the `mcp` package, the tests fail if `CI` is set, and are skipped with a loud
 //! message otherwise. One test speaks the protocol by hand and needs no Python.
@@ -16,7 +16,6 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::OnceLock;
 
-use assert_cmd::cargo::CommandCargoExt;
 use common::*;
 use serde_json::{json, Value};
 
@@ -25,7 +24,7 @@ fn python() -> Option<PathBuf> {
     static PYTHON: OnceLock<Option<PathBuf>> = OnceLock::new();
     PYTHON
         .get_or_init(|| {
-            let candidate = std::env::var_os("H9SANDBOX_MCP_PYTHON")
+            let candidate = std::env::var_os("H9TEST_MCP_PYTHON")
                 .map(PathBuf::from)
                 .unwrap_or_else(|| {
                     Path::new(env!("CARGO_MANIFEST_DIR")).join("target/mcp-venv/bin/python")
@@ -39,7 +38,7 @@ fn python() -> Option<PathBuf> {
                 return Some(candidate);
             }
             let why = format!(
-                "{} cannot import the `mcp` package; run scripts/mcp-venv.sh (or set H9SANDBOX_MCP_PYTHON)",
+                "{} cannot import the `mcp` package; run scripts/mcp-venv.sh (or set H9TEST_MCP_PYTHON)",
                 candidate.display()
             );
             if std::env::var_os("CI").is_some() {
@@ -414,13 +413,7 @@ fn stdout_carries_only_protocol_messages() {
 #[test]
 fn a_bad_work_dir_fails_at_start_with_one_line() {
     let env = TestEnv::new();
-    let out = Command::cargo_bin("h9sandbox")
-        .unwrap()
-        .args(["mcp", "--workdir", "/nonexistent/dir"])
-        .env("H9SANDBOX_STATE_DIR", &env.state_dir)
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
+    let out = env.run(&["mcp", "--workdir", "/nonexistent/dir"]);
     assert_eq!(out.status.code(), Some(1));
     assert!(out.stdout.is_empty());
     let err = stderr(&out);
