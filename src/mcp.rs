@@ -620,7 +620,7 @@ impl Session {
             ))
             .into()),
             (None, None) => Err(Error::Invalid(
-                "this session has no sandbox yet; call sandbox_up first, or pass the id of an existing one (sandbox_list)".into(),
+                "this session has no sandbox (none made yet, or it was removed); call sandbox_up, or pass the id of an existing one (sandbox_list)".into(),
             )
             .into()),
         }

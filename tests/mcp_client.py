@@ -280,7 +280,7 @@ async def flow():
 
                 gone = ok(await call(s, "sandbox_down"), "down")
                 check([x["id"] for x in gone["removed"]] == [sb["id"]], "down removes the default", gone)
-                error(await call(s, "sandbox_exec", {"command": "true"}), "exec after down", "no sandbox yet")
+                error(await call(s, "sandbox_exec", {"command": "true"}), "exec after down", "this session has no sandbox")
                 t["ls_after_down"] = cli("ls")
     check(not PARSE_ERRORS.seen, "only JSON-RPC on the server's stdout", PARSE_ERRORS.seen)
     return t

@@ -14,8 +14,7 @@
 //! them when the server was killed (SIGKILL) before it could.
 
 use std::fs::File;
-use std::os::fd::{AsFd, OwnedFd};
-use std::os::unix::fs::FileTypeExt;
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
@@ -136,23 +135,20 @@ pub fn take_stdio() -> Result<(Input, Output)> {
 
 /// `fd` reopened non-blocking on an open file description of its own, when it is a pipe.
 fn fifo_reopened(fd: &OwnedFd, write: bool) -> Option<OwnedFd> {
-    use std::os::unix::fs::OpenOptionsExt;
-    let is_fifo = fd
-        .try_clone()
-        .map(File::from)
-        .and_then(|f| f.metadata())
-        .is_ok_and(|m| m.file_type().is_fifo());
-    if !is_fifo {
+    use rustix::fs::{FileType, Mode, OFlags};
+    let st = rustix::fs::fstat(fd).ok()?;
+    if FileType::from_raw_mode(st.st_mode) != FileType::Fifo {
         return None;
     }
-    use std::os::fd::AsRawFd;
-    std::fs::OpenOptions::new()
-        .read(!write)
-        .write(write)
-        .custom_flags(
-            rustix::fs::OFlags::NONBLOCK.bits() as i32 | rustix::fs::OFlags::CLOEXEC.bits() as i32,
-        )
-        .open(format!("/proc/self/fd/{}", fd.as_raw_fd()))
-        .ok()
-        .map(OwnedFd::from)
+    let access = if write {
+        OFlags::WRONLY
+    } else {
+        OFlags::RDONLY
+    };
+    rustix::fs::open(
+        format!("/proc/self/fd/{}", fd.as_raw_fd()),
+        access | OFlags::NONBLOCK | OFlags::CLOEXEC,
+        Mode::empty(),
+    )
+    .ok()
 }
