@@ -156,7 +156,6 @@ Examples:
 Prints the new end of the lease (RFC 3339 UTC). Only touches the state file: it works while the
 engine is unreachable. A Stopping or Failed sandbox cannot be renewed.")]
     Renew(RenewArgs),
-    /// List sandboxes with their real container state
     /// List sandboxes with their real container state, sub-sandboxes under their parent
     #[command(after_help = "\
 Examples:

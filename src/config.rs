@@ -373,10 +373,18 @@ pub struct Layers {
 /// Keys that act on the host (what runs there, where records live), which the project file
 /// `./sandbox.toml` may not set: it usually sits in a work directory, which code inside a sandbox
 /// can write, so trusting it for these keys would let a sandbox run programs on the host.
-pub const HOST_SIDE_KEYS: &[&str] = &["engine_bin", "state_dir"];
+pub const HOST_SIDE_KEYS: &[&str] = &["engine_bin", "state_dir", "engine", "fallback", "runtime"];
 
 /// Where the configuration file is looked for, in order (see the module documentation).
 pub fn find_config_file(explicit: Option<&Path>) -> Result<Option<PathBuf>, Error> {
+    find_config_file_opts(explicit, false)
+}
+
+/// As [`find_config_file`], passing over the project file `./sandbox.toml` when `skip_project`.
+fn find_config_file_opts(
+    explicit: Option<&Path>,
+    skip_project: bool,
+) -> Result<Option<PathBuf>, Error> {
     if let Some(p) = explicit {
         if !p.is_file() {
             return Err(Error::Config {
@@ -387,7 +395,7 @@ pub fn find_config_file(explicit: Option<&Path>) -> Result<Option<PathBuf>, Erro
         return Ok(Some(p.to_path_buf()));
     }
     let local = PathBuf::from("sandbox.toml");
-    if local.is_file() {
+    if !skip_project && local.is_file() {
         return Ok(Some(local));
     }
     let user = xdg_dir("XDG_CONFIG_HOME", ".config").map(|d| d.join("h9sandbox/config.toml"));
@@ -408,10 +416,34 @@ impl Layers {
         Self::load_with_env(explicit_file, |k| std::env::var(k).ok())
     }
 
+    /// As [`Layers::load`], but a project file `./sandbox.toml` that is refused (bad TOML, bad
+    /// or forbidden key) is ignored with a warning instead of failing. For the commands that
+    /// clean up (`down`, `reap`, `ls`, `renew`): code in a sandbox can write that file, and must
+    /// not be able to keep its sandbox from being removed.
+    pub fn load_lenient(explicit_file: Option<&Path>) -> Result<Layers, Error> {
+        let env = |k: &str| std::env::var(k).ok();
+        match Self::load_opts(explicit_file, env, false) {
+            Err(e) if explicit_file.is_none() && Path::new("sandbox.toml").is_file() => {
+                let ignored = Self::load_opts(explicit_file, env, true)?;
+                crate::output::warn(&format!("ignoring ./sandbox.toml: {e}"));
+                Ok(ignored)
+            }
+            r => r,
+        }
+    }
+
     /// As [`Layers::load`], reading the environment through `env` (for tests).
     pub fn load_with_env(
         explicit_file: Option<&Path>,
         env: impl Fn(&str) -> Option<String>,
+    ) -> Result<Layers, Error> {
+        Self::load_opts(explicit_file, env, false)
+    }
+
+    fn load_opts(
+        explicit_file: Option<&Path>,
+        env: impl Fn(&str) -> Option<String>,
+        skip_project: bool,
     ) -> Result<Layers, Error> {
         let table = toml::Table::try_from(Config::default()).expect("defaults serialize");
         let origins = table.keys().map(|k| (k.clone(), Origin::Default)).collect();
@@ -420,7 +452,7 @@ impl Layers {
             origins,
             file: None,
         };
-        if let Some(path) = find_config_file(explicit_file)? {
+        if let Some(path) = find_config_file_opts(explicit_file, skip_project)? {
             // The project file found in the current directory, not one named explicitly or the
             // user's own configuration.
             let project = explicit_file.is_none() && path == Path::new("sandbox.toml");

@@ -43,6 +43,19 @@ pub enum Reason {
     StopperDead,
 }
 
+impl std::fmt::Display for Reason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Reason::Orphan => "orphan",
+            Reason::ContainerGone => "container-gone",
+            Reason::OwnerDead => "owner-dead",
+            Reason::Expired => "expired",
+            Reason::CreatorDead => "creator-dead",
+            Reason::StopperDead => "stopper-dead",
+        })
+    }
+}
+
 /// What is removed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "kebab-case")]
@@ -372,6 +385,21 @@ pub fn sandbox_uuid(v: &Verdict) -> Option<Uuid> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn reason_codes_print_as_in_json() {
+        use Reason::*;
+        for r in [
+            Orphan,
+            ContainerGone,
+            OwnerDead,
+            Expired,
+            CreatorDead,
+            StopperDead,
+        ] {
+            assert_eq!(serde_json::to_value(r).unwrap(), r.to_string());
+        }
+    }
     use crate::config::Network;
     use crate::state::Limits;
     use std::time::UNIX_EPOCH;

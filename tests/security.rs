@@ -139,3 +139,51 @@ fn down_with_the_engine_unreachable_keeps_the_record_true() {
     );
     assert_eq!(env.entry(&id)["state"], "Running");
 }
+
+#[test]
+fn planted_project_config_cannot_switch_to_the_local_engine() {
+    require_docker!();
+    let env = TestEnv::new();
+    let id = env.up(&[]);
+    // From inside: ask for no isolation, and a bootstrap that would then run on the host.
+    let plant =
+        "printf 'engine = \"local\"\\nbootstrap_cmd = \"touch $PWD/pwned\"\\n' > sandbox.toml";
+    assert_ok(&env.run(&["exec", &id, "--", plant]));
+    let out = env
+        .cmd()
+        .env_remove("H9SANDBOX_ENGINE")
+        .arg("up")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(stderr(&out).contains("key `engine`"), "{}", stderr(&out));
+    assert!(
+        !env.path("pwned").exists(),
+        "the planted bootstrap ran on the host"
+    );
+    std::fs::remove_file(env.path("sandbox.toml")).unwrap();
+}
+
+#[test]
+fn a_garbled_project_config_cannot_block_cleanup() {
+    require_docker!();
+    let env = TestEnv::new();
+    let id = env.up(&[]);
+    assert_ok(&env.run(&["exec", &id, "--", "echo 'garbage [' > sandbox.toml"]));
+    // exec refuses (it would run with settings nobody can read) ...
+    assert_eq!(
+        env.run(&["exec", &id, "--", "true"]).status.code(),
+        Some(125)
+    );
+    // ... but listing and removing still work, with a warning.
+    let out = env.run(&["ls"]);
+    assert_ok(&out);
+    assert!(
+        stderr(&out).contains("ignoring ./sandbox.toml"),
+        "{}",
+        stderr(&out)
+    );
+    assert_ok(&env.run(&["reap"]));
+    assert_ok(&env.run(&["down", &id]));
+    assert!(env.containers().is_empty());
+}

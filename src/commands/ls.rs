@@ -110,7 +110,13 @@ pub async fn watch(ctx: &Ctx, interval: Duration) -> Result<i32> {
         };
         // What changed is judged on the data, not on the rendering (ages tick on their own).
         let key = match &looked {
-            Ok(entries) => serde_json::to_string(entries)?,
+            // The engine's human status ("Up 36 seconds") ticks by itself: not a change.
+            Ok(entries) => serde_json::to_string(
+                &entries
+                    .iter()
+                    .map(|e| (&e.record, &e.role, &e.container_state))
+                    .collect::<Vec<_>>(),
+            )?,
             Err(e) => e.clone(),
         };
         let changed = last.as_deref() != Some(key.as_str());

@@ -58,7 +58,16 @@ impl Ctx {
     /// Loads the configuration (with `flags` as the top layer: key, value, flag name) and opens
     /// the state store.
     pub fn new(cli: &Cli, flags: &[(&str, Option<String>, &str)]) -> Result<Ctx> {
-        let mut layers = Layers::load(cli.global.config.as_deref())?;
+        // The commands that clean up must work whatever a sandbox wrote into ./sandbox.toml.
+        let cleanup = matches!(
+            cli.command,
+            Command::Down(_) | Command::Reap(_) | Command::Ls(_) | Command::Renew(_)
+        );
+        let mut layers = if cleanup {
+            Layers::load_lenient(cli.global.config.as_deref())?
+        } else {
+            Layers::load(cli.global.config.as_deref())?
+        };
         for var in Layers::unknown_env_vars(std::env::vars().map(|(k, _)| k)) {
             crate::output::warn(&format!(
                 "environment variable {var} is not a configuration key; ignored (see sandbox.toml.example)"

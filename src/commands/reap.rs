@@ -49,7 +49,7 @@ pub async fn run(ctx: &Ctx, args: &ReapArgs) -> Result<i32> {
         Format::Json => output::print_json(&sweep.reaped)?,
         Format::Table if !sweep.reaped.is_empty() => {
             let mut t = output::table(
-                &["ID", "NAME", "CONTAINER", "ACTION", "REASON"],
+                &["ID", "NAME", "CONTAINER", "ACTION", "REASON", "DETAIL"],
                 output::colour_enabled(),
             );
             for v in &sweep.reaped {
@@ -62,6 +62,7 @@ pub async fn run(ctx: &Ctx, args: &ReapArgs) -> Result<i32> {
                     } else {
                         v.action.to_string()
                     }),
+                    Cell::new(v.reason.to_string()),
                     Cell::new(&v.detail),
                 ]);
             }

@@ -66,7 +66,11 @@ pub async fn run(ctx: &Ctx, args: &UpArgs) -> Result<i32> {
     };
     let (image, limits, workdir) = match &parent {
         Some(p) => {
-            if let Some(img) = args.image.as_deref().filter(|i| *i != p.image) {
+            if let Some(img) = args
+                .image
+                .as_deref()
+                .filter(|i| with_tag(i) != with_tag(&p.image))
+            {
                 return Err(Error::Invalid(format!(
                     "--image {img} differs from the parent's {}; a sub-sandbox runs its parent's image (leave --image out)",
                     p.image
@@ -93,9 +97,18 @@ pub async fn run(ctx: &Ctx, args: &UpArgs) -> Result<i32> {
         ),
     };
     refuse_sensitive_workdir(&workdir, &protected_paths(ctx))?;
-    // A sub-sandbox runs as its parent's user.
+    // A sub-sandbox runs as its parent's user; `--user` may not change it.
     let user = match parent.as_ref().and_then(|p| p.user) {
-        Some(u) => u,
+        Some(u) => {
+            if args.user.is_some() && cfg.user().ids() != u {
+                return Err(Error::Invalid(format!(
+                    "--user {} differs from the parent's {u}; a sub-sandbox runs as its parent's user (leave --user out)",
+                    cfg.user().ids()
+                ))
+                .into());
+            }
+            u
+        }
         None => cfg.user().ids(),
     };
     if let Some(why) = unwritable_for(&workdir, user) {
@@ -255,6 +268,17 @@ pub async fn run(ctx: &Ctx, args: &UpArgs) -> Result<i32> {
                 }
                 Ok(())
             });
+            if let Some(Error::EngineUnavailable { bin, reason }) = e.downcast_ref::<Error>() {
+                if ctx.cfg.fallback == Fallback::Fail && parent.is_none() {
+                    return Err(Error::EngineUnavailable {
+                        bin: bin.clone(),
+                        reason: format!(
+                            "{reason}; or set fallback = \"local\" to run sandboxes without isolation meanwhile"
+                        ),
+                    }
+                    .into());
+                }
+            }
             return Err(e);
         }
     };
@@ -703,6 +727,16 @@ pub fn unwritable_for(workdir: &Path, user: Ids) -> Option<String> {
             mode & 0o7777
         )
     })
+}
+
+/// `image` with the `:latest` tag an image reference without tag or digest means.
+fn with_tag(image: &str) -> String {
+    let last = image.rsplit('/').next().unwrap_or(image);
+    if last.contains(':') || last.contains('@') {
+        image.to_string()
+    } else {
+        format!("{image}:latest")
+    }
 }
 
 /// Checks a container name against the engine's rule `[a-zA-Z0-9][a-zA-Z0-9_.-]+`, refusing names
