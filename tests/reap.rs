@@ -643,7 +643,10 @@ fn container_removed_behind_our_back_is_cleaned_by_down_and_reap() {
     let out = env.run(&["exec", &a, "--", "true"]);
     assert_eq!(out.status.code(), Some(125));
     let err = stderr(&out);
-    assert!(err.contains("is gone") && err.lines().count() == 1, "{err}");
+    assert!(
+        err.contains("no longer exists") && err.lines().count() == 1,
+        "{err}"
+    );
     let listed = env.ls();
     assert_eq!(listed.len(), 2);
     assert!(listed.iter().all(|e| e["container_state"] == "missing"));

@@ -42,12 +42,12 @@ pub async fn run(ctx: &Ctx, args: &BootstrapArgs) -> Result<i32> {
     }
     let state = ctx.store.load()?;
     let rec = state.resolve(&args.id)?;
-    // Without a command: the one this sandbox last bootstrapped with, else the configured one.
+    // Without a command: the configured one, else the one this sandbox last bootstrapped with.
     let cmd = if args.command.is_empty() {
-        rec.bootstrap
-            .as_ref()
-            .map(|b| b.cmd.clone())
-            .or_else(|| ctx.cfg.bootstrap().map(str::to_string))
+        ctx.cfg
+            .bootstrap()
+            .map(str::to_string)
+            .or_else(|| rec.bootstrap.as_ref().map(|b| b.cmd.clone()))
             .ok_or_else(|| {
                 Error::Invalid(
                     "no command given, none recorded for this sandbox and no bootstrap_cmd configured; pass the command after `--` (see `h9sandbox bootstrap --help`)".into(),
