@@ -41,6 +41,8 @@ pub enum Reason {
     CreatorDead,
     /// The `down` (or `reap`) removing it died before finishing (Stopping).
     StopperDead,
+    /// Its parent sandbox (`up --parent`) is gone or being reaped: sub-sandboxes go with it.
+    ParentGone,
 }
 
 impl std::fmt::Display for Reason {
@@ -52,6 +54,7 @@ impl std::fmt::Display for Reason {
             Reason::Expired => "expired",
             Reason::CreatorDead => "creator-dead",
             Reason::StopperDead => "stopper-dead",
+            Reason::ParentGone => "parent-gone",
         })
     }
 }
@@ -301,6 +304,11 @@ pub fn still_holds(
             cur.state != Lifecycle::Pending
                 && !(cur.state == Lifecycle::Stopping && cur.stopper.is_some_and(|p| alive(&p)))
         }
+        // Decided with its parent's verdict (or the parent's absence) in the same sweep.
+        Reason::ParentGone => {
+            (cur.state != Lifecycle::Pending || !alive(&cur.creator))
+                && !(cur.state == Lifecycle::Stopping && cur.stopper.is_some_and(|p| alive(&p)))
+        }
         _ => lease_reason(cur, &alive, now).is_some(),
     }
 }
@@ -396,10 +404,12 @@ mod tests {
             Expired,
             CreatorDead,
             StopperDead,
+            ParentGone,
         ] {
             assert_eq!(serde_json::to_value(r).unwrap(), r.to_string());
         }
     }
+
     use crate::config::Network;
     use crate::state::Limits;
     use std::time::UNIX_EPOCH;

@@ -851,3 +851,25 @@ fn sandboxes_of_other_engines_are_judged_by_their_own() {
     assert_eq!(reaped.len(), 1, "{reaped:?}");
     assert_eq!(reaped[0].id.as_deref(), Some(short_lived.as_str()));
 }
+
+#[test]
+fn sub_sandboxes_are_reaped_with_their_parent() {
+    require_docker!();
+    let env = TestEnv::new();
+    let mut owner = sleeper();
+    let parent = env.up(&["--owner-pid", &owner.id().to_string()]);
+    let child = env.up(&["--parent", &parent]);
+    let grandchild = env.up(&["--parent", &child]);
+    assert!(reap(&env, &[]).is_empty());
+    kill9(&mut owner);
+    let reaped = reap(&env, &[]);
+    let ids: Vec<&str> = reaped.iter().filter_map(|r| r.id.as_deref()).collect();
+    for id in [&parent, &child, &grandchild] {
+        assert!(ids.contains(&id.as_str()), "{id} not reaped: {reaped:?}");
+    }
+    assert!(reaped
+        .iter()
+        .any(|r| r.reason == "parent-gone" && r.id.as_deref() == Some(grandchild.as_str())));
+    assert!(env.ls().is_empty());
+    assert!(env.containers().is_empty());
+}

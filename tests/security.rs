@@ -187,3 +187,54 @@ fn a_garbled_project_config_cannot_block_cleanup() {
     assert_ok(&env.run(&["down", &id]));
     assert!(env.containers().is_empty());
 }
+
+#[test]
+fn a_work_dir_swapped_for_a_symlink_is_refused_by_the_file_commands() {
+    require_docker!();
+    let env = TestEnv::new();
+    // A sandbox whose work dir lies inside a directory someone else (a parent sandbox) controls.
+    let inner = env.path("inner");
+    std::fs::create_dir(&inner).unwrap();
+    let id = env.up(&["--workdir", inner.to_str().unwrap()]);
+    let outside = env.root.path().join("outside");
+    std::fs::create_dir(&outside).unwrap();
+    std::fs::write(outside.join("secret"), "host secret\n").unwrap();
+    // The controller swaps the directory for a symlink to somewhere else on the host.
+    std::fs::rename(&inner, env.path("inner.real")).unwrap();
+    std::os::unix::fs::symlink(&outside, &inner).unwrap();
+    let out = env.run(&["read", &id, "secret"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(!stdout(&out).contains("host secret"));
+    assert!(stderr(&out).contains("symlink"), "{}", stderr(&out));
+    let out = env
+        .cmd()
+        .args(["write", &id, "planted"])
+        .stdin(Stdio::piped())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(!outside.join("planted").exists());
+}
+
+#[test]
+fn the_project_file_is_layered_over_the_users_configuration() {
+    require_docker!();
+    let env = TestEnv::new();
+    let xdg = env.root.path().join("xdg");
+    std::fs::create_dir_all(xdg.join("h9sandbox")).unwrap();
+    std::fs::write(xdg.join("h9sandbox/config.toml"), "memory = \"300m\"\n").unwrap();
+    std::fs::write(env.path("sandbox.toml"), "pids_limit = 77\n").unwrap();
+    let out = env
+        .cmd()
+        .env("XDG_CONFIG_HOME", &xdg)
+        .arg("up")
+        .output()
+        .unwrap();
+    assert_ok(&out);
+    let c = env.container(stdout(&out).trim());
+    assert_eq!(
+        inspect(&c, "{{.HostConfig.Memory}}"),
+        (300u64 << 20).to_string()
+    );
+    assert_eq!(inspect(&c, "{{.HostConfig.PidsLimit}}"), "77");
+}

@@ -19,6 +19,7 @@ pub struct EditJson {
 
 /// Runs `edit`; prints the number of replacements and returns 0.
 pub async fn run(ctx: &Ctx, args: &EditArgs) -> Result<i32> {
+    let _xfsz = super::catch_file_size_signal();
     let (_, wd) = super::workdir_of(ctx, &args.id)?;
     let (path, old, new, all) = (
         args.path.clone(),

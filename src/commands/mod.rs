@@ -121,6 +121,14 @@ pub fn workdir_of(ctx: &Ctx, query: &str) -> Result<(Record, WorkDir)> {
     Ok((rec, wd))
 }
 
+/// Catches `SIGXFSZ` while the returned handle lives. Past `RLIMIT_FSIZE` (`ulimit -f`) the
+/// kernel sends it, and its default action would kill us with a temporary file left behind;
+/// caught, the write fails with `EFBIG` instead and is cleaned up (see `setrlimit(2)`).
+pub fn catch_file_size_signal() -> Option<tokio::signal::unix::Signal> {
+    use tokio::signal::unix::{signal, SignalKind};
+    signal(SignalKind::from_raw(rustix::process::Signal::XFSZ.as_raw())).ok()
+}
+
 /// Runs the parsed command line; returns the exit status.
 pub async fn dispatch(cli: Cli) -> Result<i32> {
     match &cli.command {

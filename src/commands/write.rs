@@ -27,6 +27,7 @@ pub struct WriteJson {
 
 /// Runs `write`; prints nothing (or the JSON document) and returns 0.
 pub async fn run(ctx: &Ctx, args: &WriteArgs) -> Result<i32> {
+    let _xfsz = super::catch_file_size_signal();
     let (rec, wd) = super::workdir_of(ctx, &args.id)?;
     let mode = args.mode.as_deref().map(files::parse_mode).transpose()?;
     let opts = WriteOptions {
@@ -39,8 +40,26 @@ pub async fn run(ctx: &Ctx, args: &WriteArgs) -> Result<i32> {
     };
     let from = match &args.from {
         Some(f) => {
-            let file = std::fs::File::open(f)
-                .with_context(|| format!("cannot open --from {}", f.display()))?;
+            // A source inside the work dir is the sandbox's to plant symlinks in: open it the
+            // safe way, so a link cannot copy a host file into the sandbox.
+            let abs = std::path::absolute(f)
+                .with_context(|| format!("cannot resolve --from {}", f.display()))?;
+            // `..` taken lexically, as the kernel does when the path holds no symlink.
+            let mut lexical = std::path::PathBuf::new();
+            for c in abs.components() {
+                match c {
+                    std::path::Component::ParentDir => {
+                        lexical.pop();
+                    }
+                    c => lexical.push(c),
+                }
+            }
+            let file = if lexical.starts_with(wd.path()) {
+                wd.open_file(&lexical)?.0
+            } else {
+                std::fs::File::open(f)
+                    .with_context(|| format!("cannot open --from {}", f.display()))?
+            };
             if file.metadata().is_ok_and(|m| m.is_dir()) {
                 return Err(Error::Invalid(format!(
                     "--from {} is a directory; give a file",
