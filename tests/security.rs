@@ -238,3 +238,35 @@ fn the_project_file_is_layered_over_the_users_configuration() {
     );
     assert_eq!(inspect(&c, "{{.HostConfig.PidsLimit}}"), "77");
 }
+
+#[test]
+fn a_parent_swapping_a_childs_work_dir_cannot_make_it_mount_the_host() {
+    require_docker!();
+    let env = TestEnv::new();
+    std::fs::create_dir(env.path("inner")).unwrap();
+    let outside = env.root.path().join("outside");
+    std::fs::create_dir(&outside).unwrap();
+    let parent = env.up(&[]);
+    // The parent swaps `inner` for a symlink to a host directory, over and over.
+    let swap = format!(
+        "(while :; do mv inner D && ln -s {o} inner; usleep 20000; rm inner; mv D inner; usleep 20000; done) >/dev/null 2>&1 &",
+        o = outside.display()
+    );
+    assert_ok(&env.run(&["exec", &parent, "--", &swap]));
+    let mut started = 0;
+    for i in 0..25 {
+        let out = env.run(&["up", "--parent", &parent, "--workdir", "inner"]);
+        if !out.status.success() {
+            continue;
+        }
+        started += 1;
+        let child = stdout(&out).trim().to_string();
+        let _ = env.run(&["exec", &child, "--", &format!("echo x > probe-{i}")]);
+    }
+    let leaked: Vec<_> = std::fs::read_dir(&outside).unwrap().collect();
+    assert!(
+        leaked.is_empty(),
+        "{} of {started} children mounted the host directory",
+        leaked.len()
+    );
+}
