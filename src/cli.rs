@@ -117,7 +117,7 @@ itself failed (unknown sandbox, engine down, container gone).")]
 Examples:
   h9sandbox bootstrap 3f2a -- pip install -e .
   h9sandbox bootstrap 3f2a --timeout 1800 -- 'apt-get update && apt-get install -y gcc'
-  h9sandbox bootstrap 3f2a                        run the configured bootstrap_cmd again
+  h9sandbox bootstrap 3f2a                        again: bootstrap_cmd, else the last one run
   h9sandbox bootstrap 3f2a --format json -- make deps   output on stderr, result as JSON
 
 The command runs in the work dir with TMPDIR on the sandbox's exec-capable scratch dir
@@ -157,7 +157,6 @@ Examples:
 Prints the new end of the lease (RFC 3339 UTC). Only touches the state file: it works while the
 engine is unreachable. A Stopping or Failed sandbox cannot be renewed.")]
     Renew(RenewArgs),
-    /// List sandboxes with their real container state
     /// List sandboxes with their real container state, sub-sandboxes under their parent
     #[command(after_help = "\
 Examples:

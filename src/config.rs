@@ -5,8 +5,9 @@
 //! each key where its value came from, so that a bad value is reported with its origin: the file
 //! and key, the environment variable, or the flag.
 //!
-//! File lookup: `--config PATH`, else `$H9SANDBOX_CONFIG`, else `./sandbox.toml` if present, else
-//! `$XDG_CONFIG_HOME/h9sandbox/config.toml` (`~/.config/...` when unset) if present.
+//! Files: `--config PATH` (or `$H9SANDBOX_CONFIG`) alone when given; otherwise
+//! `$XDG_CONFIG_HOME/h9sandbox/config.toml` (`~/.config/...` when unset) if present, with the
+//! project file `./sandbox.toml`, if present, layered over it (see [`config_files`]).
 //! Environment: `H9SANDBOX_<KEY>` (key upper-cased); the seed documents' `SANDBOX_IMAGE`,
 //! `SANDBOX_CPUS`, `SANDBOX_MEMORY`, `SANDBOX_BOOTSTRAP_CMD` and `SANDBOX_BOOTSTRAP_TIMEOUT_SECS`
 //! are honoured when the `H9SANDBOX_` name is unset, and so is their `SANDBOX_ENABLED=false`,
@@ -382,10 +383,22 @@ pub struct Layers {
 /// Keys that act on the host (what runs there, where records live), which the project file
 /// `./sandbox.toml` may not set: it usually sits in a work directory, which code inside a sandbox
 /// can write, so trusting it for these keys would let a sandbox run programs on the host.
-pub const HOST_SIDE_KEYS: &[&str] = &["engine_bin", "state_dir"];
+pub const HOST_SIDE_KEYS: &[&str] = &["engine_bin", "state_dir", "engine", "fallback", "runtime"];
 
 /// Where the configuration file is looked for, in order (see the module documentation).
 pub fn find_config_file(explicit: Option<&Path>) -> Result<Option<PathBuf>, Error> {
+    Ok(config_files(explicit, false)?.pop().map(|(p, _)| p))
+}
+
+/// The configuration files to read, lowest layer first, each with whether it is the project
+/// file: `explicit` alone when given; else the user's configuration and, over it, the project
+/// file `./sandbox.toml` (unless `skip_project`). Layering them (rather than letting the project
+/// file replace the user's) keeps what the user set, e.g. `state_dir`, when a project file
+/// appears, which code in a sandbox can make happen.
+fn config_files(
+    explicit: Option<&Path>,
+    skip_project: bool,
+) -> Result<Vec<(PathBuf, bool)>, Error> {
     if let Some(p) = explicit {
         if !p.is_file() {
             return Err(Error::Config {
@@ -393,14 +406,18 @@ pub fn find_config_file(explicit: Option<&Path>) -> Result<Option<PathBuf>, Erro
                 message: "does not exist or is not a file; fix --config / H9SANDBOX_CONFIG".into(),
             });
         }
-        return Ok(Some(p.to_path_buf()));
+        return Ok(vec![(p.to_path_buf(), false)]);
+    }
+    let mut files = Vec::new();
+    let user = xdg_dir("XDG_CONFIG_HOME", ".config").map(|d| d.join("h9sandbox/config.toml"));
+    if let Some(u) = user.filter(|p| p.is_file()) {
+        files.push((u, false));
     }
     let local = PathBuf::from("sandbox.toml");
-    if local.is_file() {
-        return Ok(Some(local));
+    if !skip_project && local.is_file() {
+        files.push((local, true));
     }
-    let user = xdg_dir("XDG_CONFIG_HOME", ".config").map(|d| d.join("h9sandbox/config.toml"));
-    Ok(user.filter(|p| p.is_file()))
+    Ok(files)
 }
 
 /// `$VAR` if set and absolute, else `$HOME/<fallback>`, per the XDG Base Directory specification.
@@ -417,10 +434,34 @@ impl Layers {
         Self::load_with_env(explicit_file, |k| std::env::var(k).ok())
     }
 
+    /// As [`Layers::load`], but a project file `./sandbox.toml` that is refused (bad TOML, bad
+    /// or forbidden key) is ignored with a warning instead of failing. For the commands that
+    /// clean up (`down`, `reap`, `ls`, `renew`): code in a sandbox can write that file, and must
+    /// not be able to keep its sandbox from being removed.
+    pub fn load_lenient(explicit_file: Option<&Path>) -> Result<Layers, Error> {
+        let env = |k: &str| std::env::var(k).ok();
+        match Self::load_opts(explicit_file, env, false) {
+            Err(e) if explicit_file.is_none() && Path::new("sandbox.toml").is_file() => {
+                let ignored = Self::load_opts(explicit_file, env, true)?;
+                crate::output::warn(&format!("ignoring ./sandbox.toml: {e}"));
+                Ok(ignored)
+            }
+            r => r,
+        }
+    }
+
     /// As [`Layers::load`], reading the environment through `env` (for tests).
     pub fn load_with_env(
         explicit_file: Option<&Path>,
         env: impl Fn(&str) -> Option<String>,
+    ) -> Result<Layers, Error> {
+        Self::load_opts(explicit_file, env, false)
+    }
+
+    fn load_opts(
+        explicit_file: Option<&Path>,
+        env: impl Fn(&str) -> Option<String>,
+        skip_project: bool,
     ) -> Result<Layers, Error> {
         let table = toml::Table::try_from(Config::default()).expect("defaults serialize");
         let origins = table.keys().map(|k| (k.clone(), Origin::Default)).collect();
@@ -429,10 +470,7 @@ impl Layers {
             origins,
             file: None,
         };
-        if let Some(path) = find_config_file(explicit_file)? {
-            // The project file found in the current directory, not one named explicitly or the
-            // user's own configuration.
-            let project = explicit_file.is_none() && path == Path::new("sandbox.toml");
+        for (path, project) in config_files(explicit_file, skip_project)? {
             layers.merge_file(&path, project)?;
             layers.file = Some(path);
         }

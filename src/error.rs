@@ -32,10 +32,10 @@ pub enum Error {
         ids: String,
     },
     /// The container engine (its CLI or its daemon) cannot be reached.
-    #[error("container engine `{bin}` unreachable: {reason}; (`fallback = \"local\"` lets `up` run sandboxes without isolation instead)")]
+    #[error("container engine `{bin}` unreachable: {reason}")]
     EngineUnavailable { bin: String, reason: String },
     /// The sandbox has a record but its container is gone or not running.
-    #[error("sandbox {id} is gone: {reason}; `h9sandbox down {id}` removes its record")]
+    #[error("sandbox {id} cannot run commands: {reason}; `h9sandbox down {id}` removes it")]
     ContainerGone { id: String, reason: String },
     /// The sandbox exists but is not (yet, or any more) in the Running state.
     #[error("sandbox {id} is {state}, not Running{detail}")]

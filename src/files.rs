@@ -49,6 +49,10 @@ pub const DEFAULT_MODE: u32 = 0o644;
 pub const TEMP_PREFIX: &str = ".h9tmp-";
 
 /// The resolution rule of every path: stay beneath the work dir, never through `/proc` magic links.
+/// The largest file `edit` loads into memory (64 MiB): an edit searches the whole file, and a
+/// sandbox could otherwise plant a huge sparse file to exhaust the host's memory.
+pub const EDIT_MAX_BYTES: u64 = 64 << 20;
+
 fn beneath() -> ResolveFlags {
     ResolveFlags::BENEATH | ResolveFlags::NO_MAGICLINKS
 }
@@ -314,13 +318,30 @@ impl WorkDir {
     /// Errors: the directory is gone or unreadable; this kernel has no `openat2(2)` (checked here,
     /// so that no operation ever falls back to a weaker resolution).
     pub fn open(path: &Path) -> Result<WorkDir> {
-        let fd = rustix::fs::open(
+        // The recorded work dir is canonical: it has no symlink. One appearing on the way means
+        // someone (e.g. a parent sandbox whose work dir holds this one's) swapped a directory
+        // for a symlink: following it could lead anywhere on the host.
+        let fd = match rustix::fs::openat2(
+            rustix::fs::CWD,
             path,
             OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC,
             Mode::empty(),
-        )
-        .map_err(io::Error::from)
-        .with_context(|| format!("cannot open the work dir {}", path.display()))?;
+            ResolveFlags::NO_SYMLINKS | ResolveFlags::NO_MAGICLINKS,
+        ) {
+            Ok(fd) => fd,
+            Err(Errno::NOSYS) => return Err(no_openat2()),
+            Err(Errno::LOOP) => {
+                return Err(Error::PathEscape(format!(
+                    "refusing the work dir {}: a symlink now stands on its path (it was replaced since `up`); `h9sandbox down` the sandbox",
+                    path.display()
+                ))
+                .into())
+            }
+            Err(e) => {
+                return Err(io::Error::from(e))
+                    .with_context(|| format!("cannot open the work dir {}", path.display()))
+            }
+        };
         let wd = WorkDir {
             fd,
             path: path.to_path_buf(),
@@ -423,7 +444,7 @@ impl WorkDir {
     /// Opens the regular file `user` for reading. Errors: escapes ([`Error::PathEscape`]), a
     /// missing file, and anything but a regular file (a FIFO is opened non-blocking, so a planted
     /// one cannot hang us).
-    fn open_file(&self, user: &Path) -> Result<(File, Stat)> {
+    pub fn open_file(&self, user: &Path) -> Result<(File, Stat)> {
         let rel = self.relative(user)?;
         let fd = self.open_beneath(
             user,
@@ -727,9 +748,28 @@ impl WorkDir {
                 .context(format!("cannot edit {}", host.display())));
         }
         let (mut file, st) = self.open_existing(user, &t)?;
+        if st.st_size as u64 > EDIT_MAX_BYTES {
+            return Err(Error::Invalid(format!(
+                "cannot edit {}: it is {} bytes, more than edit's limit of {} (edit loads the file into memory); use `exec` with sed or a script instead",
+                host.display(),
+                st.st_size,
+                EDIT_MAX_BYTES
+            ))
+            .into());
+        }
         let mut content = Vec::with_capacity(st.st_size as usize);
-        file.read_to_end(&mut content)
+        // Bounded, also if the file grows while it is read.
+        (&mut file)
+            .take(EDIT_MAX_BYTES + 1)
+            .read_to_end(&mut content)
             .with_context(|| format!("cannot read {}", host.display()))?;
+        if content.len() as u64 > EDIT_MAX_BYTES {
+            return Err(Error::Invalid(format!(
+                "cannot edit {}: it grew past edit's limit of {EDIT_MAX_BYTES} bytes while being read",
+                host.display()
+            ))
+            .into());
+        }
         // Non-overlapping occurrences, left to right (as `str::replace`).
         let starts: Vec<usize> = memchr::memmem::find_iter(&content, old).collect();
         if starts.is_empty() || (starts.len() > 1 && !all) {

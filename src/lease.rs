@@ -41,6 +41,22 @@ pub enum Reason {
     CreatorDead,
     /// The `down` (or `reap`) removing it died before finishing (Stopping).
     StopperDead,
+    /// Its parent sandbox (`up --parent`) is gone or being reaped: sub-sandboxes go with it.
+    ParentGone,
+}
+
+impl std::fmt::Display for Reason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Reason::Orphan => "orphan",
+            Reason::ContainerGone => "container-gone",
+            Reason::OwnerDead => "owner-dead",
+            Reason::Expired => "expired",
+            Reason::CreatorDead => "creator-dead",
+            Reason::StopperDead => "stopper-dead",
+            Reason::ParentGone => "parent-gone",
+        })
+    }
 }
 
 /// What is removed.
@@ -288,6 +304,11 @@ pub fn still_holds(
             cur.state != Lifecycle::Pending
                 && !(cur.state == Lifecycle::Stopping && cur.stopper.is_some_and(|p| alive(&p)))
         }
+        // Decided with its parent's verdict (or the parent's absence) in the same sweep.
+        Reason::ParentGone => {
+            (cur.state != Lifecycle::Pending || !alive(&cur.creator))
+                && !(cur.state == Lifecycle::Stopping && cur.stopper.is_some_and(|p| alive(&p)))
+        }
         _ => lease_reason(cur, &alive, now).is_some(),
     }
 }
@@ -372,6 +393,23 @@ pub fn sandbox_uuid(v: &Verdict) -> Option<Uuid> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn reason_codes_print_as_in_json() {
+        use Reason::*;
+        for r in [
+            Orphan,
+            ContainerGone,
+            OwnerDead,
+            Expired,
+            CreatorDead,
+            StopperDead,
+            ParentGone,
+        ] {
+            assert_eq!(serde_json::to_value(r).unwrap(), r.to_string());
+        }
+    }
+
     use crate::config::Network;
     use crate::state::Limits;
     use std::time::UNIX_EPOCH;

@@ -494,10 +494,11 @@ impl Store {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::config::Network;
 
+    /// A Running Docker record named `name`, for unit tests.
     pub(crate) fn record(name: &str) -> Record {
         Record {
             id: Uuid::new_v4(),

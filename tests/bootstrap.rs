@@ -67,7 +67,15 @@ fn bootstrap_streams_records_and_passes_the_status_through() {
         "{}",
         stderr(&out)
     );
-    let out = env.run(&["bootstrap", &id]);
+    // Without a command it re-runs the recorded one; with nothing recorded nor configured, 125.
+    assert_ok(&env.run(&["bootstrap", &id, "--", "echo once >> again.txt"]));
+    assert_ok(&env.run(&["bootstrap", &id]));
+    assert_eq!(
+        std::fs::read_to_string(env.path("again.txt")).unwrap(),
+        "once\nonce\n"
+    );
+    let fresh = env.up(&[]);
+    let out = env.run(&["bootstrap", &fresh]);
     assert_eq!(out.status.code(), Some(125));
     assert!(
         stderr(&out).contains("no bootstrap_cmd configured"),
@@ -92,13 +100,16 @@ fn bootstrap_streams_records_and_passes_the_status_through() {
     let err = stderr(&out);
     assert!(
         err.starts_with("h9sandbox: error: sandbox ")
-            && err.contains("is gone")
+            && err.contains("no longer exists")
             && err.lines().count() == 1,
         "{err}"
     );
     let b = &env.entry(&id)["bootstrap"];
     assert_eq!(b["exit_code"], 125);
-    assert!(b["error"].as_str().unwrap().contains("is gone"), "{b}");
+    assert!(
+        b["error"].as_str().unwrap().contains("no longer exists"),
+        "{b}"
+    );
 }
 
 #[test]

@@ -643,7 +643,10 @@ fn container_removed_behind_our_back_is_cleaned_by_down_and_reap() {
     let out = env.run(&["exec", &a, "--", "true"]);
     assert_eq!(out.status.code(), Some(125));
     let err = stderr(&out);
-    assert!(err.contains("is gone") && err.lines().count() == 1, "{err}");
+    assert!(
+        err.contains("no longer exists") && err.lines().count() == 1,
+        "{err}"
+    );
     let listed = env.ls();
     assert_eq!(listed.len(), 2);
     assert!(listed.iter().all(|e| e["container_state"] == "missing"));
@@ -847,4 +850,26 @@ fn sandboxes_of_other_engines_are_judged_by_their_own() {
     let reaped = reap(&env, &[]);
     assert_eq!(reaped.len(), 1, "{reaped:?}");
     assert_eq!(reaped[0].id.as_deref(), Some(short_lived.as_str()));
+}
+
+#[test]
+fn sub_sandboxes_are_reaped_with_their_parent() {
+    require_docker!();
+    let env = TestEnv::new();
+    let mut owner = sleeper();
+    let parent = env.up(&["--owner-pid", &owner.id().to_string()]);
+    let child = env.up(&["--parent", &parent]);
+    let grandchild = env.up(&["--parent", &child]);
+    assert!(reap(&env, &[]).is_empty());
+    kill9(&mut owner);
+    let reaped = reap(&env, &[]);
+    let ids: Vec<&str> = reaped.iter().filter_map(|r| r.id.as_deref()).collect();
+    for id in [&parent, &child, &grandchild] {
+        assert!(ids.contains(&id.as_str()), "{id} not reaped: {reaped:?}");
+    }
+    assert!(reaped
+        .iter()
+        .any(|r| r.reason == "parent-gone" && r.id.as_deref() == Some(grandchild.as_str())));
+    assert!(env.ls().is_empty());
+    assert!(env.containers().is_empty());
 }

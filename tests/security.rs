@@ -139,3 +139,134 @@ fn down_with_the_engine_unreachable_keeps_the_record_true() {
     );
     assert_eq!(env.entry(&id)["state"], "Running");
 }
+
+#[test]
+fn planted_project_config_cannot_switch_to_the_local_engine() {
+    require_docker!();
+    let env = TestEnv::new();
+    let id = env.up(&[]);
+    // From inside: ask for no isolation, and a bootstrap that would then run on the host.
+    let plant =
+        "printf 'engine = \"local\"\\nbootstrap_cmd = \"touch $PWD/pwned\"\\n' > sandbox.toml";
+    assert_ok(&env.run(&["exec", &id, "--", plant]));
+    let out = env
+        .cmd()
+        .env_remove("H9SANDBOX_ENGINE")
+        .arg("up")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(stderr(&out).contains("key `engine`"), "{}", stderr(&out));
+    assert!(
+        !env.path("pwned").exists(),
+        "the planted bootstrap ran on the host"
+    );
+    std::fs::remove_file(env.path("sandbox.toml")).unwrap();
+}
+
+#[test]
+fn a_garbled_project_config_cannot_block_cleanup() {
+    require_docker!();
+    let env = TestEnv::new();
+    let id = env.up(&[]);
+    assert_ok(&env.run(&["exec", &id, "--", "echo 'garbage [' > sandbox.toml"]));
+    // exec refuses (it would run with settings nobody can read) ...
+    assert_eq!(
+        env.run(&["exec", &id, "--", "true"]).status.code(),
+        Some(125)
+    );
+    // ... but listing and removing still work, with a warning.
+    let out = env.run(&["ls"]);
+    assert_ok(&out);
+    assert!(
+        stderr(&out).contains("ignoring ./sandbox.toml"),
+        "{}",
+        stderr(&out)
+    );
+    assert_ok(&env.run(&["reap"]));
+    assert_ok(&env.run(&["down", &id]));
+    assert!(env.containers().is_empty());
+}
+
+#[test]
+fn a_work_dir_swapped_for_a_symlink_is_refused_by_the_file_commands() {
+    require_docker!();
+    let env = TestEnv::new();
+    // A sandbox whose work dir lies inside a directory someone else (a parent sandbox) controls.
+    let inner = env.path("inner");
+    std::fs::create_dir(&inner).unwrap();
+    let id = env.up(&["--workdir", inner.to_str().unwrap()]);
+    let outside = env.root.path().join("outside");
+    std::fs::create_dir(&outside).unwrap();
+    std::fs::write(outside.join("secret"), "host secret\n").unwrap();
+    // The controller swaps the directory for a symlink to somewhere else on the host.
+    std::fs::rename(&inner, env.path("inner.real")).unwrap();
+    std::os::unix::fs::symlink(&outside, &inner).unwrap();
+    let out = env.run(&["read", &id, "secret"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(!stdout(&out).contains("host secret"));
+    assert!(stderr(&out).contains("symlink"), "{}", stderr(&out));
+    let out = env
+        .cmd()
+        .args(["write", &id, "planted"])
+        .stdin(Stdio::piped())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(!outside.join("planted").exists());
+}
+
+#[test]
+fn the_project_file_is_layered_over_the_users_configuration() {
+    require_docker!();
+    let env = TestEnv::new();
+    let xdg = env.root.path().join("xdg");
+    std::fs::create_dir_all(xdg.join("h9sandbox")).unwrap();
+    std::fs::write(xdg.join("h9sandbox/config.toml"), "memory = \"300m\"\n").unwrap();
+    std::fs::write(env.path("sandbox.toml"), "pids_limit = 77\n").unwrap();
+    let out = env
+        .cmd()
+        .env("XDG_CONFIG_HOME", &xdg)
+        .arg("up")
+        .output()
+        .unwrap();
+    assert_ok(&out);
+    let c = env.container(stdout(&out).trim());
+    assert_eq!(
+        inspect(&c, "{{.HostConfig.Memory}}"),
+        (300u64 << 20).to_string()
+    );
+    assert_eq!(inspect(&c, "{{.HostConfig.PidsLimit}}"), "77");
+}
+
+#[test]
+fn a_parent_swapping_a_childs_work_dir_cannot_make_it_mount_the_host() {
+    require_docker!();
+    let env = TestEnv::new();
+    std::fs::create_dir(env.path("inner")).unwrap();
+    let outside = env.root.path().join("outside");
+    std::fs::create_dir(&outside).unwrap();
+    let parent = env.up(&[]);
+    // The parent swaps `inner` for a symlink to a host directory, over and over.
+    let swap = format!(
+        "(while :; do mv inner D && ln -s {o} inner; usleep 20000; rm inner; mv D inner; usleep 20000; done) >/dev/null 2>&1 &",
+        o = outside.display()
+    );
+    assert_ok(&env.run(&["exec", &parent, "--", &swap]));
+    let mut started = 0;
+    for i in 0..25 {
+        let out = env.run(&["up", "--parent", &parent, "--workdir", "inner"]);
+        if !out.status.success() {
+            continue;
+        }
+        started += 1;
+        let child = stdout(&out).trim().to_string();
+        let _ = env.run(&["exec", &child, "--", &format!("echo x > probe-{i}")]);
+    }
+    let leaked: Vec<_> = std::fs::read_dir(&outside).unwrap().collect();
+    assert!(
+        leaked.is_empty(),
+        "{} of {started} children mounted the host directory",
+        leaked.len()
+    );
+}

@@ -40,17 +40,22 @@ pub async fn run(ctx: &Ctx, args: &BootstrapArgs) -> Result<i32> {
         ))
         .into());
     }
+    let state = ctx.store.load()?;
+    let rec = state.resolve(&args.id)?;
+    // Without a command: the configured one, else the one this sandbox last bootstrapped with.
     let cmd = if args.command.is_empty() {
-        ctx.cfg.bootstrap().map(str::to_string).ok_or_else(|| {
-            Error::Invalid(
-                "no command given and no bootstrap_cmd configured; pass the command after `--` (see `h9sandbox bootstrap --help`)".into(),
-            )
-        })?
+        ctx.cfg
+            .bootstrap()
+            .map(str::to_string)
+            .or_else(|| rec.bootstrap.as_ref().map(|b| b.cmd.clone()))
+            .ok_or_else(|| {
+                Error::Invalid(
+                    "no command given, none recorded for this sandbox and no bootstrap_cmd configured; pass the command after `--` (see `h9sandbox bootstrap --help`)".into(),
+                )
+            })?
     } else {
         args.command.join(" ")
     };
-    let state = ctx.store.load()?;
-    let rec = state.resolve(&args.id)?;
     ensure_running(rec)?;
     // The command's stdout stays on stdout for people; JSON mode keeps stdout for the document.
     let sink = match ctx.format {

@@ -225,37 +225,11 @@ async fn finish(ctx: &Ctx, rec: &Record, claimed: Claim) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::state::{Limits, ProcessRef};
 
     fn rec(name: &str, parent: Option<Uuid>) -> Record {
         Record {
-            id: Uuid::new_v4(),
-            name: name.into(),
-            state: Lifecycle::Running,
-            engine: crate::engine::EngineKind::Docker,
-            isolation: crate::engine::Isolation::Container,
-            container_id: None,
-            image: "img".into(),
-            workdir: "/w".into(),
-            limits: Limits {
-                cpus: 1.0,
-                memory: "512m".into(),
-                pids_limit: 1,
-                tmp_size: "1m".into(),
-                network: crate::config::Network::None,
-            },
-            labels: Default::default(),
-            created_at: String::new(),
-            updated_at: String::new(),
-            error: None,
-            creator: ProcessRef::current(),
             parent,
-            bootstrap: None,
-            user: None,
-            owner: None,
-            expires_at: None,
-            ttl_secs: None,
-            stopper: None,
+            ..crate::state::tests::record(name)
         }
     }
 

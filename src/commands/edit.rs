@@ -48,7 +48,8 @@ pub async fn run(ctx: &Ctx, args: &EditArgs) -> Result<i32> {
 
 /// Replaces `old` by `new` in the file `path` of the work dir `wd` ([`WorkDir::edit`]: exactly
 /// one occurrence, or every one with `all`; atomic, keeping mode and owner), on its own thread,
-/// given up on a signal; warns on stderr when the owner could not be kept. Prints nothing on
+/// given up on a signal, failing instead of dying past `RLIMIT_FSIZE`; warns on stderr when the
+/// owner could not be kept. Prints nothing on
 /// stdout. Errors: [`crate::error::Error::EditMatch`] naming the count, and those of the write.
 pub async fn replace(
     wd: WorkDir,
@@ -57,6 +58,7 @@ pub async fn replace(
     new: String,
     all: bool,
 ) -> Result<Edited> {
+    let _xfsz = super::catch_file_size_signal();
     let edited = super::write::interruptible(move |abort| {
         wd.edit(&path, old.as_bytes(), new.as_bytes(), all, Some(abort))
     })

@@ -363,10 +363,18 @@ pub async fn run_command_until<E: Environment>(
     } else {
         Stdio::null()
     });
-    // Both streams pass through us, also when forwarded, so that a background process that
-    // inherits them cannot keep our caller's pipe open past OUTPUT_GRACE (a local sandbox's
-    // processes would otherwise write straight into it).
-    cmd.stdout(Stdio::piped());
+    // A container engine's client may write straight to our stdout when nothing else must go
+    // there (the fastest path: no copy). Otherwise stdout passes through us: a local sandbox's
+    // background processes would hold our caller's pipe open past OUTPUT_GRACE, and a spinner
+    // needs whole lines.
+    let direct = sink == Sink::Forward
+        && !crate::progress::drawing()
+        && engine.kind().isolation() == crate::engine::Isolation::Container;
+    cmd.stdout(if direct {
+        Stdio::inherit()
+    } else {
+        Stdio::piped()
+    });
     cmd.stderr(Stdio::piped());
     let started = Instant::now();
     let mut child = cmd.spawn().map_err(|e| Error::EngineUnavailable {

@@ -110,7 +110,13 @@ pub async fn watch(ctx: &Ctx, interval: Duration) -> Result<i32> {
         };
         // What changed is judged on the data, not on the rendering (ages tick on their own).
         let key = match &looked {
-            Ok(entries) => serde_json::to_string(entries)?,
+            // The engine's human status ("Up 36 seconds") ticks by itself: not a change.
+            Ok(entries) => serde_json::to_string(
+                &entries
+                    .iter()
+                    .map(|e| (&e.record, &e.role, &e.container_state))
+                    .collect::<Vec<_>>(),
+            )?,
             Err(e) => e.clone(),
         };
         let changed = last.as_deref() != Some(key.as_str());
@@ -339,37 +345,11 @@ pub fn reconcile(mut record: Record, c: Option<&ContainerSummary>) -> Entry {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::state::{Lifecycle, Limits, ProcessRef};
 
     fn rec(parent: Option<Uuid>) -> Record {
         Record {
-            id: Uuid::new_v4(),
-            name: "n".into(),
-            state: Lifecycle::Running,
-            engine: EngineKind::Docker,
-            isolation: Isolation::Container,
-            container_id: None,
-            image: "img".into(),
-            workdir: "/w".into(),
-            limits: Limits {
-                cpus: 1.0,
-                memory: "512m".into(),
-                pids_limit: 1,
-                tmp_size: "1m".into(),
-                network: crate::config::Network::None,
-            },
-            labels: Default::default(),
-            created_at: String::new(),
-            updated_at: String::new(),
-            error: None,
-            creator: ProcessRef::current(),
             parent,
-            bootstrap: None,
-            user: None,
-            owner: None,
-            expires_at: None,
-            ttl_secs: None,
-            stopper: None,
+            ..crate::state::tests::record("n")
         }
     }
 

@@ -65,9 +65,19 @@ impl Ctx {
     }
 
     /// The configuration layers below the flags: file and environment (warning on stderr about
-    /// `H9SANDBOX_*` variables that are no configuration key).
+    /// `H9SANDBOX_*` variables that are no configuration key). The commands that clean up load a
+    /// project file leniently ([`Layers::load_lenient`]).
     pub fn load_layers(cli: &Cli) -> Result<Layers> {
-        let layers = Layers::load(cli.global.config.as_deref())?;
+        // The commands that clean up must work whatever a sandbox wrote into ./sandbox.toml.
+        let cleanup = matches!(
+            cli.command,
+            Command::Down(_) | Command::Reap(_) | Command::Ls(_) | Command::Renew(_)
+        );
+        let layers = if cleanup {
+            Layers::load_lenient(cli.global.config.as_deref())?
+        } else {
+            Layers::load(cli.global.config.as_deref())?
+        };
         for var in Layers::unknown_env_vars(std::env::vars().map(|(k, _)| k)) {
             crate::output::warn(&format!(
                 "environment variable {var} is not a configuration key; ignored (see sandbox.toml.example)"
@@ -131,6 +141,14 @@ pub fn workdir_of(ctx: &Ctx, query: &str) -> Result<(Record, WorkDir)> {
     let rec = state.resolve(query)?.clone();
     let wd = WorkDir::open(&rec.workdir)?;
     Ok((rec, wd))
+}
+
+/// Catches `SIGXFSZ` while the returned handle lives. Past `RLIMIT_FSIZE` (`ulimit -f`) the
+/// kernel sends it, and its default action would kill us with a temporary file left behind;
+/// caught, the write fails with `EFBIG` instead and is cleaned up (see `setrlimit(2)`).
+pub fn catch_file_size_signal() -> Option<tokio::signal::unix::Signal> {
+    use tokio::signal::unix::{signal, SignalKind};
+    signal(SignalKind::from_raw(rustix::process::Signal::XFSZ.as_raw())).ok()
 }
 
 /// Runs the parsed command line; returns the exit status.

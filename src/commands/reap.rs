@@ -49,7 +49,7 @@ pub async fn run(ctx: &Ctx, args: &ReapArgs) -> Result<i32> {
         Format::Json => output::print_json(&sweep.reaped)?,
         Format::Table if !sweep.reaped.is_empty() => {
             let mut t = output::table(
-                &["ID", "NAME", "CONTAINER", "ACTION", "REASON"],
+                &["ID", "NAME", "CONTAINER", "ACTION", "REASON", "DETAIL"],
                 output::colour_enabled(),
             );
             for v in &sweep.reaped {
@@ -62,6 +62,7 @@ pub async fn run(ctx: &Ctx, args: &ReapArgs) -> Result<i32> {
                     } else {
                         v.action.to_string()
                     }),
+                    Cell::new(v.reason.to_string()),
                     Cell::new(&v.detail),
                 ]);
             }
@@ -161,6 +162,42 @@ pub async fn sweep(ctx: &Ctx, dry_run: bool) -> Result<Sweep> {
                 record: Some(r.clone()),
             });
         }
+    }
+    // Sub-sandboxes go with their parent: those of a sandbox reaped now, and those whose parent
+    // is gone already (a parent removed by an older version, or by hand).
+    loop {
+        let going: BTreeSet<String> = verdicts.iter().filter_map(|v| v.id.clone()).collect();
+        let known: BTreeSet<String> = after.sandboxes.iter().map(|r| r.id.to_string()).collect();
+        let more: Vec<Verdict> = after
+            .sandboxes
+            .iter()
+            .filter(|r| !going.contains(&r.id.to_string()))
+            .filter(|r| r.state != Lifecycle::Pending || !alive(&r.creator))
+            .filter(|r| !(r.state == Lifecycle::Stopping && r.stopper.is_some_and(|p| alive(&p))))
+            .filter_map(|r| {
+                let p = r.parent?.to_string();
+                let why = if going.contains(&p) {
+                    format!("its parent {} is reaped with it", &p[..8])
+                } else if !known.contains(&p) {
+                    format!("its parent {} is gone", &p[..8])
+                } else {
+                    return None;
+                };
+                Some(Verdict {
+                    id: Some(r.id.to_string()),
+                    name: r.name.clone(),
+                    container: r.container_id.clone(),
+                    action: Action::Remove,
+                    reason: crate::lease::Reason::ParentGone,
+                    detail: why,
+                    record: Some(r.clone()),
+                })
+            })
+            .collect();
+        if more.is_empty() {
+            break;
+        }
+        verdicts.extend(more);
     }
     if !dry_run {
         // A writer killed mid-write leaves its temporary file; it is garbage too.

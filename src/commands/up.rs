@@ -104,7 +104,11 @@ pub async fn create(ctx: &Ctx, args: &UpArgs) -> Result<Record> {
     };
     let (image, limits, workdir) = match &parent {
         Some(p) => {
-            if let Some(img) = args.image.as_deref().filter(|i| *i != p.image) {
+            if let Some(img) = args
+                .image
+                .as_deref()
+                .filter(|i| with_tag(i) != with_tag(&p.image))
+            {
                 return Err(Error::Invalid(format!(
                     "--image {img} differs from the parent's {}; a sub-sandbox runs its parent's image (leave --image out)",
                     p.image
@@ -131,9 +135,30 @@ pub async fn create(ctx: &Ctx, args: &UpArgs) -> Result<Record> {
         ),
     };
     refuse_sensitive_workdir(&workdir, &protected_paths(ctx))?;
-    // A sub-sandbox runs as its parent's user.
+    let mount_check = MountCheck {
+        identity: pin_workdir(&workdir)?,
+        // Strictly inside another sandbox's work dir, that sandbox can swap the directory for a
+        // symlink between our checks and the engine's mount.
+        nested: ctx
+            .store
+            .load()?
+            .sandboxes
+            .iter()
+            .any(|r| workdir.starts_with(&r.workdir) && workdir != r.workdir),
+        workdir: workdir.clone(),
+    };
+    // A sub-sandbox runs as its parent's user; `--user` may not change it.
     let user = match parent.as_ref().and_then(|p| p.user) {
-        Some(u) => u,
+        Some(u) => {
+            if args.user.is_some() && cfg.user().ids() != u {
+                return Err(Error::Invalid(format!(
+                    "--user {} differs from the parent's {u}; a sub-sandbox runs as its parent's user (leave --user out)",
+                    cfg.user().ids()
+                ))
+                .into());
+            }
+            u
+        }
         None => cfg.user().ids(),
     };
     if let Some(why) = unwritable_for(&workdir, user) {
@@ -224,8 +249,10 @@ pub async fn create(ctx: &Ctx, args: &UpArgs) -> Result<Record> {
             None
         }
     };
-    let (mut started, swept) =
-        tokio::join!(start_interruptible(ctx, &engine, &spec, &spinner), sweep);
+    let (mut started, swept) = tokio::join!(
+        start_interruptible(ctx, &engine, &spec, &mount_check, &spinner),
+        sweep
+    );
     // A failed `up` reports its own error only: the sweep's would mostly repeat it.
     if started.is_ok() {
         match swept {
@@ -267,7 +294,7 @@ pub async fn create(ctx: &Ctx, args: &UpArgs) -> Result<Record> {
                     Ok(())
                 })?;
                 engine = ctx.engine_of(EngineKind::Local);
-                started = start_interruptible(ctx, &engine, &spec, &spinner).await;
+                started = start_interruptible(ctx, &engine, &spec, &mount_check, &spinner).await;
             }
         }
     }
@@ -293,6 +320,17 @@ pub async fn create(ctx: &Ctx, args: &UpArgs) -> Result<Record> {
                 }
                 Ok(())
             });
+            if let Some(Error::EngineUnavailable { bin, reason }) = e.downcast_ref::<Error>() {
+                if ctx.cfg.fallback == Fallback::Fail && parent.is_none() {
+                    return Err(Error::EngineUnavailable {
+                        bin: bin.clone(),
+                        reason: format!(
+                            "{reason}; or set fallback = \"local\" to run sandboxes without isolation meanwhile"
+                        ),
+                    }
+                    .into());
+                }
+            }
             return Err(e);
         }
     };
@@ -483,10 +521,11 @@ async fn start_interruptible(
     ctx: &Ctx,
     engine: &AnyEngine,
     spec: &ContainerSpec,
+    mount: &MountCheck,
     spinner: &Spinner,
 ) -> Result<String> {
     tokio::select! {
-        r = start(ctx, engine, spec, spinner) => r,
+        r = start(ctx, engine, spec, mount, spinner) => r,
         sig = interrupted() => Err(anyhow::anyhow!("interrupted by {sig}")),
     }
 }
@@ -497,6 +536,7 @@ async fn start(
     ctx: &Ctx,
     engine: &AnyEngine,
     spec: &ContainerSpec,
+    mount: &MountCheck,
     spinner: &Spinner,
 ) -> Result<String> {
     spinner.step("creating container");
@@ -528,8 +568,90 @@ async fn start(
             anyhow::anyhow!("the engine did not report the container's resource limits; refusing to run a sandbox whose limits cannot be checked")
         })?;
         applied.check(&spec.limits).map_err(anyhow::Error::msg)?;
+        mount.verify(engine, &container_id, status.pid).await?;
     }
     Ok(container_id)
+}
+
+/// What the container's bind mount must be: the work directory `up` checked, identified by
+/// device and inode, so that a directory swapped for a symlink between the checks and the
+/// engine's `mount(2)` is caught.
+struct MountCheck {
+    workdir: PathBuf,
+    identity: (u64, u64),
+    nested: bool,
+}
+
+impl MountCheck {
+    /// Compares the identity of what the container sees at the work dir with the checked one:
+    /// through `/proc/PID/root` from the host when allowed (cheap: one `stat`), else, for a work
+    /// dir nested in another sandbox's, with `stat` run in the fresh container (where only its
+    /// init runs yet). Errors: a mismatch, which `up` turns into a Failed, removed sandbox.
+    async fn verify(&self, engine: &AnyEngine, container: &str, pid: u32) -> Result<()> {
+        use std::os::unix::fs::MetadataExt;
+        let seen = if let Some(m) = (pid > 0)
+            .then(|| std::fs::metadata(format!("/proc/{pid}/root{}", self.workdir.display())).ok())
+            .flatten()
+        {
+            (m.dev(), m.ino())
+        } else if self.nested {
+            let spec = crate::engine::ExecSpec {
+                command: format!(
+                    "stat -c '%d %i' {}",
+                    crate::engine::docker::shell_quote(&self.workdir.to_string_lossy())
+                ),
+                cwd: PathBuf::from("/"),
+                env: vec![],
+                interactive: false,
+                marker: Uuid::new_v4().simple().to_string(),
+            };
+            let out = engine
+                .exec_command(container, &spec)
+                .stdin(std::process::Stdio::null())
+                .output()
+                .await
+                .context("cannot check the container's work dir mount")?;
+            let text = String::from_utf8_lossy(&out.stdout);
+            let mut f = text.split_whitespace().map(|w| w.parse::<u64>());
+            match (f.next(), f.next()) {
+                (Some(Ok(d)), Some(Ok(i))) => (d, i),
+                _ => anyhow::bail!(
+                    "cannot check the container's work dir mount (`stat` in the container said: {})",
+                    String::from_utf8_lossy(&out.stderr).trim()
+                ),
+            }
+        } else {
+            return Ok(());
+        };
+        if seen != self.identity {
+            anyhow::bail!(
+                "the container mounted another directory than the work dir {} that was checked (it was replaced while the container started); refusing it",
+                self.workdir.display()
+            );
+        }
+        Ok(())
+    }
+}
+
+/// The work dir's identity (device, inode), opened through a path that holds no symlink (the
+/// canonical path has none; one appearing means the path was tampered with).
+fn pin_workdir(dir: &Path) -> Result<(u64, u64)> {
+    use rustix::fs::{openat2, Mode, OFlags, ResolveFlags, CWD};
+    let fd = openat2(
+        CWD,
+        dir,
+        OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC,
+        Mode::empty(),
+        ResolveFlags::NO_SYMLINKS | ResolveFlags::NO_MAGICLINKS,
+    )
+    .map_err(|e| {
+        Error::Invalid(format!(
+            "work directory {} changed while it was checked ({e}); try again",
+            dir.display()
+        ))
+    })?;
+    let st = rustix::fs::fstat(&fd).map_err(std::io::Error::from)?;
+    Ok((st.st_dev, st.st_ino))
 }
 
 /// Polls the container's `State.Running` right away, then with back-off (10 ms doubling to
@@ -737,6 +859,16 @@ pub fn unwritable_for(workdir: &Path, user: Ids) -> Option<String> {
             mode & 0o7777
         )
     })
+}
+
+/// `image` with the `:latest` tag an image reference without tag or digest means.
+fn with_tag(image: &str) -> String {
+    let last = image.rsplit('/').next().unwrap_or(image);
+    if last.contains(':') || last.contains('@') {
+        image.to_string()
+    } else {
+        format!("{image}:latest")
+    }
 }
 
 /// Checks a container name against the engine's rule `[a-zA-Z0-9][a-zA-Z0-9_.-]+`, refusing names

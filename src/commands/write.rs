@@ -34,8 +34,26 @@ pub async fn run(ctx: &Ctx, args: &WriteArgs) -> Result<i32> {
     let opts = options(&rec, mode, args.parents, args.append);
     let from = match &args.from {
         Some(f) => {
-            let file = std::fs::File::open(f)
-                .with_context(|| format!("cannot open --from {}", f.display()))?;
+            // A source inside the work dir is the sandbox's to plant symlinks in: open it the
+            // safe way, so a link cannot copy a host file into the sandbox.
+            let abs = std::path::absolute(f)
+                .with_context(|| format!("cannot resolve --from {}", f.display()))?;
+            // `..` taken lexically, as the kernel does when the path holds no symlink.
+            let mut lexical = std::path::PathBuf::new();
+            for c in abs.components() {
+                match c {
+                    std::path::Component::ParentDir => {
+                        lexical.pop();
+                    }
+                    c => lexical.push(c),
+                }
+            }
+            let file = if lexical.starts_with(wd.path()) {
+                wd.open_file(&lexical)?.0
+            } else {
+                std::fs::File::open(f)
+                    .with_context(|| format!("cannot open --from {}", f.display()))?
+            };
             if file.metadata().is_ok_and(|m| m.is_dir()) {
                 return Err(Error::Invalid(format!(
                     "--from {} is a directory; give a file",
@@ -84,14 +102,16 @@ pub fn options(rec: &Record, mode: Option<u32>, parents: bool, append: bool) -> 
 }
 
 /// Replaces the file `path` of the work dir `wd` with the bytes of `data` ([`WorkDir::write`],
-/// atomic), on its own thread, given up on a signal ([`interruptible`]); warns on stderr when
-/// the owner could not be given. Prints nothing on stdout.
+/// atomic), on its own thread, given up on a signal ([`interruptible`]), failing instead of
+/// dying past `RLIMIT_FSIZE` ([`super::catch_file_size_signal`]); warns on stderr when the owner
+/// could not be given. Prints nothing on stdout.
 pub async fn write_from<R: Read + Send + 'static>(
     wd: WorkDir,
     path: PathBuf,
     mut data: R,
     opts: WriteOptions,
 ) -> Result<Written> {
+    let _xfsz = super::catch_file_size_signal();
     let written =
         interruptible(move |abort| wd.write(&path, &mut data, &opts, Some(abort))).await?;
     if let Some(w) = &written.warning {

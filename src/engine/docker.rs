@@ -782,6 +782,8 @@ pub fn parse_inspect(json: &str) -> Result<ContainerStatus> {
         error: String,
         #[serde(default, rename = "OOMKilled")]
         oom_killed: bool,
+        #[serde(default)]
+        pid: i64,
     }
     let i: Inspect = serde_json::from_str(json.trim())
         .with_context(|| format!("cannot parse the engine's container state: {json}"))?;
@@ -808,6 +810,7 @@ pub fn parse_inspect(json: &str) -> Result<ContainerStatus> {
         error: s.error,
         oom_killed: s.oom_killed,
         applied,
+        pid: u32::try_from(s.pid).unwrap_or(0),
     })
 }
 

@@ -103,6 +103,7 @@ impl Environment for Local {
             error: String::new(),
             oom_killed: false,
             applied: None,
+            pid: 0,
         }))
     }
 

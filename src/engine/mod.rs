@@ -149,6 +149,8 @@ pub struct ContainerStatus {
     /// The resource limits the engine reports it applied (`HostConfig`); `None` when the engine
     /// has no containers ([`Local`]).
     pub applied: Option<AppliedLimits>,
+    /// Host PID of the container's init process (`State.Pid`); 0 when not running or unknown.
+    pub pid: u32,
 }
 
 /// Resource limits as an engine applied them (`docker inspect` `.HostConfig`); 0 means unlimited.
