@@ -40,6 +40,7 @@ Register-ArgumentCompleter -Native -CommandName 'h9sandbox' -ScriptBlock {
             [CompletionResult]::new('read', 'read', [CompletionResultType]::ParameterValue, 'Print a file of the sandbox''s work dir (read on the host, refusing paths that leave it)')
             [CompletionResult]::new('write', 'write', [CompletionResultType]::ParameterValue, 'Replace a file of the sandbox''s work dir atomically with stdin or --from FILE')
             [CompletionResult]::new('edit', 'edit', [CompletionResultType]::ParameterValue, 'Replace text in a file of the sandbox''s work dir (exactly one occurrence, or --all)')
+            [CompletionResult]::new('mcp', 'mcp', [CompletionResultType]::ParameterValue, 'Serve the sandbox tools to an AI agent over the Model Context Protocol (stdio)')
             [CompletionResult]::new('generate', 'generate', [CompletionResultType]::ParameterValue, 'Generate shell completion scripts and man pages from this command line''s definition')
             [CompletionResult]::new('help', 'help', [CompletionResultType]::ParameterValue, 'Print this message or the help of the given subcommand(s)')
             break
@@ -181,6 +182,19 @@ Register-ArgumentCompleter -Native -CommandName 'h9sandbox' -ScriptBlock {
             [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help (see more with ''--help'')')
             break
         }
+        'h9sandbox;mcp' {
+            [CompletionResult]::new('--workdir', '--workdir', [CompletionResultType]::ParameterName, 'Work dir of sandboxes made without one (--auto-up, sandbox_up), and where relative work dirs start [default: current directory]')
+            [CompletionResult]::new('--image', '--image', [CompletionResultType]::ParameterName, 'Image of the sandboxes the session makes [config: image]')
+            [CompletionResult]::new('--config', '--config', [CompletionResultType]::ParameterName, 'Configuration file (default: ./sandbox.toml, then $XDG_CONFIG_HOME/h9sandbox/config.toml)')
+            [CompletionResult]::new('--format', '--format', [CompletionResultType]::ParameterName, 'Output format')
+            [CompletionResult]::new('--auto-up', '--auto-up', [CompletionResultType]::ParameterName, 'Make the session''s sandbox at start (the tools'' default), removed when the session ends')
+            [CompletionResult]::new('--json', '--json', [CompletionResultType]::ParameterName, 'Same as --format json')
+            [CompletionResult]::new('-v', '-v', [CompletionResultType]::ParameterName, 'Print every engine command line to stderr before running it')
+            [CompletionResult]::new('--verbose', '--verbose', [CompletionResultType]::ParameterName, 'Print every engine command line to stderr before running it')
+            [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help (see more with ''--help'')')
+            [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help (see more with ''--help'')')
+            break
+        }
         'h9sandbox;generate' {
             [CompletionResult]::new('--config', '--config', [CompletionResultType]::ParameterName, 'Configuration file (default: ./sandbox.toml, then $XDG_CONFIG_HOME/h9sandbox/config.toml)')
             [CompletionResult]::new('--format', '--format', [CompletionResultType]::ParameterName, 'Output format')
@@ -241,6 +255,7 @@ Register-ArgumentCompleter -Native -CommandName 'h9sandbox' -ScriptBlock {
             [CompletionResult]::new('read', 'read', [CompletionResultType]::ParameterValue, 'Print a file of the sandbox''s work dir (read on the host, refusing paths that leave it)')
             [CompletionResult]::new('write', 'write', [CompletionResultType]::ParameterValue, 'Replace a file of the sandbox''s work dir atomically with stdin or --from FILE')
             [CompletionResult]::new('edit', 'edit', [CompletionResultType]::ParameterValue, 'Replace text in a file of the sandbox''s work dir (exactly one occurrence, or --all)')
+            [CompletionResult]::new('mcp', 'mcp', [CompletionResultType]::ParameterValue, 'Serve the sandbox tools to an AI agent over the Model Context Protocol (stdio)')
             [CompletionResult]::new('generate', 'generate', [CompletionResultType]::ParameterValue, 'Generate shell completion scripts and man pages from this command line''s definition')
             [CompletionResult]::new('help', 'help', [CompletionResultType]::ParameterValue, 'Print this message or the help of the given subcommand(s)')
             break
@@ -273,6 +288,9 @@ Register-ArgumentCompleter -Native -CommandName 'h9sandbox' -ScriptBlock {
             break
         }
         'h9sandbox;help;edit' {
+            break
+        }
+        'h9sandbox;help;mcp' {
             break
         }
         'h9sandbox;help;generate' {

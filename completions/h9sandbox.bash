@@ -37,6 +37,9 @@ _h9sandbox() {
             h9sandbox,ls)
                 cmd="h9sandbox__subcmd__ls"
                 ;;
+            h9sandbox,mcp)
+                cmd="h9sandbox__subcmd__mcp"
+                ;;
             h9sandbox,read)
                 cmd="h9sandbox__subcmd__read"
                 ;;
@@ -91,6 +94,9 @@ _h9sandbox() {
             h9sandbox__subcmd__help,ls)
                 cmd="h9sandbox__subcmd__help__subcmd__ls"
                 ;;
+            h9sandbox__subcmd__help,mcp)
+                cmd="h9sandbox__subcmd__help__subcmd__mcp"
+                ;;
             h9sandbox__subcmd__help,read)
                 cmd="h9sandbox__subcmd__help__subcmd__read"
                 ;;
@@ -119,7 +125,7 @@ _h9sandbox() {
 
     case "${cmd}" in
         h9sandbox)
-            opts="-v -h -V --config --format --json --verbose --help --version up exec bootstrap down reap renew ls read write edit generate help"
+            opts="-v -h -V --config --format --json --verbose --help --version up exec bootstrap down reap renew ls read write edit mcp generate help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -387,7 +393,7 @@ _h9sandbox() {
             return 0
             ;;
         h9sandbox__subcmd__help)
-            opts="up exec bootstrap down reap renew ls read write edit generate help"
+            opts="up exec bootstrap down reap renew ls read write edit mcp generate help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -526,6 +532,20 @@ _h9sandbox() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
+        h9sandbox__subcmd__help__subcmd__mcp)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
         h9sandbox__subcmd__help__subcmd__read)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
@@ -604,6 +624,36 @@ _h9sandbox() {
             fi
             case "${prev}" in
                 --interval)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --config)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --format)
+                    COMPREPLY=($(compgen -W "table json" -- "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        h9sandbox__subcmd__mcp)
+            opts="-v -h --workdir --image --auto-up --config --format --json --verbose --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --workdir)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --image)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

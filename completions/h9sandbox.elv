@@ -37,6 +37,7 @@ set edit:completion:arg-completer[h9sandbox] = {|@words|
             cand read 'Print a file of the sandbox''s work dir (read on the host, refusing paths that leave it)'
             cand write 'Replace a file of the sandbox''s work dir atomically with stdin or --from FILE'
             cand edit 'Replace text in a file of the sandbox''s work dir (exactly one occurrence, or --all)'
+            cand mcp 'Serve the sandbox tools to an AI agent over the Model Context Protocol (stdio)'
             cand generate 'Generate shell completion scripts and man pages from this command line''s definition'
             cand help 'Print this message or the help of the given subcommand(s)'
         }
@@ -167,6 +168,18 @@ set edit:completion:arg-completer[h9sandbox] = {|@words|
             cand -h 'Print help (see more with ''--help'')'
             cand --help 'Print help (see more with ''--help'')'
         }
+        &'h9sandbox;mcp'= {
+            cand --workdir 'Work dir of sandboxes made without one (--auto-up, sandbox_up), and where relative work dirs start [default: current directory]'
+            cand --image 'Image of the sandboxes the session makes [config: image]'
+            cand --config 'Configuration file (default: ./sandbox.toml, then $XDG_CONFIG_HOME/h9sandbox/config.toml)'
+            cand --format 'Output format'
+            cand --auto-up 'Make the session''s sandbox at start (the tools'' default), removed when the session ends'
+            cand --json 'Same as --format json'
+            cand -v 'Print every engine command line to stderr before running it'
+            cand --verbose 'Print every engine command line to stderr before running it'
+            cand -h 'Print help (see more with ''--help'')'
+            cand --help 'Print help (see more with ''--help'')'
+        }
         &'h9sandbox;generate'= {
             cand --config 'Configuration file (default: ./sandbox.toml, then $XDG_CONFIG_HOME/h9sandbox/config.toml)'
             cand --format 'Output format'
@@ -220,6 +233,7 @@ set edit:completion:arg-completer[h9sandbox] = {|@words|
             cand read 'Print a file of the sandbox''s work dir (read on the host, refusing paths that leave it)'
             cand write 'Replace a file of the sandbox''s work dir atomically with stdin or --from FILE'
             cand edit 'Replace text in a file of the sandbox''s work dir (exactly one occurrence, or --all)'
+            cand mcp 'Serve the sandbox tools to an AI agent over the Model Context Protocol (stdio)'
             cand generate 'Generate shell completion scripts and man pages from this command line''s definition'
             cand help 'Print this message or the help of the given subcommand(s)'
         }
@@ -242,6 +256,8 @@ set edit:completion:arg-completer[h9sandbox] = {|@words|
         &'h9sandbox;help;write'= {
         }
         &'h9sandbox;help;edit'= {
+        }
+        &'h9sandbox;help;mcp'= {
         }
         &'h9sandbox;help;generate'= {
             cand completions 'A shell''s completion script on stdout, or every shell''s into DIR with --all'

@@ -20,12 +20,19 @@ system), against the host's own tools:
   write<in:   `h9sandbox write ID F < SRC`           vs `cat < SRC > F`
 
 with the peak resident memory (ru_maxrss from wait4) of each, to show that memory stays flat.
+
+And the MCP server (`h9sandbox mcp --auto-up`, one session, spoken to by hand over its pipes):
+
+  mcp exec:   one `tools/call sandbox_exec {"command": "true"}` round trip
+              vs `h9sandbox exec ID -- true` and `docker exec C true`
+  mcp read:   one `tools/call sandbox_read` of a 100-line file vs `h9sandbox read ID F`
+  mcp start:  spawn to the answer of `initialize` (the sandbox is made alongside, not waited for)
 The page cache is written back (`sync`) before every timed run, so one run's dirty pages do not
 slow the next.
 
 Runs alternate (ours, theirs, ours, ...) so drift hits both alike; prints medians and the ratio
 ours/theirs. Usage:
-  scripts/bench.py [--binary PATH] [--image IMG] [--runs N] [--engine E] [--only core|files]
+  scripts/bench.py [--binary PATH] [--image IMG] [--runs N] [--engine E] [--only core|files|mcp]
 """
 import argparse, os, shlex, statistics, subprocess, sys, tempfile, time
 
@@ -105,13 +112,91 @@ def bench_files(a, env, h9, work, tmp):
     timed(h9 + ["down", sid], env=env)
 
 
+class McpSession:
+    """`h9sandbox mcp` on pipes, spoken to one JSON-RPC line at a time."""
+
+    def __init__(self, h9, env, work):
+        import json
+        self.json = json
+        t = time.perf_counter()
+        self.p = subprocess.Popen(h9 + ["mcp", "--auto-up", "--workdir", work], env=env,
+                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                  stderr=subprocess.DEVNULL, text=True, bufsize=1)
+        self.next_id = 0
+        self.request("initialize", {"protocolVersion": "2025-06-18", "capabilities": {},
+                                    "clientInfo": {"name": "bench", "version": "0"}})
+        self.started = time.perf_counter() - t
+        self.p.stdin.write('{"jsonrpc":"2.0","method":"notifications/initialized"}\n')
+
+    def request(self, method, params):
+        self.next_id += 1
+        self.p.stdin.write(self.json.dumps({"jsonrpc": "2.0", "id": self.next_id,
+                                            "method": method, "params": params}) + "\n")
+        while True:
+            msg = self.json.loads(self.p.stdout.readline())
+            if msg.get("id") == self.next_id:
+                return msg
+
+    def call(self, name, arguments):
+        """Seconds for one tools/call round trip, and its result (which must be no error)."""
+        t = time.perf_counter()
+        r = self.request("tools/call", {"name": name, "arguments": arguments})
+        dt = time.perf_counter() - t
+        if "error" in r or r["result"].get("isError"):
+            sys.exit(f"bench: {name} failed: {r}")
+        return dt, r["result"]
+
+    def close(self):
+        self.p.stdin.close()
+        self.p.wait(timeout=60)
+
+
+def bench_mcp(a, env, h9, work):
+    import json
+    starts = []
+    for _ in range(5):
+        s = McpSession(h9, env, work)
+        starts.append(s.started)
+        s.call("sandbox_list", {})
+        s.close()
+    s = McpSession(h9, env, work)
+    _, r = s.call("sandbox_exec", {"command": "true"})  # waits for --auto-up
+    sid = r["structuredContent"]["id"]
+    cid = next(e for e in json.loads(timed(h9 + ["ls", "--json"], env=env)[1].stdout)
+               if e["id"] == sid)["container_id"]
+    raw = [a.engine, "exec", cid, "true"]
+    for _ in range(3):
+        s.call("sandbox_exec", {"command": "true"})
+        timed(h9 + ["exec", sid, "--", "true"], env=env); timed(raw)
+    tool, cli, docker = [], [], []
+    for _ in range(a.runs):
+        tool.append(s.call("sandbox_exec", {"command": "true"})[0])
+        cli.append(timed(h9 + ["exec", sid, "--", "true"], env=env)[0])
+        docker.append(timed(raw)[0])
+    med = lambda xs: statistics.median(xs) * 1000
+    print(f"mcp exec  sandbox_exec {med(tool):7.1f} ms   h9sandbox exec {med(cli):7.1f} ms   "
+          f"{a.engine} exec {med(docker):7.1f} ms   ratios {med(tool)/med(docker):4.2f}x and "
+          f"{med(cli)/med(docker):4.2f}x of {a.engine} exec   (median of {a.runs})")
+    text = "".join(f"line {i}: some text of a file\n" for i in range(100))
+    s.call("sandbox_write", {"path": "bench-lines.txt", "content": text})
+    tool, cli = [], []
+    for _ in range(a.runs):
+        tool.append(s.call("sandbox_read", {"path": "bench-lines.txt"})[0])
+        cli.append(timed(h9 + ["read", sid, "bench-lines.txt"], env=env)[0])
+    print(f"mcp read  sandbox_read {med(tool):7.1f} ms   h9sandbox read {med(cli):7.1f} ms   "
+          f"ratio {med(tool)/med(cli):4.2f}x   (median of {a.runs})")
+    print(f"mcp start spawn to initialized {med(starts):7.1f} ms   (median of {len(starts)})")
+    s.close()
+    os.remove(os.path.join(work, "bench-lines.txt"))
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--binary", default="target/release/h9sandbox")
     ap.add_argument("--image", default="h9sandbox-test/tiny:latest")
     ap.add_argument("--runs", type=int, default=30)
     ap.add_argument("--engine", choices=["docker", "podman", "local"], default="docker")
-    ap.add_argument("--only", choices=["core", "files"])
+    ap.add_argument("--only", choices=["core", "files", "mcp"])
     a = ap.parse_args()
     state = tempfile.mkdtemp(prefix="h9bench-state")
     work = tempfile.mkdtemp(prefix="h9bench-work")
@@ -120,7 +205,12 @@ def main():
     if a.engine == "podman":
         env["H9SANDBOX_RUNTIME"] = "runc"
     h9 = [a.binary]
-    if a.only != "core":
+    if a.engine != "local" and a.only in (None, "mcp"):
+        bench_mcp(a, env, h9, work)
+        if a.only == "mcp":
+            subprocess.run(["rm", "-rf", state, work])
+            return
+    if a.only not in ("core", "mcp"):
         tmp = tempfile.mkdtemp(prefix="h9bench-files")
         try:
             bench_files(a, env, h9, work, tmp)

@@ -28,6 +28,7 @@ Examples:
   h9sandbox write \"$id\" notes.txt < notes.txt  replace a file of the work dir atomically
   h9sandbox read \"$id\" out/report.txt          print one (paths leaving the work dir are refused)
   h9sandbox ls --watch                         list sandboxes and their states, live
+  h9sandbox mcp --auto-up                      serve the tools to an agent over MCP (stdio)
   h9sandbox down \"$id\"                         stop and remove it (and its sub-sandboxes)
 
 Exit status: 0 success, 1 failure, 2 bad usage; `exec` and `bootstrap` pass the command's status
@@ -195,6 +196,25 @@ Examples:
 Fails (exit 1, naming the count) when --old occurs 0 times, or more than once without --all.
 The file is replaced atomically and keeps its mode and owner. Paths as for `read`.")]
     Edit(EditArgs),
+    /// Serve the sandbox tools to an AI agent over the Model Context Protocol (stdio)
+    #[command(after_help = "\
+Examples:
+  h9sandbox mcp --auto-up                         one sandbox on the current directory per session
+  h9sandbox mcp --workdir ~/proj --image python:3.12-slim --auto-up
+  h9sandbox mcp                                   the agent makes sandboxes with sandbox_up
+
+An MCP client starts it as a subprocess (its configuration: command `h9sandbox`, args
+[\"mcp\", \"--auto-up\"]) and calls the tools sandbox_up, sandbox_exec, sandbox_read, sandbox_write,
+sandbox_edit, sandbox_list and sandbox_down; each takes an optional `id`, by default the session's
+sandbox (made by --auto-up or by the last sandbox_up). stdout carries protocol messages only;
+warnings and -v output go to stderr. The session's sandboxes are removed when the client
+disconnects (stdin closes) or on SIGTERM/SIGINT/SIGHUP, and by `reap` if the server is killed.
+Output of sandbox_exec is capped per stream (config mcp_max_output_bytes, default 30000), keeping
+its start and end.
+
+Exit status: 0 when the session ended, 1 when the server could not start (or could not remove
+the session's sandboxes).")]
+    Mcp(McpArgs),
     /// Generate shell completion scripts and man pages from this command line's definition
     #[command(
         hide = true,
@@ -261,6 +281,21 @@ pub struct UpArgs {
     /// (e.g. 90s, 30m, 2h, 1d) [default: none]
     #[arg(long, value_name = "DURATION")]
     pub ttl: Option<String>,
+}
+
+/// `mcp` arguments.
+#[derive(Debug, Args)]
+pub struct McpArgs {
+    /// Work dir of sandboxes made without one (--auto-up, sandbox_up), and where relative
+    /// work dirs start [default: current directory]
+    #[arg(long, value_name = "DIR")]
+    pub workdir: Option<PathBuf>,
+    /// Image of the sandboxes the session makes [config: image]
+    #[arg(long, value_name = "IMAGE")]
+    pub image: Option<String>,
+    /// Make the session's sandbox at start (the tools' default), removed when the session ends
+    #[arg(long)]
+    pub auto_up: bool,
 }
 
 /// `exec` arguments.

@@ -225,7 +225,14 @@ pub struct Config {
     /// Whether a failing `up` bootstrap fails `up` and removes the sandbox (fail-closed) instead
     /// of only warning (fail-open, the default).
     pub bootstrap_required: bool,
+    /// Bytes of each of stdout and stderr that the MCP server's `sandbox_exec` returns (the
+    /// first and the last half; the middle is cut with a marker), and of file content that
+    /// `sandbox_read` returns at once. At least [`MIN_MCP_OUTPUT`].
+    pub mcp_max_output_bytes: u64,
 }
+
+/// The smallest `mcp_max_output_bytes` (and `sandbox_exec` `max_output_bytes`).
+pub const MIN_MCP_OUTPUT: u64 = 256;
 
 impl Default for Config {
     fn default() -> Self {
@@ -252,6 +259,7 @@ impl Default for Config {
             bootstrap_cmd: None,
             bootstrap_timeout_secs: 600,
             bootstrap_required: false,
+            mcp_max_output_bytes: 30_000,
         }
     }
 }
@@ -336,6 +344,7 @@ pub const KEYS: &[Key] = &[
         seed_env: Some("SANDBOX_BOOTSTRAP_TIMEOUT_SECS"),
     },
     key("bootstrap_required", Kind::Bool),
+    key("mcp_max_output_bytes", Kind::Int),
 ];
 
 /// Where a configuration value came from; shown in error messages.
@@ -753,6 +762,15 @@ impl Config {
             }
         }
         self.user.parse::<User>().map_err(|m| fail("user", m))?;
+        if self.mcp_max_output_bytes < MIN_MCP_OUTPUT {
+            return Err(fail(
+                "mcp_max_output_bytes",
+                format!(
+                    "{} is too small to be useful; give at least {MIN_MCP_OUTPUT}",
+                    self.mcp_max_output_bytes
+                ),
+            ));
+        }
         if let Some(d) = &self.state_dir {
             if !d.is_absolute() {
                 return Err(fail(

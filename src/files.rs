@@ -25,7 +25,7 @@
 
 use std::ffi::{OsStr, OsString};
 use std::fs::File;
-use std::io::{self, Read, Write};
+use std::io::{self, BufRead, Read, Write};
 use std::os::fd::{BorrowedFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
@@ -74,6 +74,31 @@ pub struct ReadInfo {
     /// Bytes copied out (at most the cap).
     pub bytes: u64,
 }
+
+/// A run of lines of a text file, as [`WorkDir::read_lines`] returns it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Lines {
+    /// Host path of the file.
+    pub path: PathBuf,
+    /// Size of the file in bytes when it was opened.
+    pub size: u64,
+    /// 1-based number of the first line in `lines`.
+    pub first: u64,
+    /// The lines, without their `\n` (a `\r` before it stays).
+    pub lines: Vec<Vec<u8>>,
+    /// Lines in the whole file (a last line without `\n` counts).
+    pub total: u64,
+    /// Whether the only line in `lines` is cut short: it alone is longer than the byte cap.
+    pub cut: bool,
+    /// Whether the file's last line has no line break at its end.
+    pub open_end: bool,
+    /// Whether the file looks binary: its first 8 KiB, or the lines returned, hold a NUL byte
+    /// (the rule of `git` and `grep`).
+    pub binary: bool,
+}
+
+/// How many bytes at the start of a file [`Lines::binary`] looks at.
+const BINARY_PROBE: usize = 8 * 1024;
 
 /// Options of [`WorkDir::write`].
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -481,6 +506,28 @@ impl WorkDir {
         Ok((buf, info))
     }
 
+    /// Lines `first` (1-based; 0 counts as 1) onwards of the file `user`: at most `limit` of
+    /// them, and at most `max_bytes` bytes of them (each counted with its line break), but
+    /// always at least the first wanted line (cut to `max_bytes` when it alone is longer).
+    /// Streams: memory stays bounded by the cap whatever the file's size, and the rest of the
+    /// file is only counted. Errors as for [`WorkDir::read_to`].
+    pub fn read_lines(
+        &self,
+        user: &Path,
+        first: u64,
+        limit: u64,
+        max_bytes: usize,
+    ) -> Result<Lines> {
+        let (file, st) = self.open_file(user)?;
+        let host = self.host_path(user);
+        let reader = io::BufReader::with_capacity(64 * 1024, file);
+        let mut lines = scan_lines(reader, first, limit, max_bytes)
+            .with_context(|| format!("cannot read {}", host.display()))?;
+        lines.path = host;
+        lines.size = st.st_size as u64;
+        Ok(lines)
+    }
+
     /// Opens the directory `rel` beneath the work dir (`O_PATH`), creating missing components
     /// when `parents` (each one with `mkdirat` in the directory resolved so far, then resolved
     /// again from the work dir, so a symlink swapped in meanwhile is caught), owned by `owner`.
@@ -760,6 +807,113 @@ impl WorkDir {
     }
 }
 
+/// [`WorkDir::read_lines`] on any reader; `path` and `size` are left empty.
+fn scan_lines<R: BufRead>(mut r: R, first: u64, limit: u64, max_bytes: usize) -> io::Result<Lines> {
+    let first = first.max(1);
+    let mut out = Lines {
+        path: PathBuf::new(),
+        size: 0,
+        first,
+        lines: Vec::new(),
+        total: 0,
+        cut: false,
+        open_end: false,
+        binary: false,
+    };
+    let probe = r.fill_buf()?;
+    out.binary = memchr::memchr(0, &probe[..probe.len().min(BINARY_PROBE)]).is_some();
+    let mut collecting = limit > 0;
+    let mut used = 0usize; // bytes of the lines kept, line breaks included
+    let mut line: Vec<u8> = Vec::new(); // the wanted line being read, at most the room left + 1
+    let mut partial = false; // a line without its `\n` yet has been read
+    loop {
+        let buf = r.fill_buf()?;
+        if buf.is_empty() {
+            break;
+        }
+        let n = buf.len();
+        if !collecting {
+            // Only counting now.
+            out.total += memchr::memchr_iter(b'\n', buf).count() as u64;
+            partial = buf[n - 1] != b'\n';
+            r.consume(n);
+            continue;
+        }
+        let (seg, newline) = match memchr::memchr(b'\n', buf) {
+            Some(i) => (&buf[..i], true),
+            None => (buf, false),
+        };
+        let line_no = out.total + 1;
+        if line_no >= first {
+            let room = (max_bytes - used.min(max_bytes)) + 1;
+            let take = seg.len().min(room.saturating_sub(line.len()));
+            line.extend_from_slice(&seg[..take]);
+        }
+        let consumed = seg.len() + usize::from(newline);
+        partial = !newline;
+        r.consume(consumed);
+        if newline {
+            end_line(
+                &mut out,
+                &mut line,
+                &mut used,
+                &mut collecting,
+                limit,
+                max_bytes,
+            );
+        }
+    }
+    out.open_end = partial;
+    if partial {
+        if collecting {
+            end_line(
+                &mut out,
+                &mut line,
+                &mut used,
+                &mut collecting,
+                limit,
+                max_bytes,
+            );
+        } else {
+            out.total += 1;
+        }
+    }
+    out.binary |= out.lines.iter().any(|l| memchr::memchr(0, l).is_some());
+    Ok(out)
+}
+
+/// Ends line number `out.total + 1` of [`scan_lines`]: keeps it when it is wanted and fits.
+fn end_line(
+    out: &mut Lines,
+    line: &mut Vec<u8>,
+    used: &mut usize,
+    collecting: &mut bool,
+    limit: u64,
+    max_bytes: usize,
+) {
+    out.total += 1;
+    if out.total < out.first {
+        return;
+    }
+    let mut text = std::mem::take(line);
+    if *used + text.len() + 1 > max_bytes {
+        // Too long for what is left: it starts the next run, unless it is the first line, which
+        // is returned cut rather than never.
+        if out.lines.is_empty() {
+            out.cut = text.len() > max_bytes;
+            text.truncate(max_bytes);
+            out.lines.push(text);
+        }
+        *collecting = false;
+        return;
+    }
+    *used += text.len() + 1;
+    out.lines.push(text);
+    if out.lines.len() as u64 >= limit {
+        *collecting = false;
+    }
+}
+
 /// Size of the buffer of [`pump`]'s last resort, as GNU `cat` uses.
 const PUMP_BUFFER: usize = 128 * 1024;
 
@@ -892,6 +1046,69 @@ pub fn parse_mode(s: &str) -> Result<u32, Error> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn scan(text: &str, first: u64, limit: u64, max: usize) -> (Vec<String>, u64, bool) {
+        // A tiny buffer, so that lines straddle reads.
+        let r = io::BufReader::with_capacity(3, text.as_bytes());
+        let l = scan_lines(r, first, limit, max).unwrap();
+        let lines = l
+            .lines
+            .iter()
+            .map(|b| String::from_utf8(b.clone()).unwrap())
+            .collect();
+        (lines, l.total, l.cut)
+    }
+
+    #[test]
+    fn lines_by_number_count_and_bytes() {
+        let t = "one\ntwo\nthree\nfour";
+        assert_eq!(
+            scan(t, 1, 100, 1000),
+            (
+                vec!["one", "two", "three", "four"]
+                    .into_iter()
+                    .map(String::from)
+                    .collect(),
+                4,
+                false
+            )
+        );
+        assert_eq!(scan(t, 0, 2, 1000).0, ["one", "two"]);
+        assert_eq!(
+            scan(t, 2, 2, 1000),
+            (vec!["two".into(), "three".into()], 4, false)
+        );
+        assert_eq!(scan(t, 4, 9, 1000).0, ["four"]);
+        assert_eq!(scan(t, 5, 9, 1000), (vec![], 4, false));
+        assert_eq!(scan(t, 1, 0, 1000), (vec![], 4, false));
+        // Bytes: each line costs its length plus the line break; the line that does not fit
+        // starts the next run.
+        assert_eq!(scan(t, 1, 100, 8).0, ["one", "two"]);
+        assert_eq!(scan(t, 1, 100, 7).0, ["one"]);
+        // A first line longer than the cap comes cut, alone.
+        assert_eq!(
+            scan("abcdefgh\nx\n", 1, 100, 5),
+            (vec!["abcde".into()], 2, true)
+        );
+        assert_eq!(scan("", 1, 10, 10), (vec![], 0, false));
+        assert_eq!(
+            scan("\n\n", 1, 10, 10),
+            (vec!["".into(), "".into()], 2, false)
+        );
+        assert_eq!(scan("a\r\nb\n", 1, 10, 10).0, ["a\r", "b"]);
+    }
+
+    #[test]
+    fn nul_bytes_mean_binary() {
+        let l = scan_lines(&b"\x89PNG\r\n\x1a\n\0\0"[..], 1, 1, 100).unwrap();
+        assert!(l.binary);
+        let l = scan_lines(&b"text\n"[..], 1, 1, 100).unwrap();
+        assert!(!l.binary);
+        let mut late = vec![b'a'; BINARY_PROBE + 10];
+        late.extend_from_slice(b"\n\0\n");
+        assert!(!scan_lines(&late[..], 1, 1, 1 << 20).unwrap().binary);
+        assert!(scan_lines(&late[..], 2, 1, 1 << 20).unwrap().binary);
+    }
     use rustix::fs::CWD;
     use std::os::unix::fs::{symlink, MetadataExt, PermissionsExt};
 

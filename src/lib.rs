@@ -5,7 +5,8 @@
 //! [`engine`] (the container engine behind the [`engine::Environment`] trait), [`lease`] (owner
 //! processes, TTLs and the reaper's judgement), [`commands`] (one module per subcommand),
 //! [`files`] (reading and writing inside a work dir, safe against planted symlinks), [`output`]
-//! (JSON, tables, colour), [`progress`] (the spinner on stderr) and [`error`] (exit codes).
+//! (JSON, tables, colour), [`progress`] (the spinner on stderr), [`mcp`] (the Model Context
+//! Protocol server) and [`error`] (exit codes).
 
 pub mod cli;
 pub mod commands;
@@ -14,6 +15,7 @@ pub mod engine;
 pub mod error;
 pub mod files;
 pub mod lease;
+pub mod mcp;
 pub mod output;
 pub mod progress;
 pub mod state;
@@ -81,7 +83,13 @@ pub fn run() -> i32 {
             return error::exit_code(name, &e.into());
         }
     };
-    match runtime.block_on(commands::dispatch(cli)) {
+    let result = runtime.block_on(commands::dispatch(cli));
+    if name == "mcp" {
+        // Its input may be read by a blocking read on the runtime's thread pool, which nothing
+        // can interrupt: waiting for it would keep a server told to stop (SIGTERM) alive.
+        runtime.shutdown_background();
+    }
+    match result {
         Ok(code) => code,
         Err(e) => {
             eprintln!("h9sandbox: error: {e:#}");

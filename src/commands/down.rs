@@ -29,16 +29,47 @@ pub struct Removed {
     pub name: String,
 }
 
+/// What [`take_down`] removed, and its first failure.
+#[derive(Debug)]
+pub struct Report {
+    /// The sandboxes removed, sub-sandboxes first.
+    pub removed: Vec<Removed>,
+    /// The first failure (the others were warned about on stderr); `None` when every sandbox
+    /// was removed.
+    pub error: Option<anyhow::Error>,
+}
+
 /// Runs `down`; returns 0 when every sandbox was removed.
 pub async fn run(ctx: &Ctx, args: &DownArgs) -> Result<i32> {
+    let report = take_down(ctx, &args.ids, args.all).await?;
+    match ctx.format {
+        Format::Json => output::print_json(&report.removed)?,
+        Format::Table => {
+            for r in &report.removed {
+                output::print_line(&r.id.to_string())?;
+            }
+        }
+    }
+    match report.error {
+        Some(e) => Err(e),
+        None => Ok(0),
+    }
+}
+
+/// Removes the sandboxes `ids` (IDs, prefixes or names; every sandbox of the state directory
+/// with `all`) and their sub-sandboxes, as `down` does; prints nothing on stdout. A full ID that
+/// is already gone counts as removed. Errors (before anything is removed): a name or prefix
+/// that matches nothing or several, the state file. Engine failures while removing are in the
+/// [`Report`].
+pub async fn take_down(ctx: &Ctx, ids: &[String], all: bool) -> Result<Report> {
     let me = ProcessRef::current();
     // Each level: (the record as it was, the claim on it).
     let levels: Vec<Vec<(Record, Claim)>> = ctx.store.update(|s| {
-        let roots: Vec<Uuid> = if args.all {
+        let roots: Vec<Uuid> = if all {
             s.sandboxes.iter().map(|r| r.id).collect()
         } else {
             let mut v: Vec<Uuid> = Vec::new();
-            for q in &args.ids {
+            for q in ids {
                 let id = match s.resolve(q) {
                     Ok(r) => r.id,
                     // A full ID that is gone was removed already (by a concurrent `down`, or
@@ -99,18 +130,10 @@ pub async fn run(ctx: &Ctx, args: &DownArgs) -> Result<i32> {
             }
         }
     }
-    match ctx.format {
-        Format::Json => output::print_json(&removed)?,
-        Format::Table => {
-            for r in &removed {
-                output::print_line(&r.id.to_string())?;
-            }
-        }
-    }
-    match first_err {
-        Some(e) => Err(e),
-        None => Ok(0),
-    }
+    Ok(Report {
+        removed,
+        error: first_err,
+    })
 }
 
 /// The sandboxes `roots` and all their sub-sandboxes, in removal order: grouped by depth below

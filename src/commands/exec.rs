@@ -1,7 +1,9 @@
 //! `h9sandbox exec`: run a shell command in a sandbox, streaming or capturing its output, with a
 //! timeout that kills the command's whole process tree inside the container.
 //!
-//! [`run_command`] is the reusable core (other subcommands and front ends call it).
+//! [`run_command`] is the reusable core (other subcommands and front ends call it); [`execute`]
+//! adds what `exec` does around it (resolve the sandbox, check `--cwd` and `--env`, apply the
+//! timeout), for front ends that take the same arguments (the MCP server's `sandbox_exec`).
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -37,6 +39,10 @@ pub enum Sink {
     /// Into memory, keeping at most this many bytes of each stream (the rest is counted and
     /// dropped).
     Capture(usize),
+    /// Into memory, keeping at most this many bytes of each stream: the first half and the
+    /// last half (a rolling window), so that both the start of the output and how it ended
+    /// survive; the bytes between are counted and dropped. For output read by a model.
+    CaptureEnds(usize),
 }
 
 impl Sink {
@@ -45,7 +51,17 @@ impl Sink {
         match self {
             Sink::Forward => Some(Stream::Stdout),
             Sink::Stderr => Some(Stream::Stderr),
-            Sink::Capture(_) => None,
+            Sink::Capture(_) | Sink::CaptureEnds(_) => None,
+        }
+    }
+
+    /// The bytes a capturing sink keeps of the start and of the end of each stream; `None`
+    /// when it forwards.
+    fn caps(self) -> Option<(usize, usize)> {
+        match self {
+            Sink::Capture(n) => Some((n, 0)),
+            Sink::CaptureEnds(n) => Some((n - n / 2, n / 2)),
+            Sink::Forward | Sink::Stderr => None,
         }
     }
 }
@@ -69,11 +85,15 @@ pub struct Outcome {
     pub tree_killed: bool,
 }
 
-/// A captured stream: the first bytes kept, and the total seen.
+/// A captured stream: the first bytes kept, the last bytes kept ([`Sink::CaptureEnds`]), and
+/// the total seen.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Captured {
     /// The kept prefix.
     pub bytes: Vec<u8>,
+    /// The kept suffix: the stream's last bytes after `bytes` (empty unless the sink keeps the
+    /// end and the stream outgrew the prefix).
+    pub tail: std::collections::VecDeque<u8>,
     /// Total bytes the stream carried.
     pub total: u64,
 }
@@ -81,7 +101,61 @@ pub struct Captured {
 impl Captured {
     /// Whether bytes were dropped.
     pub fn truncated(&self) -> bool {
-        self.total > self.bytes.len() as u64
+        self.total > (self.bytes.len() + self.tail.len()) as u64
+    }
+
+    /// Keeps what `chunk` adds to the first `head` and the last `tail` bytes of the stream (the
+    /// caller counts `total`).
+    fn keep(&mut self, chunk: &[u8], head: usize, tail: usize) {
+        let room = head.saturating_sub(self.bytes.len()).min(chunk.len());
+        self.bytes.extend_from_slice(&chunk[..room]);
+        let rest = &chunk[room..];
+        if tail == 0 || rest.is_empty() {
+            return;
+        }
+        let rest = &rest[rest.len().saturating_sub(tail)..];
+        let overflow = (self.tail.len() + rest.len()).saturating_sub(tail);
+        self.tail.drain(..overflow);
+        self.tail.extend(rest);
+    }
+
+    /// The kept bytes as text, with a marker line where bytes were cut between the start and
+    /// the end ([`Sink::CaptureEnds`]); also the number of bytes cut, 0 when nothing was.
+    /// Characters are never split: a multi-byte character cut at either side of the gap is
+    /// dropped whole (and counted as cut); invalid UTF-8 is replaced by U+FFFD.
+    pub fn text_ends(&self) -> (String, u64) {
+        if !self.truncated() || self.tail.is_empty() {
+            let mut all = self.bytes.clone();
+            all.extend(self.tail.iter());
+            let cut = self.total - all.len() as u64;
+            let whole = Captured {
+                bytes: all,
+                tail: Default::default(),
+                total: self.total,
+            };
+            return (whole.text(), cut);
+        }
+        let mut head = &self.bytes[..];
+        if let Err(e) = std::str::from_utf8(head) {
+            if e.error_len().is_none() {
+                head = &head[..e.valid_up_to()];
+            }
+        }
+        let tail: Vec<u8> = self.tail.iter().copied().collect();
+        // A character cut at the start of the tail shows as up to 3 continuation bytes.
+        let skip = tail
+            .iter()
+            .take(3)
+            .take_while(|b| (**b & 0b1100_0000) == 0b1000_0000)
+            .count();
+        let tail = &tail[skip..];
+        let cut = self.total - (head.len() + tail.len()) as u64;
+        let text = format!(
+            "{}\n[... {cut} bytes cut here (the start and the end are kept) ...]\n{}",
+            String::from_utf8_lossy(head),
+            String::from_utf8_lossy(tail)
+        );
+        (text, cut)
     }
 
     /// The kept bytes as text: a multi-byte character cut by the cap is dropped whole, invalid
@@ -116,6 +190,17 @@ pub struct ExecJson {
     pub truncated: bool,
 }
 
+/// What [`execute`] ran, and how it ended.
+#[derive(Debug, Clone)]
+pub struct Executed {
+    /// The sandbox's record.
+    pub record: Record,
+    /// The timeout that applied (`None`: none).
+    pub timeout: Option<Duration>,
+    /// How the command ended.
+    pub outcome: Outcome,
+}
+
 /// Runs `exec`; returns the command's exit status.
 pub async fn run(ctx: &Ctx, args: &ExecArgs) -> Result<i32> {
     if let Some(opt) = args.command.first().filter(|w| w.starts_with('-')) {
@@ -124,26 +209,12 @@ pub async fn run(ctx: &Ctx, args: &ExecArgs) -> Result<i32> {
         ))
         .into());
     }
-    let state = ctx.store.load()?;
-    let rec = state.resolve(&args.id)?;
-    ensure_running(rec)?;
-    let cwd = resolve_cwd(&rec.workdir, args.cwd.as_deref())?;
-    let env = parse_env(&args.env)?;
-    let timeout = args.timeout.unwrap_or(ctx.cfg.exec_timeout_secs);
-    let spec = ExecSpec {
-        command: args.command.join(" "),
-        cwd,
-        env,
-        interactive: args.interactive,
-        marker: Uuid::new_v4().simple().to_string(),
-    };
     let sink = match ctx.format {
         Format::Json => Sink::Capture(args.max_output),
         Format::Table => Sink::Forward,
     };
-    // Beyond ~136 years is "none" (and keeps Instant arithmetic from overflowing).
-    let timeout = (timeout > 0 && timeout < u32::MAX as u64).then(|| Duration::from_secs(timeout));
-    let out = run_command(&ctx.engine_for(rec), rec, &spec, timeout, sink).await?;
+    let done = execute(ctx, args, sink, std::future::pending()).await?;
+    let (out, timeout) = (done.outcome, done.timeout);
     if out.timed_out && ctx.format == Format::Table {
         eprintln!(
             "h9sandbox: command timed out after {}s{}",
@@ -166,6 +237,42 @@ pub async fn run(ctx: &Ctx, args: &ExecArgs) -> Result<i32> {
         })?;
     }
     Ok(out.exit_code)
+}
+
+/// Runs `args.command` (its words joined with spaces) in the sandbox `args.id` as `exec` does:
+/// the sandbox must be Running, `--cwd` must stay inside the work dir, `--env` must be K=V, and
+/// `args.timeout` (else config `exec_timeout_secs`; 0 = none) bounds the run. `args.max_output`
+/// and `args.interactive` are the caller's to honour through `sink` and the spec (an interactive
+/// command reads our stdin). `stop` ends the command early like a signal, killing its tree
+/// (see [`run_command_until`]). Errors: as [`run_command`], and an unknown sandbox or bad
+/// argument ([`Error`]).
+pub async fn execute(
+    ctx: &Ctx,
+    args: &ExecArgs,
+    sink: Sink,
+    stop: impl std::future::Future<Output = &'static str>,
+) -> Result<Executed> {
+    let state = ctx.store.load()?;
+    let rec = state.resolve(&args.id)?;
+    ensure_running(rec)?;
+    let cwd = resolve_cwd(&rec.workdir, args.cwd.as_deref())?;
+    let env = parse_env(&args.env)?;
+    let timeout = args.timeout.unwrap_or(ctx.cfg.exec_timeout_secs);
+    let spec = ExecSpec {
+        command: args.command.join(" "),
+        cwd,
+        env,
+        interactive: args.interactive,
+        marker: Uuid::new_v4().simple().to_string(),
+    };
+    // Beyond ~136 years is "none" (and keeps Instant arithmetic from overflowing).
+    let timeout = (timeout > 0 && timeout < u32::MAX as u64).then(|| Duration::from_secs(timeout));
+    let outcome = run_command_until(&ctx.engine_for(rec), rec, &spec, timeout, sink, stop).await?;
+    Ok(Executed {
+        record: rec.clone(),
+        timeout,
+        outcome,
+    })
 }
 
 /// Fails unless the record is Running.
@@ -235,6 +342,20 @@ pub async fn run_command<E: Environment>(
     timeout: Option<Duration>,
     sink: Sink,
 ) -> Result<Outcome> {
+    run_command_until(engine, rec, spec, timeout, sink, std::future::pending()).await
+}
+
+/// [`run_command`], also ended when `stop` resolves (the caller gave up, e.g. a client
+/// cancelled its request): the process tree is killed as on a signal, and `stop`'s value is
+/// reported as [`Outcome::interrupted`] (exit status 143, as for SIGTERM).
+pub async fn run_command_until<E: Environment>(
+    engine: &E,
+    rec: &Record,
+    spec: &ExecSpec,
+    timeout: Option<Duration>,
+    sink: Sink,
+    stop: impl std::future::Future<Output = &'static str>,
+) -> Result<Outcome> {
     let container = rec.container_ref();
     let mut cmd = engine.exec_command(container, spec);
     cmd.stdin(if spec.interactive {
@@ -285,6 +406,7 @@ pub async fn run_command<E: Environment>(
         s = child.wait() => Some(s?),
         _ = deadline => { timed_out = true; None }
         sig = super::up::interrupted() => { interrupted = Some(sig); None }
+        why = stop => { interrupted = Some(why); None }
         // Nobody reads the output any more: the command would run on unattended.
         _ = async {
             // An Err means the reader task ended without a broken pipe: never fire.
@@ -395,8 +517,8 @@ async fn read_until<R: AsyncRead + Unpin>(
     }
 }
 
-/// Reads `r` to the end (or until `stop`), keeping the first `cap` bytes (Capture) or copying
-/// to stdout (Forward).
+/// Reads `r` to the end (or until `stop`), keeping what a capturing sink keeps, or copying to
+/// the forwarding sink's stream.
 async fn capture<R: AsyncRead + Unpin>(
     mut r: R,
     sink: Sink,
@@ -415,18 +537,15 @@ async fn capture<R: AsyncRead + Unpin>(
             return Ok(out);
         }
         out.total += n as u64;
-        match (&mut fwd, sink) {
+        match (&mut fwd, sink.caps()) {
             (Some(f), _) => {
                 f.write(&buf[..n]).await;
                 if f.broken {
                     let _ = broken.send(true);
                 }
             }
-            (None, Sink::Capture(cap)) => {
-                let room = cap.saturating_sub(out.bytes.len());
-                out.bytes.extend_from_slice(&buf[..n.min(room)]);
-            }
-            (None, _) => {}
+            (None, Some((head, tail))) => out.keep(&buf[..n], head, tail),
+            (None, None) => {}
         }
     }
 }
@@ -451,9 +570,9 @@ async fn stderr_pump<R: AsyncRead + Unpin>(
     let mut out = Captured::default();
     let mut buf = vec![0u8; 64 * 1024];
     let mut first = true;
-    let mut fwd = match sink {
-        Sink::Capture(_) => None,
-        _ => Some(Forward::new(Stream::Stderr)),
+    let mut fwd = match sink.caps() {
+        Some(_) => None,
+        None => Some(Forward::new(Stream::Stderr)),
     };
     loop {
         let read = if head.held {
@@ -497,13 +616,10 @@ async fn stderr_pump<R: AsyncRead + Unpin>(
             }
             head.held = false;
         }
-        match (&mut fwd, sink) {
+        match (&mut fwd, sink.caps()) {
             (Some(f), _) => f.write(chunk).await,
-            (None, Sink::Capture(cap)) => {
-                let room = cap.saturating_sub(out.bytes.len());
-                out.bytes.extend_from_slice(&chunk[..n.min(room)]);
-            }
-            (None, _) => {}
+            (None, Some((head, tail))) => out.keep(chunk, head, tail),
+            (None, None) => {}
         }
     }
 }
@@ -536,6 +652,7 @@ mod tests {
         let c = Captured {
             bytes: full[..4].to_vec(),
             total: full.len() as u64,
+            ..Default::default()
         };
         assert!(c.truncated());
         assert_eq!(c.text(), "aé");
@@ -543,8 +660,64 @@ mod tests {
         let c = Captured {
             bytes: b"a\xffb".to_vec(),
             total: 3,
+            ..Default::default()
         };
         assert_eq!(c.text(), "a\u{fffd}b");
+    }
+
+    /// Feeds `input` in chunks of `chunk` bytes to a capture of `max` bytes (head and tail).
+    fn ends(input: &[u8], chunk: usize, max: usize) -> Captured {
+        let mut c = Captured::default();
+        let (head, tail) = Sink::CaptureEnds(max).caps().unwrap();
+        for part in input.chunks(chunk) {
+            c.total += part.len() as u64;
+            c.keep(part, head, tail);
+        }
+        c
+    }
+
+    #[test]
+    fn capture_ends_keeps_the_start_and_the_end() {
+        let input: Vec<u8> = (0..100u8).map(|i| b'a' + i % 26).collect();
+        for chunk in [1, 3, 7, 64, 100] {
+            let c = ends(&input, chunk, 10);
+            assert_eq!(c.bytes, &input[..5], "chunk {chunk}");
+            assert_eq!(c.tail.iter().copied().collect::<Vec<_>>(), &input[95..]);
+            assert!(c.truncated());
+            let (text, cut) = c.text_ends();
+            assert_eq!(cut, 90);
+            assert_eq!(
+                text,
+                "abcde\n[... 90 bytes cut here (the start and the end are kept) ...]\nrstuv"
+            );
+        }
+        // Output that fits is kept whole, without a marker, even when it outgrew the head.
+        let c = ends(b"0123456789", 4, 10);
+        assert!(!c.truncated());
+        assert_eq!(c.text_ends(), ("0123456789".to_string(), 0));
+        let c = ends(b"0123", 1, 10);
+        assert_eq!(c.text_ends(), ("0123".to_string(), 0));
+        // A head-only capture keeps no tail.
+        let mut c = Captured {
+            total: 5,
+            ..Default::default()
+        };
+        c.keep(b"01234", 2, 0);
+        assert_eq!((c.bytes.as_slice(), c.tail.len()), (&b"01"[..], 0));
+    }
+
+    #[test]
+    fn capture_ends_never_splits_a_character() {
+        // "€" is three bytes: the head's last one and the tail's first one are cut mid-way.
+        let input = "€€€€xx€€€€".as_bytes(); // 26 bytes
+        let c = ends(input, 5, 8);
+        let (text, cut) = c.text_ends();
+        assert_eq!(
+            text,
+            "€\n[... 20 bytes cut here (the start and the end are kept) ...]\n€"
+        );
+        assert_eq!(cut, 20);
+        assert!(!text.contains('\u{fffd}'));
     }
 
     #[test]

@@ -6,6 +6,7 @@ pub mod edit;
 pub mod exec;
 pub mod generate;
 pub mod ls;
+pub mod mcp;
 pub mod read;
 pub mod reap;
 pub mod renew;
@@ -35,6 +36,7 @@ impl Command {
             Command::Edit(_) => "edit",
             Command::Reap(_) => "reap",
             Command::Renew(_) => "renew",
+            Command::Mcp(_) => "mcp",
         }
     }
 }
@@ -58,12 +60,20 @@ impl Ctx {
     /// Loads the configuration (with `flags` as the top layer: key, value, flag name) and opens
     /// the state store.
     pub fn new(cli: &Cli, flags: &[(&str, Option<String>, &str)]) -> Result<Ctx> {
+        let layers = Ctx::load_layers(cli)?;
+        Ctx::from_layers(&layers, flags, cli.global.format(), cli.global.verbose)
+    }
+
+    /// The configuration layers below the flags: file and environment (warning on stderr about
+    /// `H9SANDBOX_*` variables that are no configuration key). The commands that clean up load a
+    /// project file leniently ([`Layers::load_lenient`]).
+    pub fn load_layers(cli: &Cli) -> Result<Layers> {
         // The commands that clean up must work whatever a sandbox wrote into ./sandbox.toml.
         let cleanup = matches!(
             cli.command,
             Command::Down(_) | Command::Reap(_) | Command::Ls(_) | Command::Renew(_)
         );
-        let mut layers = if cleanup {
+        let layers = if cleanup {
             Layers::load_lenient(cli.global.config.as_deref())?
         } else {
             Layers::load(cli.global.config.as_deref())?
@@ -73,6 +83,19 @@ impl Ctx {
                 "environment variable {var} is not a configuration key; ignored (see sandbox.toml.example)"
             ));
         }
+        Ok(layers)
+    }
+
+    /// The context of `layers` with `flags` on top (key, value, flag name), `format` and `-v`
+    /// count `verbose`. Front ends that create several contexts from one configuration (the MCP
+    /// server: one per `sandbox_up` with its own limits) load the layers once.
+    pub fn from_layers(
+        layers: &Layers,
+        flags: &[(&str, Option<String>, &str)],
+        format: Format,
+        verbose: u8,
+    ) -> Result<Ctx> {
+        let mut layers = layers.clone();
         for (key, value, flag) in flags {
             if let Some(v) = value {
                 layers.set_str(key, v, Origin::Flag((*flag).to_string()))?;
@@ -80,14 +103,13 @@ impl Ctx {
         }
         let cfg = layers.resolve()?;
         let store = Store::open(&cfg.state_dir()?)?;
-        let verbose = cli.global.verbose > 0;
-        let engine = AnyEngine::for_kind(cfg.engine, &cfg, store.dir(), verbose);
+        let engine = AnyEngine::for_kind(cfg.engine, &cfg, store.dir(), verbose > 0);
         Ok(Ctx {
             cfg,
             store,
             engine,
-            format: cli.global.format(),
-            verbose: cli.global.verbose,
+            format,
+            verbose,
         })
     }
 
@@ -132,31 +154,7 @@ pub fn catch_file_size_signal() -> Option<tokio::signal::unix::Signal> {
 /// Runs the parsed command line; returns the exit status.
 pub async fn dispatch(cli: Cli) -> Result<i32> {
     match &cli.command {
-        Command::Up(a) => {
-            let ctx = Ctx::new(
-                &cli,
-                &[
-                    ("image", a.image.clone(), "--image"),
-                    ("cpus", a.cpus.clone(), "--cpus"),
-                    ("memory", a.memory.clone(), "--memory"),
-                    ("pids_limit", a.pids_limit.clone(), "--pids-limit"),
-                    ("network", a.network.map(|n| n.to_string()), "--network"),
-                    ("bootstrap_cmd", a.bootstrap.clone(), "--bootstrap"),
-                    (
-                        "bootstrap_required",
-                        a.bootstrap_required.then(|| "true".to_string()),
-                        "--bootstrap-required",
-                    ),
-                    (
-                        "bootstrap_timeout_secs",
-                        a.bootstrap_timeout.map(|t| t.to_string()),
-                        "--bootstrap-timeout",
-                    ),
-                    ("user", a.user.clone(), "--user"),
-                ],
-            )?;
-            up::run(&ctx, a).await
-        }
+        Command::Up(a) => up::run(&Ctx::new(&cli, &up::config_flags(a))?, a).await,
         Command::Exec(a) => exec::run(&Ctx::new(&cli, &[])?, a).await,
         Command::Bootstrap(a) => {
             let ctx = Ctx::new(
@@ -178,5 +176,6 @@ pub async fn dispatch(cli: Cli) -> Result<i32> {
         Command::Edit(a) => edit::run(&Ctx::new(&cli, &[])?, a).await,
         Command::Reap(a) => reap::run(&Ctx::new(&cli, &[])?, a).await,
         Command::Renew(a) => renew::run(&Ctx::new(&cli, &[])?, a).await,
+        Command::Mcp(a) => mcp::run(&cli, a).await,
     }
 }

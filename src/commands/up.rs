@@ -34,8 +34,46 @@ use crate::output;
 use crate::progress::Spinner;
 use crate::state::{now_rfc3339, BootstrapRun, Lifecycle, Limits, ProcessRef, Record};
 
+/// The configuration keys `up`'s flags override, as [`Ctx::new`] takes them: (key, value,
+/// flag). `ctx` must be built with these for [`create`] to see the flags' values.
+pub fn config_flags(args: &UpArgs) -> Vec<(&'static str, Option<String>, &'static str)> {
+    vec![
+        ("image", args.image.clone(), "--image"),
+        ("cpus", args.cpus.clone(), "--cpus"),
+        ("memory", args.memory.clone(), "--memory"),
+        ("pids_limit", args.pids_limit.clone(), "--pids-limit"),
+        ("network", args.network.map(|n| n.to_string()), "--network"),
+        ("bootstrap_cmd", args.bootstrap.clone(), "--bootstrap"),
+        (
+            "bootstrap_required",
+            args.bootstrap_required.then(|| "true".to_string()),
+            "--bootstrap-required",
+        ),
+        (
+            "bootstrap_timeout_secs",
+            args.bootstrap_timeout.map(|t| t.to_string()),
+            "--bootstrap-timeout",
+        ),
+        ("user", args.user.clone(), "--user"),
+    ]
+}
+
 /// Runs `up`; prints the ID (or the record as JSON) and returns 0.
 pub async fn run(ctx: &Ctx, args: &UpArgs) -> Result<i32> {
+    let rec = create(ctx, args).await?;
+    match ctx.format {
+        Format::Json => output::print_json(&rec)?,
+        Format::Table => output::print_line(&rec.id.to_string())?,
+    }
+    Ok(0)
+}
+
+/// Creates a sandbox as `up` does and returns its Running record; prints nothing on stdout
+/// (warnings, the bootstrap's output and, for `format` table on a terminal, the spinner go to
+/// stderr). `ctx` carries the configuration with `args`' flags applied ([`config_flags`]).
+/// Errors: invalid arguments, the engine's failures (the sandbox is then removed, or its record
+/// marked Failed), an interrupting signal, a failed required bootstrap.
+pub async fn create(ctx: &Ctx, args: &UpArgs) -> Result<Record> {
     let cfg = &ctx.cfg;
     let owner = args.owner_pid.as_deref().map(parse_owner).transpose()?;
     let ttl_secs = args.ttl.as_deref().map(parse_ttl).transpose()?;
@@ -342,11 +380,7 @@ pub async fn run(ctx: &Ctx, args: &UpArgs) -> Result<i32> {
     } else {
         drop(spinner);
     }
-    match ctx.format {
-        Format::Json => output::print_json(&rec)?,
-        Format::Table => output::print_line(&rec.id.to_string())?,
-    }
-    Ok(0)
+    Ok(rec)
 }
 
 /// One line on why a recorded bootstrap failed.

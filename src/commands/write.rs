@@ -1,8 +1,9 @@
 //! `h9sandbox write`: replace a file of the sandbox's work dir atomically with stdin or a host
 //! file, through [`crate::files::WorkDir::write`].
 
-use std::io::IsTerminal;
+use std::io::{IsTerminal, Read};
 use std::os::fd::AsFd;
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use anyhow::{anyhow, Context, Result};
@@ -11,8 +12,9 @@ use serde::Serialize;
 use super::Ctx;
 use crate::cli::{Format, WriteArgs};
 use crate::error::Error;
-use crate::files::{self, Abort, WriteOptions};
+use crate::files::{self, Abort, WorkDir, WriteOptions, Written};
 use crate::output;
+use crate::state::Record;
 
 /// `write --format json` document.
 #[derive(Debug, Serialize)]
@@ -27,17 +29,9 @@ pub struct WriteJson {
 
 /// Runs `write`; prints nothing (or the JSON document) and returns 0.
 pub async fn run(ctx: &Ctx, args: &WriteArgs) -> Result<i32> {
-    let _xfsz = super::catch_file_size_signal();
     let (rec, wd) = super::workdir_of(ctx, &args.id)?;
     let mode = args.mode.as_deref().map(files::parse_mode).transpose()?;
-    let opts = WriteOptions {
-        mode,
-        parents: args.parents,
-        append: args.append,
-        // Files of a root sandbox are left to the invoking user: root in the container may
-        // write anything (DAC_OVERRIDE), and the host user keeps control of them.
-        owner: rec.user.filter(|u| !u.is_root()),
-    };
+    let opts = options(&rec, mode, args.parents, args.append);
     let from = match &args.from {
         Some(f) => {
             // A source inside the work dir is the sandbox's to plant symlinks in: open it the
@@ -77,20 +71,13 @@ pub async fn run(ctx: &Ctx, args: &WriteArgs) -> Result<i32> {
         }
         None => None,
     };
-    let path = args.path.clone();
-    let written = interruptible(move |abort| match from {
-        Some(mut f) => wd.write(&path, &mut f, &opts, Some(abort)),
+    let from = match from {
+        Some(f) => f,
         // The raw descriptor (not std's 8 KiB BufReader): File to File lets io::copy use
         // copy_file_range or splice.
-        None => {
-            let mut stdin = std::fs::File::from(std::io::stdin().as_fd().try_clone_to_owned()?);
-            wd.write(&path, &mut stdin, &opts, Some(abort))
-        }
-    })
-    .await?;
-    if let Some(w) = &written.warning {
-        output::warn(w);
-    }
+        None => std::fs::File::from(std::io::stdin().as_fd().try_clone_to_owned()?),
+    };
+    let written = write_from(wd, args.path.clone(), from, opts).await?;
     if ctx.format == Format::Json {
         output::print_json(&WriteJson {
             path: written.path.display().to_string(),
@@ -99,6 +86,38 @@ pub async fn run(ctx: &Ctx, args: &WriteArgs) -> Result<i32> {
         })?;
     }
     Ok(0)
+}
+
+/// The options `write` uses in the sandbox `rec`: `mode` (`None`: an existing file's, else
+/// 644), `parents`, `append`, and the owner of new files: the sandbox's user, except root's files,
+/// which are left to the invoking user (root in the container may write anything anyway, with
+/// `CAP_DAC_OVERRIDE`, and the host user keeps control of them).
+pub fn options(rec: &Record, mode: Option<u32>, parents: bool, append: bool) -> WriteOptions {
+    WriteOptions {
+        mode,
+        parents,
+        append,
+        owner: rec.user.filter(|u| !u.is_root()),
+    }
+}
+
+/// Replaces the file `path` of the work dir `wd` with the bytes of `data` ([`WorkDir::write`],
+/// atomic), on its own thread, given up on a signal ([`interruptible`]), failing instead of
+/// dying past `RLIMIT_FSIZE` ([`super::catch_file_size_signal`]); warns on stderr when the owner
+/// could not be given. Prints nothing on stdout.
+pub async fn write_from<R: Read + Send + 'static>(
+    wd: WorkDir,
+    path: PathBuf,
+    mut data: R,
+    opts: WriteOptions,
+) -> Result<Written> {
+    let _xfsz = super::catch_file_size_signal();
+    let written =
+        interruptible(move |abort| wd.write(&path, &mut data, &opts, Some(abort))).await?;
+    if let Some(w) = &written.warning {
+        output::warn(w);
+    }
+    Ok(written)
 }
 
 /// Runs the blocking file operation `f` on its own thread. When SIGINT, SIGTERM or SIGHUP

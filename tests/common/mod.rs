@@ -183,6 +183,14 @@ impl TestEnv {
         c
     }
 
+    /// `program` with the same environment as [`TestEnv::cmd`] (state dir, engine, image, work
+    /// dir as cwd), for test drivers written in another language.
+    pub fn program(&self, program: impl AsRef<std::ffi::OsStr>) -> Command {
+        let mut c = Command::new(program);
+        self.configure(&mut c);
+        c
+    }
+
     fn configure(&self, c: &mut Command) {
         c.current_dir(&self.workdir)
             .env_clear()

@@ -1,0 +1,425 @@
+//! `h9sandbox mcp`, the Model Context Protocol server, driven by a client nobody here wrote: the
+//! official MCP Python SDK (the `mcp` package from PyPI), through `tests/mcp_client.py`, against
+//! the real engine. The client checks what it sees (tool list and schemas, results, tool errors);
+//! these tests check what it cannot (containers, the state file, the host's files, the server's
+//! stderr).
+//!
+//! The interpreter is `$H9TEST_MCP_PYTHON`, which `.ci/run` sets to the virtual environment
+//! made by `scripts/mcp-venv.sh`; without it, `target/mcp-venv/bin/python` if that exists. When
+//! neither has the `mcp` package, the tests fail if `CI` is set, and are skipped with a loud
+//! message otherwise. One test speaks the protocol by hand and needs no Python.
+
+mod common;
+
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::OnceLock;
+
+use common::*;
+use serde_json::{json, Value};
+
+/// The Python interpreter that has the `mcp` package, or `None` (announced) outside CI.
+fn python() -> Option<PathBuf> {
+    static PYTHON: OnceLock<Option<PathBuf>> = OnceLock::new();
+    PYTHON
+        .get_or_init(|| {
+            let candidate = std::env::var_os("H9TEST_MCP_PYTHON")
+                .map(PathBuf::from)
+                .unwrap_or_else(|| {
+                    Path::new(env!("CARGO_MANIFEST_DIR")).join("target/mcp-venv/bin/python")
+                });
+            let works = Command::new(&candidate)
+                .args(["-c", "import mcp"])
+                .stdin(Stdio::null())
+                .output()
+                .is_ok_and(|o| o.status.success());
+            if works {
+                return Some(candidate);
+            }
+            let why = format!(
+                "{} cannot import the `mcp` package; run scripts/mcp-venv.sh (or set H9TEST_MCP_PYTHON)",
+                candidate.display()
+            );
+            if std::env::var_os("CI").is_some() {
+                panic!("CI is set but {why}");
+            }
+            announce(&format!("{why}; set CI=1 to make this fatal"));
+            None
+        })
+        .clone()
+}
+
+/// Skips the test (returns) when the Python client cannot run outside CI.
+macro_rules! require_python {
+    () => {
+        match python() {
+            Some(p) => p,
+            None => return,
+        }
+    };
+}
+
+/// What one run of the Python client left: its transcript and the server's stderr.
+struct Run {
+    transcript: Value,
+    server_stderr: String,
+}
+
+/// Runs the client's `scenario` against the binary with `env`'s configuration; asserts that it
+/// passed its own checks.
+fn client(env: &TestEnv, python: &Path, scenario: &str) -> Run {
+    let errlog = env.root.path().join(format!("server-{scenario}.log"));
+    let unique = env
+        .root
+        .path()
+        .file_name()
+        .unwrap()
+        .to_string_lossy()
+        .into_owned();
+    let out = env
+        .program(python)
+        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/mcp_client.py"))
+        .arg(scenario)
+        .env("H9_BIN", assert_cmd::cargo::cargo_bin("h9sandbox"))
+        .env("H9_WORKDIR", &env.workdir)
+        .env("H9_ERRLOG", &errlog)
+        .env("H9_UNIQUE", &unique)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let server_stderr = std::fs::read_to_string(&errlog).unwrap_or_default();
+    assert!(
+        out.status.success(),
+        "mcp_client.py {scenario} failed ({:?})\n{}\nserver stderr:\n{server_stderr}",
+        out.status.code(),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    let transcript = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "mcp_client.py {scenario} printed no JSON ({e}): {}",
+            String::from_utf8_lossy(&out.stdout)
+        )
+    });
+    Run {
+        transcript,
+        server_stderr,
+    }
+}
+
+/// The names of an object schema's properties, and of the required ones.
+fn properties(schema: &Value) -> (Vec<String>, Vec<String>) {
+    let mut props: Vec<String> = schema["properties"]
+        .as_object()
+        .map(|m| m.keys().cloned().collect())
+        .unwrap_or_default();
+    props.sort();
+    let mut required: Vec<String> = schema["required"]
+        .as_array()
+        .map(|a| a.iter().map(|v| v.as_str().unwrap().to_string()).collect())
+        .unwrap_or_default();
+    required.sort();
+    (props, required)
+}
+
+#[test]
+fn the_tools_are_listed_with_schemas_a_model_can_follow() {
+    let python = require_python!();
+    let env = TestEnv::new();
+    let t = client(&env, &python, "tools").transcript;
+    assert_eq!(t["server"], "h9sandbox");
+    let tools = &t["tools"];
+    let names: Vec<&String> = tools.as_object().unwrap().keys().collect();
+    assert_eq!(names.len(), 7, "{names:?}");
+    let expect = [
+        (
+            "sandbox_up",
+            vec![
+                "cpus",
+                "image",
+                "keep",
+                "memory",
+                "name",
+                "network",
+                "parent",
+                "pids_limit",
+                "ttl",
+                "workdir",
+            ],
+            vec![],
+        ),
+        (
+            "sandbox_exec",
+            vec![
+                "command",
+                "cwd",
+                "env",
+                "id",
+                "max_output_bytes",
+                "timeout_secs",
+            ],
+            vec!["command"],
+        ),
+        (
+            "sandbox_read",
+            vec!["id", "limit", "line_numbers", "offset", "path"],
+            vec!["path"],
+        ),
+        (
+            "sandbox_write",
+            vec!["append", "content", "id", "parents", "path"],
+            vec!["content", "path"],
+        ),
+        (
+            "sandbox_edit",
+            vec!["id", "new", "old", "path", "replace_all"],
+            vec!["new", "old", "path"],
+        ),
+        ("sandbox_list", vec![], vec![]),
+        ("sandbox_down", vec!["id"], vec![]),
+    ];
+    for (name, props, required) in expect {
+        let (p, r) = properties(&tools[name]["input"]);
+        assert_eq!(p, props, "{name}'s arguments");
+        assert_eq!(r, required, "{name}'s required arguments");
+        // Unknown arguments are refused (a typo is told, not ignored).
+        assert_eq!(
+            tools[name]["input"]["additionalProperties"],
+            json!(false),
+            "{name}"
+        );
+    }
+    let (p, _) = properties(&tools["sandbox_exec"]["output"]);
+    for field in [
+        "exit_code",
+        "stdout",
+        "stderr",
+        "duration_ms",
+        "timed_out",
+        "truncated",
+    ] {
+        assert!(p.contains(&field.to_string()), "exec result lacks {field}");
+    }
+    let (p, _) = properties(&tools["sandbox_read"]["output"]);
+    assert!(p.contains(&"next_offset".to_string()), "{p:?}");
+    for (name, read_only) in [
+        ("sandbox_read", true),
+        ("sandbox_list", true),
+        ("sandbox_exec", false),
+        ("sandbox_down", false),
+    ] {
+        assert_eq!(tools[name]["read_only"], json!(read_only), "{name}");
+    }
+    // The descriptions are single lines (wrapped doc comments are joined).
+    let text = tools.to_string();
+    assert!(!text.contains("\\n"), "a description keeps a line break");
+}
+
+#[test]
+fn a_session_runs_commands_and_edits_files_in_its_sandbox() {
+    require_container!("the MCP tests drive container sandboxes");
+    let python = require_python!();
+    let env = TestEnv::new();
+    let run = client(&env, &python, "flow");
+    let t = &run.transcript;
+    // The edit reached the host's file, through the bind mount.
+    assert_eq!(
+        std::fs::read_to_string(env.path("notes/todo.txt")).unwrap(),
+        "alpha\nBETA\nbeta2\ngamma\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(env.path("dup.txt")).unwrap(),
+        "y and y"
+    );
+    // The escape attempts touched nothing.
+    let unique = env.root.path().file_name().unwrap().to_string_lossy();
+    for p in [
+        env.root.path().join(format!("escaped-{unique}.txt")),
+        PathBuf::from(format!("/tmp/escaped-{unique}.txt")),
+    ] {
+        assert!(!p.exists(), "{} was written", p.display());
+    }
+    let leftovers: Vec<_> = std::fs::read_dir(&env.workdir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with(".h9tmp-"))
+        .collect();
+    assert!(leftovers.is_empty(), "temporary files left: {leftovers:?}");
+    // sandbox_down removed the container and the record.
+    assert_eq!(t["ls_after_down"], json!([]));
+    assert!(env.containers().is_empty(), "{:?}", env.containers());
+    assert!(env.ls_raw().is_empty());
+    // The server's logs went to stderr (the client saw only protocol messages on stdout).
+    assert!(
+        run.server_stderr.contains("+ docker run") || run.server_stderr.contains("+ podman run"),
+        "{}",
+        run.server_stderr
+    );
+}
+
+#[test]
+fn closing_stdin_removes_the_auto_up_sandbox_but_not_a_kept_one() {
+    require_container!("the MCP tests drive container sandboxes");
+    let python = require_python!();
+    let env = TestEnv::new();
+    let run = client(&env, &python, "close");
+    let t = &run.transcript;
+    assert!(
+        run.server_stderr
+            .contains("mcp: shutting down: the client disconnected"),
+        "{}",
+        run.server_stderr
+    );
+    assert_eq!(t["server_after_close"], "gone");
+    let ids: Vec<Value> = env.ls().into_iter().map(|e| e["id"].clone()).collect();
+    assert_eq!(
+        ids,
+        vec![t["kept"].clone()],
+        "only the kept sandbox is left"
+    );
+    assert_eq!(env.containers().len(), 1);
+    assert_ok(&env.run(&["down", t["kept"].as_str().unwrap()]));
+    assert!(env.containers().is_empty());
+}
+
+#[test]
+fn reap_removes_the_sandbox_of_a_killed_server() {
+    require_container!("the MCP tests drive container sandboxes");
+    let python = require_python!();
+    let env = TestEnv::new();
+    let t = client(&env, &python, "kill").transcript;
+    let id = t["auto"].as_str().unwrap();
+    // SIGKILL left it behind...
+    assert_eq!(t["listed_after_kill"], json!([id]));
+    assert_eq!(env.containers().len(), 1);
+    // ...for reap, which tells its owner (the server) is dead.
+    let out = env.run(&["reap", "--format", "json"]);
+    assert_ok(&out);
+    let reaped: Vec<Value> = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(reaped.len(), 1, "{reaped:?}");
+    assert_eq!(reaped[0]["id"], id);
+    assert_eq!(reaped[0]["reason"], "owner-dead");
+    assert!(env.containers().is_empty());
+    assert!(env.ls_raw().is_empty());
+}
+
+#[test]
+fn sigterm_removes_the_session_sandbox_while_a_command_runs() {
+    require_container!("the MCP tests drive container sandboxes");
+    let python = require_python!();
+    let env = TestEnv::new();
+    let run = client(&env, &python, "term");
+    assert!(
+        run.server_stderr.contains("mcp: shutting down: SIGTERM"),
+        "{}",
+        run.server_stderr
+    );
+    assert!(env.containers().is_empty(), "{:?}", env.containers());
+    assert!(env.ls_raw().is_empty());
+}
+
+/// Sends one JSON-RPC message.
+fn send(stdin: &mut impl Write, message: Value) {
+    writeln!(stdin, "{message}").unwrap();
+    stdin.flush().unwrap();
+}
+
+/// Reads lines until the response to request `id`; every line must be a JSON-RPC message.
+fn response(lines: &mut impl Iterator<Item = String>, id: u64) -> Value {
+    for line in lines {
+        let v: Value = serde_json::from_str(&line)
+            .unwrap_or_else(|e| panic!("stdout carried a line that is no JSON ({e}): {line:?}"));
+        assert_eq!(v["jsonrpc"], "2.0", "{line}");
+        if v["id"] == json!(id) {
+            return v;
+        }
+    }
+    panic!("the server closed stdout before answering request {id}");
+}
+
+#[test]
+fn stdout_carries_only_protocol_messages() {
+    require_container!("the MCP tests drive container sandboxes");
+    let env = TestEnv::new();
+    let mut child = env
+        .cmd()
+        .args(["-v", "mcp", "--auto-up"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap())
+        .lines()
+        .map(|l| l.unwrap());
+    send(
+        &mut stdin,
+        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {},
+            "clientInfo": {"name": "by-hand", "version": "0"}}}),
+    );
+    let init = response(&mut lines, 1);
+    assert_eq!(init["result"]["serverInfo"]["name"], "h9sandbox");
+    send(
+        &mut stdin,
+        json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+    );
+    // A command writing to both streams, and a warning-prone call (a sandbox that does not exist).
+    let call = |id: u64, name: &str, arguments: Value| {
+        json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+               "params": {"name": name, "arguments": arguments}})
+    };
+    send(
+        &mut stdin,
+        call(
+            2,
+            "sandbox_exec",
+            json!({"command": "echo to-stdout; echo to-stderr >&2; exit 3"}),
+        ),
+    );
+    let r = response(&mut lines, 2);
+    assert_eq!(r["result"]["isError"], json!(false), "{r}");
+    let s = &r["result"]["structuredContent"];
+    assert_eq!(
+        (&s["exit_code"], &s["stdout"], &s["stderr"]),
+        (&json!(3), &json!("to-stdout\n"), &json!("to-stderr\n"))
+    );
+    send(
+        &mut stdin,
+        call(3, "sandbox_down", json!({"id": "no-such-sandbox"})),
+    );
+    let r = response(&mut lines, 3);
+    assert_eq!(r["result"]["isError"], json!(true), "{r}");
+    send(&mut stdin, call(4, "no_such_tool", json!({})));
+    let r = response(&mut lines, 4);
+    assert!(r.get("error").is_some() || r["result"]["isError"] == json!(true));
+    // Closing stdin ends the session: the rest of stdout must be protocol messages too.
+    drop(stdin);
+    for line in lines {
+        let v: Value = serde_json::from_str(&line)
+            .unwrap_or_else(|e| panic!("stdout carried a line that is no JSON ({e}): {line:?}"));
+        assert_eq!(v["jsonrpc"], "2.0", "{line}");
+    }
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{:?}: {stderr}", out.status);
+    // -v output, the engine's command lines, went to stderr.
+    assert!(stderr.contains(" run -d "), "{stderr}");
+    assert!(env.containers().is_empty(), "{:?}", env.containers());
+    assert!(env.ls_raw().is_empty());
+}
+
+#[test]
+fn a_bad_work_dir_fails_at_start_with_one_line() {
+    let env = TestEnv::new();
+    let out = env.run(&["mcp", "--workdir", "/nonexistent/dir"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(out.stdout.is_empty());
+    let err = stderr(&out);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.starts_with("h9sandbox: error: work directory /nonexistent/dir cannot be used"),
+        "{err}"
+    );
+}
