@@ -118,7 +118,8 @@ pub struct UpParams {
     #[serde(default)]
     pub parent: Option<String>,
     /// Lease, e.g. "30m" or "2h": `h9sandbox reap` removes the sandbox this long after it
-    /// started. Default: none.
+    /// started, even in the middle of this session (nothing renews it over MCP). Leave it out
+    /// for a sandbox that lives as long as the session. Default: none.
     #[serde(default)]
     pub ttl: Option<String>,
     /// Keep the sandbox when this session ends. Default false: it is removed when the client
@@ -479,7 +480,8 @@ impl Done {
     fn into_result(self) -> CallToolResult {
         let mut content = Vec::new();
         if let Some(e) = &self.error {
-            content.push(ContentBlock::text(e.clone()));
+            // Its own line, also for clients that join the blocks.
+            content.push(ContentBlock::text(format!("{e}\n")));
         }
         content.push(ContentBlock::text(self.text));
         let mut r = if self.error.is_some() {
@@ -941,7 +943,8 @@ impl Session {
             for r in &report.removed {
                 st.owned.retain(|o| *o != r.id);
                 if st.default == Some(r.id) {
-                    st.default = None;
+                    // Back to the newest sandbox this session still owns (the --auto-up one).
+                    st.default = st.owned.last().copied();
                 }
             }
         }
