@@ -86,7 +86,8 @@ pub struct Lines {
     pub first: u64,
     /// The lines, without their `\n` (a `\r` before it stays).
     pub lines: Vec<Vec<u8>>,
-    /// Lines in the whole file (a last line without `\n` counts).
+    /// Lines in the whole file (a last line without `\n` counts), or in its first
+    /// [`SCAN_MAX_BYTES`] when it is larger (see `size`).
     pub total: u64,
     /// Whether the only line in `lines` is cut short: it alone is longer than the byte cap.
     pub cut: bool,
@@ -96,6 +97,10 @@ pub struct Lines {
     /// (the rule of `git` and `grep`).
     pub binary: bool,
 }
+
+/// How many bytes of a file [`WorkDir::read_lines`] scans at most (256 MiB): lines past them
+/// are not reached, and a planted huge (e.g. sparse) file cannot keep the host's CPU busy.
+pub const SCAN_MAX_BYTES: u64 = 256 << 20;
 
 /// How many bytes at the start of a file [`Lines::binary`] looks at.
 const BINARY_PROBE: usize = 8 * 1024;
@@ -520,7 +525,7 @@ impl WorkDir {
     ) -> Result<Lines> {
         let (file, st) = self.open_file(user)?;
         let host = self.host_path(user);
-        let reader = io::BufReader::with_capacity(64 * 1024, file);
+        let reader = io::BufReader::with_capacity(64 * 1024, file.take(SCAN_MAX_BYTES));
         let mut lines = scan_lines(reader, first, limit, max_bytes)
             .with_context(|| format!("cannot read {}", host.display()))?;
         lines.path = host;

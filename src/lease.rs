@@ -477,6 +477,7 @@ mod tests {
             state: "running".into(),
             status: "Up".into(),
             sandbox_id: Some(r.id.to_string()),
+            state_dir: None,
         }
     }
 

@@ -1142,7 +1142,7 @@ mod tests {
         assert_eq!(r.content.len(), 2);
         assert_eq!(
             r.content[0].as_text().unwrap().text,
-            "the command timed out"
+            "the command timed out\n"
         );
         assert_eq!(
             r.structured_content,

@@ -270,3 +270,35 @@ fn a_parent_swapping_a_childs_work_dir_cannot_make_it_mount_the_host() {
         leaked.len()
     );
 }
+
+#[test]
+fn a_work_dir_holding_another_state_directory_is_refused() {
+    require_docker!();
+    let env = TestEnv::new();
+    // Another session's state directory, with a live sandbox, inside our work dir.
+    let victim_state = env.path("victim-state");
+    let victim_work = env.root.path().join("victim-work");
+    std::fs::create_dir_all(&victim_work).unwrap();
+    let victim = |args: &[&str]| {
+        env.cmd()
+            .env("H9SANDBOX_STATE_DIR", &victim_state)
+            .args(args)
+            .output()
+            .unwrap()
+    };
+    let out = victim(&["up", "--workdir", victim_work.to_str().unwrap()]);
+    assert_ok(&out);
+    let out = env.run(&["up"]);
+    let removed = victim(&["down", "--all"]);
+    assert_ok(&removed);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stderr(&out).contains("contains the state directory"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(
+        env.containers().is_empty(),
+        "the refused container was left"
+    );
+}

@@ -249,10 +249,36 @@ pub async fn create(ctx: &Ctx, args: &UpArgs) -> Result<Record> {
             None
         }
     };
-    let (mut started, swept) = tokio::join!(
+    // Every state directory with live containers: none may lie in the work dir, or the sandbox
+    // could rewrite its records (engine, container, work dir) and steer another session's
+    // commands to the host. Listed alongside the start, checked before the sandbox is usable.
+    let others = async {
+        if engine.kind().isolation() == Isolation::Container {
+            engine.list(&[(LABEL_MANAGED, "1")]).await.ok()
+        } else {
+            None
+        }
+    };
+    let (mut started, swept, others) = tokio::join!(
         start_interruptible(ctx, &engine, &spec, &mount_check, &spinner),
-        sweep
+        sweep,
+        others
     );
+    if let (Ok(c), Some(list)) = (&started, &others) {
+        let own = ctx.state_label();
+        if let Some(d) = list
+            .iter()
+            .filter_map(|s| s.state_dir.as_deref())
+            .find(|d| *d != own && Path::new(d).starts_with(&spec.workdir))
+        {
+            let _ = engine.remove(c).await;
+            started = Err(Error::Invalid(format!(
+                "work directory {} contains the state directory {d} of other sandboxes, which this sandbox could then rewrite; use a directory that does not hold one",
+                spec.workdir.display()
+            ))
+            .into());
+        }
+    }
     // A failed `up` reports its own error only: the sweep's would mostly repeat it.
     if started.is_ok() {
         match swept {

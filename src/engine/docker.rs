@@ -17,7 +17,7 @@ use tokio::process::Command;
 
 use super::{
     AppliedLimits, ContainerSpec, ContainerStatus, ContainerSummary, EngineKind, Environment,
-    ExecFailure, ExecSpec, EXEC_MARKER_VAR, LABEL_ID, SCRATCH_DIR,
+    ExecFailure, ExecSpec, EXEC_MARKER_VAR, LABEL_ID, LABEL_STATE_DIR, SCRATCH_DIR,
 };
 use crate::error::Error;
 
@@ -662,7 +662,7 @@ pub fn ps_args(flavor: Flavor, labels: &[(&str, &str)]) -> Vec<String> {
     a.push("--format".into());
     a.push(match flavor {
         Flavor::Docker => format!(
-            "{{{{.ID}}}}\t{{{{.Names}}}}\t{{{{.State}}}}\t{{{{.Status}}}}\t{{{{.Label \"{LABEL_ID}\"}}}}"
+            "{{{{.ID}}}}\t{{{{.Names}}}}\t{{{{.State}}}}\t{{{{.Status}}}}\t{{{{.Label \"{LABEL_ID}\"}}}}\t{{{{.Label \"{LABEL_STATE_DIR}\"}}}}"
         ),
         Flavor::Podman => "json".into(),
     });
@@ -705,7 +705,12 @@ fn parse_podman_ps(json: &str) -> Result<Vec<ContainerSummary>> {
             status: e.status,
             sandbox_id: e
                 .labels
-                .and_then(|mut l| l.remove(LABEL_ID))
+                .as_ref()
+                .and_then(|l| l.get(LABEL_ID).cloned())
+                .filter(|s| !s.is_empty()),
+            state_dir: e
+                .labels
+                .and_then(|mut l| l.remove(LABEL_STATE_DIR))
                 .filter(|s| !s.is_empty()),
         })
         .collect())
@@ -823,17 +828,21 @@ fn parse_ps_line(line: &str) -> Option<ContainerSummary> {
     let name = f.next().unwrap_or_default().to_string();
     let state = f.next().unwrap_or_default().to_string();
     let status = f.next().unwrap_or_default().to_string();
-    let sandbox_id = f
-        .next()
-        .map(str::trim)
-        .filter(|s| !s.is_empty() && *s != "<no value>")
-        .map(str::to_string);
+    let mut label = || {
+        f.next()
+            .map(str::trim)
+            .filter(|s| !s.is_empty() && *s != "<no value>")
+            .map(str::to_string)
+    };
+    let sandbox_id = label();
+    let state_dir = label();
     Some(ContainerSummary {
         id,
         name,
         state,
         status,
         sandbox_id,
+        state_dir,
     })
 }
 
@@ -1113,7 +1122,7 @@ mod tests {
             d[7..],
             [
                 "--format",
-                "{{.ID}}\t{{.Names}}\t{{.State}}\t{{.Status}}\t{{.Label \"h9sandbox.id\"}}"
+                "{{.ID}}\t{{.Names}}\t{{.State}}\t{{.Status}}\t{{.Label \"h9sandbox.id\"}}\t{{.Label \"h9sandbox.state_dir\"}}"
             ]
         );
         let p = ps_args(Flavor::Podman, &labels);
@@ -1134,6 +1143,7 @@ mod tests {
                     state: "exited".into(),
                     status: "Exited (137) 2 seconds ago".into(),
                     sandbox_id: Some("uuid-1".into()),
+                    state_dir: None,
                 },
                 ContainerSummary {
                     id: "def".into(),
@@ -1141,6 +1151,7 @@ mod tests {
                     state: "running".into(),
                     status: "Up 1 second ago".into(),
                     sandbox_id: None,
+                    state_dir: None,
                 },
             ]
         );

@@ -225,6 +225,8 @@ pub struct ContainerSummary {
     pub status: String,
     /// The sandbox ID label, if present.
     pub sandbox_id: Option<String>,
+    /// The state directory label ([`LABEL_STATE_DIR`]), if present.
+    pub state_dir: Option<String>,
 }
 
 /// What h9sandbox needs from an engine.
