@@ -98,6 +98,16 @@ pub struct Lines {
     pub binary: bool,
 }
 
+/// The descriptor `fd` (opened `O_NONBLOCK`, so a planted FIFO cannot hang the open) as a
+/// blocking [`File`] with its status, when it is a regular file; otherwise the error of
+/// [`ensure_regular`].
+fn regular_file(user: &Path, fd: OwnedFd) -> Result<(File, Stat)> {
+    let st = rustix::fs::fstat(&fd).map_err(io::Error::from)?;
+    ensure_regular(user, &st)?;
+    rustix::fs::fcntl_setfl(&fd, OFlags::empty()).map_err(io::Error::from)?;
+    Ok((File::from(fd), st))
+}
+
 /// How many bytes of a file [`WorkDir::read_lines`] scans at most (256 MiB): lines past them
 /// are not reached, and a planted huge (e.g. sparse) file cannot keep the host's CPU busy.
 pub const SCAN_MAX_BYTES: u64 = 256 << 20;
@@ -456,10 +466,7 @@ impl WorkDir {
             &rel,
             OFlags::RDONLY | OFlags::NONBLOCK | OFlags::NOCTTY,
         )?;
-        let st = rustix::fs::fstat(&fd).map_err(io::Error::from)?;
-        ensure_regular(user, &st)?;
-        rustix::fs::fcntl_setfl(&fd, OFlags::empty()).map_err(io::Error::from)?;
-        Ok((File::from(fd), st))
+        regular_file(user, fd)
     }
 
     /// Copies the file `user` (at most `max` bytes) to the descriptor `out` (a file, pipe, socket
@@ -723,10 +730,7 @@ impl WorkDir {
             e => anyhow::Error::from(io::Error::from(e))
                 .context(format!("cannot open {}", self.host_path(user).display())),
         })?;
-        let st = rustix::fs::fstat(&fd).map_err(io::Error::from)?;
-        ensure_regular(user, &st)?;
-        rustix::fs::fcntl_setfl(&fd, OFlags::empty()).map_err(io::Error::from)?;
-        Ok((File::from(fd), st))
+        regular_file(user, fd)
     }
 
     /// Replaces `old` by `new` in the file `user`, atomically like [`WorkDir::write`], keeping
