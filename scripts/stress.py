@@ -80,7 +80,7 @@ def h9_loop(a, work):
     left = run(["docker", "ps", "-aq", "--filter", f"label=h9sandbox.state_dir={os.path.realpath(state)}"])
     if left.strip():
         errors.append(f"leaked containers: {left.split()}")
-        run(["docker", "rm", "-f"] + left.split(), check=False)
+        run(["docker", "rm", "-f", "-v"] + left.split(), check=False)
     if json.loads(run(h9 + ["ls", "--format", "json"], env)):
         errors.append("records left in the state file")
     return dt, errors, bg
@@ -101,7 +101,7 @@ def docker_loop(a, work, run_argv):
         if got != f"d-{w}-{i}":
             raise RuntimeError(f"read back {got!r}")
         run(["docker", "stop", "-t", "5", cid])
-        run(["docker", "rm", "-f", cid])
+        run(["docker", "rm", "-f", "-v", cid])
 
     def lister():
         run(["docker", "ps", "-a", "--filter", f"label={label}"])
@@ -110,7 +110,7 @@ def docker_loop(a, work, run_argv):
     left = run(["docker", "ps", "-aq", "--filter", f"label={label}"])
     if left.strip():
         errors.append(f"leaked containers: {left.split()}")
-        run(["docker", "rm", "-f"] + left.split(), check=False)
+        run(["docker", "rm", "-f", "-v"] + left.split(), check=False)
     return dt, errors, bg
 
 

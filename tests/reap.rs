@@ -634,7 +634,7 @@ fn container_removed_behind_our_back_is_cleaned_by_down_and_reap() {
     for id in [&a, &b] {
         let c = env.container(id);
         assert!(Command::new("docker")
-            .args(["rm", "-f", &c])
+            .args(["rm", "-f", "-v", &c])
             .output()
             .unwrap()
             .status
