@@ -19,6 +19,7 @@ pub mod mcp;
 pub mod output;
 pub mod progress;
 pub mod state;
+pub mod types;
 
 use clap::Parser;
 

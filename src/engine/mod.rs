@@ -16,11 +16,12 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::Result;
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 
 use crate::config::Config;
-use crate::state::Limits;
+use crate::types::Limits;
 
+pub use crate::types::{EngineKind, Isolation};
 pub use docker::{Docker, Flavor, RunOptions};
 pub use local::Local;
 
@@ -50,57 +51,6 @@ pub const LOCAL_SANDBOX_VAR: &str = "H9SANDBOX_SANDBOX";
 /// Environment variable set on every process of a local sandbox: its state directory.
 pub const LOCAL_STATE_DIR_VAR: &str = "H9SANDBOX_SANDBOX_STATE_DIR";
 
-/// Which engine runs a sandbox (config `engine`; recorded in every record as `engine`).
-#[derive(
-    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default, Serialize, Deserialize,
-)]
-#[serde(rename_all = "lowercase")]
-pub enum EngineKind {
-    /// Docker Engine, through the `docker` client.
-    #[default]
-    Docker,
-    /// Podman, through the `podman` client (daemonless).
-    Podman,
-    /// No engine: commands run directly on the host ([`Local`]).
-    Local,
-}
-
-impl EngineKind {
-    /// The config value and record field: `docker`, `podman` or `local`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            EngineKind::Docker => "docker",
-            EngineKind::Podman => "podman",
-            EngineKind::Local => "local",
-        }
-    }
-
-    /// The isolation a sandbox of this engine has.
-    pub fn isolation(self) -> Isolation {
-        match self {
-            EngineKind::Docker | EngineKind::Podman => Isolation::Container,
-            EngineKind::Local => Isolation::None,
-        }
-    }
-}
-
-impl std::fmt::Display for EngineKind {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-/// What separates a sandbox's commands from the host (recorded as `isolation`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Isolation {
-    /// A hardened container: namespaces, dropped capabilities, cgroup limits.
-    #[default]
-    Container,
-    /// Nothing: commands run on the host as the invoking user, with no limits.
-    None,
-}
-
 /// Everything needed to create a sandbox's container.
 #[derive(Debug, Clone)]
 pub struct ContainerSpec {
@@ -115,7 +65,7 @@ pub struct ContainerSpec {
     /// All labels, the managed ones included.
     pub labels: BTreeMap<String, String>,
     /// The user and group the container's processes run as (`--user uid:gid`).
-    pub user: crate::config::Ids,
+    pub user: crate::types::Ids,
 }
 
 /// A command to run in a sandbox.
@@ -422,14 +372,6 @@ mod tests {
             err.starts_with("the engine did not apply pids_limit 40 (engine reports 2048);"),
             "{err}"
         );
-    }
-
-    #[test]
-    fn engine_kinds_name_their_isolation() {
-        assert_eq!(EngineKind::Docker.isolation(), Isolation::Container);
-        assert_eq!(EngineKind::Podman.isolation(), Isolation::Container);
-        assert_eq!(EngineKind::Local.isolation(), Isolation::None);
-        assert_eq!(EngineKind::Podman.to_string(), "podman");
     }
 
     #[test]
