@@ -20,6 +20,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use crate::error::Error;
+use crate::report::Reporter;
 use crate::types::EngineKind;
 pub use crate::types::{Ids, Network, User};
 
@@ -308,13 +309,16 @@ impl Layers {
     /// As [`Layers::load`], but a project file `./sandbox.toml` that is refused (bad TOML, bad
     /// or forbidden key) is ignored with a warning instead of failing. For the commands that
     /// clean up (`down`, `reap`, `ls`, `renew`): code in a sandbox can write that file, and must
-    /// not be able to keep its sandbox from being removed.
-    pub fn load_lenient(explicit_file: Option<&Path>) -> Result<Layers, Error> {
+    /// not be able to keep its sandbox from being removed. The warning goes to `reporter`.
+    pub fn load_lenient(
+        explicit_file: Option<&Path>,
+        reporter: &dyn Reporter,
+    ) -> Result<Layers, Error> {
         let env = |k: &str| std::env::var(k).ok();
         match Self::load_opts(explicit_file, env, false) {
             Err(e) if explicit_file.is_none() && Path::new("sandbox.toml").is_file() => {
                 let ignored = Self::load_opts(explicit_file, env, true)?;
-                crate::output::warn(&format!("ignoring ./sandbox.toml: {e}"));
+                reporter.warn(&format!("ignoring ./sandbox.toml: {e}"));
                 Ok(ignored)
             }
             r => r,

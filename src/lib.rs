@@ -18,6 +18,7 @@ pub mod lease;
 pub mod mcp;
 pub mod output;
 pub mod progress;
+pub mod report;
 pub mod state;
 pub mod types;
 

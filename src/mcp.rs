@@ -682,6 +682,7 @@ impl Session {
             &up::config_flags(&args),
             Format::Json,
             self.ctx.verbose,
+            Arc::clone(&self.ctx.reporter),
         )?;
         let rec = up::create(&ctx, &args).await?;
         {

@@ -40,7 +40,7 @@ pub fn note(msg: &str) {
 
 /// Prints a warning line on stderr (above the spinner, when one is drawn).
 pub fn warn(msg: &str) {
-    crate::progress::eprintln(&format!("h9sandbox: warning: {msg}"));
+    crate::report::eprintln(&format!("h9sandbox: warning: {msg}"));
 }
 
 /// Whether to colour stdout: a terminal, and `NO_COLOR` unset or empty (<https://no-color.org>).

@@ -19,7 +19,7 @@ use crate::cli::{ExecArgs, Format};
 use crate::engine::{Environment, ExecFailure, ExecSpec, EXEC_MARKER_VAR};
 use crate::error::{Error, EXIT_TIMEOUT};
 use crate::output;
-use crate::progress::{Forward, Stream};
+use crate::report::{Forward, Stream};
 use crate::state::{Lifecycle, Record};
 
 /// How long the output of a command that has exited is still read, when something it left
@@ -368,7 +368,7 @@ pub async fn run_command_until<E: Environment>(
     // background processes would hold our caller's pipe open past OUTPUT_GRACE, and a spinner
     // needs whole lines.
     let direct = sink == Sink::Forward
-        && !crate::progress::drawing()
+        && !crate::report::status_line_shown()
         && engine.kind().isolation() == crate::engine::Isolation::Container;
     cmd.stdout(if direct {
         Stdio::inherit()

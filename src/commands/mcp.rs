@@ -40,12 +40,15 @@ type Output = Pin<Box<dyn AsyncWrite + Send>>;
 
 /// Runs `mcp`: serves until the client disconnects or a signal arrives; returns 0.
 pub async fn run(cli: &Cli, args: &McpArgs) -> Result<i32> {
-    let mut layers = Ctx::load_layers(cli)?;
+    let reporter = Arc::new(crate::report::Stderr {
+        verbose: cli.global.verbose > 0,
+    });
+    let mut layers = Ctx::load_layers(cli, &*reporter)?;
     if let Some(image) = &args.image {
         layers.set_str("image", image, Origin::Flag("--image".into()))?;
     }
     // JSON: no spinner is ever drawn (several tool calls may run at once).
-    let ctx = Ctx::from_layers(&layers, &[], Format::Json, cli.global.verbose)?;
+    let ctx = Ctx::from_layers(&layers, &[], Format::Json, cli.global.verbose, reporter)?;
     let workdir = up::resolve_workdir(args.workdir.as_deref())?;
     let (input, output) = take_stdio()?;
     let session = Arc::new(Session::new(ctx, layers, workdir, args.auto_up));

@@ -13,12 +13,16 @@ pub mod renew;
 pub mod up;
 pub mod write;
 
+use std::sync::Arc;
+
 use anyhow::Result;
 
 use crate::cli::{Cli, Command, Format};
 use crate::config::{Config, Layers, Origin};
 use crate::engine::{AnyEngine, EngineKind, Environment};
 use crate::files::WorkDir;
+use crate::progress::CliReporter;
+use crate::report::Reporter;
 use crate::state::{Record, Store};
 
 impl Command {
@@ -54,32 +58,44 @@ pub struct Ctx {
     pub format: Format,
     /// `-v` count.
     pub verbose: u8,
+    /// Where warnings, notes, steps and `-v` command lines go.
+    pub reporter: Arc<dyn Reporter>,
 }
 
 impl Ctx {
     /// Loads the configuration (with `flags` as the top layer: key, value, flag name) and opens
     /// the state store.
     pub fn new(cli: &Cli, flags: &[(&str, Option<String>, &str)]) -> Result<Ctx> {
-        let layers = Ctx::load_layers(cli)?;
-        Ctx::from_layers(&layers, flags, cli.global.format(), cli.global.verbose)
+        let reporter = Arc::new(CliReporter::new(
+            cli.global.format(),
+            cli.global.verbose > 0,
+        ));
+        let layers = Ctx::load_layers(cli, &*reporter)?;
+        Ctx::from_layers(
+            &layers,
+            flags,
+            cli.global.format(),
+            cli.global.verbose,
+            reporter,
+        )
     }
 
     /// The configuration layers below the flags: file and environment (warning on stderr about
     /// `H9SANDBOX_*` variables that are no configuration key). The commands that clean up load a
     /// project file leniently ([`Layers::load_lenient`]).
-    pub fn load_layers(cli: &Cli) -> Result<Layers> {
+    pub fn load_layers(cli: &Cli, reporter: &dyn Reporter) -> Result<Layers> {
         // The commands that clean up must work whatever a sandbox wrote into ./sandbox.toml.
         let cleanup = matches!(
             cli.command,
             Command::Down(_) | Command::Reap(_) | Command::Ls(_) | Command::Renew(_)
         );
         let layers = if cleanup {
-            Layers::load_lenient(cli.global.config.as_deref())?
+            Layers::load_lenient(cli.global.config.as_deref(), reporter)?
         } else {
             Layers::load(cli.global.config.as_deref())?
         };
         for var in Layers::unknown_env_vars(std::env::vars().map(|(k, _)| k)) {
-            crate::output::warn(&format!(
+            reporter.warn(&format!(
                 "environment variable {var} is not a configuration key; ignored (see sandbox.toml.example)"
             ));
         }
@@ -94,6 +110,7 @@ impl Ctx {
         flags: &[(&str, Option<String>, &str)],
         format: Format,
         verbose: u8,
+        reporter: Arc<dyn Reporter>,
     ) -> Result<Ctx> {
         let mut layers = layers.clone();
         for (key, value, flag) in flags {
@@ -103,13 +120,14 @@ impl Ctx {
         }
         let cfg = layers.resolve()?;
         let store = Store::open(&cfg.state_dir()?)?;
-        let engine = AnyEngine::for_kind(cfg.engine, &cfg, store.dir(), verbose > 0);
+        let engine = AnyEngine::for_kind(cfg.engine, &cfg, store.dir(), &reporter);
         Ok(Ctx {
             cfg,
             store,
             engine,
             format,
             verbose,
+            reporter,
         })
     }
 
@@ -118,7 +136,7 @@ impl Ctx {
         if kind == self.engine.kind() {
             self.engine.clone()
         } else {
-            AnyEngine::for_kind(kind, &self.cfg, self.store.dir(), self.verbose > 0)
+            AnyEngine::for_kind(kind, &self.cfg, self.store.dir(), &self.reporter)
         }
     }
 

@@ -624,7 +624,7 @@ impl MountCheck {
             let spec = crate::engine::ExecSpec {
                 command: format!(
                     "stat -c '%d %i' {}",
-                    crate::engine::docker::shell_quote(&self.workdir.to_string_lossy())
+                    crate::engine::shell::shell_quote(&self.workdir.to_string_lossy())
                 ),
                 cwd: PathBuf::from("/"),
                 env: vec![],

@@ -10,15 +10,18 @@
 pub mod docker;
 pub mod local;
 pub mod marker;
+pub mod shell;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Result;
 use serde::Serialize;
 
 use crate::config::Config;
+use crate::report::Reporter;
 use crate::types::Limits;
 
 pub use crate::types::{EngineKind, Isolation};
@@ -233,10 +236,16 @@ pub enum AnyEngine {
 }
 
 impl AnyEngine {
-    /// The engine `kind` as `cfg` configures it, for the state directory `state_dir`. The
-    /// configured `engine_bin` applies when `kind` is the configured engine; another container
-    /// engine (the one an older record was created with) is run by its own name.
-    pub fn for_kind(kind: EngineKind, cfg: &Config, state_dir: &Path, verbose: bool) -> AnyEngine {
+    /// The engine `kind` as `cfg` configures it, for the state directory `state_dir`, showing
+    /// its command lines to `reporter` (`-v`). The configured `engine_bin` applies when `kind`
+    /// is the configured engine; another container engine (the one an older record was created
+    /// with) is run by its own name.
+    pub fn for_kind(
+        kind: EngineKind,
+        cfg: &Config,
+        state_dir: &Path,
+        reporter: &Arc<dyn Reporter>,
+    ) -> AnyEngine {
         let options = RunOptions {
             runtime: cfg.runtime.clone(),
             ulimit_nofile: cfg.ulimit_nofile,
@@ -250,12 +259,18 @@ impl AnyEngine {
         };
         match kind {
             EngineKind::Docker => AnyEngine::Docker(
-                Docker::with_flavor(Flavor::Docker, bin("docker"), verbose).options(options),
+                Docker::with_flavor(Flavor::Docker, bin("docker"))
+                    .options(options)
+                    .reporter(Arc::clone(reporter)),
             ),
             EngineKind::Podman => AnyEngine::Docker(
-                Docker::with_flavor(Flavor::Podman, bin("podman"), verbose).options(options),
+                Docker::with_flavor(Flavor::Podman, bin("podman"))
+                    .options(options)
+                    .reporter(Arc::clone(reporter)),
             ),
-            EngineKind::Local => AnyEngine::Local(Local::new(state_dir, verbose)),
+            EngineKind::Local => {
+                AnyEngine::Local(Local::new(state_dir).reporter(Arc::clone(reporter)))
+            }
         }
     }
 }
@@ -382,17 +397,18 @@ mod tests {
             ..Config::default()
         };
         let dir = Path::new("/state");
-        let e = AnyEngine::for_kind(EngineKind::Podman, &cfg, dir, false);
+        let silent: Arc<dyn Reporter> = Arc::new(crate::report::Silent);
+        let e = AnyEngine::for_kind(EngineKind::Podman, &cfg, dir, &silent);
         assert!(matches!(&e, AnyEngine::Docker(d) if d.bin() == "/opt/podman"));
         // Another engine than the configured one runs by its own name.
-        let e = AnyEngine::for_kind(EngineKind::Docker, &cfg, dir, false);
+        let e = AnyEngine::for_kind(EngineKind::Docker, &cfg, dir, &silent);
         assert!(matches!(&e, AnyEngine::Docker(d) if d.bin() == "docker"));
         assert!(matches!(
-            AnyEngine::for_kind(EngineKind::Local, &cfg, dir, false),
+            AnyEngine::for_kind(EngineKind::Local, &cfg, dir, &silent),
             AnyEngine::Local(_)
         ));
         cfg.engine_bin = None;
-        let e = AnyEngine::for_kind(EngineKind::Podman, &cfg, dir, false);
+        let e = AnyEngine::for_kind(EngineKind::Podman, &cfg, dir, &silent);
         assert!(matches!(&e, AnyEngine::Docker(d) if d.bin() == "podman"));
         assert_eq!(e.kind(), EngineKind::Podman);
     }
