@@ -9,7 +9,7 @@
 //! One terminal has one status line (the CLI's spinner), so it is registered process-wide with
 //! [`set_status_line`]. Everything else that writes to the terminal while it is drawn (a
 //! command's forwarded output, a warning, `-v` command lines) goes through [`Forward`] or
-//! [`eprintln`], which move the status line out of the way ([`StatusLine::suspend`]) and write
+//! [`eprintln()`], which move the status line out of the way ([`StatusLine::suspend`]) and write
 //! whole lines only, so a redraw never erases half a line. Without a status line they write
 //! straight through, at the cost of one atomic load.
 

@@ -5,7 +5,7 @@
 //! command-line client (Docker, or Podman through the same argv builders) with an argv vector
 //! (never through a shell), so every call can be printed (`-v`) and pasted into a terminal;
 //! [`local::Local`] runs commands directly on the host, with no isolation at all. [`AnyEngine`]
-//! is the one the commands hold: it delegates to either.
+//! is the one the core holds: it delegates to either.
 
 pub mod docker;
 pub mod local;

@@ -1,25 +1,22 @@
-//! `h9sandbox exec`: run a shell command in a sandbox, streaming or capturing its output, with a
+//! Running a shell command in a sandbox (`exec`), streaming or capturing its output, with a
 //! timeout that kills the command's whole process tree inside the container.
 //!
-//! [`run_command`] is the reusable core (other subcommands and front ends call it); [`execute`]
-//! adds what `exec` does around it (resolve the sandbox, check `--cwd` and `--env`, apply the
-//! timeout), for front ends that take the same arguments (the MCP server's `sandbox_exec`).
+//! [`run_command`] is the reusable core (the bootstrap calls it too); [`execute`] adds what
+//! `exec` does around it (resolve the sandbox, check the working directory and the environment,
+//! apply the timeout) for an [`ExecRequest`], which both front ends make.
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use anyhow::Result;
-use serde::Serialize;
 use tokio::io::{AsyncRead, AsyncReadExt};
 use uuid::Uuid;
 
 use super::Ctx;
-use crate::cli::{ExecArgs, Format};
-use crate::engine::{Environment, ExecFailure, ExecSpec, EXEC_MARKER_VAR};
+use crate::engine::{Environment, ExecFailure, ExecSpec, Isolation, EXEC_MARKER_VAR};
 use crate::error::{Error, EXIT_TIMEOUT};
-use crate::output;
-use crate::report::{Forward, Stream};
+use crate::report::{self, Forward, Stream};
 use crate::state::{Lifecycle, Record};
 
 /// How long the output of a command that has exited is still read, when something it left
@@ -173,21 +170,25 @@ impl Captured {
     }
 }
 
-/// `exec --format json` document.
-#[derive(Debug, Serialize)]
-pub struct ExecJson {
-    /// Exit status (as our own exit status).
-    pub exit_code: i32,
-    /// Standard output, capped at `--max-output` bytes.
-    pub stdout: String,
-    /// Standard error, capped at `--max-output` bytes.
-    pub stderr: String,
-    /// Wall-clock milliseconds.
-    pub duration_ms: u64,
-    /// Whether the timeout killed the command.
-    pub timed_out: bool,
-    /// Whether either stream was cut at `--max-output`.
-    pub truncated: bool,
+/// A command to run in a sandbox, as `exec` takes it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ExecRequest {
+    /// The sandbox: ID, unique ID prefix, or name.
+    pub id: String,
+    /// Working directory, relative to the work dir or absolute inside it (default: the work dir).
+    pub cwd: Option<PathBuf>,
+    /// Extra environment variables, `K=V` each.
+    pub env: Vec<String>,
+    /// Seconds before the command's process tree is killed; 0 = none (default: config
+    /// `exec_timeout_secs`).
+    pub timeout: Option<u64>,
+    /// Attach our standard input to the command.
+    pub interactive: bool,
+    /// Bytes kept of each of stdout and stderr when captured (the caller passes it to the
+    /// [`Sink`]).
+    pub max_output: usize,
+    /// The command's words, joined with spaces and run by `bash -c`.
+    pub command: Vec<String>,
 }
 
 /// What [`execute`] ran, and how it ended.
@@ -201,73 +202,35 @@ pub struct Executed {
     pub outcome: Outcome,
 }
 
-/// Runs `exec`; returns the command's exit status.
-pub async fn run(ctx: &Ctx, args: &ExecArgs) -> Result<i32> {
-    if let Some(opt) = args.command.first().filter(|w| w.starts_with('-')) {
-        return Err(Error::Invalid(format!(
-            "unknown option '{opt}' (h9sandbox's options go before `--`, the command after it); see `h9sandbox exec --help`"
-        ))
-        .into());
-    }
-    let sink = match ctx.format {
-        Format::Json => Sink::Capture(args.max_output),
-        Format::Table => Sink::Forward,
-    };
-    let done = execute(ctx, args, sink, std::future::pending()).await?;
-    let (out, timeout) = (done.outcome, done.timeout);
-    if out.timed_out && ctx.format == Format::Table {
-        eprintln!(
-            "h9sandbox: command timed out after {}s{}",
-            timeout.map_or(0, |t| t.as_secs()),
-            if out.tree_killed {
-                "; its process tree was killed"
-            } else {
-                ""
-            }
-        );
-    }
-    if ctx.format == Format::Json {
-        output::print_json(&ExecJson {
-            exit_code: out.exit_code,
-            stdout: out.stdout.text(),
-            stderr: out.stderr.text(),
-            duration_ms: out.duration.as_millis() as u64,
-            timed_out: out.timed_out,
-            truncated: out.stdout.truncated() || out.stderr.truncated(),
-        })?;
-    }
-    Ok(out.exit_code)
-}
-
-/// Runs `args.command` (its words joined with spaces) in the sandbox `args.id` as `exec` does:
-/// the sandbox must be Running, `--cwd` must stay inside the work dir, `--env` must be K=V, and
-/// `args.timeout` (else config `exec_timeout_secs`; 0 = none) bounds the run. `args.max_output`
-/// and `args.interactive` are the caller's to honour through `sink` and the spec (an interactive
-/// command reads our stdin). `stop` ends the command early like a signal, killing its tree
-/// (see [`run_command_until`]). Errors: as [`run_command`], and an unknown sandbox or bad
-/// argument ([`Error`]).
+/// Runs `req.command` (its words joined with spaces) in the sandbox `req.id` as `exec` does:
+/// the sandbox must be Running, `req.cwd` must stay inside the work dir, `req.env` must be K=V,
+/// and `req.timeout` (else config `exec_timeout_secs`; 0 = none) bounds the run.
+/// `req.max_output` and `req.interactive` are the caller's to honour through `sink` and the spec
+/// (an interactive command reads our stdin). `stop` ends the command early like a signal,
+/// killing its tree (see [`run_command_until`]). Errors: as [`run_command`], and an unknown
+/// sandbox or bad argument ([`Error`]).
 pub async fn execute(
     ctx: &Ctx,
-    args: &ExecArgs,
+    req: &ExecRequest,
     sink: Sink,
     stop: impl std::future::Future<Output = &'static str>,
 ) -> Result<Executed> {
     let state = ctx.store.load()?;
-    let rec = state.resolve(&args.id)?;
+    let rec = state.resolve(&req.id)?;
     ensure_running(rec)?;
-    let cwd = resolve_cwd(&rec.workdir, args.cwd.as_deref())?;
-    let env = parse_env(&args.env)?;
-    let timeout = args.timeout.unwrap_or(ctx.cfg.exec_timeout_secs);
+    let cwd = resolve_cwd(&rec.workdir, req.cwd.as_deref())?;
+    let env = parse_env(&req.env)?;
+    let timeout = req.timeout.unwrap_or(ctx.cfg.exec_timeout_secs);
     let spec = ExecSpec {
-        command: args.command.join(" "),
+        command: req.command.join(" "),
         cwd,
         env,
-        interactive: args.interactive,
+        interactive: req.interactive,
         marker: Uuid::new_v4().simple().to_string(),
     };
     // Beyond ~136 years is "none" (and keeps Instant arithmetic from overflowing).
     let timeout = (timeout > 0 && timeout < u32::MAX as u64).then(|| Duration::from_secs(timeout));
-    let outcome = run_command_until(&ctx.engine_for(rec), rec, &spec, timeout, sink, stop).await?;
+    let outcome = run_command_until(ctx, rec, &spec, timeout, sink, stop).await?;
     Ok(Executed {
         record: rec.clone(),
         timeout,
@@ -332,30 +295,32 @@ pub fn parse_env(raw: &[String]) -> Result<Vec<(String, String)>, Error> {
         .collect()
 }
 
-/// Runs `spec` in the sandbox `rec`. `timeout` bounds the run (the process tree is then killed
-/// and the exit status is 124); SIGINT/SIGTERM/SIGHUP to us also kill the tree (status 128+N).
-/// Errors: the engine's own failures (container gone, engine unreachable).
-pub async fn run_command<E: Environment>(
-    engine: &E,
+/// Runs `spec` in the sandbox `rec`, on the engine that runs it. `timeout` bounds the run (the
+/// process tree is then killed and the exit status is 124); SIGINT/SIGTERM/SIGHUP to us also
+/// kill the tree (status 128+N). Errors: the engine's own failures (container gone, engine
+/// unreachable).
+pub async fn run_command(
+    ctx: &Ctx,
     rec: &Record,
     spec: &ExecSpec,
     timeout: Option<Duration>,
     sink: Sink,
 ) -> Result<Outcome> {
-    run_command_until(engine, rec, spec, timeout, sink, std::future::pending()).await
+    run_command_until(ctx, rec, spec, timeout, sink, std::future::pending()).await
 }
 
 /// [`run_command`], also ended when `stop` resolves (the caller gave up, e.g. a client
 /// cancelled its request): the process tree is killed as on a signal, and `stop`'s value is
 /// reported as [`Outcome::interrupted`] (exit status 143, as for SIGTERM).
-pub async fn run_command_until<E: Environment>(
-    engine: &E,
+pub async fn run_command_until(
+    ctx: &Ctx,
     rec: &Record,
     spec: &ExecSpec,
     timeout: Option<Duration>,
     sink: Sink,
     stop: impl std::future::Future<Output = &'static str>,
 ) -> Result<Outcome> {
+    let engine = ctx.engine_for(rec);
     let container = rec.container_ref();
     let mut cmd = engine.exec_command(container, spec);
     cmd.stdin(if spec.interactive {
@@ -368,8 +333,8 @@ pub async fn run_command_until<E: Environment>(
     // background processes would hold our caller's pipe open past OUTPUT_GRACE, and a spinner
     // needs whole lines.
     let direct = sink == Sink::Forward
-        && !crate::report::status_line_shown()
-        && engine.kind().isolation() == crate::engine::Isolation::Container;
+        && !report::status_line_shown()
+        && engine.kind().isolation() == Isolation::Container;
     cmd.stdout(if direct {
         Stdio::inherit()
     } else {
@@ -405,7 +370,7 @@ pub async fn run_command_until<E: Environment>(
     let status = tokio::select! {
         s = child.wait() => Some(s?),
         _ = deadline => { timed_out = true; None }
-        sig = super::up::interrupted() => { interrupted = Some(sig); None }
+        sig = super::interrupted() => { interrupted = Some(sig); None }
         why = stop => { interrupted = Some(why); None }
         // Nobody reads the output any more: the command would run on unattended.
         _ = async {
@@ -437,7 +402,7 @@ pub async fn run_command_until<E: Environment>(
         }
     };
     if let Some(e) = &kill_error {
-        output::warn(&format!(
+        ctx.reporter.warn(&format!(
             "could not kill all of the command's processes: {e:#}; `h9sandbox down {}` removes them with the sandbox",
             rec.short_id()
         ));

@@ -1,6 +1,6 @@
-//! `h9sandbox reap`: remove what was abandoned in this state directory (orphan containers,
+//! Reaping (`reap`): remove what was abandoned in this state directory (orphan containers,
 //! records without containers, sandboxes whose owner died or whose lease ran out, Pending and
-//! Stopping records whose process died), and report what was removed and why.
+//! Stopping records whose process died), and say what was removed and why.
 //!
 //! [`sweep`] is also what `up` runs at start (`reap_on_up`). The judgement is
 //! [`crate::lease::judge`]; this module carries it out:
@@ -23,14 +23,11 @@ use std::collections::BTreeSet;
 use std::time::SystemTime;
 
 use anyhow::Result;
-use comfy_table::Cell;
 
 use super::Ctx;
-use crate::cli::{Format, ReapArgs};
 use crate::engine::{EngineKind, Environment, Isolation, LABEL_MANAGED, LABEL_STATE_DIR};
 use crate::error::Error;
 use crate::lease::{judge, lease_reason, sandbox_uuid, still_holds, Action, Verdict};
-use crate::output;
 use crate::state::{Lifecycle, ProcessRef, State};
 
 /// The outcome of one sweep.
@@ -40,49 +37,6 @@ pub struct Sweep {
     pub reaped: Vec<Verdict>,
     /// What could not be removed, with the engine's error.
     pub failed: Vec<(Verdict, anyhow::Error)>,
-}
-
-/// Runs `reap`; prints what was removed; returns 0, or fails when a removal failed.
-pub async fn run(ctx: &Ctx, args: &ReapArgs) -> Result<i32> {
-    let sweep = sweep(ctx, args.dry_run).await?;
-    match ctx.format {
-        Format::Json => output::print_json(&sweep.reaped)?,
-        Format::Table if !sweep.reaped.is_empty() => {
-            let mut t = output::table(
-                &["ID", "NAME", "CONTAINER", "ACTION", "REASON", "DETAIL"],
-                output::colour_enabled(),
-            );
-            for v in &sweep.reaped {
-                t.add_row(vec![
-                    Cell::new(v.id.as_deref().map_or("-".into(), short)),
-                    Cell::new(&v.name),
-                    Cell::new(v.container.as_deref().map_or("-".into(), short)),
-                    Cell::new(if args.dry_run {
-                        format!("would {}", v.action)
-                    } else {
-                        v.action.to_string()
-                    }),
-                    Cell::new(v.reason.to_string()),
-                    Cell::new(&v.detail),
-                ]);
-            }
-            output::print_table(&t)?;
-        }
-        Format::Table => {}
-    }
-    let mut first = None;
-    for (v, e) in sweep.failed {
-        output::warn(&format!(
-            "could not remove {} ({}): {e:#}",
-            v.name,
-            v.container.as_deref().map(short).unwrap_or_default()
-        ));
-        first.get_or_insert(e);
-    }
-    match first {
-        Some(e) => Err(e.context("some abandoned containers could not be removed; run `h9sandbox reap` again, or `docker rm -f` them")),
-        None => Ok(0),
-    }
 }
 
 /// Finds what is abandoned in this state directory and, unless `dry_run`, removes it.
@@ -115,7 +69,8 @@ pub async fn sweep(ctx: &Ctx, dry_run: bool) -> Result<Sweep> {
                 if kind != ctx.engine.kind()
                     && matches!(e.downcast_ref(), Some(Error::EngineUnavailable { .. })) =>
             {
-                output::warn(&format!("reap skips the {kind} sandboxes: {e:#}"));
+                ctx.reporter
+                    .warn(&format!("reap skips the {kind} sandboxes: {e:#}"));
             }
             Err(e) => return Err(e),
         }
@@ -288,9 +243,4 @@ pub async fn sweep(ctx: &Ctx, dry_run: bool) -> Result<Sweep> {
         })?;
     }
     Ok(sweep)
-}
-
-/// The first 12 characters of an ID (container or sandbox), as `docker ps` shows them.
-fn short(id: &str) -> String {
-    id.replace('-', "").chars().take(12).collect()
 }

@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
-use crate::cli::Format;
+use super::Format;
 use crate::report::{self, Reporter, StatusLine};
 
 /// How often the spinner redraws (and its elapsed time advances).
