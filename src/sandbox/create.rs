@@ -20,11 +20,12 @@ use anyhow::{Context, Result};
 use uuid::Uuid;
 
 use super::exec::{ensure_running, Sink};
+use super::reap::{self, Sweep};
 use super::subsandbox::{child_limits, child_workdir, Tighten};
 use super::workdir::{
     protected_paths, refuse_sensitive_workdir, resolve_workdir, unwritable_for, MountCheck,
 };
-use super::{bootstrap, interrupted, reap, Ctx};
+use super::{bootstrap, interrupted, Ctx};
 use crate::config::{Config, Fallback};
 use crate::engine::{
     AnyEngine, ContainerSpec, ContainerStatus, EngineKind, Environment, Isolation, LABEL_ID,
@@ -33,7 +34,7 @@ use crate::engine::{
 use crate::error::Error;
 use crate::lease::{parse_owner, parse_ttl};
 use crate::state::{now_rfc3339, BootstrapRun, Lifecycle, ProcessRef, Record};
-use crate::types::{Limits, Network};
+use crate::types::{Ids, Limits, Network};
 
 /// What to create: `up`'s arguments, each `None` (or empty, or false) when not given. The limits,
 /// image, user and bootstrap settings reach [`create`] through the configuration
@@ -106,111 +107,75 @@ impl UpRequest {
 /// Errors: invalid arguments, the engine's failures (the sandbox is then removed, or its record
 /// marked Failed), an interrupting signal, a failed required bootstrap.
 pub async fn create(ctx: &Ctx, req: &UpRequest) -> Result<Record> {
-    let cfg = &ctx.cfg;
+    let plan = resolve_spec(ctx, req).await?;
+    record_pending(ctx, &plan)?;
+    let (engine, started) = start(ctx, &plan).await?;
+    let container_id = match started {
+        Ok(c) => c,
+        Err(e) => return Err(fail_pending(ctx, &plan, &engine, e).await),
+    };
+    let rec = record_running(ctx, &plan, &engine, container_id).await?;
+    if engine.kind().isolation() == Isolation::None {
+        ctx.reporter.warn(&local_warning(&rec));
+    }
+    run_bootstrap(ctx, rec).await
+}
+
+/// Everything `up` decided before it records or creates anything.
+struct Plan {
+    /// The sandbox's record, Pending, with its lease started.
+    record: Record,
+    /// The container to create.
+    spec: ContainerSpec,
+    /// The engine to create it with (a sub-sandbox's is its parent's).
+    engine: AnyEngine,
+    /// The checked work dir, which the container's mount must be.
+    mount: MountCheck,
+    /// The parent's record, for a sub-sandbox.
+    parent: Option<Record>,
+}
+
+/// Step 1: what to create. Parses the owner and the lease, checks the parent, settles image,
+/// limits and work dir (the parent's, tightened; or the configured ones), checks the work dir
+/// ([`check_workdir`]), the user, the labels and the name. Changes nothing but the warning about
+/// a work dir the sandbox's user cannot write to.
+async fn resolve_spec(ctx: &Ctx, req: &UpRequest) -> Result<Plan> {
     let owner = req.owner_pid.as_deref().map(parse_owner).transpose()?;
     let ttl_secs = req.ttl.as_deref().map(parse_ttl).transpose()?;
-    let parent = match &req.parent {
-        Some(q) => {
-            let state = ctx.store.load()?;
-            let p = state.resolve(q)?;
-            ensure_running(p).map_err(|e| {
-                Error::Invalid(format!("cannot create a sub-sandbox: the parent {e}"))
-            })?;
-            // The record may say Running while the container died behind our back.
-            if p.isolation == Isolation::Container
-                && !ctx
-                    .engine_for(p)
-                    .inspect(p.container_ref())
-                    .await?
-                    .is_some_and(|c| c.running)
-            {
-                return Err(Error::Invalid(format!(
-                    "cannot create a sub-sandbox of {}: its container is not running (see `h9sandbox ls`)",
-                    p.short_id()
-                ))
-                .into());
-            }
-            Some(p.clone())
-        }
-        None => None,
-    };
+    let parent = resolve_parent(ctx, req).await?;
     let (image, limits, workdir) = match &parent {
-        Some(p) => {
-            if let Some(img) = req
-                .image
-                .as_deref()
-                .filter(|i| with_tag(i) != with_tag(&p.image))
-            {
-                return Err(Error::Invalid(format!(
-                    "--image {img} differs from the parent's {}; a sub-sandbox runs its parent's image (leave --image out)",
-                    p.image
-                ))
-                .into());
-            }
-            let limits = child_limits(&p.limits, &Tighten::explicit(req, cfg))?;
-            (
-                p.image.clone(),
-                limits,
-                child_workdir(p, req.workdir.as_deref())?,
-            )
-        }
+        Some(p) => inherit_from(ctx, req, p)?,
         None => (
-            cfg.image.clone(),
-            Limits {
-                cpus: cfg.cpus,
-                memory: cfg.memory.clone(),
-                pids_limit: cfg.pids_limit,
-                tmp_size: cfg.tmp_size.clone(),
-                network: cfg.network,
-            },
+            ctx.cfg.image.clone(),
+            configured_limits(&ctx.cfg),
             resolve_workdir(req.workdir.as_deref())?,
         ),
     };
-    refuse_sensitive_workdir(&workdir, &protected_paths(ctx))?;
-    let mount_check = MountCheck::pin(ctx, &workdir)?;
-    // A sub-sandbox runs as its parent's user; `--user` may not change it.
-    let user = match parent.as_ref().and_then(|p| p.user) {
-        Some(u) => {
-            if req.user.is_some() && cfg.user().ids() != u {
-                return Err(Error::Invalid(format!(
-                    "--user {} differs from the parent's {u}; a sub-sandbox runs as its parent's user (leave --user out)",
-                    cfg.user().ids()
-                ))
-                .into());
-            }
-            u
-        }
-        None => cfg.user().ids(),
-    };
+    let mount = check_workdir(ctx, &workdir)?;
+    let user = resolve_user(ctx, req, parent.as_ref())?;
     if let Some(why) = unwritable_for(&workdir, user) {
         ctx.reporter.warn(&why);
     }
     let labels = parse_labels(&req.labels)?;
     let id = Uuid::new_v4();
-    let name = match &req.name {
-        Some(n) => {
-            validate_name(n)?;
-            n.clone()
-        }
-        None => format!("h9sandbox-{}", &id.simple().to_string()[..12]),
-    };
-    let now = now_rfc3339();
+    let name = sandbox_name(req, id)?;
     // A sub-sandbox runs on its parent's engine.
-    let mut engine = match &parent {
+    let engine = match &parent {
         Some(p) => ctx.engine_for(p),
         None => ctx.engine.clone(),
     };
+    let now = now_rfc3339();
     let mut record = Record {
         id,
-        name: name.clone(),
+        name,
         state: Lifecycle::Pending,
         engine: engine.kind(),
         isolation: engine.kind().isolation(),
         container_id: None,
-        image: image.clone(),
-        workdir: workdir.clone(),
+        image,
+        workdir,
         limits,
-        labels: labels.clone(),
+        labels,
         created_at: now.clone(),
         updated_at: now,
         error: None,
@@ -224,17 +189,142 @@ pub async fn create(ctx: &Ctx, req: &UpRequest) -> Result<Record> {
         stopper: None,
     };
     record.start_lease(SystemTime::now())?;
-    // Pending goes on record before the container exists, so a crash leaves a trace. The parent
-    // is checked again under the lock: `down` of the parent marks it Stopping first, so a child is
-    // either seen (and removed) by that `down`, or refused here.
+    let spec = container_spec(ctx, &record, user);
+    Ok(Plan {
+        record,
+        spec,
+        engine,
+        mount,
+        parent,
+    })
+}
+
+/// The parent of a sub-sandbox (`req.parent`): its record, which must be Running, with its
+/// container running. `None` without a parent.
+async fn resolve_parent(ctx: &Ctx, req: &UpRequest) -> Result<Option<Record>> {
+    let Some(q) = &req.parent else {
+        return Ok(None);
+    };
+    let state = ctx.store.load()?;
+    let p = state.resolve(q)?;
+    ensure_running(p)
+        .map_err(|e| Error::Invalid(format!("cannot create a sub-sandbox: the parent {e}")))?;
+    // The record may say Running while the container died behind our back.
+    if p.isolation == Isolation::Container
+        && !ctx
+            .engine_for(p)
+            .inspect(p.container_ref())
+            .await?
+            .is_some_and(|c| c.running)
+    {
+        return Err(Error::Invalid(format!(
+            "cannot create a sub-sandbox of {}: its container is not running (see `h9sandbox ls`)",
+            p.short_id()
+        ))
+        .into());
+    }
+    Ok(Some(p.clone()))
+}
+
+/// The sandbox's name: `req.name` (checked by [`validate_name`]), else `h9sandbox-` and the
+/// first 12 hex digits of `id`.
+fn sandbox_name(req: &UpRequest, id: Uuid) -> Result<String, Error> {
+    match &req.name {
+        Some(n) => {
+            validate_name(n)?;
+            Ok(n.clone())
+        }
+        None => Ok(format!("h9sandbox-{}", &id.simple().to_string()[..12])),
+    }
+}
+
+/// A sub-sandbox's image, limits and work dir: its parent's, which `req` may only tighten.
+fn inherit_from(ctx: &Ctx, req: &UpRequest, p: &Record) -> Result<(String, Limits, PathBuf)> {
+    if let Some(img) = req
+        .image
+        .as_deref()
+        .filter(|i| with_tag(i) != with_tag(&p.image))
+    {
+        return Err(Error::Invalid(format!(
+            "--image {img} differs from the parent's {}; a sub-sandbox runs its parent's image (leave --image out)",
+            p.image
+        ))
+        .into());
+    }
+    let limits = child_limits(&p.limits, &Tighten::explicit(req, &ctx.cfg))?;
+    Ok((
+        p.image.clone(),
+        limits,
+        child_workdir(p, req.workdir.as_deref())?,
+    ))
+}
+
+/// The limits the configuration gives a new top-level sandbox.
+fn configured_limits(cfg: &Config) -> Limits {
+    Limits {
+        cpus: cfg.cpus,
+        memory: cfg.memory.clone(),
+        pids_limit: cfg.pids_limit,
+        tmp_size: cfg.tmp_size.clone(),
+        network: cfg.network,
+    }
+}
+
+/// Step 2: refuses a work dir through which the sandbox could reach the host, and pins the one
+/// accepted ([`MountCheck`]), so that the container's mount can be checked against it.
+fn check_workdir(ctx: &Ctx, workdir: &Path) -> Result<MountCheck> {
+    refuse_sensitive_workdir(workdir, &protected_paths(ctx))?;
+    MountCheck::pin(ctx, workdir)
+}
+
+/// Who the sandbox's processes run as: config `user`, or for a sub-sandbox its parent's user,
+/// which `req.user` may not change.
+fn resolve_user(ctx: &Ctx, req: &UpRequest, parent: Option<&Record>) -> Result<Ids> {
+    let wanted = ctx.cfg.user().ids();
+    match parent.and_then(|p| p.user) {
+        Some(u) if req.user.is_some() && wanted != u => Err(Error::Invalid(format!(
+            "--user {wanted} differs from the parent's {u}; a sub-sandbox runs as its parent's user (leave --user out)"
+        ))
+        .into()),
+        Some(u) => Ok(u),
+        None => Ok(wanted),
+    }
+}
+
+/// The container of the sandbox `record`: its name, image, work dir, limits and user, and its
+/// labels with h9sandbox's own (managed, ID, state directory, parent).
+fn container_spec(ctx: &Ctx, record: &Record, user: Ids) -> ContainerSpec {
+    let mut labels = record.labels.clone();
+    labels.insert(LABEL_MANAGED.into(), "1".into());
+    labels.insert(LABEL_ID.into(), record.id.to_string());
+    labels.insert(LABEL_STATE_DIR.into(), ctx.state_label());
+    if let Some(p) = record.parent {
+        labels.insert(LABEL_PARENT.into(), p.to_string());
+    }
+    ContainerSpec {
+        name: record.name.clone(),
+        image: record.image.clone(),
+        workdir: record.workdir.clone(),
+        limits: record.limits.clone(),
+        labels,
+        user,
+    }
+}
+
+/// Step 3: puts the Pending record on file before the container exists, so a crash leaves a
+/// trace. The parent is checked again under the lock: `down` of the parent marks it Stopping
+/// first, so a child is either seen (and removed) by that `down`, or refused here.
+/// Errors: [`Error::NameInUse`], a parent gone or no longer Running, the state file.
+fn record_pending(ctx: &Ctx, plan: &Plan) -> Result<()> {
+    let name = &plan.record.name;
     ctx.store.update(|s| {
         // A Failed record keeps its name only until a new sandbox wants it (its container is gone).
         s.sandboxes
-            .retain(|r| !(r.name == name && r.state == Lifecycle::Failed));
-        if s.sandboxes.iter().any(|r| r.name == name) {
+            .retain(|r| !(r.name == *name && r.state == Lifecycle::Failed));
+        if s.sandboxes.iter().any(|r| r.name == *name) {
             return Err(Error::NameInUse(name.clone()).into());
         }
-        if let Some(p) = &parent {
+        if let Some(p) = &plan.parent {
             let now = s
                 .get(p.id)
                 .ok_or_else(|| Error::NotFound(p.id.to_string()))?;
@@ -242,26 +332,41 @@ pub async fn create(ctx: &Ctx, req: &UpRequest) -> Result<Record> {
                 Error::Invalid(format!("cannot create a sub-sandbox: the parent {e}"))
             })?;
         }
-        s.sandboxes.push(record.clone());
+        s.sandboxes.push(plan.record.clone());
         Ok(())
-    })?;
+    })
+}
 
-    let mut all_labels = labels;
-    all_labels.insert(LABEL_MANAGED.into(), "1".into());
-    all_labels.insert(LABEL_ID.into(), id.to_string());
-    all_labels.insert(LABEL_STATE_DIR.into(), ctx.state_label());
-    if let Some(p) = &parent {
-        all_labels.insert(LABEL_PARENT.into(), p.id.to_string());
+/// Step 4: starts the container ([`start_container`]) alongside the `reap_on_up` sweep, and,
+/// when the engine is unreachable and `fallback = "local"`, a local sandbox instead. Returns the
+/// engine that ran the start and how the start went (the container ID, or why it failed, which
+/// [`fail_pending`] cleans up after). Errors (outer): the state file, during the fallback.
+async fn start(ctx: &Ctx, plan: &Plan) -> Result<(AnyEngine, Result<String>)> {
+    let mut engine = plan.engine.clone();
+    let (mut started, swept) = start_alongside_sweep(ctx, &engine, plan).await;
+    // A failed `up` reports its own error only: the sweep's would mostly repeat it.
+    if started.is_ok() {
+        report_sweep(ctx, swept);
     }
-    let spec = ContainerSpec {
-        name: name.clone(),
-        image,
-        workdir,
-        limits: record.limits.clone(),
-        labels: all_labels,
-        user,
-    };
+    if let Err(e) = &started {
+        if let Some(local) = fall_back_to_local(ctx, plan, &engine, e)? {
+            engine = local;
+            started = start_interruptible(ctx, &engine, &plan.spec, &plan.mount).await;
+        }
+    }
+    Ok((engine, started))
+}
 
+/// Starts the container and, at the same time, runs the `reap_on_up` sweep (if configured) and
+/// lists every state directory with live containers: none may lie in the work dir, or the
+/// sandbox could rewrite its records (engine, container, work dir) and steer another session's
+/// commands to the host. A container started in such a work dir is removed again. Returns the
+/// start's result and the sweep's (`None`: no sweep).
+async fn start_alongside_sweep(
+    ctx: &Ctx,
+    engine: &AnyEngine,
+    plan: &Plan,
+) -> (Result<String>, Option<Result<Sweep>>) {
     let sweep = async {
         if ctx.cfg.reap_on_up {
             Some(reap::sweep(ctx, false).await)
@@ -269,9 +374,6 @@ pub async fn create(ctx: &Ctx, req: &UpRequest) -> Result<Record> {
             None
         }
     };
-    // Every state directory with live containers: none may lie in the work dir, or the sandbox
-    // could rewrite its records (engine, container, work dir) and steer another session's
-    // commands to the host. Listed alongside the start, checked before the sandbox is usable.
     let others = async {
         if engine.kind().isolation() == Isolation::Container {
             engine.list(&[(LABEL_MANAGED, "1")]).await.ok()
@@ -280,109 +382,139 @@ pub async fn create(ctx: &Ctx, req: &UpRequest) -> Result<Record> {
         }
     };
     let (mut started, swept, others) = tokio::join!(
-        start_interruptible(ctx, &engine, &spec, &mount_check),
+        start_interruptible(ctx, engine, &plan.spec, &plan.mount),
         sweep,
         others
     );
     if let (Ok(c), Some(list)) = (&started, &others) {
         let own = ctx.state_label();
+        let workdir = &plan.spec.workdir;
         if let Some(d) = list
             .iter()
             .filter_map(|s| s.state_dir.as_deref())
-            .find(|d| *d != own && Path::new(d).starts_with(&spec.workdir))
+            .find(|d| *d != own && Path::new(d).starts_with(workdir))
         {
             let _ = engine.remove(c).await;
             started = Err(Error::Invalid(format!(
                 "work directory {} contains the state directory {d} of other sandboxes, which this sandbox could then rewrite; use a directory that does not hold one",
-                spec.workdir.display()
+                workdir.display()
             ))
             .into());
         }
     }
-    // A failed `up` reports its own error only: the sweep's would mostly repeat it.
-    if started.is_ok() {
-        match swept {
-            Some(Ok(s)) => {
-                if ctx.verbose() {
-                    for v in &s.reaped {
-                        ctx.reporter
-                            .note(&format!("reaped {} ({})", v.name, v.detail));
-                    }
-                }
-                for (v, e) in &s.failed {
-                    ctx.reporter.warn(&format!(
-                        "reap_on_up could not remove {} ({}): {e:#}",
-                        v.name, v.detail
-                    ));
+    (started, swept)
+}
+
+/// Reports what `up`'s sweep did: what it reaped (with `-v`), and what it could not remove or
+/// why it failed (warnings; never `up`'s failure).
+fn report_sweep(ctx: &Ctx, swept: Option<Result<Sweep>>) {
+    match swept {
+        Some(Ok(s)) => {
+            if ctx.verbose() {
+                for v in &s.reaped {
+                    ctx.reporter
+                        .note(&format!("reaped {} ({})", v.name, v.detail));
                 }
             }
-            Some(Err(e)) => ctx.reporter.warn(&format!("reap_on_up failed: {e:#}")),
-            None => {}
-        }
-    }
-    if let Err(e) = &started {
-        if let Some(Error::EngineUnavailable { bin, reason }) = e.downcast_ref::<Error>() {
-            if engine.kind().isolation() == Isolation::Container
-                && ctx.cfg.fallback == Fallback::Local
-                && parent.is_none()
-            {
+            for (v, e) in &s.failed {
                 ctx.reporter.warn(&format!(
-                    "{} is unreachable ({reason}; see `{bin} info`). fallback = \"local\": \
-                     sandbox {} is created WITHOUT A CONTAINER; its commands run directly on this host",
-                    engine.kind(),
-                    &id.simple().to_string()[..12]
+                    "reap_on_up could not remove {} ({}): {e:#}",
+                    v.name, v.detail
                 ));
-                ctx.store.update(|s| {
-                    let r = s.get_mut(id).context(
-                        "the sandbox's record vanished from the state file while it started",
-                    )?;
-                    r.engine = EngineKind::Local;
-                    r.isolation = Isolation::None;
-                    Ok(())
-                })?;
-                engine = ctx.engine_of(EngineKind::Local);
-                started = start_interruptible(ctx, &engine, &spec, &mount_check).await;
             }
+        }
+        Some(Err(e)) => ctx.reporter.warn(&format!("reap_on_up failed: {e:#}")),
+        None => {}
+    }
+}
+
+/// With `fallback = "local"`, a top-level sandbox whose container engine is unreachable (the
+/// start's error `e`) becomes a local one: warns loudly, records the local engine, and returns
+/// it. `None` when this does not apply. Errors: the state file.
+fn fall_back_to_local(
+    ctx: &Ctx,
+    plan: &Plan,
+    engine: &AnyEngine,
+    e: &anyhow::Error,
+) -> Result<Option<AnyEngine>> {
+    let Some(Error::EngineUnavailable { bin, reason }) = e.downcast_ref::<Error>() else {
+        return Ok(None);
+    };
+    if engine.kind().isolation() != Isolation::Container
+        || ctx.cfg.fallback != Fallback::Local
+        || plan.parent.is_some()
+    {
+        return Ok(None);
+    }
+    ctx.reporter.warn(&format!(
+        "{} is unreachable ({reason}; see `{bin} info`). fallback = \"local\": \
+         sandbox {} is created WITHOUT A CONTAINER; its commands run directly on this host",
+        engine.kind(),
+        plan.record.short_id()
+    ));
+    ctx.store.update(|s| {
+        let r = s
+            .get_mut(plan.record.id)
+            .context("the sandbox's record vanished from the state file while it started")?;
+        r.engine = EngineKind::Local;
+        r.isolation = Isolation::None;
+        Ok(())
+    })?;
+    Ok(Some(ctx.engine_of(EngineKind::Local)))
+}
+
+/// Step 5 when the start failed with `e`: removes whatever was created (by label, since a failed
+/// `run` prints no ID) and marks the record Failed, or drops it when nothing of ours was created
+/// (the name belongs to a container we do not manage, or the engine could not be reached), as if
+/// `up` never ran. Returns the error `up` fails with.
+async fn fail_pending(
+    ctx: &Ctx,
+    plan: &Plan,
+    engine: &AnyEngine,
+    e: anyhow::Error,
+) -> anyhow::Error {
+    let id = plan.record.id;
+    let _ = engine.remove_labelled(LABEL_ID, &id.to_string()).await;
+    let nothing_created = matches!(
+        e.downcast_ref::<Error>(),
+        Some(Error::NameInUse(_) | Error::EngineUnavailable { .. })
+    );
+    let reason = format!("{e:#}");
+    let _ = ctx.store.update(|s| {
+        if nothing_created {
+            s.sandboxes.retain(|r| r.id != id);
+        } else if let Some(r) = s.get_mut(id) {
+            r.set_state(Lifecycle::Failed, Some(reason.clone()));
+        }
+        Ok(())
+    });
+    if let Some(Error::EngineUnavailable { bin, reason }) = e.downcast_ref::<Error>() {
+        if ctx.cfg.fallback == Fallback::Fail && plan.parent.is_none() {
+            return Error::EngineUnavailable {
+                bin: bin.clone(),
+                reason: format!(
+                    "{reason}; or set fallback = \"local\" to run sandboxes without isolation meanwhile"
+                ),
+            }
+            .into();
         }
     }
+    e
+}
+
+/// Step 5 when the start succeeded: records the sandbox Running with its container, its lease
+/// running from now (the moment it is usable). Errors: the state file (the container is then
+/// removed).
+async fn record_running(
+    ctx: &Ctx,
+    plan: &Plan,
+    engine: &AnyEngine,
+    container_id: String,
+) -> Result<Record> {
     let isolation = engine.kind().isolation();
-    let container_id = match started {
-        Ok(c) => c,
-        Err(e) => {
-            // Remove whatever was created; by label, since a failed `run` prints no ID.
-            let _ = engine.remove_labelled(LABEL_ID, &id.to_string()).await;
-            // Nothing of ours was created when the name belongs to a container we do not manage,
-            // or when the engine could not be reached: then the record goes, as if `up` never ran.
-            let nothing_created = matches!(
-                e.downcast_ref::<Error>(),
-                Some(Error::NameInUse(_) | Error::EngineUnavailable { .. })
-            );
-            let reason = format!("{e:#}");
-            let _ = ctx.store.update(|s| {
-                if nothing_created {
-                    s.sandboxes.retain(|r| r.id != id);
-                } else if let Some(r) = s.get_mut(id) {
-                    r.set_state(Lifecycle::Failed, Some(reason.clone()));
-                }
-                Ok(())
-            });
-            if let Some(Error::EngineUnavailable { bin, reason }) = e.downcast_ref::<Error>() {
-                if ctx.cfg.fallback == Fallback::Fail && parent.is_none() {
-                    return Err(Error::EngineUnavailable {
-                        bin: bin.clone(),
-                        reason: format!(
-                            "{reason}; or set fallback = \"local\" to run sandboxes without isolation meanwhile"
-                        ),
-                    }
-                    .into());
-                }
-            }
-            return Err(e);
-        }
-    };
     let rec = ctx.store.update(|s| {
         let r = s
-            .get_mut(id)
+            .get_mut(plan.record.id)
             .context("the sandbox's record vanished from the state file while it started")?;
         r.container_id = (isolation == Isolation::Container).then(|| container_id.clone());
         r.set_state(Lifecycle::Running, None);
@@ -390,38 +522,40 @@ pub async fn create(ctx: &Ctx, req: &UpRequest) -> Result<Record> {
         r.start_lease(SystemTime::now())?;
         Ok(r.clone())
     });
-    let mut rec = match rec {
-        Ok(r) => r,
-        Err(e) => {
-            let _ = engine.remove(&container_id).await;
-            return Err(e);
-        }
-    };
-    if isolation == Isolation::None {
-        ctx.reporter.warn(&local_warning(&rec));
+    if rec.is_err() {
+        let _ = engine.remove(&container_id).await;
     }
-    if let Some(cmd) = cfg.bootstrap() {
-        // The command's output goes to stderr: stdout carries the ID (or the JSON record).
-        let done = bootstrap::execute(ctx, &rec, cmd, Sink::Stderr).await;
-        if let Some(sig) = done.interrupted {
-            let why = format!("interrupted by {sig} during the bootstrap");
-            return Err(abort(ctx, &rec, why).await);
+    rec
+}
+
+/// Step 6: runs the configured bootstrap command, if any, in the Running sandbox `rec` (its
+/// output to stderr: stdout carries the ID or the JSON record) and returns the record with the
+/// bootstrap's outcome. A failure only warns, unless `bootstrap_required`: then, as on an
+/// interrupting signal, the sandbox is removed ([`abort`]) and `up` fails.
+async fn run_bootstrap(ctx: &Ctx, mut rec: Record) -> Result<Record> {
+    let cfg = &ctx.cfg;
+    let Some(cmd) = cfg.bootstrap() else {
+        return Ok(rec);
+    };
+    let done = bootstrap::execute(ctx, &rec, cmd, Sink::Stderr).await;
+    if let Some(sig) = done.interrupted {
+        let why = format!("interrupted by {sig} during the bootstrap");
+        return Err(abort(ctx, &rec, why).await);
+    }
+    let failure = (!done.run.succeeded()).then(|| bootstrap_failure(&done.run, cfg));
+    rec.bootstrap = Some(done.run);
+    if let Some(why) = failure {
+        if cfg.bootstrap_required {
+            return Err(abort(
+                ctx,
+                &rec,
+                format!("{why}; the sandbox was removed (bootstrap_required); fix the command, or leave out --bootstrap-required to keep such a sandbox"),
+            )
+            .await);
         }
-        let failure = (!done.run.succeeded()).then(|| bootstrap_failure(&done.run, cfg));
-        rec.bootstrap = Some(done.run);
-        if let Some(why) = failure {
-            if cfg.bootstrap_required {
-                return Err(abort(
-                    ctx,
-                    &rec,
-                    format!("{why}; the sandbox was removed (bootstrap_required); fix the command, or leave out --bootstrap-required to keep such a sandbox"),
-                )
-                .await);
-            }
-            ctx.reporter.warn(&format!(
-                "{why}; the sandbox is up without it (its record shows the bootstrap: `h9sandbox ls --format json`)"
-            ));
-        }
+        ctx.reporter.warn(&format!(
+            "{why}; the sandbox is up without it (its record shows the bootstrap: `h9sandbox ls --format json`)"
+        ));
     }
     Ok(rec)
 }
@@ -471,7 +605,7 @@ pub fn local_warning(rec: &Record) -> String {
     )
 }
 
-/// [`start`], given up on SIGINT, SIGTERM or SIGHUP.
+/// [`start_container`], given up on SIGINT, SIGTERM or SIGHUP.
 async fn start_interruptible(
     ctx: &Ctx,
     engine: &AnyEngine,
@@ -479,21 +613,36 @@ async fn start_interruptible(
     mount: &MountCheck,
 ) -> Result<String> {
     tokio::select! {
-        r = start(ctx, engine, spec, mount) => r,
+        r = start_container(ctx, engine, spec, mount) => r,
         sig = interrupted() => Err(anyhow::anyhow!("interrupted by {sig}")),
     }
 }
 
-/// Creates the container (pulling the image once if it is missing), waits until it runs, and
-/// checks that the engine applied every resource limit.
-async fn start(
+/// Creates the container ([`create_container`]), waits until it runs ([`wait_running`]), and
+/// verifies its limits and mount ([`verify_limits`]). Returns the container ID.
+async fn start_container(
     ctx: &Ctx,
     engine: &AnyEngine,
     spec: &ContainerSpec,
     mount: &MountCheck,
 ) -> Result<String> {
+    let container_id = create_container(ctx, engine, spec).await?;
+    ctx.reporter.step("waiting for the container to run");
+    let status = wait_running(
+        engine,
+        &container_id,
+        Duration::from_secs(ctx.cfg.start_timeout_secs),
+    )
+    .await?;
+    verify_limits(engine, spec, mount, &container_id, &status).await?;
+    Ok(container_id)
+}
+
+/// Creates and starts the container, pulling the image once if it is missing (bounded by
+/// `pull_timeout_secs`). Returns the container ID.
+async fn create_container(ctx: &Ctx, engine: &AnyEngine, spec: &ContainerSpec) -> Result<String> {
     ctx.reporter.step("creating container");
-    let container_id = match engine.create(spec).await {
+    match engine.create(spec).await {
         Err(e)
             if matches!(
                 e.downcast_ref::<Error>(),
@@ -505,25 +654,29 @@ async fn start(
                 .pull(&spec.image, Duration::from_secs(ctx.cfg.pull_timeout_secs))
                 .await?;
             ctx.reporter.step("creating container");
-            engine.create(spec).await?
+            engine.create(spec).await
         }
-        r => r?,
-    };
-    ctx.reporter.step("waiting for the container to run");
-    let status = wait_running(
-        engine,
-        &container_id,
-        Duration::from_secs(ctx.cfg.start_timeout_secs),
-    )
-    .await?;
-    if engine.kind().isolation() == Isolation::Container {
-        let applied = status.applied.ok_or_else(|| {
-            anyhow::anyhow!("the engine did not report the container's resource limits; refusing to run a sandbox whose limits cannot be checked")
-        })?;
-        applied.check(&spec.limits).map_err(anyhow::Error::msg)?;
-        mount.verify(engine, &container_id, status.pid).await?;
+        r => r,
     }
-    Ok(container_id)
+}
+
+/// Checks that the engine applied every resource limit of `spec` to the running container
+/// (`status`), and that it mounted the checked work dir. Nothing to check for a local sandbox.
+async fn verify_limits(
+    engine: &AnyEngine,
+    spec: &ContainerSpec,
+    mount: &MountCheck,
+    container_id: &str,
+    status: &ContainerStatus,
+) -> Result<()> {
+    if engine.kind().isolation() != Isolation::Container {
+        return Ok(());
+    }
+    let applied = status.applied.ok_or_else(|| {
+        anyhow::anyhow!("the engine did not report the container's resource limits; refusing to run a sandbox whose limits cannot be checked")
+    })?;
+    applied.check(&spec.limits).map_err(anyhow::Error::msg)?;
+    mount.verify(engine, container_id, status.pid).await
 }
 
 /// Polls the container's `State.Running` right away, then with back-off (10 ms doubling to
@@ -640,6 +793,94 @@ mod tests {
         ] {
             assert!(validate_name(bad).is_err(), "{bad}");
         }
+    }
+
+    /// A context on the local engine (no container engine needed), with its own state
+    /// directory, and a work dir; both in the returned temporary directory.
+    fn local_ctx() -> (tempfile::TempDir, Ctx, PathBuf) {
+        let dir = tempfile::tempdir().unwrap();
+        let config = dir.path().join("config.toml");
+        let state = dir.path().join("state");
+        std::fs::write(
+            &config,
+            format!(
+                "engine = \"local\"\nreap_on_up = false\nstate_dir = {:?}\n",
+                state.to_str().unwrap()
+            ),
+        )
+        .unwrap();
+        let layers = crate::config::Layers::load_with_env(Some(&config), |_| None).unwrap();
+        let ctx =
+            Ctx::from_layers(&layers, &[], std::sync::Arc::new(crate::report::Silent)).unwrap();
+        let work = dir.path().join("work");
+        std::fs::create_dir(&work).unwrap();
+        let work = work.canonicalize().unwrap();
+        (dir, ctx, work)
+    }
+
+    #[tokio::test]
+    async fn the_steps_plan_record_and_fail_a_pending_sandbox() {
+        let (_dir, ctx, work) = local_ctx();
+        let req = UpRequest {
+            workdir: Some(work.clone()),
+            name: Some("job-1".into()),
+            labels: vec!["k=v".into()],
+            ..Default::default()
+        };
+        let plan = resolve_spec(&ctx, &req).await.unwrap();
+        let r = &plan.record;
+        assert_eq!(
+            (r.state, r.engine, &r.name),
+            (Lifecycle::Pending, EngineKind::Local, &"job-1".to_string())
+        );
+        assert_eq!((&r.workdir, &plan.spec.workdir), (&work, &work));
+        assert_eq!(plan.spec.labels[LABEL_ID], r.id.to_string());
+        assert_eq!(plan.spec.labels[LABEL_MANAGED], "1");
+        assert_eq!(plan.spec.labels["k"], "v");
+        assert_eq!(r.limits, configured_limits(&ctx.cfg));
+        record_pending(&ctx, &plan).unwrap();
+        // The name is taken now: a second sandbox of that name is refused before it is recorded.
+        let again = resolve_spec(&ctx, &req).await.unwrap();
+        let e = record_pending(&ctx, &again).unwrap_err();
+        assert!(matches!(e.downcast_ref(), Some(Error::NameInUse(_))), "{e}");
+        // A failed start leaves the record Failed, with the reason.
+        let e = fail_pending(&ctx, &plan, &plan.engine, anyhow::anyhow!("boom")).await;
+        assert_eq!(e.to_string(), "boom");
+        let state = ctx.store.load().unwrap();
+        let rec = state.get(plan.record.id).unwrap();
+        assert_eq!(
+            (rec.state, rec.error.as_deref()),
+            (Lifecycle::Failed, Some("boom"))
+        );
+        assert_eq!(state.sandboxes.len(), 1);
+    }
+
+    #[tokio::test]
+    async fn a_local_sandbox_is_created_running() {
+        let (_dir, ctx, work) = local_ctx();
+        let req = UpRequest {
+            workdir: Some(work.clone()),
+            ttl: Some("1h".into()),
+            ..Default::default()
+        };
+        let rec = create(&ctx, &req).await.unwrap();
+        assert_eq!(
+            (rec.state, rec.isolation),
+            (Lifecycle::Running, Isolation::None)
+        );
+        assert_eq!(
+            (rec.container_id.as_deref(), rec.ttl_secs),
+            (None, Some(3600))
+        );
+        assert!(rec.name.starts_with("h9sandbox-") && rec.expires_at.is_some());
+        assert_eq!(ctx.store.load().unwrap().sandboxes, vec![rec]);
+        // A work dir that does not exist is refused before anything is recorded.
+        let bad = UpRequest {
+            workdir: Some(work.join("missing")),
+            ..Default::default()
+        };
+        assert!(create(&ctx, &bad).await.is_err());
+        assert_eq!(ctx.store.load().unwrap().sandboxes.len(), 1);
     }
 
     #[test]
