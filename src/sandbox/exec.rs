@@ -11,10 +11,13 @@ use std::time::{Duration, Instant};
 
 use anyhow::Result;
 use tokio::io::{AsyncRead, AsyncReadExt};
+use tokio::process::Child;
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
 use uuid::Uuid;
 
 use super::Ctx;
-use crate::engine::{Environment, ExecFailure, ExecSpec, Isolation, EXEC_MARKER_VAR};
+use crate::engine::{AnyEngine, Environment, ExecFailure, ExecSpec, Isolation, EXEC_MARKER_VAR};
 use crate::error::{Error, EXIT_TIMEOUT};
 use crate::report::{self, Forward, Stream};
 use crate::state::{Lifecycle, Record};
@@ -321,8 +324,52 @@ pub async fn run_command_until(
     stop: impl std::future::Future<Output = &'static str>,
 ) -> Result<Outcome> {
     let engine = ctx.engine_for(rec);
-    let container = rec.container_ref();
-    let mut cmd = engine.exec_command(container, spec);
+    let started = Instant::now();
+    let mut child = spawn(&engine, rec, spec, sink)?;
+    let mut pumps = Pumps::start(&mut child, sink);
+    let ended = wait_for_end(
+        &engine,
+        rec,
+        spec,
+        &mut child,
+        timeout,
+        stop,
+        &mut pumps.broken,
+    )
+    .await?;
+    if let Some(e) = &ended.kill_error {
+        ctx.reporter.warn(&format!(
+            "could not kill all of the command's processes: {e:#}; `h9sandbox down {}` removes them with the sandbox",
+            rec.short_id()
+        ));
+    }
+    let duration = started.elapsed();
+    let code = status_code(ended.status);
+    let (head, stdout, stderr) = pumps.finish().await?;
+    if !ended.timed_out && ended.interrupted.is_none() {
+        if let Some(e) = engine_failure(&engine, rec, &head, code) {
+            return Err(e.into());
+        }
+    }
+    // The engine's message was held back in case it was the engine's own failure; it was not.
+    if head.held {
+        write_stderr(&head.bytes).await;
+    }
+    Ok(Outcome {
+        exit_code: ended.exit_code(code),
+        stdout,
+        stderr,
+        duration,
+        timed_out: ended.timed_out,
+        interrupted: ended.interrupted,
+        tree_killed: (ended.timed_out || ended.interrupted.is_some()) && ended.kill_error.is_none(),
+    })
+}
+
+/// Starts the engine's client running `spec` in the sandbox `rec`, its stdin attached only when
+/// interactive, its stderr piped, its stdout piped unless it may go straight to ours.
+fn spawn(engine: &AnyEngine, rec: &Record, spec: &ExecSpec, sink: Sink) -> Result<Child, Error> {
+    let mut cmd = engine.exec_command(rec.container_ref(), spec);
     cmd.stdin(if spec.interactive {
         Stdio::inherit()
     } else {
@@ -341,24 +388,104 @@ pub async fn run_command_until(
         Stdio::piped()
     });
     cmd.stderr(Stdio::piped());
-    let started = Instant::now();
-    let mut child = cmd.spawn().map_err(|e| Error::EngineUnavailable {
+    cmd.spawn().map_err(|e| Error::EngineUnavailable {
         bin: engine.kind().to_string(),
         reason: format!("cannot run the engine client: {e}; check engine_bin"),
-    })?;
-    let (drained_tx, drained) = tokio::sync::watch::channel(false);
-    // Turns true when our stdout's reader went away (EPIPE), as for `exec ... | head -1`.
-    let (broken_tx, mut broken) = tokio::sync::watch::channel(false);
-    let stdout = child
-        .stdout
-        .take()
-        .map(|s| tokio::spawn(capture(s, sink, drained.clone(), broken_tx)));
-    let stderr = tokio::spawn(stderr_pump(
-        child.stderr.take().expect("piped"),
-        sink,
-        drained,
-    ));
+    })
+}
 
+/// The tasks that copy or capture a running command's output.
+struct Pumps {
+    /// Stdout's task (`None`: stdout goes straight to ours).
+    stdout: Option<JoinHandle<std::io::Result<Captured>>>,
+    /// Stderr's task.
+    stderr: JoinHandle<std::io::Result<(Head, Captured)>>,
+    /// Tells both to stop reading ([`OUTPUT_GRACE`] after the command ended).
+    drained: watch::Sender<bool>,
+    /// Turns true when our stdout's reader went away (EPIPE), as for `exec ... | head -1`.
+    broken: watch::Receiver<bool>,
+}
+
+impl Pumps {
+    /// Starts the tasks on `child`'s piped streams, sending them to `sink`.
+    fn start(child: &mut Child, sink: Sink) -> Pumps {
+        let (drained, stop) = watch::channel(false);
+        let (broken_tx, broken) = watch::channel(false);
+        let stdout = child
+            .stdout
+            .take()
+            .map(|s| tokio::spawn(capture(s, sink, stop.clone(), broken_tx)));
+        let stderr = tokio::spawn(stderr_pump(child.stderr.take().expect("piped"), sink, stop));
+        Pumps {
+            stdout,
+            stderr,
+            drained,
+            broken,
+        }
+    }
+
+    /// Waits for the tasks to reach the end of the output, or [`OUTPUT_GRACE`] at most for
+    /// output that something left running keeps open. Returns stderr's head and what both
+    /// captured.
+    async fn finish(self) -> Result<(Head, Captured, Captured)> {
+        let drained = self.drained;
+        let grace = tokio::spawn(async move {
+            tokio::time::sleep(OUTPUT_GRACE).await;
+            let _ = drained.send(true);
+        });
+        let (head, stderr) = self.stderr.await??;
+        let stdout = match self.stdout {
+            Some(t) => t.await??,
+            None => Captured::default(),
+        };
+        grace.abort();
+        Ok((head, stdout, stderr))
+    }
+}
+
+/// How the wait for a command ended.
+struct Ended {
+    /// The client's exit status.
+    status: std::process::ExitStatus,
+    /// Whether the timeout ended it.
+    timed_out: bool,
+    /// The signal (or the caller's reason, or `SIGPIPE`) that ended it, if one did.
+    interrupted: Option<&'static str>,
+    /// Why killing the process tree failed, when it was killed and that failed.
+    kill_error: Option<anyhow::Error>,
+}
+
+impl Ended {
+    /// The exit status of the run: 124 on timeout, 128+N when signal N ended it, else the
+    /// client's `code`.
+    fn exit_code(&self, code: i32) -> i32 {
+        if self.timed_out {
+            EXIT_TIMEOUT
+        } else if let Some(sig) = self.interrupted {
+            128 + match sig {
+                "SIGINT" => 2,
+                "SIGHUP" => 1,
+                "SIGPIPE" => 13,
+                _ => 15,
+            }
+        } else {
+            code
+        }
+    }
+}
+
+/// Waits for `child` to exit, for `timeout`, for SIGINT/SIGTERM/SIGHUP, for `stop`, or for our
+/// stdout's reader to go away (`broken`); in every case but a normal exit the command's process
+/// tree is killed (also when the client itself was killed), and the client reaped.
+async fn wait_for_end(
+    engine: &AnyEngine,
+    rec: &Record,
+    spec: &ExecSpec,
+    child: &mut Child,
+    timeout: Option<Duration>,
+    stop: impl std::future::Future<Output = &'static str>,
+    broken: &mut watch::Receiver<bool>,
+) -> Result<Ended> {
     let deadline = async {
         match timeout {
             Some(t) => tokio::time::sleep(t).await,
@@ -380,6 +507,7 @@ pub async fn run_command_until(
             }
         } => { interrupted = Some("SIGPIPE"); None }
     };
+    let container = rec.container_ref();
     let mut kill_error = None;
     let status = match status {
         // The client itself was killed (e.g. SIGPIPE when our reader went away): the command
@@ -401,64 +529,29 @@ pub async fn run_command_until(
             }
         }
     };
-    if let Some(e) = &kill_error {
-        ctx.reporter.warn(&format!(
-            "could not kill all of the command's processes: {e:#}; `h9sandbox down {}` removes them with the sandbox",
-            rec.short_id()
-        ));
-    }
-    let duration = started.elapsed();
-    let code = status_code(status);
-    let grace = tokio::spawn(async move {
-        tokio::time::sleep(OUTPUT_GRACE).await;
-        let _ = drained_tx.send(true);
-    });
-    let (head, stderr_captured) = stderr.await??;
-    let stdout_captured = match stdout {
-        Some(t) => t.await??,
-        None => Captured::default(),
-    };
-    grace.abort();
-    if !timed_out && interrupted.is_none() {
-        if let Some(f) = engine.exec_failure(container, &head.bytes, code) {
-            return Err(match f {
-                ExecFailure::ContainerGone(reason) => Error::ContainerGone {
-                    id: rec.short_id(),
-                    reason,
-                },
-                ExecFailure::EngineUnavailable(reason) => Error::EngineUnavailable {
-                    bin: engine.kind().to_string(),
-                    reason,
-                },
-                ExecFailure::Other(reason) => Error::Invalid(reason),
-            }
-            .into());
-        }
-    }
-    // The engine's message was held back in case it was the engine's own failure; it was not.
-    if head.held {
-        write_stderr(&head.bytes).await;
-    }
-    let exit_code = if timed_out {
-        EXIT_TIMEOUT
-    } else if let Some(sig) = interrupted {
-        128 + match sig {
-            "SIGINT" => 2,
-            "SIGHUP" => 1,
-            "SIGPIPE" => 13,
-            _ => 15,
-        }
-    } else {
-        code
-    };
-    Ok(Outcome {
-        exit_code,
-        stdout: stdout_captured,
-        stderr: stderr_captured,
-        duration,
+    Ok(Ended {
+        status,
         timed_out,
         interrupted,
-        tree_killed: (timed_out || interrupted.is_some()) && kill_error.is_none(),
+        kill_error,
+    })
+}
+
+/// h9sandbox's own error when the first bytes of stderr (`head`) and the client's exit `code`
+/// show that the engine, not the command, failed: the container is gone, the engine is
+/// unreachable, or it could not start the command.
+fn engine_failure(engine: &AnyEngine, rec: &Record, head: &Head, code: i32) -> Option<Error> {
+    let f = engine.exec_failure(rec.container_ref(), &head.bytes, code)?;
+    Some(match f {
+        ExecFailure::ContainerGone(reason) => Error::ContainerGone {
+            id: rec.short_id(),
+            reason,
+        },
+        ExecFailure::EngineUnavailable(reason) => Error::EngineUnavailable {
+            bin: engine.kind().to_string(),
+            reason,
+        },
+        ExecFailure::Other(reason) => Error::Invalid(reason),
     })
 }
 

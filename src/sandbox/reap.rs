@@ -25,9 +25,11 @@ use std::time::SystemTime;
 use anyhow::Result;
 
 use super::Ctx;
-use crate::engine::{EngineKind, Environment, Isolation, LABEL_MANAGED, LABEL_STATE_DIR};
+use crate::engine::{
+    ContainerSummary, EngineKind, Environment, Isolation, LABEL_MANAGED, LABEL_STATE_DIR,
+};
 use crate::error::Error;
-use crate::lease::{judge, lease_reason, sandbox_uuid, still_holds, Action, Verdict};
+use crate::lease::{judge, lease_reason, sandbox_uuid, still_holds, Action, Reason, Verdict};
 use crate::state::{Lifecycle, ProcessRef, State};
 
 /// The outcome of one sweep.
@@ -39,13 +41,42 @@ pub struct Sweep {
     pub failed: Vec<(Verdict, anyhow::Error)>,
 }
 
+/// The containers of this state directory, as each container engine in use lists them.
+type Listings = Vec<(EngineKind, Vec<ContainerSummary>)>;
+
 /// Finds what is abandoned in this state directory and, unless `dry_run`, removes it.
 /// Errors: the state file cannot be read or written, the engine cannot list containers.
 /// Failures to remove single containers are returned in [`Sweep::failed`].
 pub async fn sweep(ctx: &Ctx, dry_run: bool) -> Result<Sweep> {
-    let label = ctx.state_label();
     let before = ctx.store.load()?;
-    // The container engines to look at: the configured one, and every one a record names.
+    let listings = list_containers(ctx, &before).await?;
+    let after = ctx.store.load()?;
+    let verdicts = judge_all(&before, &listings, &after, SystemTime::now());
+    if !dry_run {
+        // A writer killed mid-write leaves its temporary file; it is garbage too.
+        ctx.store.remove_stale_temp_files()?;
+    }
+    if dry_run || verdicts.is_empty() {
+        return Ok(Sweep {
+            reaped: verdicts,
+            failed: vec![],
+        });
+    }
+    let me = ProcessRef::current();
+    let (dropped, claimed) = claim(ctx, verdicts, me)?;
+    remove_claimed(ctx, &listings, dropped, claimed, me).await
+}
+
+/// Whether the process `p` still runs (the liveness oracle of the judgement).
+fn alive(p: &ProcessRef) -> bool {
+    p.is_alive()
+}
+
+/// Step 1: lists the containers of this state directory on every container engine in use: the
+/// configured one, and every one a record of `before` names. Another engine than the configured
+/// one being unreachable is only warned about: its sandboxes are simply not judged this time.
+async fn list_containers(ctx: &Ctx, before: &State) -> Result<Listings> {
+    let label = ctx.state_label();
     let mut kinds: BTreeSet<EngineKind> = before
         .sandboxes
         .iter()
@@ -63,8 +94,6 @@ pub async fn sweep(ctx: &Ctx, dry_run: bool) -> Result<Sweep> {
             .await
         {
             Ok(c) => listings.push((kind, c)),
-            // Another engine than the configured one being down is no reason to fail; its
-            // sandboxes are simply not judged this time.
             Err(e)
                 if kind != ctx.engine.kind()
                     && matches!(e.downcast_ref(), Some(Error::EngineUnavailable { .. })) =>
@@ -75,9 +104,13 @@ pub async fn sweep(ctx: &Ctx, dry_run: bool) -> Result<Sweep> {
             Err(e) => return Err(e),
         }
     }
-    let after = ctx.store.load()?;
-    let alive = |p: &ProcessRef| p.is_alive();
-    let now = SystemTime::now();
+    Ok(listings)
+}
+
+/// The verdicts on the state read `before` and `after` the `listings`, at `now`: each
+/// container engine's sandboxes judged against its own listing ([`judge`]), local sandboxes by
+/// their lease, and the sub-sandboxes of everything reaped (or already gone).
+fn judge_all(before: &State, listings: &Listings, after: &State, now: SystemTime) -> Vec<Verdict> {
     let of_kind = |s: &State, kind: EngineKind| State {
         version: s.version,
         sandboxes: s
@@ -88,26 +121,38 @@ pub async fn sweep(ctx: &Ctx, dry_run: bool) -> Result<Sweep> {
             .collect(),
     };
     let mut verdicts = Vec::new();
-    for (kind, containers) in &listings {
+    for (kind, containers) in listings {
         verdicts.extend(judge(
-            &of_kind(&before, *kind),
+            &of_kind(before, *kind),
             containers,
-            &of_kind(&after, *kind),
+            &of_kind(after, *kind),
             alive,
             now,
         ));
     }
-    // Local sandboxes have no container to lose: only their lease can end them.
-    for r in after
+    verdicts.extend(local_verdicts(after, now));
+    // Sub-sandboxes go with their parent: those of a sandbox reaped now, and those whose parent
+    // is gone already (a parent removed by an older version, or by hand).
+    loop {
+        let more = orphaned_children(after, &verdicts);
+        if more.is_empty() {
+            break;
+        }
+        verdicts.extend(more);
+    }
+    verdicts
+}
+
+/// Local sandboxes have no container to lose: only their lease can end them.
+fn local_verdicts(after: &State, now: SystemTime) -> Vec<Verdict> {
+    after
         .sandboxes
         .iter()
         .filter(|r| r.isolation == Isolation::None)
-    {
-        if r.state == Lifecycle::Stopping && r.stopper.is_some_and(|p| alive(&p)) {
-            continue;
-        }
-        if let Some((reason, detail)) = lease_reason(r, &alive, now) {
-            verdicts.push(Verdict {
+        .filter(|r| !(r.state == Lifecycle::Stopping && r.stopper.is_some_and(|p| alive(&p))))
+        .filter_map(|r| {
+            let (reason, detail) = lease_reason(r, &alive, now)?;
+            Some(Verdict {
                 id: Some(r.id.to_string()),
                 name: r.name.clone(),
                 container: None,
@@ -115,59 +160,53 @@ pub async fn sweep(ctx: &Ctx, dry_run: bool) -> Result<Sweep> {
                 reason,
                 detail,
                 record: Some(r.clone()),
-            });
-        }
-    }
-    // Sub-sandboxes go with their parent: those of a sandbox reaped now, and those whose parent
-    // is gone already (a parent removed by an older version, or by hand).
-    loop {
-        let going: BTreeSet<String> = verdicts.iter().filter_map(|v| v.id.clone()).collect();
-        let known: BTreeSet<String> = after.sandboxes.iter().map(|r| r.id.to_string()).collect();
-        let more: Vec<Verdict> = after
-            .sandboxes
-            .iter()
-            .filter(|r| !going.contains(&r.id.to_string()))
-            .filter(|r| r.state != Lifecycle::Pending || !alive(&r.creator))
-            .filter(|r| !(r.state == Lifecycle::Stopping && r.stopper.is_some_and(|p| alive(&p))))
-            .filter_map(|r| {
-                let p = r.parent?.to_string();
-                let why = if going.contains(&p) {
-                    format!("its parent {} is reaped with it", &p[..8])
-                } else if !known.contains(&p) {
-                    format!("its parent {} is gone", &p[..8])
-                } else {
-                    return None;
-                };
-                Some(Verdict {
-                    id: Some(r.id.to_string()),
-                    name: r.name.clone(),
-                    container: r.container_id.clone(),
-                    action: Action::Remove,
-                    reason: crate::lease::Reason::ParentGone,
-                    detail: why,
-                    record: Some(r.clone()),
-                })
             })
-            .collect();
-        if more.is_empty() {
-            break;
-        }
-        verdicts.extend(more);
-    }
-    if !dry_run {
-        // A writer killed mid-write leaves its temporary file; it is garbage too.
-        ctx.store.remove_stale_temp_files()?;
-    }
-    if dry_run || verdicts.is_empty() {
-        return Ok(Sweep {
-            reaped: verdicts,
-            failed: vec![],
-        });
-    }
+        })
+        .collect()
+}
 
-    // Claim under the lock: only what still holds, now.
-    let me = ProcessRef::current();
-    let (dropped, claimed) = ctx.store.update(|s| {
+/// The sandboxes of `after` not yet in `verdicts` whose parent is reaped (is in `verdicts`) or
+/// gone (has no record); never one whose `up` or `down` is still at work.
+fn orphaned_children(after: &State, verdicts: &[Verdict]) -> Vec<Verdict> {
+    let going: BTreeSet<String> = verdicts.iter().filter_map(|v| v.id.clone()).collect();
+    let known: BTreeSet<String> = after.sandboxes.iter().map(|r| r.id.to_string()).collect();
+    after
+        .sandboxes
+        .iter()
+        .filter(|r| !going.contains(&r.id.to_string()))
+        .filter(|r| r.state != Lifecycle::Pending || !alive(&r.creator))
+        .filter(|r| !(r.state == Lifecycle::Stopping && r.stopper.is_some_and(|p| alive(&p))))
+        .filter_map(|r| {
+            let p = r.parent?.to_string();
+            let why = if going.contains(&p) {
+                format!("its parent {} is reaped with it", &p[..8])
+            } else if !known.contains(&p) {
+                format!("its parent {} is gone", &p[..8])
+            } else {
+                return None;
+            };
+            Some(Verdict {
+                id: Some(r.id.to_string()),
+                name: r.name.clone(),
+                container: r.container_id.clone(),
+                action: Action::Remove,
+                reason: Reason::ParentGone,
+                detail: why,
+                record: Some(r.clone()),
+            })
+        })
+        .collect()
+}
+
+/// Step 2, under the state lock: keeps only the verdicts that still hold now ([`still_holds`]),
+/// drops the records that need no engine call, and marks the sandboxes to remove Stopping with
+/// `me` as their stopper. Returns (the records dropped, the verdicts claimed for removal).
+fn claim(
+    ctx: &Ctx,
+    verdicts: Vec<Verdict>,
+    me: ProcessRef,
+) -> Result<(Vec<Verdict>, Vec<Verdict>)> {
+    ctx.store.update(|s| {
         let now = SystemTime::now();
         let mut dropped = Vec::new();
         let mut claimed = Vec::new();
@@ -193,28 +232,21 @@ pub async fn sweep(ctx: &Ctx, dry_run: bool) -> Result<Sweep> {
             }
         }
         Ok((dropped, claimed))
-    })?;
+    })
+}
 
-    // The engine calls, without the lock.
-    let results = futures_util::future::join_all(claimed.iter().map(|v| async {
-        match (&v.container, &v.record) {
-            (Some(c), Some(r)) => ctx.engine_for(r).remove(c).await,
-            // An orphan: removed by the engine that listed it.
-            (Some(c), None) => {
-                let kind = listings
-                    .iter()
-                    .find(|(_, cs)| cs.iter().any(|x| &x.id == c))
-                    .map_or(ctx.engine.kind(), |(k, _)| *k);
-                ctx.engine_of(kind).remove(c).await
-            }
-            // A local sandbox: end the processes it left running.
-            (None, Some(r)) if r.isolation == Isolation::None => {
-                ctx.engine_for(r).remove(r.container_ref()).await
-            }
-            (None, _) => Ok(()),
-        }
-    }))
-    .await;
+/// Steps 3 and 4: removes what was `claimed` (the engine calls, concurrently, without the lock),
+/// then drops each removed sandbox's record if it is still Stopping by `me`. Returns the sweep:
+/// `dropped` and what was removed, and what could not be.
+async fn remove_claimed(
+    ctx: &Ctx,
+    listings: &Listings,
+    dropped: Vec<Verdict>,
+    claimed: Vec<Verdict>,
+    me: ProcessRef,
+) -> Result<Sweep> {
+    let results =
+        futures_util::future::join_all(claimed.iter().map(|v| remove_one(ctx, listings, v))).await;
     let mut sweep = Sweep {
         reaped: dropped,
         failed: vec![],
@@ -243,4 +275,23 @@ pub async fn sweep(ctx: &Ctx, dry_run: bool) -> Result<Sweep> {
         })?;
     }
     Ok(sweep)
+}
+
+/// The engine's part of one removal: the container of a record, by the record's engine; an
+/// orphan container, by the engine that listed it; a local sandbox's leftover processes.
+async fn remove_one(ctx: &Ctx, listings: &Listings, v: &Verdict) -> Result<()> {
+    match (&v.container, &v.record) {
+        (Some(c), Some(r)) => ctx.engine_for(r).remove(c).await,
+        (Some(c), None) => {
+            let kind = listings
+                .iter()
+                .find(|(_, cs)| cs.iter().any(|x| &x.id == c))
+                .map_or(ctx.engine.kind(), |(k, _)| *k);
+            ctx.engine_of(kind).remove(c).await
+        }
+        (None, Some(r)) if r.isolation == Isolation::None => {
+            ctx.engine_for(r).remove(r.container_ref()).await
+        }
+        (None, _) => Ok(()),
+    }
 }
