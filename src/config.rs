@@ -21,8 +21,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::Error;
 use crate::report::Reporter;
-use crate::types::EngineKind;
-pub use crate::types::{Ids, Network, User};
+use crate::types::{EngineKind, Network, User};
 
 /// The seed documents' switch: `SANDBOX_ENABLED=false` (or `0`, `no`, `off`) selects
 /// `engine = "local"` when `H9SANDBOX_ENGINE` is unset; `true` leaves the engine as configured.
@@ -696,6 +695,7 @@ impl Config {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::types::Ids;
     use std::collections::HashMap;
 
     fn load(file: Option<&str>, env: &[(&str, &str)]) -> Result<Config, Error> {

@@ -410,8 +410,7 @@ mod tests {
         }
     }
 
-    use crate::config::Network;
-    use crate::state::Limits;
+    use crate::types::{EngineKind, Isolation, Limits, Network};
     use std::time::UNIX_EPOCH;
 
     const NOW_SECS: u64 = 1_700_000_000;
@@ -459,8 +458,8 @@ mod tests {
             expires_at: None,
             ttl_secs: None,
             stopper: (state == Lifecycle::Stopping).then(|| p(ALIVE)),
-            engine: crate::engine::EngineKind::Docker,
-            isolation: crate::engine::Isolation::Container,
+            engine: EngineKind::Docker,
+            isolation: Isolation::Container,
             parent: None,
             bootstrap: None,
             user: None,

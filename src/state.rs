@@ -19,8 +19,7 @@ use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
 use crate::error::Error;
-pub use crate::types::Limits;
-use crate::types::{EngineKind, Ids, Isolation};
+use crate::types::{EngineKind, Ids, Isolation, Limits};
 
 /// Name prefix of the temporary files a write renames over `state.json`.
 const TEMP_PREFIX: &str = ".state.json.";
@@ -482,7 +481,7 @@ impl Store {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use crate::config::Network;
+    use crate::types::Network;
 
     /// A Running Docker record named `name`, for unit tests.
     pub(crate) fn record(name: &str) -> Record {

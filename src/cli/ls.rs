@@ -10,10 +10,10 @@ use comfy_table::{Cell, Table};
 
 use super::output;
 use super::{Format, LsArgs};
-use crate::engine::Isolation;
 use crate::lease;
 use crate::sandbox::list::{entries, Entry};
 use crate::sandbox::{interrupted, Ctx};
+use crate::types::Isolation;
 
 /// Runs `ls`, or `ls --watch`.
 pub async fn run(ctx: &Ctx, format: Format, args: &LsArgs) -> Result<i32> {

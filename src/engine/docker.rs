@@ -18,11 +18,12 @@ use tokio::process::Command;
 
 use super::shell::shell_line;
 use super::{
-    AppliedLimits, ContainerSpec, ContainerStatus, ContainerSummary, EngineKind, Environment,
-    ExecFailure, ExecSpec, EXEC_MARKER_VAR, LABEL_ID, LABEL_STATE_DIR, SCRATCH_DIR,
+    AppliedLimits, ContainerSpec, ContainerStatus, ContainerSummary, Environment, ExecFailure,
+    ExecSpec, EXEC_MARKER_VAR, LABEL_ID, LABEL_STATE_DIR, SCRATCH_DIR,
 };
 use crate::error::Error;
 use crate::report::{Reporter, Silent};
+use crate::types::EngineKind;
 
 /// Capabilities added back after `--cap-drop all`: the minimum package managers need
 /// (see `capabilities(7)`): DAC_OVERRIDE to write files they do not own, SETUID/SETGID to drop to
@@ -917,8 +918,7 @@ pub fn first_error_line(stderr: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::Network;
-    use crate::state::Limits;
+    use crate::types::{Ids, Limits, Network};
     use std::collections::BTreeMap;
 
     fn spec(workdir: &str) -> ContainerSpec {
@@ -934,7 +934,7 @@ mod tests {
                 network: Network::None,
             },
             labels: BTreeMap::from([("h9sandbox".into(), "1".into())]),
-            user: crate::config::Ids::ROOT,
+            user: Ids::ROOT,
         }
     }
 
@@ -1176,7 +1176,7 @@ mod tests {
     #[test]
     fn run_args_set_the_user() {
         let spec = ContainerSpec {
-            user: crate::config::Ids {
+            user: Ids {
                 uid: 1000,
                 gid: 100,
             },

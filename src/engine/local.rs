@@ -27,11 +27,12 @@ use tokio::process::Command;
 
 use super::shell::{shell_line, shell_quote};
 use super::{
-    ContainerSpec, ContainerStatus, ContainerSummary, EngineKind, Environment, ExecFailure,
-    ExecSpec, EXEC_MARKER_VAR, LOCAL_SANDBOX_VAR, LOCAL_STATE_DIR_VAR,
+    ContainerSpec, ContainerStatus, ContainerSummary, Environment, ExecFailure, ExecSpec,
+    EXEC_MARKER_VAR, LOCAL_SANDBOX_VAR, LOCAL_STATE_DIR_VAR,
 };
 use crate::error::Error;
 use crate::report::{Reporter, Silent};
+use crate::types::EngineKind;
 
 /// The host as an engine, for sandboxes of one state directory.
 #[derive(Clone)]

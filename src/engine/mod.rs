@@ -22,9 +22,8 @@ use serde::Serialize;
 
 use crate::config::Config;
 use crate::report::Reporter;
-use crate::types::Limits;
+use crate::types::{EngineKind, Ids, Limits};
 
-pub use crate::types::{EngineKind, Isolation};
 pub use docker::{Docker, Flavor, RunOptions};
 pub use local::Local;
 
@@ -68,7 +67,7 @@ pub struct ContainerSpec {
     /// All labels, the managed ones included.
     pub labels: BTreeMap<String, String>,
     /// The user and group the container's processes run as (`--user uid:gid`).
-    pub user: crate::types::Ids,
+    pub user: Ids,
 }
 
 /// A command to run in a sandbox.
@@ -344,7 +343,7 @@ pub enum ExecFailure {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::Network;
+    use crate::types::Network;
 
     fn limits() -> Limits {
         Limits {

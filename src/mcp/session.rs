@@ -18,13 +18,12 @@ use uuid::Uuid;
 
 use super::tools::*;
 use crate::config::{Layers, MIN_MCP_OUTPUT};
-use crate::engine::Isolation;
 use crate::error::Error;
 use crate::sandbox::create::{self, UpRequest};
 use crate::sandbox::exec::{self, ExecRequest};
 use crate::sandbox::{down, files, list, workdir_of, Ctx};
 use crate::state::Record;
-use crate::types::Network;
+use crate::types::{Isolation, Network};
 
 /// Tool calls that may run at once (far more than a client sends); the session waits for all of
 /// them to end by taking every permit.

@@ -28,13 +28,13 @@ use super::workdir::{
 use super::{bootstrap, interrupted, Ctx};
 use crate::config::{Config, Fallback};
 use crate::engine::{
-    AnyEngine, ContainerSpec, ContainerStatus, EngineKind, Environment, Isolation, LABEL_ID,
-    LABEL_MANAGED, LABEL_PARENT, LABEL_STATE_DIR,
+    AnyEngine, ContainerSpec, ContainerStatus, Environment, LABEL_ID, LABEL_MANAGED, LABEL_PARENT,
+    LABEL_STATE_DIR,
 };
 use crate::error::Error;
 use crate::lease::{parse_owner, parse_ttl};
 use crate::state::{now_rfc3339, BootstrapRun, Lifecycle, ProcessRef, Record};
-use crate::types::{Ids, Limits, Network};
+use crate::types::{EngineKind, Ids, Isolation, Limits, Network};
 
 /// What to create: `up`'s arguments, each `None` (or empty, or false) when not given. The limits,
 /// image, user and bootstrap settings reach [`create`] through the configuration

@@ -17,10 +17,11 @@ use tokio::task::JoinHandle;
 use uuid::Uuid;
 
 use super::Ctx;
-use crate::engine::{AnyEngine, Environment, ExecFailure, ExecSpec, Isolation, EXEC_MARKER_VAR};
+use crate::engine::{AnyEngine, Environment, ExecFailure, ExecSpec, EXEC_MARKER_VAR};
 use crate::error::{Error, EXIT_TIMEOUT};
 use crate::report::{self, Forward, Stream};
 use crate::state::{Lifecycle, Record};
+use crate::types::Isolation;
 
 /// How long the output of a command that has exited is still read, when something it left
 /// running in the background holds its stdout or stderr open (`docker exec` waits about as

@@ -11,11 +11,10 @@ use uuid::Uuid;
 
 use super::Ctx;
 use crate::config::Fallback;
-use crate::engine::{
-    ContainerSummary, EngineKind, Environment, Isolation, LABEL_MANAGED, LABEL_STATE_DIR,
-};
+use crate::engine::{ContainerSummary, Environment, LABEL_MANAGED, LABEL_STATE_DIR};
 use crate::error::Error;
 use crate::state::{Lifecycle, Record};
+use crate::types::{EngineKind, Isolation};
 
 /// One `ls --format json` entry: the record, with `state` reconciled with the engine.
 #[derive(Debug, Serialize)]

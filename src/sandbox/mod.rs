@@ -25,10 +25,11 @@ use std::sync::Arc;
 use anyhow::Result;
 
 use crate::config::{Config, Layers, Origin};
-use crate::engine::{AnyEngine, EngineKind, Environment};
+use crate::engine::{AnyEngine, Environment};
 use crate::files::WorkDir;
 use crate::report::Reporter;
 use crate::state::{Record, Store};
+use crate::types::EngineKind;
 
 /// What every operation works with: the configuration, the state store, the engine, and where
 /// to report.

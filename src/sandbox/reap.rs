@@ -25,12 +25,11 @@ use std::time::SystemTime;
 use anyhow::Result;
 
 use super::Ctx;
-use crate::engine::{
-    ContainerSummary, EngineKind, Environment, Isolation, LABEL_MANAGED, LABEL_STATE_DIR,
-};
+use crate::engine::{ContainerSummary, Environment, LABEL_MANAGED, LABEL_STATE_DIR};
 use crate::error::Error;
 use crate::lease::{judge, lease_reason, sandbox_uuid, still_holds, Action, Reason, Verdict};
 use crate::state::{Lifecycle, ProcessRef, State};
+use crate::types::{EngineKind, Isolation};
 
 /// The outcome of one sweep.
 #[derive(Debug, Default)]
