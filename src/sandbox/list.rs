@@ -19,6 +19,8 @@ use crate::types::{EngineKind, Isolation};
 /// One `ls --format json` entry: the record, with `state` reconciled with the engine.
 #[derive(Debug, Serialize)]
 pub struct Entry {
+    /// The record, with `state` (and `error`) as the engine's view makes them: a Running
+    /// sandbox whose container is gone is Failed.
     #[serde(flatten)]
     pub record: Record,
     /// Place in the tree of sandboxes ([`tree`]): `main`, `sub-1`, `sub-1.2`, ...
