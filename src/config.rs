@@ -19,8 +19,9 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use crate::engine::EngineKind;
 use crate::error::Error;
+use crate::report::Reporter;
+use crate::types::{EngineKind, Network, User};
 
 /// The seed documents' switch: `SANDBOX_ENABLED=false` (or `0`, `no`, `off`) selects
 /// `engine = "local"` when `H9SANDBOX_ENGINE` is unset; `true` leaves the engine as configured.
@@ -34,136 +35,6 @@ pub enum Fallback {
     Fail,
     /// Create a local sandbox (no isolation) instead, with a loud warning.
     Local,
-}
-
-/// Network mode of a sandbox (`docker run --network`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
-#[serde(rename_all = "lowercase")]
-pub enum Network {
-    /// Docker's default bridge: outbound access, no published ports.
-    Bridge,
-    /// No network at all, only loopback.
-    None,
-}
-
-impl Network {
-    /// The value passed to `--network`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Network::Bridge => "bridge",
-            Network::None => "none",
-        }
-    }
-}
-
-impl fmt::Display for Network {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-/// A numeric user and group, written `uid:gid` (the form `docker run --user` takes, and the form
-/// recorded in the state file).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(into = "String", try_from = "String")]
-pub struct Ids {
-    /// User ID.
-    pub uid: u32,
-    /// Group ID.
-    pub gid: u32,
-}
-
-impl Ids {
-    /// `0:0`.
-    pub const ROOT: Ids = Ids { uid: 0, gid: 0 };
-
-    /// The real user and group of this process (`getuid(2)`, `getgid(2)`).
-    pub fn current() -> Ids {
-        Ids {
-            uid: rustix::process::getuid().as_raw(),
-            gid: rustix::process::getgid().as_raw(),
-        }
-    }
-
-    /// Whether this is the superuser.
-    pub fn is_root(self) -> bool {
-        self.uid == 0
-    }
-}
-
-impl fmt::Display for Ids {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}:{}", self.uid, self.gid)
-    }
-}
-
-impl std::str::FromStr for Ids {
-    type Err = String;
-
-    /// Parses `uid:gid`, both decimal numbers below 2^32 - 1 (the kernel's "no ID").
-    fn from_str(s: &str) -> Result<Ids, String> {
-        let bad = || format!("'{s}' is not root, host, or a numeric uid:gid such as 1000:1000");
-        let (u, g) = s.split_once(':').ok_or_else(bad)?;
-        let num = |t: &str| {
-            if t.is_empty() || !t.bytes().all(|b| b.is_ascii_digit()) {
-                return Err(bad());
-            }
-            t.parse::<u32>()
-                .ok()
-                .filter(|&n| n != u32::MAX)
-                .ok_or_else(bad)
-        };
-        Ok(Ids {
-            uid: num(u)?,
-            gid: num(g)?,
-        })
-    }
-}
-
-impl From<Ids> for String {
-    fn from(ids: Ids) -> String {
-        ids.to_string()
-    }
-}
-
-impl TryFrom<String> for Ids {
-    type Error = String;
-    fn try_from(s: String) -> Result<Ids, String> {
-        s.parse()
-    }
-}
-
-/// The value of the `user` key: who the processes of a sandbox run as (`docker run --user`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum User {
-    /// `root`: uid 0, gid 0.
-    Root,
-    /// `host`: the real uid and gid of the h9sandbox process that runs `up`.
-    Host,
-    /// `uid:gid`: these numeric IDs.
-    Ids(Ids),
-}
-
-impl std::str::FromStr for User {
-    type Err = String;
-    fn from_str(s: &str) -> Result<User, String> {
-        match s {
-            "root" => Ok(User::Root),
-            "host" => Ok(User::Host),
-            _ => s.parse().map(User::Ids),
-        }
-    }
-}
-
-impl User {
-    /// The numeric IDs; `host` is resolved now, in this process.
-    pub fn ids(self) -> Ids {
-        match self {
-            User::Root => Ids::ROOT,
-            User::Host => Ids::current(),
-            User::Ids(ids) => ids,
-        }
-    }
 }
 
 /// The effective configuration after all layers are merged and validated.
@@ -437,13 +308,16 @@ impl Layers {
     /// As [`Layers::load`], but a project file `./sandbox.toml` that is refused (bad TOML, bad
     /// or forbidden key) is ignored with a warning instead of failing. For the commands that
     /// clean up (`down`, `reap`, `ls`, `renew`): code in a sandbox can write that file, and must
-    /// not be able to keep its sandbox from being removed.
-    pub fn load_lenient(explicit_file: Option<&Path>) -> Result<Layers, Error> {
+    /// not be able to keep its sandbox from being removed. The warning goes to `reporter`.
+    pub fn load_lenient(
+        explicit_file: Option<&Path>,
+        reporter: &dyn Reporter,
+    ) -> Result<Layers, Error> {
         let env = |k: &str| std::env::var(k).ok();
         match Self::load_opts(explicit_file, env, false) {
             Err(e) if explicit_file.is_none() && Path::new("sandbox.toml").is_file() => {
                 let ignored = Self::load_opts(explicit_file, env, true)?;
-                crate::output::warn(&format!("ignoring ./sandbox.toml: {e}"));
+                reporter.warn(&format!("ignoring ./sandbox.toml: {e}"));
                 Ok(ignored)
             }
             r => r,
@@ -821,6 +695,7 @@ impl Config {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::types::Ids;
     use std::collections::HashMap;
 
     fn load(file: Option<&str>, env: &[(&str, &str)]) -> Result<Config, Error> {

@@ -35,8 +35,8 @@ use anyhow::{anyhow, Context, Result};
 use rustix::fs::{AtFlags, FileType, Gid, Mode, OFlags, ResolveFlags, Stat, Uid};
 use rustix::io::Errno;
 
-use crate::config::Ids;
 use crate::error::Error;
+use crate::types::Ids;
 
 /// How many symlinks a path may pass through, as the kernel's own limit (`MAXSYMLINKS`).
 const MAX_SYMLINKS: usize = 40;

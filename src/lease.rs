@@ -3,8 +3,8 @@
 //!
 //! [`judge`] is pure: it takes two snapshots of the state file (read before and after one listing
 //! of the engine's containers), that listing, a liveness oracle and the current time, and returns
-//! the [`Verdict`]s. `commands::reap` carries them out, re-checking each one under the state
-//! lock ([`still_holds`]) so that a sandbox renewed or removed in between is left alone.
+//! the [`Verdict`]s. The core's `sandbox::reap` carries them out, re-checking each one under the
+//! state lock ([`still_holds`]) so that a sandbox renewed or removed in between is left alone.
 //!
 //! Why two snapshots: `up` writes its Pending record *before* it creates the container, so every
 //! container in the listing has its record in the state read *after* the listing, unless that
@@ -410,8 +410,7 @@ mod tests {
         }
     }
 
-    use crate::config::Network;
-    use crate::state::Limits;
+    use crate::types::{EngineKind, Isolation, Limits, Network};
     use std::time::UNIX_EPOCH;
 
     const NOW_SECS: u64 = 1_700_000_000;
@@ -459,8 +458,8 @@ mod tests {
             expires_at: None,
             ttl_secs: None,
             stopper: (state == Lifecycle::Stopping).then(|| p(ALIVE)),
-            engine: crate::engine::EngineKind::Docker,
-            isolation: crate::engine::Isolation::Container,
+            engine: EngineKind::Docker,
+            isolation: Isolation::Container,
             parent: None,
             bootstrap: None,
             user: None,

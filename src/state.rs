@@ -18,8 +18,8 @@ use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
-use crate::engine::{EngineKind, Isolation};
 use crate::error::Error;
+use crate::types::{EngineKind, Ids, Isolation, Limits};
 
 /// Name prefix of the temporary files a write renames over `state.json`.
 const TEMP_PREFIX: &str = ".state.json.";
@@ -102,21 +102,6 @@ fn parse_stat_start_time(stat: &str) -> Option<u64> {
     fields.nth(18)?.parse().ok()
 }
 
-/// Resource limits and network a sandbox was created with.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Limits {
-    /// CPU limit in cores.
-    pub cpus: f64,
-    /// Memory limit, Docker notation (e.g. `512m`).
-    pub memory: String,
-    /// Maximum number of processes.
-    pub pids_limit: u32,
-    /// Size of the `/tmp` tmpfs.
-    pub tmp_size: String,
-    /// `bridge` or `none`.
-    pub network: crate::config::Network,
-}
-
 /// One sandbox as recorded in the state file (and printed by `up --format json` / `ls --format json`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Record {
@@ -163,7 +148,7 @@ pub struct Record {
     /// The `uid:gid` the container's processes run as (`docker run --user`); `write` gives new
     /// files this owner. Absent in records written before the `user` key existed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub user: Option<crate::config::Ids>,
+    pub user: Option<Ids>,
     /// The process whose life the sandbox is tied to (`up --owner-pid`): once it has exited,
     /// `reap` removes the sandbox. `null` when none.
     #[serde(default)]
@@ -496,7 +481,7 @@ impl Store {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use crate::config::Network;
+    use crate::types::Network;
 
     /// A Running Docker record named `name`, for unit tests.
     pub(crate) fn record(name: &str) -> Record {

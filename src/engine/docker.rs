@@ -10,16 +10,20 @@
 use std::ffi::OsString;
 use std::path::Path;
 use std::process::Stdio;
+use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{anyhow, Context, Result};
 use tokio::process::Command;
 
+use super::shell::shell_line;
 use super::{
-    AppliedLimits, ContainerSpec, ContainerStatus, ContainerSummary, EngineKind, Environment,
-    ExecFailure, ExecSpec, EXEC_MARKER_VAR, LABEL_ID, LABEL_STATE_DIR, SCRATCH_DIR,
+    AppliedLimits, ContainerSpec, ContainerStatus, ContainerSummary, Environment, ExecFailure,
+    ExecSpec, EXEC_MARKER_VAR, LABEL_ID, LABEL_STATE_DIR, SCRATCH_DIR,
 };
 use crate::error::Error;
+use crate::report::{Reporter, Silent};
+use crate::types::EngineKind;
 
 /// Capabilities added back after `--cap-drop all`: the minimum package managers need
 /// (see `capabilities(7)`): DAC_OVERRIDE to write files they do not own, SETUID/SETGID to drop to
@@ -104,18 +108,30 @@ impl HostLimits {
 }
 
 /// A Docker-CLI-compatible engine.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct Docker {
     bin: String,
-    verbose: bool,
     flavor: Flavor,
     options: RunOptions,
+    reporter: Arc<dyn Reporter>,
+}
+
+impl std::fmt::Debug for Docker {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Docker")
+            .field("bin", &self.bin)
+            .field("flavor", &self.flavor)
+            .field("options", &self.options)
+            .field("verbose", &self.reporter.verbose())
+            .finish()
+    }
 }
 
 impl Docker {
-    /// The engine whose client is `bin` (e.g. `docker`); with `verbose`, every command line run is
-    /// printed to stderr. A `bin` whose file name contains `podman` drives Podman.
-    pub fn new(bin: impl Into<String>, verbose: bool) -> Docker {
+    /// The engine whose client is `bin` (e.g. `docker`), reporting to nobody until
+    /// [`Docker::reporter`] says otherwise. A `bin` whose file name contains `podman` drives
+    /// Podman.
+    pub fn new(bin: impl Into<String>) -> Docker {
         let bin = bin.into();
         let flavor = if Path::new(&bin)
             .file_name()
@@ -126,17 +142,24 @@ impl Docker {
         } else {
             Flavor::Docker
         };
-        Docker::with_flavor(flavor, bin, verbose)
+        Docker::with_flavor(flavor, bin)
     }
 
     /// The engine `flavor` whose client is `bin`.
-    pub fn with_flavor(flavor: Flavor, bin: impl Into<String>, verbose: bool) -> Docker {
+    pub fn with_flavor(flavor: Flavor, bin: impl Into<String>) -> Docker {
         Docker {
             bin: bin.into(),
-            verbose,
             flavor,
             options: RunOptions::default(),
+            reporter: Arc::new(Silent),
         }
+    }
+
+    /// The same engine, showing every command line it runs to `reporter` when that is verbose
+    /// ([`Reporter::command`]).
+    pub fn reporter(mut self, reporter: Arc<dyn Reporter>) -> Docker {
+        self.reporter = reporter;
+        self
     }
 
     /// The same engine, creating containers with `options`.
@@ -161,8 +184,9 @@ impl Docker {
         S: Into<OsString>,
     {
         let args: Vec<OsString> = args.into_iter().map(Into::into).collect();
-        if self.verbose {
-            crate::progress::eprintln(&format!("+ {}", shell_line(&self.bin, &args)));
+        if self.reporter.verbose() {
+            self.reporter
+                .command(&format!("+ {}", shell_line(&self.bin, &args)));
         }
         let mut cmd = Command::new(&self.bin);
         cmd.args(&args).stdin(Stdio::null()).kill_on_drop(true);
@@ -891,30 +915,10 @@ pub fn first_error_line(stderr: &str) -> String {
     line.strip_prefix("docker: ").unwrap_or(line).to_string()
 }
 
-/// Renders `bin args...` as a line a POSIX shell would run unchanged.
-pub fn shell_line(bin: &str, args: &[OsString]) -> String {
-    std::iter::once(bin.to_string())
-        .chain(args.iter().map(|a| a.to_string_lossy().into_owned()))
-        .map(|w| shell_quote(&w))
-        .collect::<Vec<_>>()
-        .join(" ")
-}
-
-/// Quotes `w` for a POSIX shell when it holds anything but safe characters.
-pub fn shell_quote(w: &str) -> String {
-    let safe = |c: char| c.is_ascii_alphanumeric() || "-_./=:,@+%^".contains(c);
-    if !w.is_empty() && w.chars().all(safe) {
-        w.to_string()
-    } else {
-        format!("'{}'", w.replace('\'', r"'\''"))
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::Network;
-    use crate::state::Limits;
+    use crate::types::{Ids, Limits, Network};
     use std::collections::BTreeMap;
 
     fn spec(workdir: &str) -> ContainerSpec {
@@ -930,7 +934,7 @@ mod tests {
                 network: Network::None,
             },
             labels: BTreeMap::from([("h9sandbox".into(), "1".into())]),
-            user: crate::config::Ids::ROOT,
+            user: Ids::ROOT,
         }
     }
 
@@ -1161,13 +1165,10 @@ mod tests {
 
     #[test]
     fn the_flavor_follows_the_binary_name() {
-        assert_eq!(Docker::new("docker", false).kind(), EngineKind::Docker);
+        assert_eq!(Docker::new("docker").kind(), EngineKind::Docker);
+        assert_eq!(Docker::new("/usr/bin/podman").kind(), EngineKind::Podman);
         assert_eq!(
-            Docker::new("/usr/bin/podman", false).kind(),
-            EngineKind::Podman
-        );
-        assert_eq!(
-            Docker::with_flavor(Flavor::Podman, "/opt/p", false).kind(),
+            Docker::with_flavor(Flavor::Podman, "/opt/p").kind(),
             EngineKind::Podman
         );
     }
@@ -1175,7 +1176,7 @@ mod tests {
     #[test]
     fn run_args_set_the_user() {
         let spec = ContainerSpec {
-            user: crate::config::Ids {
+            user: Ids {
                 uid: 1000,
                 gid: 100,
             },
@@ -1259,7 +1260,7 @@ mod tests {
 
     #[test]
     fn exec_failures_are_told_from_command_output() {
-        let d = Docker::new("docker", false);
+        let d = Docker::new("docker");
         let gone = d.exec_failure(
             "c",
             b"Error response from daemon: No such container: c\n",
@@ -1277,7 +1278,7 @@ mod tests {
         // A command that fails with its own message is the command's business.
         assert_eq!(d.exec_failure("c", b"grep: x: No such file\n", 1), None);
         // Podman's messages and statuses.
-        let p = Docker::with_flavor(Flavor::Podman, "podman", false);
+        let p = Docker::with_flavor(Flavor::Podman, "podman");
         let gone = p.exec_failure(
             "c",
             b"Error: no container with name or ID \"c\" found: no such container\n",
@@ -1310,25 +1311,5 @@ mod tests {
         assert!(!is_removal_in_progress(
             "Error response from daemon: No such container: x"
         ));
-    }
-
-    #[test]
-    fn shell_quoting_round_trips_through_sh() {
-        let words = ["plain", "a b", "it's", "$HOME", "", "x;y"];
-        let line = shell_line(
-            "printf",
-            &std::iter::once("%s\\n".into())
-                .chain(words.iter().map(|w| (*w).into()))
-                .collect::<Vec<_>>(),
-        );
-        let out = std::process::Command::new("sh")
-            .arg("-c")
-            .arg(&line)
-            .output()
-            .unwrap();
-        assert_eq!(
-            String::from_utf8(out.stdout).unwrap(),
-            words.iter().map(|w| format!("{w}\n")).collect::<String>()
-        );
     }
 }

@@ -18,33 +18,53 @@ use std::collections::BTreeSet;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 use rustix::process::{kill_process, kill_process_group, Pid, Signal};
 use tokio::process::Command;
 
+use super::shell::{shell_line, shell_quote};
 use super::{
-    ContainerSpec, ContainerStatus, ContainerSummary, EngineKind, Environment, ExecFailure,
-    ExecSpec, EXEC_MARKER_VAR, LOCAL_SANDBOX_VAR, LOCAL_STATE_DIR_VAR,
+    ContainerSpec, ContainerStatus, ContainerSummary, Environment, ExecFailure, ExecSpec,
+    EXEC_MARKER_VAR, LOCAL_SANDBOX_VAR, LOCAL_STATE_DIR_VAR,
 };
 use crate::error::Error;
+use crate::report::{Reporter, Silent};
+use crate::types::EngineKind;
 
 /// The host as an engine, for sandboxes of one state directory.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct Local {
     state_dir: PathBuf,
-    verbose: bool,
+    reporter: Arc<dyn Reporter>,
+}
+
+impl std::fmt::Debug for Local {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Local")
+            .field("state_dir", &self.state_dir)
+            .field("verbose", &self.reporter.verbose())
+            .finish()
+    }
 }
 
 impl Local {
-    /// The local engine for sandboxes recorded in `state_dir`; with `verbose`, every command it
-    /// starts is printed to stderr.
-    pub fn new(state_dir: &Path, verbose: bool) -> Local {
+    /// The local engine for sandboxes recorded in `state_dir`, reporting to nobody until
+    /// [`Local::reporter`] says otherwise.
+    pub fn new(state_dir: &Path) -> Local {
         Local {
             state_dir: state_dir.to_path_buf(),
-            verbose,
+            reporter: Arc::new(Silent),
         }
+    }
+
+    /// The same engine, showing every command it starts to `reporter` when that is verbose
+    /// ([`Reporter::command`]).
+    pub fn reporter(mut self, reporter: Arc<dyn Reporter>) -> Local {
+        self.reporter = reporter;
+        self
     }
 
     fn state_label(&self) -> String {
@@ -135,13 +155,13 @@ impl Environment for Local {
     fn exec_command(&self, container: &str, spec: &ExecSpec) -> Command {
         use std::io::IsTerminal;
         let args = local_exec_args(spec);
-        if self.verbose {
+        if self.reporter.verbose() {
             let rest: Vec<std::ffi::OsString> = args[1..].iter().map(Into::into).collect();
-            eprintln!(
+            self.reporter.command(&format!(
                 "+ cd {} && {}",
-                super::docker::shell_quote(&spec.cwd.to_string_lossy()),
-                super::docker::shell_line(&args[0], &rest)
-            );
+                shell_quote(&spec.cwd.to_string_lossy()),
+                shell_line(&args[0], &rest)
+            ));
         }
         let mut cmd = Command::new(&args[0]);
         cmd.args(&args[1..])
@@ -338,7 +358,7 @@ mod tests {
     #[tokio::test]
     async fn kill_exec_ends_a_daemonized_process_and_its_group() {
         let dir = tempfile::tempdir().unwrap();
-        let local = Local::new(dir.path(), false);
+        let local = Local::new(dir.path());
         let spec = ExecSpec {
             command: "setsid sleep 297 & sleep 298 & echo started; wait".into(),
             cwd: dir.path().to_path_buf(),

@@ -5,21 +5,24 @@
 //! command-line client (Docker, or Podman through the same argv builders) with an argv vector
 //! (never through a shell), so every call can be printed (`-v`) and pasted into a terminal;
 //! [`local::Local`] runs commands directly on the host, with no isolation at all. [`AnyEngine`]
-//! is the one the commands hold: it delegates to either.
+//! is the one the core holds: it delegates to either.
 
 pub mod docker;
 pub mod local;
 pub mod marker;
+pub mod shell;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Result;
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 
 use crate::config::Config;
-use crate::state::Limits;
+use crate::report::Reporter;
+use crate::types::{EngineKind, Ids, Limits};
 
 pub use docker::{Docker, Flavor, RunOptions};
 pub use local::Local;
@@ -50,57 +53,6 @@ pub const LOCAL_SANDBOX_VAR: &str = "H9SANDBOX_SANDBOX";
 /// Environment variable set on every process of a local sandbox: its state directory.
 pub const LOCAL_STATE_DIR_VAR: &str = "H9SANDBOX_SANDBOX_STATE_DIR";
 
-/// Which engine runs a sandbox (config `engine`; recorded in every record as `engine`).
-#[derive(
-    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default, Serialize, Deserialize,
-)]
-#[serde(rename_all = "lowercase")]
-pub enum EngineKind {
-    /// Docker Engine, through the `docker` client.
-    #[default]
-    Docker,
-    /// Podman, through the `podman` client (daemonless).
-    Podman,
-    /// No engine: commands run directly on the host ([`Local`]).
-    Local,
-}
-
-impl EngineKind {
-    /// The config value and record field: `docker`, `podman` or `local`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            EngineKind::Docker => "docker",
-            EngineKind::Podman => "podman",
-            EngineKind::Local => "local",
-        }
-    }
-
-    /// The isolation a sandbox of this engine has.
-    pub fn isolation(self) -> Isolation {
-        match self {
-            EngineKind::Docker | EngineKind::Podman => Isolation::Container,
-            EngineKind::Local => Isolation::None,
-        }
-    }
-}
-
-impl std::fmt::Display for EngineKind {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-/// What separates a sandbox's commands from the host (recorded as `isolation`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Isolation {
-    /// A hardened container: namespaces, dropped capabilities, cgroup limits.
-    #[default]
-    Container,
-    /// Nothing: commands run on the host as the invoking user, with no limits.
-    None,
-}
-
 /// Everything needed to create a sandbox's container.
 #[derive(Debug, Clone)]
 pub struct ContainerSpec {
@@ -115,7 +67,7 @@ pub struct ContainerSpec {
     /// All labels, the managed ones included.
     pub labels: BTreeMap<String, String>,
     /// The user and group the container's processes run as (`--user uid:gid`).
-    pub user: crate::config::Ids,
+    pub user: Ids,
 }
 
 /// A command to run in a sandbox.
@@ -283,10 +235,16 @@ pub enum AnyEngine {
 }
 
 impl AnyEngine {
-    /// The engine `kind` as `cfg` configures it, for the state directory `state_dir`. The
-    /// configured `engine_bin` applies when `kind` is the configured engine; another container
-    /// engine (the one an older record was created with) is run by its own name.
-    pub fn for_kind(kind: EngineKind, cfg: &Config, state_dir: &Path, verbose: bool) -> AnyEngine {
+    /// The engine `kind` as `cfg` configures it, for the state directory `state_dir`, showing
+    /// its command lines to `reporter` (`-v`). The configured `engine_bin` applies when `kind`
+    /// is the configured engine; another container engine (the one an older record was created
+    /// with) is run by its own name.
+    pub fn for_kind(
+        kind: EngineKind,
+        cfg: &Config,
+        state_dir: &Path,
+        reporter: &Arc<dyn Reporter>,
+    ) -> AnyEngine {
         let options = RunOptions {
             runtime: cfg.runtime.clone(),
             ulimit_nofile: cfg.ulimit_nofile,
@@ -300,12 +258,18 @@ impl AnyEngine {
         };
         match kind {
             EngineKind::Docker => AnyEngine::Docker(
-                Docker::with_flavor(Flavor::Docker, bin("docker"), verbose).options(options),
+                Docker::with_flavor(Flavor::Docker, bin("docker"))
+                    .options(options)
+                    .reporter(Arc::clone(reporter)),
             ),
             EngineKind::Podman => AnyEngine::Docker(
-                Docker::with_flavor(Flavor::Podman, bin("podman"), verbose).options(options),
+                Docker::with_flavor(Flavor::Podman, bin("podman"))
+                    .options(options)
+                    .reporter(Arc::clone(reporter)),
             ),
-            EngineKind::Local => AnyEngine::Local(Local::new(state_dir, verbose)),
+            EngineKind::Local => {
+                AnyEngine::Local(Local::new(state_dir).reporter(Arc::clone(reporter)))
+            }
         }
     }
 }
@@ -379,7 +343,7 @@ pub enum ExecFailure {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::Network;
+    use crate::types::Network;
 
     fn limits() -> Limits {
         Limits {
@@ -425,14 +389,6 @@ mod tests {
     }
 
     #[test]
-    fn engine_kinds_name_their_isolation() {
-        assert_eq!(EngineKind::Docker.isolation(), Isolation::Container);
-        assert_eq!(EngineKind::Podman.isolation(), Isolation::Container);
-        assert_eq!(EngineKind::Local.isolation(), Isolation::None);
-        assert_eq!(EngineKind::Podman.to_string(), "podman");
-    }
-
-    #[test]
     fn records_pick_their_engine_and_binary() {
         let mut cfg = Config {
             engine: EngineKind::Podman,
@@ -440,17 +396,18 @@ mod tests {
             ..Config::default()
         };
         let dir = Path::new("/state");
-        let e = AnyEngine::for_kind(EngineKind::Podman, &cfg, dir, false);
+        let silent: Arc<dyn Reporter> = Arc::new(crate::report::Silent);
+        let e = AnyEngine::for_kind(EngineKind::Podman, &cfg, dir, &silent);
         assert!(matches!(&e, AnyEngine::Docker(d) if d.bin() == "/opt/podman"));
         // Another engine than the configured one runs by its own name.
-        let e = AnyEngine::for_kind(EngineKind::Docker, &cfg, dir, false);
+        let e = AnyEngine::for_kind(EngineKind::Docker, &cfg, dir, &silent);
         assert!(matches!(&e, AnyEngine::Docker(d) if d.bin() == "docker"));
         assert!(matches!(
-            AnyEngine::for_kind(EngineKind::Local, &cfg, dir, false),
+            AnyEngine::for_kind(EngineKind::Local, &cfg, dir, &silent),
             AnyEngine::Local(_)
         ));
         cfg.engine_bin = None;
-        let e = AnyEngine::for_kind(EngineKind::Podman, &cfg, dir, false);
+        let e = AnyEngine::for_kind(EngineKind::Podman, &cfg, dir, &silent);
         assert!(matches!(&e, AnyEngine::Docker(d) if d.bin() == "podman"));
         assert_eq!(e.kind(), EngineKind::Podman);
     }

@@ -1,31 +1,26 @@
-//! `h9sandbox ls`: the records of this state directory, reconciled with the engine's view from
-//! one `docker ps -a` call per engine in use, so a container killed or removed behind our back
-//! shows its real state. Local sandboxes (no container) need no engine; `ls` warns about them.
-//! Sub-sandboxes are listed under their parent with their role (`main`, `sub-1`, ...); `--watch`
-//! keeps the list up to date, like the seed documents' status bar.
+//! Listing sandboxes (`ls`): the records of this state directory, reconciled with the engine's
+//! view from one `docker ps -a` call per engine in use, so a container killed or removed behind
+//! our back shows its real state. Local sandboxes (no container) need no engine. Sub-sandboxes
+//! are listed under their parent with their role (`main`, `sub-1`, ...).
 
 use std::collections::{BTreeMap, HashMap, HashSet};
-use std::io::IsTerminal;
-use std::time::Duration;
 
 use anyhow::Result;
-use comfy_table::{Cell, Table};
 use serde::Serialize;
 use uuid::Uuid;
 
 use super::Ctx;
-use crate::cli::{Format, LsArgs};
-use crate::engine::{
-    ContainerSummary, EngineKind, Environment, Isolation, LABEL_MANAGED, LABEL_STATE_DIR,
-};
+use crate::config::Fallback;
+use crate::engine::{ContainerSummary, Environment, LABEL_MANAGED, LABEL_STATE_DIR};
 use crate::error::Error;
-use crate::lease;
-use crate::output;
 use crate::state::{Lifecycle, Record};
+use crate::types::{EngineKind, Isolation};
 
 /// One `ls --format json` entry: the record, with `state` reconciled with the engine.
 #[derive(Debug, Serialize)]
 pub struct Entry {
+    /// The record, with `state` (and `error`) as the engine's view makes them: a Running
+    /// sandbox whose container is gone is Failed.
     #[serde(flatten)]
     pub record: Record,
     /// Place in the tree of sandboxes ([`tree`]): `main`, `sub-1`, `sub-1.2`, ...
@@ -40,131 +35,11 @@ pub struct Entry {
     pub depth: usize,
 }
 
-/// Runs `ls`, or `ls --watch`.
-pub async fn run(ctx: &Ctx, args: &LsArgs) -> Result<i32> {
-    if args.watch {
-        return watch(ctx, args.interval).await;
-    }
-    let entries = entries(ctx).await?;
-    let local = entries
-        .iter()
-        .filter(|e| e.record.isolation == Isolation::None)
-        .count();
-    if local > 0 {
-        output::warn(&format!(
-            "{local} sandbox(es) listed are local (engine \"local\", isolation: none): their commands run directly on this host, without a container or limits"
-        ));
-    }
-    match ctx.format {
-        Format::Json => output::print_json(&entries)?,
-        Format::Table => output::print_table(&table(&entries, output::colour_enabled()))?,
-    }
-    Ok(0)
-}
-
-/// The table of `entries`: one row per sandbox, sub-sandboxes under their parent.
-pub fn table(entries: &[Entry], colour: bool) -> Table {
-    let mut t = output::table(
-        &[
-            "ID", "ROLE", "NAME", "STATE", "ENGINE", "IMAGE", "WORKDIR", "AGE", "LEASE",
-        ],
-        colour,
-    );
-    let now = std::time::SystemTime::now();
-    for e in entries {
-        let r = &e.record;
-        t.add_row(vec![
-            Cell::new(r.short_id()),
-            Cell::new(format!("{}{}", "  ".repeat(e.depth), e.role)),
-            Cell::new(&r.name),
-            output::state_cell(r.state),
-            Cell::new(r.engine),
-            Cell::new(if r.isolation == Isolation::None {
-                "-"
-            } else {
-                r.image.as_str()
-            }),
-            Cell::new(r.workdir.display()),
-            Cell::new(output::age(&r.created_at)),
-            Cell::new(lease::describe(r, |p| p.is_alive(), now)),
-        ]);
-    }
-    t
-}
-
-/// `ls --watch`: looks at the sandboxes every `interval` until SIGINT/SIGTERM/SIGHUP (then exits
-/// 0). On a terminal, the table is redrawn in place each time (ANSI cursor-home and
-/// clear-to-end); in a pipe, a table (blank-line separated) or, with `--format json`, one compact
-/// JSON array per line is written only when the sandboxes changed. A failing look (engine down)
-/// is shown and the watch goes on.
-pub async fn watch(ctx: &Ctx, interval: Duration) -> Result<i32> {
-    let tty = std::io::stdout().is_terminal() && ctx.format == Format::Table;
-    let colour = output::colour_enabled();
-    let stop = super::up::interrupted();
-    tokio::pin!(stop);
-    let mut last: Option<String> = None;
-    loop {
-        let looked = tokio::select! {
-            r = entries(ctx) => r.map_err(|e| format!("{e:#}")),
-            _ = &mut stop => break,
-        };
-        // What changed is judged on the data, not on the rendering (ages tick on their own).
-        let key = match &looked {
-            // The engine's human status ("Up 36 seconds") ticks by itself: not a change.
-            Ok(entries) => serde_json::to_string(
-                &entries
-                    .iter()
-                    .map(|e| (&e.record, &e.role, &e.container_state))
-                    .collect::<Vec<_>>(),
-            )?,
-            Err(e) => e.clone(),
-        };
-        let changed = last.as_deref() != Some(key.as_str());
-        if tty {
-            let mut screen = format!(
-                "Every {}s, until Ctrl-C: h9sandbox ls    {}\n\n",
-                interval.as_secs_f64(),
-                humantime::format_rfc3339_seconds(std::time::SystemTime::now())
-            );
-            match &looked {
-                Ok(entries) => screen.push_str(&table(entries, colour).to_string()),
-                Err(e) => screen.push_str(&format!("h9sandbox: error: {e}")),
-            }
-            let mut out = String::from("\x1b[H");
-            for line in screen.lines() {
-                out.push_str(line.trim_end());
-                out.push_str("\x1b[K\n");
-            }
-            out.push_str("\x1b[J");
-            output::print_bytes(out.as_bytes())?;
-        } else if changed {
-            match (&looked, ctx.format) {
-                (Ok(entries), Format::Json) => {
-                    output::print_line(&serde_json::to_string(entries)?)?
-                }
-                (Ok(entries), Format::Table) => {
-                    if last.is_some() {
-                        output::print_line("")?;
-                    }
-                    output::print_table(&table(entries, colour))?;
-                }
-                (Err(e), _) => output::warn(&format!("cannot list the sandboxes: {e}")),
-            }
-        }
-        last = Some(key);
-        tokio::select! {
-            _ = tokio::time::sleep(interval) => {}
-            _ = &mut stop => break,
-        }
-    }
-    Ok(0)
-}
-
 /// The records in tree order ([`tree`]), reconciled with one listing of each container engine
 /// they use (none when every sandbox is local). An unreachable engine is an error, except with
 /// `fallback = "local"`: then it is warned about and its sandboxes are shown as recorded with
 /// `container_state` `unknown`, so that local sandboxes (the fallback while the engine is down)
-/// can still be listed.
+/// can still be listed (the warning goes to `ctx.reporter`).
 pub async fn entries(ctx: &Ctx) -> Result<Vec<Entry>> {
     let state = ctx.store.load()?;
     let label = ctx.state_label();
@@ -181,9 +56,9 @@ pub async fn entries(ctx: &Ctx) -> Result<Vec<Entry>> {
                     // Degraded listing only when local fallback sandboxes are expected; by
                     // default an unreachable engine fails `ls`, as every other subcommand.
                     Some(Error::EngineUnavailable { reason, .. })
-                        if ctx.cfg.fallback == crate::config::Fallback::Local =>
+                        if ctx.cfg.fallback == Fallback::Local =>
                     {
-                        output::warn(&format!(
+                        ctx.reporter.warn(&format!(
                             "cannot check the {} sandboxes: {reason}; they are shown as recorded, with container_state \"unknown\"",
                             r.engine
                         ));

@@ -1,26 +1,27 @@
-//! `h9sandbox exec`: run a shell command in a sandbox, streaming or capturing its output, with a
+//! Running a shell command in a sandbox (`exec`), streaming or capturing its output, with a
 //! timeout that kills the command's whole process tree inside the container.
 //!
-//! [`run_command`] is the reusable core (other subcommands and front ends call it); [`execute`]
-//! adds what `exec` does around it (resolve the sandbox, check `--cwd` and `--env`, apply the
-//! timeout), for front ends that take the same arguments (the MCP server's `sandbox_exec`).
+//! [`run_command`] is the reusable core (the bootstrap calls it too); [`execute`] adds what
+//! `exec` does around it (resolve the sandbox, check the working directory and the environment,
+//! apply the timeout) for an [`ExecRequest`], which both front ends make.
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use anyhow::Result;
-use serde::Serialize;
 use tokio::io::{AsyncRead, AsyncReadExt};
+use tokio::process::Child;
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
 use uuid::Uuid;
 
 use super::Ctx;
-use crate::cli::{ExecArgs, Format};
-use crate::engine::{Environment, ExecFailure, ExecSpec, EXEC_MARKER_VAR};
+use crate::engine::{AnyEngine, Environment, ExecFailure, ExecSpec, EXEC_MARKER_VAR};
 use crate::error::{Error, EXIT_TIMEOUT};
-use crate::output;
-use crate::progress::{Forward, Stream};
+use crate::report::{self, Forward, Stream};
 use crate::state::{Lifecycle, Record};
+use crate::types::Isolation;
 
 /// How long the output of a command that has exited is still read, when something it left
 /// running in the background holds its stdout or stderr open (`docker exec` waits about as
@@ -173,21 +174,25 @@ impl Captured {
     }
 }
 
-/// `exec --format json` document.
-#[derive(Debug, Serialize)]
-pub struct ExecJson {
-    /// Exit status (as our own exit status).
-    pub exit_code: i32,
-    /// Standard output, capped at `--max-output` bytes.
-    pub stdout: String,
-    /// Standard error, capped at `--max-output` bytes.
-    pub stderr: String,
-    /// Wall-clock milliseconds.
-    pub duration_ms: u64,
-    /// Whether the timeout killed the command.
-    pub timed_out: bool,
-    /// Whether either stream was cut at `--max-output`.
-    pub truncated: bool,
+/// A command to run in a sandbox, as `exec` takes it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ExecRequest {
+    /// The sandbox: ID, unique ID prefix, or name.
+    pub id: String,
+    /// Working directory, relative to the work dir or absolute inside it (default: the work dir).
+    pub cwd: Option<PathBuf>,
+    /// Extra environment variables, `K=V` each.
+    pub env: Vec<String>,
+    /// Seconds before the command's process tree is killed; 0 = none (default: config
+    /// `exec_timeout_secs`).
+    pub timeout: Option<u64>,
+    /// Attach our standard input to the command.
+    pub interactive: bool,
+    /// Bytes kept of each of stdout and stderr when captured (the caller passes it to the
+    /// [`Sink`]).
+    pub max_output: usize,
+    /// The command's words, joined with spaces and run by `bash -c`.
+    pub command: Vec<String>,
 }
 
 /// What [`execute`] ran, and how it ended.
@@ -201,73 +206,35 @@ pub struct Executed {
     pub outcome: Outcome,
 }
 
-/// Runs `exec`; returns the command's exit status.
-pub async fn run(ctx: &Ctx, args: &ExecArgs) -> Result<i32> {
-    if let Some(opt) = args.command.first().filter(|w| w.starts_with('-')) {
-        return Err(Error::Invalid(format!(
-            "unknown option '{opt}' (h9sandbox's options go before `--`, the command after it); see `h9sandbox exec --help`"
-        ))
-        .into());
-    }
-    let sink = match ctx.format {
-        Format::Json => Sink::Capture(args.max_output),
-        Format::Table => Sink::Forward,
-    };
-    let done = execute(ctx, args, sink, std::future::pending()).await?;
-    let (out, timeout) = (done.outcome, done.timeout);
-    if out.timed_out && ctx.format == Format::Table {
-        eprintln!(
-            "h9sandbox: command timed out after {}s{}",
-            timeout.map_or(0, |t| t.as_secs()),
-            if out.tree_killed {
-                "; its process tree was killed"
-            } else {
-                ""
-            }
-        );
-    }
-    if ctx.format == Format::Json {
-        output::print_json(&ExecJson {
-            exit_code: out.exit_code,
-            stdout: out.stdout.text(),
-            stderr: out.stderr.text(),
-            duration_ms: out.duration.as_millis() as u64,
-            timed_out: out.timed_out,
-            truncated: out.stdout.truncated() || out.stderr.truncated(),
-        })?;
-    }
-    Ok(out.exit_code)
-}
-
-/// Runs `args.command` (its words joined with spaces) in the sandbox `args.id` as `exec` does:
-/// the sandbox must be Running, `--cwd` must stay inside the work dir, `--env` must be K=V, and
-/// `args.timeout` (else config `exec_timeout_secs`; 0 = none) bounds the run. `args.max_output`
-/// and `args.interactive` are the caller's to honour through `sink` and the spec (an interactive
-/// command reads our stdin). `stop` ends the command early like a signal, killing its tree
-/// (see [`run_command_until`]). Errors: as [`run_command`], and an unknown sandbox or bad
-/// argument ([`Error`]).
+/// Runs `req.command` (its words joined with spaces) in the sandbox `req.id` as `exec` does:
+/// the sandbox must be Running, `req.cwd` must stay inside the work dir, `req.env` must be K=V,
+/// and `req.timeout` (else config `exec_timeout_secs`; 0 = none) bounds the run.
+/// `req.max_output` and `req.interactive` are the caller's to honour through `sink` and the spec
+/// (an interactive command reads our stdin). `stop` ends the command early like a signal,
+/// killing its tree (see [`run_command_until`]). Errors: as [`run_command`], and an unknown
+/// sandbox or bad argument ([`Error`]).
 pub async fn execute(
     ctx: &Ctx,
-    args: &ExecArgs,
+    req: &ExecRequest,
     sink: Sink,
     stop: impl std::future::Future<Output = &'static str>,
 ) -> Result<Executed> {
     let state = ctx.store.load()?;
-    let rec = state.resolve(&args.id)?;
+    let rec = state.resolve(&req.id)?;
     ensure_running(rec)?;
-    let cwd = resolve_cwd(&rec.workdir, args.cwd.as_deref())?;
-    let env = parse_env(&args.env)?;
-    let timeout = args.timeout.unwrap_or(ctx.cfg.exec_timeout_secs);
+    let cwd = resolve_cwd(&rec.workdir, req.cwd.as_deref())?;
+    let env = parse_env(&req.env)?;
+    let timeout = req.timeout.unwrap_or(ctx.cfg.exec_timeout_secs);
     let spec = ExecSpec {
-        command: args.command.join(" "),
+        command: req.command.join(" "),
         cwd,
         env,
-        interactive: args.interactive,
+        interactive: req.interactive,
         marker: Uuid::new_v4().simple().to_string(),
     };
     // Beyond ~136 years is "none" (and keeps Instant arithmetic from overflowing).
     let timeout = (timeout > 0 && timeout < u32::MAX as u64).then(|| Duration::from_secs(timeout));
-    let outcome = run_command_until(&ctx.engine_for(rec), rec, &spec, timeout, sink, stop).await?;
+    let outcome = run_command_until(ctx, rec, &spec, timeout, sink, stop).await?;
     Ok(Executed {
         record: rec.clone(),
         timeout,
@@ -332,32 +299,78 @@ pub fn parse_env(raw: &[String]) -> Result<Vec<(String, String)>, Error> {
         .collect()
 }
 
-/// Runs `spec` in the sandbox `rec`. `timeout` bounds the run (the process tree is then killed
-/// and the exit status is 124); SIGINT/SIGTERM/SIGHUP to us also kill the tree (status 128+N).
-/// Errors: the engine's own failures (container gone, engine unreachable).
-pub async fn run_command<E: Environment>(
-    engine: &E,
+/// Runs `spec` in the sandbox `rec`, on the engine that runs it. `timeout` bounds the run (the
+/// process tree is then killed and the exit status is 124); SIGINT/SIGTERM/SIGHUP to us also
+/// kill the tree (status 128+N). Errors: the engine's own failures (container gone, engine
+/// unreachable).
+pub async fn run_command(
+    ctx: &Ctx,
     rec: &Record,
     spec: &ExecSpec,
     timeout: Option<Duration>,
     sink: Sink,
 ) -> Result<Outcome> {
-    run_command_until(engine, rec, spec, timeout, sink, std::future::pending()).await
+    run_command_until(ctx, rec, spec, timeout, sink, std::future::pending()).await
 }
 
 /// [`run_command`], also ended when `stop` resolves (the caller gave up, e.g. a client
 /// cancelled its request): the process tree is killed as on a signal, and `stop`'s value is
 /// reported as [`Outcome::interrupted`] (exit status 143, as for SIGTERM).
-pub async fn run_command_until<E: Environment>(
-    engine: &E,
+pub async fn run_command_until(
+    ctx: &Ctx,
     rec: &Record,
     spec: &ExecSpec,
     timeout: Option<Duration>,
     sink: Sink,
     stop: impl std::future::Future<Output = &'static str>,
 ) -> Result<Outcome> {
-    let container = rec.container_ref();
-    let mut cmd = engine.exec_command(container, spec);
+    let engine = ctx.engine_for(rec);
+    let started = Instant::now();
+    let mut child = spawn(&engine, rec, spec, sink)?;
+    let mut pumps = Pumps::start(&mut child, sink);
+    let ended = wait_for_end(
+        &engine,
+        rec,
+        spec,
+        &mut child,
+        timeout,
+        stop,
+        &mut pumps.broken,
+    )
+    .await?;
+    if let Some(e) = &ended.kill_error {
+        ctx.reporter.warn(&format!(
+            "could not kill all of the command's processes: {e:#}; `h9sandbox down {}` removes them with the sandbox",
+            rec.short_id()
+        ));
+    }
+    let duration = started.elapsed();
+    let code = status_code(ended.status);
+    let (head, stdout, stderr) = pumps.finish().await?;
+    if !ended.timed_out && ended.interrupted.is_none() {
+        if let Some(e) = engine_failure(&engine, rec, &head, code) {
+            return Err(e.into());
+        }
+    }
+    // The engine's message was held back in case it was the engine's own failure; it was not.
+    if head.held {
+        write_stderr(&head.bytes).await;
+    }
+    Ok(Outcome {
+        exit_code: ended.exit_code(code),
+        stdout,
+        stderr,
+        duration,
+        timed_out: ended.timed_out,
+        interrupted: ended.interrupted,
+        tree_killed: (ended.timed_out || ended.interrupted.is_some()) && ended.kill_error.is_none(),
+    })
+}
+
+/// Starts the engine's client running `spec` in the sandbox `rec`, its stdin attached only when
+/// interactive, its stderr piped, its stdout piped unless it may go straight to ours.
+fn spawn(engine: &AnyEngine, rec: &Record, spec: &ExecSpec, sink: Sink) -> Result<Child, Error> {
+    let mut cmd = engine.exec_command(rec.container_ref(), spec);
     cmd.stdin(if spec.interactive {
         Stdio::inherit()
     } else {
@@ -368,32 +381,112 @@ pub async fn run_command_until<E: Environment>(
     // background processes would hold our caller's pipe open past OUTPUT_GRACE, and a spinner
     // needs whole lines.
     let direct = sink == Sink::Forward
-        && !crate::progress::drawing()
-        && engine.kind().isolation() == crate::engine::Isolation::Container;
+        && !report::status_line_shown()
+        && engine.kind().isolation() == Isolation::Container;
     cmd.stdout(if direct {
         Stdio::inherit()
     } else {
         Stdio::piped()
     });
     cmd.stderr(Stdio::piped());
-    let started = Instant::now();
-    let mut child = cmd.spawn().map_err(|e| Error::EngineUnavailable {
+    cmd.spawn().map_err(|e| Error::EngineUnavailable {
         bin: engine.kind().to_string(),
         reason: format!("cannot run the engine client: {e}; check engine_bin"),
-    })?;
-    let (drained_tx, drained) = tokio::sync::watch::channel(false);
-    // Turns true when our stdout's reader went away (EPIPE), as for `exec ... | head -1`.
-    let (broken_tx, mut broken) = tokio::sync::watch::channel(false);
-    let stdout = child
-        .stdout
-        .take()
-        .map(|s| tokio::spawn(capture(s, sink, drained.clone(), broken_tx)));
-    let stderr = tokio::spawn(stderr_pump(
-        child.stderr.take().expect("piped"),
-        sink,
-        drained,
-    ));
+    })
+}
 
+/// The tasks that copy or capture a running command's output.
+struct Pumps {
+    /// Stdout's task (`None`: stdout goes straight to ours).
+    stdout: Option<JoinHandle<std::io::Result<Captured>>>,
+    /// Stderr's task.
+    stderr: JoinHandle<std::io::Result<(Head, Captured)>>,
+    /// Tells both to stop reading ([`OUTPUT_GRACE`] after the command ended).
+    drained: watch::Sender<bool>,
+    /// Turns true when our stdout's reader went away (EPIPE), as for `exec ... | head -1`.
+    broken: watch::Receiver<bool>,
+}
+
+impl Pumps {
+    /// Starts the tasks on `child`'s piped streams, sending them to `sink`.
+    fn start(child: &mut Child, sink: Sink) -> Pumps {
+        let (drained, stop) = watch::channel(false);
+        let (broken_tx, broken) = watch::channel(false);
+        let stdout = child
+            .stdout
+            .take()
+            .map(|s| tokio::spawn(capture(s, sink, stop.clone(), broken_tx)));
+        let stderr = tokio::spawn(stderr_pump(child.stderr.take().expect("piped"), sink, stop));
+        Pumps {
+            stdout,
+            stderr,
+            drained,
+            broken,
+        }
+    }
+
+    /// Waits for the tasks to reach the end of the output, or [`OUTPUT_GRACE`] at most for
+    /// output that something left running keeps open. Returns stderr's head and what both
+    /// captured.
+    async fn finish(self) -> Result<(Head, Captured, Captured)> {
+        let drained = self.drained;
+        let grace = tokio::spawn(async move {
+            tokio::time::sleep(OUTPUT_GRACE).await;
+            let _ = drained.send(true);
+        });
+        let (head, stderr) = self.stderr.await??;
+        let stdout = match self.stdout {
+            Some(t) => t.await??,
+            None => Captured::default(),
+        };
+        grace.abort();
+        Ok((head, stdout, stderr))
+    }
+}
+
+/// How the wait for a command ended.
+struct Ended {
+    /// The client's exit status.
+    status: std::process::ExitStatus,
+    /// Whether the timeout ended it.
+    timed_out: bool,
+    /// The signal (or the caller's reason, or `SIGPIPE`) that ended it, if one did.
+    interrupted: Option<&'static str>,
+    /// Why killing the process tree failed, when it was killed and that failed.
+    kill_error: Option<anyhow::Error>,
+}
+
+impl Ended {
+    /// The exit status of the run: 124 on timeout, 128+N when signal N ended it, else the
+    /// client's `code`.
+    fn exit_code(&self, code: i32) -> i32 {
+        if self.timed_out {
+            EXIT_TIMEOUT
+        } else if let Some(sig) = self.interrupted {
+            128 + match sig {
+                "SIGINT" => 2,
+                "SIGHUP" => 1,
+                "SIGPIPE" => 13,
+                _ => 15,
+            }
+        } else {
+            code
+        }
+    }
+}
+
+/// Waits for `child` to exit, for `timeout`, for SIGINT/SIGTERM/SIGHUP, for `stop`, or for our
+/// stdout's reader to go away (`broken`); in every case but a normal exit the command's process
+/// tree is killed (also when the client itself was killed), and the client reaped.
+async fn wait_for_end(
+    engine: &AnyEngine,
+    rec: &Record,
+    spec: &ExecSpec,
+    child: &mut Child,
+    timeout: Option<Duration>,
+    stop: impl std::future::Future<Output = &'static str>,
+    broken: &mut watch::Receiver<bool>,
+) -> Result<Ended> {
     let deadline = async {
         match timeout {
             Some(t) => tokio::time::sleep(t).await,
@@ -405,7 +498,7 @@ pub async fn run_command_until<E: Environment>(
     let status = tokio::select! {
         s = child.wait() => Some(s?),
         _ = deadline => { timed_out = true; None }
-        sig = super::up::interrupted() => { interrupted = Some(sig); None }
+        sig = super::interrupted() => { interrupted = Some(sig); None }
         why = stop => { interrupted = Some(why); None }
         // Nobody reads the output any more: the command would run on unattended.
         _ = async {
@@ -415,6 +508,7 @@ pub async fn run_command_until<E: Environment>(
             }
         } => { interrupted = Some("SIGPIPE"); None }
     };
+    let container = rec.container_ref();
     let mut kill_error = None;
     let status = match status {
         // The client itself was killed (e.g. SIGPIPE when our reader went away): the command
@@ -436,64 +530,29 @@ pub async fn run_command_until<E: Environment>(
             }
         }
     };
-    if let Some(e) = &kill_error {
-        output::warn(&format!(
-            "could not kill all of the command's processes: {e:#}; `h9sandbox down {}` removes them with the sandbox",
-            rec.short_id()
-        ));
-    }
-    let duration = started.elapsed();
-    let code = status_code(status);
-    let grace = tokio::spawn(async move {
-        tokio::time::sleep(OUTPUT_GRACE).await;
-        let _ = drained_tx.send(true);
-    });
-    let (head, stderr_captured) = stderr.await??;
-    let stdout_captured = match stdout {
-        Some(t) => t.await??,
-        None => Captured::default(),
-    };
-    grace.abort();
-    if !timed_out && interrupted.is_none() {
-        if let Some(f) = engine.exec_failure(container, &head.bytes, code) {
-            return Err(match f {
-                ExecFailure::ContainerGone(reason) => Error::ContainerGone {
-                    id: rec.short_id(),
-                    reason,
-                },
-                ExecFailure::EngineUnavailable(reason) => Error::EngineUnavailable {
-                    bin: engine.kind().to_string(),
-                    reason,
-                },
-                ExecFailure::Other(reason) => Error::Invalid(reason),
-            }
-            .into());
-        }
-    }
-    // The engine's message was held back in case it was the engine's own failure; it was not.
-    if head.held {
-        write_stderr(&head.bytes).await;
-    }
-    let exit_code = if timed_out {
-        EXIT_TIMEOUT
-    } else if let Some(sig) = interrupted {
-        128 + match sig {
-            "SIGINT" => 2,
-            "SIGHUP" => 1,
-            "SIGPIPE" => 13,
-            _ => 15,
-        }
-    } else {
-        code
-    };
-    Ok(Outcome {
-        exit_code,
-        stdout: stdout_captured,
-        stderr: stderr_captured,
-        duration,
+    Ok(Ended {
+        status,
         timed_out,
         interrupted,
-        tree_killed: (timed_out || interrupted.is_some()) && kill_error.is_none(),
+        kill_error,
+    })
+}
+
+/// h9sandbox's own error when the first bytes of stderr (`head`) and the client's exit `code`
+/// show that the engine, not the command, failed: the container is gone, the engine is
+/// unreachable, or it could not start the command.
+fn engine_failure(engine: &AnyEngine, rec: &Record, head: &Head, code: i32) -> Option<Error> {
+    let f = engine.exec_failure(rec.container_ref(), &head.bytes, code)?;
+    Some(match f {
+        ExecFailure::ContainerGone(reason) => Error::ContainerGone {
+            id: rec.short_id(),
+            reason,
+        },
+        ExecFailure::EngineUnavailable(reason) => Error::EngineUnavailable {
+            bin: engine.kind().to_string(),
+            reason,
+        },
+        ExecFailure::Other(reason) => Error::Invalid(reason),
     })
 }
 

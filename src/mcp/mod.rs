@@ -1,9 +1,19 @@
-//! `h9sandbox mcp`: the Model Context Protocol server ([`crate::mcp`]) over stdin and stdout.
+//! The MCP front end: `h9sandbox mcp` serves the sandbox tools (`sandbox_up`, `sandbox_exec`,
+//! `sandbox_read`, `sandbox_write`, `sandbox_edit`, `sandbox_list`, `sandbox_down`) to an AI
+//! agent over the Model Context Protocol on stdin and stdout, built on the official Rust SDK
+//! (`rmcp`). [`tools`](mod@tools) holds the tools' schemas and results, [`session`] what they do (through
+//! the [`crate::sandbox`] core, as the CLI does); this module runs the server.
+//!
+//! Results carry structured content (described by each tool's output schema) and a short text
+//! for clients that show only text. Failures are tool errors (`isError`) with a one-line reason,
+//! never a crashed server or a protocol error; a command's non-zero exit status is a normal
+//! result.
 //!
 //! stdout belongs to the protocol alone. Before anything else runs, the protocol's two
 //! descriptors are moved off 0 and 1 ([`take_stdio`]): descriptor 1 then points at stderr and
 //! descriptor 0 at `/dev/null`, so that nothing else (a warning printed by mistake, a child
-//! process inheriting them) can write into the protocol stream or read from it.
+//! process inheriting them) can write into the protocol stream or read from it. Warnings and
+//! `-v` output go to stderr ([`crate::report::Stderr`]).
 //!
 //! Lifecycle: with `--auto-up` the session's sandbox is created alongside the protocol's start
 //! (the client's `initialize` does not wait for it; tools called without `id` do). The server
@@ -13,21 +23,55 @@
 //! Those sandboxes carry the server's PID as their owner (`up --owner-pid`), so `reap` removes
 //! them when the server was killed (SIGKILL) before it could.
 
+pub mod session;
+pub mod tools;
+
 use std::fs::File;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::path::PathBuf;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context, Result};
-use rmcp::ServiceExt;
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, Implementation, InitializeResult, ListToolsResult,
+    PaginatedRequestParams, ServerCapabilities, Tool,
+};
+use rmcp::service::RequestContext;
+use rmcp::{ErrorData, RoleServer, ServerHandler, ServiceExt};
 use tokio::io::{AsyncRead, AsyncWrite};
 
-use super::{down, up, Ctx};
-use crate::cli::{Cli, Format, McpArgs};
-use crate::config::Origin;
-use crate::mcp::{Server, Session};
-use crate::output;
+use crate::config::Layers;
+use crate::report::{Reporter, Stderr};
+use crate::sandbox::workdir::resolve_workdir;
+use crate::sandbox::{down, interrupted, Ctx};
+pub use session::Session;
+use tools::tools;
+
+/// How the server is started (`h9sandbox mcp`'s arguments and configuration).
+#[derive(Debug, Clone)]
+pub struct McpOptions {
+    /// The configuration layers (file, environment, `--image`) below each `sandbox_up`'s
+    /// arguments.
+    pub layers: Layers,
+    /// Work dir of sandboxes made without one, and where relative work dirs start (default: the
+    /// current directory).
+    pub workdir: Option<PathBuf>,
+    /// Make the session's sandbox at start (`--auto-up`).
+    pub auto_up: bool,
+    /// Whether `-v` was given: engine command lines and the server's notes go to stderr.
+    pub verbose: bool,
+}
+
+/// What the server tells a client about itself in `initialize`.
+const INSTRUCTIONS: &str = "\
+Hardened, throw-away Docker sandboxes. Run shell commands with sandbox_exec instead of on the host; \
+read and change files of the sandbox's work dir with sandbox_read, sandbox_write and sandbox_edit. \
+The work dir is a host directory mounted at the same path in the sandbox: files there persist, the \
+rest of the sandbox's file system is thrown away with it. Every tool takes an optional `id`; without \
+it, it acts on this session's sandbox (made at start with --auto-up, or by the last sandbox_up). \
+Sandboxes made in this session are removed when it ends, unless sandbox_up was given keep=true.";
 
 /// How long the shutdown waits for tool calls under way to end (a killed command's clean-up
 /// takes a few seconds at most) before it removes the session's sandboxes anyway.
@@ -38,20 +82,21 @@ type Input = Pin<Box<dyn AsyncRead + Send>>;
 /// The protocol's output stream.
 type Output = Pin<Box<dyn AsyncWrite + Send>>;
 
-/// Runs `mcp`: serves until the client disconnects or a signal arrives; returns 0.
-pub async fn run(cli: &Cli, args: &McpArgs) -> Result<i32> {
-    let mut layers = Ctx::load_layers(cli)?;
-    if let Some(image) = &args.image {
-        layers.set_str("image", image, Origin::Flag("--image".into()))?;
-    }
-    // JSON: no spinner is ever drawn (several tool calls may run at once).
-    let ctx = Ctx::from_layers(&layers, &[], Format::Json, cli.global.verbose)?;
-    let workdir = up::resolve_workdir(args.workdir.as_deref())?;
+/// Serves the tools until the client disconnects or a signal arrives, then removes the session's
+/// sandboxes; returns 0. Errors: the configuration or work dir is unusable, the protocol's
+/// handshake failed, the session's sandboxes could not be removed.
+pub async fn serve(options: McpOptions) -> Result<i32> {
+    let reporter: Arc<dyn Reporter> = Arc::new(Stderr {
+        verbose: options.verbose,
+    });
+    let ctx = Ctx::from_layers(&options.layers, &[], reporter)?;
+    let workdir = resolve_workdir(options.workdir.as_deref())?;
     let (input, output) = take_stdio()?;
-    let session = Arc::new(Session::new(ctx, layers, workdir, args.auto_up));
+    let auto_up = options.auto_up;
+    let session = Arc::new(Session::new(ctx, options.layers, workdir, auto_up));
 
     let auto = async {
-        if args.auto_up {
+        if auto_up {
             session.auto_up().await;
         }
     };
@@ -66,9 +111,9 @@ pub async fn run(cli: &Cli, args: &McpArgs) -> Result<i32> {
             .await
             .context("the MCP service stopped unexpectedly")
     });
-    let stop = up::interrupted();
+    let stop = interrupted();
     tokio::pin!(auto, stop);
-    let mut auto_done = !args.auto_up;
+    let mut auto_done = !auto_up;
     let ended = loop {
         tokio::select! {
             _ = &mut auto, if !auto_done => auto_done = true,
@@ -78,10 +123,11 @@ pub async fn run(cli: &Cli, args: &McpArgs) -> Result<i32> {
     };
     // Dropping the service cancels the calls under way (their commands are killed).
     drop(serve);
-    if session.ctx().verbose > 0 {
+    let ctx = session.ctx();
+    if ctx.verbose() {
         match &ended {
-            Ok(why) => output::note(&format!("mcp: shutting down: {why}")),
-            Err(e) => output::note(&format!("mcp: shutting down: {e:#}")),
+            Ok(why) => ctx.reporter.note(&format!("mcp: shutting down: {why}")),
+            Err(e) => ctx.reporter.note(&format!("mcp: shutting down: {e:#}")),
         }
     }
     if !auto_done {
@@ -104,6 +150,56 @@ pub async fn run(cli: &Cli, args: &McpArgs) -> Result<i32> {
     }
     // A failed handshake (garbage on stdin, or stdin closed before `initialize`) fails.
     ended.map(|_| 0)
+}
+
+/// The MCP server: a handle on the [`Session`] that rmcp's service drives.
+#[derive(Clone)]
+pub struct Server {
+    session: Arc<Session>,
+}
+
+impl Server {
+    /// The server of `session`.
+    pub fn new(session: Arc<Session>) -> Server {
+        Server { session }
+    }
+}
+
+impl ServerHandler for Server {
+    fn get_info(&self) -> InitializeResult {
+        InitializeResult::new(ServerCapabilities::builder().enable_tools().build())
+            .with_server_info(
+                Implementation::new("h9sandbox", env!("CARGO_PKG_VERSION"))
+                    .with_title("h9sandbox")
+                    .with_description(env!("CARGO_PKG_DESCRIPTION")),
+            )
+            .with_instructions(INSTRUCTIONS)
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, ErrorData> {
+        Ok(ListToolsResult::with_all_items(tools()))
+    }
+
+    fn get_tool(&self, name: &str) -> Option<Tool> {
+        tools().into_iter().find(|t| t.name == name)
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let ct = context.ct.clone();
+        let result = self
+            .session
+            .call_tool(&request.name, request.arguments, ct.cancelled_owned())
+            .await;
+        Ok(result.into())
+    }
 }
 
 /// Moves the protocol's streams off descriptors 0 and 1: returns stdin and stdout as async

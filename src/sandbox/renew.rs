@@ -1,31 +1,27 @@
-//! `h9sandbox renew`: extend a sandbox's lease to `ttl` from now (the TTL given to `up`, or
-//! `--ttl`, which then becomes the sandbox's TTL). One locked update of the state file; no engine
-//! call, so an agent's heartbeat keeps working while the daemon restarts.
+//! Renewing a lease (`renew`): extend a sandbox's lease to `ttl` from now (the TTL given to `up`,
+//! or a new one, which then becomes the sandbox's TTL). One locked update of the state file; no
+//! engine call, so an agent's heartbeat keeps working while the daemon restarts.
 
 use std::time::SystemTime;
 
 use anyhow::Result;
 
 use super::Ctx;
-use crate::cli::{Format, RenewArgs};
 use crate::error::Error;
 use crate::lease::parse_ttl;
-use crate::output;
 use crate::state::{Lifecycle, Record};
 
-/// Runs `renew`; prints the new end of the lease (or the record as JSON).
-pub async fn run(ctx: &Ctx, args: &RenewArgs) -> Result<i32> {
-    let ttl = args.ttl.as_deref().map(parse_ttl).transpose()?;
-    let rec = ctx.store.update(|s| {
-        let i = s.resolve_index(&args.id)?;
+/// Renews the lease of the sandbox `query` (ID, prefix or name) as `renew` does: it then ends
+/// `ttl` (e.g. `2h`, which becomes its TTL) or its own TTL from now. One locked update of the
+/// state file, no engine call. Returns the updated record. Errors: as [`renew`], a malformed
+/// `ttl`, an unknown sandbox.
+pub fn extend(ctx: &Ctx, query: &str, ttl: Option<&str>) -> Result<Record> {
+    let ttl = ttl.map(parse_ttl).transpose()?;
+    ctx.store.update(|s| {
+        let i = s.resolve_index(query)?;
         renew(&mut s.sandboxes[i], ttl, SystemTime::now())?;
         Ok(s.sandboxes[i].clone())
-    })?;
-    match ctx.format {
-        Format::Json => output::print_json(&rec)?,
-        Format::Table => output::print_line(rec.expires_at.as_deref().unwrap_or_default())?,
-    }
-    Ok(0)
+    })
 }
 
 /// Renews `r`'s lease at `now`, with `ttl` seconds (which becomes its TTL) or its own TTL.

@@ -1,4 +1,5 @@
-//! `h9sandbox down`: stop with the configured grace, remove whatever the stop did, drop the record.
+//! Removing sandboxes (`down`): stop with the configured grace, remove whatever the stop did,
+//! drop the record.
 //! Idempotent: a vanished container, or a record another `down` already dropped, is success.
 //!
 //! Sub-sandboxes go with their parent, first: the deepest level of the tree is removed first
@@ -14,10 +15,8 @@ use serde::Serialize;
 use uuid::Uuid;
 
 use super::Ctx;
-use crate::cli::{DownArgs, Format};
 use crate::engine::Environment;
 use crate::error::Error;
-use crate::output;
 use crate::state::{Lifecycle, ProcessRef, Record, State};
 
 /// One line of `down`'s report.
@@ -34,31 +33,14 @@ pub struct Removed {
 pub struct Report {
     /// The sandboxes removed, sub-sandboxes first.
     pub removed: Vec<Removed>,
-    /// The first failure (the others were warned about on stderr); `None` when every sandbox
-    /// was removed.
+    /// The first failure (the others were reported as warnings); `None` when every sandbox was
+    /// removed.
     pub error: Option<anyhow::Error>,
 }
 
-/// Runs `down`; returns 0 when every sandbox was removed.
-pub async fn run(ctx: &Ctx, args: &DownArgs) -> Result<i32> {
-    let report = take_down(ctx, &args.ids, args.all).await?;
-    match ctx.format {
-        Format::Json => output::print_json(&report.removed)?,
-        Format::Table => {
-            for r in &report.removed {
-                output::print_line(&r.id.to_string())?;
-            }
-        }
-    }
-    match report.error {
-        Some(e) => Err(e),
-        None => Ok(0),
-    }
-}
-
 /// Removes the sandboxes `ids` (IDs, prefixes or names; every sandbox of the state directory
-/// with `all`) and their sub-sandboxes, as `down` does; prints nothing on stdout. A full ID that
-/// is already gone counts as removed. Errors (before anything is removed): a name or prefix
+/// with `all`) and their sub-sandboxes, as `down` does; prints nothing. A full ID that is already
+/// gone counts as removed (and is reported as a note). Errors (before anything is removed): a name or prefix
 /// that matches nothing or several, the state file. Engine failures while removing are in the
 /// [`Report`].
 pub async fn take_down(ctx: &Ctx, ids: &[String], all: bool) -> Result<Report> {
@@ -76,7 +58,7 @@ pub async fn take_down(ctx: &Ctx, ids: &[String], all: bool) -> Result<Report> {
                     // `reap`): `down` is idempotent. A prefix or name that matches nothing is
                     // still an error (likely a typo).
                     Err(Error::NotFound(_)) if Uuid::parse_str(q).is_ok() => {
-                        output::note(&format!("sandbox {q} is already gone"));
+                        ctx.reporter.note(&format!("sandbox {q} is already gone"));
                         continue;
                     }
                     Err(e) => return Err(e.into()),
@@ -124,7 +106,7 @@ pub async fn take_down(ctx: &Ctx, ids: &[String], all: bool) -> Result<Report> {
                     if first_err.is_none() {
                         first_err = Some(e);
                     } else {
-                        output::warn(&format!("{e:#}"));
+                        ctx.reporter.warn(&format!("{e:#}"));
                     }
                 }
             }

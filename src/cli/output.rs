@@ -1,4 +1,5 @@
-//! Rendering: JSON documents and tables on stdout, one-line diagnostics on stderr, colour rules.
+//! Rendering: JSON documents and tables on stdout, colour rules. (Diagnostics on stderr go
+//! through the reporter, [`super::progress::CliReporter`].)
 
 use std::io::{IsTerminal, Write};
 use std::time::{Duration, SystemTime};
@@ -31,16 +32,6 @@ fn write_stdout(bytes: &[u8]) -> anyhow::Result<()> {
         Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
         r => Ok(r?),
     }
-}
-
-/// Prints an informational line on stderr (`-v` output).
-pub fn note(msg: &str) {
-    eprintln!("h9sandbox: {msg}");
-}
-
-/// Prints a warning line on stderr (above the spinner, when one is drawn).
-pub fn warn(msg: &str) {
-    crate::progress::eprintln(&format!("h9sandbox: warning: {msg}"));
 }
 
 /// Whether to colour stdout: a terminal, and `NO_COLOR` unset or empty (<https://no-color.org>).

@@ -10,9 +10,9 @@ use anyhow::{Context, Result};
 use clap::CommandFactory;
 use clap_complete::Shell;
 
-use crate::cli::{Cli, Generate, GenerateArgs};
+use super::output;
+use super::{Cli, Generate, GenerateArgs};
 use crate::error::Error;
-use crate::output;
 
 /// The binary's name, as completions and man pages call it.
 pub const BIN: &str = "h9sandbox";

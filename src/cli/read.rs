@@ -7,9 +7,9 @@ use anyhow::Result;
 use base64::Engine as _;
 use serde::Serialize;
 
-use super::Ctx;
-use crate::cli::{Format, ReadArgs};
-use crate::output;
+use super::output;
+use super::{Format, ReadArgs};
+use crate::sandbox::{workdir_of, Ctx};
 
 /// `read --format json` document: `content` for UTF-8 text, `content_base64` otherwise.
 #[derive(Debug, Serialize)]
@@ -30,9 +30,9 @@ pub struct ReadJson {
 }
 
 /// Runs `read`; returns 0.
-pub async fn run(ctx: &Ctx, args: &ReadArgs) -> Result<i32> {
-    let (_, wd) = super::workdir_of(ctx, &args.id)?;
-    match ctx.format {
+pub async fn run(ctx: &Ctx, format: Format, args: &ReadArgs) -> Result<i32> {
+    let (_, wd) = workdir_of(ctx, &args.id)?;
+    match format {
         Format::Table => {
             // Straight to the descriptor (not through std's line-buffered Stdout), in the kernel.
             let stdout = std::io::stdout();

@@ -1,6 +1,6 @@
-//! `h9sandbox bootstrap`: run a one-time setup command (`pip install -e .`, `apt-get install …`)
-//! in a sandbox, with its own long timeout, streaming its output, and record the outcome
-//! ([`BootstrapRun`]) in the sandbox's record. `up --bootstrap` runs the same code through
+//! Bootstraps: a one-time setup command (`pip install -e .`, `apt-get install …`) run in a
+//! sandbox with its own long timeout, streaming its output, and its outcome ([`BootstrapRun`])
+//! recorded in the sandbox's record. `h9sandbox bootstrap` runs [`run`]; `up --bootstrap` runs
 //! [`execute`].
 //!
 //! The command runs like `exec` does ([`super::exec::run_command`]), in the work dir, with `TMPDIR`
@@ -10,40 +10,24 @@
 use std::time::Duration;
 
 use anyhow::Result;
-use serde::Serialize;
 use uuid::Uuid;
 
 use super::exec::{ensure_running, run_command, Sink};
 use super::Ctx;
-use crate::cli::{BootstrapArgs, Format};
 use crate::engine::ExecSpec;
 use crate::error::{Error, EXIT_OWN_FAILURE};
-use crate::output;
-use crate::progress::Spinner;
 use crate::state::{now_rfc3339, BootstrapRun, Record};
 
-/// `bootstrap --format json` document: the sandbox ID and the recorded run.
-#[derive(Debug, Serialize)]
-pub struct BootstrapJson {
-    /// Sandbox ID.
-    pub id: Uuid,
-    /// What was recorded.
-    #[serde(flatten)]
-    pub run: BootstrapRun,
-}
-
-/// Runs `bootstrap`; returns the command's exit status.
-pub async fn run(ctx: &Ctx, args: &BootstrapArgs) -> Result<i32> {
-    if let Some(opt) = args.command.first().filter(|w| w.starts_with('-')) {
-        return Err(Error::Invalid(format!(
-            "unexpected option '{opt}': options go before the command (see `h9sandbox bootstrap --help`)"
-        ))
-        .into());
-    }
+/// Runs a bootstrap in the sandbox `query` (ID, prefix or name) as `bootstrap` does: `command`
+/// (its words joined with spaces), or without one the configured `bootstrap_cmd`, else the
+/// command this sandbox last bootstrapped with; output to `sink`. Returns the sandbox's record and
+/// what ran, whatever its exit status. Errors: an unknown sandbox, no command to run, a sandbox
+/// that is not Running, and h9sandbox's own failure to run the command (recorded as well).
+pub async fn run(ctx: &Ctx, query: &str, command: &[String], sink: Sink) -> Result<(Record, Done)> {
     let state = ctx.store.load()?;
-    let rec = state.resolve(&args.id)?;
+    let rec = state.resolve(query)?;
     // Without a command: the configured one, else the one this sandbox last bootstrapped with.
-    let cmd = if args.command.is_empty() {
+    let cmd = if command.is_empty() {
         ctx.cfg
             .bootstrap()
             .map(str::to_string)
@@ -54,33 +38,14 @@ pub async fn run(ctx: &Ctx, args: &BootstrapArgs) -> Result<i32> {
                 )
             })?
     } else {
-        args.command.join(" ")
+        command.join(" ")
     };
     ensure_running(rec)?;
-    // The command's stdout stays on stdout for people; JSON mode keeps stdout for the document.
-    let sink = match ctx.format {
-        Format::Table => Sink::Forward,
-        Format::Json => Sink::Stderr,
-    };
-    let spinner = Spinner::new(ctx.format);
-    let done = execute(ctx, rec, &cmd, &spinner, sink).await;
-    drop(spinner);
+    let done = execute(ctx, rec, &cmd, sink).await;
     if let Some(e) = &done.run.error {
         return Err(anyhow::anyhow!("{e}"));
     }
-    if done.run.timed_out && ctx.format == Format::Table {
-        output::warn(&format!(
-            "bootstrap timed out after {}s; its process tree was killed",
-            ctx.cfg.bootstrap_timeout_secs
-        ));
-    }
-    if ctx.format == Format::Json {
-        output::print_json(&BootstrapJson {
-            id: rec.id,
-            run: done.run.clone(),
-        })?;
-    }
-    Ok(done.run.exit_code)
+    Ok((rec.clone(), done))
 }
 
 /// A bootstrap that ran (whatever its exit status).
@@ -93,11 +58,12 @@ pub struct Done {
 }
 
 /// Runs `cmd` as the bootstrap of the Running sandbox `rec` (timeout `bootstrap_timeout_secs`,
-/// output to `sink`, step shown on `spinner`) and records the outcome in its record. When
+/// output to `sink`, step `bootstrap: CMD` reported) and records the outcome in its record. When
 /// h9sandbox itself could not run it (container gone, engine unreachable), the outcome has exit
 /// code 125 and `error` says why.
-pub async fn execute(ctx: &Ctx, rec: &Record, cmd: &str, spinner: &Spinner, sink: Sink) -> Done {
-    spinner.step(format!("bootstrap: {}", abbreviate(cmd, 60)));
+pub async fn execute(ctx: &Ctx, rec: &Record, cmd: &str, sink: Sink) -> Done {
+    ctx.reporter
+        .step(&format!("bootstrap: {}", abbreviate(cmd, 60)));
     let spec = ExecSpec {
         command: cmd.to_string(),
         cwd: rec.workdir.clone(),
@@ -108,7 +74,7 @@ pub async fn execute(ctx: &Ctx, rec: &Record, cmd: &str, spinner: &Spinner, sink
     let timeout = (ctx.cfg.bootstrap_timeout_secs > 0)
         .then(|| Duration::from_secs(ctx.cfg.bootstrap_timeout_secs));
     let started = std::time::Instant::now();
-    let done = match run_command(&ctx.engine_for(rec), rec, &spec, timeout, sink).await {
+    let done = match run_command(ctx, rec, &spec, timeout, sink).await {
         Ok(out) => Done {
             run: BootstrapRun {
                 cmd: cmd.to_string(),
@@ -139,7 +105,7 @@ pub async fn execute(ctx: &Ctx, rec: &Record, cmd: &str, spinner: &Spinner, sink
         Ok(())
     });
     if let Err(e) = recorded {
-        output::warn(&format!(
+        ctx.reporter.warn(&format!(
             "could not record the bootstrap in the state file: {e:#}"
         ));
     }

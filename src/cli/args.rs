@@ -1,10 +1,12 @@
-//! Command-line types (clap derive). Only parsing lives here; `commands` does the work.
+//! Command-line types (clap derive). Only parsing lives here; the subcommands' modules of
+//! [`crate::cli`] do the work. Every doc comment here is help text: `tests/generated.rs` compares
+//! the help, completions and man pages made from it with the committed ones.
 
 use std::path::PathBuf;
 
 use clap::{ArgAction, Args, Parser, Subcommand, ValueEnum};
 
-use crate::config::Network;
+use crate::types::Network;
 
 /// Output format of every subcommand.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Default)]
@@ -227,6 +229,26 @@ Examples:
 The committed completions/ and man/ are regenerated with `H9SANDBOX_BLESS=1 cargo test --test generated`."
     )]
     Generate(GenerateArgs),
+}
+
+impl Command {
+    /// The subcommand's name, as typed.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Command::Up(_) => "up",
+            Command::Exec(_) => "exec",
+            Command::Bootstrap(_) => "bootstrap",
+            Command::Down(_) => "down",
+            Command::Ls(_) => "ls",
+            Command::Generate(_) => "generate",
+            Command::Read(_) => "read",
+            Command::Write(_) => "write",
+            Command::Edit(_) => "edit",
+            Command::Reap(_) => "reap",
+            Command::Renew(_) => "renew",
+            Command::Mcp(_) => "mcp",
+        }
+    }
 }
 
 /// `up` arguments. Unset options come from the configuration.

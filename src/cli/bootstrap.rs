@@ -1,0 +1,64 @@
+//! `h9sandbox bootstrap`: run a one-time setup command in a sandbox
+//! ([`crate::sandbox::bootstrap`]), streaming its output (on stderr with `--format json`, whose
+//! document goes to stdout), and exit with its status. On a terminal (table format) a spinner on
+//! stderr shows the command while it runs.
+
+use anyhow::Result;
+use serde::Serialize;
+use uuid::Uuid;
+
+use super::output;
+use super::progress::CliReporter;
+use super::{BootstrapArgs, Format};
+use crate::error::Error;
+use crate::report::Reporter;
+use crate::sandbox::exec::Sink;
+use crate::sandbox::{bootstrap, Ctx};
+use crate::state::BootstrapRun;
+
+/// `bootstrap --format json` document: the sandbox ID and the recorded run.
+#[derive(Debug, Serialize)]
+pub struct BootstrapJson {
+    /// Sandbox ID.
+    pub id: Uuid,
+    /// What was recorded.
+    #[serde(flatten)]
+    pub run: BootstrapRun,
+}
+
+/// Runs `bootstrap`; clears the spinner of `progress`; returns the command's exit status.
+pub async fn run(
+    ctx: &Ctx,
+    format: Format,
+    progress: &CliReporter,
+    args: &BootstrapArgs,
+) -> Result<i32> {
+    if let Some(opt) = args.command.first().filter(|w| w.starts_with('-')) {
+        return Err(Error::Invalid(format!(
+            "unexpected option '{opt}': options go before the command (see `h9sandbox bootstrap --help`)"
+        ))
+        .into());
+    }
+    // The command's stdout stays on stdout for people; JSON mode keeps stdout for the document.
+    let sink = match format {
+        Format::Table => Sink::Forward,
+        Format::Json => Sink::Stderr,
+    };
+    let ran = bootstrap::run(ctx, &args.id, &args.command, sink).await;
+    progress.finish();
+    let (rec, done) = ran?;
+    let code = done.run.exit_code;
+    if done.run.timed_out && format == Format::Table {
+        progress.warn(&format!(
+            "bootstrap timed out after {}s; its process tree was killed",
+            ctx.cfg.bootstrap_timeout_secs
+        ));
+    }
+    if format == Format::Json {
+        output::print_json(&BootstrapJson {
+            id: rec.id,
+            run: done.run,
+        })?;
+    }
+    Ok(code)
+}

@@ -1,0 +1,26 @@
+//! `h9sandbox down`: remove sandboxes and their sub-sandboxes ([`crate::sandbox::down`]); print
+//! the removed IDs, or `[{id, name}]` with `--format json`.
+
+use anyhow::Result;
+
+use super::output;
+use super::{DownArgs, Format};
+use crate::sandbox::down::take_down;
+use crate::sandbox::Ctx;
+
+/// Runs `down`; returns 0 when every sandbox was removed.
+pub async fn run(ctx: &Ctx, format: Format, args: &DownArgs) -> Result<i32> {
+    let report = take_down(ctx, &args.ids, args.all).await?;
+    match format {
+        Format::Json => output::print_json(&report.removed)?,
+        Format::Table => {
+            for r in &report.removed {
+                output::print_line(&r.id.to_string())?;
+            }
+        }
+    }
+    match report.error {
+        Some(e) => Err(e),
+        None => Ok(0),
+    }
+}

@@ -1,0 +1,79 @@
+//! `h9sandbox exec`: run a shell command in a sandbox ([`crate::sandbox::exec`]), streaming its
+//! output, or capturing it into a JSON document; exit with its status.
+
+use anyhow::Result;
+use serde::Serialize;
+
+use super::output;
+use super::{ExecArgs, Format};
+use crate::error::Error;
+use crate::sandbox::exec::{execute, ExecRequest, Sink};
+use crate::sandbox::Ctx;
+
+/// `exec --format json` document.
+#[derive(Debug, Serialize)]
+pub struct ExecJson {
+    /// Exit status (as our own exit status).
+    pub exit_code: i32,
+    /// Standard output, capped at `--max-output` bytes.
+    pub stdout: String,
+    /// Standard error, capped at `--max-output` bytes.
+    pub stderr: String,
+    /// Wall-clock milliseconds.
+    pub duration_ms: u64,
+    /// Whether the timeout killed the command.
+    pub timed_out: bool,
+    /// Whether either stream was cut at `--max-output`.
+    pub truncated: bool,
+}
+
+/// The core's request for `exec`'s arguments.
+pub fn request(args: &ExecArgs) -> ExecRequest {
+    ExecRequest {
+        id: args.id.clone(),
+        cwd: args.cwd.clone(),
+        env: args.env.clone(),
+        timeout: args.timeout,
+        interactive: args.interactive,
+        max_output: args.max_output,
+        command: args.command.clone(),
+    }
+}
+
+/// Runs `exec`; returns the command's exit status.
+pub async fn run(ctx: &Ctx, format: Format, args: &ExecArgs) -> Result<i32> {
+    if let Some(opt) = args.command.first().filter(|w| w.starts_with('-')) {
+        return Err(Error::Invalid(format!(
+            "unknown option '{opt}' (h9sandbox's options go before `--`, the command after it); see `h9sandbox exec --help`"
+        ))
+        .into());
+    }
+    let sink = match format {
+        Format::Json => Sink::Capture(args.max_output),
+        Format::Table => Sink::Forward,
+    };
+    let done = execute(ctx, &request(args), sink, std::future::pending()).await?;
+    let (out, timeout) = (done.outcome, done.timeout);
+    if out.timed_out && format == Format::Table {
+        eprintln!(
+            "h9sandbox: command timed out after {}s{}",
+            timeout.map_or(0, |t| t.as_secs()),
+            if out.tree_killed {
+                "; its process tree was killed"
+            } else {
+                ""
+            }
+        );
+    }
+    if format == Format::Json {
+        output::print_json(&ExecJson {
+            exit_code: out.exit_code,
+            stdout: out.stdout.text(),
+            stderr: out.stderr.text(),
+            duration_ms: out.duration.as_millis() as u64,
+            timed_out: out.timed_out,
+            truncated: out.stdout.truncated() || out.stderr.truncated(),
+        })?;
+    }
+    Ok(out.exit_code)
+}

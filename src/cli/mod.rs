@@ -1,0 +1,171 @@
+//! The command-line front end: the clap types ([`args`]), one thin module per subcommand (parse
+//! and convert its arguments, call the [`crate::sandbox`] core, render a table or JSON, return
+//! the exit status), the rendering ([`output`]) and the spinner ([`progress`]).
+//!
+//! [`run`] is the whole program: it parses the command line (a malformed one is a one-line
+//! error), starts the async runtime, runs the subcommand and turns its result into the exit
+//! status ([`crate::error::exit_code`]), printing an error once, with its cause chain.
+
+pub mod args;
+pub mod bootstrap;
+pub mod down;
+pub mod edit;
+pub mod exec;
+pub mod generate;
+pub mod ls;
+pub mod mcp;
+pub mod output;
+pub mod progress;
+pub mod read;
+pub mod reap;
+pub mod renew;
+pub mod up;
+pub mod write;
+
+pub use args::*;
+
+use std::sync::Arc;
+
+use anyhow::Result;
+use clap::Parser;
+
+use crate::config::Layers;
+use crate::error;
+use crate::report::Reporter;
+use crate::sandbox::Ctx;
+use progress::CliReporter;
+
+/// Parses the command line, runs the subcommand and returns the process exit status.
+pub fn run() -> i32 {
+    let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    let cli = match Cli::try_parse_from(&args) {
+        Ok(cli) => cli,
+        Err(e) => return usage_error(&e, &args),
+    };
+    let name = cli.command.name();
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("h9sandbox: error: cannot start the async runtime: {e}");
+            return error::exit_code(name, &e.into());
+        }
+    };
+    let result = runtime.block_on(dispatch(cli));
+    if name == "mcp" {
+        // Its input may be read by a blocking read on the runtime's thread pool, which nothing
+        // can interrupt: waiting for it would keep a server told to stop (SIGTERM) alive.
+        runtime.shutdown_background();
+    }
+    match result {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("h9sandbox: error: {e:#}");
+            error::exit_code(name, &e)
+        }
+    }
+}
+
+/// Reports clap's error `e` for the command line `args` (`--help` and `--version` print and
+/// succeed) and returns the exit status: 2, or 125 for the subcommands that pass their command's
+/// statuses through.
+fn usage_error(e: &clap::Error, args: &[std::ffi::OsString]) -> i32 {
+    let sub = args
+        .iter()
+        .skip(1)
+        .map(|a| a.to_string_lossy())
+        .find(|a| !a.starts_with('-'));
+    if !e.use_stderr() {
+        let _ = e.print(); // --help, --version
+        return 0;
+    }
+    let code = if sub.as_deref().is_some_and(error::reserves_child_statuses) {
+        error::EXIT_OWN_FAILURE
+    } else {
+        error::EXIT_USAGE
+    };
+    if e.kind() == clap::error::ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand {
+        let _ = e.print();
+    } else {
+        eprintln!(
+            "h9sandbox: error: {}",
+            one_line_usage_error(e, sub.as_deref())
+        );
+    }
+    code
+}
+
+/// Condenses clap's multi-line usage error into one line: the cause, clap's tip if any, and
+/// where to read more.
+fn one_line_usage_error(e: &clap::Error, sub: Option<&str>) -> String {
+    let text = e.render().to_string();
+    let cause = text
+        .lines()
+        .map(str::trim)
+        .take_while(|l| !l.starts_with("Usage:") && !l.starts_with("For more information"))
+        .filter(|l| !l.is_empty())
+        .collect::<Vec<_>>()
+        .join(" ");
+    let cause = cause.trim_start_matches("error: ");
+    let help = match sub.filter(|s| Cli::is_subcommand(s)) {
+        Some(s) => format!("h9sandbox {s} --help"),
+        None => "h9sandbox --help".into(),
+    };
+    format!("{cause}; see `{help}`")
+}
+
+/// Runs the parsed command line; returns the exit status.
+async fn dispatch(cli: Cli) -> Result<i32> {
+    let format = cli.global.format();
+    let progress = Arc::new(CliReporter::new(format, cli.global.verbose > 0));
+    let ctx = |flags: &[(&str, Option<String>, &str)]| -> Result<Ctx> {
+        let layers = load_layers(&cli, &*progress)?;
+        Ctx::from_layers(&layers, flags, progress.clone())
+    };
+    match &cli.command {
+        Command::Up(a) => {
+            let req = up::request(a);
+            up::run(&ctx(&req.config_flags())?, format, &progress, &req).await
+        }
+        Command::Exec(a) => exec::run(&ctx(&[])?, format, a).await,
+        Command::Bootstrap(a) => {
+            let timeout = a.timeout.map(|t| t.to_string());
+            let ctx = ctx(&[("bootstrap_timeout_secs", timeout, "--timeout")])?;
+            bootstrap::run(&ctx, format, &progress, a).await
+        }
+        Command::Down(a) => down::run(&ctx(&[])?, format, a).await,
+        Command::Ls(a) => ls::run(&ctx(&[])?, format, a).await,
+        // Needs neither configuration nor state: works anywhere, e.g. in a packaging script.
+        Command::Generate(a) => generate::run(a),
+        Command::Read(a) => read::run(&ctx(&[])?, format, a).await,
+        Command::Write(a) => write::run(&ctx(&[])?, format, a).await,
+        Command::Edit(a) => edit::run(&ctx(&[])?, format, a).await,
+        Command::Reap(a) => reap::run(&ctx(&[])?, format, a).await,
+        Command::Renew(a) => renew::run(&ctx(&[])?, format, a).await,
+        Command::Mcp(a) => mcp::run(&cli, a).await,
+    }
+}
+
+/// The configuration layers below the flags: file and environment (warning through `reporter`
+/// about `H9SANDBOX_*` variables that are no configuration key). The subcommands that clean up
+/// load a project file leniently ([`Layers::load_lenient`]).
+pub fn load_layers(cli: &Cli, reporter: &dyn Reporter) -> Result<Layers> {
+    // The commands that clean up must work whatever a sandbox wrote into ./sandbox.toml.
+    let cleanup = matches!(
+        cli.command,
+        Command::Down(_) | Command::Reap(_) | Command::Ls(_) | Command::Renew(_)
+    );
+    let layers = if cleanup {
+        Layers::load_lenient(cli.global.config.as_deref(), reporter)?
+    } else {
+        Layers::load(cli.global.config.as_deref())?
+    };
+    for var in Layers::unknown_env_vars(std::env::vars().map(|(k, _)| k)) {
+        reporter.warn(&format!(
+            "environment variable {var} is not a configuration key; ignored (see sandbox.toml.example)"
+        ));
+    }
+    Ok(layers)
+}

@@ -1,0 +1,554 @@
+//! One MCP session: its configuration, its default sandbox, the sandboxes it removes when it
+//! ends, and the tools' work. Every tool calls the core the CLI subcommands call
+//! ([`create::create`], [`exec::execute`], [`files::write_from`], [`files::replace`],
+//! [`list::entries`], [`down::take_down`], and [`crate::files::WorkDir`] for reading), so the
+//! state file, path safety, timeouts that kill the process tree and exit codes behave as on the
+//! command line, and a sandbox made here shows up in `h9sandbox ls`. What is the session's own:
+//! which sandbox a call without `id` means, which sandboxes it removes when it ends, results for
+//! a model, and output caps that keep the start and the end.
+
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use anyhow::Result;
+use rmcp::model::{CallToolResult, JsonObject};
+use tokio::sync::{watch, Semaphore};
+use uuid::Uuid;
+
+use super::tools::*;
+use crate::config::{Layers, MIN_MCP_OUTPUT};
+use crate::error::Error;
+use crate::sandbox::create::{self, UpRequest};
+use crate::sandbox::exec::{self, ExecRequest};
+use crate::sandbox::{down, files, list, workdir_of, Ctx};
+use crate::state::Record;
+use crate::types::{Isolation, Network};
+
+/// Tool calls that may run at once (far more than a client sends); the session waits for all of
+/// them to end by taking every permit.
+const MAX_CALLS: u32 = 1 << 16;
+
+/// What one MCP session has: its configuration, its default sandbox and the sandboxes it
+/// removes when it ends.
+pub struct Session {
+    /// The configuration (with `mcp --image`), reporting to stderr (stdout is the protocol's).
+    ctx: Ctx,
+    /// The configuration layers below sandbox_up's arguments.
+    layers: Layers,
+    /// Work dir of sandboxes made without one.
+    workdir: PathBuf,
+    /// Mutable session state; never held across an await.
+    state: Mutex<SessionState>,
+    /// Turns true once the `--auto-up` attempt is over (`None`: no `--auto-up`).
+    auto: Option<watch::Receiver<bool>>,
+    auto_done: watch::Sender<bool>,
+    /// One permit per tool call under way.
+    calls: Arc<Semaphore>,
+}
+
+#[derive(Debug, Default)]
+struct SessionState {
+    /// The sandbox tools use without `id`.
+    default: Option<Uuid>,
+    /// Sandboxes removed when the session ends.
+    owned: Vec<Uuid>,
+    /// Why `--auto-up` failed, if it did.
+    auto_error: Option<String>,
+}
+
+impl Session {
+    /// A session whose configuration is `layers` (its context `ctx` built from them, see
+    /// [`Ctx::from_layers`]), making sandboxes in `workdir` unless told otherwise; `auto_up`
+    /// when [`Session::auto_up`] will make its first sandbox.
+    pub fn new(ctx: Ctx, layers: Layers, workdir: PathBuf, auto_up: bool) -> Session {
+        let (tx, rx) = watch::channel(!auto_up);
+        Session {
+            ctx,
+            layers,
+            workdir,
+            state: Mutex::new(SessionState::default()),
+            auto: auto_up.then_some(rx),
+            auto_done: tx,
+            calls: Arc::new(Semaphore::new(MAX_CALLS as usize)),
+        }
+    }
+
+    fn state(&self) -> std::sync::MutexGuard<'_, SessionState> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The configuration's context (for the server's own clean-up).
+    pub fn ctx(&self) -> &Ctx {
+        &self.ctx
+    }
+
+    /// Makes the session's sandbox (`--auto-up`) as `sandbox_up` without arguments does, tied
+    /// to this process (`--owner-pid`). A failure is warned about on stderr and kept for the
+    /// tools to report.
+    pub async fn auto_up(&self) {
+        match self.up(UpParams::default()).await {
+            Ok(done) => {
+                if self.ctx.verbose() {
+                    self.ctx.reporter.note(&format!("mcp: {}", done.text));
+                }
+            }
+            Err(e) => {
+                let why = one_line(&format!("{e:#}"));
+                self.ctx
+                    .reporter
+                    .warn(&format!("mcp --auto-up could not create a sandbox: {why}"));
+                self.state().auto_error = Some(why);
+            }
+        }
+        let _ = self.auto_done.send(true);
+    }
+
+    /// Waits (at most `patience`) for the tool calls under way to end.
+    pub async fn wait_for_calls(&self, patience: Duration) {
+        let _ = tokio::time::timeout(patience, self.calls.acquire_many(MAX_CALLS)).await;
+    }
+
+    /// The sandboxes the session removes when it ends, forgetting them.
+    pub fn take_owned(&self) -> Vec<Uuid> {
+        std::mem::take(&mut self.state().owned)
+    }
+
+    /// The sandbox a call means: `id`, else the session's default (waiting for `--auto-up`).
+    async fn target(&self, id: Option<String>) -> Result<String> {
+        if let Some(id) = id.filter(|i| !i.trim().is_empty()) {
+            return Ok(id);
+        }
+        if let Some(rx) = &self.auto {
+            let mut rx = rx.clone();
+            let _ = rx.wait_for(|done| *done).await;
+        }
+        let st = self.state();
+        match (st.default, &st.auto_error) {
+            (Some(d), _) => Ok(d.to_string()),
+            (None, Some(e)) => Err(Error::Invalid(format!(
+                "this session has no sandbox: the one --auto-up was to make failed ({e}); call sandbox_up, or pass id"
+            ))
+            .into()),
+            (None, None) => Err(Error::Invalid(
+                "this session has no sandbox (none made yet, or it was removed); call sandbox_up, or pass the id of an existing one (sandbox_list)".into(),
+            )
+            .into()),
+        }
+    }
+
+    fn info(&self, rec: &Record, entry: Option<&list::Entry>) -> SandboxInfo {
+        let st = self.state();
+        SandboxInfo {
+            id: rec.id.to_string(),
+            name: rec.name.clone(),
+            state: rec.state.to_string(),
+            container_state: entry.map(|e| e.container_state.clone()),
+            engine: rec.engine.to_string(),
+            isolated: rec.isolation != Isolation::None,
+            image: rec.image.clone(),
+            workdir: rec.workdir.display().to_string(),
+            cpus: rec.limits.cpus,
+            memory: rec.limits.memory.clone(),
+            pids_limit: rec.limits.pids_limit,
+            network: rec.limits.network.to_string(),
+            parent: rec.parent.map(|p| p.to_string()),
+            expires_at: rec.expires_at.clone(),
+            created_at: rec.created_at.clone(),
+            default: st.default == Some(rec.id),
+            session_owned: st.owned.contains(&rec.id),
+            error: rec.error.clone(),
+        }
+    }
+
+    /// `sandbox_up`: [`create::create`] with a context built from the session's configuration
+    /// and the call's limits, exactly as `up`'s flags would set them.
+    async fn up(&self, p: UpParams) -> Result<Done> {
+        let workdir = match (&p.workdir, &p.parent) {
+            (Some(w), _) => Some(self.workdir.join(w)),
+            (None, None) => Some(self.workdir.clone()),
+            (None, Some(_)) => None,
+        };
+        let req = UpRequest {
+            workdir,
+            image: p.image,
+            name: p.name,
+            cpus: p.cpus.map(|c| c.to_string()),
+            memory: p.memory,
+            pids_limit: p.pids_limit.map(|n| n.to_string()),
+            network: p.network.map(Network::from),
+            labels: Vec::new(),
+            parent: p.parent,
+            bootstrap: None,
+            bootstrap_required: false,
+            bootstrap_timeout: None,
+            user: None,
+            owner_pid: (!p.keep).then(|| std::process::id().to_string()),
+            ttl: p.ttl,
+        };
+        let ctx = Ctx::from_layers(
+            &self.layers,
+            &req.config_flags(),
+            Arc::clone(&self.ctx.reporter),
+        )?;
+        let rec = create::create(&ctx, &req).await?;
+        {
+            let mut st = self.state();
+            st.default = Some(rec.id);
+            if !p.keep {
+                st.owned.push(rec.id);
+            }
+        }
+        let info = self.info(&rec, None);
+        let text = format!(
+            "sandbox {} ({}) is {}: image {}, work dir {} (same path inside), {} CPU, {} memory, network {}{}; tools called without id now use it{}",
+            info.id,
+            info.name,
+            info.state,
+            info.image,
+            info.workdir,
+            info.cpus,
+            info.memory,
+            info.network,
+            if info.isolated { "" } else { " (LOCAL: no container, commands run on the host)" },
+            if p.keep { "; it outlives this session" } else { "; it is removed when this session ends" },
+        );
+        Done::new(&info, text)
+    }
+
+    /// `sandbox_exec`: [`exec::execute`] capturing both streams' start and end; a client's
+    /// cancellation kills the command's process tree as a signal would.
+    async fn exec(
+        &self,
+        p: ExecParams,
+        cancelled: impl std::future::Future<Output = ()>,
+    ) -> Result<Done> {
+        let max = p
+            .max_output_bytes
+            .unwrap_or(self.ctx.cfg.mcp_max_output_bytes);
+        if max < MIN_MCP_OUTPUT {
+            return Err(Error::Invalid(format!(
+                "max_output_bytes {max} is too small; give at least {MIN_MCP_OUTPUT}"
+            ))
+            .into());
+        }
+        let mut env = Vec::new();
+        for (k, v) in p.env.unwrap_or_default() {
+            if k.contains('=') {
+                return Err(
+                    Error::Invalid(format!("invalid env name '{k}': it contains '='")).into(),
+                );
+            }
+            env.push(format!("{k}={v}"));
+        }
+        let req = ExecRequest {
+            id: self.target(p.id).await?,
+            cwd: p.cwd.map(PathBuf::from),
+            env,
+            timeout: p.timeout_secs,
+            interactive: false,
+            max_output: usize::try_from(max).unwrap_or(usize::MAX),
+            command: vec![p.command],
+        };
+        let stop = async {
+            cancelled.await;
+            "cancelled"
+        };
+        let done = exec::execute(
+            &self.ctx,
+            &req,
+            exec::Sink::CaptureEnds(req.max_output),
+            stop,
+        )
+        .await?;
+        let out = &done.outcome;
+        let (stdout, cut_out) = out.stdout.text_ends();
+        let (stderr, cut_err) = out.stderr.text_ends();
+        let result = ExecResult {
+            id: done.record.id.to_string(),
+            exit_code: out.exit_code,
+            stdout,
+            stderr,
+            duration_ms: out.duration.as_millis() as u64,
+            timed_out: out.timed_out,
+            truncated: cut_out > 0 || cut_err > 0,
+            stdout_bytes: out.stdout.total,
+            stderr_bytes: out.stderr.total,
+        };
+        let mut text = format!(
+            "exit code {} in {} ms{}",
+            result.exit_code,
+            result.duration_ms,
+            if result.truncated {
+                " (output cut in the middle: see the marker)"
+            } else {
+                ""
+            }
+        );
+        for (name, s) in [("stdout", &result.stdout), ("stderr", &result.stderr)] {
+            if !s.is_empty() {
+                text.push_str(&format!("\n--- {name} ---\n{s}"));
+                if !s.ends_with('\n') {
+                    text.push('\n');
+                }
+            }
+        }
+        let error = out.timed_out.then(|| {
+            format!(
+                "the command timed out after {}s and {}; exit code 124",
+                done.timeout.map_or(0, |t| t.as_secs()),
+                if out.tree_killed {
+                    "its process tree was killed"
+                } else {
+                    "killing its process tree failed (see the server's stderr)"
+                }
+            )
+        });
+        let mut d = Done::new(&result, text)?;
+        d.error = error;
+        Ok(d)
+    }
+
+    /// `sandbox_read`: [`crate::files::WorkDir::read_lines`], on a blocking thread.
+    async fn read(&self, p: ReadParams) -> Result<Done> {
+        let id = self.target(p.id).await?;
+        let (_, wd) = workdir_of(&self.ctx, &id)?;
+        let max = usize::try_from(self.ctx.cfg.mcp_max_output_bytes).unwrap_or(usize::MAX);
+        let first = p.offset.unwrap_or(1).max(1);
+        let limit = p.limit.unwrap_or(DEFAULT_READ_LINES);
+        let path = PathBuf::from(&p.path);
+        let lines =
+            tokio::task::spawn_blocking(move || wd.read_lines(&path, first, limit, max)).await??;
+        if lines.binary {
+            return Err(Error::Invalid(format!(
+                "{} is a binary file ({} bytes, NUL bytes in it), not text; read it with sandbox_exec, e.g. `base64 {}` or `xxd {} | head`",
+                lines.path.display(),
+                lines.size,
+                p.path,
+                p.path
+            ))
+            .into());
+        }
+        let count = lines.lines.len() as u64;
+        let mut content = String::new();
+        for (i, l) in lines.lines.iter().enumerate() {
+            let text = String::from_utf8_lossy(l);
+            if p.line_numbers {
+                content.push_str(&format!("{:>6}\t{text}", lines.first + i as u64));
+            } else {
+                content.push_str(&text);
+            }
+            // The file's last line keeps its missing line break missing.
+            let last_of_file = lines.first + i as u64 == lines.total;
+            if !(last_of_file && lines.open_end) || lines.cut {
+                content.push('\n');
+            }
+        }
+        let last = lines.first + count.saturating_sub(1);
+        let next_offset = (count > 0 && last < lines.total).then_some(last + 1);
+        let result = ReadResult {
+            path: lines.path.display().to_string(),
+            content,
+            first_line: lines.first,
+            lines: count,
+            total_lines: lines.total,
+            next_offset,
+            truncated: lines.cut,
+            size: lines.size,
+        };
+        let mut text = result.content.clone();
+        if count == 0 {
+            text = if lines.total == 0 {
+                format!("{} is empty", result.path)
+            } else {
+                format!(
+                    "{} has {} lines; offset {first} is past its end",
+                    result.path, lines.total
+                )
+            };
+        } else if let Some(n) = next_offset {
+            text.push_str(&format!(
+                "[lines {first}-{last} of {}{}; call sandbox_read with offset {n} for more]\n",
+                lines.total,
+                if lines.cut { ", the last one cut" } else { "" },
+            ));
+        }
+        Done::new(&result, text)
+    }
+
+    /// `sandbox_write`: [`files::write_from`] with `write`'s options for the sandbox.
+    async fn write(&self, p: WriteParams) -> Result<Done> {
+        let id = self.target(p.id).await?;
+        let (rec, wd) = workdir_of(&self.ctx, &id)?;
+        let opts = files::options(&rec, None, p.parents, p.append);
+        let data = std::io::Cursor::new(p.content.into_bytes());
+        let w = files::write_from(&self.ctx, wd, PathBuf::from(&p.path), data, opts).await?;
+        let result = WriteResult {
+            path: w.path.display().to_string(),
+            bytes_written: w.bytes_written,
+            size: w.size,
+        };
+        let text = format!(
+            "wrote {} bytes to {} (now {} bytes)",
+            result.bytes_written, result.path, result.size
+        );
+        Done::new(&result, text)
+    }
+
+    /// `sandbox_edit`: [`files::replace`].
+    async fn edit(&self, p: EditParams) -> Result<Done> {
+        let id = self.target(p.id).await?;
+        let (_, wd) = workdir_of(&self.ctx, &id)?;
+        let path = PathBuf::from(&p.path);
+        let e = files::replace(&self.ctx, wd, path, p.old, p.new, p.replace_all).await?;
+        let result = EditResult {
+            path: e.path.display().to_string(),
+            replacements: e.replacements as u64,
+            size: e.size,
+        };
+        let text = format!(
+            "replaced {} occurrence{} in {}",
+            result.replacements,
+            if result.replacements == 1 { "" } else { "s" },
+            result.path
+        );
+        Done::new(&result, text)
+    }
+
+    /// `sandbox_list`: [`list::entries`].
+    async fn list(&self, _p: ListParams) -> Result<Done> {
+        let entries = list::entries(&self.ctx).await?;
+        let sandboxes: Vec<SandboxInfo> = entries
+            .iter()
+            .map(|e| self.info(&e.record, Some(e)))
+            .collect();
+        let default = self.state().default.map(|d| d.to_string());
+        let mut text = if sandboxes.is_empty() {
+            "no sandboxes".to_string()
+        } else {
+            String::new()
+        };
+        for s in &sandboxes {
+            text.push_str(&format!(
+                "{} {} {} ({}) {} {}{}\n",
+                s.id,
+                s.name,
+                s.state,
+                s.container_state.as_deref().unwrap_or("-"),
+                s.image,
+                s.workdir,
+                if s.default { " [default]" } else { "" }
+            ));
+        }
+        Done::new(&ListResult { sandboxes, default }, text)
+    }
+
+    /// `sandbox_down`: [`down::take_down`] of one sandbox (and its sub-sandboxes).
+    async fn down(&self, p: DownParams) -> Result<Done> {
+        let id = self.target(p.id).await?;
+        let report = down::take_down(&self.ctx, std::slice::from_ref(&id), false).await?;
+        {
+            let mut st = self.state();
+            for r in &report.removed {
+                st.owned.retain(|o| *o != r.id);
+                if st.default == Some(r.id) {
+                    // Back to the newest sandbox this session still owns (the --auto-up one).
+                    st.default = st.owned.last().copied();
+                }
+            }
+        }
+        if let Some(e) = report.error {
+            return Err(e);
+        }
+        let result = DownResult {
+            removed: report
+                .removed
+                .iter()
+                .map(|r| RemovedInfo {
+                    id: r.id.to_string(),
+                    name: r.name.clone(),
+                })
+                .collect(),
+        };
+        let text = if result.removed.is_empty() {
+            format!("sandbox {id} was already gone")
+        } else {
+            format!(
+                "removed {}",
+                result
+                    .removed
+                    .iter()
+                    .map(|r| format!("{} ({})", r.id, r.name))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )
+        };
+        Done::new(&result, text)
+    }
+
+    /// Runs the tool `name` with `args` while holding one permit of the calls under way (so the
+    /// shutdown can wait for it, [`Session::wait_for_calls`]); `cancelled` resolving kills a
+    /// command under way. Every failure becomes a tool error.
+    pub async fn call_tool(
+        &self,
+        name: &str,
+        args: Option<JsonObject>,
+        cancelled: impl std::future::Future<Output = ()>,
+    ) -> CallToolResult {
+        let Ok(_permit) = self.calls.clone().acquire_owned().await else {
+            return tool_error(&anyhow::anyhow!("the server is shutting down"));
+        };
+        self.call(name, args, cancelled).await
+    }
+
+    /// Runs the tool `name` with `args`; every failure becomes a tool error.
+    async fn call(
+        &self,
+        name: &str,
+        args: Option<JsonObject>,
+        cancelled: impl std::future::Future<Output = ()>,
+    ) -> CallToolResult {
+        let done = match name {
+            "sandbox_up" => match parse(name, args) {
+                Ok(p) => self.up(p).await,
+                Err(e) => Err(e),
+            },
+            "sandbox_exec" => match parse(name, args) {
+                Ok(p) => self.exec(p, cancelled).await,
+                Err(e) => Err(e),
+            },
+            "sandbox_read" => match parse(name, args) {
+                Ok(p) => self.read(p).await,
+                Err(e) => Err(e),
+            },
+            "sandbox_write" => match parse(name, args) {
+                Ok(p) => self.write(p).await,
+                Err(e) => Err(e),
+            },
+            "sandbox_edit" => match parse(name, args) {
+                Ok(p) => self.edit(p).await,
+                Err(e) => Err(e),
+            },
+            "sandbox_list" => match parse(name, args) {
+                Ok(p) => self.list(p).await,
+                Err(e) => Err(e),
+            },
+            "sandbox_down" => match parse(name, args) {
+                Ok(p) => self.down(p).await,
+                Err(e) => Err(e),
+            },
+            other => Err(Error::Invalid(format!("unknown tool {other}")).into()),
+        };
+        match done {
+            Ok(d) => d.into_result(),
+            Err(e) => {
+                if self.ctx.verbose() {
+                    self.ctx
+                        .reporter
+                        .note(&format!("mcp: {name} failed: {e:#}"));
+                }
+                tool_error(&e)
+            }
+        }
+    }
+}

@@ -1,0 +1,548 @@
+//! The MCP tools' interface: arguments (input schemas), results (output schemas), the tool list
+//! with its descriptions and hints, and how a finished call or a failure becomes a protocol
+//! result ([`Done`], [`tool_error`]). What the tools do is [`super::session`]'s.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use anyhow::Result;
+use rmcp::handler::server::tool::schema_for_output;
+use rmcp::model::{CallToolResult, ContentBlock, JsonObject, Tool, ToolAnnotations};
+use schemars::JsonSchema;
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+
+use crate::error::Error;
+use crate::types::Network;
+
+/// Lines `sandbox_read` returns when the call gives no `limit`.
+pub const DEFAULT_READ_LINES: u64 = 2000;
+
+/// Network mode of a sandbox.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum NetworkArg {
+    /// Outbound network access (Docker's default bridge; no published ports).
+    Bridge,
+    /// No network at all, only loopback.
+    None,
+}
+
+impl From<NetworkArg> for Network {
+    fn from(n: NetworkArg) -> Network {
+        match n {
+            NetworkArg::Bridge => Network::Bridge,
+            NetworkArg::None => Network::None,
+        }
+    }
+}
+
+/// Arguments of `sandbox_up`.
+#[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct UpParams {
+    /// Host directory mounted (at the same path) as the sandbox's work dir, where commands start
+    /// and files are read and written; relative paths start at the server's default work dir.
+    /// Default: the server's --workdir (for a sub-sandbox: its parent's work dir).
+    #[serde(default)]
+    pub workdir: Option<String>,
+    /// Container image, e.g. "python:3.12-slim". Default: the server's --image, else the
+    /// configured image.
+    #[serde(default)]
+    pub image: Option<String>,
+    /// Name: 2 or more of letters, digits, '_', '.', '-'. Default: "h9sandbox-" and 12 hex
+    /// digits of the ID.
+    #[serde(default)]
+    pub name: Option<String>,
+    /// CPU limit in cores, e.g. 0.5 or 2. Default: configured (1).
+    #[serde(default)]
+    pub cpus: Option<f64>,
+    /// Memory limit, e.g. "512m" or "2g". Default: configured ("512m").
+    #[serde(default)]
+    pub memory: Option<String>,
+    /// Maximum number of processes. Default: configured (256).
+    #[serde(default)]
+    pub pids_limit: Option<u32>,
+    /// "bridge" for outbound network access, "none" for no network. Default: configured
+    /// ("bridge").
+    #[serde(default)]
+    pub network: Option<NetworkArg>,
+    /// Make this a sub-sandbox of that sandbox (ID, ID prefix or name): it runs the parent's
+    /// image in the parent's work dir, with the parent's limits, which cpus, memory, pids_limit
+    /// and network may only tighten. It is removed with its parent.
+    #[serde(default)]
+    pub parent: Option<String>,
+    /// Lease, e.g. "30m" or "2h": `h9sandbox reap` removes the sandbox this long after it
+    /// started, even in the middle of this session (nothing renews it over MCP). Leave it out
+    /// for a sandbox that lives as long as the session. Default: none.
+    #[serde(default)]
+    pub ttl: Option<String>,
+    /// Keep the sandbox when this session ends. Default false: it is removed when the client
+    /// disconnects (and by `h9sandbox reap` if the server dies).
+    #[serde(default)]
+    pub keep: bool,
+}
+
+/// Arguments of `sandbox_exec`.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ExecParams {
+    /// Shell command line, run by `bash -c` (`sh -c` in images without bash) in the sandbox;
+    /// pipes, `&&`, redirections and quotes work as in a shell. Standard input is empty.
+    pub command: String,
+    /// Sandbox ID, unique ID prefix, or name. Default: this session's sandbox.
+    #[serde(default)]
+    pub id: Option<String>,
+    /// Working directory: relative to the work dir, or absolute inside it. Default: the work dir.
+    #[serde(default)]
+    pub cwd: Option<String>,
+    /// Extra environment variables, e.g. {"RUST_LOG": "debug"}.
+    #[serde(default)]
+    pub env: Option<BTreeMap<String, String>>,
+    /// Seconds before the command's whole process tree is killed (the result then says
+    /// timed_out, exit code 124); 0 = no limit. Default: configured (600).
+    #[serde(default)]
+    pub timeout_secs: Option<u64>,
+    /// Bytes returned of each of stdout and stderr, at least 256: longer output keeps its first
+    /// and last halves with a marker saying how many bytes were cut between them. Default:
+    /// configured (30000).
+    #[serde(default)]
+    pub max_output_bytes: Option<u64>,
+}
+
+/// Arguments of `sandbox_read`.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ReadParams {
+    /// File: relative to the work dir, or absolute inside it.
+    pub path: String,
+    /// Sandbox ID, unique ID prefix, or name. Default: this session's sandbox.
+    #[serde(default)]
+    pub id: Option<String>,
+    /// Number of the first line to return, 1-based. Default: 1.
+    #[serde(default)]
+    pub offset: Option<u64>,
+    /// Maximum number of lines to return. Default: 2000. At most the configured number of bytes
+    /// (30000) come back at once; `next_offset` says where to go on.
+    #[serde(default)]
+    pub limit: Option<u64>,
+    /// Prefix every line with its number and a tab, as `cat -n` does. Default: false.
+    #[serde(default)]
+    pub line_numbers: bool,
+}
+
+/// Arguments of `sandbox_write`.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct WriteParams {
+    /// File: relative to the work dir, or absolute inside it. It is created or replaced
+    /// atomically (readers see the old or the new content, never half).
+    pub path: String,
+    /// The whole new content (text).
+    pub content: String,
+    /// Sandbox ID, unique ID prefix, or name. Default: this session's sandbox.
+    #[serde(default)]
+    pub id: Option<String>,
+    /// Create missing parent directories. Default: true.
+    #[serde(default = "yes")]
+    pub parents: bool,
+    /// Add `content` to the end of the existing file instead of replacing it. Default: false.
+    #[serde(default)]
+    pub append: bool,
+}
+
+fn yes() -> bool {
+    true
+}
+
+/// Arguments of `sandbox_edit`.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct EditParams {
+    /// File: relative to the work dir, or absolute inside it.
+    pub path: String,
+    /// Exact text to find, whitespace and line breaks included. It must occur exactly once,
+    /// unless replace_all is true; give enough surrounding text to make it unique.
+    pub old: String,
+    /// Replacement text (may be empty).
+    pub new: String,
+    /// Replace every occurrence (at least one must exist). Default: false.
+    #[serde(default)]
+    pub replace_all: bool,
+    /// Sandbox ID, unique ID prefix, or name. Default: this session's sandbox.
+    #[serde(default)]
+    pub id: Option<String>,
+}
+
+/// Arguments of `sandbox_list`: none.
+#[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ListParams {}
+
+/// Arguments of `sandbox_down`.
+#[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct DownParams {
+    /// Sandbox ID, unique ID prefix, or name. Default: this session's sandbox.
+    #[serde(default)]
+    pub id: Option<String>,
+}
+
+/// A sandbox, as `sandbox_up` and `sandbox_list` describe it.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct SandboxInfo {
+    /// Sandbox ID (a UUID); a unique prefix of it, or the name, also name the sandbox.
+    pub id: String,
+    /// Name (also the container's name).
+    pub name: String,
+    /// Lifecycle state: Pending, Running, Stopping, Terminated or Failed.
+    pub state: String,
+    /// The container's state as the engine reports it (running, exited, missing, ...); only in
+    /// sandbox_list.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub container_state: Option<String>,
+    /// The engine running it: docker, podman or local.
+    pub engine: String,
+    /// Whether it is a container; false for a local sandbox, whose commands run directly on the
+    /// host without isolation.
+    pub isolated: bool,
+    /// Image it runs.
+    pub image: String,
+    /// Host directory mounted at the same path inside: where commands start, and what
+    /// sandbox_read, sandbox_write and sandbox_edit work in.
+    pub workdir: String,
+    /// CPU limit in cores.
+    pub cpus: f64,
+    /// Memory limit.
+    pub memory: String,
+    /// Maximum number of processes.
+    pub pids_limit: u32,
+    /// Network: bridge (outbound access) or none.
+    pub network: String,
+    /// The sandbox it is a sub-sandbox of, if any.
+    pub parent: Option<String>,
+    /// End of its lease (RFC 3339), if it has one.
+    pub expires_at: Option<String>,
+    /// Creation time (RFC 3339).
+    pub created_at: String,
+    /// Whether tools called without `id` act on it.
+    pub default: bool,
+    /// Whether it is removed when this session ends.
+    pub session_owned: bool,
+    /// Why it failed, for a Failed sandbox.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+/// Result of `sandbox_exec`.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct ExecResult {
+    /// The sandbox's ID.
+    pub id: String,
+    /// The command's exit status (128+N when killed by signal N; 124 when it timed out).
+    pub exit_code: i32,
+    /// Standard output (capped: see truncated).
+    pub stdout: String,
+    /// Standard error (capped: see truncated).
+    pub stderr: String,
+    /// Wall-clock milliseconds from start to exit.
+    pub duration_ms: u64,
+    /// Whether the timeout killed the command's process tree.
+    pub timed_out: bool,
+    /// Whether bytes were cut from the middle of stdout or stderr.
+    pub truncated: bool,
+    /// Bytes the command wrote to stdout in all.
+    pub stdout_bytes: u64,
+    /// Bytes the command wrote to stderr in all.
+    pub stderr_bytes: u64,
+}
+
+/// Result of `sandbox_read`.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct ReadResult {
+    /// Host path of the file (the sandbox sees the same path).
+    pub path: String,
+    /// The lines (with numbers when asked), each ending with a line break except perhaps the
+    /// file's last.
+    pub content: String,
+    /// Number of the first line returned (1-based).
+    pub first_line: u64,
+    /// How many lines were returned.
+    pub lines: u64,
+    /// Lines in the whole file.
+    pub total_lines: u64,
+    /// The offset to read on from, when lines are left; null at the end of the file.
+    pub next_offset: Option<u64>,
+    /// Whether the only line returned was cut short (it alone exceeds the byte cap).
+    pub truncated: bool,
+    /// Size of the file in bytes.
+    pub size: u64,
+}
+
+/// Result of `sandbox_write`.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct WriteResult {
+    /// Host path of the file (the sandbox sees the same path).
+    pub path: String,
+    /// Bytes written.
+    pub bytes_written: u64,
+    /// Size of the file now.
+    pub size: u64,
+}
+
+/// Result of `sandbox_edit`.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct EditResult {
+    /// Host path of the file (the sandbox sees the same path).
+    pub path: String,
+    /// Occurrences replaced.
+    pub replacements: u64,
+    /// Size of the file now.
+    pub size: u64,
+}
+
+/// Result of `sandbox_list`.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct ListResult {
+    /// Every sandbox of this state directory (also those of other sessions and of the CLI),
+    /// sub-sandboxes after their parent.
+    pub sandboxes: Vec<SandboxInfo>,
+    /// The ID tools called without `id` act on, if any.
+    pub default: Option<String>,
+}
+
+/// One sandbox `sandbox_down` removed.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct RemovedInfo {
+    /// Its ID.
+    pub id: String,
+    /// Its name.
+    pub name: String,
+}
+
+/// Result of `sandbox_down`.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct DownResult {
+    /// The sandboxes removed: sub-sandboxes first, the one named last.
+    pub removed: Vec<RemovedInfo>,
+}
+
+/// A tool whose arguments are `P` and whose structured result is `R`; `read_only`,
+/// `destructive` and `idempotent` are hints for the client (it never reaches beyond the
+/// sandboxes: not open-world).
+fn tool<P: JsonSchema + 'static, R: JsonSchema + 'static>(
+    name: &'static str,
+    description: &'static str,
+    (read_only, destructive, idempotent): (bool, bool, bool),
+) -> Tool {
+    let mut t = Tool::new(name, description, Arc::new(JsonObject::new())).with_input_schema::<P>();
+    t.input_schema = tidy(&t.input_schema);
+    t.with_raw_output_schema(tidy(&schema_for_output::<R>()))
+        .with_annotations(
+            ToolAnnotations::new()
+                .read_only(read_only)
+                .destructive(destructive)
+                .idempotent(idempotent)
+                .open_world(false),
+        )
+}
+
+/// `schema` with the line breaks of wrapped doc comments in its descriptions turned into spaces
+/// (schemars keeps them; a model reads one line better).
+fn tidy(schema: &JsonObject) -> Arc<JsonObject> {
+    fn walk_map(map: &mut JsonObject) {
+        for (k, v) in map.iter_mut() {
+            match v {
+                serde_json::Value::String(s) if k == "description" => *s = s.replace('\n', " "),
+                v => walk(v),
+            }
+        }
+    }
+    fn walk(v: &mut serde_json::Value) {
+        match v {
+            serde_json::Value::Object(map) => walk_map(map),
+            serde_json::Value::Array(items) => items.iter_mut().for_each(walk),
+            _ => {}
+        }
+    }
+    let mut map = schema.clone();
+    walk_map(&mut map);
+    Arc::new(map)
+}
+
+/// The tool list, in the order clients show it.
+pub fn tools() -> Vec<Tool> {
+    vec![
+        tool::<UpParams, SandboxInfo>(
+            "sandbox_up",
+            "Start a new sandbox: a hardened, throw-away container with a host directory (the work dir) mounted at the same path. It becomes this session's default sandbox, which the other tools use when called without `id`. It is removed when the session ends, unless keep is true.",
+            (false, false, false),
+        ),
+        tool::<ExecParams, ExecResult>(
+            "sandbox_exec",
+            "Run a shell command in a sandbox and return its exit code, stdout and stderr; a non-zero exit code is a normal result. The command starts in the work dir. A timeout kills its whole process tree (a tool error, with the output so far). Long output keeps its start and end, with a marker saying how many bytes were cut between them.",
+            (false, true, false),
+        ),
+        tool::<ReadParams, ReadResult>(
+            "sandbox_read",
+            "Read lines of a text file in a sandbox's work dir: offset and limit in lines, optional cat -n style line numbers; next_offset says where to go on. Paths that leave the work dir are refused. Binary files are refused too: read those with sandbox_exec (e.g. base64).",
+            (true, false, true),
+        ),
+        tool::<WriteParams, WriteResult>(
+            "sandbox_write",
+            "Create or replace a text file in a sandbox's work dir, atomically (missing parent directories are created). Paths that leave the work dir are refused and touch nothing.",
+            (false, true, true),
+        ),
+        tool::<EditParams, EditResult>(
+            "sandbox_edit",
+            "Replace exact text in a file of a sandbox's work dir: `old` must occur exactly once (or at least once with replace_all). The file is replaced atomically and keeps its mode and owner.",
+            (false, true, false),
+        ),
+        tool::<ListParams, ListResult>(
+            "sandbox_list",
+            "List the sandboxes (this session's and any others of the same state directory) with their real container state, and which one is this session's default.",
+            (true, false, true),
+        ),
+        tool::<DownParams, DownResult>(
+            "sandbox_down",
+            "Stop and remove a sandbox and its sub-sandboxes. Files in its work dir stay on the host; everything else in the sandbox is lost.",
+            (false, true, true),
+        ),
+    ]
+}
+
+/// A finished tool call: structured content and the text for clients that show only text.
+pub struct Done {
+    /// The result as JSON, described by the tool's output schema.
+    pub structured: serde_json::Value,
+    /// The result as text.
+    pub text: String,
+    /// A result that is still an error for the client (a timed-out command): the one-line
+    /// reason, given first.
+    pub error: Option<String>,
+}
+
+impl Done {
+    /// The result `value` (serialized: errors only for a value that is no JSON) with `text`.
+    pub fn new<T: Serialize>(value: &T, text: String) -> Result<Done> {
+        Ok(Done {
+            structured: serde_json::to_value(value)?,
+            text,
+            error: None,
+        })
+    }
+
+    /// The protocol's result: an error result when [`Done::error`] is set, with that reason
+    /// first.
+    pub fn into_result(self) -> CallToolResult {
+        let mut content = Vec::new();
+        if let Some(e) = &self.error {
+            // Its own line, also for clients that join the blocks.
+            content.push(ContentBlock::text(format!("{e}\n")));
+        }
+        content.push(ContentBlock::text(self.text));
+        let mut r = if self.error.is_some() {
+            CallToolResult::error(content)
+        } else {
+            CallToolResult::success(content)
+        };
+        r.structured_content = Some(self.structured);
+        r
+    }
+}
+
+/// A tool error: the cause chain on one line.
+pub fn tool_error(e: &anyhow::Error) -> CallToolResult {
+    CallToolResult::error(vec![ContentBlock::text(one_line(&format!("{e:#}")))])
+}
+
+/// `text` with line breaks and tabs turned into spaces.
+pub fn one_line(text: &str) -> String {
+    text.split(['\n', '\r', '\t'])
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// Parses a tool's arguments; bad arguments are a tool error the model can correct, not a
+/// protocol error (as the MCP specification recommends for input validation).
+pub fn parse<T: DeserializeOwned>(tool: &str, args: Option<JsonObject>) -> Result<T> {
+    serde_json::from_value(serde_json::Value::Object(args.unwrap_or_default())).map_err(|e| {
+        Error::Invalid(format!(
+            "invalid arguments for {tool}: {e}; see the tool's input schema"
+        ))
+        .into()
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tools_have_object_schemas_without_line_breaks() {
+        let tools = tools();
+        let mut names: Vec<&str> = tools.iter().map(|t| t.name.as_ref()).collect();
+        names.sort();
+        names.dedup();
+        assert_eq!(names.len(), 7);
+        for t in &tools {
+            assert_eq!(t.input_schema["type"], "object", "{}", t.name);
+            assert_eq!(t.input_schema["additionalProperties"], false, "{}", t.name);
+            assert!(t.output_schema.is_some(), "{}", t.name);
+            let text = serde_json::to_string(&t).unwrap();
+            assert!(!text.contains("\\n"), "{}: {text}", t.name);
+        }
+    }
+
+    #[test]
+    fn arguments_are_checked_with_defaults_filled_in() {
+        let obj = |v: serde_json::Value| v.as_object().cloned();
+        let w: WriteParams = parse(
+            "sandbox_write",
+            obj(serde_json::json!({"path": "a", "content": "b"})),
+        )
+        .unwrap();
+        assert!(w.parents && !w.append && w.id.is_none());
+        let r: ReadParams = parse("sandbox_read", obj(serde_json::json!({"path": "a"}))).unwrap();
+        assert!(!r.line_numbers && r.offset.is_none());
+        let _: ListParams = parse("sandbox_list", None).unwrap();
+        let e = parse::<ExecParams>("sandbox_exec", obj(serde_json::json!({"cmd": "ls"})))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.starts_with("invalid arguments for sandbox_exec: unknown field `cmd`"),
+            "{e}"
+        );
+        let e = parse::<UpParams>("sandbox_up", obj(serde_json::json!({"network": "host"})))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("unknown variant `host`"), "{e}");
+    }
+
+    #[test]
+    fn errors_are_one_line_and_timeouts_stay_errors_with_their_result() {
+        let e = anyhow::anyhow!("line one\nline two").context("outer");
+        let r = tool_error(&e);
+        assert_eq!(r.is_error, Some(true));
+        assert_eq!(r.content.len(), 1);
+        assert_eq!(
+            r.content[0].as_text().unwrap().text,
+            "outer: line one line two"
+        );
+        let mut d = Done::new(&serde_json::json!({"timed_out": true}), "output".into()).unwrap();
+        d.error = Some("the command timed out".into());
+        let r = d.into_result();
+        assert_eq!(r.is_error, Some(true));
+        assert_eq!(r.content.len(), 2);
+        assert_eq!(
+            r.content[0].as_text().unwrap().text,
+            "the command timed out\n"
+        );
+        assert_eq!(
+            r.structured_content,
+            Some(serde_json::json!({"timed_out": true}))
+        );
+    }
+}

@@ -1,0 +1,895 @@
+//! Creating a sandbox (`up`): record Pending, create the hardened container, wait until it
+//! really runs, record Running (or Failed, removing the container), then run the bootstrap
+//! command if one is configured. With `reap_on_up`, a [`reap::sweep`] of the state directory
+//! runs at the same time as the container start (its engine calls overlap it, so `up` takes no
+//! longer); its failures are warnings, never `up`'s.
+//!
+//! With a parent, the sandbox is a sub-sandbox: it takes its parent's image, limits, network and
+//! work dir; values requested explicitly may only tighten them ([`super::subsandbox`]), never
+//! loosen them, and configuration defaults do not apply to it.
+//!
+//! The container only counts as up once it runs with its limits in force. With
+//! `engine = "local"`, or when the engine is unreachable and `fallback = "local"`, the sandbox is
+//! local instead (no container, no isolation), which `up` reports as a warning.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant, SystemTime};
+
+use anyhow::{Context, Result};
+use uuid::Uuid;
+
+use super::exec::{ensure_running, Sink};
+use super::reap::{self, Sweep};
+use super::subsandbox::{child_limits, child_workdir, Tighten};
+use super::workdir::{
+    protected_paths, refuse_sensitive_workdir, resolve_workdir, unwritable_for, MountCheck,
+};
+use super::{bootstrap, interrupted, Ctx};
+use crate::config::{Config, Fallback};
+use crate::engine::{
+    AnyEngine, ContainerSpec, ContainerStatus, Environment, LABEL_ID, LABEL_MANAGED, LABEL_PARENT,
+    LABEL_STATE_DIR,
+};
+use crate::error::Error;
+use crate::lease::{parse_owner, parse_ttl};
+use crate::state::{now_rfc3339, BootstrapRun, Lifecycle, ProcessRef, Record};
+use crate::types::{EngineKind, Ids, Isolation, Limits, Network};
+
+/// What to create: `up`'s arguments, each `None` (or empty, or false) when not given. The limits,
+/// image, user and bootstrap settings reach [`create`] through the configuration
+/// ([`UpRequest::config_flags`]); the rest it reads from here.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct UpRequest {
+    /// Host directory bind-mounted at the same path (default: the current directory; for a
+    /// sub-sandbox, its parent's work dir).
+    pub workdir: Option<PathBuf>,
+    /// Image to run (default: config `image`; a sub-sandbox runs its parent's).
+    pub image: Option<String>,
+    /// Container name (default: `h9sandbox-` and 12 hex digits of the ID).
+    pub name: Option<String>,
+    /// CPU limit in cores, as text (`"0.5"`).
+    pub cpus: Option<String>,
+    /// Memory limit, Docker notation (`"512m"`).
+    pub memory: Option<String>,
+    /// Maximum number of processes, as text.
+    pub pids_limit: Option<String>,
+    /// Network mode.
+    pub network: Option<Network>,
+    /// Extra labels, `K=V` each.
+    pub labels: Vec<String>,
+    /// The parent sandbox (ID, prefix or name) of a sub-sandbox.
+    pub parent: Option<String>,
+    /// Bootstrap command; `""` for none.
+    pub bootstrap: Option<String>,
+    /// Whether a failing bootstrap fails the creation and removes the sandbox.
+    pub bootstrap_required: bool,
+    /// Bootstrap timeout in seconds; 0 = none.
+    pub bootstrap_timeout: Option<u64>,
+    /// User of the sandbox's processes: `root`, `host` or `UID:GID`.
+    pub user: Option<String>,
+    /// Owner process: a PID, or `parent` (see [`parse_owner`]).
+    pub owner_pid: Option<String>,
+    /// Lease, e.g. `30m` (see [`parse_ttl`]).
+    pub ttl: Option<String>,
+}
+
+impl UpRequest {
+    /// The configuration keys the request overrides, as [`Ctx::from_layers`] takes them: (key,
+    /// value, flag). The context must be built with these for [`create`] to see the values;
+    /// a bad value is reported with its flag (`--cpus`, ...).
+    pub fn config_flags(&self) -> Vec<(&'static str, Option<String>, &'static str)> {
+        vec![
+            ("image", self.image.clone(), "--image"),
+            ("cpus", self.cpus.clone(), "--cpus"),
+            ("memory", self.memory.clone(), "--memory"),
+            ("pids_limit", self.pids_limit.clone(), "--pids-limit"),
+            ("network", self.network.map(|n| n.to_string()), "--network"),
+            ("bootstrap_cmd", self.bootstrap.clone(), "--bootstrap"),
+            (
+                "bootstrap_required",
+                self.bootstrap_required.then(|| "true".to_string()),
+                "--bootstrap-required",
+            ),
+            (
+                "bootstrap_timeout_secs",
+                self.bootstrap_timeout.map(|t| t.to_string()),
+                "--bootstrap-timeout",
+            ),
+            ("user", self.user.clone(), "--user"),
+        ]
+    }
+}
+
+/// Creates a sandbox as `up` does and returns its Running record. Prints nothing: warnings and
+/// steps go to `ctx.reporter`, the bootstrap's output to stderr. `ctx` carries the configuration
+/// with `req`'s flags applied ([`UpRequest::config_flags`]).
+/// Errors: invalid arguments, the engine's failures (the sandbox is then removed, or its record
+/// marked Failed), an interrupting signal, a failed required bootstrap.
+pub async fn create(ctx: &Ctx, req: &UpRequest) -> Result<Record> {
+    let plan = resolve_spec(ctx, req).await?;
+    record_pending(ctx, &plan)?;
+    let (engine, started) = start(ctx, &plan).await?;
+    let container_id = match started {
+        Ok(c) => c,
+        Err(e) => return Err(fail_pending(ctx, &plan, &engine, e).await),
+    };
+    let rec = record_running(ctx, &plan, &engine, container_id).await?;
+    if engine.kind().isolation() == Isolation::None {
+        ctx.reporter.warn(&local_warning(&rec));
+    }
+    run_bootstrap(ctx, rec).await
+}
+
+/// Everything `up` decided before it records or creates anything.
+struct Plan {
+    /// The sandbox's record, Pending, with its lease started.
+    record: Record,
+    /// The container to create.
+    spec: ContainerSpec,
+    /// The engine to create it with (a sub-sandbox's is its parent's).
+    engine: AnyEngine,
+    /// The checked work dir, which the container's mount must be.
+    mount: MountCheck,
+    /// The parent's record, for a sub-sandbox.
+    parent: Option<Record>,
+}
+
+/// Step 1: what to create. Parses the owner and the lease, checks the parent, settles image,
+/// limits and work dir (the parent's, tightened; or the configured ones), checks the work dir
+/// ([`check_workdir`]), the user, the labels and the name. Changes nothing but the warning about
+/// a work dir the sandbox's user cannot write to.
+async fn resolve_spec(ctx: &Ctx, req: &UpRequest) -> Result<Plan> {
+    let owner = req.owner_pid.as_deref().map(parse_owner).transpose()?;
+    let ttl_secs = req.ttl.as_deref().map(parse_ttl).transpose()?;
+    let parent = resolve_parent(ctx, req).await?;
+    let (image, limits, workdir) = match &parent {
+        Some(p) => inherit_from(ctx, req, p)?,
+        None => (
+            ctx.cfg.image.clone(),
+            configured_limits(&ctx.cfg),
+            resolve_workdir(req.workdir.as_deref())?,
+        ),
+    };
+    let mount = check_workdir(ctx, &workdir)?;
+    let user = resolve_user(ctx, req, parent.as_ref())?;
+    if let Some(why) = unwritable_for(&workdir, user) {
+        ctx.reporter.warn(&why);
+    }
+    let labels = parse_labels(&req.labels)?;
+    let id = Uuid::new_v4();
+    let name = sandbox_name(req, id)?;
+    // A sub-sandbox runs on its parent's engine.
+    let engine = match &parent {
+        Some(p) => ctx.engine_for(p),
+        None => ctx.engine.clone(),
+    };
+    let now = now_rfc3339();
+    let mut record = Record {
+        id,
+        name,
+        state: Lifecycle::Pending,
+        engine: engine.kind(),
+        isolation: engine.kind().isolation(),
+        container_id: None,
+        image,
+        workdir,
+        limits,
+        labels,
+        created_at: now.clone(),
+        updated_at: now,
+        error: None,
+        creator: ProcessRef::current(),
+        parent: parent.as_ref().map(|p| p.id),
+        bootstrap: None,
+        user: Some(user),
+        owner,
+        expires_at: None,
+        ttl_secs,
+        stopper: None,
+    };
+    record.start_lease(SystemTime::now())?;
+    let spec = container_spec(ctx, &record, user);
+    Ok(Plan {
+        record,
+        spec,
+        engine,
+        mount,
+        parent,
+    })
+}
+
+/// The parent of a sub-sandbox (`req.parent`): its record, which must be Running, with its
+/// container running. `None` without a parent.
+async fn resolve_parent(ctx: &Ctx, req: &UpRequest) -> Result<Option<Record>> {
+    let Some(q) = &req.parent else {
+        return Ok(None);
+    };
+    let state = ctx.store.load()?;
+    let p = state.resolve(q)?;
+    ensure_running(p)
+        .map_err(|e| Error::Invalid(format!("cannot create a sub-sandbox: the parent {e}")))?;
+    // The record may say Running while the container died behind our back.
+    if p.isolation == Isolation::Container
+        && !ctx
+            .engine_for(p)
+            .inspect(p.container_ref())
+            .await?
+            .is_some_and(|c| c.running)
+    {
+        return Err(Error::Invalid(format!(
+            "cannot create a sub-sandbox of {}: its container is not running (see `h9sandbox ls`)",
+            p.short_id()
+        ))
+        .into());
+    }
+    Ok(Some(p.clone()))
+}
+
+/// The sandbox's name: `req.name` (checked by [`validate_name`]), else `h9sandbox-` and the
+/// first 12 hex digits of `id`.
+fn sandbox_name(req: &UpRequest, id: Uuid) -> Result<String, Error> {
+    match &req.name {
+        Some(n) => {
+            validate_name(n)?;
+            Ok(n.clone())
+        }
+        None => Ok(format!("h9sandbox-{}", &id.simple().to_string()[..12])),
+    }
+}
+
+/// A sub-sandbox's image, limits and work dir: its parent's, which `req` may only tighten.
+fn inherit_from(ctx: &Ctx, req: &UpRequest, p: &Record) -> Result<(String, Limits, PathBuf)> {
+    if let Some(img) = req
+        .image
+        .as_deref()
+        .filter(|i| with_tag(i) != with_tag(&p.image))
+    {
+        return Err(Error::Invalid(format!(
+            "--image {img} differs from the parent's {}; a sub-sandbox runs its parent's image (leave --image out)",
+            p.image
+        ))
+        .into());
+    }
+    let limits = child_limits(&p.limits, &Tighten::explicit(req, &ctx.cfg))?;
+    Ok((
+        p.image.clone(),
+        limits,
+        child_workdir(p, req.workdir.as_deref())?,
+    ))
+}
+
+/// The limits the configuration gives a new top-level sandbox.
+fn configured_limits(cfg: &Config) -> Limits {
+    Limits {
+        cpus: cfg.cpus,
+        memory: cfg.memory.clone(),
+        pids_limit: cfg.pids_limit,
+        tmp_size: cfg.tmp_size.clone(),
+        network: cfg.network,
+    }
+}
+
+/// Step 2: refuses a work dir through which the sandbox could reach the host, and pins the one
+/// accepted ([`MountCheck`]), so that the container's mount can be checked against it.
+fn check_workdir(ctx: &Ctx, workdir: &Path) -> Result<MountCheck> {
+    refuse_sensitive_workdir(workdir, &protected_paths(ctx))?;
+    MountCheck::pin(ctx, workdir)
+}
+
+/// Who the sandbox's processes run as: config `user`, or for a sub-sandbox its parent's user,
+/// which `req.user` may not change.
+fn resolve_user(ctx: &Ctx, req: &UpRequest, parent: Option<&Record>) -> Result<Ids> {
+    let wanted = ctx.cfg.user().ids();
+    match parent.and_then(|p| p.user) {
+        Some(u) if req.user.is_some() && wanted != u => Err(Error::Invalid(format!(
+            "--user {wanted} differs from the parent's {u}; a sub-sandbox runs as its parent's user (leave --user out)"
+        ))
+        .into()),
+        Some(u) => Ok(u),
+        None => Ok(wanted),
+    }
+}
+
+/// The container of the sandbox `record`: its name, image, work dir, limits and user, and its
+/// labels with h9sandbox's own (managed, ID, state directory, parent).
+fn container_spec(ctx: &Ctx, record: &Record, user: Ids) -> ContainerSpec {
+    let mut labels = record.labels.clone();
+    labels.insert(LABEL_MANAGED.into(), "1".into());
+    labels.insert(LABEL_ID.into(), record.id.to_string());
+    labels.insert(LABEL_STATE_DIR.into(), ctx.state_label());
+    if let Some(p) = record.parent {
+        labels.insert(LABEL_PARENT.into(), p.to_string());
+    }
+    ContainerSpec {
+        name: record.name.clone(),
+        image: record.image.clone(),
+        workdir: record.workdir.clone(),
+        limits: record.limits.clone(),
+        labels,
+        user,
+    }
+}
+
+/// Step 3: puts the Pending record on file before the container exists, so a crash leaves a
+/// trace. The parent is checked again under the lock: `down` of the parent marks it Stopping
+/// first, so a child is either seen (and removed) by that `down`, or refused here.
+/// Errors: [`Error::NameInUse`], a parent gone or no longer Running, the state file.
+fn record_pending(ctx: &Ctx, plan: &Plan) -> Result<()> {
+    let name = &plan.record.name;
+    ctx.store.update(|s| {
+        // A Failed record keeps its name only until a new sandbox wants it (its container is gone).
+        s.sandboxes
+            .retain(|r| !(r.name == *name && r.state == Lifecycle::Failed));
+        if s.sandboxes.iter().any(|r| r.name == *name) {
+            return Err(Error::NameInUse(name.clone()).into());
+        }
+        if let Some(p) = &plan.parent {
+            let now = s
+                .get(p.id)
+                .ok_or_else(|| Error::NotFound(p.id.to_string()))?;
+            ensure_running(now).map_err(|e| {
+                Error::Invalid(format!("cannot create a sub-sandbox: the parent {e}"))
+            })?;
+        }
+        s.sandboxes.push(plan.record.clone());
+        Ok(())
+    })
+}
+
+/// Step 4: starts the container ([`start_container`]) alongside the `reap_on_up` sweep, and,
+/// when the engine is unreachable and `fallback = "local"`, a local sandbox instead. Returns the
+/// engine that ran the start and how the start went (the container ID, or why it failed, which
+/// [`fail_pending`] cleans up after). Errors (outer): the state file, during the fallback.
+async fn start(ctx: &Ctx, plan: &Plan) -> Result<(AnyEngine, Result<String>)> {
+    let mut engine = plan.engine.clone();
+    let (mut started, swept) = start_alongside_sweep(ctx, &engine, plan).await;
+    // A failed `up` reports its own error only: the sweep's would mostly repeat it.
+    if started.is_ok() {
+        report_sweep(ctx, swept);
+    }
+    if let Err(e) = &started {
+        if let Some(local) = fall_back_to_local(ctx, plan, &engine, e)? {
+            engine = local;
+            started = start_interruptible(ctx, &engine, &plan.spec, &plan.mount).await;
+        }
+    }
+    Ok((engine, started))
+}
+
+/// Starts the container and, at the same time, runs the `reap_on_up` sweep (if configured) and
+/// lists every state directory with live containers: none may lie in the work dir, or the
+/// sandbox could rewrite its records (engine, container, work dir) and steer another session's
+/// commands to the host. A container started in such a work dir is removed again. Returns the
+/// start's result and the sweep's (`None`: no sweep).
+async fn start_alongside_sweep(
+    ctx: &Ctx,
+    engine: &AnyEngine,
+    plan: &Plan,
+) -> (Result<String>, Option<Result<Sweep>>) {
+    let sweep = async {
+        if ctx.cfg.reap_on_up {
+            Some(reap::sweep(ctx, false).await)
+        } else {
+            None
+        }
+    };
+    let others = async {
+        if engine.kind().isolation() == Isolation::Container {
+            engine.list(&[(LABEL_MANAGED, "1")]).await.ok()
+        } else {
+            None
+        }
+    };
+    let (mut started, swept, others) = tokio::join!(
+        start_interruptible(ctx, engine, &plan.spec, &plan.mount),
+        sweep,
+        others
+    );
+    if let (Ok(c), Some(list)) = (&started, &others) {
+        let own = ctx.state_label();
+        let workdir = &plan.spec.workdir;
+        if let Some(d) = list
+            .iter()
+            .filter_map(|s| s.state_dir.as_deref())
+            .find(|d| *d != own && Path::new(d).starts_with(workdir))
+        {
+            let _ = engine.remove(c).await;
+            started = Err(Error::Invalid(format!(
+                "work directory {} contains the state directory {d} of other sandboxes, which this sandbox could then rewrite; use a directory that does not hold one",
+                workdir.display()
+            ))
+            .into());
+        }
+    }
+    (started, swept)
+}
+
+/// Reports what `up`'s sweep did: what it reaped (with `-v`), and what it could not remove or
+/// why it failed (warnings; never `up`'s failure).
+fn report_sweep(ctx: &Ctx, swept: Option<Result<Sweep>>) {
+    match swept {
+        Some(Ok(s)) => {
+            if ctx.verbose() {
+                for v in &s.reaped {
+                    ctx.reporter
+                        .note(&format!("reaped {} ({})", v.name, v.detail));
+                }
+            }
+            for (v, e) in &s.failed {
+                ctx.reporter.warn(&format!(
+                    "reap_on_up could not remove {} ({}): {e:#}",
+                    v.name, v.detail
+                ));
+            }
+        }
+        Some(Err(e)) => ctx.reporter.warn(&format!("reap_on_up failed: {e:#}")),
+        None => {}
+    }
+}
+
+/// With `fallback = "local"`, a top-level sandbox whose container engine is unreachable (the
+/// start's error `e`) becomes a local one: warns loudly, records the local engine, and returns
+/// it. `None` when this does not apply. Errors: the state file.
+fn fall_back_to_local(
+    ctx: &Ctx,
+    plan: &Plan,
+    engine: &AnyEngine,
+    e: &anyhow::Error,
+) -> Result<Option<AnyEngine>> {
+    let Some(Error::EngineUnavailable { bin, reason }) = e.downcast_ref::<Error>() else {
+        return Ok(None);
+    };
+    if engine.kind().isolation() != Isolation::Container
+        || ctx.cfg.fallback != Fallback::Local
+        || plan.parent.is_some()
+    {
+        return Ok(None);
+    }
+    ctx.reporter.warn(&format!(
+        "{} is unreachable ({reason}; see `{bin} info`). fallback = \"local\": \
+         sandbox {} is created WITHOUT A CONTAINER; its commands run directly on this host",
+        engine.kind(),
+        plan.record.short_id()
+    ));
+    ctx.store.update(|s| {
+        let r = s
+            .get_mut(plan.record.id)
+            .context("the sandbox's record vanished from the state file while it started")?;
+        r.engine = EngineKind::Local;
+        r.isolation = Isolation::None;
+        Ok(())
+    })?;
+    Ok(Some(ctx.engine_of(EngineKind::Local)))
+}
+
+/// Step 5 when the start failed with `e`: removes whatever was created (by label, since a failed
+/// `run` prints no ID) and marks the record Failed, or drops it when nothing of ours was created
+/// (the name belongs to a container we do not manage, or the engine could not be reached), as if
+/// `up` never ran. Returns the error `up` fails with.
+async fn fail_pending(
+    ctx: &Ctx,
+    plan: &Plan,
+    engine: &AnyEngine,
+    e: anyhow::Error,
+) -> anyhow::Error {
+    let id = plan.record.id;
+    let _ = engine.remove_labelled(LABEL_ID, &id.to_string()).await;
+    let nothing_created = matches!(
+        e.downcast_ref::<Error>(),
+        Some(Error::NameInUse(_) | Error::EngineUnavailable { .. })
+    );
+    let reason = format!("{e:#}");
+    let _ = ctx.store.update(|s| {
+        if nothing_created {
+            s.sandboxes.retain(|r| r.id != id);
+        } else if let Some(r) = s.get_mut(id) {
+            r.set_state(Lifecycle::Failed, Some(reason.clone()));
+        }
+        Ok(())
+    });
+    if let Some(Error::EngineUnavailable { bin, reason }) = e.downcast_ref::<Error>() {
+        if ctx.cfg.fallback == Fallback::Fail && plan.parent.is_none() {
+            return Error::EngineUnavailable {
+                bin: bin.clone(),
+                reason: format!(
+                    "{reason}; or set fallback = \"local\" to run sandboxes without isolation meanwhile"
+                ),
+            }
+            .into();
+        }
+    }
+    e
+}
+
+/// Step 5 when the start succeeded: records the sandbox Running with its container, its lease
+/// running from now (the moment it is usable). Errors: the state file (the container is then
+/// removed).
+async fn record_running(
+    ctx: &Ctx,
+    plan: &Plan,
+    engine: &AnyEngine,
+    container_id: String,
+) -> Result<Record> {
+    let isolation = engine.kind().isolation();
+    let rec = ctx.store.update(|s| {
+        let r = s
+            .get_mut(plan.record.id)
+            .context("the sandbox's record vanished from the state file while it started")?;
+        r.container_id = (isolation == Isolation::Container).then(|| container_id.clone());
+        r.set_state(Lifecycle::Running, None);
+        // The lease runs from the moment the sandbox is usable.
+        r.start_lease(SystemTime::now())?;
+        Ok(r.clone())
+    });
+    if rec.is_err() {
+        let _ = engine.remove(&container_id).await;
+    }
+    rec
+}
+
+/// Step 6: runs the configured bootstrap command, if any, in the Running sandbox `rec` (its
+/// output to stderr: stdout carries the ID or the JSON record) and returns the record with the
+/// bootstrap's outcome. A failure only warns, unless `bootstrap_required`: then, as on an
+/// interrupting signal, the sandbox is removed ([`abort`]) and `up` fails.
+async fn run_bootstrap(ctx: &Ctx, mut rec: Record) -> Result<Record> {
+    let cfg = &ctx.cfg;
+    let Some(cmd) = cfg.bootstrap() else {
+        return Ok(rec);
+    };
+    let done = bootstrap::execute(ctx, &rec, cmd, Sink::Stderr).await;
+    if let Some(sig) = done.interrupted {
+        let why = format!("interrupted by {sig} during the bootstrap");
+        return Err(abort(ctx, &rec, why).await);
+    }
+    let failure = (!done.run.succeeded()).then(|| bootstrap_failure(&done.run, cfg));
+    rec.bootstrap = Some(done.run);
+    if let Some(why) = failure {
+        if cfg.bootstrap_required {
+            return Err(abort(
+                ctx,
+                &rec,
+                format!("{why}; the sandbox was removed (bootstrap_required); fix the command, or leave out --bootstrap-required to keep such a sandbox"),
+            )
+            .await);
+        }
+        ctx.reporter.warn(&format!(
+            "{why}; the sandbox is up without it (its record shows the bootstrap: `h9sandbox ls --format json`)"
+        ));
+    }
+    Ok(rec)
+}
+
+/// One line on why a recorded bootstrap failed.
+fn bootstrap_failure(run: &BootstrapRun, cfg: &Config) -> String {
+    if run.timed_out {
+        format!(
+            "bootstrap `{}` timed out after {}s (bootstrap_timeout_secs) and its process tree was killed",
+            run.cmd, cfg.bootstrap_timeout_secs
+        )
+    } else if let Some(e) = &run.error {
+        format!("bootstrap `{}` could not run: {e}", run.cmd)
+    } else {
+        format!(
+            "bootstrap `{}` exited with status {}",
+            run.cmd, run.exit_code
+        )
+    }
+}
+
+/// Removes a started sandbox's container and marks its record Failed with `reason`; returns the
+/// error `up` fails with.
+async fn abort(ctx: &Ctx, rec: &Record, reason: String) -> anyhow::Error {
+    let removed = ctx.engine_for(rec).remove(rec.container_ref()).await;
+    let _ = ctx.store.update(|s| {
+        if let Some(r) = s.get_mut(rec.id) {
+            r.set_state(Lifecycle::Failed, Some(reason.clone()));
+        }
+        Ok(())
+    });
+    match removed {
+        Ok(()) => anyhow::anyhow!(reason),
+        Err(e) => anyhow::anyhow!(
+            "{reason} (removing its container failed too: {e:#}; `h9sandbox down {}` retries)",
+            rec.short_id()
+        ),
+    }
+}
+
+/// What `up` warns about a local sandbox.
+pub fn local_warning(rec: &Record) -> String {
+    format!(
+        "sandbox {} is local (engine = \"local\", isolation: none): its commands run directly on this host as user {}, with no container, no resource limits and no network restrictions",
+        rec.short_id(),
+        rustix::process::geteuid().as_raw()
+    )
+}
+
+/// [`start_container`], given up on SIGINT, SIGTERM or SIGHUP.
+async fn start_interruptible(
+    ctx: &Ctx,
+    engine: &AnyEngine,
+    spec: &ContainerSpec,
+    mount: &MountCheck,
+) -> Result<String> {
+    tokio::select! {
+        r = start_container(ctx, engine, spec, mount) => r,
+        sig = interrupted() => Err(anyhow::anyhow!("interrupted by {sig}")),
+    }
+}
+
+/// Creates the container ([`create_container`]), waits until it runs ([`wait_running`]), and
+/// verifies its limits and mount ([`verify_limits`]). Returns the container ID.
+async fn start_container(
+    ctx: &Ctx,
+    engine: &AnyEngine,
+    spec: &ContainerSpec,
+    mount: &MountCheck,
+) -> Result<String> {
+    let container_id = create_container(ctx, engine, spec).await?;
+    ctx.reporter.step("waiting for the container to run");
+    let status = wait_running(
+        engine,
+        &container_id,
+        Duration::from_secs(ctx.cfg.start_timeout_secs),
+    )
+    .await?;
+    verify_limits(engine, spec, mount, &container_id, &status).await?;
+    Ok(container_id)
+}
+
+/// Creates and starts the container, pulling the image once if it is missing (bounded by
+/// `pull_timeout_secs`). Returns the container ID.
+async fn create_container(ctx: &Ctx, engine: &AnyEngine, spec: &ContainerSpec) -> Result<String> {
+    ctx.reporter.step("creating container");
+    match engine.create(spec).await {
+        Err(e)
+            if matches!(
+                e.downcast_ref::<Error>(),
+                Some(Error::ImageUnavailable { .. })
+            ) =>
+        {
+            ctx.reporter.step(&format!("pulling {}", spec.image));
+            engine
+                .pull(&spec.image, Duration::from_secs(ctx.cfg.pull_timeout_secs))
+                .await?;
+            ctx.reporter.step("creating container");
+            engine.create(spec).await
+        }
+        r => r,
+    }
+}
+
+/// Checks that the engine applied every resource limit of `spec` to the running container
+/// (`status`), and that it mounted the checked work dir. Nothing to check for a local sandbox.
+async fn verify_limits(
+    engine: &AnyEngine,
+    spec: &ContainerSpec,
+    mount: &MountCheck,
+    container_id: &str,
+    status: &ContainerStatus,
+) -> Result<()> {
+    if engine.kind().isolation() != Isolation::Container {
+        return Ok(());
+    }
+    let applied = status.applied.ok_or_else(|| {
+        anyhow::anyhow!("the engine did not report the container's resource limits; refusing to run a sandbox whose limits cannot be checked")
+    })?;
+    applied.check(&spec.limits).map_err(anyhow::Error::msg)?;
+    mount.verify(engine, container_id, status.pid).await
+}
+
+/// Polls the container's `State.Running` right away, then with back-off (10 ms doubling to
+/// 200 ms), until it runs or `timeout` passes. Returns the running container's status.
+async fn wait_running(
+    engine: &AnyEngine,
+    container: &str,
+    timeout: Duration,
+) -> Result<ContainerStatus> {
+    let deadline = Instant::now() + timeout;
+    let mut delay = Duration::from_millis(10);
+    loop {
+        match engine.inspect(container).await? {
+            Some(s) if s.running => return Ok(s),
+            Some(s) if s.status == "exited" || s.status == "dead" => {
+                let mut why = format!(
+                    "the container exited with status {} right after it started",
+                    s.exit_code
+                );
+                if s.oom_killed {
+                    why.push_str(" (killed for lack of memory: raise --memory)");
+                }
+                if !s.error.is_empty() {
+                    why.push_str(&format!(": {}", s.error));
+                }
+                anyhow::bail!(why);
+            }
+            None => anyhow::bail!("the container disappeared while it started"),
+            Some(_) => {}
+        }
+        if Instant::now() >= deadline {
+            anyhow::bail!(
+                "the container did not reach Running within {}s (start_timeout_secs)",
+                timeout.as_secs()
+            );
+        }
+        tokio::time::sleep(delay.min(deadline.saturating_duration_since(Instant::now()))).await;
+        delay = (delay * 2).min(Duration::from_millis(200));
+    }
+}
+
+/// `image` with the `:latest` tag an image reference without tag or digest means.
+fn with_tag(image: &str) -> String {
+    let last = image.rsplit('/').next().unwrap_or(image);
+    if last.contains(':') || last.contains('@') {
+        image.to_string()
+    } else {
+        format!("{image}:latest")
+    }
+}
+
+/// Checks a container name against the engine's rule `[a-zA-Z0-9][a-zA-Z0-9_.-]+`, refusing names
+/// that could be mistaken for an ID prefix (only hex digits and dashes).
+pub fn validate_name(name: &str) -> Result<(), Error> {
+    if !name.is_empty() && name.chars().all(|c| c.is_ascii_hexdigit() || c == '-') {
+        return Err(Error::Invalid(format!(
+            "invalid --name '{name}': names made only of hex digits and dashes look like sandbox IDs; add another letter"
+        )));
+    }
+    let mut chars = name.chars();
+    let ok = name.len() >= 2
+        && chars.next().is_some_and(|c| c.is_ascii_alphanumeric())
+        && chars.all(|c| c.is_ascii_alphanumeric() || "_.-".contains(c));
+    if ok {
+        Ok(())
+    } else {
+        Err(Error::Invalid(format!(
+            "invalid --name '{name}': use 2 or more of letters, digits, '_', '.', '-', starting with a letter or digit"
+        )))
+    }
+}
+
+/// Parses `K=V` labels; the `h9sandbox` namespace is reserved.
+pub fn parse_labels(raw: &[String]) -> Result<BTreeMap<String, String>, Error> {
+    let mut out = BTreeMap::new();
+    for l in raw {
+        let Some((k, v)) = l.split_once('=') else {
+            return Err(Error::Invalid(format!(
+                "invalid --label '{l}': expected K=V"
+            )));
+        };
+        if k.is_empty() {
+            return Err(Error::Invalid(format!(
+                "invalid --label '{l}': the key is empty"
+            )));
+        }
+        if k == LABEL_MANAGED || k.starts_with("h9sandbox.") {
+            return Err(Error::Invalid(format!(
+                "invalid --label '{l}': keys `h9sandbox` and `h9sandbox.*` are reserved"
+            )));
+        }
+        out.insert(k.to_string(), v.to_string());
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_follow_the_engine_rule() {
+        assert!(validate_name("ci-job_4.2").is_ok());
+        for bad in [
+            "",
+            "a",
+            "-x",
+            "a b",
+            "a/b",
+            "é1",
+            "cafe",
+            "05f7096d-da1b",
+            "deadbeef",
+        ] {
+            assert!(validate_name(bad).is_err(), "{bad}");
+        }
+    }
+
+    /// A context on the local engine (no container engine needed), with its own state
+    /// directory, and a work dir; both in the returned temporary directory.
+    fn local_ctx() -> (tempfile::TempDir, Ctx, PathBuf) {
+        let dir = tempfile::tempdir().unwrap();
+        let config = dir.path().join("config.toml");
+        let state = dir.path().join("state");
+        std::fs::write(
+            &config,
+            format!(
+                "engine = \"local\"\nreap_on_up = false\nstate_dir = {:?}\n",
+                state.to_str().unwrap()
+            ),
+        )
+        .unwrap();
+        let layers = crate::config::Layers::load_with_env(Some(&config), |_| None).unwrap();
+        let ctx =
+            Ctx::from_layers(&layers, &[], std::sync::Arc::new(crate::report::Silent)).unwrap();
+        let work = dir.path().join("work");
+        std::fs::create_dir(&work).unwrap();
+        let work = work.canonicalize().unwrap();
+        (dir, ctx, work)
+    }
+
+    #[tokio::test]
+    async fn the_steps_plan_record_and_fail_a_pending_sandbox() {
+        let (_dir, ctx, work) = local_ctx();
+        let req = UpRequest {
+            workdir: Some(work.clone()),
+            name: Some("job-1".into()),
+            labels: vec!["k=v".into()],
+            ..Default::default()
+        };
+        let plan = resolve_spec(&ctx, &req).await.unwrap();
+        let r = &plan.record;
+        assert_eq!(
+            (r.state, r.engine, &r.name),
+            (Lifecycle::Pending, EngineKind::Local, &"job-1".to_string())
+        );
+        assert_eq!((&r.workdir, &plan.spec.workdir), (&work, &work));
+        assert_eq!(plan.spec.labels[LABEL_ID], r.id.to_string());
+        assert_eq!(plan.spec.labels[LABEL_MANAGED], "1");
+        assert_eq!(plan.spec.labels["k"], "v");
+        assert_eq!(r.limits, configured_limits(&ctx.cfg));
+        record_pending(&ctx, &plan).unwrap();
+        // The name is taken now: a second sandbox of that name is refused before it is recorded.
+        let again = resolve_spec(&ctx, &req).await.unwrap();
+        let e = record_pending(&ctx, &again).unwrap_err();
+        assert!(matches!(e.downcast_ref(), Some(Error::NameInUse(_))), "{e}");
+        // A failed start leaves the record Failed, with the reason.
+        let e = fail_pending(&ctx, &plan, &plan.engine, anyhow::anyhow!("boom")).await;
+        assert_eq!(e.to_string(), "boom");
+        let state = ctx.store.load().unwrap();
+        let rec = state.get(plan.record.id).unwrap();
+        assert_eq!(
+            (rec.state, rec.error.as_deref()),
+            (Lifecycle::Failed, Some("boom"))
+        );
+        assert_eq!(state.sandboxes.len(), 1);
+    }
+
+    #[tokio::test]
+    async fn a_local_sandbox_is_created_running() {
+        let (_dir, ctx, work) = local_ctx();
+        let req = UpRequest {
+            workdir: Some(work.clone()),
+            ttl: Some("1h".into()),
+            ..Default::default()
+        };
+        let rec = create(&ctx, &req).await.unwrap();
+        assert_eq!(
+            (rec.state, rec.isolation),
+            (Lifecycle::Running, Isolation::None)
+        );
+        assert_eq!(
+            (rec.container_id.as_deref(), rec.ttl_secs),
+            (None, Some(3600))
+        );
+        assert!(rec.name.starts_with("h9sandbox-") && rec.expires_at.is_some());
+        assert_eq!(ctx.store.load().unwrap().sandboxes, vec![rec]);
+        // A work dir that does not exist is refused before anything is recorded.
+        let bad = UpRequest {
+            workdir: Some(work.join("missing")),
+            ..Default::default()
+        };
+        assert!(create(&ctx, &bad).await.is_err());
+        assert_eq!(ctx.store.load().unwrap().sandboxes.len(), 1);
+    }
+
+    #[test]
+    fn labels_parse_and_reserve_our_namespace() {
+        let l = parse_labels(&["a=1".into(), "b=x=y".into(), "c=".into()]).unwrap();
+        assert_eq!(l["b"], "x=y");
+        assert_eq!(l["c"], "");
+        for bad in ["novalue", "=v", "h9sandbox=2", "h9sandbox.id=x"] {
+            assert!(parse_labels(&[bad.into()]).is_err(), "{bad}");
+        }
+    }
+}

@@ -1,0 +1,134 @@
+//! The sandbox core: what every front end does with sandboxes, as functions over a context
+//! ([`Ctx`]): create ([`create`]), run commands ([`exec`], [`bootstrap`]), read and write files
+//! ([`files`]), list ([`list`]), remove ([`down`], [`reap`]) and renew leases ([`renew`]).
+//!
+//! The core returns typed results and errors and prints nothing: warnings, notes, the steps of
+//! slow operations and `-v` command lines go to the [`Reporter`] the front end supplies. A
+//! command's own output reaches our stdout or stderr only when the caller asks for it
+//! ([`exec::Sink`]). It never touches clap types or output formats; the front ends (`cli`,
+//! `mcp`) sit on top of it, and it sits on the engine, the state file, the configuration and the
+//! file access below.
+
+pub mod bootstrap;
+pub mod create;
+pub mod down;
+pub mod exec;
+pub mod files;
+pub mod list;
+pub mod reap;
+pub mod renew;
+pub mod subsandbox;
+pub mod workdir;
+
+use std::sync::Arc;
+
+use anyhow::Result;
+
+use crate::config::{Config, Layers, Origin};
+use crate::engine::{AnyEngine, Environment};
+use crate::files::WorkDir;
+use crate::report::Reporter;
+use crate::state::{Record, Store};
+use crate::types::EngineKind;
+
+/// What every operation works with: the configuration, the state store, the engine, and where
+/// to report.
+pub struct Ctx {
+    /// Effective configuration.
+    pub cfg: Config,
+    /// The state file of `cfg.state_dir`.
+    pub store: Store,
+    /// The configured engine (config `engine`), which `up` creates sandboxes with. Operations on
+    /// an existing sandbox use [`Ctx::engine_for`] its record instead.
+    pub engine: AnyEngine,
+    /// Where warnings, notes, steps and `-v` command lines go.
+    pub reporter: Arc<dyn Reporter>,
+}
+
+impl Ctx {
+    /// The context of `layers` with `flags` on top (key, value, flag name, e.g.
+    /// `("cpus", Some("2"), "--cpus")`), reporting to `reporter`. Front ends that create several
+    /// contexts from one configuration (the MCP server: one per `sandbox_up` with its own
+    /// limits) load the layers once. Errors: a bad value ([`crate::error::Error::Config`]
+    /// naming its origin), a state directory that cannot be created.
+    pub fn from_layers(
+        layers: &Layers,
+        flags: &[(&str, Option<String>, &str)],
+        reporter: Arc<dyn Reporter>,
+    ) -> Result<Ctx> {
+        let mut layers = layers.clone();
+        for (key, value, flag) in flags {
+            if let Some(v) = value {
+                layers.set_str(key, v, Origin::Flag((*flag).to_string()))?;
+            }
+        }
+        let cfg = layers.resolve()?;
+        let store = Store::open(&cfg.state_dir()?)?;
+        let engine = AnyEngine::for_kind(cfg.engine, &cfg, store.dir(), &reporter);
+        Ok(Ctx {
+            cfg,
+            store,
+            engine,
+            reporter,
+        })
+    }
+
+    /// Whether `-v` was given (the reporter wants details).
+    pub fn verbose(&self) -> bool {
+        self.reporter.verbose()
+    }
+
+    /// The engine `kind`: the configured one, or another as [`AnyEngine::for_kind`] builds it.
+    pub fn engine_of(&self, kind: EngineKind) -> AnyEngine {
+        if kind == self.engine.kind() {
+            self.engine.clone()
+        } else {
+            AnyEngine::for_kind(kind, &self.cfg, self.store.dir(), &self.reporter)
+        }
+    }
+
+    /// The engine that runs the sandbox `rec` (the one it was created with), so that a local
+    /// sandbox is never sent to a container engine, nor a container to another engine.
+    pub fn engine_for(&self, rec: &Record) -> AnyEngine {
+        self.engine_of(rec.engine)
+    }
+
+    /// The value of the state-directory label of this store's containers.
+    pub fn state_label(&self) -> String {
+        self.store.dir().to_string_lossy().into_owned()
+    }
+}
+
+/// The record of sandbox `query` (ID, prefix or name) and a handle on its work dir, for the file
+/// operations. The container need not run: they work on the host side of the bind mount.
+pub fn workdir_of(ctx: &Ctx, query: &str) -> Result<(Record, WorkDir)> {
+    let state = ctx.store.load()?;
+    let rec = state.resolve(query)?.clone();
+    let wd = WorkDir::open(&rec.workdir)?;
+    Ok((rec, wd))
+}
+
+/// Catches `SIGXFSZ` while the returned handle lives. Past `RLIMIT_FSIZE` (`ulimit -f`) the
+/// kernel sends it, and its default action would kill us with a temporary file left behind;
+/// caught, the write fails with `EFBIG` instead and is cleaned up (see `setrlimit(2)`).
+pub fn catch_file_size_signal() -> Option<tokio::signal::unix::Signal> {
+    use tokio::signal::unix::{signal, SignalKind};
+    signal(SignalKind::from_raw(rustix::process::Signal::XFSZ.as_raw())).ok()
+}
+
+/// Resolves when SIGINT, SIGTERM or SIGHUP arrives; yields the signal's name.
+pub async fn interrupted() -> &'static str {
+    use tokio::signal::unix::{signal, SignalKind};
+    let (Ok(mut int), Ok(mut term), Ok(mut hup)) = (
+        signal(SignalKind::interrupt()),
+        signal(SignalKind::terminate()),
+        signal(SignalKind::hangup()),
+    ) else {
+        return std::future::pending().await;
+    };
+    tokio::select! {
+        _ = int.recv() => "SIGINT",
+        _ = term.recv() => "SIGTERM",
+        _ = hup.recv() => "SIGHUP",
+    }
+}

@@ -1,0 +1,296 @@
+//! Reaping (`reap`): remove what was abandoned in this state directory (orphan containers,
+//! records without containers, sandboxes whose owner died or whose lease ran out, Pending and
+//! Stopping records whose process died), and say what was removed and why.
+//!
+//! [`sweep`] is also what `up` runs at start (`reap_on_up`). The judgement is
+//! [`crate::lease::judge`]; this module carries it out:
+//! 1. read the state, list this state directory's containers (one `docker ps -a`), read again;
+//! 2. under the state lock, re-check every verdict against the record as it is now
+//!    ([`crate::lease::still_holds`]): drop the records that need no engine call, mark the others
+//!    Stopping with this process as their stopper (so no one renews or reaps them meanwhile);
+//! 3. without the lock, remove the containers (`docker rm -f`, concurrently);
+//! 4. under the lock, drop each removed sandbox's record if it is still Stopping by us.
+//!
+//! Each engine in use (the configured one, and any other a record names) is listed and judged on
+//! its own; an engine other than the configured one that cannot be reached is skipped with a
+//! warning, so its sandboxes are never judged "gone" merely because it is down. Local sandboxes
+//! (no container) are judged by their lease alone, and removing one ends its processes.
+//!
+//! If this process dies between 2 and 4, the next `reap` finishes the job (its stopper is dead).
+//! It also removes temporary state files that writers killed mid-write left behind.
+
+use std::collections::BTreeSet;
+use std::time::SystemTime;
+
+use anyhow::Result;
+
+use super::Ctx;
+use crate::engine::{ContainerSummary, Environment, LABEL_MANAGED, LABEL_STATE_DIR};
+use crate::error::Error;
+use crate::lease::{judge, lease_reason, sandbox_uuid, still_holds, Action, Reason, Verdict};
+use crate::state::{Lifecycle, ProcessRef, State};
+use crate::types::{EngineKind, Isolation};
+
+/// The outcome of one sweep.
+#[derive(Debug, Default)]
+pub struct Sweep {
+    /// What was removed (or, in a dry run, would be).
+    pub reaped: Vec<Verdict>,
+    /// What could not be removed, with the engine's error.
+    pub failed: Vec<(Verdict, anyhow::Error)>,
+}
+
+/// The containers of this state directory, as each container engine in use lists them.
+type Listings = Vec<(EngineKind, Vec<ContainerSummary>)>;
+
+/// Finds what is abandoned in this state directory and, unless `dry_run`, removes it.
+/// Errors: the state file cannot be read or written, the engine cannot list containers.
+/// Failures to remove single containers are returned in [`Sweep::failed`].
+pub async fn sweep(ctx: &Ctx, dry_run: bool) -> Result<Sweep> {
+    let before = ctx.store.load()?;
+    let listings = list_containers(ctx, &before).await?;
+    let after = ctx.store.load()?;
+    let verdicts = judge_all(&before, &listings, &after, SystemTime::now());
+    if !dry_run {
+        // A writer killed mid-write leaves its temporary file; it is garbage too.
+        ctx.store.remove_stale_temp_files()?;
+    }
+    if dry_run || verdicts.is_empty() {
+        return Ok(Sweep {
+            reaped: verdicts,
+            failed: vec![],
+        });
+    }
+    let me = ProcessRef::current();
+    let (dropped, claimed) = claim(ctx, verdicts, me)?;
+    remove_claimed(ctx, &listings, dropped, claimed, me).await
+}
+
+/// Whether the process `p` still runs (the liveness oracle of the judgement).
+fn alive(p: &ProcessRef) -> bool {
+    p.is_alive()
+}
+
+/// Step 1: lists the containers of this state directory on every container engine in use: the
+/// configured one, and every one a record of `before` names. Another engine than the configured
+/// one being unreachable is only warned about: its sandboxes are simply not judged this time.
+async fn list_containers(ctx: &Ctx, before: &State) -> Result<Listings> {
+    let label = ctx.state_label();
+    let mut kinds: BTreeSet<EngineKind> = before
+        .sandboxes
+        .iter()
+        .filter(|r| r.isolation == Isolation::Container)
+        .map(|r| r.engine)
+        .collect();
+    if ctx.engine.kind().isolation() == Isolation::Container {
+        kinds.insert(ctx.engine.kind());
+    }
+    let mut listings = Vec::new();
+    for kind in kinds {
+        match ctx
+            .engine_of(kind)
+            .list(&[(LABEL_MANAGED, "1"), (LABEL_STATE_DIR, &label)])
+            .await
+        {
+            Ok(c) => listings.push((kind, c)),
+            Err(e)
+                if kind != ctx.engine.kind()
+                    && matches!(e.downcast_ref(), Some(Error::EngineUnavailable { .. })) =>
+            {
+                ctx.reporter
+                    .warn(&format!("reap skips the {kind} sandboxes: {e:#}"));
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(listings)
+}
+
+/// The verdicts on the state read `before` and `after` the `listings`, at `now`: each
+/// container engine's sandboxes judged against its own listing ([`judge`]), local sandboxes by
+/// their lease, and the sub-sandboxes of everything reaped (or already gone).
+fn judge_all(before: &State, listings: &Listings, after: &State, now: SystemTime) -> Vec<Verdict> {
+    let of_kind = |s: &State, kind: EngineKind| State {
+        version: s.version,
+        sandboxes: s
+            .sandboxes
+            .iter()
+            .filter(|r| r.isolation == Isolation::Container && r.engine == kind)
+            .cloned()
+            .collect(),
+    };
+    let mut verdicts = Vec::new();
+    for (kind, containers) in listings {
+        verdicts.extend(judge(
+            &of_kind(before, *kind),
+            containers,
+            &of_kind(after, *kind),
+            alive,
+            now,
+        ));
+    }
+    verdicts.extend(local_verdicts(after, now));
+    // Sub-sandboxes go with their parent: those of a sandbox reaped now, and those whose parent
+    // is gone already (a parent removed by an older version, or by hand).
+    loop {
+        let more = orphaned_children(after, &verdicts);
+        if more.is_empty() {
+            break;
+        }
+        verdicts.extend(more);
+    }
+    verdicts
+}
+
+/// Local sandboxes have no container to lose: only their lease can end them.
+fn local_verdicts(after: &State, now: SystemTime) -> Vec<Verdict> {
+    after
+        .sandboxes
+        .iter()
+        .filter(|r| r.isolation == Isolation::None)
+        .filter(|r| !(r.state == Lifecycle::Stopping && r.stopper.is_some_and(|p| alive(&p))))
+        .filter_map(|r| {
+            let (reason, detail) = lease_reason(r, &alive, now)?;
+            Some(Verdict {
+                id: Some(r.id.to_string()),
+                name: r.name.clone(),
+                container: None,
+                action: Action::Remove,
+                reason,
+                detail,
+                record: Some(r.clone()),
+            })
+        })
+        .collect()
+}
+
+/// The sandboxes of `after` not yet in `verdicts` whose parent is reaped (is in `verdicts`) or
+/// gone (has no record); never one whose `up` or `down` is still at work.
+fn orphaned_children(after: &State, verdicts: &[Verdict]) -> Vec<Verdict> {
+    let going: BTreeSet<String> = verdicts.iter().filter_map(|v| v.id.clone()).collect();
+    let known: BTreeSet<String> = after.sandboxes.iter().map(|r| r.id.to_string()).collect();
+    after
+        .sandboxes
+        .iter()
+        .filter(|r| !going.contains(&r.id.to_string()))
+        .filter(|r| r.state != Lifecycle::Pending || !alive(&r.creator))
+        .filter(|r| !(r.state == Lifecycle::Stopping && r.stopper.is_some_and(|p| alive(&p))))
+        .filter_map(|r| {
+            let p = r.parent?.to_string();
+            let why = if going.contains(&p) {
+                format!("its parent {} is reaped with it", &p[..8])
+            } else if !known.contains(&p) {
+                format!("its parent {} is gone", &p[..8])
+            } else {
+                return None;
+            };
+            Some(Verdict {
+                id: Some(r.id.to_string()),
+                name: r.name.clone(),
+                container: r.container_id.clone(),
+                action: Action::Remove,
+                reason: Reason::ParentGone,
+                detail: why,
+                record: Some(r.clone()),
+            })
+        })
+        .collect()
+}
+
+/// Step 2, under the state lock: keeps only the verdicts that still hold now ([`still_holds`]),
+/// drops the records that need no engine call, and marks the sandboxes to remove Stopping with
+/// `me` as their stopper. Returns (the records dropped, the verdicts claimed for removal).
+fn claim(
+    ctx: &Ctx,
+    verdicts: Vec<Verdict>,
+    me: ProcessRef,
+) -> Result<(Vec<Verdict>, Vec<Verdict>)> {
+    ctx.store.update(|s| {
+        let now = SystemTime::now();
+        let mut dropped = Vec::new();
+        let mut claimed = Vec::new();
+        for v in verdicts {
+            let id = v.record.as_ref().map(|r| r.id).or_else(|| sandbox_uuid(&v));
+            let idx = id.and_then(|id| s.sandboxes.iter().position(|r| r.id == id));
+            if !still_holds(&v, idx.map(|i| &s.sandboxes[i]), alive, now) {
+                continue;
+            }
+            match (v.action, idx) {
+                (Action::DropRecord, Some(i)) => {
+                    s.sandboxes.remove(i);
+                    dropped.push(v);
+                }
+                (Action::Remove, Some(i)) => {
+                    let r = &mut s.sandboxes[i];
+                    r.set_state(Lifecycle::Stopping, None);
+                    r.stopper = Some(me);
+                    claimed.push(v);
+                }
+                (Action::RemoveContainer, None) => claimed.push(v),
+                _ => {}
+            }
+        }
+        Ok((dropped, claimed))
+    })
+}
+
+/// Steps 3 and 4: removes what was `claimed` (the engine calls, concurrently, without the lock),
+/// then drops each removed sandbox's record if it is still Stopping by `me`. Returns the sweep:
+/// `dropped` and what was removed, and what could not be.
+async fn remove_claimed(
+    ctx: &Ctx,
+    listings: &Listings,
+    dropped: Vec<Verdict>,
+    claimed: Vec<Verdict>,
+    me: ProcessRef,
+) -> Result<Sweep> {
+    let results =
+        futures_util::future::join_all(claimed.iter().map(|v| remove_one(ctx, listings, v))).await;
+    let mut sweep = Sweep {
+        reaped: dropped,
+        failed: vec![],
+    };
+    let mut removed = Vec::new();
+    for (v, r) in claimed.into_iter().zip(results) {
+        match r {
+            Ok(()) => {
+                if let Some(rec) = &v.record {
+                    removed.push(rec.id);
+                }
+                sweep.reaped.push(v);
+            }
+            Err(e) => sweep.failed.push((v, e)),
+        }
+    }
+    if !removed.is_empty() {
+        // Compare-and-delete: only records still Stopping by us.
+        ctx.store.update(|s| {
+            s.sandboxes.retain(|r| {
+                !(removed.contains(&r.id)
+                    && r.state == Lifecycle::Stopping
+                    && r.stopper == Some(me))
+            });
+            Ok(())
+        })?;
+    }
+    Ok(sweep)
+}
+
+/// The engine's part of one removal: the container of a record, by the record's engine; an
+/// orphan container, by the engine that listed it; a local sandbox's leftover processes.
+async fn remove_one(ctx: &Ctx, listings: &Listings, v: &Verdict) -> Result<()> {
+    match (&v.container, &v.record) {
+        (Some(c), Some(r)) => ctx.engine_for(r).remove(c).await,
+        (Some(c), None) => {
+            let kind = listings
+                .iter()
+                .find(|(_, cs)| cs.iter().any(|x| &x.id == c))
+                .map_or(ctx.engine.kind(), |(k, _)| *k);
+            ctx.engine_of(kind).remove(c).await
+        }
+        (None, Some(r)) if r.isolation == Isolation::None => {
+            ctx.engine_for(r).remove(r.container_ref()).await
+        }
+        (None, _) => Ok(()),
+    }
+}
