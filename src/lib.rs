@@ -10,10 +10,13 @@
 //!   [`state`] (the locked state file), [`config`] (layered configuration), [`files`] (reading
 //!   and writing inside a work dir, safe against planted symlinks), [`lease`] (owner processes,
 //!   TTLs and the reaper's judgement);
+//! - the in-container side: [`agent`] (PID 1, the exec agent, the set-ID filter; also the
+//!   protocol's host end, which the core uses), importing nothing else of the crate;
 //! - leaves: [`types`] (plain shared types), [`error`] (typed errors and exit codes) and
 //!   [`report`] (the [`report::Reporter`] trait through which lower layers tell the front end
 //!   what happens).
 
+pub mod agent;
 pub mod cli;
 pub mod config;
 pub mod engine;
@@ -28,5 +31,10 @@ pub mod types;
 
 /// Parses the command line, runs the subcommand and returns the process exit status.
 pub fn run() -> i32 {
+    let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    // Inside a sandbox container, the same binary is PID 1 and the exec wrapper.
+    if let Some(code) = agent::main(&args) {
+        return code;
+    }
     cli::run()
 }

@@ -1,0 +1,115 @@
+//! PID 1 of every sandbox container (`h9sandbox agent init`), in place of `--init` + `sleep`.
+//!
+//! It runs as the container's root, before anything else: makes the sandbox user known
+//! ([`super::user::prepare`]), installs the set-ID filter ([`super::seccomp`]) on itself, so that
+//! every process of the container inherits it, then waits: it reaps every zombie reparented to
+//! it (what `tini` does for `--init`), and exits at once on SIGTERM, SIGINT or SIGHUP, which ends
+//! the container (the kernel kills every other process of the PID namespace with its init), so
+//! `docker stop` returns without waiting out its grace period. Signals without a handler are
+//! ignored by a namespace's init, so nothing inside can kill it.
+
+use std::io::Write;
+
+use super::{seccomp, server, user};
+
+/// Options of `h9sandbox agent init`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct InitArgs {
+    /// The user commands run as, `UID:GID`.
+    #[arg(long, value_name = "UID:GID")]
+    pub user: String,
+    /// Login name for that user when the image has none for its UID.
+    #[arg(long, value_name = "NAME")]
+    pub user_name: Option<String>,
+}
+
+/// Prints `msg` to stderr (the container's log, `docker logs`) as `h9sandbox-init: msg`.
+fn log(msg: &str) {
+    let _ = writeln!(std::io::stderr(), "h9sandbox-init: {msg}");
+}
+
+/// Runs PID 1; returns only on failure to start (the exit status), or with 0 on a stop signal.
+pub fn run(args: &InitArgs) -> i32 {
+    if rustix::process::getpid().as_raw_nonzero().get() != 1 {
+        log("refusing to run: `agent init` is the PID 1 of a sandbox container, not a command");
+        return 2;
+    }
+    let Some((uid, gid)) = parse_ids(&args.user) else {
+        log(&format!("--user {}: expected UID:GID", args.user));
+        return 2;
+    };
+    if let Err(e) = user::prepare(uid, gid, args.user_name.as_deref()) {
+        log(&format!(
+            "cannot make user {uid}:{gid} known in /etc/passwd: {e}"
+        ));
+    }
+    // Before any thread exists, so that every later thread and child inherits it.
+    match seccomp::programs()
+        .map_err(|e| e.to_string())
+        .and_then(|p| seccomp::install_all_threads(&p).map_err(|e| e.to_string()))
+    {
+        Ok(()) => {}
+        Err(e) => {
+            log(&format!(
+                "cannot install the set-ID filter: {e}; refusing to run the sandbox"
+            ));
+            return 1;
+        }
+    }
+    // The token is read (and its file deleted) before any other process exists in the container.
+    let run_dir = std::path::PathBuf::from(server::RUN_DIR);
+    let token = server::take_token(&run_dir);
+    let rt = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            log(&format!("cannot start: {e}"));
+            return 1;
+        }
+    };
+    rt.block_on(serve(run_dir, token))
+}
+
+async fn serve(run_dir: std::path::PathBuf, token: Option<String>) -> i32 {
+    use tokio::signal::unix::{signal, SignalKind};
+    let (Ok(mut term), Ok(mut int), Ok(mut hup), Ok(mut chld)) = (
+        signal(SignalKind::terminate()),
+        signal(SignalKind::interrupt()),
+        signal(SignalKind::hangup()),
+        signal(SignalKind::child()),
+    ) else {
+        log("cannot install signal handlers");
+        return 1;
+    };
+    // Without a token (an engine whose bind mounts cannot carry a socket, or a token file that
+    // did not arrive), commands come through the engine's exec only.
+    if let Some(token) = token {
+        tokio::spawn(async move {
+            if let Err(e) = server::serve(run_dir, token).await {
+                log(&format!("the exec agent cannot serve: {e}"));
+            }
+        });
+    }
+    loop {
+        tokio::select! {
+            _ = term.recv() => return 0,
+            _ = int.recv() => return 0,
+            _ = hup.recv() => return 0,
+            _ = chld.recv() => reap_all(),
+        }
+    }
+}
+
+/// Reaps every child that has exited (orphans reparented to PID 1 included).
+fn reap_all() {
+    use rustix::process::{waitpid, WaitOptions};
+    while let Ok(Some(_)) = waitpid(None, WaitOptions::NOHANG) {}
+}
+
+/// Parses `UID:GID`.
+pub fn parse_ids(s: &str) -> Option<(u32, u32)> {
+    let (u, g) = s.split_once(':')?;
+    Some((u.parse().ok()?, g.parse().ok()?))
+}

@@ -1,0 +1,68 @@
+//! The in-container side of h9sandbox: the same binary, built static (see `.cargo/config.toml`),
+//! bind-mounted read-only into every sandbox container at [`BIN`], where it runs as PID 1
+//! ([`init`]) and wraps every command an engine's exec starts ([`wrap`]), in any image (glibc,
+//! musl, busybox, `FROM scratch`). Nothing here reads host state; it imports no other module of
+//! the crate, so the host side can depend on it and never the reverse.
+//!
+//! Entry: `h9sandbox agent init …` and `h9sandbox agent exec …`, dispatched by [`main`] before the
+//! host command line is parsed (they are no user commands, and `init` refuses to run unless it is
+//! PID 1).
+
+pub mod client;
+pub mod init;
+pub mod proto;
+pub mod seccomp;
+pub mod server;
+pub mod supervise;
+pub mod user;
+pub mod wrap;
+
+/// Where the static h9sandbox binary is bind-mounted (read-only) in every container.
+pub const BIN: &str = "/.h9sandbox/h9sandbox";
+
+/// The first argument that selects the in-container entry points.
+pub const ARG: &str = "agent";
+
+/// `h9sandbox agent …`.
+#[derive(Debug, clap::Parser)]
+#[command(
+    name = "h9sandbox agent",
+    about = "h9sandbox's in-container side (not a user command)"
+)]
+struct AgentCli {
+    #[command(subcommand)]
+    command: AgentCommand,
+}
+
+#[derive(Debug, clap::Subcommand)]
+enum AgentCommand {
+    /// PID 1 of a sandbox container
+    Init(init::InitArgs),
+    /// Run a command under the set-ID filter (the engine's exec calls this)
+    Exec(wrap::ExecArgs),
+    /// Supervise one command of the exec agent (the agent starts this)
+    Supervise,
+    /// Kill a supervised tree's processes of one user (the supervisor starts this)
+    Signal(supervise::SignalArgs),
+}
+
+/// Runs `h9sandbox agent …` when `args` (the whole argv) asks for it; `None` otherwise.
+pub fn main(args: &[std::ffi::OsString]) -> Option<i32> {
+    if args.get(1).map(|a| a.as_os_str()) != Some(std::ffi::OsStr::new(ARG)) {
+        return None;
+    }
+    use clap::Parser;
+    let cli = match AgentCli::try_parse_from(&args[1..]) {
+        Ok(c) => c,
+        Err(e) => {
+            let _ = e.print();
+            return Some(if e.use_stderr() { 125 } else { 0 });
+        }
+    };
+    Some(match &cli.command {
+        AgentCommand::Init(a) => init::run(a),
+        AgentCommand::Exec(a) => wrap::run(a),
+        AgentCommand::Supervise => supervise::run(),
+        AgentCommand::Signal(a) => supervise::signal(a),
+    })
+}

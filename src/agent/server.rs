@@ -1,0 +1,706 @@
+//! The exec agent: PID 1 serves exec requests on a unix socket in the per-sandbox run directory
+//! the host bind-mounts at [`RUN_DIR`], so that a command costs a connection and a `fork`, not a
+//! `docker exec` (the engine's own path: tens of milliseconds).
+//!
+//! Trust: the run directory is writable from inside the sandbox, and any process there may
+//! connect. The agent serves only a peer that presents the sandbox's token in its first message
+//! ([`super::proto::Request::Hello`]); the token reaches it through a file the host writes before
+//! the container starts ([`TOKEN_FILE`]), which the agent reads and deletes before any other
+//! process exists in the container. Everything a request says is checked
+//! ([`super::proto::Start::check`]) and every frame is bounded ([`super::proto::MAX_FRAME`]).
+//!
+//! Each command runs under its own supervisor ([`super::supervise`]): a subreaper that keeps the
+//! whole process tree findable. The timeout is enforced here, inside the sandbox, so it holds when
+//! the caller dies; and when the caller's connection closes while the command runs, its tree is
+//! killed (unless it was detached). The reply [`super::proto::Reply::Exited`] goes out as soon as
+//! the command's own process has exited, with the output already in its pipes; what background
+//! processes write later is read and dropped, so they never die of SIGPIPE.
+
+use std::collections::HashMap;
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use futures_util::{SinkExt, StreamExt};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::unix::pipe;
+use tokio::net::{UnixListener, UnixStream};
+use tokio::sync::mpsc;
+use tokio_util::codec::Framed;
+
+use super::proto::{self, Codec, Detached, Exit, LogsRequest, Reply, Request, Start};
+use super::supervise::{Control, Event, Spec, CONTROL_FD};
+use super::user;
+
+/// Where the host's per-sandbox run directory is mounted (read-write) in the container.
+pub const RUN_DIR: &str = "/.h9sandbox/run";
+/// The agent's socket, in the run directory.
+pub const SOCKET_FILE: &str = "agent.sock";
+/// The token file the host writes before the container starts; read and deleted by the agent.
+pub const TOKEN_FILE: &str = "token";
+/// Written by the agent once its socket listens: `h9sandbox-agent <protocol version>`.
+pub const READY_FILE: &str = "ready";
+/// Where detached commands' output is kept (in the scratch volume), root-owned, mode 0700.
+pub const LOG_DIR: &str = "/var/tmp/.h9sandbox-logs";
+/// Each detached stream's log file is rotated past this size (one older file is kept), so a
+/// chatty background process cannot fill the disk.
+pub const LOG_CAP: u64 = 8 << 20;
+/// After a command's own process exited, at most this many bytes already in its pipes are still
+/// sent (a background process writing without pause would otherwise hold the reply back).
+pub const DRAIN_CAP: usize = 4 << 20;
+
+type Conn = Framed<UnixStream, Codec<Request, Reply>>;
+type Ctl = Framed<UnixStream, Codec<Event, Control>>;
+
+/// The agent's state.
+pub struct Agent {
+    token: String,
+    /// The container's environment, as PID 1 received it.
+    env: Vec<(String, String)>,
+    detached: Mutex<HashMap<String, Arc<Background>>>,
+}
+
+/// A detached command.
+struct Background {
+    info: Mutex<Detached>,
+    control: mpsc::Sender<Control>,
+}
+
+/// Reads (and deletes) the token the host left in `run_dir`.
+pub fn take_token(run_dir: &Path) -> Option<String> {
+    let path = run_dir.join(TOKEN_FILE);
+    let text = std::fs::read_to_string(&path).ok();
+    let _ = std::fs::remove_file(&path);
+    text.map(|t| t.trim().to_string()).filter(|t| t.len() >= 16)
+}
+
+/// Binds the socket in `run_dir` (replacing whatever has that name), writes the ready file, and
+/// serves connections forever.
+pub async fn serve(run_dir: PathBuf, token: String) -> std::io::Result<()> {
+    let socket = run_dir.join(SOCKET_FILE);
+    let _ = std::fs::remove_file(&socket);
+    let listener = UnixListener::bind(&socket)?;
+    // Any local user may connect; only a peer with the token is served. The host reaches the
+    // socket through its own directory's permissions, and must be able to write to it whatever
+    // its uid (the agent has no CAP_CHOWN to give the socket away).
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&socket, std::fs::Permissions::from_mode(0o666))?;
+    let ready = run_dir.join(READY_FILE);
+    let _ = std::fs::remove_file(&ready);
+    std::fs::write(&ready, format!("h9sandbox-agent {}\n", proto::VERSION))?;
+    let env: Vec<(String, String)> = std::env::vars_os()
+        .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)))
+        .collect();
+    let agent = Arc::new(Agent {
+        token,
+        env,
+        detached: Mutex::new(HashMap::new()),
+    });
+    loop {
+        let (stream, _) = match listener.accept().await {
+            Ok(s) => s,
+            Err(_) => {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+                continue;
+            }
+        };
+        let agent = Arc::clone(&agent);
+        tokio::spawn(async move {
+            let mut conn = Framed::new(stream, Codec::default());
+            if let Err(e) = agent.converse(&mut conn).await {
+                let _ = conn.send(Reply::Refused(e)).await;
+            }
+        });
+    }
+}
+
+/// Compares two secrets in time independent of where they differ.
+fn same_secret(a: &str, b: &str) -> bool {
+    a.len() == b.len()
+        && a.bytes()
+            .zip(b.bytes())
+            .fold(0u8, |acc, (x, y)| acc | (x ^ y))
+            == 0
+}
+
+impl Agent {
+    /// One connection: the handshake, then one request. Errors are sent as `Refused`.
+    async fn converse(self: &Arc<Self>, conn: &mut Conn) -> Result<(), String> {
+        let hello = tokio::time::timeout(Duration::from_secs(10), conn.next())
+            .await
+            .map_err(|_| "no hello within 10 s".to_string())?;
+        match hello {
+            Some(Ok(Request::Hello { version, token })) => {
+                if version != proto::VERSION {
+                    return Err(format!(
+                        "protocol version {version} is not spoken here (this agent speaks {})",
+                        proto::VERSION
+                    ));
+                }
+                if !same_secret(&token, &self.token) {
+                    return Err("wrong token".into());
+                }
+            }
+            _ => return Err("expected hello".into()),
+        }
+        conn.send(Reply::Welcome {
+            version: proto::VERSION,
+        })
+        .await
+        .map_err(|e| e.to_string())?;
+        match conn.next().await {
+            Some(Ok(Request::Start(start))) => {
+                start.check()?;
+                if start.detach {
+                    let reply = self.detach(start).await?;
+                    conn.send(reply).await.map_err(|e| e.to_string())
+                } else {
+                    self.attached(conn, start).await
+                }
+            }
+            Some(Ok(Request::List)) => {
+                let list = self.list();
+                conn.send(Reply::Processes(list))
+                    .await
+                    .map_err(|e| e.to_string())
+            }
+            Some(Ok(Request::Kill { handle })) => {
+                let b = self.background(&handle)?;
+                let _ = b.control.send(Control::Kill).await;
+                conn.send(Reply::End).await.map_err(|e| e.to_string())
+            }
+            Some(Ok(Request::Logs(r))) => self.logs(conn, r).await,
+            Some(Ok(other)) => Err(format!("unexpected request {other:?}")),
+            Some(Err(e)) => Err(e.to_string()),
+            None => Ok(()),
+        }
+    }
+
+    /// The environment of a command: the container's, then `HOME` for its user, then the
+    /// request's variables (each replacing one of the same name).
+    fn environment(&self, start: &Start, home: &Path) -> Vec<(String, String)> {
+        let mut env: Vec<(String, String)> = self.env.clone();
+        let mut set = |k: &str, v: String| {
+            env.retain(|(n, _)| n != k);
+            env.push((k.to_string(), v));
+        };
+        set("HOME", home.to_string_lossy().into_owned());
+        for (k, v) in &start.env {
+            set(k, v.clone());
+        }
+        env
+    }
+
+    /// Starts `start` under a supervisor; returns it once the command's process runs.
+    async fn spawn(&self, start: &Start) -> Result<(Running, u32), Reply> {
+        let fail = |m: String| Reply::Failed {
+            code: 125,
+            message: m,
+        };
+        let home = user::home_of(start.uid);
+        let spec = Spec {
+            command: start.command.clone(),
+            cwd: start.cwd.clone(),
+            env: self.environment(start, &home),
+            uid: start.uid,
+            gid: start.gid,
+            home: Some(home.to_string_lossy().into_owned()),
+        };
+        let (out_r, out_w) = pipe_pair().map_err(|e| fail(format!("cannot make a pipe: {e}")))?;
+        let (err_r, err_w) = pipe_pair().map_err(|e| fail(format!("cannot make a pipe: {e}")))?;
+        let (stdin_child, stdin) = if start.stdin {
+            let (r, w) = pipe_pair().map_err(|e| fail(format!("cannot make a pipe: {e}")))?;
+            (std::process::Stdio::from(r), Some(w))
+        } else {
+            (std::process::Stdio::null(), None)
+        };
+        let (ours, theirs) = std::os::unix::net::UnixStream::pair()
+            .map_err(|e| fail(format!("cannot make a socket pair: {e}")))?;
+        let theirs_fd = theirs.as_raw_fd();
+        let mut cmd = std::process::Command::new("/proc/self/exe");
+        cmd.args(["agent", "supervise"])
+            .env_clear()
+            .stdin(stdin_child)
+            .stdout(std::process::Stdio::from(out_w))
+            .stderr(std::process::Stdio::from(err_w));
+        // SAFETY: dup2 is async-signal-safe.
+        unsafe {
+            cmd.pre_exec(move || {
+                if libc::dup2(theirs_fd, CONTROL_FD) < 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+        // PID 1 reaps it ([`super::init`]); its status travels on the control socket.
+        cmd.spawn()
+            .map_err(|e| fail(format!("cannot start the supervisor: {e}")))?;
+        drop(cmd);
+        drop(theirs);
+        ours.set_nonblocking(true)
+            .map_err(|e| fail(e.to_string()))?;
+        let mut ctl: Ctl = Framed::new(
+            UnixStream::from_std(ours).map_err(|e| fail(e.to_string()))?,
+            Codec::default(),
+        );
+        ctl.send_spec(spec).await.map_err(|e| fail(e.to_string()))?;
+        let pid = match ctl.next().await {
+            Some(Ok(Event::Started(pid))) => pid,
+            Some(Ok(Event::Failed { code, message })) => {
+                return Err(Reply::Failed { code, message })
+            }
+            _ => {
+                return Err(fail(
+                    "the supervisor ended before the command started".into(),
+                ))
+            }
+        };
+        let to_pipe =
+            |fd: OwnedFd| pipe::Receiver::from_owned_fd(fd).map_err(|e| fail(e.to_string()));
+        let running = Running {
+            ctl,
+            stdout: Some(to_pipe(out_r)?),
+            stderr: Some(to_pipe(err_r)?),
+            stdin: match stdin {
+                Some(w) => Some(pipe::Sender::from_owned_fd(w).map_err(|e| fail(e.to_string()))?),
+                None => None,
+            },
+        };
+        Ok((running, pid))
+    }
+
+    /// Runs `start` attached to `conn`: streams its output, forwards stdin and signals, enforces
+    /// its timeout, and kills its tree when the connection closes before it exits.
+    async fn attached(&self, conn: &mut Conn, start: Start) -> Result<(), String> {
+        let (mut run, pid) = match self.spawn(&start).await {
+            Ok(r) => r,
+            Err(reply) => return conn.send(reply).await.map_err(|e| e.to_string()),
+        };
+        conn.send(Reply::Started { pid, handle: None })
+            .await
+            .map_err(|e| e.to_string())?;
+        let (mut sink, mut requests) = conn.split();
+        // Requests are read on their own, so a stdin write that waits for the command never
+        // holds up its output.
+        let (to_main, mut from_reader) = mpsc::channel::<Option<Request>>(4);
+        let mut stdin = run.stdin.take();
+        let reader = async move {
+            loop {
+                match requests.next().await {
+                    Some(Ok(Request::Stdin(bytes))) => {
+                        if let Some(s) = &mut stdin {
+                            if s.write_all(&bytes).await.is_err() {
+                                stdin = None;
+                            }
+                        }
+                    }
+                    Some(Ok(Request::CloseStdin)) => stdin = None,
+                    Some(Ok(r @ (Request::Signal(_) | Request::Cancel))) => {
+                        if to_main.send(Some(r)).await.is_err() {
+                            return;
+                        }
+                    }
+                    // The caller is gone (or broke the protocol).
+                    _ => {
+                        let _ = to_main.send(None).await;
+                        return;
+                    }
+                }
+            }
+        };
+        tokio::pin!(reader);
+        let mut reader_done = false;
+        let deadline = start
+            .timeout_ms
+            .map(|ms| tokio::time::Instant::now() + Duration::from_millis(ms));
+        let (mut timed_out, mut killed, mut caller_gone) = (false, false, false);
+        let mut out_buf = vec![0u8; proto::CHUNK];
+        let mut err_buf = vec![0u8; proto::CHUNK];
+        let code = loop {
+            tokio::select! {
+                n = read_some(&mut run.stdout, &mut out_buf) => {
+                    if let Some(n) = n {
+                        if !caller_gone && sink.send(Reply::Stdout(out_buf[..n].to_vec())).await.is_err() {
+                            caller_gone = true;
+                        }
+                    }
+                }
+                n = read_some(&mut run.stderr, &mut err_buf) => {
+                    if let Some(n) = n {
+                        if !caller_gone && sink.send(Reply::Stderr(err_buf[..n].to_vec())).await.is_err() {
+                            caller_gone = true;
+                        }
+                    }
+                }
+                r = from_reader.recv(), if !caller_gone => match r {
+                    Some(Some(Request::Signal(sig))) => { let _ = run.ctl.send(Control::Signal(sig)).await; }
+                    Some(Some(Request::Cancel)) => { killed = true; let _ = run.ctl.send(Control::Kill).await; }
+                    _ => { caller_gone = true; }
+                },
+                ev = run.ctl.next() => match ev {
+                    Some(Ok(Event::Exited(code))) => break code,
+                    Some(Ok(_)) => {}
+                    _ => break 255,
+                },
+                _ = &mut reader, if !reader_done => { reader_done = true; }
+                _ = sleep_until(deadline), if !killed => {
+                    timed_out = true;
+                    killed = true;
+                    let _ = run.ctl.send(Control::Kill).await;
+                }
+            }
+            if caller_gone && !killed {
+                killed = true;
+                let _ = run.ctl.send(Control::Kill).await;
+            }
+        };
+        if !caller_gone {
+            for (pipe, stdout) in [(&mut run.stdout, true), (&mut run.stderr, false)] {
+                for chunk in drain(pipe, DRAIN_CAP) {
+                    let msg = if stdout {
+                        Reply::Stdout(chunk)
+                    } else {
+                        Reply::Stderr(chunk)
+                    };
+                    if sink.send(msg).await.is_err() {
+                        break;
+                    }
+                }
+            }
+            let _ = sink
+                .send(Reply::Exited(Exit {
+                    code,
+                    timed_out,
+                    killed,
+                }))
+                .await;
+        }
+        tokio::spawn(run.linger(None));
+        Ok(())
+    }
+
+    /// Starts `start` in the background, its output going to log files; returns its handle.
+    async fn detach(&self, start: Start) -> Result<Reply, String> {
+        let (run, pid) = match self.spawn(&start).await {
+            Ok(r) => r,
+            Err(reply) => return Ok(reply),
+        };
+        let handle = uuid::Uuid::new_v4().simple().to_string()[..8].to_string();
+        let (tx, rx) = mpsc::channel(4);
+        let entry = Arc::new(Background {
+            info: Mutex::new(Detached {
+                handle: handle.clone(),
+                pid,
+                command: match &start.command {
+                    proto::Command::Shell(s) => s.clone(),
+                    proto::Command::Argv(a) => a.join(" "),
+                },
+                started: SystemTime::now()
+                    .duration_since(UNIX_EPOCH)
+                    .map_or(0, |d| d.as_secs()),
+                exit_code: None,
+                running: true,
+            }),
+            control: tx,
+        });
+        self.detached
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(handle.clone(), Arc::clone(&entry));
+        let logs = log_files(&handle);
+        tokio::spawn(run.linger(Some((entry, rx, logs))));
+        Ok(Reply::Started {
+            pid,
+            handle: Some(handle),
+        })
+    }
+
+    fn background(&self, handle: &str) -> Result<Arc<Background>, String> {
+        self.detached
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(handle)
+            .cloned()
+            .ok_or_else(|| format!("no detached command {handle}"))
+    }
+
+    fn list(&self) -> Vec<Detached> {
+        let mut v: Vec<Detached> = self
+            .detached
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .values()
+            .map(|b| b.info.lock().unwrap_or_else(|e| e.into_inner()).clone())
+            .collect();
+        v.sort_by_key(|d| d.started);
+        v
+    }
+
+    /// Sends what a detached command wrote (stdout, then stderr), then, with `follow`, what it
+    /// writes, until its tree is gone.
+    async fn logs(&self, conn: &mut Conn, r: LogsRequest) -> Result<(), String> {
+        let b = self.background(&r.handle)?;
+        let [out, err] = log_files(&r.handle);
+        let mut offsets = [0u64, 0u64];
+        loop {
+            let running = b.info.lock().unwrap_or_else(|e| e.into_inner()).running;
+            for (i, path) in [&out, &err].into_iter().enumerate() {
+                let chunks = read_from(path, &mut offsets[i]).map_err(|e| e.to_string())?;
+                for c in chunks {
+                    let msg = if i == 0 {
+                        Reply::Stdout(c)
+                    } else {
+                        Reply::Stderr(c)
+                    };
+                    conn.send(msg).await.map_err(|e| e.to_string())?;
+                }
+            }
+            if !r.follow || !running {
+                break;
+            }
+            tokio::select! {
+                _ = tokio::time::sleep(Duration::from_millis(100)) => {}
+                next = conn.next() => if next.is_none() { return Ok(()) },
+            }
+        }
+        conn.send(Reply::End).await.map_err(|e| e.to_string())
+    }
+}
+
+/// A started command: its supervisor's control socket and its output pipes.
+struct Running {
+    ctl: Ctl,
+    stdout: Option<pipe::Receiver>,
+    stderr: Option<pipe::Receiver>,
+    stdin: Option<pipe::Sender>,
+}
+
+trait SendSpec {
+    async fn send_spec(&mut self, spec: Spec) -> std::io::Result<()>;
+}
+
+impl SendSpec for Ctl {
+    /// The spec is the supervisor's first message, in the other direction's type.
+    async fn send_spec(&mut self, spec: Spec) -> std::io::Result<()> {
+        let mut codec: Codec<(), Spec> = Codec::default();
+        let mut buf = bytes::BytesMut::new();
+        tokio_util::codec::Encoder::encode(&mut codec, spec, &mut buf)?;
+        self.get_mut().write_all(&buf).await
+    }
+}
+
+impl Running {
+    /// Keeps the command's tree supervised until its last process exits: reads its output
+    /// (into `logs` for a detached command, else nowhere) so no writer dies of SIGPIPE, and
+    /// passes kill requests on.
+    async fn linger(
+        mut self,
+        detached: Option<(Arc<Background>, mpsc::Receiver<Control>, [PathBuf; 2])>,
+    ) {
+        let (entry, mut control, mut files) = match detached {
+            Some((e, c, paths)) => (Some(e), Some(c), paths.map(|p| Some(LogFile::new(p)))),
+            None => (None, None, [None, None]),
+        };
+        let mut out_buf = vec![0u8; proto::CHUNK];
+        let mut err_buf = vec![0u8; proto::CHUNK];
+        loop {
+            tokio::select! {
+                n = read_some(&mut self.stdout, &mut out_buf) => {
+                    if let (Some(n), Some(f)) = (n, &mut files[0]) { f.append(&out_buf[..n]); }
+                }
+                n = read_some(&mut self.stderr, &mut err_buf) => {
+                    if let (Some(n), Some(f)) = (n, &mut files[1]) { f.append(&err_buf[..n]); }
+                }
+                c = recv_control(&mut control) => {
+                    if let Some(c) = c { let _ = self.ctl.send(c).await; }
+                }
+                ev = self.ctl.next() => match ev {
+                    Some(Ok(Event::Exited(code))) => {
+                        if let Some(e) = &entry {
+                            e.info.lock().unwrap_or_else(|e| e.into_inner()).exit_code = Some(code);
+                        }
+                    }
+                    Some(Ok(_)) | Some(Err(_)) | None => break,
+                },
+            }
+        }
+        // The tree is gone: what is left in the pipes is the last of it.
+        for (i, pipe) in [&mut self.stdout, &mut self.stderr].into_iter().enumerate() {
+            for chunk in drain(pipe, DRAIN_CAP) {
+                if let Some(f) = &mut files[i] {
+                    f.append(&chunk);
+                }
+            }
+        }
+        if let Some(e) = &entry {
+            let mut info = e.info.lock().unwrap_or_else(|e| e.into_inner());
+            info.running = false;
+            info.exit_code.get_or_insert(255);
+        }
+    }
+}
+
+async fn recv_control(c: &mut Option<mpsc::Receiver<Control>>) -> Option<Control> {
+    match c {
+        Some(rx) => match rx.recv().await {
+            Some(v) => Some(v),
+            None => {
+                *c = None;
+                None
+            }
+        },
+        None => std::future::pending().await,
+    }
+}
+
+/// Reads what is there from `pipe`; `None` (and the pipe closed) at its end. Never resolves for
+/// a closed pipe.
+async fn read_some(pipe: &mut Option<pipe::Receiver>, buf: &mut [u8]) -> Option<usize> {
+    let Some(p) = pipe else {
+        return std::future::pending().await;
+    };
+    match p.read(buf).await {
+        Ok(0) | Err(_) => {
+            *pipe = None;
+            None
+        }
+        Ok(n) => Some(n),
+    }
+}
+
+/// What `pipe` holds right now (at most `cap` bytes), without waiting for more.
+fn drain(pipe: &mut Option<pipe::Receiver>, cap: usize) -> Vec<Vec<u8>> {
+    let mut out = Vec::new();
+    let mut total = 0;
+    let Some(p) = pipe else { return out };
+    while total < cap {
+        let mut buf = vec![0u8; proto::CHUNK];
+        match p.try_read(&mut buf) {
+            Ok(0) => {
+                *pipe = None;
+                break;
+            }
+            Ok(n) => {
+                buf.truncate(n);
+                total += n;
+                out.push(buf);
+            }
+            Err(_) => break,
+        }
+    }
+    out
+}
+
+async fn sleep_until(deadline: Option<tokio::time::Instant>) {
+    match deadline {
+        Some(d) => tokio::time::sleep_until(d).await,
+        None => std::future::pending().await,
+    }
+}
+
+fn pipe_pair() -> std::io::Result<(OwnedFd, OwnedFd)> {
+    rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC).map_err(Into::into)
+}
+
+/// The log files of detached command `handle`: stdout's and stderr's.
+fn log_files(handle: &str) -> [PathBuf; 2] {
+    let dir = Path::new(LOG_DIR);
+    [
+        dir.join(format!("{handle}.out")),
+        dir.join(format!("{handle}.err")),
+    ]
+}
+
+/// A log file, rotated (one older copy, `.1`) past [`LOG_CAP`].
+struct LogFile {
+    path: PathBuf,
+    file: Option<std::fs::File>,
+    size: u64,
+}
+
+impl LogFile {
+    fn new(path: PathBuf) -> LogFile {
+        LogFile {
+            path,
+            file: None,
+            size: 0,
+        }
+    }
+
+    fn append(&mut self, bytes: &[u8]) {
+        use std::io::Write;
+        if self.size + bytes.len() as u64 > LOG_CAP && self.file.is_some() {
+            self.file = None;
+            let mut old = self.path.clone().into_os_string();
+            old.push(".1");
+            let _ = std::fs::rename(&self.path, old);
+            self.size = 0;
+        }
+        if self.file.is_none() {
+            self.file = open_log(&self.path).ok();
+        }
+        if let Some(f) = &mut self.file {
+            if f.write_all(bytes).is_ok() {
+                self.size += bytes.len() as u64;
+            }
+        }
+    }
+}
+
+/// Opens (creates) a log file in [`LOG_DIR`] without following a symlink, after making sure the
+/// directory is root's own and closed to others (it lies in the scratch volume, which the
+/// sandbox can write; the sticky bit of `/var/tmp` keeps others from replacing it).
+fn open_log(path: &Path) -> std::io::Result<std::fs::File> {
+    use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt};
+    let dir = Path::new(LOG_DIR);
+    match std::fs::symlink_metadata(dir) {
+        Ok(m) if m.is_dir() && m.uid() == 0 && m.mode() & 0o077 == 0 => {}
+        Ok(_) => {
+            return Err(std::io::Error::other(format!(
+                "{LOG_DIR} is not a private directory of root"
+            )))
+        }
+        Err(_) => std::fs::DirBuilder::new().mode(0o700).create(dir)?,
+    }
+    std::fs::OpenOptions::new()
+        .append(true)
+        .create(true)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(path)
+}
+
+/// The bytes of `path` from `offset` on, in chunks; advances `offset`.
+fn read_from(path: &Path, offset: &mut u64) -> std::io::Result<Vec<Vec<u8>>> {
+    use std::io::{Read, Seek, SeekFrom};
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut f = match std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(path)
+    {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(vec![]),
+        Err(e) => return Err(e),
+    };
+    let len = f.metadata()?.len();
+    if len < *offset {
+        // Rotated meanwhile: start over.
+        *offset = 0;
+    }
+    f.seek(SeekFrom::Start(*offset))?;
+    let mut out = Vec::new();
+    loop {
+        let mut buf = vec![0u8; proto::CHUNK];
+        let n = f.read(&mut buf)?;
+        if n == 0 {
+            break;
+        }
+        buf.truncate(n);
+        *offset += n as u64;
+        out.push(buf);
+    }
+    Ok(out)
+}

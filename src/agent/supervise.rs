@@ -1,0 +1,450 @@
+//! The supervisor of one command (`h9sandbox agent supervise`, started by the agent for each
+//! exec): a child subreaper (`PR_SET_CHILD_SUBREAPER`, `prctl(2)`) that starts the command and
+//! stays the ancestor of everything the command starts, so that the whole tree can be found and
+//! killed however its processes try to leave it.
+//!
+//! A process that forks and exits, calls `setsid`, daemonizes or clears its environment stays a
+//! descendant of its nearest subreaper: its orphans are reparented to the supervisor, not to the
+//! container's PID 1. [`kill_tree`] walks `/proc` for the supervisor's descendants and SIGKILLs
+//! them until none is left (a process forked meanwhile is found on the next pass).
+//!
+//! It runs as the container's root, so that the command (run as the sandbox's user) cannot signal
+//! or trace it. It talks to the agent over a socket pair on descriptor 3 ([`Spec`] in,
+//! [`Event`] out, [`Control`] in), with the framing of [`super::proto`]. Its standard streams are
+//! the command's, which it hands over and then points at `/dev/null`, so the agent sees the end of
+//! the output when the last process of the tree holding it exits.
+
+use std::io::{Read, Write};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::unix::net::UnixStream;
+use std::os::unix::process::CommandExt;
+use std::sync::{Arc, Mutex};
+
+use bytes::BytesMut;
+use serde::{Deserialize, Serialize};
+use tokio_util::codec::{Decoder, Encoder};
+
+use super::proto::{Codec, Command};
+
+/// Descriptor the supervisor's control socket arrives on.
+pub const CONTROL_FD: i32 = 3;
+
+/// Shell command lines longer than this go to the shell through a pipe (`bash /dev/fd/3`)
+/// instead of its argument vector, whose strings the kernel limits to 128 KiB each.
+pub const ARGV_SCRIPT_MAX: usize = 96 << 10;
+
+/// What to run, sent by the agent as the first message.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Spec {
+    /// The command.
+    pub command: Command,
+    /// Working directory.
+    pub cwd: String,
+    /// The whole environment of the command.
+    pub env: Vec<(String, String)>,
+    /// User ID to run as.
+    pub uid: u32,
+    /// Group ID to run as (no supplementary groups).
+    pub gid: u32,
+    /// Home directory to create (as the user) when missing.
+    pub home: Option<String>,
+}
+
+/// What the supervisor reports.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Event {
+    /// The command's process runs, with this PID.
+    Started(u32),
+    /// It could not be started: 127 not found, 126 not executable, with the reason.
+    Failed { code: i32, message: String },
+    /// Its own process ended with this status (128+N for signal N).
+    Exited(i32),
+    /// No process of the tree is left; the supervisor exits.
+    Empty,
+}
+
+/// What the agent asks of a running supervisor.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Control {
+    /// Kill every process of the tree.
+    Kill,
+    /// Send this signal to the command's process group.
+    Signal(i32),
+}
+
+/// Reads one framed message from a blocking stream.
+pub fn read_msg<T: for<'de> Deserialize<'de>>(
+    r: &mut impl Read,
+    buf: &mut BytesMut,
+) -> std::io::Result<Option<T>> {
+    let mut codec: Codec<T, ()> = Codec::default();
+    loop {
+        if let Some(m) = codec.decode(buf)? {
+            return Ok(Some(m));
+        }
+        let mut chunk = [0u8; 8192];
+        let n = r.read(&mut chunk)?;
+        if n == 0 {
+            return Ok(None);
+        }
+        buf.extend_from_slice(&chunk[..n]);
+    }
+}
+
+/// Writes one framed message to a blocking stream.
+pub fn write_msg<T: Serialize>(w: &mut impl Write, msg: T) -> std::io::Result<()> {
+    let mut codec: Codec<(), T> = Codec::default();
+    let mut buf = BytesMut::new();
+    codec.encode(msg, &mut buf)?;
+    w.write_all(&buf)
+}
+
+fn exit_code(status: i32) -> i32 {
+    if libc::WIFEXITED(status) {
+        libc::WEXITSTATUS(status)
+    } else if libc::WIFSIGNALED(status) {
+        128 + libc::WTERMSIG(status)
+    } else {
+        255
+    }
+}
+
+/// Runs the supervisor; returns its own exit status (0 once the tree is gone).
+pub fn run() -> i32 {
+    // SAFETY: descriptor 3 is the control socket the agent passed (checked below).
+    let ctl = unsafe { UnixStream::from_raw_fd(CONTROL_FD) };
+    if ctl.peer_addr().is_err() {
+        return 125;
+    }
+    // The command must not inherit the control socket.
+    unsafe { libc::fcntl(CONTROL_FD, libc::F_SETFD, libc::FD_CLOEXEC) };
+    unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) };
+    let mut buf = BytesMut::new();
+    let mut reader = match ctl.try_clone() {
+        Ok(r) => r,
+        Err(_) => return 125,
+    };
+    let spec: Spec = match read_msg(&mut reader, &mut buf) {
+        Ok(Some(s)) => s,
+        _ => return 125,
+    };
+    let writer = Arc::new(Mutex::new(ctl));
+    let send = |w: &Arc<Mutex<UnixStream>>, e: Event| {
+        let mut g = w.lock().unwrap_or_else(|e| e.into_inner());
+        let _ = write_msg(&mut *g, e);
+    };
+    let main = match spawn(&spec) {
+        Ok(pid) => pid,
+        Err((code, message)) => {
+            send(&writer, Event::Failed { code, message });
+            return 0;
+        }
+    };
+    // The tree holds the output pipes now; our copies would keep them open.
+    if let Ok(null) = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open("/dev/null")
+    {
+        for fd in 0..3 {
+            unsafe { libc::dup2(null.as_raw_fd(), fd) };
+        }
+    }
+    send(&writer, Event::Started(main as u32));
+    let me = std::process::id() as i32;
+    let helpers: Arc<Mutex<Vec<i32>>> = Arc::default();
+    let helpers_of_killer = Arc::clone(&helpers);
+    std::thread::spawn(move || {
+        let helpers = helpers_of_killer;
+        let mut buf = BytesMut::new();
+        loop {
+            match read_msg::<Control>(&mut reader, &mut buf) {
+                Ok(Some(Control::Kill)) => kill_tree(me, &helpers),
+                // Delivered when the command's process group runs as our user (root); other
+                // users' groups would need CAP_KILL.
+                Ok(Some(Control::Signal(sig))) => unsafe {
+                    libc::kill(-main, sig);
+                },
+                // The agent is gone (or spoke nonsense): nothing answers for the tree any more.
+                Ok(None) | Err(_) => {
+                    kill_tree(me, &helpers);
+                    return;
+                }
+            }
+        }
+    });
+    let mut main_done = false;
+    loop {
+        let mut status = 0;
+        let pid = unsafe { libc::waitpid(-1, &mut status, 0) };
+        if pid == main {
+            main_done = true;
+            send(&writer, Event::Exited(exit_code(status)));
+        } else if pid < 0 {
+            let err = std::io::Error::last_os_error();
+            if err.raw_os_error() == Some(libc::EINTR) {
+                continue;
+            }
+            // ECHILD: the tree is gone.
+            if !main_done {
+                send(&writer, Event::Exited(255));
+            }
+            send(&writer, Event::Empty);
+            return 0;
+        }
+    }
+}
+
+/// Starts the command as `spec` says, in its own session; returns its PID, or the exit status
+/// a shell would give (127 not found, 126 cannot execute) with the reason.
+fn spawn(spec: &Spec) -> Result<i32, (i32, String)> {
+    let path = spec
+        .env
+        .iter()
+        .rev()
+        .find(|(k, _)| k == "PATH")
+        .map(|(_, v)| v.clone())
+        .unwrap_or_else(|| "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin".into());
+    let mut script_pipe: Option<(OwnedFd, String)> = None;
+    let (program, args): (String, Vec<String>) = match &spec.command {
+        Command::Shell(line) => {
+            let shell = find_on(&path, "bash")
+                .or_else(|| find_on(&path, "sh"))
+                .ok_or((127, "no shell (bash or sh) in the image; pass the command as separate words to run it without one".to_string()))?;
+            if line.len() > ARGV_SCRIPT_MAX {
+                let (r, w) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)
+                    .map_err(|e| (125, format!("cannot make a pipe: {e}")))?;
+                script_pipe = Some((r, line.clone()));
+                let text = line.clone();
+                std::thread::spawn(move || {
+                    let mut f = std::fs::File::from(w);
+                    let _ = f.write_all(text.as_bytes());
+                });
+                (shell, vec!["/dev/fd/3".into()])
+            } else {
+                (shell, vec!["-c".into(), line.clone()])
+            }
+        }
+        Command::Argv(argv) => {
+            let program = if argv[0].contains('/') {
+                argv[0].clone()
+            } else {
+                find_on(&path, &argv[0]).ok_or((127, format!("{}: command not found", argv[0])))?
+            };
+            (program, argv[1..].to_vec())
+        }
+    };
+    let mut cmd = std::process::Command::new(&program);
+    cmd.args(&args)
+        .env_clear()
+        .envs(spec.env.iter().map(|(k, v)| (k, v)))
+        .current_dir(&spec.cwd);
+    if let Command::Argv(argv) = &spec.command {
+        cmd.arg0(&argv[0]);
+    }
+    let me = (unsafe { libc::getuid() }, unsafe { libc::getgid() });
+    if me != (spec.uid, spec.gid) {
+        // As root, std drops the supplementary groups (setgroups(0)) before setuid.
+        cmd.uid(spec.uid).gid(spec.gid);
+    }
+    let home = spec
+        .home
+        .as_ref()
+        .and_then(|h| std::ffi::CString::new(h.as_bytes()).ok());
+    let script_fd = script_pipe.as_ref().map(|(r, _)| r.as_raw_fd());
+    // SAFETY: only async-signal-safe calls (setsid, mkdir, dup2) between fork and exec.
+    unsafe {
+        cmd.pre_exec(move || {
+            if libc::setsid() < 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            if let Some(h) = &home {
+                libc::mkdir(h.as_ptr(), 0o700);
+            }
+            if let Some(fd) = script_fd {
+                if libc::dup2(fd, 3) < 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+            }
+            Ok(())
+        });
+    }
+    match cmd.spawn() {
+        Ok(child) => Ok(child.id() as i32),
+        Err(e) => {
+            let code = if e.kind() == std::io::ErrorKind::NotFound {
+                127
+            } else {
+                126
+            };
+            let what = if e.raw_os_error() == Some(libc::ENOENT)
+                && !std::path::Path::new(&spec.cwd).is_dir()
+            {
+                format!("cannot enter the working directory {}: {e}", spec.cwd)
+            } else {
+                format!("cannot run {program}: {e}")
+            };
+            Err((code, what))
+        }
+    }
+}
+
+/// The first executable file `name` in the directories of `path`.
+fn find_on(path: &str, name: &str) -> Option<String> {
+    use std::os::unix::fs::PermissionsExt;
+    path.split(':').filter(|d| !d.is_empty()).find_map(|d| {
+        let p = std::path::Path::new(d).join(name);
+        std::fs::metadata(&p)
+            .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+            .then(|| p.to_string_lossy().into_owned())
+    })
+}
+
+/// A process as `/proc/PID/stat` and `/proc/PID/status` show it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Proc {
+    /// Process ID.
+    pub pid: i32,
+    /// Parent's process ID.
+    pub ppid: i32,
+    /// Real user ID (the one `kill(2)` compares).
+    pub uid: u32,
+    /// Whether it has exited and waits to be reaped (a zombie).
+    pub dead: bool,
+}
+
+/// Every process of the PID namespace, from `/proc`.
+pub fn processes() -> Vec<Proc> {
+    let mut out = Vec::new();
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return out;
+    };
+    for e in dir.flatten() {
+        let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+            continue;
+        };
+        let Some(rest) = stat.rfind(')').map(|i| &stat[i + 1..]) else {
+            continue;
+        };
+        let mut f = rest.split_whitespace();
+        let state = f.next().unwrap_or("");
+        let Some(ppid) = f.next().and_then(|p| p.parse::<i32>().ok()) else {
+            continue;
+        };
+        let uid = std::fs::read_to_string(format!("/proc/{pid}/status"))
+            .ok()
+            .and_then(|s| {
+                s.lines()
+                    .find_map(|l| l.strip_prefix("Uid:"))
+                    .and_then(|l| l.split_whitespace().next()?.parse().ok())
+            })
+            .unwrap_or(u32::MAX);
+        out.push(Proc {
+            pid,
+            ppid,
+            uid,
+            dead: matches!(state, "Z" | "X"),
+        });
+    }
+    out
+}
+
+/// The live (not zombie) descendants of `root` among `all`.
+pub fn descendants(all: &[Proc], root: i32) -> Vec<Proc> {
+    let mut out = Vec::new();
+    let mut seen = vec![root];
+    let mut frontier = vec![root];
+    while let Some(p) = frontier.pop() {
+        for proc_ in all.iter().filter(|x| x.ppid == p) {
+            if seen.contains(&proc_.pid) {
+                continue;
+            }
+            seen.push(proc_.pid);
+            frontier.push(proc_.pid);
+            if !proc_.dead {
+                out.push(*proc_);
+            }
+        }
+    }
+    out
+}
+
+/// SIGKILLs every live descendant of `root` (this supervisor), pass after pass, until none is
+/// left (a process forked meanwhile is found on the next pass; at most 400 passes).
+///
+/// `kill(2)` lets a process signal only processes of its own user unless it holds `CAP_KILL`,
+/// which the container does not grant: the supervisor kills root's processes itself and, for
+/// each other user in the tree, starts a helper running as that user
+/// (`h9sandbox agent signal`), whose PIDs go into `helpers` (spared by the passes).
+pub fn kill_tree(root: i32, helpers: &Mutex<Vec<i32>>) {
+    let me = unsafe { libc::getuid() };
+    for pass in 0..400 {
+        let spared = helpers.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        let live: Vec<Proc> = descendants(&processes(), root)
+            .into_iter()
+            .filter(|p| !spared.contains(&p.pid))
+            .collect();
+        if live.is_empty() {
+            return;
+        }
+        let mut others: Vec<u32> = Vec::new();
+        for p in &live {
+            if p.uid == me {
+                unsafe { libc::kill(p.pid, libc::SIGKILL) };
+            } else if !others.contains(&p.uid) {
+                others.push(p.uid);
+            }
+        }
+        // A helper per other user, every few passes (one may still be at work).
+        if pass % 5 == 0 {
+            for uid in others {
+                if let Ok(child) = std::process::Command::new("/proc/self/exe")
+                    .args(["agent", "signal", "--tree", &root.to_string()])
+                    .uid(uid)
+                    .env_clear()
+                    .stdin(std::process::Stdio::null())
+                    .stdout(std::process::Stdio::null())
+                    .stderr(std::process::Stdio::null())
+                    .spawn()
+                {
+                    helpers
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .push(child.id() as i32);
+                }
+            }
+        }
+        std::thread::sleep(std::time::Duration::from_millis(2));
+    }
+}
+
+/// Options of `h9sandbox agent signal`, the helper [`kill_tree`] starts as another user.
+#[derive(Debug, Clone, clap::Args)]
+pub struct SignalArgs {
+    /// SIGKILL every descendant of this PID that runs as our user, but us
+    #[arg(long)]
+    pub tree: i32,
+}
+
+/// Runs the helper: kills, pass after pass, the descendants of `--tree` that this user may
+/// signal, and exits.
+pub fn signal(args: &SignalArgs) -> i32 {
+    let (me, uid) = (std::process::id() as i32, unsafe { libc::getuid() });
+    for _ in 0..100 {
+        let mine: Vec<Proc> = descendants(&processes(), args.tree)
+            .into_iter()
+            .filter(|p| p.uid == uid && p.pid != me)
+            .collect();
+        if mine.is_empty() {
+            return 0;
+        }
+        for p in mine {
+            unsafe { libc::kill(p.pid, libc::SIGKILL) };
+        }
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+    0
+}
