@@ -192,12 +192,16 @@ def bench_mcp(a, env, h9, work):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--binary", default="target/release/h9sandbox")
+    ap.add_argument("--binary", help="h9sandbox to measure [default: cargo's release build]")
     ap.add_argument("--image", default="h9sandbox-test/tiny:latest")
     ap.add_argument("--runs", type=int, default=30)
     ap.add_argument("--engine", choices=["docker", "podman", "local"], default="docker")
     ap.add_argument("--only", choices=["core", "files", "mcp"])
     a = ap.parse_args()
+    if a.binary is None:
+        sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+        from built_binary import built_binary
+        a.binary = built_binary()
     state = tempfile.mkdtemp(prefix="h9bench-state")
     work = tempfile.mkdtemp(prefix="h9bench-work")
     env = dict(os.environ, H9SANDBOX_STATE_DIR=state, H9SANDBOX_IMAGE=a.image,

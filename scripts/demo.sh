@@ -4,8 +4,7 @@
 # scripts/build-test-images.sh builds h9sandbox-test/debian:bookworm and this script uses it).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-cargo build --release --locked -q
-h9=./target/release/h9sandbox
+h9=$(python3 scripts/built_binary.py)
 image=${IMAGE:-ubuntu:22.04}
 if ! docker image inspect "$image" >/dev/null 2>&1 && ! docker pull -q "$image" >/dev/null 2>&1; then
   bash scripts/build-test-images.sh

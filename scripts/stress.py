@@ -116,12 +116,16 @@ def docker_loop(a, work, run_argv):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--binary", default="target/release/h9sandbox")
+    ap.add_argument("--binary", help="h9sandbox to measure [default: cargo's release build]")
     ap.add_argument("--image", default="h9sandbox-test/tiny:latest")
     ap.add_argument("--workers", type=int, default=8)
     ap.add_argument("--rounds", type=int, default=10)
     ap.add_argument("--repeat", type=int, default=1, help="alternate the two loops this many times")
     a = ap.parse_args()
+    if a.binary is None:
+        sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+        from built_binary import built_binary
+        a.binary = built_binary()
     work = tempfile.mkdtemp(prefix="h9stress-work")
 
     # The exact `docker run` h9sandbox issues, minus its labels (so no h9sandbox ever sees them).
