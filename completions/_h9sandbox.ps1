@@ -31,7 +31,10 @@ Register-ArgumentCompleter -Native -CommandName 'h9sandbox' -ScriptBlock {
             [CompletionResult]::new('-V', '-V ', [CompletionResultType]::ParameterName, 'Print version')
             [CompletionResult]::new('--version', '--version', [CompletionResultType]::ParameterName, 'Print version')
             [CompletionResult]::new('up', 'up', [CompletionResultType]::ParameterValue, 'Start a sandbox: a hardened container with the work directory bind-mounted')
-            [CompletionResult]::new('exec', 'exec', [CompletionResultType]::ParameterValue, 'Run a shell command in a sandbox (bash -c, or sh -c without bash)')
+            [CompletionResult]::new('exec', 'exec', [CompletionResultType]::ParameterValue, 'Run a command in a sandbox: a program and its arguments, or one shell command line')
+            [CompletionResult]::new('ps', 'ps', [CompletionResultType]::ParameterValue, 'List the commands running in a sandbox''s background (exec --detach)')
+            [CompletionResult]::new('logs', 'logs', [CompletionResultType]::ParameterValue, 'Print the output of a background command (exec --detach)')
+            [CompletionResult]::new('kill', 'kill', [CompletionResultType]::ParameterValue, 'Kill a background command''s whole process tree (exec --detach)')
             [CompletionResult]::new('bootstrap', 'bootstrap', [CompletionResultType]::ParameterValue, 'Run a one-time setup command in a sandbox (streams its output; recorded in the sandbox)')
             [CompletionResult]::new('down', 'down', [CompletionResultType]::ParameterValue, 'Stop and remove sandboxes and their sub-sandboxes (always removes, even when the stop fails)')
             [CompletionResult]::new('reap', 'reap', [CompletionResultType]::ParameterValue, 'Remove abandoned sandboxes of this state directory, and say what and why')
@@ -80,6 +83,40 @@ Register-ArgumentCompleter -Native -CommandName 'h9sandbox' -ScriptBlock {
             [CompletionResult]::new('--format', '--format', [CompletionResultType]::ParameterName, 'Output format')
             [CompletionResult]::new('-i', '-i', [CompletionResultType]::ParameterName, 'Attach standard input to the command')
             [CompletionResult]::new('--interactive', '--interactive', [CompletionResultType]::ParameterName, 'Attach standard input to the command')
+            [CompletionResult]::new('-d', '-d', [CompletionResultType]::ParameterName, 'Run it in the background: print its handle at once (see `ps`, `logs`, `kill`)')
+            [CompletionResult]::new('--detach', '--detach', [CompletionResultType]::ParameterName, 'Run it in the background: print its handle at once (see `ps`, `logs`, `kill`)')
+            [CompletionResult]::new('--json', '--json', [CompletionResultType]::ParameterName, 'Same as --format json')
+            [CompletionResult]::new('-v', '-v', [CompletionResultType]::ParameterName, 'Print every engine command line to stderr before running it')
+            [CompletionResult]::new('--verbose', '--verbose', [CompletionResultType]::ParameterName, 'Print every engine command line to stderr before running it')
+            [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help (see more with ''--help'')')
+            [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help (see more with ''--help'')')
+            break
+        }
+        'h9sandbox;ps' {
+            [CompletionResult]::new('--config', '--config', [CompletionResultType]::ParameterName, 'Configuration file (default: ./sandbox.toml, then $XDG_CONFIG_HOME/h9sandbox/config.toml)')
+            [CompletionResult]::new('--format', '--format', [CompletionResultType]::ParameterName, 'Output format')
+            [CompletionResult]::new('--json', '--json', [CompletionResultType]::ParameterName, 'Same as --format json')
+            [CompletionResult]::new('-v', '-v', [CompletionResultType]::ParameterName, 'Print every engine command line to stderr before running it')
+            [CompletionResult]::new('--verbose', '--verbose', [CompletionResultType]::ParameterName, 'Print every engine command line to stderr before running it')
+            [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help (see more with ''--help'')')
+            [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help (see more with ''--help'')')
+            break
+        }
+        'h9sandbox;logs' {
+            [CompletionResult]::new('--config', '--config', [CompletionResultType]::ParameterName, 'Configuration file (default: ./sandbox.toml, then $XDG_CONFIG_HOME/h9sandbox/config.toml)')
+            [CompletionResult]::new('--format', '--format', [CompletionResultType]::ParameterName, 'Output format')
+            [CompletionResult]::new('-f', '-f', [CompletionResultType]::ParameterName, 'Keep printing what it writes until its processes have exited (or Ctrl-C)')
+            [CompletionResult]::new('--follow', '--follow', [CompletionResultType]::ParameterName, 'Keep printing what it writes until its processes have exited (or Ctrl-C)')
+            [CompletionResult]::new('--json', '--json', [CompletionResultType]::ParameterName, 'Same as --format json')
+            [CompletionResult]::new('-v', '-v', [CompletionResultType]::ParameterName, 'Print every engine command line to stderr before running it')
+            [CompletionResult]::new('--verbose', '--verbose', [CompletionResultType]::ParameterName, 'Print every engine command line to stderr before running it')
+            [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help (see more with ''--help'')')
+            [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help (see more with ''--help'')')
+            break
+        }
+        'h9sandbox;kill' {
+            [CompletionResult]::new('--config', '--config', [CompletionResultType]::ParameterName, 'Configuration file (default: ./sandbox.toml, then $XDG_CONFIG_HOME/h9sandbox/config.toml)')
+            [CompletionResult]::new('--format', '--format', [CompletionResultType]::ParameterName, 'Output format')
             [CompletionResult]::new('--json', '--json', [CompletionResultType]::ParameterName, 'Same as --format json')
             [CompletionResult]::new('-v', '-v', [CompletionResultType]::ParameterName, 'Print every engine command line to stderr before running it')
             [CompletionResult]::new('--verbose', '--verbose', [CompletionResultType]::ParameterName, 'Print every engine command line to stderr before running it')
@@ -246,7 +283,10 @@ Register-ArgumentCompleter -Native -CommandName 'h9sandbox' -ScriptBlock {
         }
         'h9sandbox;help' {
             [CompletionResult]::new('up', 'up', [CompletionResultType]::ParameterValue, 'Start a sandbox: a hardened container with the work directory bind-mounted')
-            [CompletionResult]::new('exec', 'exec', [CompletionResultType]::ParameterValue, 'Run a shell command in a sandbox (bash -c, or sh -c without bash)')
+            [CompletionResult]::new('exec', 'exec', [CompletionResultType]::ParameterValue, 'Run a command in a sandbox: a program and its arguments, or one shell command line')
+            [CompletionResult]::new('ps', 'ps', [CompletionResultType]::ParameterValue, 'List the commands running in a sandbox''s background (exec --detach)')
+            [CompletionResult]::new('logs', 'logs', [CompletionResultType]::ParameterValue, 'Print the output of a background command (exec --detach)')
+            [CompletionResult]::new('kill', 'kill', [CompletionResultType]::ParameterValue, 'Kill a background command''s whole process tree (exec --detach)')
             [CompletionResult]::new('bootstrap', 'bootstrap', [CompletionResultType]::ParameterValue, 'Run a one-time setup command in a sandbox (streams its output; recorded in the sandbox)')
             [CompletionResult]::new('down', 'down', [CompletionResultType]::ParameterValue, 'Stop and remove sandboxes and their sub-sandboxes (always removes, even when the stop fails)')
             [CompletionResult]::new('reap', 'reap', [CompletionResultType]::ParameterValue, 'Remove abandoned sandboxes of this state directory, and say what and why')
@@ -264,6 +304,15 @@ Register-ArgumentCompleter -Native -CommandName 'h9sandbox' -ScriptBlock {
             break
         }
         'h9sandbox;help;exec' {
+            break
+        }
+        'h9sandbox;help;ps' {
+            break
+        }
+        'h9sandbox;help;logs' {
+            break
+        }
+        'h9sandbox;help;kill' {
             break
         }
         'h9sandbox;help;bootstrap' {

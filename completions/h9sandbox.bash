@@ -34,11 +34,20 @@ _h9sandbox() {
             h9sandbox,help)
                 cmd="h9sandbox__subcmd__help"
                 ;;
+            h9sandbox,kill)
+                cmd="h9sandbox__subcmd__kill"
+                ;;
+            h9sandbox,logs)
+                cmd="h9sandbox__subcmd__logs"
+                ;;
             h9sandbox,ls)
                 cmd="h9sandbox__subcmd__ls"
                 ;;
             h9sandbox,mcp)
                 cmd="h9sandbox__subcmd__mcp"
+                ;;
+            h9sandbox,ps)
+                cmd="h9sandbox__subcmd__ps"
                 ;;
             h9sandbox,read)
                 cmd="h9sandbox__subcmd__read"
@@ -91,11 +100,20 @@ _h9sandbox() {
             h9sandbox__subcmd__help,help)
                 cmd="h9sandbox__subcmd__help__subcmd__help"
                 ;;
+            h9sandbox__subcmd__help,kill)
+                cmd="h9sandbox__subcmd__help__subcmd__kill"
+                ;;
+            h9sandbox__subcmd__help,logs)
+                cmd="h9sandbox__subcmd__help__subcmd__logs"
+                ;;
             h9sandbox__subcmd__help,ls)
                 cmd="h9sandbox__subcmd__help__subcmd__ls"
                 ;;
             h9sandbox__subcmd__help,mcp)
                 cmd="h9sandbox__subcmd__help__subcmd__mcp"
+                ;;
+            h9sandbox__subcmd__help,ps)
+                cmd="h9sandbox__subcmd__help__subcmd__ps"
                 ;;
             h9sandbox__subcmd__help,read)
                 cmd="h9sandbox__subcmd__help__subcmd__read"
@@ -125,7 +143,7 @@ _h9sandbox() {
 
     case "${cmd}" in
         h9sandbox)
-            opts="-v -h -V --config --format --json --verbose --help --version up exec bootstrap down reap renew ls read write edit mcp generate help"
+            opts="-v -h -V --config --format --json --verbose --help --version up exec ps logs kill bootstrap down reap renew ls read write edit mcp generate help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -225,7 +243,7 @@ _h9sandbox() {
             return 0
             ;;
         h9sandbox__subcmd__exec)
-            opts="-e -i -v -h --cwd --env --timeout --interactive --max-output --config --format --json --verbose --help"
+            opts="-e -i -d -v -h --cwd --env --timeout --interactive --max-output --detach --config --format --json --verbose --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -393,7 +411,7 @@ _h9sandbox() {
             return 0
             ;;
         h9sandbox__subcmd__help)
-            opts="up exec bootstrap down reap renew ls read write edit mcp generate help"
+            opts="up exec ps logs kill bootstrap down reap renew ls read write edit mcp generate help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -518,6 +536,34 @@ _h9sandbox() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
+        h9sandbox__subcmd__help__subcmd__kill)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        h9sandbox__subcmd__help__subcmd__logs)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
         h9sandbox__subcmd__help__subcmd__ls)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
@@ -533,6 +579,20 @@ _h9sandbox() {
             return 0
             ;;
         h9sandbox__subcmd__help__subcmd__mcp)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        h9sandbox__subcmd__help__subcmd__ps)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
@@ -616,6 +676,50 @@ _h9sandbox() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
+        h9sandbox__subcmd__kill)
+            opts="-v -h --config --format --json --verbose --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --config)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --format)
+                    COMPREPLY=($(compgen -W "table json" -- "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        h9sandbox__subcmd__logs)
+            opts="-f -v -h --follow --config --format --json --verbose --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --config)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --format)
+                    COMPREPLY=($(compgen -W "table json" -- "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
         h9sandbox__subcmd__ls)
             opts="-w -v -h --watch --interval --config --format --json --verbose --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
@@ -657,6 +761,28 @@ _h9sandbox() {
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
+                --config)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --format)
+                    COMPREPLY=($(compgen -W "table json" -- "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        h9sandbox__subcmd__ps)
+            opts="-v -h --config --format --json --verbose --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
                 --config)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0

@@ -28,7 +28,10 @@ set edit:completion:arg-completer[h9sandbox] = {|@words|
             cand -V 'Print version'
             cand --version 'Print version'
             cand up 'Start a sandbox: a hardened container with the work directory bind-mounted'
-            cand exec 'Run a shell command in a sandbox (bash -c, or sh -c without bash)'
+            cand exec 'Run a command in a sandbox: a program and its arguments, or one shell command line'
+            cand ps 'List the commands running in a sandbox''s background (exec --detach)'
+            cand logs 'Print the output of a background command (exec --detach)'
+            cand kill 'Kill a background command''s whole process tree (exec --detach)'
             cand bootstrap 'Run a one-time setup command in a sandbox (streams its output; recorded in the sandbox)'
             cand down 'Stop and remove sandboxes and their sub-sandboxes (always removes, even when the stop fails)'
             cand reap 'Remove abandoned sandboxes of this state directory, and say what and why'
@@ -75,6 +78,37 @@ set edit:completion:arg-completer[h9sandbox] = {|@words|
             cand --format 'Output format'
             cand -i 'Attach standard input to the command'
             cand --interactive 'Attach standard input to the command'
+            cand -d 'Run it in the background: print its handle at once (see `ps`, `logs`, `kill`)'
+            cand --detach 'Run it in the background: print its handle at once (see `ps`, `logs`, `kill`)'
+            cand --json 'Same as --format json'
+            cand -v 'Print every engine command line to stderr before running it'
+            cand --verbose 'Print every engine command line to stderr before running it'
+            cand -h 'Print help (see more with ''--help'')'
+            cand --help 'Print help (see more with ''--help'')'
+        }
+        &'h9sandbox;ps'= {
+            cand --config 'Configuration file (default: ./sandbox.toml, then $XDG_CONFIG_HOME/h9sandbox/config.toml)'
+            cand --format 'Output format'
+            cand --json 'Same as --format json'
+            cand -v 'Print every engine command line to stderr before running it'
+            cand --verbose 'Print every engine command line to stderr before running it'
+            cand -h 'Print help (see more with ''--help'')'
+            cand --help 'Print help (see more with ''--help'')'
+        }
+        &'h9sandbox;logs'= {
+            cand --config 'Configuration file (default: ./sandbox.toml, then $XDG_CONFIG_HOME/h9sandbox/config.toml)'
+            cand --format 'Output format'
+            cand -f 'Keep printing what it writes until its processes have exited (or Ctrl-C)'
+            cand --follow 'Keep printing what it writes until its processes have exited (or Ctrl-C)'
+            cand --json 'Same as --format json'
+            cand -v 'Print every engine command line to stderr before running it'
+            cand --verbose 'Print every engine command line to stderr before running it'
+            cand -h 'Print help (see more with ''--help'')'
+            cand --help 'Print help (see more with ''--help'')'
+        }
+        &'h9sandbox;kill'= {
+            cand --config 'Configuration file (default: ./sandbox.toml, then $XDG_CONFIG_HOME/h9sandbox/config.toml)'
+            cand --format 'Output format'
             cand --json 'Same as --format json'
             cand -v 'Print every engine command line to stderr before running it'
             cand --verbose 'Print every engine command line to stderr before running it'
@@ -224,7 +258,10 @@ set edit:completion:arg-completer[h9sandbox] = {|@words|
         }
         &'h9sandbox;help'= {
             cand up 'Start a sandbox: a hardened container with the work directory bind-mounted'
-            cand exec 'Run a shell command in a sandbox (bash -c, or sh -c without bash)'
+            cand exec 'Run a command in a sandbox: a program and its arguments, or one shell command line'
+            cand ps 'List the commands running in a sandbox''s background (exec --detach)'
+            cand logs 'Print the output of a background command (exec --detach)'
+            cand kill 'Kill a background command''s whole process tree (exec --detach)'
             cand bootstrap 'Run a one-time setup command in a sandbox (streams its output; recorded in the sandbox)'
             cand down 'Stop and remove sandboxes and their sub-sandboxes (always removes, even when the stop fails)'
             cand reap 'Remove abandoned sandboxes of this state directory, and say what and why'
@@ -240,6 +277,12 @@ set edit:completion:arg-completer[h9sandbox] = {|@words|
         &'h9sandbox;help;up'= {
         }
         &'h9sandbox;help;exec'= {
+        }
+        &'h9sandbox;help;ps'= {
+        }
+        &'h9sandbox;help;logs'= {
+        }
+        &'h9sandbox;help;kill'= {
         }
         &'h9sandbox;help;bootstrap'= {
         }

@@ -78,8 +78,9 @@ pub struct Config {
     /// Processes rlimit of new containers (`--ulimit nproc=N:N`), counted per user ID across
     /// the host; 0 = automatic, as `ulimit_nofile`.
     pub ulimit_nproc: u64,
-    /// Who the sandbox's processes run as (`docker run --user`), and who owns the files `write`
-    /// creates: `root`, `host` (the invoking uid:gid) or `uid:gid`. See [`User`].
+    /// Who the sandbox's commands run as, and who owns the files `write` creates: `owner` (the
+    /// work dir's owner, the default), `root`, `host` (the invoking uid:gid) or `uid:gid`. See
+    /// [`User`].
     pub user: String,
     /// Whether `up` reaps abandoned sandboxes of its state directory (as `h9sandbox reap`),
     /// alongside its own container start.
@@ -100,6 +101,10 @@ pub struct Config {
     /// first and the last half; the middle is cut with a marker), and of file content that
     /// `sandbox_read` returns at once. At least [`MIN_MCP_OUTPUT`].
     pub mcp_max_output_bytes: u64,
+    /// Whether `exec` and `bootstrap` go through the sandbox's in-container agent when the host
+    /// can reach its socket (milliseconds per command); `false`: always through the engine's
+    /// exec (`docker exec`), as where the socket cannot be reached.
+    pub exec_agent: bool,
 }
 
 /// The smallest `mcp_max_output_bytes` (and `sandbox_exec` `max_output_bytes`).
@@ -124,13 +129,14 @@ impl Default for Config {
             runtime: None,
             ulimit_nofile: 0,
             ulimit_nproc: 0,
-            user: "root".into(),
+            user: "owner".into(),
             reap_on_up: true,
             state_dir: None,
             bootstrap_cmd: None,
             bootstrap_timeout_secs: 600,
             bootstrap_required: false,
             mcp_max_output_bytes: 30_000,
+            exec_agent: true,
         }
     }
 }
@@ -216,6 +222,7 @@ pub const KEYS: &[Key] = &[
     },
     key("bootstrap_required", Kind::Bool),
     key("mcp_max_output_bytes", Kind::Int),
+    key("exec_agent", Kind::Bool),
 ];
 
 /// Where a configuration value came from; shown in error messages.
@@ -672,9 +679,9 @@ impl Config {
         parse_size(&self.memory).unwrap_or(0)
     }
 
-    /// The `user` key (already validated; `root` if it somehow is not).
+    /// The `user` key (already validated; `owner` if it somehow is not).
     pub fn user(&self) -> User {
-        self.user.parse().unwrap_or(User::Root)
+        self.user.parse().unwrap_or(User::Owner)
     }
 
     /// The directory holding `state.json` and `state.lock`.
@@ -923,8 +930,18 @@ mod tests {
     }
 
     #[test]
-    fn user_is_root_host_or_numeric_ids() {
-        assert_eq!(load(None, &[]).unwrap().user(), User::Root);
+    fn user_is_owner_root_host_or_numeric_ids() {
+        assert_eq!(load(None, &[]).unwrap().user(), User::Owner);
+        let d = tempfile::tempdir().unwrap();
+        use std::os::unix::fs::MetadataExt;
+        let m = std::fs::metadata(d.path()).unwrap();
+        assert_eq!(
+            User::Owner.resolve(d.path()),
+            Ids {
+                uid: m.uid(),
+                gid: m.gid()
+            }
+        );
         let cfg = load(Some("user = \"1000:1000\"\n"), &[]).unwrap();
         assert_eq!(
             cfg.user(),
@@ -933,10 +950,10 @@ mod tests {
                 gid: 1000
             })
         );
-        assert_eq!(cfg.user().ids().to_string(), "1000:1000");
+        assert_eq!(cfg.user().resolve(d.path()).to_string(), "1000:1000");
         let cfg = load(None, &[("H9SANDBOX_USER", "host")]).unwrap();
-        assert_eq!(cfg.user().ids(), Ids::current());
-        assert_eq!(User::Root.ids(), Ids::ROOT);
+        assert_eq!(cfg.user().resolve(d.path()), Ids::current());
+        assert_eq!(User::Root.resolve(d.path()), Ids::ROOT);
         for bad in [
             "nobody",
             "1000",

@@ -458,6 +458,7 @@ mod tests {
             expires_at: None,
             ttl_secs: None,
             stopper: (state == Lifecycle::Stopping).then(|| p(ALIVE)),
+            agent: None,
             engine: EngineKind::Docker,
             isolation: Isolation::Container,
             parent: None,

@@ -164,6 +164,21 @@ pub struct Record {
     /// Stopping sandbox alone while this process lives, and finishes the job once it is gone.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stopper: Option<ProcessRef>,
+    /// h9sandbox's agent inside the container (PID 1; see [`crate::agent`]). Absent for a local
+    /// sandbox and for sandboxes made before the agent existed: their commands go through the
+    /// engine's exec and a shell wrapper.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent: Option<AgentRecord>,
+}
+
+/// What `up` found of a sandbox's in-container agent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AgentRecord {
+    /// The agent's socket (device and inode, as the host sees it) when `up` connected to it:
+    /// commands go through that very socket, never another one put in its place. `null` when
+    /// the host cannot reach the socket (gVisor, a daemon in a VM): commands then go through the
+    /// engine's exec, wrapped by the in-container binary.
+    pub socket: Option<[u64; 2]>,
 }
 
 /// The outcome of a sandbox's last bootstrap command, as recorded in its [`Record`].
@@ -513,6 +528,7 @@ pub(crate) mod tests {
             expires_at: None,
             ttl_secs: None,
             stopper: None,
+            agent: None,
         }
     }
 

@@ -124,7 +124,8 @@ impl std::str::FromStr for Ids {
 
     /// Parses `uid:gid`, both decimal numbers below 2^32 - 1 (the kernel's "no ID").
     fn from_str(s: &str) -> Result<Ids, String> {
-        let bad = || format!("'{s}' is not root, host, or a numeric uid:gid such as 1000:1000");
+        let bad =
+            || format!("'{s}' is not owner, root, host, or a numeric uid:gid such as 1000:1000");
         let (u, g) = s.split_once(':').ok_or_else(bad)?;
         let num = |t: &str| {
             if t.is_empty() || !t.bytes().all(|b| b.is_ascii_digit()) {
@@ -155,9 +156,12 @@ impl TryFrom<String> for Ids {
     }
 }
 
-/// The value of the `user` key: who the processes of a sandbox run as (`docker run --user`).
+/// The value of the `user` key: who the commands of a sandbox run as.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum User {
+    /// `owner` (the default): the owner (uid and gid) of the work dir, so that what the sandbox
+    /// leaves there belongs to the person whose directory it is.
+    Owner,
     /// `root`: uid 0, gid 0.
     Root,
     /// `host`: the real uid and gid of the h9sandbox process that runs `up`.
@@ -170,6 +174,7 @@ impl std::str::FromStr for User {
     type Err = String;
     fn from_str(s: &str) -> Result<User, String> {
         match s {
+            "owner" => Ok(User::Owner),
             "root" => Ok(User::Root),
             "host" => Ok(User::Host),
             _ => s.parse().map(User::Ids),
@@ -178,9 +183,15 @@ impl std::str::FromStr for User {
 }
 
 impl User {
-    /// The numeric IDs; `host` is resolved now, in this process.
-    pub fn ids(self) -> Ids {
+    /// The numeric IDs for a sandbox on `workdir`: `owner` is the directory's owner (`stat(2)`;
+    /// root when it cannot be read), `host` this process's real IDs.
+    pub fn resolve(self, workdir: &std::path::Path) -> Ids {
+        use std::os::unix::fs::MetadataExt;
         match self {
+            User::Owner => std::fs::metadata(workdir).map_or(Ids::ROOT, |m| Ids {
+                uid: m.uid(),
+                gid: m.gid(),
+            }),
             User::Root => Ids::ROOT,
             User::Host => Ids::current(),
             User::Ids(ids) => ids,

@@ -280,8 +280,8 @@ fn commands_use_the_engine_the_sandbox_was_created_with() {
     let in_container = env.up(&[]);
     let (local, _) = up_local(&env);
     // Configured for local now: the container sandbox still runs in its container...
-    // PID 1 of a sandbox's container is its init running `sleep infinity`.
-    let probe = "grep -q infinity /proc/1/cmdline && echo container || echo host";
+    // PID 1 of a sandbox's container is h9sandbox's agent (`/.h9sandbox/h9sandbox agent init`).
+    let probe = "grep -q h9sandbox /proc/1/cmdline && echo container || echo host";
     let out = env
         .cmd()
         .env("H9SANDBOX_ENGINE", "local")

@@ -734,10 +734,8 @@ fn numeric_user_owns_files_made_in_the_sandbox_and_written_by_the_host() {
     let rec: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(rec["user"], "1000:1000");
     let id = rec["id"].as_str().unwrap().to_string();
-    assert_eq!(
-        inspect(&env.container(&id), "{{.Config.User}}"),
-        "1000:1000"
-    );
+    // The container runs as root (h9sandbox's PID 1), every command as the sandbox's user.
+    assert_eq!(inspect(&env.container(&id), "{{.Config.User}}"), "0:0");
     assert_eq!(sh(&env, &id, "id -u; id -g"), "1000\n1000\n");
     sh(&env, &id, "mkdir made && echo x > made/f");
     assert_ok(&run_stdin(&env, &["write", &id, "written.txt"], b"w"));
@@ -822,11 +820,22 @@ fn host_user_as_non_root_can_delete_what_the_sandbox_made() {
     let out = as_uid_1000(&env.workdir, &["rm", "-r", "made"]);
     assert_ok(&out);
     assert!(!env.path("made").exists());
-    // Under root (the default), what the sandbox makes is root's: uid 1000 cannot delete it.
+    // By default the sandbox runs as the work dir's owner: what it makes is theirs.
+    let owned_env = TestEnv::new();
+    std::os::unix::fs::chown(owned_env.root.path(), Some(1000), Some(1000)).unwrap();
+    std::os::unix::fs::chown(&owned_env.workdir, Some(1000), Some(1000)).unwrap();
+    let oid = owned_env.up(&[]);
+    sh(&owned_env, &oid, "mkdir made && echo x > made/f");
+    assert_eq!(
+        std::fs::metadata(owned_env.path("made/f")).unwrap().uid(),
+        1000
+    );
+    assert_ok(&as_uid_1000(&owned_env.workdir, &["rm", "-r", "made"]));
+    // Under `--user root`, what the sandbox makes is root's: uid 1000 cannot delete it.
     let root_env = TestEnv::new();
     std::os::unix::fs::chown(root_env.root.path(), Some(1000), Some(1000)).unwrap();
     std::os::unix::fs::chown(&root_env.workdir, Some(1000), Some(1000)).unwrap();
-    let rid = root_env.up(&[]);
+    let rid = root_env.up(&["--user", "root"]);
     sh(&root_env, &rid, "mkdir made && echo x > made/f");
     assert_eq!(std::fs::metadata(root_env.path("made/f")).unwrap().uid(), 0);
     let out = as_uid_1000(&root_env.workdir, &["rm", "-r", "made"]);

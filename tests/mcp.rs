@@ -130,7 +130,7 @@ fn the_tools_are_listed_with_schemas_a_model_can_follow() {
     assert_eq!(t["server"], "h9sandbox");
     let tools = &t["tools"];
     let names: Vec<&String> = tools.as_object().unwrap().keys().collect();
-    assert_eq!(names.len(), 7, "{names:?}");
+    assert_eq!(names.len(), 11, "{names:?}");
     let expect = [
         (
             "sandbox_up",
@@ -151,6 +151,7 @@ fn the_tools_are_listed_with_schemas_a_model_can_follow() {
         (
             "sandbox_exec",
             vec![
+                "argv",
                 "command",
                 "cwd",
                 "env",
@@ -158,8 +159,20 @@ fn the_tools_are_listed_with_schemas_a_model_can_follow() {
                 "max_output_bytes",
                 "timeout_secs",
             ],
-            vec!["command"],
+            vec![],
         ),
+        (
+            "sandbox_spawn",
+            vec!["argv", "command", "cwd", "env", "id", "timeout_secs"],
+            vec![],
+        ),
+        ("sandbox_ps", vec!["id"], vec![]),
+        (
+            "sandbox_logs",
+            vec!["handle", "id", "max_output_bytes"],
+            vec!["handle"],
+        ),
+        ("sandbox_kill", vec!["handle", "id"], vec!["handle"]),
         (
             "sandbox_read",
             vec!["id", "limit", "line_numbers", "offset", "path"],

@@ -29,6 +29,10 @@ from mcp.client.stdio import stdio_client
 TOOLS = [
     "sandbox_up",
     "sandbox_exec",
+    "sandbox_spawn",
+    "sandbox_ps",
+    "sandbox_logs",
+    "sandbox_kill",
     "sandbox_read",
     "sandbox_write",
     "sandbox_edit",
@@ -201,6 +205,37 @@ async def flow():
                 )
                 check(e["stdout"] == f"{workdir}/sub\nhello there\n", "cwd and env apply", e)
                 error(await call(s, "sandbox_exec", {"command": "pwd", "cwd": "../.."}), "cwd outside", "work dir")
+
+                # argv: run exactly, no shell; variables whose names hold '.' or '-' arrive.
+                e = ok(await call(s, "sandbox_exec", {"argv": ["printf", "%s|", "one two", "$HOME", "", "it's"]}), "argv")
+                check(e["stdout"] == "one two|$HOME||it's|", "argv arrives exactly", e)
+                e = ok(await call(s, "sandbox_exec", {"command": "env", "env": {"spring.profiles.active": "dev", "A-B": "1"}}), "dotted env")
+                check("spring.profiles.active=dev\n" in e["stdout"] and "A-B=1\n" in e["stdout"], "dotted and dashed names arrive", e)
+                error(await call(s, "sandbox_exec", {"command": "true", "argv": ["true"]}), "command and argv", "either command or argv")
+                error(await call(s, "sandbox_exec", {}), "no command", "give the command")
+
+                # Background commands: spawn, ps, logs, kill.
+                b = ok(await call(s, "sandbox_spawn", {"command": "echo up; echo warn >&2; sleep 293"}), "spawn")
+                handle = b["handle"]
+                check(len(handle) == 8 and b["pid"] > 0, "a handle", b)
+                with anyio.fail_after(20):
+                    while True:
+                        lg = ok(await call(s, "sandbox_logs", {"handle": handle}), "logs")
+                        if lg["stdout"] == "up\n" and lg["stderr"] == "warn\n":
+                            break
+                        await anyio.sleep(0.1)
+                listed = ok(await call(s, "sandbox_ps", {}), "ps")["processes"]
+                check([p["handle"] for p in listed] == [handle] and listed[0]["running"], "ps lists it", listed)
+                ok(await call(s, "sandbox_kill", {"handle": handle}), "kill")
+                with anyio.fail_after(20):
+                    while True:
+                        listed = ok(await call(s, "sandbox_ps", {}), "ps")["processes"]
+                        if not listed[0]["running"]:
+                            break
+                        await anyio.sleep(0.1)
+                ps = ok(await call(s, "sandbox_exec", {"command": "ps -o args"}), "ps")["stdout"]
+                check("sleep 293" not in ps, "the killed tree is gone", ps)
+                error(await call(s, "sandbox_kill", {"handle": "00000000"}), "unknown handle", "no detached command")
 
                 # A timeout kills the whole process tree: also what the command left in the background.
                 r = await call(s, "sandbox_exec", {"command": "sleep 297 & sleep 298; echo never", "timeout_secs": 2})

@@ -44,6 +44,11 @@ enum AgentCommand {
     Supervise,
     /// Kill a supervised tree's processes of one user (the supervisor starts this)
     Signal(supervise::SignalArgs),
+    /// Print the device and inode of a path, `DEV INO` (the host checks a mount with it)
+    Stat {
+        /// The path
+        path: std::path::PathBuf,
+    },
 }
 
 /// Runs `h9sandbox agent …` when `args` (the whole argv) asks for it; `None` otherwise.
@@ -64,5 +69,16 @@ pub fn main(args: &[std::ffi::OsString]) -> Option<i32> {
         AgentCommand::Exec(a) => wrap::run(a),
         AgentCommand::Supervise => supervise::run(),
         AgentCommand::Signal(a) => supervise::signal(a),
+        AgentCommand::Stat { path } => match std::fs::metadata(path) {
+            Ok(m) => {
+                use std::os::unix::fs::MetadataExt;
+                println!("{} {}", m.dev(), m.ino());
+                0
+            }
+            Err(e) => {
+                eprintln!("h9sandbox: {}: {e}", path.display());
+                1
+            }
+        },
     })
 }

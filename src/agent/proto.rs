@@ -98,7 +98,7 @@ pub enum Request {
 
 /// How a command is given.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub enum Command {
+pub enum CommandLine {
     /// A shell command line, run by `bash -c` (`sh -c` where the image has no bash).
     Shell(String),
     /// A program and its arguments, run exactly (no shell); the program is looked up on `PATH`.
@@ -109,7 +109,7 @@ pub enum Command {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Start {
     /// What to run.
-    pub command: Command,
+    pub command: CommandLine,
     /// Working directory (absolute, in the container).
     pub cwd: String,
     /// Variables added to (or replacing) the container's environment, in order.
@@ -142,9 +142,9 @@ impl Start {
             }
         }
         match &self.command {
-            Command::Shell(s) if s.contains('\0') => Err("the command holds a NUL byte".into()),
-            Command::Argv(a) if a.is_empty() => Err("the command is empty".into()),
-            Command::Argv(a) if a.iter().any(|w| w.contains('\0')) => {
+            CommandLine::Shell(s) if s.contains('\0') => Err("the command holds a NUL byte".into()),
+            CommandLine::Argv(a) if a.is_empty() => Err("the command is empty".into()),
+            CommandLine::Argv(a) if a.iter().any(|w| w.contains('\0')) => {
                 Err("an argument holds a NUL byte".into())
             }
             _ => Ok(()),
@@ -226,7 +226,7 @@ mod tests {
     #[test]
     fn messages_round_trip() {
         let start = Request::Start(Start {
-            command: Command::Argv(vec![
+            command: CommandLine::Argv(vec![
                 "printf".into(),
                 "%s\n".into(),
                 "one two".into(),
@@ -258,7 +258,7 @@ mod tests {
     #[test]
     fn starts_are_checked() {
         let ok = Start {
-            command: Command::Shell("true".into()),
+            command: CommandLine::Shell("true".into()),
             cwd: "/".into(),
             env: vec![],
             uid: 0,
@@ -282,7 +282,7 @@ mod tests {
                 ..ok.clone()
             },
             Start {
-                command: Command::Argv(vec![]),
+                command: CommandLine::Argv(vec![]),
                 ..ok.clone()
             },
         ] {

@@ -377,7 +377,7 @@ impl Agent {
                 }))
                 .await;
         }
-        tokio::spawn(run.linger(None));
+        tokio::spawn(run.linger(None, None));
         Ok(())
     }
 
@@ -394,8 +394,8 @@ impl Agent {
                 handle: handle.clone(),
                 pid,
                 command: match &start.command {
-                    proto::Command::Shell(s) => s.clone(),
-                    proto::Command::Argv(a) => a.join(" "),
+                    proto::CommandLine::Shell(s) => s.clone(),
+                    proto::CommandLine::Argv(a) => a.join(" "),
                 },
                 started: SystemTime::now()
                     .duration_since(UNIX_EPOCH)
@@ -410,7 +410,8 @@ impl Agent {
             .unwrap_or_else(|e| e.into_inner())
             .insert(handle.clone(), Arc::clone(&entry));
         let logs = log_files(&handle);
-        tokio::spawn(run.linger(Some((entry, rx, logs))));
+        let timeout = start.timeout_ms.map(Duration::from_millis);
+        tokio::spawn(run.linger(Some((entry, rx, logs)), timeout));
         Ok(Reply::Started {
             pid,
             handle: Some(handle),
@@ -495,10 +496,14 @@ impl Running {
     /// Keeps the command's tree supervised until its last process exits: reads its output
     /// (into `logs` for a detached command, else nowhere) so no writer dies of SIGPIPE, and
     /// passes kill requests on.
+    /// `timeout`: kill the tree after this long (a detached command's own timeout).
     async fn linger(
         mut self,
         detached: Option<(Arc<Background>, mpsc::Receiver<Control>, [PathBuf; 2])>,
+        timeout: Option<Duration>,
     ) {
+        let deadline = timeout.map(|t| tokio::time::Instant::now() + t);
+        let mut killed = false;
         let (entry, mut control, mut files) = match detached {
             Some((e, c, paths)) => (Some(e), Some(c), paths.map(|p| Some(LogFile::new(p)))),
             None => (None, None, [None, None]),
@@ -515,6 +520,10 @@ impl Running {
                 }
                 c = recv_control(&mut control) => {
                     if let Some(c) = c { let _ = self.ctl.send(c).await; }
+                }
+                _ = sleep_until(deadline), if !killed => {
+                    killed = true;
+                    let _ = self.ctl.send(Control::Kill).await;
                 }
                 ev = self.ctl.next() => match ev {
                     Some(Ok(Event::Exited(code))) => {
@@ -570,14 +579,17 @@ async fn read_some(pipe: &mut Option<pipe::Receiver>, buf: &mut [u8]) -> Option<
     }
 }
 
-/// What `pipe` holds right now (at most `cap` bytes), without waiting for more.
+/// What `pipe` holds right now (at most `cap` bytes), without waiting for more. Reads the
+/// descriptor itself (it is non-blocking): the runtime's readiness flag may lag behind data
+/// already written by a process that has exited.
 fn drain(pipe: &mut Option<pipe::Receiver>, cap: usize) -> Vec<Vec<u8>> {
+    use std::os::fd::AsFd;
     let mut out = Vec::new();
     let mut total = 0;
     let Some(p) = pipe else { return out };
     while total < cap {
         let mut buf = vec![0u8; proto::CHUNK];
-        match p.try_read(&mut buf) {
+        match rustix::io::read(p.as_fd(), &mut buf) {
             Ok(0) => {
                 *pipe = None;
                 break;
@@ -587,6 +599,7 @@ fn drain(pipe: &mut Option<pipe::Receiver>, cap: usize) -> Vec<Vec<u8>> {
                 total += n;
                 out.push(buf);
             }
+            Err(rustix::io::Errno::INTR) => continue,
             Err(_) => break,
         }
     }

@@ -24,7 +24,7 @@ use bytes::BytesMut;
 use serde::{Deserialize, Serialize};
 use tokio_util::codec::{Decoder, Encoder};
 
-use super::proto::{Codec, Command};
+use super::proto::{Codec, CommandLine};
 
 /// Descriptor the supervisor's control socket arrives on.
 pub const CONTROL_FD: i32 = 3;
@@ -37,7 +37,7 @@ pub const ARGV_SCRIPT_MAX: usize = 96 << 10;
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Spec {
     /// The command.
-    pub command: Command,
+    pub command: CommandLine,
     /// Working directory.
     pub cwd: String,
     /// The whole environment of the command.
@@ -207,7 +207,7 @@ fn spawn(spec: &Spec) -> Result<i32, (i32, String)> {
         .unwrap_or_else(|| "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin".into());
     let mut script_pipe: Option<(OwnedFd, String)> = None;
     let (program, args): (String, Vec<String>) = match &spec.command {
-        Command::Shell(line) => {
+        CommandLine::Shell(line) => {
             let shell = find_on(&path, "bash")
                 .or_else(|| find_on(&path, "sh"))
                 .ok_or((127, "no shell (bash or sh) in the image; pass the command as separate words to run it without one".to_string()))?;
@@ -225,7 +225,7 @@ fn spawn(spec: &Spec) -> Result<i32, (i32, String)> {
                 (shell, vec!["-c".into(), line.clone()])
             }
         }
-        Command::Argv(argv) => {
+        CommandLine::Argv(argv) => {
             let program = if argv[0].contains('/') {
                 argv[0].clone()
             } else {
@@ -239,7 +239,7 @@ fn spawn(spec: &Spec) -> Result<i32, (i32, String)> {
         .env_clear()
         .envs(spec.env.iter().map(|(k, v)| (k, v)))
         .current_dir(&spec.cwd);
-    if let Command::Argv(argv) = &spec.command {
+    if let CommandLine::Argv(argv) = &spec.command {
         cmd.arg0(&argv[0]);
     }
     let me = (unsafe { libc::getuid() }, unsafe { libc::getgid() });

@@ -102,18 +102,42 @@ The engine is config `engine` (H9SANDBOX_ENGINE): docker (default), podman, or l
 commands directly on the host WITHOUT ISOLATION (so does `fallback = \"local\"` when the engine is
 unreachable); `up` warns on stderr when a sandbox is local.")]
     Up(UpArgs),
-    /// Run a shell command in a sandbox (bash -c, or sh -c without bash)
+    /// Run a command in a sandbox: a program and its arguments, or one shell command line
     #[command(after_help = "\
 Examples:
-  h9sandbox exec 3f2a -- ls -la                   stream output; exit with the command's status
+  h9sandbox exec 3f2a -- ls -la                   a program and its arguments, run exactly
+  h9sandbox exec 3f2a -- 'make && make test'      ONE argument: a shell command line (bash -c)
   h9sandbox exec 3f2a --timeout 30 -- make test   kill the whole process tree after 30 s (exit 124)
   h9sandbox exec 3f2a --cwd src --env RUST_LOG=debug -- cargo test
   echo data | h9sandbox exec 3f2a -i -- wc -c      attach stdin (never attached without -i)
   h9sandbox exec 3f2a --format json -- 'ls; echo done >&2'
+  h9sandbox exec 3f2a --detach -- 'python -m http.server'   in the background: prints a handle
+
+Two or more words after `--` are a program and its arguments, passed as they are (no shell, as
+`docker exec` does); a single word is a command line for `bash -c` (`sh -c` without bash).
 
 Exit status: the command's (128+N when killed by signal N), 124 on timeout, 125 when h9sandbox
 itself failed (unknown sandbox, engine down, container gone).")]
     Exec(ExecArgs),
+    /// List the commands running in a sandbox's background (exec --detach)
+    #[command(after_help = "\
+Examples:
+  h9sandbox ps 3f2a
+  h9sandbox ps 3f2a --format json                 [{handle, pid, command, started, exit_code, running}]")]
+    Ps(PsArgs),
+    /// Print the output of a background command (exec --detach)
+    #[command(after_help = "\
+Examples:
+  h9sandbox logs 3f2a 9c1e04ab                    what it wrote so far (stdout, then stderr)
+  h9sandbox logs 3f2a 9c1e04ab --follow           and what it writes, until its processes exit
+
+Each stream keeps its last 8 to 16 MiB (log files in the sandbox's scratch volume).")]
+    Logs(LogsArgs),
+    /// Kill a background command's whole process tree (exec --detach)
+    #[command(after_help = "\
+Examples:
+  h9sandbox kill 3f2a 9c1e04ab")]
+    Kill(KillArgs),
     /// Run a one-time setup command in a sandbox (streams its output; recorded in the sandbox)
     #[command(after_help = "\
 Examples:
@@ -237,6 +261,9 @@ impl Command {
         match self {
             Command::Up(_) => "up",
             Command::Exec(_) => "exec",
+            Command::Ps(_) => "ps",
+            Command::Logs(_) => "logs",
+            Command::Kill(_) => "kill",
             Command::Bootstrap(_) => "bootstrap",
             Command::Down(_) => "down",
             Command::Ls(_) => "ls",
@@ -340,7 +367,10 @@ pub struct ExecArgs {
     /// With --format json: bytes kept of each of stdout and stderr
     #[arg(long, value_name = "BYTES", default_value_t = 1 << 20)]
     pub max_output: usize,
-    /// The command; words are joined with spaces and run by `bash -c`
+    /// Run it in the background: print its handle at once (see `ps`, `logs`, `kill`)
+    #[arg(short, long, conflicts_with = "interactive")]
+    pub detach: bool,
+    /// The command: a program and its arguments, or one shell command line (bash -c)
     #[arg(
         required = true,
         trailing_var_arg = true,
@@ -348,6 +378,34 @@ pub struct ExecArgs {
         value_name = "COMMAND"
     )]
     pub command: Vec<String>,
+}
+
+/// `ps` arguments.
+#[derive(Debug, Args)]
+pub struct PsArgs {
+    /// Sandbox ID, unique ID prefix, or name
+    pub id: String,
+}
+
+/// `logs` arguments.
+#[derive(Debug, Args)]
+pub struct LogsArgs {
+    /// Sandbox ID, unique ID prefix, or name
+    pub id: String,
+    /// The background command's handle (printed by exec --detach; see `ps`)
+    pub handle: String,
+    /// Keep printing what it writes until its processes have exited (or Ctrl-C)
+    #[arg(short, long)]
+    pub follow: bool,
+}
+
+/// `kill` arguments.
+#[derive(Debug, Args)]
+pub struct KillArgs {
+    /// Sandbox ID, unique ID prefix, or name
+    pub id: String,
+    /// The background command's handle
+    pub handle: String,
 }
 
 /// `bootstrap` arguments.

@@ -1,5 +1,6 @@
-//! `h9sandbox exec`: run a shell command in a sandbox ([`crate::sandbox::exec`]), streaming its
-//! output, or capturing it into a JSON document; exit with its status.
+//! `h9sandbox exec`: run a command in a sandbox ([`crate::sandbox::exec`]), streaming its
+//! output, or capturing it into a JSON document; exit with its status. With `--detach`, start it
+//! in the background ([`crate::sandbox::background`]) and print its handle.
 
 use anyhow::Result;
 use serde::Serialize;
@@ -37,6 +38,7 @@ pub fn request(args: &ExecArgs) -> ExecRequest {
         interactive: args.interactive,
         max_output: args.max_output,
         command: args.command.clone(),
+        argv: false,
     }
 }
 
@@ -47,6 +49,14 @@ pub async fn run(ctx: &Ctx, format: Format, args: &ExecArgs) -> Result<i32> {
             "unknown option '{opt}' (h9sandbox's options go before `--`, the command after it); see `h9sandbox exec --help`"
         ))
         .into());
+    }
+    if args.detach {
+        let started = crate::sandbox::background::detach(ctx, &request(args)).await?;
+        match format {
+            Format::Json => output::print_json(&started)?,
+            Format::Table => output::print_line(&started.handle)?,
+        }
+        return Ok(0);
     }
     let sink = match format {
         Format::Json => Sink::Capture(args.max_output),

@@ -7,6 +7,7 @@
 //! status ([`crate::error::exit_code`]), printing an error once, with its cause chain.
 
 pub mod args;
+pub mod background;
 pub mod bootstrap;
 pub mod down;
 pub mod edit;
@@ -130,6 +131,9 @@ async fn dispatch(cli: Cli) -> Result<i32> {
             up::run(&ctx(&req.config_flags())?, format, &progress, &req).await
         }
         Command::Exec(a) => exec::run(&ctx(&[])?, format, a).await,
+        Command::Ps(a) => background::ps(&ctx(&[])?, format, a).await,
+        Command::Logs(a) => background::logs(&ctx(&[])?, a).await,
+        Command::Kill(a) => background::kill(&ctx(&[])?, a).await,
         Command::Bootstrap(a) => {
             let timeout = a.timeout.map(|t| t.to_string());
             let ctx = ctx(&[("bootstrap_timeout_secs", timeout, "--timeout")])?;

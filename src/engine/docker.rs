@@ -18,9 +18,10 @@ use tokio::process::Command;
 
 use super::shell::shell_line;
 use super::{
-    AppliedLimits, ContainerSpec, ContainerStatus, ContainerSummary, Environment, ExecFailure,
-    ExecSpec, EXEC_MARKER_VAR, LABEL_ID, LABEL_STATE_DIR, SCRATCH_DIR,
+    AppliedLimits, CommandLine, ContainerSpec, ContainerStatus, ContainerSummary, Environment,
+    ExecFailure, ExecSpec, EXEC_MARKER_VAR, LABEL_ID, LABEL_STATE_DIR, SCRATCH_DIR,
 };
+use crate::agent;
 use crate::error::Error;
 use crate::report::{Reporter, Silent};
 use crate::types::EngineKind;
@@ -513,11 +514,10 @@ pub fn run_args(spec: &ContainerSpec, extra: &[String]) -> Vec<String> {
         a.push("--label".into());
         a.push(format!("{k}={v}"));
     }
-    // tini as PID 1 forwards SIGTERM to `sleep` and reaps zombies, so `down` does not wait out
-    // the whole grace period (a bare `sleep` as PID 1 ignores SIGTERM).
-    a.push("--init".into());
-    // Every process runs as this user, `docker exec`s included (their default is the container's).
-    a.extend(["--user".into(), spec.user.to_string()]);
+    // PID 1 is h9sandbox's agent, as root: it makes the sandbox's user known, installs the
+    // set-ID filter that every process inherits, reaps zombies, exits at once on SIGTERM, and
+    // runs each command as `spec.user` (the engine's exec passes `--user` itself).
+    a.extend(["--user".into(), "0:0".into()]);
     a.extend(["--cap-drop".into(), "all".into()]);
     for cap in CAPS_ADDED {
         a.extend(["--cap-add".into(), cap.into()]);
@@ -541,9 +541,19 @@ pub fn run_args(spec: &ContainerSpec, extra: &[String]) -> Vec<String> {
         "--env".into(),
         format!("TMPDIR={SCRATCH_DIR}"),
         "--mount".into(),
-        bind_mount_arg(&workdir),
+        bind_mount_arg(&workdir, &workdir, false),
         "--workdir".into(),
         workdir.to_string(),
+        "--mount".into(),
+        bind_mount_arg(&spec.agent.binary.to_string_lossy(), agent::BIN, true),
+        "--mount".into(),
+        bind_mount_arg(
+            &spec.agent.run_dir.to_string_lossy(),
+            agent::server::RUN_DIR,
+            false,
+        ),
+        "--entrypoint".into(),
+        agent::BIN.into(),
     ]);
     a.extend(extra.iter().cloned());
     a.extend([
@@ -551,9 +561,14 @@ pub fn run_args(spec: &ContainerSpec, extra: &[String]) -> Vec<String> {
         "never".into(),
         "--".into(),
         spec.image.clone(),
-        "sleep".into(),
-        "infinity".into(),
+        agent::ARG.into(),
+        "init".into(),
+        "--user".into(),
+        spec.user.to_string(),
     ]);
+    if let Some(n) = &spec.agent.user_name {
+        a.extend(["--user-name".into(), n.clone()]);
+    }
     a
 }
 
@@ -634,9 +649,10 @@ pub fn run_failure_hint(stderr: &str) -> &'static str {
     }
 }
 
-/// `--mount` value binding `path` at the same path. `--mount` is parsed as one CSV record, so a
-/// field holding `,` or `"` is quoted (RFC 4180); `:` and spaces need nothing, unlike `-v`.
-pub fn bind_mount_arg(path: &str) -> String {
+/// `--mount` value binding the host path `source` at `target` (read-only with `readonly`).
+/// `--mount` is parsed as one CSV record, so a field holding `,` or `"` is quoted (RFC 4180);
+/// `:` and spaces need nothing, unlike `-v`.
+pub fn bind_mount_arg(source: &str, target: &str, readonly: bool) -> String {
     let field = |f: String| {
         if f.contains([',', '"']) || f.starts_with(' ') || f.ends_with(' ') {
             format!("\"{}\"", f.replace('"', "\"\""))
@@ -645,9 +661,10 @@ pub fn bind_mount_arg(path: &str) -> String {
         }
     };
     format!(
-        "type=bind,{},{}",
-        field(format!("source={path}")),
-        field(format!("target={path}"))
+        "type=bind,{},{}{}",
+        field(format!("source={source}")),
+        field(format!("target={target}")),
+        if readonly { ",readonly" } else { "" }
     )
 }
 
@@ -740,7 +757,10 @@ fn parse_podman_ps(json: &str) -> Result<Vec<ContainerSummary>> {
         .collect())
 }
 
-/// `docker exec` arguments running `spec` in `container` through [`SHELL_WRAPPER`].
+/// `docker exec` arguments running `spec` in `container`: as `spec.user`, through the
+/// in-container binary (`h9sandbox agent exec`, which installs the set-ID filter) when the
+/// sandbox has one, else (sandboxes made before the agent) a shell command line through
+/// [`SHELL_WRAPPER`] and an argument vector as it is.
 pub fn exec_args(container: &str, spec: &ExecSpec) -> Vec<String> {
     let mut a: Vec<String> = vec!["exec".into()];
     if spec.interactive {
@@ -754,14 +774,37 @@ pub fn exec_args(container: &str, spec: &ExecSpec) -> Vec<String> {
     }
     a.push("-w".into());
     a.push(spec.cwd.to_string_lossy().into_owned());
+    if let Some(u) = spec.user {
+        a.extend(["--user".into(), u.to_string()]);
+    }
     a.push(container.into());
-    a.extend([
-        "sh".into(),
-        "-c".into(),
-        SHELL_WRAPPER.into(),
-        "h9sandbox".into(),
-        spec.command.clone(),
-    ]);
+    match (&spec.command, spec.wrapped) {
+        (CommandLine::Shell(line), true) => a.extend([
+            agent::BIN.into(),
+            agent::ARG.into(),
+            "exec".into(),
+            "--shell".into(),
+            "--".into(),
+            line.clone(),
+        ]),
+        (CommandLine::Argv(argv), true) => {
+            a.extend([
+                agent::BIN.into(),
+                agent::ARG.into(),
+                "exec".into(),
+                "--".into(),
+            ]);
+            a.extend(argv.iter().cloned());
+        }
+        (CommandLine::Shell(line), false) => a.extend([
+            "sh".into(),
+            "-c".into(),
+            SHELL_WRAPPER.into(),
+            "h9sandbox".into(),
+            line.clone(),
+        ]),
+        (CommandLine::Argv(argv), false) => a.extend(argv.iter().cloned()),
+    }
     a
 }
 
@@ -918,6 +961,7 @@ pub fn first_error_line(stderr: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::engine::AgentMount;
     use crate::types::{Ids, Limits, Network};
     use std::collections::BTreeMap;
 
@@ -935,6 +979,11 @@ mod tests {
             },
             labels: BTreeMap::from([("h9sandbox".into(), "1".into())]),
             user: Ids::ROOT,
+            agent: AgentMount {
+                binary: "/opt/h9/h9sandbox".into(),
+                run_dir: "/state/run/abc".into(),
+                user_name: None,
+            },
         }
     }
 
@@ -949,12 +998,16 @@ mod tests {
         );
         assert_eq!(
             got,
-            "docker run -d --name h9sandbox-abc --label h9sandbox=1 --init --user 0:0 --cap-drop all \
+            "docker run -d --name h9sandbox-abc --label h9sandbox=1 --user 0:0 --cap-drop all \
              --cap-add DAC_OVERRIDE --cap-add SETUID --cap-add SETGID \
              --security-opt no-new-privileges:true --pids-limit 256 --cpus 1.5 --memory 512m \
              --tmpfs /tmp:size=256m,nosuid,noexec,nodev --network none \
              --mount type=volume,destination=/var/tmp --env TMPDIR=/var/tmp \
-             --mount type=bind,source=/w,target=/w --workdir /w --pull never -- ubuntu:22.04 sleep infinity"
+             --mount type=bind,source=/w,target=/w --workdir /w \
+             --mount type=bind,source=/opt/h9/h9sandbox,target=/.h9sandbox/h9sandbox,readonly \
+             --mount type=bind,source=/state/run/abc,target=/.h9sandbox/run \
+             --entrypoint /.h9sandbox/h9sandbox --pull never -- ubuntu:22.04 \
+             agent init --user 0:0"
         );
     }
 
@@ -971,7 +1024,16 @@ mod tests {
         assert_eq!(a[at - 4..at], extra[..]);
         assert_eq!(
             a[at..],
-            ["--pull", "never", "--", "ubuntu:22.04", "sleep", "infinity"]
+            [
+                "--pull",
+                "never",
+                "--",
+                "ubuntu:22.04",
+                "agent",
+                "init",
+                "--user",
+                "0:0"
+            ]
         );
     }
 
@@ -1174,48 +1236,65 @@ mod tests {
     }
 
     #[test]
-    fn run_args_set_the_user() {
-        let spec = ContainerSpec {
+    fn run_args_run_the_agent_as_root_for_the_user() {
+        let mut spec = ContainerSpec {
             user: Ids {
                 uid: 1000,
                 gid: 100,
             },
             ..spec("/w")
         };
+        spec.agent.user_name = Some("alice".into());
         let a = run_args(&spec, &[]);
         let at = a.iter().position(|x| x == "--user").unwrap();
-        assert_eq!(a[at + 1], "1000:100");
-        assert_eq!(a.iter().filter(|x| *x == "--user").count(), 1);
+        assert_eq!(a[at + 1], "0:0");
+        let image = a.iter().position(|x| x == "ubuntu:22.04").unwrap();
+        assert_eq!(
+            a[image + 1..],
+            [
+                "agent",
+                "init",
+                "--user",
+                "1000:100",
+                "--user-name",
+                "alice"
+            ]
+        );
     }
 
     #[test]
     fn bind_mount_quotes_commas_and_quotes_only() {
         assert_eq!(
-            bind_mount_arg("/a b:c"),
+            bind_mount_arg("/a b:c", "/a b:c", false),
             "type=bind,source=/a b:c,target=/a b:c"
         );
         assert_eq!(
-            bind_mount_arg("/a,b"),
+            bind_mount_arg("/a,b", "/a,b", false),
             r#"type=bind,"source=/a,b","target=/a,b""#
         );
         assert_eq!(
-            bind_mount_arg(r#"/a"b"#),
-            r#"type=bind,"source=/a""b","target=/a""b""#
+            bind_mount_arg(r#"/a"b"#, "/x", true),
+            r#"type=bind,"source=/a""b",target=/x,readonly"#
         );
     }
 
     #[test]
     fn exec_args_mark_the_process_tree() {
         let spec = ExecSpec {
-            command: "echo hi".into(),
+            command: CommandLine::Shell("echo hi".into()),
             cwd: "/w/sub".into(),
             env: vec![("A".into(), "1".into())],
             interactive: false,
             marker: "m1".into(),
+            user: Some(Ids {
+                uid: 1000,
+                gid: 1000,
+            }),
+            wrapped: true,
         };
         let a = exec_args("c1", &spec);
         assert_eq!(
-            a[..8],
+            a,
             [
                 "exec",
                 "-e",
@@ -1224,11 +1303,51 @@ mod tests {
                 "A=1",
                 "-w",
                 "/w/sub",
-                "c1"
+                "--user",
+                "1000:1000",
+                "c1",
+                "/.h9sandbox/h9sandbox",
+                "agent",
+                "exec",
+                "--shell",
+                "--",
+                "echo hi"
             ]
         );
-        assert_eq!(a[8..10], ["sh", "-c"]);
+        let argv = ExecSpec {
+            command: CommandLine::Argv(vec!["printf".into(), "%s\n".into(), "a b".into()]),
+            ..spec.clone()
+        };
+        assert_eq!(
+            exec_args("c1", &argv)[10..],
+            [
+                "/.h9sandbox/h9sandbox",
+                "agent",
+                "exec",
+                "--",
+                "printf",
+                "%s\n",
+                "a b"
+            ]
+        );
+        // Sandboxes made before the agent: the shell wrapper, the container's user.
+        let legacy = ExecSpec {
+            user: None,
+            wrapped: false,
+            ..spec.clone()
+        };
+        let a = exec_args("c1", &legacy);
+        assert_eq!(a[7..10], ["c1", "sh", "-c"]);
         assert_eq!(a[11..], ["h9sandbox", "echo hi"]);
+        let legacy_argv = ExecSpec {
+            user: None,
+            wrapped: false,
+            ..argv
+        };
+        assert_eq!(
+            exec_args("c1", &legacy_argv)[7..],
+            ["c1", "printf", "%s\n", "a b"]
+        );
         let a = exec_args(
             "c1",
             &ExecSpec {

@@ -27,8 +27,8 @@ use tokio::process::Command;
 
 use super::shell::{shell_line, shell_quote};
 use super::{
-    ContainerSpec, ContainerStatus, ContainerSummary, Environment, ExecFailure, ExecSpec,
-    EXEC_MARKER_VAR, LOCAL_SANDBOX_VAR, LOCAL_STATE_DIR_VAR,
+    CommandLine, ContainerSpec, ContainerStatus, ContainerSummary, Environment, ExecFailure,
+    ExecSpec, EXEC_MARKER_VAR, LOCAL_SANDBOX_VAR, LOCAL_STATE_DIR_VAR,
 };
 use crate::error::Error;
 use crate::report::{Reporter, Silent};
@@ -193,15 +193,19 @@ impl Environment for Local {
 }
 
 /// The host command line running `spec`: `sh -c WRAPPER h9sandbox COMMAND`, as `docker exec` runs
-/// it in a container ([`super::docker::SHELL_WRAPPER`]: bash when installed, else sh).
+/// it in a container ([`super::docker::SHELL_WRAPPER`]: bash when installed, else sh); an
+/// argument vector as it is.
 pub fn local_exec_args(spec: &ExecSpec) -> Vec<String> {
-    vec![
-        "sh".into(),
-        "-c".into(),
-        super::docker::SHELL_WRAPPER.into(),
-        "h9sandbox".into(),
-        spec.command.clone(),
-    ]
+    match &spec.command {
+        CommandLine::Shell(line) => vec![
+            "sh".into(),
+            "-c".into(),
+            super::docker::SHELL_WRAPPER.into(),
+            "h9sandbox".into(),
+            line.clone(),
+        ],
+        CommandLine::Argv(argv) => argv.clone(),
+    }
 }
 
 /// A process found by [`marked_processes`].
@@ -337,11 +341,13 @@ mod tests {
     #[test]
     fn exec_args_use_the_same_shell_wrapper_as_containers() {
         let spec = ExecSpec {
-            command: "echo hi".into(),
+            command: CommandLine::Shell("echo hi".into()),
             cwd: "/w".into(),
             env: vec![],
             interactive: false,
             marker: "m".into(),
+            user: None,
+            wrapped: false,
         };
         assert_eq!(
             local_exec_args(&spec),
@@ -360,11 +366,13 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let local = Local::new(dir.path());
         let spec = ExecSpec {
-            command: "setsid sleep 297 & sleep 298 & echo started; wait".into(),
+            command: CommandLine::Shell("setsid sleep 297 & sleep 298 & echo started; wait".into()),
             cwd: dir.path().to_path_buf(),
             env: vec![],
             interactive: false,
             marker: uuid::Uuid::new_v4().simple().to_string(),
+            user: None,
+            wrapped: false,
         };
         let mut child = local
             .exec_command("sb", &spec)

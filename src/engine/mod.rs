@@ -66,15 +66,34 @@ pub struct ContainerSpec {
     pub limits: Limits,
     /// All labels, the managed ones included.
     pub labels: BTreeMap<String, String>,
-    /// The user and group the container's processes run as (`--user uid:gid`).
+    /// The user and group the sandbox's commands run as. The container itself runs as root:
+    /// its PID 1 is h9sandbox's agent ([`crate::agent::init`]), which runs every command as
+    /// this user.
     pub user: Ids,
+    /// The in-container agent's mounts.
+    pub agent: AgentMount,
+}
+
+/// What a container needs for h9sandbox's in-container agent: the static binary, bind-mounted
+/// read-only at [`crate::agent::BIN`] and run as the container's PID 1 (in place of the image's
+/// entrypoint and command), and the sandbox's run directory, bind-mounted at
+/// [`crate::agent::server::RUN_DIR`] (the agent's socket, the token handed over at start).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AgentMount {
+    /// The static h9sandbox binary on the host.
+    pub binary: PathBuf,
+    /// The sandbox's run directory on the host (owner-only).
+    pub run_dir: PathBuf,
+    /// Login name for the sandbox's user when the image has none for its UID.
+    pub user_name: Option<String>,
 }
 
 /// A command to run in a sandbox.
 #[derive(Debug, Clone)]
 pub struct ExecSpec {
-    /// Shell command line, run by `bash -c` (or `sh -c` where the image has no bash).
-    pub command: String,
+    /// What to run: a shell command line (`bash -c`, or `sh -c` where the image has no bash) or
+    /// an argument vector run exactly.
+    pub command: CommandLine,
     /// Working directory inside the container (inside the work directory).
     pub cwd: PathBuf,
     /// Extra environment variables.
@@ -83,7 +102,16 @@ pub struct ExecSpec {
     pub interactive: bool,
     /// Value of [`EXEC_MARKER_VAR`] for this exec.
     pub marker: String,
+    /// Who runs it (`docker exec --user`); `None`: the container's user (sandboxes made before
+    /// the agent existed).
+    pub user: Option<Ids>,
+    /// Whether the container has h9sandbox's binary ([`AgentMount`]), which then wraps the
+    /// command (`h9sandbox agent exec`: the set-ID filter, a home); sandboxes made before it
+    /// existed run it through [`docker::SHELL_WRAPPER`].
+    pub wrapped: bool,
 }
+
+pub use crate::agent::proto::CommandLine;
 
 /// A container's state as the engine reports it (`docker inspect` `.State`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]

@@ -21,7 +21,7 @@ use crate::config::{Layers, MIN_MCP_OUTPUT};
 use crate::error::Error;
 use crate::sandbox::create::{self, UpRequest};
 use crate::sandbox::exec::{self, ExecRequest};
-use crate::sandbox::{down, files, list, workdir_of, Ctx};
+use crate::sandbox::{background, down, files, list, workdir_of, Ctx};
 use crate::state::Record;
 use crate::types::{Isolation, Network};
 
@@ -232,23 +232,16 @@ impl Session {
             ))
             .into());
         }
-        let mut env = Vec::new();
-        for (k, v) in p.env.unwrap_or_default() {
-            if k.contains('=') {
-                return Err(
-                    Error::Invalid(format!("invalid env name '{k}': it contains '='")).into(),
-                );
-            }
-            env.push(format!("{k}={v}"));
-        }
+        let (command, argv) = command_words(p.command, p.argv)?;
         let req = ExecRequest {
             id: self.target(p.id).await?,
             cwd: p.cwd.map(PathBuf::from),
-            env,
+            env: env_assignments(p.env)?,
             timeout: p.timeout_secs,
             interactive: false,
             max_output: usize::try_from(max).unwrap_or(usize::MAX),
-            command: vec![p.command],
+            command,
+            argv,
         };
         let stop = async {
             cancelled.await;
@@ -307,6 +300,126 @@ impl Session {
         let mut d = Done::new(&result, text)?;
         d.error = error;
         Ok(d)
+    }
+
+    /// `sandbox_spawn`: [`background::detach`].
+    async fn spawn(&self, p: SpawnParams) -> Result<Done> {
+        let (command, argv) = command_words(p.command, p.argv)?;
+        let req = ExecRequest {
+            id: self.target(p.id).await?,
+            cwd: p.cwd.map(PathBuf::from),
+            env: env_assignments(p.env)?,
+            timeout: p.timeout_secs,
+            interactive: false,
+            max_output: 0,
+            command,
+            argv,
+        };
+        let s = background::detach(&self.ctx, &req).await?;
+        let text = format!(
+            "started in the background as {} (pid {}); see sandbox_logs and sandbox_kill",
+            s.handle, s.pid
+        );
+        Done::new(
+            &SpawnResult {
+                id: s.id,
+                handle: s.handle,
+                pid: s.pid,
+            },
+            text,
+        )
+    }
+
+    /// `sandbox_ps`: [`background::list`].
+    async fn ps(&self, p: PsParams) -> Result<Done> {
+        let id = self.target(p.id).await?;
+        let (rec, list) = background::list(&self.ctx, &id).await?;
+        let processes: Vec<ProcessInfo> = list
+            .into_iter()
+            .map(|d| ProcessInfo {
+                handle: d.handle,
+                pid: d.pid,
+                command: d.command,
+                started: d.started,
+                exit_code: d.exit_code,
+                running: d.running,
+            })
+            .collect();
+        let mut text = if processes.is_empty() {
+            "no background commands".to_string()
+        } else {
+            String::new()
+        };
+        for p in &processes {
+            text.push_str(&format!(
+                "{} pid {} {} {}\n",
+                p.handle,
+                p.pid,
+                match (p.running, p.exit_code) {
+                    (true, None) => "running".to_string(),
+                    (_, c) => format!("exited {}", c.unwrap_or(255)),
+                },
+                p.command
+            ));
+        }
+        Done::new(
+            &PsResult {
+                id: rec.id.to_string(),
+                processes,
+            },
+            text,
+        )
+    }
+
+    /// `sandbox_logs`: [`background::logs`], capped like `sandbox_exec`'s output.
+    async fn logs(&self, p: LogsParams) -> Result<Done> {
+        let id = self.target(p.id).await?;
+        let max = p
+            .max_output_bytes
+            .unwrap_or(self.ctx.cfg.mcp_max_output_bytes)
+            .max(MIN_MCP_OUTPUT);
+        let max = usize::try_from(max).unwrap_or(usize::MAX);
+        let (mut out, mut err) = (exec::Capture::ends(max), exec::Capture::ends(max));
+        let mut collect = |s: crate::report::Stream, b: &[u8]| match s {
+            crate::report::Stream::Stdout => out.push(b),
+            crate::report::Stream::Stderr => err.push(b),
+        };
+        background::logs(
+            &self.ctx,
+            &id,
+            &p.handle,
+            false,
+            background::LogSink::Collect(&mut collect),
+        )
+        .await?;
+        let (stdout, cut_out) = out.captured().text_ends();
+        let (stderr, cut_err) = err.captured().text_ends();
+        let mut text = String::new();
+        for (name, s) in [("stdout", &stdout), ("stderr", &stderr)] {
+            if !s.is_empty() {
+                text.push_str(&format!("--- {name} ---\n{s}\n"));
+            }
+        }
+        if text.is_empty() {
+            text = format!("{} has written nothing yet", p.handle);
+        }
+        Done::new(
+            &LogsResult {
+                handle: p.handle,
+                stdout,
+                stderr,
+                truncated: cut_out > 0 || cut_err > 0,
+            },
+            text,
+        )
+    }
+
+    /// `sandbox_kill`: [`background::kill`].
+    async fn kill(&self, p: KillParams) -> Result<Done> {
+        let id = self.target(p.id).await?;
+        background::kill(&self.ctx, &id, &p.handle).await?;
+        let text = format!("the process tree of {} is being killed", p.handle);
+        Done::new(&KillResult { handle: p.handle }, text)
     }
 
     /// `sandbox_read`: [`crate::files::WorkDir::read_lines`], on a blocking thread.
@@ -521,6 +634,22 @@ impl Session {
                 Ok(p) => self.read(p).await,
                 Err(e) => Err(e),
             },
+            "sandbox_spawn" => match parse(name, args) {
+                Ok(p) => self.spawn(p).await,
+                Err(e) => Err(e),
+            },
+            "sandbox_ps" => match parse(name, args) {
+                Ok(p) => self.ps(p).await,
+                Err(e) => Err(e),
+            },
+            "sandbox_logs" => match parse(name, args) {
+                Ok(p) => self.logs(p).await,
+                Err(e) => Err(e),
+            },
+            "sandbox_kill" => match parse(name, args) {
+                Ok(p) => self.kill(p).await,
+                Err(e) => Err(e),
+            },
             "sandbox_write" => match parse(name, args) {
                 Ok(p) => self.write(p).await,
                 Err(e) => Err(e),
@@ -551,4 +680,33 @@ impl Session {
             }
         }
     }
+}
+
+/// A tool's command as [`ExecRequest`] takes it: `command` (one shell command line) or `argv`
+/// (an argument vector, run exactly), exactly one of them. Returns (words, argv?).
+fn command_words(
+    command: Option<String>,
+    argv: Option<Vec<String>>,
+) -> Result<(Vec<String>, bool)> {
+    match (command, argv) {
+        (Some(c), None) => Ok((vec![c], false)),
+        (None, Some(a)) if !a.is_empty() => Ok((a, true)),
+        (None, Some(_)) => Err(Error::Invalid("argv is empty; give the program and its arguments".into()).into()),
+        (None, None) => Err(Error::Invalid("give the command: command (a shell command line) or argv (a program and its arguments)".into()).into()),
+        (Some(_), Some(_)) => Err(Error::Invalid("give either command or argv, not both".into()).into()),
+    }
+}
+
+/// A tool's `env` object as `K=V` assignments. Errors: a name holding `=`.
+fn env_assignments(env: Option<std::collections::BTreeMap<String, String>>) -> Result<Vec<String>> {
+    env.unwrap_or_default()
+        .into_iter()
+        .map(|(k, v)| {
+            if k.contains('=') {
+                Err(Error::Invalid(format!("invalid env name '{k}': it contains '='")).into())
+            } else {
+                Ok(format!("{k}={v}"))
+            }
+        })
+        .collect()
 }

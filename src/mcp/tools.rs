@@ -88,8 +88,14 @@ pub struct UpParams {
 #[serde(deny_unknown_fields)]
 pub struct ExecParams {
     /// Shell command line, run by `bash -c` (`sh -c` in images without bash) in the sandbox;
-    /// pipes, `&&`, redirections and quotes work as in a shell. Standard input is empty.
-    pub command: String,
+    /// pipes, `&&`, redirections and quotes work as in a shell. Standard input is empty. Give
+    /// either this or argv.
+    #[serde(default)]
+    pub command: Option<String>,
+    /// A program and its arguments, run exactly as given, without a shell (no quoting needed).
+    /// Give either this or command.
+    #[serde(default)]
+    pub argv: Option<Vec<String>>,
     /// Sandbox ID, unique ID prefix, or name. Default: this session's sandbox.
     #[serde(default)]
     pub id: Option<String>,
@@ -108,6 +114,123 @@ pub struct ExecParams {
     /// configured (30000).
     #[serde(default)]
     pub max_output_bytes: Option<u64>,
+}
+
+/// Arguments of `sandbox_spawn`.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SpawnParams {
+    /// Shell command line (bash -c), e.g. "python -m http.server 8000". Give either this or argv.
+    #[serde(default)]
+    pub command: Option<String>,
+    /// A program and its arguments, run exactly as given. Give either this or command.
+    #[serde(default)]
+    pub argv: Option<Vec<String>>,
+    /// Sandbox ID, unique ID prefix, or name. Default: this session's sandbox.
+    #[serde(default)]
+    pub id: Option<String>,
+    /// Working directory: relative to the work dir, or absolute inside it. Default: the work dir.
+    #[serde(default)]
+    pub cwd: Option<String>,
+    /// Extra environment variables, e.g. {"PORT": "8000"}.
+    #[serde(default)]
+    pub env: Option<BTreeMap<String, String>>,
+    /// Seconds before its whole process tree is killed; default: none (it runs until
+    /// sandbox_kill or the sandbox's end).
+    #[serde(default)]
+    pub timeout_secs: Option<u64>,
+}
+
+/// Arguments of `sandbox_ps`.
+#[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PsParams {
+    /// Sandbox ID, unique ID prefix, or name. Default: this session's sandbox.
+    #[serde(default)]
+    pub id: Option<String>,
+}
+
+/// Arguments of `sandbox_logs`.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct LogsParams {
+    /// The background command's handle (from sandbox_spawn or sandbox_ps).
+    pub handle: String,
+    /// Sandbox ID, unique ID prefix, or name. Default: this session's sandbox.
+    #[serde(default)]
+    pub id: Option<String>,
+    /// Bytes returned of each of stdout and stderr (its start and end), at least 256. Default:
+    /// configured (30000).
+    #[serde(default)]
+    pub max_output_bytes: Option<u64>,
+}
+
+/// Arguments of `sandbox_kill`.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct KillParams {
+    /// The background command's handle.
+    pub handle: String,
+    /// Sandbox ID, unique ID prefix, or name. Default: this session's sandbox.
+    #[serde(default)]
+    pub id: Option<String>,
+}
+
+/// Result of `sandbox_spawn`.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct SpawnResult {
+    /// The sandbox's ID.
+    pub id: String,
+    /// The handle sandbox_logs and sandbox_kill take.
+    pub handle: String,
+    /// Its process ID in the sandbox.
+    pub pid: u32,
+}
+
+/// A background command, as `sandbox_ps` lists it.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct ProcessInfo {
+    /// Its handle.
+    pub handle: String,
+    /// Its process ID in the sandbox.
+    pub pid: u32,
+    /// The command, as given.
+    pub command: String,
+    /// Start time, seconds since the Unix epoch.
+    pub started: u64,
+    /// Its exit status once its own process has exited; null while it runs.
+    pub exit_code: Option<i32>,
+    /// Whether processes of its tree still run.
+    pub running: bool,
+}
+
+/// Result of `sandbox_ps`.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct PsResult {
+    /// The sandbox's ID.
+    pub id: String,
+    /// Its background commands, oldest first.
+    pub processes: Vec<ProcessInfo>,
+}
+
+/// Result of `sandbox_logs`.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct LogsResult {
+    /// The handle.
+    pub handle: String,
+    /// What it wrote to stdout (its start and end when long: see truncated).
+    pub stdout: String,
+    /// What it wrote to stderr (likewise).
+    pub stderr: String,
+    /// Whether bytes were cut from the middle of stdout or stderr.
+    pub truncated: bool,
+}
+
+/// Result of `sandbox_kill`.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct KillResult {
+    /// The handle whose process tree is being killed.
+    pub handle: String,
 }
 
 /// Arguments of `sandbox_read`.
@@ -380,8 +503,28 @@ pub fn tools() -> Vec<Tool> {
         ),
         tool::<ExecParams, ExecResult>(
             "sandbox_exec",
-            "Run a shell command in a sandbox and return its exit code, stdout and stderr; a non-zero exit code is a normal result. The command starts in the work dir. A timeout kills its whole process tree (a tool error, with the output so far). Long output keeps its start and end, with a marker saying how many bytes were cut between them.",
+            "Run a command in a sandbox (a shell command line, or an argv array run exactly) and return its exit code, stdout and stderr; a non-zero exit code is a normal result. The command starts in the work dir. A timeout kills its whole process tree (a tool error, with the output so far). Long output keeps its start and end, with a marker saying how many bytes were cut between them.",
             (false, true, false),
+        ),
+        tool::<SpawnParams, SpawnResult>(
+            "sandbox_spawn",
+            "Start a command in a sandbox's background (a server, a watcher, a long build) and return at once with its handle; its output goes to log files (sandbox_logs), its whole process tree can be killed (sandbox_kill), and sandbox_ps lists such commands.",
+            (false, false, false),
+        ),
+        tool::<PsParams, PsResult>(
+            "sandbox_ps",
+            "List the commands running in a sandbox's background (started with sandbox_spawn): handle, pid, command, start time, exit code once exited.",
+            (true, false, true),
+        ),
+        tool::<LogsParams, LogsResult>(
+            "sandbox_logs",
+            "Return what a background command (sandbox_spawn) has written to stdout and stderr so far; long output keeps its start and end.",
+            (true, false, true),
+        ),
+        tool::<KillParams, KillResult>(
+            "sandbox_kill",
+            "Kill a background command's whole process tree (sandbox_spawn).",
+            (false, true, true),
         ),
         tool::<ReadParams, ReadResult>(
             "sandbox_read",
@@ -486,7 +629,7 @@ mod tests {
         let mut names: Vec<&str> = tools.iter().map(|t| t.name.as_ref()).collect();
         names.sort();
         names.dedup();
-        assert_eq!(names.len(), 7);
+        assert_eq!(names.len(), 11);
         for t in &tools {
             assert_eq!(t.input_schema["type"], "object", "{}", t.name);
             assert_eq!(t.input_schema["additionalProperties"], false, "{}", t.name);

@@ -14,9 +14,10 @@ use uuid::Uuid;
 
 use super::exec::{ensure_running, run_command, Sink};
 use super::Ctx;
-use crate::engine::ExecSpec;
+use crate::engine::{CommandLine, ExecSpec};
 use crate::error::{Error, EXIT_OWN_FAILURE};
 use crate::state::{now_rfc3339, BootstrapRun, Record};
+use crate::types::Ids;
 
 /// Runs a bootstrap in the sandbox `query` (ID, prefix or name) as `bootstrap` does: `command`
 /// (its words joined with spaces), or without one the configured `bootstrap_cmd`, else the
@@ -64,12 +65,15 @@ pub struct Done {
 pub async fn execute(ctx: &Ctx, rec: &Record, cmd: &str, sink: Sink) -> Done {
     ctx.reporter
         .step(&format!("bootstrap: {}", abbreviate(cmd, 60)));
+    // As root, whoever the sandbox's user is: a bootstrap installs packages.
     let spec = ExecSpec {
-        command: cmd.to_string(),
+        command: CommandLine::Shell(cmd.to_string()),
         cwd: rec.workdir.clone(),
         env: vec![],
         interactive: false,
         marker: Uuid::new_v4().simple().to_string(),
+        user: rec.agent.is_some().then_some(Ids::ROOT),
+        wrapped: rec.agent.is_some(),
     };
     let timeout = (ctx.cfg.bootstrap_timeout_secs > 0)
         .then(|| Duration::from_secs(ctx.cfg.bootstrap_timeout_secs));

@@ -28,12 +28,12 @@ use super::workdir::{
 use super::{bootstrap, interrupted, Ctx};
 use crate::config::{Config, Fallback};
 use crate::engine::{
-    AnyEngine, ContainerSpec, ContainerStatus, Environment, LABEL_ID, LABEL_MANAGED, LABEL_PARENT,
-    LABEL_STATE_DIR,
+    AgentMount, AnyEngine, ContainerSpec, ContainerStatus, Environment, LABEL_ID, LABEL_MANAGED,
+    LABEL_PARENT, LABEL_STATE_DIR,
 };
 use crate::error::Error;
 use crate::lease::{parse_owner, parse_ttl};
-use crate::state::{now_rfc3339, BootstrapRun, Lifecycle, ProcessRef, Record};
+use crate::state::{now_rfc3339, AgentRecord, BootstrapRun, Lifecycle, ProcessRef, Record};
 use crate::types::{EngineKind, Ids, Isolation, Limits, Network};
 
 /// What to create: `up`'s arguments, each `None` (or empty, or false) when not given. The limits,
@@ -110,11 +110,11 @@ pub async fn create(ctx: &Ctx, req: &UpRequest) -> Result<Record> {
     let plan = resolve_spec(ctx, req).await?;
     record_pending(ctx, &plan)?;
     let (engine, started) = start(ctx, &plan).await?;
-    let container_id = match started {
+    let started = match started {
         Ok(c) => c,
         Err(e) => return Err(fail_pending(ctx, &plan, &engine, e).await),
     };
-    let rec = record_running(ctx, &plan, &engine, container_id).await?;
+    let rec = record_running(ctx, &plan, &engine, started).await?;
     if engine.kind().isolation() == Isolation::None {
         ctx.reporter.warn(&local_warning(&rec));
     }
@@ -152,7 +152,7 @@ async fn resolve_spec(ctx: &Ctx, req: &UpRequest) -> Result<Plan> {
         ),
     };
     let mount = check_workdir(ctx, &workdir)?;
-    let user = resolve_user(ctx, req, parent.as_ref())?;
+    let user = resolve_user(ctx, req, parent.as_ref(), &workdir)?;
     if let Some(why) = unwritable_for(&workdir, user) {
         ctx.reporter.warn(&why);
     }
@@ -187,9 +187,14 @@ async fn resolve_spec(ctx: &Ctx, req: &UpRequest) -> Result<Plan> {
         expires_at: None,
         ttl_secs,
         stopper: None,
+        agent: None,
     };
     record.start_lease(SystemTime::now())?;
-    let spec = container_spec(ctx, &record, user);
+    let binary = match engine.kind().isolation() {
+        Isolation::Container => super::agent::binary()?,
+        Isolation::None => PathBuf::new(),
+    };
+    let spec = container_spec(ctx, &record, user, binary);
     Ok(Plan {
         record,
         spec,
@@ -277,10 +282,15 @@ fn check_workdir(ctx: &Ctx, workdir: &Path) -> Result<MountCheck> {
     MountCheck::pin(ctx, workdir)
 }
 
-/// Who the sandbox's processes run as: config `user`, or for a sub-sandbox its parent's user,
-/// which `req.user` may not change.
-fn resolve_user(ctx: &Ctx, req: &UpRequest, parent: Option<&Record>) -> Result<Ids> {
-    let wanted = ctx.cfg.user().ids();
+/// Who the sandbox's commands run as: config `user` (by default the owner of `workdir`), or for
+/// a sub-sandbox its parent's user, which `req.user` may not change.
+fn resolve_user(
+    ctx: &Ctx,
+    req: &UpRequest,
+    parent: Option<&Record>,
+    workdir: &Path,
+) -> Result<Ids> {
+    let wanted = ctx.cfg.user().resolve(workdir);
     match parent.and_then(|p| p.user) {
         Some(u) if req.user.is_some() && wanted != u => Err(Error::Invalid(format!(
             "--user {wanted} differs from the parent's {u}; a sub-sandbox runs as its parent's user (leave --user out)"
@@ -291,9 +301,10 @@ fn resolve_user(ctx: &Ctx, req: &UpRequest, parent: Option<&Record>) -> Result<I
     }
 }
 
-/// The container of the sandbox `record`: its name, image, work dir, limits and user, and its
-/// labels with h9sandbox's own (managed, ID, state directory, parent).
-fn container_spec(ctx: &Ctx, record: &Record, user: Ids) -> ContainerSpec {
+/// The container of the sandbox `record`: its name, image, work dir, limits and user, its
+/// labels with h9sandbox's own (managed, ID, state directory, parent), and the agent's mounts
+/// (`binary`, the sandbox's run directory).
+fn container_spec(ctx: &Ctx, record: &Record, user: Ids, binary: PathBuf) -> ContainerSpec {
     let mut labels = record.labels.clone();
     labels.insert(LABEL_MANAGED.into(), "1".into());
     labels.insert(LABEL_ID.into(), record.id.to_string());
@@ -308,7 +319,25 @@ fn container_spec(ctx: &Ctx, record: &Record, user: Ids) -> ContainerSpec {
         limits: record.limits.clone(),
         labels,
         user,
+        agent: AgentMount {
+            binary,
+            run_dir: super::agent::run_dir(ctx, record.id),
+            user_name: (user == Ids::current() && !user.is_root())
+                .then(host_login_name)
+                .flatten(),
+        },
     }
+}
+
+/// This process's login name, from the host's `/etc/passwd` (read directly: a static binary
+/// has no NSS modules), for the sandbox's user when it is us.
+fn host_login_name() -> Option<String> {
+    let uid = Ids::current().uid;
+    let passwd = std::fs::read_to_string("/etc/passwd").ok()?;
+    crate::agent::user::parse_passwd(&passwd)
+        .into_iter()
+        .find(|e| e.uid == uid)
+        .map(|e| e.name)
 }
 
 /// Step 3: puts the Pending record on file before the container exists, so a crash leaves a
@@ -341,7 +370,7 @@ fn record_pending(ctx: &Ctx, plan: &Plan) -> Result<()> {
 /// when the engine is unreachable and `fallback = "local"`, a local sandbox instead. Returns the
 /// engine that ran the start and how the start went (the container ID, or why it failed, which
 /// [`fail_pending`] cleans up after). Errors (outer): the state file, during the fallback.
-async fn start(ctx: &Ctx, plan: &Plan) -> Result<(AnyEngine, Result<String>)> {
+async fn start(ctx: &Ctx, plan: &Plan) -> Result<(AnyEngine, Result<Started>)> {
     let mut engine = plan.engine.clone();
     let (mut started, swept) = start_alongside_sweep(ctx, &engine, plan).await;
     // A failed `up` reports its own error only: the sweep's would mostly repeat it.
@@ -366,7 +395,7 @@ async fn start_alongside_sweep(
     ctx: &Ctx,
     engine: &AnyEngine,
     plan: &Plan,
-) -> (Result<String>, Option<Result<Sweep>>) {
+) -> (Result<Started>, Option<Result<Sweep>>) {
     let sweep = async {
         if ctx.cfg.reap_on_up {
             Some(reap::sweep(ctx, false).await)
@@ -394,7 +423,7 @@ async fn start_alongside_sweep(
             .filter_map(|s| s.state_dir.as_deref())
             .find(|d| *d != own && Path::new(d).starts_with(workdir))
         {
-            let _ = engine.remove(c).await;
+            let _ = engine.remove(&c.container).await;
             started = Err(Error::Invalid(format!(
                 "work directory {} contains the state directory {d} of other sandboxes, which this sandbox could then rewrite; use a directory that does not hold one",
                 workdir.display()
@@ -475,6 +504,7 @@ async fn fail_pending(
 ) -> anyhow::Error {
     let id = plan.record.id;
     let _ = engine.remove_labelled(LABEL_ID, &id.to_string()).await;
+    super::agent::forget(ctx, id);
     let nothing_created = matches!(
         e.downcast_ref::<Error>(),
         Some(Error::NameInUse(_) | Error::EngineUnavailable { .. })
@@ -509,14 +539,16 @@ async fn record_running(
     ctx: &Ctx,
     plan: &Plan,
     engine: &AnyEngine,
-    container_id: String,
+    started: Started,
 ) -> Result<Record> {
     let isolation = engine.kind().isolation();
+    let container_id = started.container;
     let rec = ctx.store.update(|s| {
         let r = s
             .get_mut(plan.record.id)
             .context("the sandbox's record vanished from the state file while it started")?;
         r.container_id = (isolation == Isolation::Container).then(|| container_id.clone());
+        r.agent = started.agent;
         r.set_state(Lifecycle::Running, None);
         // The lease runs from the moment the sandbox is usable.
         r.start_lease(SystemTime::now())?;
@@ -581,6 +613,9 @@ fn bootstrap_failure(run: &BootstrapRun, cfg: &Config) -> String {
 /// error `up` fails with.
 async fn abort(ctx: &Ctx, rec: &Record, reason: String) -> anyhow::Error {
     let removed = ctx.engine_for(rec).remove(rec.container_ref()).await;
+    if removed.is_ok() {
+        super::agent::forget(ctx, rec.id);
+    }
     let _ = ctx.store.update(|s| {
         if let Some(r) = s.get_mut(rec.id) {
             r.set_state(Lifecycle::Failed, Some(reason.clone()));
@@ -611,22 +646,39 @@ async fn start_interruptible(
     engine: &AnyEngine,
     spec: &ContainerSpec,
     mount: &MountCheck,
-) -> Result<String> {
+) -> Result<Started> {
     tokio::select! {
         r = start_container(ctx, engine, spec, mount) => r,
         sig = interrupted() => Err(anyhow::anyhow!("interrupted by {sig}")),
     }
 }
 
-/// Creates the container ([`create_container`]), waits until it runs ([`wait_running`]), and
-/// verifies its limits and mount ([`verify_limits`]). Returns the container ID.
+/// A started container: its ID (a local sandbox: its name), and what `up` found of its agent.
+struct Started {
+    container: String,
+    agent: Option<AgentRecord>,
+}
+
+/// Creates the container ([`create_container`]) with a fresh run directory and token for its
+/// agent, waits until it runs ([`wait_running`]), verifies its limits and mount
+/// ([`verify_limits`]), and waits for its agent ([`super::agent::wait_ready`]).
 async fn start_container(
     ctx: &Ctx,
     engine: &AnyEngine,
     spec: &ContainerSpec,
     mount: &MountCheck,
-) -> Result<String> {
-    let container_id = create_container(ctx, engine, spec).await?;
+) -> Result<Started> {
+    let container_id = match engine.kind().isolation() {
+        Isolation::Container => {
+            let id = spec
+                .labels
+                .get(LABEL_ID)
+                .and_then(|i| Uuid::parse_str(i).ok());
+            super::agent::prepare(ctx, id.context("the container has no sandbox ID label")?)?;
+            create_container(ctx, engine, spec).await?
+        }
+        Isolation::None => create_container(ctx, engine, spec).await?,
+    };
     ctx.reporter.step("waiting for the container to run");
     let status = wait_running(
         engine,
@@ -635,7 +687,24 @@ async fn start_container(
     )
     .await?;
     verify_limits(engine, spec, mount, &container_id, &status).await?;
-    Ok(container_id)
+    let agent = match engine.kind().isolation() {
+        Isolation::Container => {
+            ctx.reporter.step("waiting for the sandbox's agent");
+            let id = spec
+                .labels
+                .get(LABEL_ID)
+                .and_then(|i| Uuid::parse_str(i).ok());
+            match id {
+                Some(id) => super::agent::wait_ready(ctx, id).await,
+                None => None,
+            }
+        }
+        Isolation::None => None,
+    };
+    Ok(Started {
+        container: container_id,
+        agent,
+    })
 }
 
 /// Creates and starts the container, pulling the image once if it is missing (bounded by

@@ -201,7 +201,9 @@ async fn finish(ctx: &Ctx, rec: &Record, claimed: Claim) -> Result<()> {
     ctx.store.update(|s| {
         s.sandboxes.retain(|r| r.id != rec.id);
         Ok(())
-    })
+    })?;
+    super::agent::forget(ctx, rec.id);
+    Ok(())
 }
 
 #[cfg(test)]

@@ -17,7 +17,8 @@ use tokio::task::JoinHandle;
 use uuid::Uuid;
 
 use super::Ctx;
-use crate::engine::{AnyEngine, Environment, ExecFailure, ExecSpec, EXEC_MARKER_VAR};
+use crate::agent::client::ConnectError;
+use crate::engine::{AnyEngine, CommandLine, Environment, ExecFailure, ExecSpec, EXEC_MARKER_VAR};
 use crate::error::{Error, EXIT_TIMEOUT};
 use crate::report::{self, Forward, Stream};
 use crate::state::{Lifecycle, Record};
@@ -48,7 +49,7 @@ pub enum Sink {
 
 impl Sink {
     /// Where a forwarding sink sends the command's stdout; `None` when it captures.
-    fn stdout_target(self) -> Option<Stream> {
+    pub(super) fn stdout_target(self) -> Option<Stream> {
         match self {
             Sink::Forward => Some(Stream::Stdout),
             Sink::Stderr => Some(Stream::Stderr),
@@ -58,7 +59,7 @@ impl Sink {
 
     /// The bytes a capturing sink keeps of the start and of the end of each stream; `None`
     /// when it forwards.
-    fn caps(self) -> Option<(usize, usize)> {
+    pub(super) fn caps(self) -> Option<(usize, usize)> {
         match self {
             Sink::Capture(n) => Some((n, 0)),
             Sink::CaptureEnds(n) => Some((n - n / 2, n / 2)),
@@ -107,7 +108,7 @@ impl Captured {
 
     /// Keeps what `chunk` adds to the first `head` and the last `tail` bytes of the stream (the
     /// caller counts `total`).
-    fn keep(&mut self, chunk: &[u8], head: usize, tail: usize) {
+    pub(super) fn keep(&mut self, chunk: &[u8], head: usize, tail: usize) {
         let room = head.saturating_sub(self.bytes.len()).min(chunk.len());
         self.bytes.extend_from_slice(&chunk[..room]);
         let rest = &chunk[room..];
@@ -174,6 +175,38 @@ impl Captured {
     }
 }
 
+/// Bytes collected by a caller as a capturing [`Sink`] keeps them (e.g. a background command's
+/// logs for a model).
+#[derive(Debug, Clone, Default)]
+pub struct Capture {
+    captured: Captured,
+    head: usize,
+    tail: usize,
+}
+
+impl Capture {
+    /// Keeps the first and the last halves of `max` bytes, as [`Sink::CaptureEnds`].
+    pub fn ends(max: usize) -> Capture {
+        let (head, tail) = Sink::CaptureEnds(max).caps().unwrap_or((max, 0));
+        Capture {
+            captured: Captured::default(),
+            head,
+            tail,
+        }
+    }
+
+    /// Adds `bytes`.
+    pub fn push(&mut self, bytes: &[u8]) {
+        self.captured.total += bytes.len() as u64;
+        self.captured.keep(bytes, self.head, self.tail);
+    }
+
+    /// What was kept.
+    pub fn captured(&self) -> &Captured {
+        &self.captured
+    }
+}
+
 /// A command to run in a sandbox, as `exec` takes it.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ExecRequest {
@@ -191,8 +224,22 @@ pub struct ExecRequest {
     /// Bytes kept of each of stdout and stderr when captured (the caller passes it to the
     /// [`Sink`]).
     pub max_output: usize,
-    /// The command's words, joined with spaces and run by `bash -c`.
+    /// The command: one word is a shell command line (`bash -c`, or `sh -c` without bash);
+    /// two or more are a program and its arguments, run exactly, without a shell (as
+    /// `docker exec` and `kubectl exec` do).
     pub command: Vec<String>,
+    /// The words are an argument vector even when there is only one.
+    pub argv: bool,
+}
+
+impl ExecRequest {
+    /// What [`ExecRequest::command`] means: a shell command line or an argument vector.
+    pub fn to_command(&self) -> CommandLine {
+        match self.command.as_slice() {
+            [line] if !self.argv => CommandLine::Shell(line.clone()),
+            words => CommandLine::Argv(words.to_vec()),
+        }
+    }
 }
 
 /// What [`execute`] ran, and how it ended.
@@ -226,11 +273,13 @@ pub async fn execute(
     let env = parse_env(&req.env)?;
     let timeout = req.timeout.unwrap_or(ctx.cfg.exec_timeout_secs);
     let spec = ExecSpec {
-        command: req.command.join(" "),
+        command: req.to_command(),
         cwd,
         env,
         interactive: req.interactive,
         marker: Uuid::new_v4().simple().to_string(),
+        user: rec.user.filter(|_| rec.agent.is_some()),
+        wrapped: rec.agent.is_some(),
     };
     // Beyond ~136 years is "none" (and keeps Instant arithmetic from overflowing).
     let timeout = (timeout > 0 && timeout < u32::MAX as u64).then(|| Duration::from_secs(timeout));
@@ -324,6 +373,34 @@ pub async fn run_command_until(
     sink: Sink,
     stop: impl std::future::Future<Output = &'static str>,
 ) -> Result<Outcome> {
+    let agent = match ctx.cfg.exec_agent {
+        true => super::agent::connect(ctx, rec).await,
+        false => Ok(None),
+    };
+    match agent {
+        Ok(Some(conn)) => {
+            if ctx.verbose() {
+                ctx.reporter.command(&format!(
+                    "+ (agent of {}) {}",
+                    rec.short_id(),
+                    describe(&spec.command)
+                ));
+            }
+            return super::exec_agent::run(rec, conn, spec, timeout, sink, stop).await;
+        }
+        Ok(None) => {}
+        // The engine's exec still works; say why it is used.
+        Err(e @ ConnectError::Unreachable(_)) => {
+            if ctx.verbose() {
+                ctx.reporter
+                    .note(&format!("{e}; running the command through the engine's exec"));
+            }
+        }
+        Err(e) => ctx.reporter.warn(&format!(
+            "{e}; running the command through the engine's exec (`h9sandbox down {}` and a new sandbox restore the agent)",
+            rec.short_id()
+        )),
+    }
     let engine = ctx.engine_for(rec);
     let started = Instant::now();
     let mut child = spawn(&engine, rec, spec, sink)?;
@@ -365,6 +442,18 @@ pub async fn run_command_until(
         interrupted: ended.interrupted,
         tree_killed: (ended.timed_out || ended.interrupted.is_some()) && ended.kill_error.is_none(),
     })
+}
+
+/// `command` in one line, for `-v`.
+fn describe(command: &CommandLine) -> String {
+    match command {
+        CommandLine::Shell(line) => format!("sh -c {}", crate::engine::shell::shell_quote(line)),
+        CommandLine::Argv(argv) => argv
+            .iter()
+            .map(|w| crate::engine::shell::shell_quote(w))
+            .collect::<Vec<_>>()
+            .join(" "),
+    }
 }
 
 /// Starts the engine's client running `spec` in the sandbox `rec`, its stdin attached only when

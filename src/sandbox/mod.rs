@@ -9,10 +9,13 @@
 //! `mcp`) sit on top of it, and it sits on the engine, the state file, the configuration and the
 //! file access below.
 
+pub mod agent;
+pub mod background;
 pub mod bootstrap;
 pub mod create;
 pub mod down;
 pub mod exec;
+pub mod exec_agent;
 pub mod files;
 pub mod list;
 pub mod reap;

@@ -52,8 +52,10 @@ pub async fn sweep(ctx: &Ctx, dry_run: bool) -> Result<Sweep> {
     let after = ctx.store.load()?;
     let verdicts = judge_all(&before, &listings, &after, SystemTime::now());
     if !dry_run {
-        // A writer killed mid-write leaves its temporary file; it is garbage too.
+        // A writer killed mid-write leaves its temporary file; it is garbage too, and so are
+        // the agent directories of sandboxes without a record.
         ctx.store.remove_stale_temp_files()?;
+        forget_agents(ctx)?;
     }
     if dry_run || verdicts.is_empty() {
         return Ok(Sweep {
@@ -273,7 +275,34 @@ async fn remove_claimed(
             Ok(())
         })?;
     }
+    forget_agents(ctx)?;
     Ok(sweep)
+}
+
+/// Removes the agents' run directories and tokens that belong to no record any more (their
+/// sandbox was reaped or removed, or its `up` died). Under the state lock: `up` writes its
+/// record before it makes them, so none of a sandbox being created is taken.
+fn forget_agents(ctx: &Ctx) -> Result<()> {
+    let ids = |dir: &str| -> Vec<uuid::Uuid> {
+        std::fs::read_dir(ctx.store.dir().join(dir))
+            .map(|entries| {
+                entries
+                    .flatten()
+                    .filter_map(|e| uuid::Uuid::parse_str(e.file_name().to_str()?).ok())
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    let found: Vec<uuid::Uuid> = ids("run").into_iter().chain(ids("tokens")).collect();
+    if found.is_empty() {
+        return Ok(());
+    }
+    ctx.store.update(|s| {
+        for id in found.iter().filter(|id| s.get(**id).is_none()) {
+            super::agent::forget(ctx, *id);
+        }
+        Ok(())
+    })
 }
 
 /// The engine's part of one removal: the container of a record, by the record's engine; an

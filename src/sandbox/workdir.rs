@@ -9,8 +9,7 @@ use anyhow::{Context, Result};
 use uuid::Uuid;
 
 use super::Ctx;
-use crate::engine::shell::shell_quote;
-use crate::engine::{AnyEngine, Environment, ExecSpec, SCRATCH_DIR};
+use crate::engine::{AnyEngine, CommandLine, Environment, ExecSpec, SCRATCH_DIR};
 use crate::error::Error;
 use crate::types::Ids;
 
@@ -210,15 +209,20 @@ impl MountCheck {
         {
             (m.dev(), m.ino())
         } else if self.nested {
+            // h9sandbox's own binary in the container answers, whatever the image holds.
             let spec = ExecSpec {
-                command: format!(
-                    "stat -c '%d %i' {}",
-                    shell_quote(&self.workdir.to_string_lossy())
-                ),
+                command: CommandLine::Argv(vec![
+                    crate::agent::BIN.into(),
+                    crate::agent::ARG.into(),
+                    "stat".into(),
+                    self.workdir.to_string_lossy().into_owned(),
+                ]),
                 cwd: PathBuf::from("/"),
                 env: vec![],
                 interactive: false,
                 marker: Uuid::new_v4().simple().to_string(),
+                user: Some(Ids::ROOT),
+                wrapped: false,
             };
             let out = engine
                 .exec_command(container, &spec)

@@ -1,0 +1,254 @@
+//! The host's side of a sandbox's in-container agent ([`crate::agent`]): the binary it runs, the
+//! per-sandbox run directory and token, the wait for the agent at `up`, and the connection
+//! `exec` makes.
+//!
+//! Layout in the state directory (owner-only, like the state file):
+//! - `run/<id>/`: bind-mounted into the container at [`crate::agent::server::RUN_DIR`]; the
+//!   agent's socket and `ready` file appear there. Code in the sandbox can write this directory,
+//!   so the host reads nothing from it but `ready` (bounded, without following a symlink) and
+//!   connects to the socket only through [`crate::agent::client::connect`].
+//! - `tokens/<id>`: the sandbox's token (random, 64 hex digits), which the agent demands before
+//!   it serves a connection. The agent gets a copy through `run/<id>/token`, written before the
+//!   container starts and deleted by the agent before any other process exists in it.
+
+use std::io::{Read, Write};
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result};
+use uuid::Uuid;
+
+use super::Ctx;
+use crate::agent::client::{self, ConnectError, Connection};
+use crate::agent::server::{READY_FILE, SOCKET_FILE, TOKEN_FILE};
+use crate::error::Error;
+use crate::state::{AgentRecord, Record};
+
+/// How long `up` waits for the agent's `ready` file once the container runs; an agent that does
+/// not answer by then leaves the sandbox to the engine's exec.
+pub const READY_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// The run directory of sandbox `id`.
+pub fn run_dir(ctx: &Ctx, id: Uuid) -> PathBuf {
+    ctx.store.dir().join("run").join(id.to_string())
+}
+
+fn token_path(ctx: &Ctx, id: Uuid) -> PathBuf {
+    ctx.store.dir().join("tokens").join(id.to_string())
+}
+
+/// This process's own executable, which is mounted into every container: it must be linked
+/// statically (the repository's `.cargo/config.toml` builds it so), since it runs in any image.
+/// Errors: a dynamically linked build, an executable that was deleted or replaced meanwhile.
+pub fn binary() -> Result<PathBuf> {
+    let exe = std::env::current_exe().context("cannot find h9sandbox's own executable")?;
+    let mut head = Vec::new();
+    std::fs::File::open(&exe)
+        .and_then(|f| f.take(64 << 10).read_to_end(&mut head))
+        .with_context(|| format!("cannot read h9sandbox's own executable {}", exe.display()))?;
+    match elf_interpreter(&head) {
+        Some(false) => Ok(exe),
+        Some(true) => Err(Error::Invalid(format!(
+            "{} is dynamically linked, so it cannot run inside the sandbox's container (any image, FROM scratch included); build h9sandbox from its repository, whose .cargo/config.toml links it statically (`cargo install --path .`)",
+            exe.display()
+        ))
+        .into()),
+        None => Err(Error::Invalid(format!(
+            "{} is not an ELF executable for this machine; reinstall h9sandbox",
+            exe.display()
+        ))
+        .into()),
+    }
+}
+
+/// Whether the 64-bit little-endian ELF image starting with `head` names a program interpreter
+/// (`PT_INTERP`, i.e. it is dynamically linked); `None` when it is no such ELF file or its
+/// program headers lie beyond `head`.
+fn elf_interpreter(head: &[u8]) -> Option<bool> {
+    const PT_INTERP: u32 = 3;
+    if head.len() < 64 || &head[..4] != b"\x7fELF" || head[4] != 2 || head[5] != 1 {
+        return None;
+    }
+    let u16_at = |o: usize| Some(u16::from_le_bytes(head.get(o..o + 2)?.try_into().ok()?));
+    let u32_at = |o: usize| Some(u32::from_le_bytes(head.get(o..o + 4)?.try_into().ok()?));
+    let u64_at = |o: usize| Some(u64::from_le_bytes(head.get(o..o + 8)?.try_into().ok()?));
+    let phoff = usize::try_from(u64_at(32)?).ok()?;
+    let phentsize = usize::from(u16_at(54)?);
+    let phnum = usize::from(u16_at(56)?);
+    let mut interp = false;
+    for i in 0..phnum {
+        interp |= u32_at(phoff.checked_add(i.checked_mul(phentsize)?)?)? == PT_INTERP;
+    }
+    Some(interp)
+}
+
+/// Makes sandbox `id`'s run directory (fresh, mode 0700) and token, and hands the token to the
+/// agent through the run directory. Returns the run directory. Errors: the state directory.
+pub fn prepare(ctx: &Ctx, id: Uuid) -> Result<PathBuf> {
+    let dir = run_dir(ctx, id);
+    for d in [dir.parent(), token_path(ctx, id).parent()]
+        .into_iter()
+        .flatten()
+    {
+        private_dir(d)?;
+    }
+    if dir.exists() {
+        std::fs::remove_dir_all(&dir).with_context(|| format!("cannot clear {}", dir.display()))?;
+    }
+    private_dir(&dir)?;
+    let token = format!("{}{}", Uuid::new_v4().simple(), Uuid::new_v4().simple());
+    write_new(&token_path(ctx, id), &token)?;
+    write_new(&dir.join(TOKEN_FILE), &token)?;
+    Ok(dir)
+}
+
+/// Hands sandbox `id`'s token to its agent again (before its container starts anew), replacing
+/// whatever the sandbox left under that name.
+pub fn hand_over(ctx: &Ctx, id: Uuid) -> Result<()> {
+    let token = read_token(ctx, id)?;
+    let path = run_dir(ctx, id).join(TOKEN_FILE);
+    match std::fs::remove_file(&path) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+            return Err(e).with_context(|| format!("cannot replace {}", path.display()))
+        }
+        _ => {}
+    }
+    write_new(&path, &token)
+}
+
+fn private_dir(d: &Path) -> Result<()> {
+    match std::fs::DirBuilder::new().mode(0o700).create(d) {
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
+        r => r.with_context(|| format!("cannot create {}", d.display())),
+    }
+}
+
+/// Creates `path` (never through a symlink, never over an existing file), mode 0600.
+fn write_new(path: &Path, text: &str) -> Result<()> {
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(path)
+        .with_context(|| format!("cannot create {}", path.display()))?;
+    f.write_all(text.as_bytes())
+        .with_context(|| format!("cannot write {}", path.display()))
+}
+
+fn read_token(ctx: &Ctx, id: Uuid) -> Result<String> {
+    let path = token_path(ctx, id);
+    let mut text = String::new();
+    std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(&path)
+        .and_then(|f| f.take(256).read_to_string(&mut text))
+        .with_context(|| format!("cannot read the sandbox's token {}", path.display()))?;
+    Ok(text.trim().to_string())
+}
+
+/// Removes sandbox `id`'s run directory and token; what cannot be removed (files the sandbox
+/// made there as another user) is left.
+pub fn forget(ctx: &Ctx, id: Uuid) {
+    let _ = std::fs::remove_dir_all(run_dir(ctx, id));
+    let _ = std::fs::remove_file(token_path(ctx, id));
+}
+
+/// Waits (at most [`READY_TIMEOUT`]) for the agent of the just-started sandbox `id` to say it is
+/// ready, then connects once: returns what to record (the socket's identity when the host could
+/// connect; `None` inside when it could not, e.g. under gVisor, whose sockets do not cross bind
+/// mounts). `None` when the agent never said it was ready.
+pub async fn wait_ready(ctx: &Ctx, id: Uuid) -> Option<AgentRecord> {
+    let dir = run_dir(ctx, id);
+    let deadline = Instant::now() + READY_TIMEOUT;
+    let mut delay = Duration::from_millis(1);
+    loop {
+        if let Some(line) = read_ready(&dir.join(READY_FILE)) {
+            if !line.starts_with("h9sandbox-agent ") {
+                return None;
+            }
+            break;
+        }
+        if Instant::now() >= deadline {
+            if ctx.verbose() {
+                ctx.reporter.note(&format!(
+                    "the agent of {} did not say it was ready within {}s; commands go through the engine's exec",
+                    &id.simple().to_string()[..12],
+                    READY_TIMEOUT.as_secs()
+                ));
+            }
+            return None;
+        }
+        tokio::time::sleep(delay).await;
+        delay = (delay * 2).min(Duration::from_millis(50));
+    }
+    let token = read_token(ctx, id).ok()?;
+    let socket = dir.join(SOCKET_FILE);
+    match client::connect(&socket, &token, None).await {
+        Ok(_) => Some(AgentRecord {
+            socket: client::identity(&socket).ok().map(|(d, i)| [d, i]),
+        }),
+        Err(e) => {
+            if ctx.verbose() {
+                ctx.reporter.note(&format!(
+                    "{e}; commands of {} go through the engine's exec",
+                    &id.simple().to_string()[..12]
+                ));
+            }
+            Some(AgentRecord { socket: None })
+        }
+    }
+}
+
+/// The `ready` file's first line: at most 64 bytes, never through a symlink, never blocking on
+/// a FIFO.
+fn read_ready(path: &Path) -> Option<String> {
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+        .open(path)
+        .ok()?;
+    if !f.metadata().ok()?.is_file() {
+        return None;
+    }
+    let mut text = String::new();
+    f.take(64).read_to_string(&mut text).ok()?;
+    text.lines().next().map(str::to_string)
+}
+
+/// A connection to the agent of sandbox `rec`, when it has one the host can reach: `Ok(None)`
+/// when commands go through the engine's exec (no agent, or a socket the host cannot reach).
+/// A socket found replaced, or an agent that refuses the token, is an error for the caller to
+/// report before it falls back.
+pub async fn connect(ctx: &Ctx, rec: &Record) -> Result<Option<Connection>, ConnectError> {
+    let Some(socket) = rec.agent.and_then(|a| a.socket) else {
+        return Ok(None);
+    };
+    let token = read_token(ctx, rec.id).map_err(|e| ConnectError::Unreachable(format!("{e:#}")))?;
+    let path = run_dir(ctx, rec.id).join(SOCKET_FILE);
+    client::connect(&path, &token, Some((socket[0], socket[1])))
+        .await
+        .map(Some)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn this_test_binary_is_static() {
+        // The crate's .cargo/config.toml links every binary of the target statically.
+        let exe = std::env::current_exe().unwrap();
+        let head = std::fs::read(&exe).unwrap();
+        assert_eq!(elf_interpreter(&head), Some(false));
+        assert_eq!(elf_interpreter(b"#!/bin/sh\n"), None);
+        // A dynamically linked system binary names its interpreter.
+        if let Ok(sh) = std::fs::read("/bin/sh") {
+            if elf_interpreter(&sh) == Some(true) {
+                assert_eq!(elf_interpreter(&sh[..64]), None);
+            }
+        }
+    }
+}
