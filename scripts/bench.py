@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """Benchmarks h9sandbox against the raw engine, measured side by side in one run.
 
-  exec: `h9sandbox exec ID -- true`        vs `docker exec C true`
+  exec: `h9sandbox exec ID -- true`        vs `docker exec C true` (through the sandbox's agent;
+        also through the engine's exec, `exec_agent = false`, and `sleep 1000 & echo started`
+        against a plain exec)
   up:   `h9sandbox up`                     vs `docker run -d` with the same flags (printed by `up -v`)
   down: `h9sandbox down ID`                vs `docker stop -t 5 C && docker rm -f -v C`
 
@@ -34,7 +36,7 @@ Runs alternate (ours, theirs, ours, ...) so drift hits both alike; prints median
 ours/theirs. Usage:
   scripts/bench.py [--binary PATH] [--image IMG] [--runs N] [--engine E] [--only core|files|mcp]
 """
-import argparse, os, shlex, statistics, subprocess, sys, tempfile, time
+import argparse, os, re, shlex, statistics, subprocess, sys, tempfile, time
 
 
 def timed(argv, **kw):
@@ -48,7 +50,7 @@ def timed(argv, **kw):
 
 def report(name, ours, theirs, raw="docker"):
     mo, mt = statistics.median(ours), statistics.median(theirs)
-    print(f"{name:5} h9sandbox {mo*1000:8.1f} ms   {raw} {mt*1000:8.1f} ms   ratio {mo/mt:5.2f}x"
+    print(f"{name} h9sandbox {mo*1000:8.1f} ms   {raw} {mt*1000:8.1f} ms   ratio {mo/mt:5.2f}x"
           f"   (median of {len(ours)}; h9sandbox p90 {sorted(ours)[int(len(ours)*0.9)-1]*1000:.1f} ms)")
 
 
@@ -234,13 +236,25 @@ def main():
     cid = json.loads(p.stdout)[0]["container_id"]
     raw = ["bash", "-c", "true"] if a.engine == "local" else [cli, "exec", cid, "true"]
     raw_name = "bash -c" if a.engine == "local" else cli
+    # Through the sandbox's agent (the default), through the engine's exec (the fallback), and
+    # with a background child holding stdout (`exec` returns with the command's own exit).
+    engine_env = dict(env, H9SANDBOX_EXEC_AGENT="false")
+    bg = h9 + ["exec", sid, "--", "sleep 1000 & echo started"]
     for _ in range(3):
         timed(h9 + ["exec", sid, "--", "true"], env=env); timed(raw, cwd=work)
-    ours, theirs = [], []
+    ours, theirs, fallback, background = [], [], [], []
     for _ in range(a.runs):
         ours.append(timed(h9 + ["exec", sid, "--", "true"], env=env)[0])
         theirs.append(timed(raw, cwd=work)[0])
+        if a.engine != "local":
+            fallback.append(timed(h9 + ["exec", sid, "--", "true"], env=engine_env)[0])
+            background.append(timed(bg, env=env)[0])
     report("exec", ours, theirs, raw_name)
+    if a.engine != "local":
+        report("exec (engine's exec, fallback)", fallback, theirs, raw_name)
+        mb, mo = statistics.median(background), statistics.median(ours)
+        print(f"exec 'sleep 1000 & echo started' {mb*1000:7.1f} ms   plain exec {mo*1000:7.1f} ms"
+              f"   ratio {mb/mo:5.2f}x   (median of {len(background)})")
     timed(h9 + ["down", sid], env=env)
     if a.engine == "local":
         return  # no container to start or stop
@@ -252,6 +266,9 @@ def main():
     timed(h9 + ["down", sid], env=env)
     run_argv = shlex.split(run_line)
     name_at = run_argv.index("--name") + 1
+    # The bare run mounts a run directory of its own (the sandbox's went with `down`).
+    bare_run = tempfile.mkdtemp(prefix="h9bench-run")
+    run_argv = [re.sub(r"source=[^,]*/run/[0-9a-f-]{36},", f"source={bare_run},", x) for x in run_argv]
     up_o, up_t, down_o, down_t = [], [], [], []
     runs = max(5, a.runs // 3)
     for i in range(runs):

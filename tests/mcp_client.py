@@ -214,6 +214,12 @@ async def flow():
                 error(await call(s, "sandbox_exec", {"command": "true", "argv": ["true"]}), "command and argv", "either command or argv")
                 error(await call(s, "sandbox_exec", {}), "no command", "give the command")
 
+                # A command line far longer than the kernel's 128 KiB per argument runs: it
+                # travels on the agent's socket, not in an argument vector.
+                long = "n=0\n" + "n=$((n+1))\n" * 30000 + "echo $n\n"
+                e = ok(await call(s, "sandbox_exec", {"command": long}), "a 330 KiB command line")
+                check(e["stdout"] == "30000\n", "the long command ran whole", e)
+
                 # Background commands: spawn, ps, logs, kill.
                 b = ok(await call(s, "sandbox_spawn", {"command": "echo up; echo warn >&2; sleep 293"}), "spawn")
                 handle = b["handle"]

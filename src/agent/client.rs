@@ -51,7 +51,12 @@ fn open_socket(path: &Path) -> Result<std::os::fd::OwnedFd, ConnectError> {
         OFlags::PATH | OFlags::NOFOLLOW | OFlags::CLOEXEC,
         Mode::empty(),
     )
-    .map_err(|e| ConnectError::Unreachable(format!("{}: {e}", path.display())))?;
+    .map_err(|e| match e {
+        rustix::io::Errno::LOOP => {
+            ConnectError::Replaced(path.display().to_string(), "it is a symlink".into())
+        }
+        e => ConnectError::Unreachable(format!("{}: {e}", path.display())),
+    })?;
     let st = rustix::fs::fstat(&fd).map_err(|e| ConnectError::Unreachable(e.to_string()))?;
     let kind = FileType::from_raw_mode(st.st_mode);
     if kind != FileType::Socket {

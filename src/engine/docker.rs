@@ -640,8 +640,6 @@ pub fn runtime_args(runtime: Option<&str>) -> Vec<String> {
 pub fn run_failure_hint(stderr: &str) -> &'static str {
     if stderr.contains("error setting rlimit") {
         "; an rlimit exceeds what the runtime may grant: lower ulimit_nofile / ulimit_nproc (0 = automatic)"
-    } else if stderr.contains("container-init binary not found") || stderr.contains("catatonit") {
-        "; Podman runs `catatonit` for --init: install it (apt-get install catatonit)"
     } else if stderr.contains("crun") && stderr.contains("cgroup") {
         "; crun cannot use this host's cgroups: set runtime = \"runc\" (apt-get install runc)"
     } else {
@@ -1115,10 +1113,6 @@ mod tests {
     #[test]
     fn run_failures_get_a_hint_when_the_cause_is_known() {
         assert!(run_failure_hint("Error: runc: ... error setting rlimit type 7: operation not permitted: OCI permission denied").contains("ulimit_nofile"));
-        assert!(
-            run_failure_hint("Error: container-init binary not found on the host")
-                .contains("catatonit")
-        );
         assert_eq!(run_failure_hint("Error: something else"), "");
     }
 

@@ -65,6 +65,16 @@ pub fn engine() -> Engine {
     }
 }
 
+/// Whether `H9TEST_EXEC_PATH=engine` asks for commands through the engine's exec rather than
+/// the sandbox's agent.
+pub fn exec_path_is_engine() -> bool {
+    match std::env::var("H9TEST_EXEC_PATH").as_deref() {
+        Err(_) | Ok("") | Ok("agent") => false,
+        Ok("engine") => true,
+        Ok(other) => panic!("H9TEST_EXEC_PATH={other}: expected agent or engine"),
+    }
+}
+
 /// The engine under test's client (`docker`, `podman`); panics for local.
 pub fn cli() -> &'static str {
     engine()
@@ -204,6 +214,11 @@ impl TestEnv {
             .env("NO_COLOR", "1");
         if engine() == Engine::Podman {
             c.env("H9SANDBOX_RUNTIME", "runc");
+        }
+        // `H9TEST_EXEC_PATH=engine` runs the suites with every command through the engine's
+        // exec (the fallback where the agent's socket cannot be reached).
+        if exec_path_is_engine() {
+            c.env("H9SANDBOX_EXEC_AGENT", "false");
         }
     }
 
