@@ -44,6 +44,8 @@ enum AgentCommand {
     Supervise,
     /// Kill a supervised tree's processes of one user (the supervisor starts this)
     Signal(supervise::SignalArgs),
+    /// Kill an exec's processes found by their marker, and their descendants
+    KillMarked(supervise::KillMarkedArgs),
     /// Print the device and inode of a path, `DEV INO` (the host checks a mount with it)
     Stat {
         /// The path
@@ -69,6 +71,7 @@ pub fn main(args: &[std::ffi::OsString]) -> Option<i32> {
         AgentCommand::Exec(a) => wrap::run(a),
         AgentCommand::Supervise => supervise::run(),
         AgentCommand::Signal(a) => supervise::signal(a),
+        AgentCommand::KillMarked(a) => supervise::kill_marked(a),
         AgentCommand::Stat { path } => match std::fs::metadata(path) {
             Ok(m) => {
                 use std::os::unix::fs::MetadataExt;

@@ -208,9 +208,7 @@ fn spawn(spec: &Spec) -> Result<i32, (i32, String)> {
     let mut script_pipe: Option<(OwnedFd, String)> = None;
     let (program, args): (String, Vec<String>) = match &spec.command {
         CommandLine::Shell(line) => {
-            let shell = find_on(&path, "bash")
-                .or_else(|| find_on(&path, "sh"))
-                .ok_or((127, "no shell (bash or sh) in the image; pass the command as separate words to run it without one".to_string()))?;
+            let shell = super::wrap::shell().map_err(|why| (127, why))?;
             if line.len() > ARGV_SCRIPT_MAX {
                 let (r, w) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)
                     .map_err(|e| (125, format!("cannot make a pipe: {e}")))?;
@@ -229,7 +227,8 @@ fn spawn(spec: &Spec) -> Result<i32, (i32, String)> {
             let program = if argv[0].contains('/') {
                 argv[0].clone()
             } else {
-                find_on(&path, &argv[0]).ok_or((127, format!("{}: command not found", argv[0])))?
+                super::wrap::find_on(&path, &argv[0])
+                    .ok_or((127, format!("{}: command not found", argv[0])))?
             };
             (program, argv[1..].to_vec())
         }
@@ -287,17 +286,6 @@ fn spawn(spec: &Spec) -> Result<i32, (i32, String)> {
             Err((code, what))
         }
     }
-}
-
-/// The first executable file `name` in the directories of `path`.
-fn find_on(path: &str, name: &str) -> Option<String> {
-    use std::os::unix::fs::PermissionsExt;
-    path.split(':').filter(|d| !d.is_empty()).find_map(|d| {
-        let p = std::path::Path::new(d).join(name);
-        std::fs::metadata(&p)
-            .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
-            .then(|| p.to_string_lossy().into_owned())
-    })
 }
 
 /// A process as `/proc/PID/stat` and `/proc/PID/status` show it.
@@ -421,6 +409,84 @@ pub fn kill_tree(root: i32, helpers: &Mutex<Vec<i32>>) {
     }
 }
 
+/// One pass of killing an exec's processes found by its marker: among `procs` (every process
+/// of the PID namespace, with whether it carries the marker), the marked ones and all their live
+/// descendants (a process that cleared its environment or left its session is still a descendant
+/// of its subreaper). Returns the PIDs to SIGKILL now: every such process but the topmost marked
+/// ones (whose parent is not among them: the exec's own process, the wrapper that is its
+/// subreaper), which go only once nothing is left under them, so that orphans made meanwhile are
+/// still reparented to them and found on the next pass. Empty when nothing is left.
+pub fn marked_kill_pass(procs: &[(Proc, bool)]) -> Vec<i32> {
+    let all: Vec<Proc> = procs.iter().map(|(p, _)| *p).collect();
+    let mut tree: Vec<i32> = Vec::new();
+    for (p, marked) in procs {
+        if *marked {
+            if !p.dead && !tree.contains(&p.pid) {
+                tree.push(p.pid);
+            }
+            for d in descendants(&all, p.pid) {
+                if !tree.contains(&d.pid) {
+                    tree.push(d.pid);
+                }
+            }
+        }
+    }
+    let tops: Vec<i32> = procs
+        .iter()
+        .filter(|(p, marked)| *marked && tree.contains(&p.pid) && !tree.contains(&p.ppid))
+        .map(|(p, _)| p.pid)
+        .collect();
+    let below: Vec<i32> = tree.iter().copied().filter(|p| !tops.contains(p)).collect();
+    if below.is_empty() {
+        tops
+    } else {
+        below
+    }
+}
+
+/// Whether `/proc/PID/environ` of `pid` holds exactly `needle` (`NAME=value`).
+pub fn environ_has(pid: i32, needle: &[u8]) -> bool {
+    std::fs::read(format!("/proc/{pid}/environ"))
+        .is_ok_and(|env| env.split(|b| *b == 0).any(|v| v == needle))
+}
+
+/// Options of `h9sandbox agent kill-marked`, the engine path's in-container kill helper.
+#[derive(Debug, Clone, clap::Args)]
+pub struct KillMarkedArgs {
+    /// The value of H9SANDBOX_EXEC_ID the exec's processes carry
+    pub marker: String,
+}
+
+/// Kills an exec's processes found by their marker (and all their descendants), pass after
+/// pass ([`marked_kill_pass`]), as far as this user may; returns 0, or 1 when some could not be
+/// signalled.
+pub fn kill_marked(args: &KillMarkedArgs) -> i32 {
+    let needle = format!("H9SANDBOX_EXEC_ID={}", args.marker);
+    let me = std::process::id() as i32;
+    let mut failed = false;
+    for _ in 0..200 {
+        let procs: Vec<(Proc, bool)> = processes()
+            .into_iter()
+            .filter(|p| p.pid != me)
+            .map(|p| (p, environ_has(p.pid, needle.as_bytes())))
+            .collect();
+        let pass = marked_kill_pass(&procs);
+        if pass.is_empty() {
+            return i32::from(failed);
+        }
+        failed = false;
+        for pid in pass {
+            if unsafe { libc::kill(pid, libc::SIGKILL) } != 0
+                && std::io::Error::last_os_error().raw_os_error() != Some(libc::ESRCH)
+            {
+                failed = true;
+            }
+        }
+        std::thread::sleep(std::time::Duration::from_millis(2));
+    }
+    1
+}
+
 /// Options of `h9sandbox agent signal`, the helper [`kill_tree`] starts as another user.
 #[derive(Debug, Clone, clap::Args)]
 pub struct SignalArgs {
@@ -447,4 +513,42 @@ pub fn signal(args: &SignalArgs) -> i32 {
         std::thread::sleep(std::time::Duration::from_millis(1));
     }
     0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn p(pid: i32, ppid: i32) -> Proc {
+        Proc {
+            pid,
+            ppid,
+            uid: 0,
+            dead: false,
+        }
+    }
+
+    #[test]
+    fn the_top_of_a_marked_tree_goes_last() {
+        // 10 is the wrapper (marked, parent 0); 11 the shell (marked); 12 cleared its
+        // environment (unmarked, still under 11); 13 is a bystander; 14 a marked orphan of a
+        // tree without subreaper (parent 1).
+        let procs = [
+            (p(1, 0), false),
+            (p(10, 0), true),
+            (p(11, 10), true),
+            (p(12, 11), false),
+            (p(13, 1), false),
+            (p(14, 1), true),
+        ];
+        let mut pass = marked_kill_pass(&procs);
+        pass.sort();
+        assert_eq!(pass, [11, 12]);
+        // Once nothing is under them, the tops.
+        let procs = [(p(1, 0), false), (p(10, 0), true), (p(14, 1), true)];
+        let mut pass = marked_kill_pass(&procs);
+        pass.sort();
+        assert_eq!(pass, [10, 14]);
+        assert!(marked_kill_pass(&[(p(1, 0), false)]).is_empty());
+    }
 }

@@ -1,15 +1,28 @@
 //! The wrapper of every command an engine runs in a sandbox (`h9sandbox agent exec`), used where
-//! commands go through the engine's own exec (`docker exec`): it installs the set-ID filter
-//! ([`super::seccomp`]) on itself, gives a non-root user a usable `HOME` ([`super::user`]), and
-//! replaces itself with the command (`execvp(3)`), so nothing of it stays between the engine and
-//! the command. Processes started by the engine's exec do not descend from PID 1 and would not
-//! inherit its filter otherwise.
+//! commands go through the engine's own exec (`docker exec`): processes the engine's exec starts
+//! do not descend from PID 1 and would not inherit its filter otherwise. It installs the set-ID
+//! filter ([`super::seccomp`]) on itself, gives a non-root user a usable `HOME`
+//! ([`super::user`]), and runs the command:
+//!
+//! - without `--timeout-ms`, it replaces itself with the command (`execvp(3)`), so nothing of it
+//!   stays between the engine and the command;
+//! - with it, it stays as the command's supervisor: a child subreaper (as
+//!   [`super::supervise`]) that exits with the command's status, and kills the command's whole
+//!   tree once the time is up. The host kills the tree at its own timeout; this is the backstop
+//!   for when the host's process was killed before it could (the engine's exec does not end a
+//!   command whose client died).
 
 use std::ffi::OsString;
 use std::io::Write;
 use std::os::unix::process::CommandExt;
+use std::time::Duration;
 
 use super::{seccomp, user};
+
+/// Directories searched for the shell of a command line, whatever the command's own `PATH`: a
+/// shell planted in a directory the sandbox's user can write (the work dir, `~/.local/bin`) must
+/// never be what a root command line (a bootstrap) runs.
+pub const SHELL_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
 
 /// Options of `h9sandbox agent exec`.
 #[derive(Debug, Clone, clap::Args)]
@@ -17,6 +30,9 @@ pub struct ExecArgs {
     /// Run the one argument as a shell command line: `bash -c`, or `sh -c` without bash
     #[arg(long)]
     pub shell: bool,
+    /// Kill the command's whole process tree after this many milliseconds (exit 124)
+    #[arg(long, value_name = "MS")]
+    pub timeout_ms: Option<u64>,
     /// The program and its arguments (with --shell: one command line)
     #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true)]
     pub command: Vec<OsString>,
@@ -27,8 +43,31 @@ fn fail(code: i32, msg: &str) -> i32 {
     code
 }
 
-/// Runs the command in place of this process; returns only when that failed (126 when the
-/// program cannot be run, 127 when it is not found, as shells do; 125 for our own failure).
+/// The shell for a command line (bash, else sh, from [`SHELL_PATH`]), or the reason there is
+/// none.
+pub fn shell() -> Result<String, String> {
+    find_on(SHELL_PATH, "bash")
+        .or_else(|| find_on(SHELL_PATH, "sh"))
+        .ok_or_else(|| {
+            "no shell (bash or sh) in the image; pass the command as separate words to run it without one"
+                .to_string()
+        })
+}
+
+/// The first executable file `name` in the directories of `path`.
+pub fn find_on(path: &str, name: &str) -> Option<String> {
+    use std::os::unix::fs::PermissionsExt;
+    path.split(':').filter(|d| !d.is_empty()).find_map(|d| {
+        let p = std::path::Path::new(d).join(name);
+        std::fs::metadata(&p)
+            .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+            .then(|| p.to_string_lossy().into_owned())
+    })
+}
+
+/// Runs the command; returns its exit status (with `--timeout-ms`), or only when it could not
+/// be started (126 when it cannot be run, 127 when it is not found, as shells do; 125 for our
+/// own failure).
 pub fn run(args: &ExecArgs) -> i32 {
     let progs = match seccomp::programs() {
         Ok(p) => p,
@@ -38,41 +77,91 @@ pub fn run(args: &ExecArgs) -> i32 {
         return fail(125, &format!("cannot install the set-ID filter: {e}"));
     }
     let uid = rustix::process::getuid().as_raw();
-    let home_env = std::env::var_os("HOME");
-    let usable = home_env
+    let usable = std::env::var_os("HOME")
         .as_deref()
         .is_some_and(|h| h != "/" && std::path::Path::new(h).is_dir());
     if !usable {
         let home = user::home_of(uid);
         let _ = user::ensure_home(&home);
-        // SAFETY: single-threaded (nothing else runs in this process).
+        // Single-threaded here: nothing else reads the environment.
         std::env::set_var("HOME", &home);
     }
     let (program, argv): (OsString, Vec<OsString>) = if args.shell {
         let line = args.command.join(std::ffi::OsStr::new(" "));
-        let shell = if on_path("bash") { "bash" } else { "sh" };
-        (shell.into(), vec!["-c".into(), line])
+        match shell() {
+            Ok(sh) => (sh.into(), vec!["-c".into(), line]),
+            Err(why) => return fail(127, &why),
+        }
     } else {
         (args.command[0].clone(), args.command[1..].to_vec())
     };
-    let e = std::process::Command::new(&program).args(&argv).exec();
+    let mut cmd = std::process::Command::new(&program);
+    cmd.args(&argv);
+    let Some(ms) = args.timeout_ms else {
+        let e = cmd.exec();
+        return not_started(&program, &e);
+    };
+    supervise(cmd, &program, Duration::from_millis(ms))
+}
+
+fn not_started(program: &OsString, e: &std::io::Error) -> i32 {
     let code = match e.kind() {
         std::io::ErrorKind::NotFound => 127,
         _ => 126,
     };
-    fail(
-        code,
-        &format!("cannot run {}: {e}", program.to_string_lossy()),
-    )
+    let what = match e.kind() {
+        std::io::ErrorKind::NotFound => "command not found".to_string(),
+        _ => e.to_string(),
+    };
+    fail(code, &format!("{}: {what}", program.to_string_lossy()))
 }
 
-/// Whether `name` is an executable file in a directory of `PATH`.
-fn on_path(name: &str) -> bool {
-    use std::os::unix::fs::PermissionsExt;
-    std::env::var_os("PATH").is_some_and(|p| {
-        std::env::split_paths(&p).any(|d| {
-            std::fs::metadata(d.join(name))
-                .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
-        })
-    })
+/// Starts `cmd` in a session of its own under this process as subreaper, waits for it, and
+/// kills its whole tree once `timeout` has passed; returns its exit status (124 on timeout).
+fn supervise(mut cmd: std::process::Command, program: &OsString, timeout: Duration) -> i32 {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) };
+    // SAFETY: setsid is async-signal-safe.
+    unsafe {
+        cmd.pre_exec(|| {
+            if libc::setsid() < 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let child = match cmd.spawn() {
+        Ok(c) => c,
+        Err(e) => return not_started(program, &e),
+    };
+    let main = child.id() as i32;
+    let me = std::process::id() as i32;
+    let fired = std::sync::Arc::new(AtomicBool::new(false));
+    let timer = std::sync::Arc::clone(&fired);
+    // The thread comes after the fork: the command was started single-threaded.
+    std::thread::spawn(move || {
+        std::thread::sleep(timeout);
+        timer.store(true, Ordering::SeqCst);
+        super::supervise::kill_tree(me, &std::sync::Mutex::new(Vec::new()));
+    });
+    loop {
+        let mut status = 0;
+        // Every child: the command, and orphans of its tree reparented to us.
+        let pid = unsafe { libc::waitpid(-1, &mut status, 0) };
+        if pid == main {
+            // Leftover children of the command stay (a server started with `&`); they are
+            // reparented to PID 1 when we exit.
+            if fired.load(Ordering::SeqCst) {
+                return 124;
+            }
+            return if libc::WIFEXITED(status) {
+                libc::WEXITSTATUS(status)
+            } else {
+                128 + libc::WTERMSIG(status)
+            };
+        }
+        if pid < 0 && std::io::Error::last_os_error().raw_os_error() != Some(libc::EINTR) {
+            return 255;
+        }
+    }
 }

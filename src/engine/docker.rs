@@ -415,7 +415,8 @@ impl Environment for Docker {
         self.command(exec_args(container, spec))
     }
 
-    async fn kill_exec(&self, container: &str, marker: &str) -> Result<()> {
+    async fn kill_exec(&self, container: &str, spec: &ExecSpec) -> Result<()> {
+        let marker = spec.marker.as_str();
         // From the host first: the container's own tools cannot interfere.
         let (code, pid, _) = self
             .output(vec![
@@ -443,7 +444,7 @@ impl Environment for Docker {
         }
         match tokio::time::timeout(
             Duration::from_secs(5),
-            self.checked(kill_args(container, marker)),
+            self.checked(kill_args(container, spec)),
         )
         .await
         {
@@ -776,22 +777,20 @@ pub fn exec_args(container: &str, spec: &ExecSpec) -> Vec<String> {
         a.extend(["--user".into(), u.to_string()]);
     }
     a.push(container.into());
+    let wrapper = |a: &mut Vec<String>| {
+        a.extend([agent::BIN.into(), agent::ARG.into(), "exec".into()]);
+        if let Some(t) = spec.backstop {
+            a.extend(["--timeout-ms".into(), t.as_millis().to_string()]);
+        }
+    };
     match (&spec.command, spec.wrapped) {
-        (CommandLine::Shell(line), true) => a.extend([
-            agent::BIN.into(),
-            agent::ARG.into(),
-            "exec".into(),
-            "--shell".into(),
-            "--".into(),
-            line.clone(),
-        ]),
+        (CommandLine::Shell(line), true) => {
+            wrapper(&mut a);
+            a.extend(["--shell".into(), "--".into(), line.clone()]);
+        }
         (CommandLine::Argv(argv), true) => {
-            a.extend([
-                agent::BIN.into(),
-                agent::ARG.into(),
-                "exec".into(),
-                "--".into(),
-            ]);
+            wrapper(&mut a);
+            a.push("--".into());
             a.extend(argv.iter().cloned());
         }
         (CommandLine::Shell(line), false) => a.extend([
@@ -806,8 +805,25 @@ pub fn exec_args(container: &str, spec: &ExecSpec) -> Vec<String> {
     a
 }
 
-/// `docker exec` arguments running [`KILL_SCRIPT`] for `marker`.
-pub fn kill_args(container: &str, marker: &str) -> Vec<String> {
+/// `docker exec` arguments killing the processes of the exec `spec` from inside the container:
+/// h9sandbox's own binary (`agent kill-marked`, which kills their descendants too), as the
+/// exec's user (who may read their environments and signal them), where the sandbox has it;
+/// else [`KILL_SCRIPT`], with the image's `sh`.
+pub fn kill_args(container: &str, spec: &ExecSpec) -> Vec<String> {
+    if spec.wrapped {
+        let mut a: Vec<String> = vec!["exec".into()];
+        if let Some(u) = spec.user {
+            a.extend(["--user".into(), u.to_string()]);
+        }
+        a.extend([
+            container.into(),
+            agent::BIN.into(),
+            agent::ARG.into(),
+            "kill-marked".into(),
+            spec.marker.clone(),
+        ]);
+        return a;
+    }
     vec![
         "exec".into(),
         container.into(),
@@ -815,7 +831,7 @@ pub fn kill_args(container: &str, marker: &str) -> Vec<String> {
         "-c".into(),
         KILL_SCRIPT.into(),
         "h9sandbox-kill".into(),
-        marker.into(),
+        spec.marker.clone(),
     ]
 }
 
@@ -1285,6 +1301,7 @@ mod tests {
                 gid: 1000,
             }),
             wrapped: true,
+            backstop: None,
         };
         let a = exec_args("c1", &spec);
         assert_eq!(

@@ -182,8 +182,8 @@ impl Environment for Local {
     }
 
     /// Kills every process carrying the exec's marker, and their process groups.
-    async fn kill_exec(&self, _container: &str, marker: &str) -> Result<()> {
-        kill_marked(&[(EXEC_MARKER_VAR.to_string(), marker.to_string())]).await
+    async fn kill_exec(&self, _container: &str, spec: &ExecSpec) -> Result<()> {
+        kill_marked(&[(EXEC_MARKER_VAR.to_string(), spec.marker.clone())]).await
     }
 
     /// Whatever the command prints is its own.
@@ -348,6 +348,7 @@ mod tests {
             marker: "m".into(),
             user: None,
             wrapped: false,
+            backstop: None,
         };
         assert_eq!(
             local_exec_args(&spec),
@@ -373,6 +374,7 @@ mod tests {
             marker: uuid::Uuid::new_v4().simple().to_string(),
             user: None,
             wrapped: false,
+            backstop: None,
         };
         let mut child = local
             .exec_command("sb", &spec)
@@ -394,7 +396,7 @@ mod tests {
         // The sandbox marks are there too.
         let sandbox = local.sandbox_marks("sb");
         assert_eq!(marked_processes(&sandbox).len(), 3);
-        local.kill_exec("sb", &spec.marker).await.unwrap();
+        local.kill_exec("sb", &spec).await.unwrap();
         let status = child.wait().await.unwrap();
         assert!(!status.success());
         assert!(marked_processes(&marks).is_empty());

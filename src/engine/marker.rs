@@ -13,6 +13,8 @@ use std::path::Path;
 
 use rustix::process::{kill_process, Pid, Signal};
 
+use crate::agent::supervise::{environ_has, marked_kill_pass, processes, Proc};
+
 use super::EXEC_MARKER_VAR;
 
 /// What a pass over `/proc` did.
@@ -26,8 +28,10 @@ pub struct Sweep {
 
 /// Sends SIGKILL to every process in the PID namespace of `ns_of` (a host PID, e.g. the
 /// container's init; `None` = our own namespace) whose environment holds
-/// `H9SANDBOX_EXEC_ID=<marker>`, repeating until a pass finds none (children forked meanwhile
-/// are caught too), at most 50 passes.
+/// `H9SANDBOX_EXEC_ID=<marker>`, and to every descendant of such a process (one that cleared its
+/// environment under a subreaper, as h9sandbox's in-container wrapper, is still one), the
+/// topmost marked processes last ([`crate::agent::supervise::marked_kill_pass`]), repeating
+/// until a pass finds none (children forked meanwhile are caught too), at most 200 passes.
 ///
 /// Errors: `PermissionDenied` when the namespace of `ns_of` cannot be read (the caller should
 /// fall back to another method); other I/O errors reading `/proc`.
@@ -39,54 +43,48 @@ pub fn kill_marked(ns_of: Option<u32>, marker: &str) -> io::Result<Sweep> {
     let ns = std::fs::read_link(&ns_path)?;
     let needle = format!("{EXEC_MARKER_VAR}={marker}");
     let mut total = Sweep::default();
-    for _ in 0..50 {
-        let pass = sweep(&ns, needle.as_bytes())?;
-        total.killed += pass.killed;
-        total.failed = pass.failed;
-        if pass.killed == 0 {
+    for _ in 0..200 {
+        let procs = namespace_processes(&ns, needle.as_bytes())?;
+        let pass = marked_kill_pass(&procs);
+        if pass.is_empty() {
             break;
         }
+        total.failed = 0;
+        for pid in pass {
+            let Some(p) = Pid::from_raw(pid) else {
+                continue;
+            };
+            match kill_process(p, Signal::KILL) {
+                Ok(()) => total.killed += 1,
+                Err(rustix::io::Errno::SRCH) => {}
+                Err(_) => total.failed += 1,
+            }
+        }
+        if total.failed > 0 {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(2));
     }
     Ok(total)
 }
 
-fn sweep(ns: &Path, needle: &[u8]) -> io::Result<Sweep> {
-    let mut s = Sweep::default();
-    let me = std::process::id();
-    for entry in std::fs::read_dir("/proc")? {
-        let Ok(entry) = entry else { continue };
-        let Some(pid) = entry
-            .file_name()
-            .to_str()
-            .and_then(|n| n.parse::<u32>().ok())
-        else {
-            continue;
-        };
-        if pid == me {
+/// The processes of the PID namespace `ns` (but us), each with whether its environment holds
+/// `needle`.
+fn namespace_processes(ns: &Path, needle: &[u8]) -> io::Result<Vec<(Proc, bool)>> {
+    let me = std::process::id() as i32;
+    let mut out = Vec::new();
+    for p in processes() {
+        if p.pid == me {
             continue;
         }
-        let dir = entry.path();
         // Processes vanish while we look: every read may fail, and that is fine.
-        match std::fs::read_link(dir.join("ns/pid")) {
+        match std::fs::read_link(format!("/proc/{}/ns/pid", p.pid)) {
             Ok(n) if n == ns => {}
             _ => continue,
         }
-        let Ok(env) = std::fs::read(dir.join("environ")) else {
-            continue;
-        };
-        if !env.split(|b| *b == 0).any(|var| var == needle) {
-            continue;
-        }
-        let Some(p) = Pid::from_raw(pid as i32) else {
-            continue;
-        };
-        match kill_process(p, Signal::KILL) {
-            Ok(()) => s.killed += 1,
-            Err(rustix::io::Errno::SRCH) => {}
-            Err(_) => s.failed += 1,
-        }
+        out.push((p, environ_has(p.pid, needle)));
     }
-    Ok(s)
+    Ok(out)
 }
 
 #[cfg(test)]

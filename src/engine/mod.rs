@@ -109,6 +109,9 @@ pub struct ExecSpec {
     /// command (`h9sandbox agent exec`: the set-ID filter, a home); sandboxes made before it
     /// existed run it through [`docker::SHELL_WRAPPER`].
     pub wrapped: bool,
+    /// The wrapper's own timeout (`agent exec --timeout-ms`): a backstop that kills the command's
+    /// tree inside the container when the host's process died before its own timeout could.
+    pub backstop: Option<Duration>,
 }
 
 pub use crate::agent::proto::CommandLine;
@@ -243,8 +246,9 @@ pub trait Environment {
     /// The command that runs `spec` in `container`; the caller wires its standard streams.
     fn exec_command(&self, container: &str, spec: &ExecSpec) -> tokio::process::Command;
 
-    /// Kills every process of the exec marked `marker` (the whole tree, daemonized ones included).
-    async fn kill_exec(&self, container: &str, marker: &str) -> Result<()>;
+    /// Kills every process of the exec `spec` (marked with its `marker`: the whole tree,
+    /// daemonized ones included).
+    async fn kill_exec(&self, container: &str, spec: &ExecSpec) -> Result<()>;
 
     /// Turns the first bytes an exec wrote to stderr, with its exit status, into h9sandbox's own
     /// error when they show that the engine (not the command) failed: the container is gone or
@@ -348,8 +352,8 @@ impl Environment for AnyEngine {
         delegate!(self, e => e.exec_command(container, spec))
     }
 
-    async fn kill_exec(&self, container: &str, marker: &str) -> Result<()> {
-        delegate!(self, e => e.kill_exec(container, marker).await)
+    async fn kill_exec(&self, container: &str, spec: &ExecSpec) -> Result<()> {
+        delegate!(self, e => e.kill_exec(container, spec).await)
     }
 
     fn exec_failure(&self, container: &str, head: &[u8], status: i32) -> Option<ExecFailure> {

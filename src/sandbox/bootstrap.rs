@@ -65,6 +65,8 @@ pub struct Done {
 pub async fn execute(ctx: &Ctx, rec: &Record, cmd: &str, sink: Sink) -> Done {
     ctx.reporter
         .step(&format!("bootstrap: {}", abbreviate(cmd, 60)));
+    let timeout = (ctx.cfg.bootstrap_timeout_secs > 0)
+        .then(|| Duration::from_secs(ctx.cfg.bootstrap_timeout_secs));
     // As root, whoever the sandbox's user is: a bootstrap installs packages.
     let spec = ExecSpec {
         command: CommandLine::Shell(cmd.to_string()),
@@ -74,9 +76,8 @@ pub async fn execute(ctx: &Ctx, rec: &Record, cmd: &str, sink: Sink) -> Done {
         marker: Uuid::new_v4().simple().to_string(),
         user: rec.agent.is_some().then_some(Ids::ROOT),
         wrapped: rec.agent.is_some(),
+        backstop: super::exec::backstop(timeout),
     };
-    let timeout = (ctx.cfg.bootstrap_timeout_secs > 0)
-        .then(|| Duration::from_secs(ctx.cfg.bootstrap_timeout_secs));
     let started = std::time::Instant::now();
     let done = match run_command(ctx, rec, &spec, timeout, sink).await {
         Ok(out) => Done {

@@ -272,6 +272,8 @@ pub async fn execute(
     let cwd = resolve_cwd(&rec.workdir, req.cwd.as_deref())?;
     let env = parse_env(&req.env)?;
     let timeout = req.timeout.unwrap_or(ctx.cfg.exec_timeout_secs);
+    // Beyond ~136 years is "none" (and keeps Instant arithmetic from overflowing).
+    let timeout = (timeout > 0 && timeout < u32::MAX as u64).then(|| Duration::from_secs(timeout));
     let spec = ExecSpec {
         command: req.to_command(),
         cwd,
@@ -280,15 +282,20 @@ pub async fn execute(
         marker: Uuid::new_v4().simple().to_string(),
         user: rec.user.filter(|_| rec.agent.is_some()),
         wrapped: rec.agent.is_some(),
+        backstop: backstop(timeout),
     };
-    // Beyond ~136 years is "none" (and keeps Instant arithmetic from overflowing).
-    let timeout = (timeout > 0 && timeout < u32::MAX as u64).then(|| Duration::from_secs(timeout));
     let outcome = run_command_until(ctx, rec, &spec, timeout, sink, stop).await?;
     Ok(Executed {
         record: rec.clone(),
         timeout,
         outcome,
     })
+}
+
+/// The in-container wrapper's own timeout for a command whose timeout is `timeout`: a little
+/// later than the host's, which kills the tree first when it lives.
+pub fn backstop(timeout: Option<Duration>) -> Option<Duration> {
+    timeout.map(|t| t + Duration::from_millis(500))
 }
 
 /// Fails unless the record is Running.
@@ -402,6 +409,9 @@ pub async fn run_command_until(
         )),
     }
     let engine = ctx.engine_for(rec);
+    if let Some(out) = local_program_missing(&engine, spec, sink).await {
+        return Ok(out);
+    }
     let started = Instant::now();
     let mut child = spawn(&engine, rec, spec, sink)?;
     let mut pumps = Pumps::start(&mut child, sink);
@@ -441,6 +451,47 @@ pub async fn run_command_until(
         timed_out: ended.timed_out,
         interrupted: ended.interrupted,
         tree_killed: (ended.timed_out || ended.interrupted.is_some()) && ended.kill_error.is_none(),
+    })
+}
+
+/// For a local sandbox's argument vector whose program is not found on `PATH`: the outcome a
+/// shell would give (status 127, the reason on the command's stderr), as the agent gives in a
+/// container. `None` otherwise.
+async fn local_program_missing(engine: &AnyEngine, spec: &ExecSpec, sink: Sink) -> Option<Outcome> {
+    let CommandLine::Argv(argv) = &spec.command else {
+        return None;
+    };
+    if engine.kind().isolation() != Isolation::None || argv[0].contains('/') {
+        return None;
+    }
+    let path = spec
+        .env
+        .iter()
+        .rev()
+        .find(|(k, _)| k == "PATH")
+        .map(|(_, v)| v.clone())
+        .or_else(|| std::env::var("PATH").ok())
+        .unwrap_or_default();
+    if crate::agent::wrap::find_on(&path, &argv[0]).is_some() {
+        return None;
+    }
+    let message = format!("h9sandbox: {}: command not found\n", argv[0]);
+    let mut stderr = Captured::default();
+    match sink.caps() {
+        Some((head, tail)) => {
+            stderr.total = message.len() as u64;
+            stderr.keep(message.as_bytes(), head, tail);
+        }
+        None => write_stderr(message.as_bytes()).await,
+    }
+    Some(Outcome {
+        exit_code: 127,
+        stdout: Captured::default(),
+        stderr,
+        duration: Duration::ZERO,
+        timed_out: false,
+        interrupted: None,
+        tree_killed: false,
     })
 }
 
@@ -603,12 +654,12 @@ async fn wait_for_end(
         // The client itself was killed (e.g. SIGPIPE when our reader went away): the command
         // would run on unattended, so its tree goes too.
         Some(s) if std::os::unix::process::ExitStatusExt::signal(&s).is_some() => {
-            kill_error = engine.kill_exec(container, &spec.marker).await.err();
+            kill_error = engine.kill_exec(container, spec).await.err();
             s
         }
         Some(s) => s,
         None => {
-            kill_error = engine.kill_exec(container, &spec.marker).await.err();
+            kill_error = engine.kill_exec(container, spec).await.err();
             // The client ends once its process is gone; make sure of it.
             match tokio::time::timeout(Duration::from_secs(5), child.wait()).await {
                 Ok(s) => s?,

@@ -223,6 +223,7 @@ impl MountCheck {
                 marker: Uuid::new_v4().simple().to_string(),
                 user: Some(Ids::ROOT),
                 wrapped: false,
+                backstop: None,
             };
             let out = engine
                 .exec_command(container, &spec)
