@@ -223,3 +223,56 @@ fn a_state_dir_in_a_directory_others_can_swap_it_out_of_is_refused() {
     let mode = std::fs::metadata(&fresh).unwrap().permissions().mode() & 0o7777;
     assert_eq!(mode, 0o700);
 }
+
+#[test]
+fn a_record_alone_cannot_make_a_container_sandbox_run_on_the_host() {
+    let env = TestEnv::new();
+    // The state directory is ours and safe; its record says "local" (a hand edit, a bug, a
+    // restored backup): the configuration in force (docker, fallback = fail) does not allow
+    // the local engine, so nothing runs on the host.
+    std::fs::write(
+        env.state_dir.join("state.json"),
+        state_json(&[record(ID, "local", &env.workdir)]),
+    )
+    .unwrap();
+    let pwned = env.root.path().join("pwned");
+    let touch = format!("touch {}", pwned.display());
+    let out = env
+        .cmd()
+        .env("H9SANDBOX_ENGINE", "docker")
+        .args(["exec", ID, "--", &touch])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(125), "{err}");
+    assert!(
+        err.starts_with("h9sandbox: error: ") && err.contains("engine = \"local\""),
+        "{err}"
+    );
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(!pwned.exists(), "a record alone ran a command on the host");
+    let out = env
+        .cmd()
+        .env("H9SANDBOX_ENGINE", "docker")
+        .args(["bootstrap", ID, "--", &touch])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(125), "{}", stderr(&out));
+    assert!(
+        !pwned.exists(),
+        "a record alone ran a bootstrap on the host"
+    );
+    // Where the configuration allows the local engine (fallback = "local"), it runs.
+    let out = env
+        .cmd()
+        .env("H9SANDBOX_ENGINE", "docker")
+        .env("H9SANDBOX_FALLBACK", "local")
+        .args(["exec", ID, "--", &touch])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_ok(&out);
+    assert!(pwned.exists());
+}

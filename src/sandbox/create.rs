@@ -161,7 +161,7 @@ async fn resolve_spec(ctx: &Ctx, req: &UpRequest) -> Result<Plan> {
     let name = sandbox_name(req, id)?;
     // A sub-sandbox runs on its parent's engine.
     let engine = match &parent {
-        Some(p) => ctx.engine_for(p),
+        Some(p) => ctx.runner_for(p)?,
         None => ctx.engine.clone(),
     };
     let now = now_rfc3339();

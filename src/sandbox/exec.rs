@@ -324,7 +324,7 @@ pub async fn run_command_until(
     sink: Sink,
     stop: impl std::future::Future<Output = &'static str>,
 ) -> Result<Outcome> {
-    let engine = ctx.engine_for(rec);
+    let engine = ctx.runner_for(rec)?;
     let started = Instant::now();
     let mut child = spawn(&engine, rec, spec, sink)?;
     let mut pumps = Pumps::start(&mut child, sink);

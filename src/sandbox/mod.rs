@@ -24,12 +24,13 @@ use std::sync::Arc;
 
 use anyhow::Result;
 
-use crate::config::{Config, Layers, Origin};
+use crate::config::{Config, Fallback, Layers, Origin};
 use crate::engine::{AnyEngine, Environment};
+use crate::error::Error;
 use crate::files::WorkDir;
 use crate::report::Reporter;
 use crate::state::{Record, Store};
-use crate::types::EngineKind;
+use crate::types::{EngineKind, Isolation};
 
 /// What every operation works with: the configuration, the state store, the engine, and where
 /// to report.
@@ -91,6 +92,28 @@ impl Ctx {
     /// sandbox is never sent to a container engine, nor a container to another engine.
     pub fn engine_for(&self, rec: &Record) -> AnyEngine {
         self.engine_of(rec.engine)
+    }
+
+    /// Whether the configuration in force allows the local engine (no isolation): `engine =
+    /// "local"`, or `fallback = "local"`.
+    pub fn local_allowed(&self) -> bool {
+        self.cfg.engine == EngineKind::Local || self.cfg.fallback == Fallback::Local
+    }
+
+    /// The engine to run commands of the sandbox `rec` with, as [`Ctx::engine_for`]; but a
+    /// record alone never makes a command run on the host: a local record is refused unless
+    /// the configuration in force allows the local engine ([`Ctx::local_allowed`]).
+    /// Errors: [`Error::Invalid`] for such a record.
+    pub fn runner_for(&self, rec: &Record) -> Result<AnyEngine, Error> {
+        let local = rec.engine.isolation() == Isolation::None || rec.isolation == Isolation::None;
+        if local && !self.local_allowed() {
+            return Err(Error::Invalid(format!(
+                "sandbox {} is recorded as local (no container: its commands would run directly on this host), but the configuration in force allows no local engine; refusing to run anything on the host for a record: if you made it local, set engine = \"local\" or fallback = \"local\" in your configuration, else remove it with `h9sandbox down {}`",
+                rec.short_id(),
+                rec.short_id()
+            )));
+        }
+        Ok(self.engine_for(rec))
     }
 
     /// The value of the state-directory label of this store's containers.
