@@ -463,6 +463,7 @@ mod tests {
             parent: None,
             bootstrap: None,
             user: None,
+            settings: None,
         }
     }
 

@@ -162,10 +162,41 @@ pub struct Record {
     /// Length of the lease in seconds, by which `renew` extends it unless given `--ttl`.
     #[serde(default)]
     pub ttl_secs: Option<u64>,
+    /// What the commands on this sandbox use later (timeouts, the bootstrap command), fixed by
+    /// `up` from the configuration then in force: a later command never takes them from the
+    /// project file of the directory it runs in. Absent in records made before they existed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub settings: Option<Settings>,
     /// The process (`down` or `reap`) removing the sandbox while it is Stopping; `reap` leaves a
     /// Stopping sandbox alone while this process lives, and finishes the job once it is gone.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stopper: Option<ProcessRef>,
+}
+
+/// The configuration a sandbox keeps for the commands run on it later, recorded by `up`
+/// ([`Record::settings`]). Later commands take these over the configuration files (but not over
+/// the environment or their own flags, the caller's choice for that one command).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Settings {
+    /// Default timeout of `exec` in seconds; 0 = none (config `exec_timeout_secs`).
+    pub exec_timeout_secs: u64,
+    /// Timeout of a bootstrap in seconds; 0 = none (config `bootstrap_timeout_secs`).
+    pub bootstrap_timeout_secs: u64,
+    /// `down`'s grace period in seconds before SIGKILL (config `stop_timeout_secs`).
+    pub stop_timeout_secs: u64,
+    /// What `bootstrap ID` without a command runs (config `bootstrap_cmd`); `null`: none.
+    #[serde(default)]
+    pub bootstrap_cmd: Option<String>,
+}
+
+impl Settings {
+    /// The configuration keys these settings record.
+    pub const KEYS: &'static [&'static str] = &[
+        "exec_timeout_secs",
+        "bootstrap_timeout_secs",
+        "stop_timeout_secs",
+        "bootstrap_cmd",
+    ];
 }
 
 /// The outcome of a sandbox's last bootstrap command, as recorded in its [`Record`].
@@ -836,6 +867,7 @@ pub(crate) mod tests {
             owner: None,
             expires_at: None,
             ttl_secs: None,
+            settings: None,
             stopper: None,
         }
     }

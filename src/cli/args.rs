@@ -49,7 +49,8 @@ pub struct Cli {
 /// Options every subcommand accepts.
 #[derive(Debug, Args)]
 pub struct GlobalArgs {
-    /// Configuration file (default: ./sandbox.toml, then $XDG_CONFIG_HOME/h9sandbox/config.toml)
+    /// Configuration file, used alone [default: $XDG_CONFIG_HOME/h9sandbox/config.toml; `up` and
+    /// `mcp` layer a trusted ./sandbox.toml over it, see `h9sandbox trust`]
     #[arg(long, global = true, env = "H9SANDBOX_CONFIG", value_name = "PATH")]
     pub config: Option<PathBuf>,
     /// Output format
@@ -159,6 +160,20 @@ Examples:
 Prints the new end of the lease (RFC 3339 UTC). Only touches the state file: it works while the
 engine is unreachable. A Stopping or Failed sandbox cannot be renewed.")]
     Renew(RenewArgs),
+    /// Trust a project's ./sandbox.toml, its exact content, so that `up` and `mcp` use it
+    #[command(after_help = "\
+Examples:
+  cat sandbox.toml && h9sandbox trust             review it, then trust it (up and mcp use it)
+  h9sandbox trust ../other-project                 the sandbox.toml of another directory
+  h9sandbox trust --list                           what is trusted, and whether it changed since
+  h9sandbox trust --forget                         stop using ./sandbox.toml
+
+A project's sandbox.toml usually lies in a work dir, which code in the sandbox can write. So `up`
+and `mcp` ignore it (with a warning) until you trust it, and again whenever its content changes;
+no other command reads it. Trust is kept per path and SHA-256 of the content, in the state
+directory. A file with a bad value, an unknown key, or a key that acts on the host (engine,
+engine_bin, fallback, runtime, state_dir) cannot be trusted.")]
+    Trust(TrustArgs),
     /// List sandboxes with their real container state, sub-sandboxes under their parent
     #[command(after_help = "\
 Examples:
@@ -247,6 +262,7 @@ impl Command {
             Command::Reap(_) => "reap",
             Command::Renew(_) => "renew",
             Command::Mcp(_) => "mcp",
+            Command::Trust(_) => "trust",
         }
     }
 }
@@ -447,6 +463,20 @@ pub struct RenewArgs {
     /// [default: the sandbox's TTL]
     #[arg(long, value_name = "DURATION")]
     pub ttl: Option<String>,
+}
+
+/// `trust` arguments.
+#[derive(Debug, Args)]
+pub struct TrustArgs {
+    /// The project file, or the directory holding it [default: ./sandbox.toml]
+    #[arg(value_name = "FILE")]
+    pub file: Option<PathBuf>,
+    /// Stop trusting it (the file need not exist any more)
+    #[arg(long, conflicts_with = "list")]
+    pub forget: bool,
+    /// List the trusted files, and whether each still has the content trusted
+    #[arg(long, conflicts_with = "file")]
+    pub list: bool,
 }
 
 /// `ls` arguments.

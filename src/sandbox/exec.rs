@@ -208,7 +208,8 @@ pub struct Executed {
 
 /// Runs `req.command` (its words joined with spaces) in the sandbox `req.id` as `exec` does:
 /// the sandbox must be Running, `req.cwd` must stay inside the work dir, `req.env` must be K=V,
-/// and `req.timeout` (else config `exec_timeout_secs`; 0 = none) bounds the run.
+/// and `req.timeout` (else the sandbox's `exec_timeout_secs`, [`Ctx::settings_for`]; 0 = none)
+/// bounds the run.
 /// `req.max_output` and `req.interactive` are the caller's to honour through `sink` and the spec
 /// (an interactive command reads our stdin). `stop` ends the command early like a signal,
 /// killing its tree (see [`run_command_until`]). Errors: as [`run_command`], and an unknown
@@ -224,7 +225,9 @@ pub async fn execute(
     ensure_running(rec)?;
     let cwd = resolve_cwd(&rec.workdir, req.cwd.as_deref())?;
     let env = parse_env(&req.env)?;
-    let timeout = req.timeout.unwrap_or(ctx.cfg.exec_timeout_secs);
+    let timeout = req
+        .timeout
+        .unwrap_or(ctx.settings_for(rec).exec_timeout_secs);
     let spec = ExecSpec {
         command: req.command.join(" "),
         cwd,

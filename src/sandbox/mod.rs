@@ -18,6 +18,7 @@ pub mod list;
 pub mod reap;
 pub mod renew;
 pub mod subsandbox;
+pub mod trust;
 pub mod workdir;
 
 use std::sync::Arc;
@@ -29,7 +30,7 @@ use crate::engine::{AnyEngine, Environment};
 use crate::error::Error;
 use crate::files::WorkDir;
 use crate::report::Reporter;
-use crate::state::{Record, Store};
+use crate::state::{Record, Settings, Store};
 use crate::types::{EngineKind, Isolation};
 
 /// What every operation works with: the configuration, the state store, the engine, and where
@@ -44,6 +45,9 @@ pub struct Ctx {
     pub engine: AnyEngine,
     /// Where warnings, notes, steps and `-v` command lines go.
     pub reporter: Arc<dyn Reporter>,
+    /// The keys of [`Settings::KEYS`] that the environment or a flag set for this command: they
+    /// beat what a sandbox's record says ([`Ctx::settings_for`]).
+    pub explicit: Vec<&'static str>,
 }
 
 impl Ctx {
@@ -66,12 +70,62 @@ impl Ctx {
         let cfg = layers.resolve()?;
         let store = Store::open(&cfg.state_dir()?)?;
         let engine = AnyEngine::for_kind(cfg.engine, &cfg, store.dir(), &reporter);
+        let explicit = Settings::KEYS
+            .iter()
+            .copied()
+            .filter(|k| matches!(layers.origin(k), Origin::Env(_) | Origin::Flag(_)))
+            .collect();
         Ok(Ctx {
             cfg,
             store,
             engine,
             reporter,
+            explicit,
         })
+    }
+
+    /// The settings of the configuration in force, as `up` records them in a new sandbox.
+    pub fn configured_settings(&self) -> Settings {
+        Settings {
+            exec_timeout_secs: self.cfg.exec_timeout_secs,
+            bootstrap_timeout_secs: self.cfg.bootstrap_timeout_secs,
+            stop_timeout_secs: self.cfg.stop_timeout_secs,
+            bootstrap_cmd: self.cfg.bootstrap().map(str::to_string),
+        }
+    }
+
+    /// The settings that apply to a command on the existing sandbox `rec`: what `up` recorded
+    /// in it, except where the environment or a flag of this command set a key; the
+    /// configuration in force for a record made before settings were recorded. So a project
+    /// file written since `up` (by the sandbox, say) changes nothing.
+    pub fn settings_for(&self, rec: &Record) -> Settings {
+        let now = self.configured_settings();
+        let Some(recorded) = &rec.settings else {
+            return now;
+        };
+        let pick = |key: &str| self.explicit.contains(&key);
+        Settings {
+            exec_timeout_secs: if pick("exec_timeout_secs") {
+                now.exec_timeout_secs
+            } else {
+                recorded.exec_timeout_secs
+            },
+            bootstrap_timeout_secs: if pick("bootstrap_timeout_secs") {
+                now.bootstrap_timeout_secs
+            } else {
+                recorded.bootstrap_timeout_secs
+            },
+            stop_timeout_secs: if pick("stop_timeout_secs") {
+                now.stop_timeout_secs
+            } else {
+                recorded.stop_timeout_secs
+            },
+            bootstrap_cmd: if pick("bootstrap_cmd") {
+                now.bootstrap_cmd
+            } else {
+                recorded.bootstrap_cmd.clone()
+            },
+        }
     }
 
     /// Whether `-v` was given (the reporter wants details).
