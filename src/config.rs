@@ -890,6 +890,37 @@ mod tests {
     }
 
     #[test]
+    fn a_project_file_lies_between_the_users_file_and_the_environment() {
+        let dir = tempfile::tempdir().unwrap();
+        let user = dir.path().join("config.toml");
+        std::fs::write(&user, "memory = \"300m\"\npids_limit = 10\n").unwrap();
+        let project = ProjectText {
+            path: dir.path().join("sandbox.toml"),
+            text: "pids_limit = 77\ncpus = 0.5\n".into(),
+        };
+        let env = |k: &str| (k == "H9SANDBOX_CPUS").then(|| "0.25".to_string());
+        let cfg = Layers::load_opts(Some(&user), env, Some(&project))
+            .unwrap()
+            .resolve()
+            .unwrap();
+        assert_eq!(
+            (cfg.memory.as_str(), cfg.pids_limit, cfg.cpus),
+            ("300m", 77, 0.25)
+        );
+        let set = Layers::check_project(&project).unwrap();
+        assert_eq!(set.keys().collect::<Vec<_>>(), ["cpus", "pids_limit"]);
+        let bad = ProjectText {
+            path: project.path.clone(),
+            text: "state_dir = \"/tmp/x\"\n".into(),
+        };
+        let err = Layers::check_project(&bad).unwrap_err().to_string();
+        assert!(
+            err.contains("key `state_dir`") && err.contains("not allowed"),
+            "{err}"
+        );
+    }
+
+    #[test]
     fn engine_keys_and_the_seed_switch() {
         let cfg = load(None, &[]).unwrap();
         assert_eq!(
