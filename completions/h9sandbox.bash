@@ -663,7 +663,7 @@ _h9sandbox() {
             return 0
             ;;
         h9sandbox__subcmd__mcp)
-            opts="-v -h --workdir --image --auto-up --config --format --json --verbose --help"
+            opts="-v -h --workdir --image --auto-up --all-sandboxes --config --format --json --verbose --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0

@@ -186,6 +186,7 @@ set edit:completion:arg-completer[h9sandbox] = {|@words|
             cand --config 'Configuration file, used alone [default: $XDG_CONFIG_HOME/h9sandbox/config.toml; `up` and `mcp` layer a trusted ./sandbox.toml over it, see `h9sandbox trust`]'
             cand --format 'Output format'
             cand --auto-up 'Make the session''s sandbox at start (the tools'' default), removed when the session ends'
+            cand --all-sandboxes 'Let the tools list and act on every sandbox of the state directory, also those made elsewhere [default: only the sandboxes this session made, and their sub-sandboxes]'
             cand --json 'Same as --format json'
             cand -v 'Print every engine command line to stderr before running it'
             cand --verbose 'Print every engine command line to stderr before running it'

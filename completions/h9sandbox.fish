@@ -154,6 +154,7 @@ complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand mcp" -l config -d 'C
 complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand mcp" -l format -d 'Output format' -r -f -a "table\t'For people: a table, or plain lines'
 json\t'For programs: one JSON document on stdout'"
 complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand mcp" -l auto-up -d 'Make the session\'s sandbox at start (the tools\' default), removed when the session ends'
+complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand mcp" -l all-sandboxes -d 'Let the tools list and act on every sandbox of the state directory, also those made elsewhere [default: only the sandboxes this session made, and their sub-sandboxes]'
 complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand mcp" -l json -d 'Same as --format json'
 complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand mcp" -s v -l verbose -d 'Print every engine command line to stderr before running it'
 complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand mcp" -s h -l help -d 'Print help (see more with \'--help\')'

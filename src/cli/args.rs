@@ -219,15 +219,17 @@ Examples:
   h9sandbox mcp --auto-up                         one sandbox on the current directory per session
   h9sandbox mcp --workdir ~/proj --image python:3.12-slim --auto-up
   h9sandbox mcp                                   the agent makes sandboxes with sandbox_up
+  h9sandbox mcp --all-sandboxes                   the tools also reach sandboxes made elsewhere
 
 An MCP client starts it as a subprocess (its configuration: command `h9sandbox`, args
 [\"mcp\", \"--auto-up\"]) and calls the tools sandbox_up, sandbox_exec, sandbox_read, sandbox_write,
 sandbox_edit, sandbox_list and sandbox_down; each takes an optional `id`, by default the session's
-sandbox (made by --auto-up or by the last sandbox_up). stdout carries protocol messages only;
+sandbox (made by --auto-up or by the last sandbox_up). They act only on the sandboxes the session
+made and their sub-sandboxes, unless --all-sandboxes. stdout carries protocol messages only;
 warnings and -v output go to stderr. The session's sandboxes are removed when the client
 disconnects (stdin closes) or on SIGTERM/SIGINT/SIGHUP, and by `reap` if the server is killed.
 Output of sandbox_exec is capped per stream (config mcp_max_output_bytes, default 30000), keeping
-its start and end.
+its start and end. A message over 16 MiB is answered with a JSON-RPC error naming the limit.
 
 Exit status: 0 when the session ended, 1 when the server could not start (or could not remove
 the session's sandboxes).")]
@@ -334,6 +336,10 @@ pub struct McpArgs {
     /// Make the session's sandbox at start (the tools' default), removed when the session ends
     #[arg(long)]
     pub auto_up: bool,
+    /// Let the tools list and act on every sandbox of the state directory, also those made
+    /// elsewhere [default: only the sandboxes this session made, and their sub-sandboxes]
+    #[arg(long)]
+    pub all_sandboxes: bool,
 }
 
 /// `exec` arguments.
