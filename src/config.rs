@@ -290,6 +290,29 @@ fn config_files(explicit: Option<&Path>) -> Result<Vec<PathBuf>, Error> {
     Ok(user.filter(|p| p.is_file()).into_iter().collect())
 }
 
+/// Fails (with the reason and the fix) when the user's configuration file `path`, whose
+/// metadata is `md`, belongs to someone other than the invoking user (effective uid) or root, or
+/// is writable by group or others: whoever can write it chooses the programs h9sandbox runs.
+fn check_user_file(path: &Path, md: &std::fs::Metadata) -> Result<(), String> {
+    use std::os::unix::fs::MetadataExt;
+    let me = rustix::process::geteuid().as_raw();
+    if md.uid() != me && md.uid() != 0 {
+        return Err(format!(
+            "refusing it: it belongs to uid {}, not to you (uid {me}), and whoever can write it chooses the programs h9sandbox runs (engine_bin); `chown {me} {}`, or pass it explicitly with --config",
+            md.uid(),
+            path.display()
+        ));
+    }
+    let mode = md.mode() & 0o7777;
+    if mode & 0o022 != 0 {
+        return Err(format!(
+            "refusing it: it is writable by others (mode {mode:04o}), and whoever can write it chooses the programs h9sandbox runs (engine_bin); `chmod go-w {}`",
+            path.display()
+        ));
+    }
+    Ok(())
+}
+
 /// `$VAR` if set and absolute, else `$HOME/<fallback>`, per the XDG Base Directory specification.
 pub fn xdg_dir(var: &str, fallback: &str) -> Option<PathBuf> {
     match std::env::var_os(var).map(PathBuf::from) {
@@ -352,7 +375,7 @@ impl Layers {
     ) -> Result<Layers, Error> {
         let mut layers = Self::defaults();
         for path in config_files(explicit_file)? {
-            layers.merge_file(&path)?;
+            layers.merge_file(&path, explicit_file.is_some())?;
             layers.file = Some(path);
         }
         if let Some(p) = project {
@@ -404,12 +427,27 @@ impl Layers {
         .collect()
     }
 
-    /// Merges the user's (or an explicit) configuration file `path`.
-    fn merge_file(&mut self, path: &Path) -> Result<(), Error> {
-        let text = std::fs::read_to_string(path).map_err(|e| Error::Config {
+    /// Merges the user's (or, `explicit`, a given) configuration file `path`. The user's file
+    /// decides what runs on the host (`engine_bin`), so like ssh's `~/.ssh/config` it must belong
+    /// to the invoking user or root and be writable by nobody else ([`check_user_file`]); a file
+    /// given with `--config` is the caller's explicit choice and is read as it is.
+    fn merge_file(&mut self, path: &Path, explicit: bool) -> Result<(), Error> {
+        use std::io::Read;
+        let fail = |message: String| Error::Config {
             origin: Origin::File(path.to_path_buf()).to_string(),
-            message: format!("cannot be read: {e}"),
-        })?;
+            message,
+        };
+        let mut file =
+            std::fs::File::open(path).map_err(|e| fail(format!("cannot be read: {e}")))?;
+        if !explicit {
+            let md = file
+                .metadata()
+                .map_err(|e| fail(format!("cannot be read: {e}")))?;
+            check_user_file(path, &md).map_err(fail)?;
+        }
+        let mut text = String::new();
+        file.read_to_string(&mut text)
+            .map_err(|e| fail(format!("cannot be read: {e}")))?;
         self.merge_text(path, &text, false).map(|_| ())
     }
 

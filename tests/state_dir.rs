@@ -276,3 +276,46 @@ fn a_record_alone_cannot_make_a_container_sandbox_run_on_the_host() {
     assert_ok(&out);
     assert!(pwned.exists());
 }
+
+#[test]
+fn a_user_config_file_others_can_write_is_refused() {
+    let env = TestEnv::new();
+    // Whoever can write the user's configuration chooses the engine binary h9sandbox runs.
+    let pwned = env.root.path().join("pwned");
+    let evil = env.root.path().join("evil.sh");
+    std::fs::write(
+        &evil,
+        format!("#!/bin/sh\ntouch {}\nexit 1\n", pwned.display()),
+    )
+    .unwrap();
+    std::fs::set_permissions(&evil, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let dir = env.root.path().join(".config/h9sandbox");
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("config.toml");
+    std::fs::write(&file, format!("engine_bin = \"{}\"\n", evil.display())).unwrap();
+    std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o666)).unwrap();
+    let up = || {
+        env.cmd()
+            .env_remove("H9SANDBOX_ENGINE")
+            .arg("up")
+            .stdin(Stdio::null())
+            .output()
+            .unwrap()
+    };
+    assert_refused(&up(), 1, &file, "chmod go-w");
+    assert!(
+        !pwned.exists(),
+        "a configuration others can write ran a program"
+    );
+    // Another user's file, even read-only.
+    std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o644)).unwrap();
+    chown(&file, Some(1000), Some(1000)).unwrap();
+    assert_refused(&up(), 1, &file, "belongs to uid 1000");
+    assert!(
+        !pwned.exists(),
+        "another user's configuration ran a program"
+    );
+    // Ours, and writable by us alone: read as usual (`ls` needs no engine here).
+    chown(&file, Some(0), Some(0)).unwrap();
+    assert_ok(&env.run(&["ls"]));
+}
