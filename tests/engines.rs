@@ -111,7 +111,12 @@ fn a_local_sandbox_says_it_has_no_isolation() {
     let out = run_local(&env, &["exec", &id, "--", "echo err >&2"]);
     assert_eq!(stderr(&out), "err\n");
     // Where the configuration in force allows no local engine, the record alone runs nothing.
-    let out = env.run(&["exec", &id, "--", "true"]);
+    let out = env
+        .cmd()
+        .env("H9SANDBOX_ENGINE", "docker")
+        .args(["exec", &id, "--", "true"])
+        .output()
+        .unwrap();
     assert_eq!(out.status.code(), Some(125));
     assert!(
         stderr(&out).contains("recorded as local"),
