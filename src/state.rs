@@ -444,7 +444,8 @@ fn check_owned(what: &str, path: &Path, st: &rustix::fs::Stat, me: u32) -> Resul
 /// Checks every directory above `dir` (and every symlink on the way there, followed as the
 /// kernel does): each must belong to `me` or root, and a directory writable by group or others
 /// must be sticky, or someone else could rename the state directory away and put another there.
-fn check_ancestors(dir: &Path, me: u32) -> Result<()> {
+/// Returns the real path of `dir`'s parent (symlinks resolved), `None` for `/`.
+fn check_ancestors(dir: &Path, me: u32) -> Result<Option<PathBuf>> {
     use std::collections::VecDeque;
     use std::ffi::OsString;
     use std::os::unix::fs::MetadataExt;
@@ -460,7 +461,7 @@ fn check_ancestors(dir: &Path, me: u32) -> Result<()> {
             .collect()
     };
     let Some(parent) = dir.parent() else {
-        return Ok(());
+        return Ok(None);
     };
     let mut todo: VecDeque<OsString> = parts(parent).into();
     let mut cur = PathBuf::from("/");
@@ -533,7 +534,7 @@ fn check_ancestors(dir: &Path, me: u32) -> Result<()> {
         check(&next, &md)?;
         cur = next;
     }
-    Ok(())
+    Ok(Some(cur))
 }
 
 impl Store {
@@ -551,15 +552,19 @@ impl Store {
                 .create(&dir)
                 .with_context(|| format!("cannot create the state directory {}", dir.display()))?;
         }
-        check_ancestors(&dir, euid())?;
+        let real_parent = check_ancestors(&dir, euid())?;
         let unchecked = Store {
             file: dir.join(STATE_FILE),
             lock: dir.join(LOCK_FILE),
             dir: dir.clone(),
         };
         unchecked.open_dir()?;
-        // One state directory, one label value, however it was spelled.
-        let dir = dir.canonicalize().unwrap_or(dir);
+        // One state directory, one label value, however it was spelled: the real path (the
+        // directory itself is no symlink, `open_dir` made sure).
+        let dir = match (real_parent, dir.file_name()) {
+            (Some(p), Some(name)) => p.join(name),
+            _ => dir,
+        };
         Ok(Store {
             file: dir.join(STATE_FILE),
             lock: dir.join(LOCK_FILE),
