@@ -21,7 +21,7 @@ Register-ArgumentCompleter -Native -CommandName 'h9sandbox' -ScriptBlock {
 
     $completions = @(switch ($command) {
         'h9sandbox' {
-            [CompletionResult]::new('--config', '--config', [CompletionResultType]::ParameterName, 'Configuration file (default: ./sandbox.toml, then $XDG_CONFIG_HOME/h9sandbox/config.toml)')
+            [CompletionResult]::new('--config', '--config', [CompletionResultType]::ParameterName, 'Configuration file, used alone [default: $XDG_CONFIG_HOME/h9sandbox/config.toml; `up` and `mcp` layer a trusted ./sandbox.toml over it, see `h9sandbox trust`]')
             [CompletionResult]::new('--format', '--format', [CompletionResultType]::ParameterName, 'Output format')
             [CompletionResult]::new('--json', '--json', [CompletionResultType]::ParameterName, 'Same as --format json')
             [CompletionResult]::new('-v', '-v', [CompletionResultType]::ParameterName, 'Print every engine command line to stderr before running it')
@@ -39,6 +39,7 @@ Register-ArgumentCompleter -Native -CommandName 'h9sandbox' -ScriptBlock {
             [CompletionResult]::new('down', 'down', [CompletionResultType]::ParameterValue, 'Stop and remove sandboxes and their sub-sandboxes (always removes, even when the stop fails)')
             [CompletionResult]::new('reap', 'reap', [CompletionResultType]::ParameterValue, 'Remove abandoned sandboxes of this state directory, and say what and why')
             [CompletionResult]::new('renew', 'renew', [CompletionResultType]::ParameterValue, 'Extend a sandbox''s lease (up --ttl): it then expires TTL from now')
+            [CompletionResult]::new('trust', 'trust', [CompletionResultType]::ParameterValue, 'Trust a project''s ./sandbox.toml, its exact content, so that `up` and `mcp` use it')
             [CompletionResult]::new('ls', 'ls', [CompletionResultType]::ParameterValue, 'List sandboxes with their real container state, sub-sandboxes under their parent')
             [CompletionResult]::new('read', 'read', [CompletionResultType]::ParameterValue, 'Print a file of the sandbox''s work dir (read on the host, refusing paths that leave it)')
             [CompletionResult]::new('write', 'write', [CompletionResultType]::ParameterValue, 'Replace a file of the sandbox''s work dir atomically with stdin or --from FILE')
@@ -63,7 +64,7 @@ Register-ArgumentCompleter -Native -CommandName 'h9sandbox' -ScriptBlock {
             [CompletionResult]::new('--user', '--user', [CompletionResultType]::ParameterName, 'User of the sandbox''s processes: root, host (your uid:gid) or UID:GID [config: user]')
             [CompletionResult]::new('--owner-pid', '--owner-pid', [CompletionResultType]::ParameterName, 'Tie the sandbox to a process: once it exits, `reap` removes the sandbox. A PID, or `parent` (the process that started h9sandbox) [default: none]')
             [CompletionResult]::new('--ttl', '--ttl', [CompletionResultType]::ParameterName, 'Lease: `reap` removes the sandbox this long after it started, unless `renew`ed (e.g. 90s, 30m, 2h, 1d) [default: none]')
-            [CompletionResult]::new('--config', '--config', [CompletionResultType]::ParameterName, 'Configuration file (default: ./sandbox.toml, then $XDG_CONFIG_HOME/h9sandbox/config.toml)')
+            [CompletionResult]::new('--config', '--config', [CompletionResultType]::ParameterName, 'Configuration file, used alone [default: $XDG_CONFIG_HOME/h9sandbox/config.toml; `up` and `mcp` layer a trusted ./sandbox.toml over it, see `h9sandbox trust`]')
             [CompletionResult]::new('--format', '--format', [CompletionResultType]::ParameterName, 'Output format')
             [CompletionResult]::new('--bootstrap-required', '--bootstrap-required', [CompletionResultType]::ParameterName, 'Fail, and remove the sandbox, when the bootstrap command fails [config: bootstrap_required]')
             [CompletionResult]::new('--json', '--json', [CompletionResultType]::ParameterName, 'Same as --format json')
@@ -79,7 +80,7 @@ Register-ArgumentCompleter -Native -CommandName 'h9sandbox' -ScriptBlock {
             [CompletionResult]::new('--env', '--env', [CompletionResultType]::ParameterName, 'Environment variable for the command (repeatable)')
             [CompletionResult]::new('--timeout', '--timeout', [CompletionResultType]::ParameterName, 'Seconds before the command''s process tree is killed; 0 = none [config: exec_timeout_secs]')
             [CompletionResult]::new('--max-output', '--max-output', [CompletionResultType]::ParameterName, 'With --format json: bytes kept of each of stdout and stderr')
-            [CompletionResult]::new('--config', '--config', [CompletionResultType]::ParameterName, 'Configuration file (default: ./sandbox.toml, then $XDG_CONFIG_HOME/h9sandbox/config.toml)')
+            [CompletionResult]::new('--config', '--config', [CompletionResultType]::ParameterName, 'Configuration file, used alone [default: $XDG_CONFIG_HOME/h9sandbox/config.toml; `up` and `mcp` layer a trusted ./sandbox.toml over it, see `h9sandbox trust`]')
             [CompletionResult]::new('--format', '--format', [CompletionResultType]::ParameterName, 'Output format')
             [CompletionResult]::new('-i', '-i', [CompletionResultType]::ParameterName, 'Attach standard input to the command')
             [CompletionResult]::new('--interactive', '--interactive', [CompletionResultType]::ParameterName, 'Attach standard input to the command')
@@ -93,7 +94,7 @@ Register-ArgumentCompleter -Native -CommandName 'h9sandbox' -ScriptBlock {
             break
         }
         'h9sandbox;ps' {
-            [CompletionResult]::new('--config', '--config', [CompletionResultType]::ParameterName, 'Configuration file (default: ./sandbox.toml, then $XDG_CONFIG_HOME/h9sandbox/config.toml)')
+            [CompletionResult]::new('--config', '--config', [CompletionResultType]::ParameterName, 'Configuration file, used alone [default: $XDG_CONFIG_HOME/h9sandbox/config.toml; `up` and `mcp` layer a trusted ./sandbox.toml over it, see `h9sandbox trust`]')
             [CompletionResult]::new('--format', '--format', [CompletionResultType]::ParameterName, 'Output format')
             [CompletionResult]::new('--json', '--json', [CompletionResultType]::ParameterName, 'Same as --format json')
             [CompletionResult]::new('-v', '-v', [CompletionResultType]::ParameterName, 'Print every engine command line to stderr before running it')
@@ -103,7 +104,7 @@ Register-ArgumentCompleter -Native -CommandName 'h9sandbox' -ScriptBlock {
             break
         }
         'h9sandbox;logs' {
-            [CompletionResult]::new('--config', '--config', [CompletionResultType]::ParameterName, 'Configuration file (default: ./sandbox.toml, then $XDG_CONFIG_HOME/h9sandbox/config.toml)')
+            [CompletionResult]::new('--config', '--config', [CompletionResultType]::ParameterName, 'Configuration file, used alone [default: $XDG_CONFIG_HOME/h9sandbox/config.toml; `up` and `mcp` layer a trusted ./sandbox.toml over it, see `h9sandbox trust`]')
             [CompletionResult]::new('--format', '--format', [CompletionResultType]::ParameterName, 'Output format')
             [CompletionResult]::new('-f', '-f', [CompletionResultType]::ParameterName, 'Keep printing what it writes until its processes have exited (or Ctrl-C)')
             [CompletionResult]::new('--follow', '--follow', [CompletionResultType]::ParameterName, 'Keep printing what it writes until its processes have exited (or Ctrl-C)')
@@ -115,7 +116,7 @@ Register-ArgumentCompleter -Native -CommandName 'h9sandbox' -ScriptBlock {
             break
         }
         'h9sandbox;kill' {
-            [CompletionResult]::new('--config', '--config', [CompletionResultType]::ParameterName, 'Configuration file (default: ./sandbox.toml, then $XDG_CONFIG_HOME/h9sandbox/config.toml)')
+            [CompletionResult]::new('--config', '--config', [CompletionResultType]::ParameterName, 'Configuration file, used alone [default: $XDG_CONFIG_HOME/h9sandbox/config.toml; `up` and `mcp` layer a trusted ./sandbox.toml over it, see `h9sandbox trust`]')
             [CompletionResult]::new('--format', '--format', [CompletionResultType]::ParameterName, 'Output format')
             [CompletionResult]::new('--json', '--json', [CompletionResultType]::ParameterName, 'Same as --format json')
             [CompletionResult]::new('-v', '-v', [CompletionResultType]::ParameterName, 'Print every engine command line to stderr before running it')
@@ -126,7 +127,7 @@ Register-ArgumentCompleter -Native -CommandName 'h9sandbox' -ScriptBlock {
         }
         'h9sandbox;bootstrap' {
             [CompletionResult]::new('--timeout', '--timeout', [CompletionResultType]::ParameterName, 'Seconds before the command''s process tree is killed; 0 = none [config: bootstrap_timeout_secs]')
-            [CompletionResult]::new('--config', '--config', [CompletionResultType]::ParameterName, 'Configuration file (default: ./sandbox.toml, then $XDG_CONFIG_HOME/h9sandbox/config.toml)')
+            [CompletionResult]::new('--config', '--config', [CompletionResultType]::ParameterName, 'Configuration file, used alone [default: $XDG_CONFIG_HOME/h9sandbox/config.toml; `up` and `mcp` layer a trusted ./sandbox.toml over it, see `h9sandbox trust`]')
             [CompletionResult]::new('--format', '--format', [CompletionResultType]::ParameterName, 'Output format')
             [CompletionResult]::new('--json', '--json', [CompletionResultType]::ParameterName, 'Same as --format json')
             [CompletionResult]::new('-v', '-v', [CompletionResultType]::ParameterName, 'Print every engine command line to stderr before running it')
@@ -136,7 +137,7 @@ Register-ArgumentCompleter -Native -CommandName 'h9sandbox' -ScriptBlock {
             break
         }
         'h9sandbox;down' {
-            [CompletionResult]::new('--config', '--config', [CompletionResultType]::ParameterName, 'Configuration file (default: ./sandbox.toml, then $XDG_CONFIG_HOME/h9sandbox/config.toml)')
+            [CompletionResult]::new('--config', '--config', [CompletionResultType]::ParameterName, 'Configuration file, used alone [default: $XDG_CONFIG_HOME/h9sandbox/config.toml; `up` and `mcp` layer a trusted ./sandbox.toml over it, see `h9sandbox trust`]')
             [CompletionResult]::new('--format', '--format', [CompletionResultType]::ParameterName, 'Output format')
             [CompletionResult]::new('--all', '--all', [CompletionResultType]::ParameterName, 'Every sandbox of this state directory')
             [CompletionResult]::new('--json', '--json', [CompletionResultType]::ParameterName, 'Same as --format json')
@@ -147,7 +148,7 @@ Register-ArgumentCompleter -Native -CommandName 'h9sandbox' -ScriptBlock {
             break
         }
         'h9sandbox;reap' {
-            [CompletionResult]::new('--config', '--config', [CompletionResultType]::ParameterName, 'Configuration file (default: ./sandbox.toml, then $XDG_CONFIG_HOME/h9sandbox/config.toml)')
+            [CompletionResult]::new('--config', '--config', [CompletionResultType]::ParameterName, 'Configuration file, used alone [default: $XDG_CONFIG_HOME/h9sandbox/config.toml; `up` and `mcp` layer a trusted ./sandbox.toml over it, see `h9sandbox trust`]')
             [CompletionResult]::new('--format', '--format', [CompletionResultType]::ParameterName, 'Output format')
             [CompletionResult]::new('--dry-run', '--dry-run', [CompletionResultType]::ParameterName, 'Report what would be removed, and remove nothing')
             [CompletionResult]::new('--json', '--json', [CompletionResultType]::ParameterName, 'Same as --format json')
@@ -159,8 +160,20 @@ Register-ArgumentCompleter -Native -CommandName 'h9sandbox' -ScriptBlock {
         }
         'h9sandbox;renew' {
             [CompletionResult]::new('--ttl', '--ttl', [CompletionResultType]::ParameterName, 'New lease length from now, which later renewals keep (e.g. 30m, 2h) [default: the sandbox''s TTL]')
-            [CompletionResult]::new('--config', '--config', [CompletionResultType]::ParameterName, 'Configuration file (default: ./sandbox.toml, then $XDG_CONFIG_HOME/h9sandbox/config.toml)')
+            [CompletionResult]::new('--config', '--config', [CompletionResultType]::ParameterName, 'Configuration file, used alone [default: $XDG_CONFIG_HOME/h9sandbox/config.toml; `up` and `mcp` layer a trusted ./sandbox.toml over it, see `h9sandbox trust`]')
             [CompletionResult]::new('--format', '--format', [CompletionResultType]::ParameterName, 'Output format')
+            [CompletionResult]::new('--json', '--json', [CompletionResultType]::ParameterName, 'Same as --format json')
+            [CompletionResult]::new('-v', '-v', [CompletionResultType]::ParameterName, 'Print every engine command line to stderr before running it')
+            [CompletionResult]::new('--verbose', '--verbose', [CompletionResultType]::ParameterName, 'Print every engine command line to stderr before running it')
+            [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help (see more with ''--help'')')
+            [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help (see more with ''--help'')')
+            break
+        }
+        'h9sandbox;trust' {
+            [CompletionResult]::new('--config', '--config', [CompletionResultType]::ParameterName, 'Configuration file, used alone [default: $XDG_CONFIG_HOME/h9sandbox/config.toml; `up` and `mcp` layer a trusted ./sandbox.toml over it, see `h9sandbox trust`]')
+            [CompletionResult]::new('--format', '--format', [CompletionResultType]::ParameterName, 'Output format')
+            [CompletionResult]::new('--forget', '--forget', [CompletionResultType]::ParameterName, 'Stop trusting it (the file need not exist any more)')
+            [CompletionResult]::new('--list', '--list', [CompletionResultType]::ParameterName, 'List the trusted files, and whether each still has the content trusted')
             [CompletionResult]::new('--json', '--json', [CompletionResultType]::ParameterName, 'Same as --format json')
             [CompletionResult]::new('-v', '-v', [CompletionResultType]::ParameterName, 'Print every engine command line to stderr before running it')
             [CompletionResult]::new('--verbose', '--verbose', [CompletionResultType]::ParameterName, 'Print every engine command line to stderr before running it')
@@ -170,7 +183,7 @@ Register-ArgumentCompleter -Native -CommandName 'h9sandbox' -ScriptBlock {
         }
         'h9sandbox;ls' {
             [CompletionResult]::new('--interval', '--interval', [CompletionResultType]::ParameterName, 'With --watch: seconds between two looks at the sandboxes')
-            [CompletionResult]::new('--config', '--config', [CompletionResultType]::ParameterName, 'Configuration file (default: ./sandbox.toml, then $XDG_CONFIG_HOME/h9sandbox/config.toml)')
+            [CompletionResult]::new('--config', '--config', [CompletionResultType]::ParameterName, 'Configuration file, used alone [default: $XDG_CONFIG_HOME/h9sandbox/config.toml; `up` and `mcp` layer a trusted ./sandbox.toml over it, see `h9sandbox trust`]')
             [CompletionResult]::new('--format', '--format', [CompletionResultType]::ParameterName, 'Output format')
             [CompletionResult]::new('-w', '-w', [CompletionResultType]::ParameterName, 'Redraw the list whenever it changes, until Ctrl-C')
             [CompletionResult]::new('--watch', '--watch', [CompletionResultType]::ParameterName, 'Redraw the list whenever it changes, until Ctrl-C')
@@ -183,7 +196,7 @@ Register-ArgumentCompleter -Native -CommandName 'h9sandbox' -ScriptBlock {
         }
         'h9sandbox;read' {
             [CompletionResult]::new('--max-bytes', '--max-bytes', [CompletionResultType]::ParameterName, 'Print at most this many bytes (JSON: the content holds at most this many)')
-            [CompletionResult]::new('--config', '--config', [CompletionResultType]::ParameterName, 'Configuration file (default: ./sandbox.toml, then $XDG_CONFIG_HOME/h9sandbox/config.toml)')
+            [CompletionResult]::new('--config', '--config', [CompletionResultType]::ParameterName, 'Configuration file, used alone [default: $XDG_CONFIG_HOME/h9sandbox/config.toml; `up` and `mcp` layer a trusted ./sandbox.toml over it, see `h9sandbox trust`]')
             [CompletionResult]::new('--format', '--format', [CompletionResultType]::ParameterName, 'Output format')
             [CompletionResult]::new('--json', '--json', [CompletionResultType]::ParameterName, 'Same as --format json')
             [CompletionResult]::new('-v', '-v', [CompletionResultType]::ParameterName, 'Print every engine command line to stderr before running it')
@@ -195,7 +208,7 @@ Register-ArgumentCompleter -Native -CommandName 'h9sandbox' -ScriptBlock {
         'h9sandbox;write' {
             [CompletionResult]::new('--from', '--from', [CompletionResultType]::ParameterName, 'Take the content from this host file instead of stdin')
             [CompletionResult]::new('--mode', '--mode', [CompletionResultType]::ParameterName, 'Permission bits in octal [default: an existing file''s, else 644]')
-            [CompletionResult]::new('--config', '--config', [CompletionResultType]::ParameterName, 'Configuration file (default: ./sandbox.toml, then $XDG_CONFIG_HOME/h9sandbox/config.toml)')
+            [CompletionResult]::new('--config', '--config', [CompletionResultType]::ParameterName, 'Configuration file, used alone [default: $XDG_CONFIG_HOME/h9sandbox/config.toml; `up` and `mcp` layer a trusted ./sandbox.toml over it, see `h9sandbox trust`]')
             [CompletionResult]::new('--format', '--format', [CompletionResultType]::ParameterName, 'Output format')
             [CompletionResult]::new('--parents', '--parents', [CompletionResultType]::ParameterName, 'Create missing parent directories')
             [CompletionResult]::new('--append', '--append', [CompletionResultType]::ParameterName, 'Add to the end of the existing content (still replaced atomically)')
@@ -209,7 +222,7 @@ Register-ArgumentCompleter -Native -CommandName 'h9sandbox' -ScriptBlock {
         'h9sandbox;edit' {
             [CompletionResult]::new('--old', '--old', [CompletionResultType]::ParameterName, 'Text to find (exact, whitespace and newlines included)')
             [CompletionResult]::new('--new', '--new', [CompletionResultType]::ParameterName, 'Replacement text (may be empty)')
-            [CompletionResult]::new('--config', '--config', [CompletionResultType]::ParameterName, 'Configuration file (default: ./sandbox.toml, then $XDG_CONFIG_HOME/h9sandbox/config.toml)')
+            [CompletionResult]::new('--config', '--config', [CompletionResultType]::ParameterName, 'Configuration file, used alone [default: $XDG_CONFIG_HOME/h9sandbox/config.toml; `up` and `mcp` layer a trusted ./sandbox.toml over it, see `h9sandbox trust`]')
             [CompletionResult]::new('--format', '--format', [CompletionResultType]::ParameterName, 'Output format')
             [CompletionResult]::new('--all', '--all', [CompletionResultType]::ParameterName, 'Replace every occurrence (at least one must exist)')
             [CompletionResult]::new('--json', '--json', [CompletionResultType]::ParameterName, 'Same as --format json')
@@ -222,9 +235,10 @@ Register-ArgumentCompleter -Native -CommandName 'h9sandbox' -ScriptBlock {
         'h9sandbox;mcp' {
             [CompletionResult]::new('--workdir', '--workdir', [CompletionResultType]::ParameterName, 'Work dir of sandboxes made without one (--auto-up, sandbox_up), and where relative work dirs start [default: current directory]')
             [CompletionResult]::new('--image', '--image', [CompletionResultType]::ParameterName, 'Image of the sandboxes the session makes [config: image]')
-            [CompletionResult]::new('--config', '--config', [CompletionResultType]::ParameterName, 'Configuration file (default: ./sandbox.toml, then $XDG_CONFIG_HOME/h9sandbox/config.toml)')
+            [CompletionResult]::new('--config', '--config', [CompletionResultType]::ParameterName, 'Configuration file, used alone [default: $XDG_CONFIG_HOME/h9sandbox/config.toml; `up` and `mcp` layer a trusted ./sandbox.toml over it, see `h9sandbox trust`]')
             [CompletionResult]::new('--format', '--format', [CompletionResultType]::ParameterName, 'Output format')
             [CompletionResult]::new('--auto-up', '--auto-up', [CompletionResultType]::ParameterName, 'Make the session''s sandbox at start (the tools'' default), removed when the session ends')
+            [CompletionResult]::new('--all-sandboxes', '--all-sandboxes', [CompletionResultType]::ParameterName, 'Let the tools list and act on every sandbox of the state directory, also those made elsewhere [default: only the sandboxes this session made, and their sub-sandboxes]')
             [CompletionResult]::new('--json', '--json', [CompletionResultType]::ParameterName, 'Same as --format json')
             [CompletionResult]::new('-v', '-v', [CompletionResultType]::ParameterName, 'Print every engine command line to stderr before running it')
             [CompletionResult]::new('--verbose', '--verbose', [CompletionResultType]::ParameterName, 'Print every engine command line to stderr before running it')
@@ -233,7 +247,7 @@ Register-ArgumentCompleter -Native -CommandName 'h9sandbox' -ScriptBlock {
             break
         }
         'h9sandbox;generate' {
-            [CompletionResult]::new('--config', '--config', [CompletionResultType]::ParameterName, 'Configuration file (default: ./sandbox.toml, then $XDG_CONFIG_HOME/h9sandbox/config.toml)')
+            [CompletionResult]::new('--config', '--config', [CompletionResultType]::ParameterName, 'Configuration file, used alone [default: $XDG_CONFIG_HOME/h9sandbox/config.toml; `up` and `mcp` layer a trusted ./sandbox.toml over it, see `h9sandbox trust`]')
             [CompletionResult]::new('--format', '--format', [CompletionResultType]::ParameterName, 'Output format')
             [CompletionResult]::new('--json', '--json', [CompletionResultType]::ParameterName, 'Same as --format json')
             [CompletionResult]::new('-v', '-v', [CompletionResultType]::ParameterName, 'Print every engine command line to stderr before running it')
@@ -247,7 +261,7 @@ Register-ArgumentCompleter -Native -CommandName 'h9sandbox' -ScriptBlock {
         }
         'h9sandbox;generate;completions' {
             [CompletionResult]::new('--all', '--all', [CompletionResultType]::ParameterName, 'Write the scripts of every shell into this directory')
-            [CompletionResult]::new('--config', '--config', [CompletionResultType]::ParameterName, 'Configuration file (default: ./sandbox.toml, then $XDG_CONFIG_HOME/h9sandbox/config.toml)')
+            [CompletionResult]::new('--config', '--config', [CompletionResultType]::ParameterName, 'Configuration file, used alone [default: $XDG_CONFIG_HOME/h9sandbox/config.toml; `up` and `mcp` layer a trusted ./sandbox.toml over it, see `h9sandbox trust`]')
             [CompletionResult]::new('--format', '--format', [CompletionResultType]::ParameterName, 'Output format')
             [CompletionResult]::new('--json', '--json', [CompletionResultType]::ParameterName, 'Same as --format json')
             [CompletionResult]::new('-v', '-v', [CompletionResultType]::ParameterName, 'Print every engine command line to stderr before running it')
@@ -257,7 +271,7 @@ Register-ArgumentCompleter -Native -CommandName 'h9sandbox' -ScriptBlock {
             break
         }
         'h9sandbox;generate;man' {
-            [CompletionResult]::new('--config', '--config', [CompletionResultType]::ParameterName, 'Configuration file (default: ./sandbox.toml, then $XDG_CONFIG_HOME/h9sandbox/config.toml)')
+            [CompletionResult]::new('--config', '--config', [CompletionResultType]::ParameterName, 'Configuration file, used alone [default: $XDG_CONFIG_HOME/h9sandbox/config.toml; `up` and `mcp` layer a trusted ./sandbox.toml over it, see `h9sandbox trust`]')
             [CompletionResult]::new('--format', '--format', [CompletionResultType]::ParameterName, 'Output format')
             [CompletionResult]::new('--json', '--json', [CompletionResultType]::ParameterName, 'Same as --format json')
             [CompletionResult]::new('-v', '-v', [CompletionResultType]::ParameterName, 'Print every engine command line to stderr before running it')
@@ -291,6 +305,7 @@ Register-ArgumentCompleter -Native -CommandName 'h9sandbox' -ScriptBlock {
             [CompletionResult]::new('down', 'down', [CompletionResultType]::ParameterValue, 'Stop and remove sandboxes and their sub-sandboxes (always removes, even when the stop fails)')
             [CompletionResult]::new('reap', 'reap', [CompletionResultType]::ParameterValue, 'Remove abandoned sandboxes of this state directory, and say what and why')
             [CompletionResult]::new('renew', 'renew', [CompletionResultType]::ParameterValue, 'Extend a sandbox''s lease (up --ttl): it then expires TTL from now')
+            [CompletionResult]::new('trust', 'trust', [CompletionResultType]::ParameterValue, 'Trust a project''s ./sandbox.toml, its exact content, so that `up` and `mcp` use it')
             [CompletionResult]::new('ls', 'ls', [CompletionResultType]::ParameterValue, 'List sandboxes with their real container state, sub-sandboxes under their parent')
             [CompletionResult]::new('read', 'read', [CompletionResultType]::ParameterValue, 'Print a file of the sandbox''s work dir (read on the host, refusing paths that leave it)')
             [CompletionResult]::new('write', 'write', [CompletionResultType]::ParameterValue, 'Replace a file of the sandbox''s work dir atomically with stdin or --from FILE')
@@ -325,6 +340,9 @@ Register-ArgumentCompleter -Native -CommandName 'h9sandbox' -ScriptBlock {
             break
         }
         'h9sandbox;help;renew' {
+            break
+        }
+        'h9sandbox;help;trust' {
             break
         }
         'h9sandbox;help;ls' {

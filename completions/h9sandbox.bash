@@ -58,6 +58,9 @@ _h9sandbox() {
             h9sandbox,renew)
                 cmd="h9sandbox__subcmd__renew"
                 ;;
+            h9sandbox,trust)
+                cmd="h9sandbox__subcmd__trust"
+                ;;
             h9sandbox,up)
                 cmd="h9sandbox__subcmd__up"
                 ;;
@@ -124,6 +127,9 @@ _h9sandbox() {
             h9sandbox__subcmd__help,renew)
                 cmd="h9sandbox__subcmd__help__subcmd__renew"
                 ;;
+            h9sandbox__subcmd__help,trust)
+                cmd="h9sandbox__subcmd__help__subcmd__trust"
+                ;;
             h9sandbox__subcmd__help,up)
                 cmd="h9sandbox__subcmd__help__subcmd__up"
                 ;;
@@ -143,7 +149,7 @@ _h9sandbox() {
 
     case "${cmd}" in
         h9sandbox)
-            opts="-v -h -V --config --format --json --verbose --help --version up exec ps logs kill bootstrap down reap renew ls read write edit mcp generate help"
+            opts="-v -h -V --config --format --json --verbose --help --version up exec ps logs kill bootstrap down reap renew trust ls read write edit mcp generate help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -411,7 +417,7 @@ _h9sandbox() {
             return 0
             ;;
         h9sandbox__subcmd__help)
-            opts="up exec ps logs kill bootstrap down reap renew ls read write edit mcp generate help"
+            opts="up exec ps logs kill bootstrap down reap renew trust ls read write edit mcp generate help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -648,6 +654,20 @@ _h9sandbox() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
+        h9sandbox__subcmd__help__subcmd__trust)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
         h9sandbox__subcmd__help__subcmd__up)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
@@ -747,7 +767,7 @@ _h9sandbox() {
             return 0
             ;;
         h9sandbox__subcmd__mcp)
-            opts="-v -h --workdir --image --auto-up --config --format --json --verbose --help"
+            opts="-v -h --workdir --image --auto-up --all-sandboxes --config --format --json --verbose --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -857,6 +877,28 @@ _h9sandbox() {
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
+                --config)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --format)
+                    COMPREPLY=($(compgen -W "table json" -- "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        h9sandbox__subcmd__trust)
+            opts="-v -h --forget --list --config --format --json --verbose --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
                 --config)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0

@@ -18,7 +18,7 @@ set edit:completion:arg-completer[h9sandbox] = {|@words|
     }
     var completions = [
         &'h9sandbox'= {
-            cand --config 'Configuration file (default: ./sandbox.toml, then $XDG_CONFIG_HOME/h9sandbox/config.toml)'
+            cand --config 'Configuration file, used alone [default: $XDG_CONFIG_HOME/h9sandbox/config.toml; `up` and `mcp` layer a trusted ./sandbox.toml over it, see `h9sandbox trust`]'
             cand --format 'Output format'
             cand --json 'Same as --format json'
             cand -v 'Print every engine command line to stderr before running it'
@@ -36,6 +36,7 @@ set edit:completion:arg-completer[h9sandbox] = {|@words|
             cand down 'Stop and remove sandboxes and their sub-sandboxes (always removes, even when the stop fails)'
             cand reap 'Remove abandoned sandboxes of this state directory, and say what and why'
             cand renew 'Extend a sandbox''s lease (up --ttl): it then expires TTL from now'
+            cand trust 'Trust a project''s ./sandbox.toml, its exact content, so that `up` and `mcp` use it'
             cand ls 'List sandboxes with their real container state, sub-sandboxes under their parent'
             cand read 'Print a file of the sandbox''s work dir (read on the host, refusing paths that leave it)'
             cand write 'Replace a file of the sandbox''s work dir atomically with stdin or --from FILE'
@@ -59,7 +60,7 @@ set edit:completion:arg-completer[h9sandbox] = {|@words|
             cand --user 'User of the sandbox''s processes: root, host (your uid:gid) or UID:GID [config: user]'
             cand --owner-pid 'Tie the sandbox to a process: once it exits, `reap` removes the sandbox. A PID, or `parent` (the process that started h9sandbox) [default: none]'
             cand --ttl 'Lease: `reap` removes the sandbox this long after it started, unless `renew`ed (e.g. 90s, 30m, 2h, 1d) [default: none]'
-            cand --config 'Configuration file (default: ./sandbox.toml, then $XDG_CONFIG_HOME/h9sandbox/config.toml)'
+            cand --config 'Configuration file, used alone [default: $XDG_CONFIG_HOME/h9sandbox/config.toml; `up` and `mcp` layer a trusted ./sandbox.toml over it, see `h9sandbox trust`]'
             cand --format 'Output format'
             cand --bootstrap-required 'Fail, and remove the sandbox, when the bootstrap command fails [config: bootstrap_required]'
             cand --json 'Same as --format json'
@@ -74,7 +75,7 @@ set edit:completion:arg-completer[h9sandbox] = {|@words|
             cand --env 'Environment variable for the command (repeatable)'
             cand --timeout 'Seconds before the command''s process tree is killed; 0 = none [config: exec_timeout_secs]'
             cand --max-output 'With --format json: bytes kept of each of stdout and stderr'
-            cand --config 'Configuration file (default: ./sandbox.toml, then $XDG_CONFIG_HOME/h9sandbox/config.toml)'
+            cand --config 'Configuration file, used alone [default: $XDG_CONFIG_HOME/h9sandbox/config.toml; `up` and `mcp` layer a trusted ./sandbox.toml over it, see `h9sandbox trust`]'
             cand --format 'Output format'
             cand -i 'Attach standard input to the command'
             cand --interactive 'Attach standard input to the command'
@@ -87,7 +88,7 @@ set edit:completion:arg-completer[h9sandbox] = {|@words|
             cand --help 'Print help (see more with ''--help'')'
         }
         &'h9sandbox;ps'= {
-            cand --config 'Configuration file (default: ./sandbox.toml, then $XDG_CONFIG_HOME/h9sandbox/config.toml)'
+            cand --config 'Configuration file, used alone [default: $XDG_CONFIG_HOME/h9sandbox/config.toml; `up` and `mcp` layer a trusted ./sandbox.toml over it, see `h9sandbox trust`]'
             cand --format 'Output format'
             cand --json 'Same as --format json'
             cand -v 'Print every engine command line to stderr before running it'
@@ -96,7 +97,7 @@ set edit:completion:arg-completer[h9sandbox] = {|@words|
             cand --help 'Print help (see more with ''--help'')'
         }
         &'h9sandbox;logs'= {
-            cand --config 'Configuration file (default: ./sandbox.toml, then $XDG_CONFIG_HOME/h9sandbox/config.toml)'
+            cand --config 'Configuration file, used alone [default: $XDG_CONFIG_HOME/h9sandbox/config.toml; `up` and `mcp` layer a trusted ./sandbox.toml over it, see `h9sandbox trust`]'
             cand --format 'Output format'
             cand -f 'Keep printing what it writes until its processes have exited (or Ctrl-C)'
             cand --follow 'Keep printing what it writes until its processes have exited (or Ctrl-C)'
@@ -107,7 +108,7 @@ set edit:completion:arg-completer[h9sandbox] = {|@words|
             cand --help 'Print help (see more with ''--help'')'
         }
         &'h9sandbox;kill'= {
-            cand --config 'Configuration file (default: ./sandbox.toml, then $XDG_CONFIG_HOME/h9sandbox/config.toml)'
+            cand --config 'Configuration file, used alone [default: $XDG_CONFIG_HOME/h9sandbox/config.toml; `up` and `mcp` layer a trusted ./sandbox.toml over it, see `h9sandbox trust`]'
             cand --format 'Output format'
             cand --json 'Same as --format json'
             cand -v 'Print every engine command line to stderr before running it'
@@ -117,7 +118,7 @@ set edit:completion:arg-completer[h9sandbox] = {|@words|
         }
         &'h9sandbox;bootstrap'= {
             cand --timeout 'Seconds before the command''s process tree is killed; 0 = none [config: bootstrap_timeout_secs]'
-            cand --config 'Configuration file (default: ./sandbox.toml, then $XDG_CONFIG_HOME/h9sandbox/config.toml)'
+            cand --config 'Configuration file, used alone [default: $XDG_CONFIG_HOME/h9sandbox/config.toml; `up` and `mcp` layer a trusted ./sandbox.toml over it, see `h9sandbox trust`]'
             cand --format 'Output format'
             cand --json 'Same as --format json'
             cand -v 'Print every engine command line to stderr before running it'
@@ -126,7 +127,7 @@ set edit:completion:arg-completer[h9sandbox] = {|@words|
             cand --help 'Print help (see more with ''--help'')'
         }
         &'h9sandbox;down'= {
-            cand --config 'Configuration file (default: ./sandbox.toml, then $XDG_CONFIG_HOME/h9sandbox/config.toml)'
+            cand --config 'Configuration file, used alone [default: $XDG_CONFIG_HOME/h9sandbox/config.toml; `up` and `mcp` layer a trusted ./sandbox.toml over it, see `h9sandbox trust`]'
             cand --format 'Output format'
             cand --all 'Every sandbox of this state directory'
             cand --json 'Same as --format json'
@@ -136,7 +137,7 @@ set edit:completion:arg-completer[h9sandbox] = {|@words|
             cand --help 'Print help (see more with ''--help'')'
         }
         &'h9sandbox;reap'= {
-            cand --config 'Configuration file (default: ./sandbox.toml, then $XDG_CONFIG_HOME/h9sandbox/config.toml)'
+            cand --config 'Configuration file, used alone [default: $XDG_CONFIG_HOME/h9sandbox/config.toml; `up` and `mcp` layer a trusted ./sandbox.toml over it, see `h9sandbox trust`]'
             cand --format 'Output format'
             cand --dry-run 'Report what would be removed, and remove nothing'
             cand --json 'Same as --format json'
@@ -147,8 +148,19 @@ set edit:completion:arg-completer[h9sandbox] = {|@words|
         }
         &'h9sandbox;renew'= {
             cand --ttl 'New lease length from now, which later renewals keep (e.g. 30m, 2h) [default: the sandbox''s TTL]'
-            cand --config 'Configuration file (default: ./sandbox.toml, then $XDG_CONFIG_HOME/h9sandbox/config.toml)'
+            cand --config 'Configuration file, used alone [default: $XDG_CONFIG_HOME/h9sandbox/config.toml; `up` and `mcp` layer a trusted ./sandbox.toml over it, see `h9sandbox trust`]'
             cand --format 'Output format'
+            cand --json 'Same as --format json'
+            cand -v 'Print every engine command line to stderr before running it'
+            cand --verbose 'Print every engine command line to stderr before running it'
+            cand -h 'Print help (see more with ''--help'')'
+            cand --help 'Print help (see more with ''--help'')'
+        }
+        &'h9sandbox;trust'= {
+            cand --config 'Configuration file, used alone [default: $XDG_CONFIG_HOME/h9sandbox/config.toml; `up` and `mcp` layer a trusted ./sandbox.toml over it, see `h9sandbox trust`]'
+            cand --format 'Output format'
+            cand --forget 'Stop trusting it (the file need not exist any more)'
+            cand --list 'List the trusted files, and whether each still has the content trusted'
             cand --json 'Same as --format json'
             cand -v 'Print every engine command line to stderr before running it'
             cand --verbose 'Print every engine command line to stderr before running it'
@@ -157,7 +169,7 @@ set edit:completion:arg-completer[h9sandbox] = {|@words|
         }
         &'h9sandbox;ls'= {
             cand --interval 'With --watch: seconds between two looks at the sandboxes'
-            cand --config 'Configuration file (default: ./sandbox.toml, then $XDG_CONFIG_HOME/h9sandbox/config.toml)'
+            cand --config 'Configuration file, used alone [default: $XDG_CONFIG_HOME/h9sandbox/config.toml; `up` and `mcp` layer a trusted ./sandbox.toml over it, see `h9sandbox trust`]'
             cand --format 'Output format'
             cand -w 'Redraw the list whenever it changes, until Ctrl-C'
             cand --watch 'Redraw the list whenever it changes, until Ctrl-C'
@@ -169,7 +181,7 @@ set edit:completion:arg-completer[h9sandbox] = {|@words|
         }
         &'h9sandbox;read'= {
             cand --max-bytes 'Print at most this many bytes (JSON: the content holds at most this many)'
-            cand --config 'Configuration file (default: ./sandbox.toml, then $XDG_CONFIG_HOME/h9sandbox/config.toml)'
+            cand --config 'Configuration file, used alone [default: $XDG_CONFIG_HOME/h9sandbox/config.toml; `up` and `mcp` layer a trusted ./sandbox.toml over it, see `h9sandbox trust`]'
             cand --format 'Output format'
             cand --json 'Same as --format json'
             cand -v 'Print every engine command line to stderr before running it'
@@ -180,7 +192,7 @@ set edit:completion:arg-completer[h9sandbox] = {|@words|
         &'h9sandbox;write'= {
             cand --from 'Take the content from this host file instead of stdin'
             cand --mode 'Permission bits in octal [default: an existing file''s, else 644]'
-            cand --config 'Configuration file (default: ./sandbox.toml, then $XDG_CONFIG_HOME/h9sandbox/config.toml)'
+            cand --config 'Configuration file, used alone [default: $XDG_CONFIG_HOME/h9sandbox/config.toml; `up` and `mcp` layer a trusted ./sandbox.toml over it, see `h9sandbox trust`]'
             cand --format 'Output format'
             cand --parents 'Create missing parent directories'
             cand --append 'Add to the end of the existing content (still replaced atomically)'
@@ -193,7 +205,7 @@ set edit:completion:arg-completer[h9sandbox] = {|@words|
         &'h9sandbox;edit'= {
             cand --old 'Text to find (exact, whitespace and newlines included)'
             cand --new 'Replacement text (may be empty)'
-            cand --config 'Configuration file (default: ./sandbox.toml, then $XDG_CONFIG_HOME/h9sandbox/config.toml)'
+            cand --config 'Configuration file, used alone [default: $XDG_CONFIG_HOME/h9sandbox/config.toml; `up` and `mcp` layer a trusted ./sandbox.toml over it, see `h9sandbox trust`]'
             cand --format 'Output format'
             cand --all 'Replace every occurrence (at least one must exist)'
             cand --json 'Same as --format json'
@@ -205,9 +217,10 @@ set edit:completion:arg-completer[h9sandbox] = {|@words|
         &'h9sandbox;mcp'= {
             cand --workdir 'Work dir of sandboxes made without one (--auto-up, sandbox_up), and where relative work dirs start [default: current directory]'
             cand --image 'Image of the sandboxes the session makes [config: image]'
-            cand --config 'Configuration file (default: ./sandbox.toml, then $XDG_CONFIG_HOME/h9sandbox/config.toml)'
+            cand --config 'Configuration file, used alone [default: $XDG_CONFIG_HOME/h9sandbox/config.toml; `up` and `mcp` layer a trusted ./sandbox.toml over it, see `h9sandbox trust`]'
             cand --format 'Output format'
             cand --auto-up 'Make the session''s sandbox at start (the tools'' default), removed when the session ends'
+            cand --all-sandboxes 'Let the tools list and act on every sandbox of the state directory, also those made elsewhere [default: only the sandboxes this session made, and their sub-sandboxes]'
             cand --json 'Same as --format json'
             cand -v 'Print every engine command line to stderr before running it'
             cand --verbose 'Print every engine command line to stderr before running it'
@@ -215,7 +228,7 @@ set edit:completion:arg-completer[h9sandbox] = {|@words|
             cand --help 'Print help (see more with ''--help'')'
         }
         &'h9sandbox;generate'= {
-            cand --config 'Configuration file (default: ./sandbox.toml, then $XDG_CONFIG_HOME/h9sandbox/config.toml)'
+            cand --config 'Configuration file, used alone [default: $XDG_CONFIG_HOME/h9sandbox/config.toml; `up` and `mcp` layer a trusted ./sandbox.toml over it, see `h9sandbox trust`]'
             cand --format 'Output format'
             cand --json 'Same as --format json'
             cand -v 'Print every engine command line to stderr before running it'
@@ -228,7 +241,7 @@ set edit:completion:arg-completer[h9sandbox] = {|@words|
         }
         &'h9sandbox;generate;completions'= {
             cand --all 'Write the scripts of every shell into this directory'
-            cand --config 'Configuration file (default: ./sandbox.toml, then $XDG_CONFIG_HOME/h9sandbox/config.toml)'
+            cand --config 'Configuration file, used alone [default: $XDG_CONFIG_HOME/h9sandbox/config.toml; `up` and `mcp` layer a trusted ./sandbox.toml over it, see `h9sandbox trust`]'
             cand --format 'Output format'
             cand --json 'Same as --format json'
             cand -v 'Print every engine command line to stderr before running it'
@@ -237,7 +250,7 @@ set edit:completion:arg-completer[h9sandbox] = {|@words|
             cand --help 'Print help (see more with ''--help'')'
         }
         &'h9sandbox;generate;man'= {
-            cand --config 'Configuration file (default: ./sandbox.toml, then $XDG_CONFIG_HOME/h9sandbox/config.toml)'
+            cand --config 'Configuration file, used alone [default: $XDG_CONFIG_HOME/h9sandbox/config.toml; `up` and `mcp` layer a trusted ./sandbox.toml over it, see `h9sandbox trust`]'
             cand --format 'Output format'
             cand --json 'Same as --format json'
             cand -v 'Print every engine command line to stderr before running it'
@@ -266,6 +279,7 @@ set edit:completion:arg-completer[h9sandbox] = {|@words|
             cand down 'Stop and remove sandboxes and their sub-sandboxes (always removes, even when the stop fails)'
             cand reap 'Remove abandoned sandboxes of this state directory, and say what and why'
             cand renew 'Extend a sandbox''s lease (up --ttl): it then expires TTL from now'
+            cand trust 'Trust a project''s ./sandbox.toml, its exact content, so that `up` and `mcp` use it'
             cand ls 'List sandboxes with their real container state, sub-sandboxes under their parent'
             cand read 'Print a file of the sandbox''s work dir (read on the host, refusing paths that leave it)'
             cand write 'Replace a file of the sandbox''s work dir atomically with stdin or --from FILE'
@@ -291,6 +305,8 @@ set edit:completion:arg-completer[h9sandbox] = {|@words|
         &'h9sandbox;help;reap'= {
         }
         &'h9sandbox;help;renew'= {
+        }
+        &'h9sandbox;help;trust'= {
         }
         &'h9sandbox;help;ls'= {
         }

@@ -24,7 +24,7 @@ function __fish_h9sandbox_using_subcommand
     contains -- $cmd[1] $argv
 end
 
-complete -c h9sandbox -n "__fish_h9sandbox_needs_command" -l config -d 'Configuration file (default: ./sandbox.toml, then $XDG_CONFIG_HOME/h9sandbox/config.toml)' -r -F
+complete -c h9sandbox -n "__fish_h9sandbox_needs_command" -l config -d 'Configuration file, used alone [default: $XDG_CONFIG_HOME/h9sandbox/config.toml; `up` and `mcp` layer a trusted ./sandbox.toml over it, see `h9sandbox trust`]' -r -F
 complete -c h9sandbox -n "__fish_h9sandbox_needs_command" -l format -d 'Output format' -r -f -a "table\t'For people: a table, or plain lines'
 json\t'For programs: one JSON document on stdout'"
 complete -c h9sandbox -n "__fish_h9sandbox_needs_command" -l json -d 'Same as --format json'
@@ -40,6 +40,7 @@ complete -c h9sandbox -n "__fish_h9sandbox_needs_command" -f -a "bootstrap" -d '
 complete -c h9sandbox -n "__fish_h9sandbox_needs_command" -f -a "down" -d 'Stop and remove sandboxes and their sub-sandboxes (always removes, even when the stop fails)'
 complete -c h9sandbox -n "__fish_h9sandbox_needs_command" -f -a "reap" -d 'Remove abandoned sandboxes of this state directory, and say what and why'
 complete -c h9sandbox -n "__fish_h9sandbox_needs_command" -f -a "renew" -d 'Extend a sandbox\'s lease (up --ttl): it then expires TTL from now'
+complete -c h9sandbox -n "__fish_h9sandbox_needs_command" -f -a "trust" -d 'Trust a project\'s ./sandbox.toml, its exact content, so that `up` and `mcp` use it'
 complete -c h9sandbox -n "__fish_h9sandbox_needs_command" -f -a "ls" -d 'List sandboxes with their real container state, sub-sandboxes under their parent'
 complete -c h9sandbox -n "__fish_h9sandbox_needs_command" -f -a "read" -d 'Print a file of the sandbox\'s work dir (read on the host, refusing paths that leave it)'
 complete -c h9sandbox -n "__fish_h9sandbox_needs_command" -f -a "write" -d 'Replace a file of the sandbox\'s work dir atomically with stdin or --from FILE'
@@ -62,7 +63,7 @@ complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand up" -l bootstrap-tim
 complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand up" -l user -d 'User of the sandbox\'s processes: root, host (your uid:gid) or UID:GID [config: user]' -r
 complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand up" -l owner-pid -d 'Tie the sandbox to a process: once it exits, `reap` removes the sandbox. A PID, or `parent` (the process that started h9sandbox) [default: none]' -r
 complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand up" -l ttl -d 'Lease: `reap` removes the sandbox this long after it started, unless `renew`ed (e.g. 90s, 30m, 2h, 1d) [default: none]' -r
-complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand up" -l config -d 'Configuration file (default: ./sandbox.toml, then $XDG_CONFIG_HOME/h9sandbox/config.toml)' -r -F
+complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand up" -l config -d 'Configuration file, used alone [default: $XDG_CONFIG_HOME/h9sandbox/config.toml; `up` and `mcp` layer a trusted ./sandbox.toml over it, see `h9sandbox trust`]' -r -F
 complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand up" -l format -d 'Output format' -r -f -a "table\t'For people: a table, or plain lines'
 json\t'For programs: one JSON document on stdout'"
 complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand up" -l bootstrap-required -d 'Fail, and remove the sandbox, when the bootstrap command fails [config: bootstrap_required]'
@@ -73,7 +74,7 @@ complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand exec" -l cwd -d 'Wor
 complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand exec" -s e -l env -d 'Environment variable for the command (repeatable)' -r
 complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand exec" -l timeout -d 'Seconds before the command\'s process tree is killed; 0 = none [config: exec_timeout_secs]' -r
 complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand exec" -l max-output -d 'With --format json: bytes kept of each of stdout and stderr' -r
-complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand exec" -l config -d 'Configuration file (default: ./sandbox.toml, then $XDG_CONFIG_HOME/h9sandbox/config.toml)' -r -F
+complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand exec" -l config -d 'Configuration file, used alone [default: $XDG_CONFIG_HOME/h9sandbox/config.toml; `up` and `mcp` layer a trusted ./sandbox.toml over it, see `h9sandbox trust`]' -r -F
 complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand exec" -l format -d 'Output format' -r -f -a "table\t'For people: a table, or plain lines'
 json\t'For programs: one JSON document on stdout'"
 complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand exec" -s i -l interactive -d 'Attach standard input to the command'
@@ -81,40 +82,40 @@ complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand exec" -s d -l detach
 complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand exec" -l json -d 'Same as --format json'
 complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand exec" -s v -l verbose -d 'Print every engine command line to stderr before running it'
 complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand exec" -s h -l help -d 'Print help (see more with \'--help\')'
-complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand ps" -l config -d 'Configuration file (default: ./sandbox.toml, then $XDG_CONFIG_HOME/h9sandbox/config.toml)' -r -F
+complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand ps" -l config -d 'Configuration file, used alone [default: $XDG_CONFIG_HOME/h9sandbox/config.toml; `up` and `mcp` layer a trusted ./sandbox.toml over it, see `h9sandbox trust`]' -r -F
 complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand ps" -l format -d 'Output format' -r -f -a "table\t'For people: a table, or plain lines'
 json\t'For programs: one JSON document on stdout'"
 complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand ps" -l json -d 'Same as --format json'
 complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand ps" -s v -l verbose -d 'Print every engine command line to stderr before running it'
 complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand ps" -s h -l help -d 'Print help (see more with \'--help\')'
-complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand logs" -l config -d 'Configuration file (default: ./sandbox.toml, then $XDG_CONFIG_HOME/h9sandbox/config.toml)' -r -F
+complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand logs" -l config -d 'Configuration file, used alone [default: $XDG_CONFIG_HOME/h9sandbox/config.toml; `up` and `mcp` layer a trusted ./sandbox.toml over it, see `h9sandbox trust`]' -r -F
 complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand logs" -l format -d 'Output format' -r -f -a "table\t'For people: a table, or plain lines'
 json\t'For programs: one JSON document on stdout'"
 complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand logs" -s f -l follow -d 'Keep printing what it writes until its processes have exited (or Ctrl-C)'
 complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand logs" -l json -d 'Same as --format json'
 complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand logs" -s v -l verbose -d 'Print every engine command line to stderr before running it'
 complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand logs" -s h -l help -d 'Print help (see more with \'--help\')'
-complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand kill" -l config -d 'Configuration file (default: ./sandbox.toml, then $XDG_CONFIG_HOME/h9sandbox/config.toml)' -r -F
+complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand kill" -l config -d 'Configuration file, used alone [default: $XDG_CONFIG_HOME/h9sandbox/config.toml; `up` and `mcp` layer a trusted ./sandbox.toml over it, see `h9sandbox trust`]' -r -F
 complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand kill" -l format -d 'Output format' -r -f -a "table\t'For people: a table, or plain lines'
 json\t'For programs: one JSON document on stdout'"
 complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand kill" -l json -d 'Same as --format json'
 complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand kill" -s v -l verbose -d 'Print every engine command line to stderr before running it'
 complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand kill" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand bootstrap" -l timeout -d 'Seconds before the command\'s process tree is killed; 0 = none [config: bootstrap_timeout_secs]' -r
-complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand bootstrap" -l config -d 'Configuration file (default: ./sandbox.toml, then $XDG_CONFIG_HOME/h9sandbox/config.toml)' -r -F
+complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand bootstrap" -l config -d 'Configuration file, used alone [default: $XDG_CONFIG_HOME/h9sandbox/config.toml; `up` and `mcp` layer a trusted ./sandbox.toml over it, see `h9sandbox trust`]' -r -F
 complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand bootstrap" -l format -d 'Output format' -r -f -a "table\t'For people: a table, or plain lines'
 json\t'For programs: one JSON document on stdout'"
 complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand bootstrap" -l json -d 'Same as --format json'
 complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand bootstrap" -s v -l verbose -d 'Print every engine command line to stderr before running it'
 complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand bootstrap" -s h -l help -d 'Print help (see more with \'--help\')'
-complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand down" -l config -d 'Configuration file (default: ./sandbox.toml, then $XDG_CONFIG_HOME/h9sandbox/config.toml)' -r -F
+complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand down" -l config -d 'Configuration file, used alone [default: $XDG_CONFIG_HOME/h9sandbox/config.toml; `up` and `mcp` layer a trusted ./sandbox.toml over it, see `h9sandbox trust`]' -r -F
 complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand down" -l format -d 'Output format' -r -f -a "table\t'For people: a table, or plain lines'
 json\t'For programs: one JSON document on stdout'"
 complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand down" -l all -d 'Every sandbox of this state directory'
 complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand down" -l json -d 'Same as --format json'
 complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand down" -s v -l verbose -d 'Print every engine command line to stderr before running it'
 complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand down" -s h -l help -d 'Print help (see more with \'--help\')'
-complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand reap" -l config -d 'Configuration file (default: ./sandbox.toml, then $XDG_CONFIG_HOME/h9sandbox/config.toml)' -r -F
+complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand reap" -l config -d 'Configuration file, used alone [default: $XDG_CONFIG_HOME/h9sandbox/config.toml; `up` and `mcp` layer a trusted ./sandbox.toml over it, see `h9sandbox trust`]' -r -F
 complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand reap" -l format -d 'Output format' -r -f -a "table\t'For people: a table, or plain lines'
 json\t'For programs: one JSON document on stdout'"
 complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand reap" -l dry-run -d 'Report what would be removed, and remove nothing'
@@ -122,14 +123,22 @@ complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand reap" -l json -d 'Sa
 complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand reap" -s v -l verbose -d 'Print every engine command line to stderr before running it'
 complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand reap" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand renew" -l ttl -d 'New lease length from now, which later renewals keep (e.g. 30m, 2h) [default: the sandbox\'s TTL]' -r
-complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand renew" -l config -d 'Configuration file (default: ./sandbox.toml, then $XDG_CONFIG_HOME/h9sandbox/config.toml)' -r -F
+complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand renew" -l config -d 'Configuration file, used alone [default: $XDG_CONFIG_HOME/h9sandbox/config.toml; `up` and `mcp` layer a trusted ./sandbox.toml over it, see `h9sandbox trust`]' -r -F
 complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand renew" -l format -d 'Output format' -r -f -a "table\t'For people: a table, or plain lines'
 json\t'For programs: one JSON document on stdout'"
 complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand renew" -l json -d 'Same as --format json'
 complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand renew" -s v -l verbose -d 'Print every engine command line to stderr before running it'
 complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand renew" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand trust" -l config -d 'Configuration file, used alone [default: $XDG_CONFIG_HOME/h9sandbox/config.toml; `up` and `mcp` layer a trusted ./sandbox.toml over it, see `h9sandbox trust`]' -r -F
+complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand trust" -l format -d 'Output format' -r -f -a "table\t'For people: a table, or plain lines'
+json\t'For programs: one JSON document on stdout'"
+complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand trust" -l forget -d 'Stop trusting it (the file need not exist any more)'
+complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand trust" -l list -d 'List the trusted files, and whether each still has the content trusted'
+complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand trust" -l json -d 'Same as --format json'
+complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand trust" -s v -l verbose -d 'Print every engine command line to stderr before running it'
+complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand trust" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand ls" -l interval -d 'With --watch: seconds between two looks at the sandboxes' -r
-complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand ls" -l config -d 'Configuration file (default: ./sandbox.toml, then $XDG_CONFIG_HOME/h9sandbox/config.toml)' -r -F
+complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand ls" -l config -d 'Configuration file, used alone [default: $XDG_CONFIG_HOME/h9sandbox/config.toml; `up` and `mcp` layer a trusted ./sandbox.toml over it, see `h9sandbox trust`]' -r -F
 complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand ls" -l format -d 'Output format' -r -f -a "table\t'For people: a table, or plain lines'
 json\t'For programs: one JSON document on stdout'"
 complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand ls" -s w -l watch -d 'Redraw the list whenever it changes, until Ctrl-C'
@@ -137,7 +146,7 @@ complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand ls" -l json -d 'Same
 complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand ls" -s v -l verbose -d 'Print every engine command line to stderr before running it'
 complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand ls" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand read" -l max-bytes -d 'Print at most this many bytes (JSON: the content holds at most this many)' -r
-complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand read" -l config -d 'Configuration file (default: ./sandbox.toml, then $XDG_CONFIG_HOME/h9sandbox/config.toml)' -r -F
+complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand read" -l config -d 'Configuration file, used alone [default: $XDG_CONFIG_HOME/h9sandbox/config.toml; `up` and `mcp` layer a trusted ./sandbox.toml over it, see `h9sandbox trust`]' -r -F
 complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand read" -l format -d 'Output format' -r -f -a "table\t'For people: a table, or plain lines'
 json\t'For programs: one JSON document on stdout'"
 complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand read" -l json -d 'Same as --format json'
@@ -145,7 +154,7 @@ complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand read" -s v -l verbos
 complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand read" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand write" -l from -d 'Take the content from this host file instead of stdin' -r -F
 complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand write" -l mode -d 'Permission bits in octal [default: an existing file\'s, else 644]' -r
-complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand write" -l config -d 'Configuration file (default: ./sandbox.toml, then $XDG_CONFIG_HOME/h9sandbox/config.toml)' -r -F
+complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand write" -l config -d 'Configuration file, used alone [default: $XDG_CONFIG_HOME/h9sandbox/config.toml; `up` and `mcp` layer a trusted ./sandbox.toml over it, see `h9sandbox trust`]' -r -F
 complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand write" -l format -d 'Output format' -r -f -a "table\t'For people: a table, or plain lines'
 json\t'For programs: one JSON document on stdout'"
 complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand write" -l parents -d 'Create missing parent directories'
@@ -155,7 +164,7 @@ complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand write" -s v -l verbo
 complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand write" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand edit" -l old -d 'Text to find (exact, whitespace and newlines included)' -r
 complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand edit" -l new -d 'Replacement text (may be empty)' -r
-complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand edit" -l config -d 'Configuration file (default: ./sandbox.toml, then $XDG_CONFIG_HOME/h9sandbox/config.toml)' -r -F
+complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand edit" -l config -d 'Configuration file, used alone [default: $XDG_CONFIG_HOME/h9sandbox/config.toml; `up` and `mcp` layer a trusted ./sandbox.toml over it, see `h9sandbox trust`]' -r -F
 complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand edit" -l format -d 'Output format' -r -f -a "table\t'For people: a table, or plain lines'
 json\t'For programs: one JSON document on stdout'"
 complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand edit" -l all -d 'Replace every occurrence (at least one must exist)'
@@ -164,14 +173,15 @@ complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand edit" -s v -l verbos
 complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand edit" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand mcp" -l workdir -d 'Work dir of sandboxes made without one (--auto-up, sandbox_up), and where relative work dirs start [default: current directory]' -r -F
 complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand mcp" -l image -d 'Image of the sandboxes the session makes [config: image]' -r
-complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand mcp" -l config -d 'Configuration file (default: ./sandbox.toml, then $XDG_CONFIG_HOME/h9sandbox/config.toml)' -r -F
+complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand mcp" -l config -d 'Configuration file, used alone [default: $XDG_CONFIG_HOME/h9sandbox/config.toml; `up` and `mcp` layer a trusted ./sandbox.toml over it, see `h9sandbox trust`]' -r -F
 complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand mcp" -l format -d 'Output format' -r -f -a "table\t'For people: a table, or plain lines'
 json\t'For programs: one JSON document on stdout'"
 complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand mcp" -l auto-up -d 'Make the session\'s sandbox at start (the tools\' default), removed when the session ends'
+complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand mcp" -l all-sandboxes -d 'Let the tools list and act on every sandbox of the state directory, also those made elsewhere [default: only the sandboxes this session made, and their sub-sandboxes]'
 complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand mcp" -l json -d 'Same as --format json'
 complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand mcp" -s v -l verbose -d 'Print every engine command line to stderr before running it'
 complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand mcp" -s h -l help -d 'Print help (see more with \'--help\')'
-complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand generate; and not __fish_seen_subcommand_from completions man help" -l config -d 'Configuration file (default: ./sandbox.toml, then $XDG_CONFIG_HOME/h9sandbox/config.toml)' -r -F
+complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand generate; and not __fish_seen_subcommand_from completions man help" -l config -d 'Configuration file, used alone [default: $XDG_CONFIG_HOME/h9sandbox/config.toml; `up` and `mcp` layer a trusted ./sandbox.toml over it, see `h9sandbox trust`]' -r -F
 complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand generate; and not __fish_seen_subcommand_from completions man help" -l format -d 'Output format' -r -f -a "table\t'For people: a table, or plain lines'
 json\t'For programs: one JSON document on stdout'"
 complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand generate; and not __fish_seen_subcommand_from completions man help" -l json -d 'Same as --format json'
@@ -181,13 +191,13 @@ complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand generate; and not __
 complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand generate; and not __fish_seen_subcommand_from completions man help" -f -a "man" -d 'Man pages: h9sandbox.1 and one h9sandbox-SUBCOMMAND.1 per subcommand, into DIR'
 complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand generate; and not __fish_seen_subcommand_from completions man help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand generate; and __fish_seen_subcommand_from completions" -l all -d 'Write the scripts of every shell into this directory' -r -F
-complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand generate; and __fish_seen_subcommand_from completions" -l config -d 'Configuration file (default: ./sandbox.toml, then $XDG_CONFIG_HOME/h9sandbox/config.toml)' -r -F
+complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand generate; and __fish_seen_subcommand_from completions" -l config -d 'Configuration file, used alone [default: $XDG_CONFIG_HOME/h9sandbox/config.toml; `up` and `mcp` layer a trusted ./sandbox.toml over it, see `h9sandbox trust`]' -r -F
 complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand generate; and __fish_seen_subcommand_from completions" -l format -d 'Output format' -r -f -a "table\t'For people: a table, or plain lines'
 json\t'For programs: one JSON document on stdout'"
 complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand generate; and __fish_seen_subcommand_from completions" -l json -d 'Same as --format json'
 complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand generate; and __fish_seen_subcommand_from completions" -s v -l verbose -d 'Print every engine command line to stderr before running it'
 complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand generate; and __fish_seen_subcommand_from completions" -s h -l help -d 'Print help (see more with \'--help\')'
-complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand generate; and __fish_seen_subcommand_from man" -l config -d 'Configuration file (default: ./sandbox.toml, then $XDG_CONFIG_HOME/h9sandbox/config.toml)' -r -F
+complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand generate; and __fish_seen_subcommand_from man" -l config -d 'Configuration file, used alone [default: $XDG_CONFIG_HOME/h9sandbox/config.toml; `up` and `mcp` layer a trusted ./sandbox.toml over it, see `h9sandbox trust`]' -r -F
 complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand generate; and __fish_seen_subcommand_from man" -l format -d 'Output format' -r -f -a "table\t'For people: a table, or plain lines'
 json\t'For programs: one JSON document on stdout'"
 complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand generate; and __fish_seen_subcommand_from man" -l json -d 'Same as --format json'
@@ -196,21 +206,22 @@ complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand generate; and __fish
 complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand generate; and __fish_seen_subcommand_from help" -f -a "completions" -d 'A shell\'s completion script on stdout, or every shell\'s into DIR with --all'
 complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand generate; and __fish_seen_subcommand_from help" -f -a "man" -d 'Man pages: h9sandbox.1 and one h9sandbox-SUBCOMMAND.1 per subcommand, into DIR'
 complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand generate; and __fish_seen_subcommand_from help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
-complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand help; and not __fish_seen_subcommand_from up exec ps logs kill bootstrap down reap renew ls read write edit mcp generate help" -f -a "up" -d 'Start a sandbox: a hardened container with the work directory bind-mounted'
-complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand help; and not __fish_seen_subcommand_from up exec ps logs kill bootstrap down reap renew ls read write edit mcp generate help" -f -a "exec" -d 'Run a command in a sandbox: a program and its arguments, or one shell command line'
-complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand help; and not __fish_seen_subcommand_from up exec ps logs kill bootstrap down reap renew ls read write edit mcp generate help" -f -a "ps" -d 'List the commands running in a sandbox\'s background (exec --detach)'
-complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand help; and not __fish_seen_subcommand_from up exec ps logs kill bootstrap down reap renew ls read write edit mcp generate help" -f -a "logs" -d 'Print the output of a background command (exec --detach)'
-complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand help; and not __fish_seen_subcommand_from up exec ps logs kill bootstrap down reap renew ls read write edit mcp generate help" -f -a "kill" -d 'Kill a background command\'s whole process tree (exec --detach)'
-complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand help; and not __fish_seen_subcommand_from up exec ps logs kill bootstrap down reap renew ls read write edit mcp generate help" -f -a "bootstrap" -d 'Run a one-time setup command in a sandbox (streams its output; recorded in the sandbox)'
-complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand help; and not __fish_seen_subcommand_from up exec ps logs kill bootstrap down reap renew ls read write edit mcp generate help" -f -a "down" -d 'Stop and remove sandboxes and their sub-sandboxes (always removes, even when the stop fails)'
-complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand help; and not __fish_seen_subcommand_from up exec ps logs kill bootstrap down reap renew ls read write edit mcp generate help" -f -a "reap" -d 'Remove abandoned sandboxes of this state directory, and say what and why'
-complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand help; and not __fish_seen_subcommand_from up exec ps logs kill bootstrap down reap renew ls read write edit mcp generate help" -f -a "renew" -d 'Extend a sandbox\'s lease (up --ttl): it then expires TTL from now'
-complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand help; and not __fish_seen_subcommand_from up exec ps logs kill bootstrap down reap renew ls read write edit mcp generate help" -f -a "ls" -d 'List sandboxes with their real container state, sub-sandboxes under their parent'
-complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand help; and not __fish_seen_subcommand_from up exec ps logs kill bootstrap down reap renew ls read write edit mcp generate help" -f -a "read" -d 'Print a file of the sandbox\'s work dir (read on the host, refusing paths that leave it)'
-complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand help; and not __fish_seen_subcommand_from up exec ps logs kill bootstrap down reap renew ls read write edit mcp generate help" -f -a "write" -d 'Replace a file of the sandbox\'s work dir atomically with stdin or --from FILE'
-complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand help; and not __fish_seen_subcommand_from up exec ps logs kill bootstrap down reap renew ls read write edit mcp generate help" -f -a "edit" -d 'Replace text in a file of the sandbox\'s work dir (exactly one occurrence, or --all)'
-complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand help; and not __fish_seen_subcommand_from up exec ps logs kill bootstrap down reap renew ls read write edit mcp generate help" -f -a "mcp" -d 'Serve the sandbox tools to an AI agent over the Model Context Protocol (stdio)'
-complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand help; and not __fish_seen_subcommand_from up exec ps logs kill bootstrap down reap renew ls read write edit mcp generate help" -f -a "generate" -d 'Generate shell completion scripts and man pages from this command line\'s definition'
-complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand help; and not __fish_seen_subcommand_from up exec ps logs kill bootstrap down reap renew ls read write edit mcp generate help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand help; and not __fish_seen_subcommand_from up exec ps logs kill bootstrap down reap renew trust ls read write edit mcp generate help" -f -a "up" -d 'Start a sandbox: a hardened container with the work directory bind-mounted'
+complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand help; and not __fish_seen_subcommand_from up exec ps logs kill bootstrap down reap renew trust ls read write edit mcp generate help" -f -a "exec" -d 'Run a command in a sandbox: a program and its arguments, or one shell command line'
+complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand help; and not __fish_seen_subcommand_from up exec ps logs kill bootstrap down reap renew trust ls read write edit mcp generate help" -f -a "ps" -d 'List the commands running in a sandbox\'s background (exec --detach)'
+complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand help; and not __fish_seen_subcommand_from up exec ps logs kill bootstrap down reap renew trust ls read write edit mcp generate help" -f -a "logs" -d 'Print the output of a background command (exec --detach)'
+complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand help; and not __fish_seen_subcommand_from up exec ps logs kill bootstrap down reap renew trust ls read write edit mcp generate help" -f -a "kill" -d 'Kill a background command\'s whole process tree (exec --detach)'
+complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand help; and not __fish_seen_subcommand_from up exec ps logs kill bootstrap down reap renew trust ls read write edit mcp generate help" -f -a "bootstrap" -d 'Run a one-time setup command in a sandbox (streams its output; recorded in the sandbox)'
+complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand help; and not __fish_seen_subcommand_from up exec ps logs kill bootstrap down reap renew trust ls read write edit mcp generate help" -f -a "down" -d 'Stop and remove sandboxes and their sub-sandboxes (always removes, even when the stop fails)'
+complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand help; and not __fish_seen_subcommand_from up exec ps logs kill bootstrap down reap renew trust ls read write edit mcp generate help" -f -a "reap" -d 'Remove abandoned sandboxes of this state directory, and say what and why'
+complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand help; and not __fish_seen_subcommand_from up exec ps logs kill bootstrap down reap renew trust ls read write edit mcp generate help" -f -a "renew" -d 'Extend a sandbox\'s lease (up --ttl): it then expires TTL from now'
+complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand help; and not __fish_seen_subcommand_from up exec ps logs kill bootstrap down reap renew trust ls read write edit mcp generate help" -f -a "trust" -d 'Trust a project\'s ./sandbox.toml, its exact content, so that `up` and `mcp` use it'
+complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand help; and not __fish_seen_subcommand_from up exec ps logs kill bootstrap down reap renew trust ls read write edit mcp generate help" -f -a "ls" -d 'List sandboxes with their real container state, sub-sandboxes under their parent'
+complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand help; and not __fish_seen_subcommand_from up exec ps logs kill bootstrap down reap renew trust ls read write edit mcp generate help" -f -a "read" -d 'Print a file of the sandbox\'s work dir (read on the host, refusing paths that leave it)'
+complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand help; and not __fish_seen_subcommand_from up exec ps logs kill bootstrap down reap renew trust ls read write edit mcp generate help" -f -a "write" -d 'Replace a file of the sandbox\'s work dir atomically with stdin or --from FILE'
+complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand help; and not __fish_seen_subcommand_from up exec ps logs kill bootstrap down reap renew trust ls read write edit mcp generate help" -f -a "edit" -d 'Replace text in a file of the sandbox\'s work dir (exactly one occurrence, or --all)'
+complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand help; and not __fish_seen_subcommand_from up exec ps logs kill bootstrap down reap renew trust ls read write edit mcp generate help" -f -a "mcp" -d 'Serve the sandbox tools to an AI agent over the Model Context Protocol (stdio)'
+complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand help; and not __fish_seen_subcommand_from up exec ps logs kill bootstrap down reap renew trust ls read write edit mcp generate help" -f -a "generate" -d 'Generate shell completion scripts and man pages from this command line\'s definition'
+complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand help; and not __fish_seen_subcommand_from up exec ps logs kill bootstrap down reap renew trust ls read write edit mcp generate help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand help; and __fish_seen_subcommand_from generate" -f -a "completions" -d 'A shell\'s completion script on stdout, or every shell\'s into DIR with --all'
 complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand help; and __fish_seen_subcommand_from generate" -f -a "man" -d 'Man pages: h9sandbox.1 and one h9sandbox-SUBCOMMAND.1 per subcommand, into DIR'

@@ -6,8 +6,10 @@
 //! and key, the environment variable, or the flag.
 //!
 //! Files: `--config PATH` (or `$H9SANDBOX_CONFIG`) alone when given; otherwise
-//! `$XDG_CONFIG_HOME/h9sandbox/config.toml` (`~/.config/...` when unset) if present, with the
-//! project file `./sandbox.toml`, if present, layered over it (see [`config_files`]).
+//! `$XDG_CONFIG_HOME/h9sandbox/config.toml` (`~/.config/...` when unset) if present. A project
+//! file `./sandbox.toml` is layered over it only through [`Layers::load_with_project`], once the
+//! front end decided to honour it (`up` and `mcp`, for content the user trusted: see
+//! the core's `sandbox/trust.rs`).
 //! Environment: `H9SANDBOX_<KEY>` (key upper-cased); the seed documents' `SANDBOX_IMAGE`,
 //! `SANDBOX_CPUS`, `SANDBOX_MEMORY`, `SANDBOX_BOOTSTRAP_CMD` and `SANDBOX_BOOTSTRAP_TIMEOUT_SECS`
 //! are honoured when the `H9SANDBOX_` name is unset, and so is their `SANDBOX_ENABLED=false`,
@@ -20,7 +22,6 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use crate::error::Error;
-use crate::report::Reporter;
 use crate::types::{EngineKind, Network, User};
 
 /// The seed documents' switch: `SANDBOX_ENABLED=false` (or `0`, `no`, `off`) selects
@@ -249,6 +250,16 @@ impl fmt::Display for Origin {
     }
 }
 
+/// A project file's content, read once (so that what was checked, hashed and trusted is what
+/// is layered), and the path it was read from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProjectText {
+    /// Where it was read from (shown in messages).
+    pub path: PathBuf,
+    /// Its content.
+    pub text: String,
+}
+
 /// The merged layers before validation: one TOML table and the origin of every key.
 #[derive(Debug, Clone)]
 pub struct Layers {
@@ -259,24 +270,20 @@ pub struct Layers {
 }
 
 /// Keys that act on the host (what runs there, where records live), which the project file
-/// `./sandbox.toml` may not set: it usually sits in a work directory, which code inside a sandbox
-/// can write, so trusting it for these keys would let a sandbox run programs on the host.
+/// `./sandbox.toml` may not set, even once trusted: it usually sits in a work directory, which
+/// code inside a sandbox can write, and it travels with a repository; these keys belong to the
+/// person who runs h9sandbox.
 pub const HOST_SIDE_KEYS: &[&str] = &["engine_bin", "state_dir", "engine", "fallback", "runtime"];
 
-/// Where the configuration file is looked for, in order (see the module documentation).
+/// Where the configuration file is looked for (see the module documentation); `None` when
+/// there is none. The project file is not among them: see [`Layers::load_with_project`].
 pub fn find_config_file(explicit: Option<&Path>) -> Result<Option<PathBuf>, Error> {
-    Ok(config_files(explicit, false)?.pop().map(|(p, _)| p))
+    Ok(config_files(explicit)?.pop())
 }
 
-/// The configuration files to read, lowest layer first, each with whether it is the project
-/// file: `explicit` alone when given; else the user's configuration and, over it, the project
-/// file `./sandbox.toml` (unless `skip_project`). Layering them (rather than letting the project
-/// file replace the user's) keeps what the user set, e.g. `state_dir`, when a project file
-/// appears, which code in a sandbox can make happen.
-fn config_files(
-    explicit: Option<&Path>,
-    skip_project: bool,
-) -> Result<Vec<(PathBuf, bool)>, Error> {
+/// The configuration file to read: `explicit` when given (it must exist), else the user's
+/// `$XDG_CONFIG_HOME/h9sandbox/config.toml` when it exists.
+fn config_files(explicit: Option<&Path>) -> Result<Vec<PathBuf>, Error> {
     if let Some(p) = explicit {
         if !p.is_file() {
             return Err(Error::Config {
@@ -284,18 +291,33 @@ fn config_files(
                 message: "does not exist or is not a file; fix --config / H9SANDBOX_CONFIG".into(),
             });
         }
-        return Ok(vec![(p.to_path_buf(), false)]);
+        return Ok(vec![p.to_path_buf()]);
     }
-    let mut files = Vec::new();
     let user = xdg_dir("XDG_CONFIG_HOME", ".config").map(|d| d.join("h9sandbox/config.toml"));
-    if let Some(u) = user.filter(|p| p.is_file()) {
-        files.push((u, false));
+    Ok(user.filter(|p| p.is_file()).into_iter().collect())
+}
+
+/// Fails (with the reason and the fix) when the user's configuration file `path`, whose
+/// metadata is `md`, belongs to someone other than the invoking user (effective uid) or root, or
+/// is writable by group or others: whoever can write it chooses the programs h9sandbox runs.
+fn check_user_file(path: &Path, md: &std::fs::Metadata) -> Result<(), String> {
+    use std::os::unix::fs::MetadataExt;
+    let me = rustix::process::geteuid().as_raw();
+    if md.uid() != me && md.uid() != 0 {
+        return Err(format!(
+            "refusing it: it belongs to uid {}, not to you (uid {me}), and whoever can write it chooses the programs h9sandbox runs (engine_bin); `chown {me} {}`, or pass it explicitly with --config",
+            md.uid(),
+            path.display()
+        ));
     }
-    let local = PathBuf::from("sandbox.toml");
-    if !skip_project && local.is_file() {
-        files.push((local, true));
+    let mode = md.mode() & 0o7777;
+    if mode & 0o022 != 0 {
+        return Err(format!(
+            "refusing it: it is writable by others (mode {mode:04o}), and whoever can write it chooses the programs h9sandbox runs (engine_bin); `chmod go-w {}`",
+            path.display()
+        ));
     }
-    Ok(files)
+    Ok(())
 }
 
 /// `$VAR` if set and absolute, else `$HOME/<fallback>`, per the XDG Base Directory specification.
@@ -307,28 +329,22 @@ pub fn xdg_dir(var: &str, fallback: &str) -> Option<PathBuf> {
 }
 
 impl Layers {
-    /// Built-in defaults, then the file (if any), then the environment.
+    /// Built-in defaults, then the file (if any), then the environment. Never the project
+    /// file `./sandbox.toml` (see [`Layers::load_with_project`]).
     pub fn load(explicit_file: Option<&Path>) -> Result<Layers, Error> {
         Self::load_with_env(explicit_file, |k| std::env::var(k).ok())
     }
 
-    /// As [`Layers::load`], but a project file `./sandbox.toml` that is refused (bad TOML, bad
-    /// or forbidden key) is ignored with a warning instead of failing. For the commands that
-    /// clean up (`down`, `reap`, `ls`, `renew`): code in a sandbox can write that file, and must
-    /// not be able to keep its sandbox from being removed. The warning goes to `reporter`.
-    pub fn load_lenient(
+    /// As [`Layers::load`], with the project file `project` (a `sandbox.toml` whose content
+    /// the caller read once, and decided to honour) layered between the user's file and the
+    /// environment. The project file may not set [`HOST_SIDE_KEYS`]. Errors: as
+    /// [`Layers::load`], and the project file's own (bad TOML, unknown or forbidden key, a
+    /// value of the wrong type), naming it.
+    pub fn load_with_project(
         explicit_file: Option<&Path>,
-        reporter: &dyn Reporter,
+        project: &ProjectText,
     ) -> Result<Layers, Error> {
-        let env = |k: &str| std::env::var(k).ok();
-        match Self::load_opts(explicit_file, env, false) {
-            Err(e) if explicit_file.is_none() && Path::new("sandbox.toml").is_file() => {
-                let ignored = Self::load_opts(explicit_file, env, true)?;
-                reporter.warn(&format!("ignoring ./sandbox.toml: {e}"));
-                Ok(ignored)
-            }
-            r => r,
-        }
+        Self::load_opts(explicit_file, |k| std::env::var(k).ok(), Some(project))
     }
 
     /// As [`Layers::load`], reading the environment through `env` (for tests).
@@ -336,24 +352,42 @@ impl Layers {
         explicit_file: Option<&Path>,
         env: impl Fn(&str) -> Option<String>,
     ) -> Result<Layers, Error> {
-        Self::load_opts(explicit_file, env, false)
+        Self::load_opts(explicit_file, env, None)
+    }
+
+    /// Checks `project` as [`Layers::load_with_project`] would layer it, over the built-in
+    /// defaults alone (neither the user's file nor the environment), and returns the keys it
+    /// sets, in file order. Errors: what would make `up` refuse it.
+    pub fn check_project(project: &ProjectText) -> Result<toml::Table, Error> {
+        let mut layers = Self::defaults();
+        let table = layers.merge_text(&project.path, &project.text, true)?;
+        layers.resolve()?;
+        Ok(table)
+    }
+
+    fn defaults() -> Layers {
+        let table = toml::Table::try_from(Config::default()).expect("defaults serialize");
+        let origins = table.keys().map(|k| (k.clone(), Origin::Default)).collect();
+        Layers {
+            table,
+            origins,
+            file: None,
+        }
     }
 
     fn load_opts(
         explicit_file: Option<&Path>,
         env: impl Fn(&str) -> Option<String>,
-        skip_project: bool,
+        project: Option<&ProjectText>,
     ) -> Result<Layers, Error> {
-        let table = toml::Table::try_from(Config::default()).expect("defaults serialize");
-        let origins = table.keys().map(|k| (k.clone(), Origin::Default)).collect();
-        let mut layers = Layers {
-            table,
-            origins,
-            file: None,
-        };
-        for (path, project) in config_files(explicit_file, skip_project)? {
-            layers.merge_file(&path, project)?;
+        let mut layers = Self::defaults();
+        for path in config_files(explicit_file)? {
+            layers.merge_file(&path, explicit_file.is_some())?;
             layers.file = Some(path);
+        }
+        if let Some(p) = project {
+            layers.merge_text(&p.path, &p.text, true)?;
+            layers.file = Some(p.path.clone());
         }
         for key in KEYS {
             let var = format!("H9SANDBOX_{}", key.name.to_ascii_uppercase());
@@ -400,12 +434,34 @@ impl Layers {
         .collect()
     }
 
-    fn merge_file(&mut self, path: &Path, project: bool) -> Result<(), Error> {
+    /// Merges the user's (or, `explicit`, a given) configuration file `path`. The user's file
+    /// decides what runs on the host (`engine_bin`), so like ssh's `~/.ssh/config` it must belong
+    /// to the invoking user or root and be writable by nobody else ([`check_user_file`]); a file
+    /// given with `--config` is the caller's explicit choice and is read as it is.
+    fn merge_file(&mut self, path: &Path, explicit: bool) -> Result<(), Error> {
+        use std::io::Read;
+        let fail = |message: String| Error::Config {
+            origin: Origin::File(path.to_path_buf()).to_string(),
+            message,
+        };
+        let mut file =
+            std::fs::File::open(path).map_err(|e| fail(format!("cannot be read: {e}")))?;
+        if !explicit {
+            let md = file
+                .metadata()
+                .map_err(|e| fail(format!("cannot be read: {e}")))?;
+            check_user_file(path, &md).map_err(fail)?;
+        }
+        let mut text = String::new();
+        file.read_to_string(&mut text)
+            .map_err(|e| fail(format!("cannot be read: {e}")))?;
+        self.merge_text(path, &text, false).map(|_| ())
+    }
+
+    /// Merges `text`, the content of the file `path` (a project file when `project`: then
+    /// [`HOST_SIDE_KEYS`] are refused); returns the keys it set.
+    fn merge_text(&mut self, path: &Path, text: &str, project: bool) -> Result<toml::Table, Error> {
         let origin = Origin::File(path.to_path_buf());
-        let text = std::fs::read_to_string(path).map_err(|e| Error::Config {
-            origin: origin.to_string(),
-            message: format!("cannot be read: {e}"),
-        })?;
         let parsed: toml::Table = text.parse().map_err(|e: toml::de::Error| Error::Config {
             origin: origin.to_string(),
             message: format!(
@@ -416,6 +472,7 @@ impl Layers {
                 e.message().trim().replace('\n', "; ")
             ),
         })?;
+        let mut set = toml::Table::new();
         for (name, value) in parsed {
             let key = lookup(&name).ok_or_else(|| Error::Config {
                 origin: origin.to_string(),
@@ -425,7 +482,7 @@ impl Layers {
                 return Err(Error::Config {
                     origin: format!("{origin}, key `{name}`"),
                     message: format!(
-                        "not allowed in a project's sandbox.toml, which a sandbox may be able to write; set it in $XDG_CONFIG_HOME/h9sandbox/config.toml, H9SANDBOX_{} or with --config",
+                        "not allowed in a project's sandbox.toml, even a trusted one: it acts on the host; set it in $XDG_CONFIG_HOME/h9sandbox/config.toml, H9SANDBOX_{} or with --config",
                         name.to_ascii_uppercase()
                     ),
                 });
@@ -434,10 +491,11 @@ impl Layers {
                 origin: format!("{origin}, key `{name}`"),
                 message: m,
             })?;
-            self.table.insert(name.clone(), value);
-            self.origins.insert(name, origin.clone());
+            self.table.insert(name.clone(), value.clone());
+            self.origins.insert(name.clone(), origin.clone());
+            set.insert(name, value);
         }
-        Ok(())
+        Ok(set)
     }
 
     /// Sets `name` from a string (environment or flag), converted to the key's type.
@@ -858,7 +916,11 @@ mod tests {
         let file = dir.path().join("sandbox.toml");
         std::fs::write(&file, "engine_bin = \"/tmp/evil\"\n").unwrap();
         let mut layers = Layers::load_with_env(None, |_| None).unwrap();
-        let err = layers.merge_file(&file, true).unwrap_err().to_string();
+        let text = std::fs::read_to_string(&file).unwrap();
+        let err = layers
+            .merge_text(&file, &text, true)
+            .unwrap_err()
+            .to_string();
         assert!(
             err.contains("engine_bin") && err.contains("not allowed"),
             "{err}"
@@ -870,6 +932,37 @@ mod tests {
         assert!(load(Some("engine_bin = \"podman\"\n"), &[]).is_ok());
         let err = load(None, &[("H9SANDBOX_IMAGE", "--privileged")]).unwrap_err();
         assert!(err.to_string().contains("not an image reference"), "{err}");
+    }
+
+    #[test]
+    fn a_project_file_lies_between_the_users_file_and_the_environment() {
+        let dir = tempfile::tempdir().unwrap();
+        let user = dir.path().join("config.toml");
+        std::fs::write(&user, "memory = \"300m\"\npids_limit = 10\n").unwrap();
+        let project = ProjectText {
+            path: dir.path().join("sandbox.toml"),
+            text: "pids_limit = 77\ncpus = 0.5\n".into(),
+        };
+        let env = |k: &str| (k == "H9SANDBOX_CPUS").then(|| "0.25".to_string());
+        let cfg = Layers::load_opts(Some(&user), env, Some(&project))
+            .unwrap()
+            .resolve()
+            .unwrap();
+        assert_eq!(
+            (cfg.memory.as_str(), cfg.pids_limit, cfg.cpus),
+            ("300m", 77, 0.25)
+        );
+        let set = Layers::check_project(&project).unwrap();
+        assert_eq!(set.keys().collect::<Vec<_>>(), ["cpus", "pids_limit"]);
+        let bad = ProjectText {
+            path: project.path.clone(),
+            text: "state_dir = \"/tmp/x\"\n".into(),
+        };
+        let err = Layers::check_project(&bad).unwrap_err().to_string();
+        assert!(
+            err.contains("key `state_dir`") && err.contains("not allowed"),
+            "{err}"
+        );
     }
 
     #[test]

@@ -66,6 +66,16 @@ pub enum Error {
     /// `--all`, not at all).
     #[error("{}", edit_match_message(path, *count))]
     EditMatch { path: String, count: usize },
+    /// The state directory or one of its files could be changed by someone other than the
+    /// invoking user (owner, mode, a symlink, a directory above it others can write), so its
+    /// records cannot be trusted (the rule of ssh's `StrictModes`). `what` names the path,
+    /// `fix` says what to do.
+    #[error("refusing {what}: {problem}; {fix}")]
+    UnsafeState {
+        what: String,
+        problem: String,
+        fix: String,
+    },
     /// Bad input that clap cannot check (a malformed K=V, a work dir that does not exist, ...).
     #[error("{0}")]
     Invalid(String),

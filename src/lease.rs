@@ -464,6 +464,7 @@ mod tests {
             parent: None,
             bootstrap: None,
             user: None,
+            settings: None,
         }
     }
 

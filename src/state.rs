@@ -9,8 +9,9 @@
 //! never hold the lock across a slow engine call: they update, call the engine, update again.
 
 use std::collections::BTreeMap;
-use std::fs::{File, OpenOptions};
+use std::fs::File;
 use std::io::Write;
+use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -21,8 +22,9 @@ use uuid::Uuid;
 use crate::error::Error;
 use crate::types::{EngineKind, Ids, Isolation, Limits};
 
-/// Name prefix of the temporary files a write renames over `state.json`.
-const TEMP_PREFIX: &str = ".state.json.";
+/// Name prefixes of the temporary files a write renames over `state.json` (and over the other
+/// documents of the state directory, `trust.json`).
+const TEMP_PREFIXES: &[&str] = &[".state.json.", ".trust.json."];
 
 /// Version of the state file's schema; a file with a higher version is refused.
 pub const SCHEMA_VERSION: u32 = 1;
@@ -160,6 +162,11 @@ pub struct Record {
     /// Length of the lease in seconds, by which `renew` extends it unless given `--ttl`.
     #[serde(default)]
     pub ttl_secs: Option<u64>,
+    /// What the commands on this sandbox use later (timeouts, the bootstrap command), fixed by
+    /// `up` from the configuration then in force: a later command never takes them from the
+    /// project file of the directory it runs in. Absent in records made before they existed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub settings: Option<Settings>,
     /// The process (`down` or `reap`) removing the sandbox while it is Stopping; `reap` leaves a
     /// Stopping sandbox alone while this process lives, and finishes the job once it is gone.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -179,6 +186,32 @@ pub struct AgentRecord {
     /// the host cannot reach the socket (gVisor, a daemon in a VM): commands then go through the
     /// engine's exec, wrapped by the in-container binary.
     pub socket: Option<[u64; 2]>,
+}
+
+/// The configuration a sandbox keeps for the commands run on it later, recorded by `up`
+/// ([`Record::settings`]). Later commands take these over the configuration files (but not over
+/// the environment or their own flags, the caller's choice for that one command).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Settings {
+    /// Default timeout of `exec` in seconds; 0 = none (config `exec_timeout_secs`).
+    pub exec_timeout_secs: u64,
+    /// Timeout of a bootstrap in seconds; 0 = none (config `bootstrap_timeout_secs`).
+    pub bootstrap_timeout_secs: u64,
+    /// `down`'s grace period in seconds before SIGKILL (config `stop_timeout_secs`).
+    pub stop_timeout_secs: u64,
+    /// What `bootstrap ID` without a command runs (config `bootstrap_cmd`); `null`: none.
+    #[serde(default)]
+    pub bootstrap_cmd: Option<String>,
+}
+
+impl Settings {
+    /// The configuration keys these settings record.
+    pub const KEYS: &'static [&'static str] = &[
+        "exec_timeout_secs",
+        "bootstrap_timeout_secs",
+        "stop_timeout_secs",
+        "bootstrap_cmd",
+    ];
 }
 
 /// The outcome of a sandbox's last bootstrap command, as recorded in its [`Record`].
@@ -352,6 +385,16 @@ impl State {
 }
 
 /// The state file and its lock in one state directory.
+///
+/// Records decide what runs where, so the directory is trusted only when nobody but the invoking
+/// user (and root) can change it, the rule of ssh's `StrictModes`: the directory, `state.json`
+/// and `state.lock` must be owned by the invoking user (effective uid), not writable by group or
+/// others, and not symlinks; every directory above it must belong to that user or root and be
+/// writable by nobody else unless it is sticky (`/tmp`), so that no one can swap the state
+/// directory out from under it (symlinks on the way must belong to that user or root too).
+/// Anything else is [`Error::UnsafeState`], naming the path and the fix. Every operation opens
+/// the directory anew without following a symlink (`O_NOFOLLOW`), checks it (`fstat`), and
+/// opens, creates and renames its files relative to that handle, never following a symlink.
 #[derive(Debug, Clone)]
 pub struct Store {
     dir: PathBuf,
@@ -365,21 +408,182 @@ pub struct LockGuard {
     _file: File,
 }
 
-impl Store {
-    /// The store in `dir`, created (mode 0700) when missing.
-    pub fn open(dir: &Path) -> Result<Store> {
-        if !dir.is_dir() {
-            std::fs::create_dir_all(dir)
-                .with_context(|| format!("cannot create the state directory {}", dir.display()))?;
-            use std::os::unix::fs::PermissionsExt;
-            let _ = std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700));
+/// File name of the state file in the state directory.
+const STATE_FILE: &str = "state.json";
+/// File name of the lock file in the state directory.
+const LOCK_FILE: &str = "state.lock";
+
+/// The effective user ID, who must own the state directory and its files.
+fn euid() -> u32 {
+    rustix::process::geteuid().as_raw()
+}
+
+/// An [`Error::UnsafeState`].
+fn unsafe_state(what: String, problem: String, fix: String) -> Error {
+    Error::UnsafeState { what, problem, fix }
+}
+
+/// Checks that what `st` describes (the state directory, or one of its files, named by `what`
+/// and `path`) is owned by `me` and writable by nobody else.
+fn check_owned(what: &str, path: &Path, st: &rustix::fs::Stat, me: u32) -> Result<(), Error> {
+    let shown = || format!("{what} {}", path.display());
+    if st.st_uid != me {
+        return Err(unsafe_state(
+            shown(),
+            format!(
+                "it is owned by uid {}, not by you (uid {me}), so that user can rewrite your sandboxes' records",
+                st.st_uid
+            ),
+            format!(
+                "use a state directory of your own (state_dir, H9SANDBOX_STATE_DIR), or take it over with `chown {me} {}`",
+                path.display()
+            ),
+        ));
+    }
+    let mode = st.st_mode & 0o7777;
+    if mode & 0o022 != 0 {
+        let who = match (mode & 0o020 != 0, mode & 0o002 != 0) {
+            (true, true) => "group and others",
+            (true, false) => "its group",
+            _ => "others",
+        };
+        return Err(unsafe_state(
+            shown(),
+            format!("it is writable by {who} (mode {mode:04o}), who could rewrite your sandboxes' records"),
+            format!("make it yours alone with `chmod go-w {}`", path.display()),
+        ));
+    }
+    Ok(())
+}
+
+/// Checks every directory above `dir` (and every symlink on the way there, followed as the
+/// kernel does): each must belong to `me` or root, and a directory writable by group or others
+/// must be sticky, or someone else could rename the state directory away and put another there.
+/// Returns the real path of `dir`'s parent (symlinks resolved), `None` for `/`.
+fn check_ancestors(dir: &Path, me: u32) -> Result<Option<PathBuf>> {
+    use std::collections::VecDeque;
+    use std::ffi::OsString;
+    use std::os::unix::fs::MetadataExt;
+    use std::path::Component;
+    let what = || format!("the state directory {}", dir.display());
+    let parts = |p: &Path| -> Vec<OsString> {
+        p.components()
+            .filter_map(|c| match c {
+                Component::Normal(s) => Some(s.to_os_string()),
+                Component::ParentDir => Some("..".into()),
+                _ => None,
+            })
+            .collect()
+    };
+    let Some(parent) = dir.parent() else {
+        return Ok(None);
+    };
+    let mut todo: VecDeque<OsString> = parts(parent).into();
+    let mut cur = PathBuf::from("/");
+    let mut links = 0;
+    let check = |p: &Path, md: &std::fs::Metadata| -> Result<(), Error> {
+        let mode = md.mode() & 0o7777;
+        if md.uid() != 0 && md.uid() != me {
+            return Err(unsafe_state(
+                what(),
+                format!(
+                    "the directory {} above it belongs to uid {} (neither you nor root), who could swap the state directory for another",
+                    p.display(),
+                    md.uid()
+                ),
+                "choose a state_dir (H9SANDBOX_STATE_DIR) inside directories of your own".into(),
+            ));
         }
-        // One state directory, one label value, however it was spelled.
-        let dir = dir.canonicalize().unwrap_or_else(|_| dir.to_path_buf());
-        Ok(Store {
+        if mode & 0o022 != 0 && mode & 0o1000 == 0 {
+            return Err(unsafe_state(
+                what(),
+                format!(
+                    "the directory {} above it is writable by others (mode {mode:04o}) without the sticky bit, so anyone could swap the state directory for another",
+                    p.display()
+                ),
+                format!(
+                    "`chmod go-w {0}` (or `chmod +t {0}`), or choose another state_dir",
+                    p.display()
+                ),
+            ));
+        }
+        Ok(())
+    };
+    let root = std::fs::symlink_metadata(&cur).context("cannot inspect /")?;
+    check(&cur, &root)?;
+    while let Some(part) = todo.pop_front() {
+        if part == ".." {
+            cur.pop();
+            continue;
+        }
+        let next = cur.join(&part);
+        let md = std::fs::symlink_metadata(&next)
+            .with_context(|| format!("cannot inspect {}", next.display()))?;
+        if md.file_type().is_symlink() {
+            links += 1;
+            if links > 40 {
+                anyhow::bail!("too many symlinks on the way to {}", dir.display());
+            }
+            if md.uid() != 0 && md.uid() != me {
+                return Err(unsafe_state(
+                    what(),
+                    format!(
+                        "the symlink {} on the way to it belongs to uid {} (neither you nor root), who could point it elsewhere",
+                        next.display(),
+                        md.uid()
+                    ),
+                    "set state_dir (H9SANDBOX_STATE_DIR) to the real directory".into(),
+                )
+                .into());
+            }
+            let target = std::fs::read_link(&next)
+                .with_context(|| format!("cannot read the symlink {}", next.display()))?;
+            if target.is_absolute() {
+                cur = PathBuf::from("/");
+            }
+            for p in parts(&target).into_iter().rev() {
+                todo.push_front(p);
+            }
+            continue;
+        }
+        check(&next, &md)?;
+        cur = next;
+    }
+    Ok(Some(cur))
+}
+
+impl Store {
+    /// The store in `dir`, created (mode 0700, with its missing parents) when missing.
+    /// Errors: [`Error::UnsafeState`] when the directory, a directory above it, or a symlink
+    /// on the way could be changed by another user (see [`Store`]); I/O errors.
+    pub fn open(dir: &Path) -> Result<Store> {
+        let dir = std::path::absolute(dir)
+            .with_context(|| format!("cannot resolve the state directory {}", dir.display()))?;
+        if std::fs::symlink_metadata(&dir).is_err() {
+            use std::os::unix::fs::DirBuilderExt;
+            std::fs::DirBuilder::new()
+                .recursive(true)
+                .mode(0o700)
+                .create(&dir)
+                .with_context(|| format!("cannot create the state directory {}", dir.display()))?;
+        }
+        let real_parent = check_ancestors(&dir, euid())?;
+        let unchecked = Store {
+            file: dir.join(STATE_FILE),
+            lock: dir.join(LOCK_FILE),
             dir: dir.clone(),
-            file: dir.join("state.json"),
-            lock: dir.join("state.lock"),
+        };
+        unchecked.open_dir()?;
+        // One state directory, one label value, however it was spelled: the real path (the
+        // directory itself is no symlink, `open_dir` made sure).
+        let dir = match (real_parent, dir.file_name()) {
+            (Some(p), Some(name)) => p.join(name),
+            _ => dir,
+        };
+        Ok(Store {
+            file: dir.join(STATE_FILE),
+            lock: dir.join(LOCK_FILE),
+            dir,
         })
     }
 
@@ -393,21 +597,93 @@ impl Store {
         &self.dir
     }
 
-    /// Reads the state without locking (writes are atomic renames, so this sees a whole file).
-    /// A missing file is an empty state. Errors: [`Error::StateCorrupt`], I/O errors.
-    pub fn load(&self) -> Result<State> {
-        let bytes = match std::fs::read(&self.file) {
-            Ok(b) => b,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                return Ok(State {
-                    version: SCHEMA_VERSION,
-                    sandboxes: vec![],
-                })
-            }
+    /// The state directory, opened without following a symlink and checked (owner, mode).
+    fn open_dir(&self) -> Result<OwnedFd> {
+        use rustix::fs::{Mode, OFlags};
+        let what = "the state directory";
+        let fd = match rustix::fs::open(
+            &self.dir,
+            OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+            Mode::empty(),
+        ) {
+            Ok(fd) => fd,
             Err(e) => {
-                return Err(e)
-                    .with_context(|| format!("cannot read state file {}", self.file.display()))
+                if std::fs::symlink_metadata(&self.dir).is_ok_and(|m| m.file_type().is_symlink()) {
+                    return Err(symlink_refused(what, &self.dir).into());
+                }
+                return Err(std::io::Error::from(e)).with_context(|| {
+                    format!("cannot open the state directory {}", self.dir.display())
+                });
             }
+        };
+        let st = rustix::fs::fstat(&fd)
+            .with_context(|| format!("cannot inspect {}", self.dir.display()))?;
+        check_owned(what, &self.dir, &st, euid())?;
+        Ok(fd)
+    }
+
+    /// Opens `name` in the state directory `dir` with `flags`, never through a symlink
+    /// (`O_NOFOLLOW`), and checks that it is a regular file of ours that nobody else may
+    /// write. `Ok(None)` when it does not exist (and `flags` do not create it).
+    fn open_file(
+        &self,
+        dir: &OwnedFd,
+        name: &str,
+        flags: rustix::fs::OFlags,
+    ) -> Result<Option<File>> {
+        use rustix::fs::{FileType, Mode, OFlags};
+        let path = self.dir.join(name);
+        let what = if name == LOCK_FILE {
+            "the lock file"
+        } else {
+            "the state file"
+        };
+        let fd = match rustix::fs::openat(
+            dir,
+            name,
+            flags | OFlags::NOFOLLOW | OFlags::CLOEXEC | OFlags::NONBLOCK,
+            Mode::from_raw_mode(0o600),
+        ) {
+            Ok(fd) => fd,
+            Err(rustix::io::Errno::NOENT) => return Ok(None),
+            Err(rustix::io::Errno::LOOP) => return Err(symlink_refused(what, &path).into()),
+            Err(e) => {
+                return Err(std::io::Error::from(e))
+                    .with_context(|| format!("cannot open {what} {}", path.display()))
+            }
+        };
+        let st =
+            rustix::fs::fstat(&fd).with_context(|| format!("cannot inspect {}", path.display()))?;
+        if FileType::from_raw_mode(st.st_mode) != FileType::RegularFile {
+            return Err(unsafe_state(
+                format!("{what} {}", path.display()),
+                "it is not a regular file".into(),
+                "move it aside; h9sandbox makes a new one".into(),
+            )
+            .into());
+        }
+        check_owned(what, &path, &st, euid())?;
+        // Reads and writes block as usual from here on (O_NONBLOCK only kept a FIFO planted in
+        // its place from hanging the open).
+        rustix::fs::fcntl_setfl(&fd, OFlags::empty())
+            .with_context(|| format!("cannot open {}", path.display()))?;
+        Ok(Some(File::from(fd)))
+    }
+
+    /// Reads the state without locking (writes are atomic renames, so this sees a whole file).
+    /// A missing file is an empty state. Errors: [`Error::StateCorrupt`],
+    /// [`Error::UnsafeState`], I/O errors.
+    pub fn load(&self) -> Result<State> {
+        let dir = self.open_dir()?;
+        self.load_in(&dir)
+    }
+
+    fn load_in(&self, dir: &OwnedFd) -> Result<State> {
+        let Some(bytes) = self.read_in(dir, STATE_FILE)? else {
+            return Ok(State {
+                version: SCHEMA_VERSION,
+                sandboxes: vec![],
+            });
         };
         let state: State = serde_json::from_slice(&bytes).map_err(|e| Error::StateCorrupt {
             path: self.file.clone(),
@@ -426,14 +702,52 @@ impl Store {
         Ok(state)
     }
 
+    /// The bytes of the file `name` of the state directory `dir`; `None` when it is missing.
+    fn read_in(&self, dir: &OwnedFd, name: &str) -> Result<Option<Vec<u8>>> {
+        use std::io::Read;
+        let Some(mut f) = self.open_file(dir, name, rustix::fs::OFlags::RDONLY)? else {
+            return Ok(None);
+        };
+        let mut bytes = Vec::new();
+        f.read_to_end(&mut bytes)
+            .with_context(|| format!("cannot read {}", self.dir.join(name).display()))?;
+        Ok(Some(bytes))
+    }
+
+    /// The bytes of the file `name` (e.g. `trust.json`) of the state directory, checked as
+    /// `state.json` is; `None` when it is missing. Read without the lock: writes are atomic.
+    pub fn read_document(&self, name: &str) -> Result<Option<Vec<u8>>> {
+        let dir = self.open_dir()?;
+        self.read_in(&dir, name)
+    }
+
+    /// Read-modify-write of the file `name` of the state directory under the state lock: `f`
+    /// gets its bytes (`None` when missing) and returns the new ones (`None`: leave it as is).
+    pub fn update_document<T>(
+        &self,
+        name: &str,
+        f: impl FnOnce(Option<Vec<u8>>) -> Result<(Option<Vec<u8>>, T)>,
+    ) -> Result<T> {
+        let dir = self.open_dir()?;
+        let _guard = self.lock_in(&dir)?;
+        let (new, out) = f(self.read_in(&dir, name)?)?;
+        if let Some(bytes) = new {
+            self.write_in(&dir, name, &bytes)?;
+        }
+        Ok(out)
+    }
+
     /// Takes the exclusive lock (blocking until the holder releases it or dies).
     pub fn lock(&self) -> Result<LockGuard> {
-        let file = OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(&self.lock)
-            .with_context(|| format!("cannot open the lock file {}", self.lock.display()))?;
+        let dir = self.open_dir()?;
+        self.lock_in(&dir)
+    }
+
+    fn lock_in(&self, dir: &OwnedFd) -> Result<LockGuard> {
+        use rustix::fs::OFlags;
+        let file = self
+            .open_file(dir, LOCK_FILE, OFlags::RDWR | OFlags::CREATE)?
+            .with_context(|| format!("cannot create the lock file {}", self.lock.display()))?;
         file.lock()
             .with_context(|| format!("cannot lock {}", self.lock.display()))?;
         Ok(LockGuard { _file: file })
@@ -442,13 +756,16 @@ impl Store {
     /// Read-modify-write under the lock. `f` may return an error, in which case nothing is written.
     /// The file is only rewritten when `f` changed the state.
     pub fn update<T>(&self, f: impl FnOnce(&mut State) -> Result<T>) -> Result<T> {
-        let _guard = self.lock()?;
-        let mut state = self.load()?;
+        let dir = self.open_dir()?;
+        let _guard = self.lock_in(&dir)?;
+        let mut state = self.load_in(&dir)?;
         let before = state.clone();
         let out = f(&mut state)?;
         if state != before {
             state.version = SCHEMA_VERSION;
-            self.write(&state)?;
+            let mut json = serde_json::to_vec_pretty(&state).expect("state serializes");
+            json.push(b'\n');
+            self.write_in(&dir, STATE_FILE, &json)?;
         }
         Ok(out)
     }
@@ -457,40 +774,83 @@ impl Store {
     /// (a temporary file only lives while its writer holds the lock, so any found under the lock
     /// is stale). Takes the lock only when there is one. Returns how many were removed.
     pub fn remove_stale_temp_files(&self) -> Result<usize> {
-        let stale = || -> Result<Vec<PathBuf>> {
-            let entries = std::fs::read_dir(&self.dir)
+        let dir = self.open_dir()?;
+        let stale = || -> Result<Vec<std::ffi::CString>> {
+            let entries = rustix::fs::Dir::read_from(&dir)
                 .with_context(|| format!("cannot list {}", self.dir.display()))?;
             Ok(entries
                 .flatten()
-                .filter(|e| e.file_name().to_string_lossy().starts_with(TEMP_PREFIX))
-                .map(|e| e.path())
+                .map(|e| e.file_name().to_owned())
+                .filter(|n| {
+                    let n = n.to_string_lossy();
+                    TEMP_PREFIXES.iter().any(|p| n.starts_with(p))
+                })
                 .collect())
         };
         if stale()?.is_empty() {
             return Ok(0);
         }
-        let _guard = self.lock()?;
+        let _guard = self.lock_in(&dir)?;
         let files = stale()?;
         for f in &files {
-            std::fs::remove_file(f).with_context(|| format!("cannot remove {}", f.display()))?;
+            rustix::fs::unlinkat(&dir, f.as_c_str(), rustix::fs::AtFlags::empty())
+                .map_err(std::io::Error::from)
+                .with_context(|| {
+                    format!(
+                        "cannot remove {}",
+                        self.dir.join(f.to_string_lossy().as_ref()).display()
+                    )
+                })?;
         }
         Ok(files.len())
     }
 
-    fn write(&self, state: &State) -> Result<()> {
-        let mut tmp = tempfile::Builder::new()
-            .prefix(TEMP_PREFIX)
-            .tempfile_in(&self.dir)
-            .with_context(|| format!("cannot create a temporary file in {}", self.dir.display()))?;
-        let mut json = serde_json::to_vec_pretty(state).expect("state serializes");
-        json.push(b'\n');
-        tmp.write_all(&json)
-            .and_then(|_| tmp.as_file().sync_all())
-            .with_context(|| format!("cannot write the state file in {}", self.dir.display()))?;
-        tmp.persist(&self.file)
-            .with_context(|| format!("cannot replace the state file {}", self.file.display()))?;
+    /// Replaces the file `name` of the state directory `dir` with `bytes`: written to a new
+    /// temporary file (`O_EXCL`, mode 0600), synced, and renamed over it (`renameat(2)`, which
+    /// replaces a symlink planted there instead of following it).
+    fn write_in(&self, dir: &OwnedFd, name: &str, bytes: &[u8]) -> Result<()> {
+        use rustix::fs::{Mode, OFlags};
+        let tmp = format!(".{name}.{}", Uuid::new_v4().simple());
+        let fd = rustix::fs::openat(
+            dir,
+            &tmp,
+            OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+            Mode::from_raw_mode(0o600),
+        )
+        .map_err(std::io::Error::from)
+        .with_context(|| format!("cannot create a temporary file in {}", self.dir.display()))?;
+        let mut f = File::from(fd);
+        let written = f
+            .write_all(bytes)
+            .and_then(|_| f.sync_all())
+            .map_err(anyhow::Error::from)
+            .and_then(|_| {
+                rustix::fs::renameat(dir, &tmp, dir, name)
+                    .map_err(|e| anyhow::Error::from(std::io::Error::from(e)))
+            });
+        if let Err(e) = written {
+            let _ = rustix::fs::unlinkat(dir, &tmp, rustix::fs::AtFlags::empty());
+            return Err(e.context(format!("cannot write {}", self.dir.join(name).display())));
+        }
         Ok(())
     }
+}
+
+/// The refusal of `what` at `path`, a symlink.
+fn symlink_refused(what: &str, path: &Path) -> Error {
+    unsafe_state(
+        format!("{what} {}", path.display()),
+        "it is a symlink, and h9sandbox never follows one there (someone could point it elsewhere)"
+            .into(),
+        if what == "the state directory" {
+            "set state_dir (H9SANDBOX_STATE_DIR) to the real directory".into()
+        } else {
+            format!(
+                "remove it (`rm {}`); h9sandbox makes a new one",
+                path.display()
+            )
+        },
+    )
 }
 
 #[cfg(test)]
@@ -527,6 +887,7 @@ pub(crate) mod tests {
             owner: None,
             expires_at: None,
             ttl_secs: None,
+            settings: None,
             stopper: None,
             agent: None,
         }

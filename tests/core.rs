@@ -545,15 +545,18 @@ fn corrupt_state_file_is_named_and_left_alone() {
 #[test]
 fn bad_configuration_is_refused_with_file_key_and_reason() {
     let env = TestEnv::new();
-    std::fs::write(env.path("sandbox.toml"), "memory = \"lots\"\n").unwrap();
+    let dir = env.root.path().join(".config/h9sandbox");
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("config.toml");
+    std::fs::write(&file, "memory = \"lots\"\n").unwrap();
     let out = env.run(&["up"]);
     assert_eq!(out.status.code(), Some(1));
     let err = stderr(&out);
     assert!(
-        err.contains("sandbox.toml") && err.contains("memory") && err.contains("'lots'"),
+        err.contains(file.to_str().unwrap()) && err.contains("memory") && err.contains("'lots'"),
         "{err}"
     );
-    std::fs::write(env.path("sandbox.toml"), "cpus = -1\n").unwrap();
+    std::fs::write(&file, "cpus = -1\n").unwrap();
     let out = env
         .cmd()
         .env_remove("H9SANDBOX_CPUS")
@@ -565,10 +568,10 @@ fn bad_configuration_is_refused_with_file_key_and_reason() {
         err.contains("cpus") && err.contains("out of range"),
         "{err}"
     );
-    std::fs::write(env.path("sandbox.toml"), "colour = true\n").unwrap();
+    std::fs::write(&file, "colour = true\n").unwrap();
     let err = stderr(&env.run(&["ls"]));
     assert!(err.contains("unknown key `colour`"), "{err}");
-    std::fs::remove_file(env.path("sandbox.toml")).unwrap();
+    std::fs::remove_file(&file).unwrap();
     let out = env.cmd().args(["up", "--memory", "2x"]).output().unwrap();
     assert!(stderr(&out).contains("--memory"), "{}", stderr(&out));
     assert!(env.ls().is_empty(), "a refused up left a record");
@@ -583,6 +586,7 @@ fn config_file_and_env_reach_the_container() {
         "memory = \"300m\"\npids_limit = 77\n",
     )
     .unwrap();
+    assert_ok(&env.run(&["trust"]));
     let id = env.up(&[]);
     let c = env.container(&id);
     assert_eq!(

@@ -26,6 +26,17 @@ fn local_left(env: &TestEnv) -> String {
         .collect()
 }
 
+/// `args` run with `engine = "local"` in force, as every command on a local sandbox that runs
+/// something needs (a record alone never runs a command on the host).
+fn run_local(env: &TestEnv, args: &[&str]) -> std::process::Output {
+    env.cmd()
+        .env("H9SANDBOX_ENGINE", "local")
+        .args(args)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap()
+}
+
 fn up_local(env: &TestEnv) -> (String, String) {
     let out = env
         .cmd()
@@ -82,7 +93,10 @@ fn a_local_sandbox_says_it_has_no_isolation() {
 
     // Commands run on the host, as us, in the work dir, with the sandbox's name in the
     // environment.
-    let out = env.run(&["exec", &id, "--", "id -u; pwd; echo $H9SANDBOX_SANDBOX"]);
+    let out = run_local(
+        &env,
+        &["exec", &id, "--", "id -u; pwd; echo $H9SANDBOX_SANDBOX"],
+    );
     assert_ok(&out);
     assert_eq!(
         stdout(&out),
@@ -94,8 +108,21 @@ fn a_local_sandbox_says_it_has_no_isolation() {
         )
     );
     // exec itself adds nothing to the command's stderr.
-    let out = env.run(&["exec", &id, "--", "echo err >&2"]);
+    let out = run_local(&env, &["exec", &id, "--", "echo err >&2"]);
     assert_eq!(stderr(&out), "err\n");
+    // Where the configuration in force allows no local engine, the record alone runs nothing.
+    let out = env
+        .cmd()
+        .env("H9SANDBOX_ENGINE", "docker")
+        .args(["exec", &id, "--", "true"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(125));
+    assert!(
+        stderr(&out).contains("recorded as local"),
+        "{}",
+        stderr(&out)
+    );
 }
 
 #[test]
@@ -104,14 +131,20 @@ fn down_ends_what_a_local_sandbox_left_running() {
     let (id, _) = up_local(&env);
     let (other, _) = up_local(&env);
     // Background and daemonized processes outlive the exec, as they would in a container.
-    assert_ok(&env.run(&[
-        "exec",
-        &id,
-        "--",
-        "nohup sleep 311 >/dev/null 2>&1 & setsid sleep 312 >/dev/null 2>&1 &",
-    ]));
-    assert_ok(&env.run(&["exec", &other, "--", "nohup sleep 313 >/dev/null 2>&1 &"]));
-    let before = env.sandbox_processes(&id);
+    assert_ok(&run_local(
+        &env,
+        &[
+            "exec",
+            &id,
+            "--",
+            "nohup sleep 311 >/dev/null 2>&1 & setsid sleep 312 >/dev/null 2>&1 &",
+        ],
+    ));
+    assert_ok(&run_local(
+        &env,
+        &["exec", &other, "--", "nohup sleep 313 >/dev/null 2>&1 &"],
+    ));
+    let before = local_left(&env);
     assert!(
         before.contains("sleep 311") && before.contains("sleep 312"),
         "{before}"
@@ -290,10 +323,12 @@ fn commands_use_the_engine_the_sandbox_was_created_with() {
         .unwrap();
     assert_ok(&out);
     assert_eq!(stdout(&out), "container\n");
-    // ...and configured for an unreachable container engine, the local one on the host.
+    // ...and configured for an unreachable container engine with the local fallback, the local
+    // one on the host.
     let out = env
         .cmd()
         .env("H9SANDBOX_ENGINE_BIN", MISSING_BIN)
+        .env("H9SANDBOX_FALLBACK", "local")
         .args(["exec", &local, "--", probe])
         .output()
         .unwrap();

@@ -833,7 +833,13 @@ fn host_user_as_non_root_can_delete_what_the_sandbox_made() {
     assert_ok(&as_uid_1000(&owned_env.workdir, &["rm", "-r", "made"]));
     // Under `--user root`, what the sandbox makes is root's: uid 1000 cannot delete it.
     let root_env = TestEnv::new();
-    std::os::unix::fs::chown(root_env.root.path(), Some(1000), Some(1000)).unwrap();
+    // uid 1000 may pass through the test's root (which holds root's state directory, so it must
+    // stay root's: another owner could swap the state directory).
+    std::fs::set_permissions(
+        root_env.root.path(),
+        std::os::unix::fs::PermissionsExt::from_mode(0o711),
+    )
+    .unwrap();
     std::os::unix::fs::chown(&root_env.workdir, Some(1000), Some(1000)).unwrap();
     let rid = root_env.up(&["--user", "root"]);
     sh(&root_env, &rid, "mkdir made && echo x > made/f");

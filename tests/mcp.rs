@@ -436,3 +436,144 @@ fn a_bad_work_dir_fails_at_start_with_one_line() {
         "{err}"
     );
 }
+
+/// Lines of the server's stdout, read on a thread, so that a test can wait for a response with
+/// a bound instead of hanging when none comes.
+fn stdout_lines(stdout: std::process::ChildStdout) -> std::sync::mpsc::Receiver<String> {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines() {
+            let Ok(l) = line else { break };
+            if tx.send(l).is_err() {
+                break;
+            }
+        }
+    });
+    rx
+}
+
+/// The next JSON-RPC message on `lines` that answers request `id` (`Value::Null`: a response
+/// without an ID), waiting at most two minutes (the server used to never answer; this test must
+/// fail, not hang). Every line must be a JSON-RPC message.
+fn answer(lines: &std::sync::mpsc::Receiver<String>, id: Value) -> Value {
+    loop {
+        let line = lines
+            .recv_timeout(std::time::Duration::from_secs(120))
+            .unwrap_or_else(|e| panic!("no answer to request {id} ({e})"));
+        let v: Value = serde_json::from_str(&line)
+            .unwrap_or_else(|e| panic!("stdout carried a line that is no JSON ({e}): {line:?}"));
+        assert_eq!(v["jsonrpc"], "2.0", "{line}");
+        if v.get("id") == Some(&id) && (v.get("result").is_some() || v.get("error").is_some()) {
+            return v;
+        }
+    }
+}
+
+#[test]
+fn an_oversized_request_is_answered_with_an_error_naming_the_limit() {
+    let env = TestEnv::new();
+    let mut child = env
+        .cmd()
+        .args(["mcp"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let lines = stdout_lines(child.stdout.take().unwrap());
+    send(
+        &mut stdin,
+        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {},
+            "clientInfo": {"name": "by-hand", "version": "0"}}}),
+    );
+    answer(&lines, json!(1));
+    send(
+        &mut stdin,
+        json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+    );
+    // 17 MiB of content: over the limit of 16 MiB per message.
+    let big = "x".repeat(17 << 20);
+    let call = |id: Value, content: &str| {
+        json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+               "params": {"name": "sandbox_write",
+                          "arguments": {"path": "big.txt", "content": content}}})
+    };
+    send(&mut stdin, call(json!(7), &big));
+    let r = answer(&lines, json!(7));
+    let message = r["error"]["message"].as_str().unwrap_or_default();
+    assert_eq!(r["error"]["code"], json!(-32600), "{r}");
+    assert!(
+        message.contains("16777216") && message.contains("16 MiB"),
+        "{message}"
+    );
+    assert!(!env.path("big.txt").exists());
+    // A string ID is answered with it; an ID the start of the message does not hold (it comes
+    // after the 17 MiB), with a null ID.
+    send(&mut stdin, call(json!("req-8"), &big));
+    assert!(answer(&lines, json!("req-8"))["error"].is_object());
+    let late = format!(
+        r#"{{"jsonrpc": "2.0", "method": "tools/call", "params": {{"name": "sandbox_write", "arguments": {{"path": "b", "content": "{big}"}}}}, "id": 9}}"#
+    );
+    writeln!(stdin, "{late}").unwrap();
+    stdin.flush().unwrap();
+    assert!(answer(&lines, Value::Null)["error"]["message"]
+        .as_str()
+        .unwrap()
+        .contains("16 MiB"));
+    // The session goes on.
+    send(
+        &mut stdin,
+        json!({"jsonrpc": "2.0", "id": 10, "method": "tools/list"}),
+    );
+    let r = answer(&lines, json!(10));
+    assert_eq!(
+        r["result"]["tools"].as_array().map(Vec::len),
+        Some(7),
+        "{r}"
+    );
+    drop(stdin);
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[test]
+fn an_oversized_request_from_the_python_sdk_gets_an_error_not_silence() {
+    let python = require_python!();
+    let env = TestEnv::new();
+    let t = client(&env, &python, "oversized").transcript;
+    assert_eq!(t["error"]["code"], json!(-32600), "{t}");
+    assert!(!env.path("big.txt").exists());
+}
+
+#[test]
+fn a_session_acts_only_on_the_sandboxes_it_made() {
+    require_container!("the MCP tests drive container sandboxes");
+    let python = require_python!();
+    let env = TestEnv::new();
+    let t = client(&env, &python, "scope").transcript;
+    let foreign = t["foreign"].as_str().unwrap();
+    let unique = env
+        .root
+        .path()
+        .file_name()
+        .unwrap()
+        .to_string_lossy()
+        .into_owned();
+    // Nothing the first session tried reached the script's sandbox.
+    for name in [format!("pwned-{unique}"), format!("written-{unique}")] {
+        assert!(!env.path(&name).exists(), "{name} was made");
+    }
+    let ids: Vec<Value> = env.ls().into_iter().map(|e| e["id"].clone()).collect();
+    assert_eq!(
+        ids,
+        vec![json!(foreign)],
+        "only the script's sandbox is left"
+    );
+    assert_ok(&env.run(&["down", foreign]));
+}

@@ -24,6 +24,7 @@ import time
 
 import anyio
 from mcp import ClientSession, StdioServerParameters
+from mcp.shared.exceptions import MCPError
 from mcp.client.stdio import stdio_client
 
 TOOLS = [
@@ -396,7 +397,77 @@ async def term():
     return t
 
 
-SCENARIOS = {"tools": tools, "flow": flow, "close": close, "kill": kill, "term": term}
+async def oversized():
+    """A request over the server's 16 MiB message limit gets a JSON-RPC error naming it (it used
+    to get no answer at all, the client waiting forever); the session goes on."""
+    t = {}
+    with open(env("H9_ERRLOG"), "w") as errlog:
+        async with stdio_client(server(), errlog=errlog) as (read, write):
+            async with ClientSession(read, write) as s:
+                await s.initialize()
+                big = "x" * (17 * 1024 * 1024)
+                try:
+                    await s.call_tool(
+                        "sandbox_write", {"path": "big.txt", "content": big}, read_timeout_seconds=60
+                    )
+                    check(False, "an oversized request should be refused", None)
+                except MCPError as e:
+                    t["error"] = {"code": e.error.code, "message": e.error.message}
+                msg = t["error"]["message"]
+                check("16777216" in msg and "16 MiB" in msg, "the error names the limit", t["error"])
+                listed = await s.list_tools()
+                check(len(listed.tools) == len(TOOLS), "the session goes on", [x.name for x in listed.tools])
+    check(not PARSE_ERRORS.seen, "only JSON-RPC on the server's stdout", PARSE_ERRORS.seen)
+    return t
+
+
+async def scope():
+    """A session acts only on the sandboxes it made (and their sub-sandboxes); `--all-sandboxes`
+    widens that to every sandbox of the state directory."""
+    t = {}
+    foreign = cli("up")["id"]  # a script's sandbox, made with the CLI
+    t["foreign"] = foreign
+    unique = env("H9_UNIQUE")
+    with open(env("H9_ERRLOG"), "w") as errlog:
+        async with stdio_client(server(), errlog=errlog) as (read, write):
+            async with ClientSession(read, write) as s:
+                await s.initialize()
+                own = ok(await call(s, "sandbox_up", {"keep": True}), "up")["id"]
+                t["own"] = own
+                child = cli("up", "--parent", own)["id"]  # a sub-sandbox of the session's, by CLI
+                t["child"] = child
+                listed = [x["id"] for x in ok(await call(s, "sandbox_list"), "list")["sandboxes"]]
+                check(set(listed) == {own, child}, "the list holds only the session's sandboxes", listed)
+                for q in [foreign, foreign[:8]]:
+                    error(await call(s, "sandbox_exec", {"id": q, "command": f"touch pwned-{unique}"}), "exec in another's", "no sandbox matches")
+                    error(await call(s, "sandbox_read", {"id": q, "path": "x"}), "read in another's", "no sandbox matches")
+                    error(await call(s, "sandbox_write", {"id": q, "path": f"written-{unique}", "content": "no"}), "write in another's", "no sandbox matches")
+                    error(await call(s, "sandbox_edit", {"id": q, "path": "x", "old": "a", "new": "b"}), "edit in another's", "no sandbox matches")
+                    error(await call(s, "sandbox_down", {"id": q}), "down of another's", "no sandbox matches")
+                    error(await call(s, "sandbox_up", {"parent": q}), "a sub-sandbox of another's", "no sandbox matches")
+                e = ok(await call(s, "sandbox_exec", {"id": child, "command": "echo child"}), "exec in the sub-sandbox")
+                check(e["stdout"] == "child\n", "the sub-sandbox is the session's", e)
+                gone = ok(await call(s, "sandbox_down", {"id": own}), "down own")
+                check({x["id"] for x in gone["removed"]} == {own, child}, "down removes the sub-sandbox too", gone)
+        async with stdio_client(server("--all-sandboxes"), errlog=errlog) as (read, write):
+            async with ClientSession(read, write) as s:
+                await s.initialize()
+                listed = [x["id"] for x in ok(await call(s, "sandbox_list"), "list --all-sandboxes")["sandboxes"]]
+                check(foreign in listed, "--all-sandboxes lists every sandbox", listed)
+                e = ok(await call(s, "sandbox_exec", {"id": foreign, "command": "echo reached"}), "exec --all-sandboxes")
+                check(e["stdout"] == "reached\n", "--all-sandboxes reaches another's sandbox", e)
+    return t
+
+
+SCENARIOS = {
+    "tools": tools,
+    "flow": flow,
+    "close": close,
+    "kill": kill,
+    "term": term,
+    "oversized": oversized,
+    "scope": scope,
+}
 
 
 def main():

@@ -18,8 +18,14 @@ fn planted_project_config_cannot_choose_the_engine_binary() {
                  echo \"engine_bin = \\\"$PWD/evil.sh\\\"\" > sandbox.toml";
     assert_ok(&env.run(&["exec", &id, "--", plant]));
     assert!(env.path("sandbox.toml").exists());
-    let out = env.run(&["exec", &id, "--", "true"]);
-    assert_eq!(out.status.code(), Some(125));
+    // Commands on the sandbox never read it; `up` ignores it (not trusted).
+    assert_ok(&env.run(&["exec", &id, "--", "true"]));
+    let out = env.run(&["up"]);
+    assert_ok(&out);
+    assert!(stderr(&out).contains("not trusted"), "{}", stderr(&out));
+    // Nor can it be trusted: engine_bin acts on the host.
+    let out = env.run(&["trust"]);
+    assert_eq!(out.status.code(), Some(1));
     assert!(
         stderr(&out).contains("not allowed in a project's sandbox.toml"),
         "{}",
@@ -152,9 +158,14 @@ fn planted_project_config_cannot_switch_to_the_local_engine() {
     let out = env
         .cmd()
         .env_remove("H9SANDBOX_ENGINE")
-        .arg("up")
+        .args(["up", "--json"])
         .output()
         .unwrap();
+    assert_ok(&out);
+    assert!(stderr(&out).contains("not trusted"), "{}", stderr(&out));
+    let rec: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(rec["engine"], "docker");
+    let out = env.run(&["trust"]);
     assert_eq!(out.status.code(), Some(1));
     assert!(stderr(&out).contains("key `engine`"), "{}", stderr(&out));
     assert!(
@@ -170,20 +181,16 @@ fn a_garbled_project_config_cannot_block_cleanup() {
     let env = TestEnv::new();
     let id = env.up(&[]);
     assert_ok(&env.run(&["exec", &id, "--", "echo 'garbage [' > sandbox.toml"]));
-    // exec refuses (it would run with settings nobody can read) ...
-    assert_eq!(
-        env.run(&["exec", &id, "--", "true"]).status.code(),
-        Some(125)
-    );
-    // ... but listing and removing still work, with a warning.
-    let out = env.run(&["ls"]);
-    assert_ok(&out);
-    assert!(
-        stderr(&out).contains("ignoring ./sandbox.toml"),
-        "{}",
-        stderr(&out)
-    );
-    assert_ok(&env.run(&["reap"]));
+    // Commands on the sandbox never read it: they work, and say nothing about it.
+    for args in [
+        vec!["exec", id.as_str(), "--", "true"],
+        vec!["ls"],
+        vec!["reap"],
+    ] {
+        let out = env.run(&args);
+        assert_ok(&out);
+        assert!(stderr(&out).is_empty(), "{args:?}: {}", stderr(&out));
+    }
     assert_ok(&env.run(&["down", &id]));
     assert!(env.containers().is_empty());
 }
@@ -224,6 +231,7 @@ fn the_project_file_is_layered_over_the_users_configuration() {
     std::fs::create_dir_all(xdg.join("h9sandbox")).unwrap();
     std::fs::write(xdg.join("h9sandbox/config.toml"), "memory = \"300m\"\n").unwrap();
     std::fs::write(env.path("sandbox.toml"), "pids_limit = 77\n").unwrap();
+    assert_ok(&env.run(&["trust"]));
     let out = env
         .cmd()
         .env("XDG_CONFIG_HOME", &xdg)

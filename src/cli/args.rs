@@ -49,7 +49,8 @@ pub struct Cli {
 /// Options every subcommand accepts.
 #[derive(Debug, Args)]
 pub struct GlobalArgs {
-    /// Configuration file (default: ./sandbox.toml, then $XDG_CONFIG_HOME/h9sandbox/config.toml)
+    /// Configuration file, used alone [default: $XDG_CONFIG_HOME/h9sandbox/config.toml; `up` and
+    /// `mcp` layer a trusted ./sandbox.toml over it, see `h9sandbox trust`]
     #[arg(long, global = true, env = "H9SANDBOX_CONFIG", value_name = "PATH")]
     pub config: Option<PathBuf>,
     /// Output format
@@ -183,6 +184,20 @@ Examples:
 Prints the new end of the lease (RFC 3339 UTC). Only touches the state file: it works while the
 engine is unreachable. A Stopping or Failed sandbox cannot be renewed.")]
     Renew(RenewArgs),
+    /// Trust a project's ./sandbox.toml, its exact content, so that `up` and `mcp` use it
+    #[command(after_help = "\
+Examples:
+  cat sandbox.toml && h9sandbox trust             review it, then trust it (up and mcp use it)
+  h9sandbox trust ../other-project                 the sandbox.toml of another directory
+  h9sandbox trust --list                           what is trusted, and whether it changed since
+  h9sandbox trust --forget                         stop using ./sandbox.toml
+
+A project's sandbox.toml usually lies in a work dir, which code in the sandbox can write. So `up`
+and `mcp` ignore it (with a warning) until you trust it, and again whenever its content changes;
+no other command reads it. Trust is kept per path and SHA-256 of the content, in the state
+directory. A file with a bad value, an unknown key, or a key that acts on the host (engine,
+engine_bin, fallback, runtime, state_dir) cannot be trusted.")]
+    Trust(TrustArgs),
     /// List sandboxes with their real container state, sub-sandboxes under their parent
     #[command(after_help = "\
 Examples:
@@ -228,15 +243,17 @@ Examples:
   h9sandbox mcp --auto-up                         one sandbox on the current directory per session
   h9sandbox mcp --workdir ~/proj --image python:3.12-slim --auto-up
   h9sandbox mcp                                   the agent makes sandboxes with sandbox_up
+  h9sandbox mcp --all-sandboxes                   the tools also reach sandboxes made elsewhere
 
 An MCP client starts it as a subprocess (its configuration: command `h9sandbox`, args
 [\"mcp\", \"--auto-up\"]) and calls the tools sandbox_up, sandbox_exec, sandbox_read, sandbox_write,
 sandbox_edit, sandbox_list and sandbox_down; each takes an optional `id`, by default the session's
-sandbox (made by --auto-up or by the last sandbox_up). stdout carries protocol messages only;
+sandbox (made by --auto-up or by the last sandbox_up). They act only on the sandboxes the session
+made and their sub-sandboxes, unless --all-sandboxes. stdout carries protocol messages only;
 warnings and -v output go to stderr. The session's sandboxes are removed when the client
 disconnects (stdin closes) or on SIGTERM/SIGINT/SIGHUP, and by `reap` if the server is killed.
 Output of sandbox_exec is capped per stream (config mcp_max_output_bytes, default 30000), keeping
-its start and end.
+its start and end. A message over 16 MiB is answered with a JSON-RPC error naming the limit.
 
 Exit status: 0 when the session ended, 1 when the server could not start (or could not remove
 the session's sandboxes).")]
@@ -274,6 +291,7 @@ impl Command {
             Command::Reap(_) => "reap",
             Command::Renew(_) => "renew",
             Command::Mcp(_) => "mcp",
+            Command::Trust(_) => "trust",
         }
     }
 }
@@ -345,6 +363,10 @@ pub struct McpArgs {
     /// Make the session's sandbox at start (the tools' default), removed when the session ends
     #[arg(long)]
     pub auto_up: bool,
+    /// Let the tools list and act on every sandbox of the state directory, also those made
+    /// elsewhere [default: only the sandboxes this session made, and their sub-sandboxes]
+    #[arg(long)]
+    pub all_sandboxes: bool,
 }
 
 /// `exec` arguments.
@@ -505,6 +527,20 @@ pub struct RenewArgs {
     /// [default: the sandbox's TTL]
     #[arg(long, value_name = "DURATION")]
     pub ttl: Option<String>,
+}
+
+/// `trust` arguments.
+#[derive(Debug, Args)]
+pub struct TrustArgs {
+    /// The project file, or the directory holding it [default: ./sandbox.toml]
+    #[arg(value_name = "FILE")]
+    pub file: Option<PathBuf>,
+    /// Stop trusting it (the file need not exist any more)
+    #[arg(long, conflicts_with = "list")]
+    pub forget: bool,
+    /// List the trusted files, and whether each still has the content trusted
+    #[arg(long, conflicts_with = "file")]
+    pub list: bool,
 }
 
 /// `ls` arguments.

@@ -51,7 +51,7 @@ pub async fn run(
     if done.run.timed_out && format == Format::Table {
         progress.warn(&format!(
             "bootstrap timed out after {}s; its process tree was killed",
-            ctx.cfg.bootstrap_timeout_secs
+            ctx.settings_for(&rec).bootstrap_timeout_secs
         ));
     }
     if format == Format::Json {

@@ -19,6 +19,7 @@ pub async fn run(cli: &Cli, args: &McpArgs) -> Result<i32> {
         layers,
         workdir: args.workdir.clone(),
         auto_up: args.auto_up,
+        all_sandboxes: args.all_sandboxes,
         verbose,
     })
     .await

@@ -20,6 +20,7 @@ pub mod progress;
 pub mod read;
 pub mod reap;
 pub mod renew;
+pub mod trust;
 pub mod up;
 pub mod write;
 
@@ -148,23 +149,23 @@ async fn dispatch(cli: Cli) -> Result<i32> {
         Command::Edit(a) => edit::run(&ctx(&[])?, format, a).await,
         Command::Reap(a) => reap::run(&ctx(&[])?, format, a).await,
         Command::Renew(a) => renew::run(&ctx(&[])?, format, a).await,
+        Command::Trust(a) => trust::run(&ctx(&[])?, format, a).await,
         Command::Mcp(a) => mcp::run(&cli, a).await,
     }
 }
 
 /// The configuration layers below the flags: file and environment (warning through `reporter`
-/// about `H9SANDBOX_*` variables that are no configuration key). The subcommands that clean up
-/// load a project file leniently ([`Layers::load_lenient`]).
+/// about `H9SANDBOX_*` variables that are no configuration key). Only the subcommands that make
+/// sandboxes (`up`, `mcp`) read the project file `./sandbox.toml`, and only a trusted one
+/// ([`crate::sandbox::trust::layers_for_new_sandboxes`]): the commands on existing sandboxes use what `up`
+/// recorded, and nothing a sandbox writes there can change or break them.
 pub fn load_layers(cli: &Cli, reporter: &dyn Reporter) -> Result<Layers> {
-    // The commands that clean up must work whatever a sandbox wrote into ./sandbox.toml.
-    let cleanup = matches!(
-        cli.command,
-        Command::Down(_) | Command::Reap(_) | Command::Ls(_) | Command::Renew(_)
-    );
-    let layers = if cleanup {
-        Layers::load_lenient(cli.global.config.as_deref(), reporter)?
-    } else {
-        Layers::load(cli.global.config.as_deref())?
+    let explicit = cli.global.config.as_deref();
+    let layers = match cli.command {
+        Command::Up(_) | Command::Mcp(_) => {
+            crate::sandbox::trust::layers_for_new_sandboxes(explicit, reporter)?
+        }
+        _ => Layers::load(explicit)?,
     };
     for var in Layers::unknown_env_vars(std::env::vars().map(|(k, _)| k)) {
         reporter.warn(&format!(

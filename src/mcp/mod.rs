@@ -23,6 +23,7 @@
 //! Those sandboxes carry the server's PID as their owner (`up --owner-pid`), so `reap` removes
 //! them when the server was killed (SIGKILL) before it could.
 
+pub mod framing;
 pub mod session;
 pub mod tools;
 
@@ -39,6 +40,7 @@ use rmcp::model::{
     PaginatedRequestParams, ServerCapabilities, Tool,
 };
 use rmcp::service::RequestContext;
+use rmcp::transport::async_rw::AsyncRwTransport;
 use rmcp::{ErrorData, RoleServer, ServerHandler, ServiceExt};
 use tokio::io::{AsyncRead, AsyncWrite};
 
@@ -60,6 +62,9 @@ pub struct McpOptions {
     pub workdir: Option<PathBuf>,
     /// Make the session's sandbox at start (`--auto-up`).
     pub auto_up: bool,
+    /// Let the tools act on every sandbox of the state directory (`--all-sandboxes`), not only
+    /// on those the session made and their sub-sandboxes.
+    pub all_sandboxes: bool,
     /// Whether `-v` was given: engine command lines and the server's notes go to stderr.
     pub verbose: bool,
 }
@@ -71,6 +76,7 @@ read and change files of the sandbox's work dir with sandbox_read, sandbox_write
 The work dir is a host directory mounted at the same path in the sandbox: files there persist, the \
 rest of the sandbox's file system is thrown away with it. Every tool takes an optional `id`; without \
 it, it acts on this session's sandbox (made at start with --auto-up, or by the last sandbox_up). \
+The tools reach the sandboxes made in this session and their sub-sandboxes (sandbox_list shows them). \
 Sandboxes made in this session are removed when it ends, unless sandbox_up was given keep=true.";
 
 /// How long the shutdown waits for tool calls under way to end (a killed command's clean-up
@@ -93,7 +99,13 @@ pub async fn serve(options: McpOptions) -> Result<i32> {
     let workdir = resolve_workdir(options.workdir.as_deref())?;
     let (input, output) = take_stdio()?;
     let auto_up = options.auto_up;
-    let session = Arc::new(Session::new(ctx, options.layers, workdir, auto_up));
+    let session = Arc::new(Session::new(
+        ctx,
+        options.layers,
+        workdir,
+        auto_up,
+        options.all_sandboxes,
+    ));
 
     let auto = async {
         if auto_up {
@@ -101,9 +113,14 @@ pub async fn serve(options: McpOptions) -> Result<i32> {
         }
     };
     // Boxed, so that dropping it below really drops the service (and cancels its calls).
+    // Messages over the limit are answered with an error by the guard, not dropped by rmcp.
+    let guarded = framing::guard(input, output, Arc::clone(&session.ctx().reporter));
+    let writer = guarded.writer;
+    let transport = AsyncRwTransport::new_server(guarded.input, guarded.output)
+        .with_max_line_length(framing::MAX_MESSAGE_BYTES + 2);
     let mut serve = Box::pin(async {
         let service = Server::new(Arc::clone(&session))
-            .serve((input, output))
+            .serve(transport)
             .await
             .context("the MCP handshake failed")?;
         service
@@ -121,8 +138,10 @@ pub async fn serve(options: McpOptions) -> Result<i32> {
             sig = &mut stop => break Ok(sig.to_string()),
         }
     };
-    // Dropping the service cancels the calls under way (their commands are killed).
+    // Dropping the service cancels the calls under way (their commands are killed), and ends
+    // rmcp's output: what it wrote reaches stdout before the session's sandboxes go.
     drop(serve);
+    let _ = tokio::time::timeout(Duration::from_secs(5), writer).await;
     let ctx = session.ctx();
     if ctx.verbose() {
         match &ended {

@@ -7,6 +7,7 @@
 //! which sandbox a call without `id` means, which sandboxes it removes when it ends, results for
 //! a model, and output caps that keep the start and the end.
 
+use std::collections::HashSet;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -22,7 +23,7 @@ use crate::error::Error;
 use crate::sandbox::create::{self, UpRequest};
 use crate::sandbox::exec::{self, ExecRequest};
 use crate::sandbox::{background, down, files, list, workdir_of, Ctx};
-use crate::state::Record;
+use crate::state::{Record, State};
 use crate::types::{Isolation, Network};
 
 /// Tool calls that may run at once (far more than a client sends); the session waits for all of
@@ -38,6 +39,9 @@ pub struct Session {
     layers: Layers,
     /// Work dir of sandboxes made without one.
     workdir: PathBuf,
+    /// Whether the tools reach every sandbox of the state directory (`mcp --all-sandboxes`),
+    /// not only the session's own ([`Session::scoped`]).
+    all_sandboxes: bool,
     /// Mutable session state; never held across an await.
     state: Mutex<SessionState>,
     /// Turns true once the `--auto-up` attempt is over (`None`: no `--auto-up`).
@@ -53,6 +57,9 @@ struct SessionState {
     default: Option<Uuid>,
     /// Sandboxes removed when the session ends.
     owned: Vec<Uuid>,
+    /// Every sandbox the session made (kept ones too): with their sub-sandboxes, all the tools
+    /// may act on unless `--all-sandboxes`.
+    created: Vec<Uuid>,
     /// Why `--auto-up` failed, if it did.
     auto_error: Option<String>,
 }
@@ -60,13 +67,21 @@ struct SessionState {
 impl Session {
     /// A session whose configuration is `layers` (its context `ctx` built from them, see
     /// [`Ctx::from_layers`]), making sandboxes in `workdir` unless told otherwise; `auto_up`
-    /// when [`Session::auto_up`] will make its first sandbox.
-    pub fn new(ctx: Ctx, layers: Layers, workdir: PathBuf, auto_up: bool) -> Session {
+    /// when [`Session::auto_up`] will make its first sandbox; `all_sandboxes` when its tools
+    /// may act on every sandbox of the state directory, not only on those it made.
+    pub fn new(
+        ctx: Ctx,
+        layers: Layers,
+        workdir: PathBuf,
+        auto_up: bool,
+        all_sandboxes: bool,
+    ) -> Session {
         let (tx, rx) = watch::channel(!auto_up);
         Session {
             ctx,
             layers,
             workdir,
+            all_sandboxes,
             state: Mutex::new(SessionState::default()),
             auto: auto_up.then_some(rx),
             auto_done: tx,
@@ -114,8 +129,58 @@ impl Session {
         std::mem::take(&mut self.state().owned)
     }
 
-    /// The sandbox a call means: `id`, else the session's default (waiting for `--auto-up`).
+    /// The sandboxes the tools may act on: those the session made and their sub-sandboxes (made
+    /// by anyone, e.g. `h9sandbox up --parent`), as `state` records them now; `None` with
+    /// `--all-sandboxes` (every sandbox of the state directory).
+    fn scope(&self, state: &State) -> Option<HashSet<Uuid>> {
+        if self.all_sandboxes {
+            return None;
+        }
+        let created = self.state().created.clone();
+        let mut scope: HashSet<Uuid> = created.iter().copied().collect();
+        for id in created {
+            scope.extend(state.descendants(id).into_iter().flatten());
+        }
+        Some(scope)
+    }
+
+    /// `query` (ID, prefix or name) resolved among the sandboxes the session may act on
+    /// ([`Session::scope`]), as a full ID the core resolves to that very sandbox. Another's
+    /// sandbox is reported as unknown, as if it did not exist. With `--all-sandboxes`, `query`
+    /// as it is.
+    fn scoped(&self, query: &str) -> Result<String> {
+        if self.all_sandboxes {
+            return Ok(query.to_string());
+        }
+        let state = self.ctx.store.load()?;
+        let scope = self.scope(&state).unwrap_or_default();
+        let mine = State {
+            version: state.version,
+            sandboxes: state
+                .sandboxes
+                .into_iter()
+                .filter(|r| scope.contains(&r.id))
+                .collect(),
+        };
+        match mine.resolve(query) {
+            Ok(r) => Ok(r.id.to_string()),
+            Err(Error::NotFound(_)) => Err(Error::Invalid(format!(
+                "no sandbox matches '{query}' among this session's (the server acts only on the sandboxes its session made and their sub-sandboxes, unless started with --all-sandboxes; see sandbox_list)"
+            ))
+            .into()),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// The sandbox a call means: `id`, else the session's default (waiting for `--auto-up`);
+    /// either must be one the session may act on ([`Session::scoped`]).
     async fn target(&self, id: Option<String>) -> Result<String> {
+        let q = self.default_target(id).await?;
+        self.scoped(&q)
+    }
+
+    /// `id`, else the session's default (waiting for `--auto-up`).
+    async fn default_target(&self, id: Option<String>) -> Result<String> {
         if let Some(id) = id.filter(|i| !i.trim().is_empty()) {
             return Ok(id);
         }
@@ -186,6 +251,11 @@ impl Session {
             owner_pid: (!p.keep).then(|| std::process::id().to_string()),
             ttl: p.ttl,
         };
+        // A sub-sandbox shares its parent's work dir: only of a sandbox the session may reach.
+        let req = UpRequest {
+            parent: req.parent.as_deref().map(|q| self.scoped(q)).transpose()?,
+            ..req
+        };
         let ctx = Ctx::from_layers(
             &self.layers,
             &req.config_flags(),
@@ -195,6 +265,7 @@ impl Session {
         {
             let mut st = self.state();
             st.default = Some(rec.id);
+            st.created.push(rec.id);
             if !p.keep {
                 st.owned.push(rec.id);
             }
@@ -531,8 +602,11 @@ impl Session {
     /// `sandbox_list`: [`list::entries`].
     async fn list(&self, _p: ListParams) -> Result<Done> {
         let entries = list::entries(&self.ctx).await?;
+        let state = self.ctx.store.load()?;
+        let scope = self.scope(&state);
         let sandboxes: Vec<SandboxInfo> = entries
             .iter()
+            .filter(|e| scope.as_ref().is_none_or(|s| s.contains(&e.record.id)))
             .map(|e| self.info(&e.record, Some(e)))
             .collect();
         let default = self.state().default.map(|d| d.to_string());

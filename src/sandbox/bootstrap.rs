@@ -20,18 +20,18 @@ use crate::state::{now_rfc3339, BootstrapRun, Record};
 use crate::types::Ids;
 
 /// Runs a bootstrap in the sandbox `query` (ID, prefix or name) as `bootstrap` does: `command`
-/// (its words joined with spaces), or without one the configured `bootstrap_cmd`, else the
-/// command this sandbox last bootstrapped with; output to `sink`. Returns the sandbox's record and
+/// (its words joined with spaces), or without one the sandbox's `bootstrap_cmd`
+/// ([`Ctx::settings_for`]), else the command this sandbox last bootstrapped with; output to `sink`. Returns the sandbox's record and
 /// what ran, whatever its exit status. Errors: an unknown sandbox, no command to run, a sandbox
 /// that is not Running, and h9sandbox's own failure to run the command (recorded as well).
 pub async fn run(ctx: &Ctx, query: &str, command: &[String], sink: Sink) -> Result<(Record, Done)> {
     let state = ctx.store.load()?;
     let rec = state.resolve(query)?;
-    // Without a command: the configured one, else the one this sandbox last bootstrapped with.
+    // Without a command: the sandbox's (recorded by `up`, or given by the environment now),
+    // else the one it last bootstrapped with.
     let cmd = if command.is_empty() {
-        ctx.cfg
-            .bootstrap()
-            .map(str::to_string)
+        ctx.settings_for(rec)
+            .bootstrap_cmd
             .or_else(|| rec.bootstrap.as_ref().map(|b| b.cmd.clone()))
             .ok_or_else(|| {
                 Error::Invalid(
@@ -58,15 +58,16 @@ pub struct Done {
     pub interrupted: Option<&'static str>,
 }
 
-/// Runs `cmd` as the bootstrap of the Running sandbox `rec` (timeout `bootstrap_timeout_secs`,
+/// Runs `cmd` as the bootstrap of the Running sandbox `rec` (timeout: the sandbox's
+/// `bootstrap_timeout_secs`, [`Ctx::settings_for`],
 /// output to `sink`, step `bootstrap: CMD` reported) and records the outcome in its record. When
 /// h9sandbox itself could not run it (container gone, engine unreachable), the outcome has exit
 /// code 125 and `error` says why.
 pub async fn execute(ctx: &Ctx, rec: &Record, cmd: &str, sink: Sink) -> Done {
     ctx.reporter
         .step(&format!("bootstrap: {}", abbreviate(cmd, 60)));
-    let timeout = (ctx.cfg.bootstrap_timeout_secs > 0)
-        .then(|| Duration::from_secs(ctx.cfg.bootstrap_timeout_secs));
+    let secs = ctx.settings_for(rec).bootstrap_timeout_secs;
+    let timeout = (secs > 0).then(|| Duration::from_secs(secs));
     // As root, whoever the sandbox's user is: a bootstrap installs packages.
     let spec = ExecSpec {
         command: CommandLine::Shell(cmd.to_string()),

@@ -161,7 +161,7 @@ async fn resolve_spec(ctx: &Ctx, req: &UpRequest) -> Result<Plan> {
     let name = sandbox_name(req, id)?;
     // A sub-sandbox runs on its parent's engine.
     let engine = match &parent {
-        Some(p) => ctx.engine_for(p),
+        Some(p) => ctx.runner_for(p)?,
         None => ctx.engine.clone(),
     };
     let now = now_rfc3339();
@@ -186,6 +186,7 @@ async fn resolve_spec(ctx: &Ctx, req: &UpRequest) -> Result<Plan> {
         owner,
         expires_at: None,
         ttl_secs,
+        settings: Some(ctx.configured_settings()),
         stopper: None,
         agent: None,
     };
@@ -566,15 +567,17 @@ async fn record_running(
 /// interrupting signal, the sandbox is removed ([`abort`]) and `up` fails.
 async fn run_bootstrap(ctx: &Ctx, mut rec: Record) -> Result<Record> {
     let cfg = &ctx.cfg;
-    let Some(cmd) = cfg.bootstrap() else {
+    let Some(cmd) = ctx.settings_for(&rec).bootstrap_cmd else {
         return Ok(rec);
     };
+    let cmd = cmd.as_str();
     let done = bootstrap::execute(ctx, &rec, cmd, Sink::Stderr).await;
     if let Some(sig) = done.interrupted {
         let why = format!("interrupted by {sig} during the bootstrap");
         return Err(abort(ctx, &rec, why).await);
     }
-    let failure = (!done.run.succeeded()).then(|| bootstrap_failure(&done.run, cfg));
+    let timeout = ctx.settings_for(&rec).bootstrap_timeout_secs;
+    let failure = (!done.run.succeeded()).then(|| bootstrap_failure(&done.run, timeout));
     rec.bootstrap = Some(done.run);
     if let Some(why) = failure {
         if cfg.bootstrap_required {
@@ -593,11 +596,11 @@ async fn run_bootstrap(ctx: &Ctx, mut rec: Record) -> Result<Record> {
 }
 
 /// One line on why a recorded bootstrap failed.
-fn bootstrap_failure(run: &BootstrapRun, cfg: &Config) -> String {
+fn bootstrap_failure(run: &BootstrapRun, timeout_secs: u64) -> String {
     if run.timed_out {
         format!(
             "bootstrap `{}` timed out after {}s (bootstrap_timeout_secs) and its process tree was killed",
-            run.cmd, cfg.bootstrap_timeout_secs
+            run.cmd, timeout_secs
         )
     } else if let Some(e) = &run.error {
         format!("bootstrap `{}` could not run: {e}", run.cmd)

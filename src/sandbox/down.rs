@@ -173,7 +173,7 @@ pub async fn remove(ctx: &Ctx, rec: &Record) -> Result<()> {
 async fn finish(ctx: &Ctx, rec: &Record, claimed: Claim) -> Result<()> {
     let engine = ctx.engine_for(rec);
     let container = rec.container_ref();
-    let grace = Duration::from_secs(ctx.cfg.stop_timeout_secs);
+    let grace = Duration::from_secs(ctx.settings_for(rec).stop_timeout_secs);
     // Whatever the stop did (timed out, failed), the container is removed.
     let stopped = engine.stop(container, grace).await;
     let removed = engine.remove(container).await.map_err(|e| match &stopped {

@@ -255,7 +255,8 @@ pub struct Executed {
 
 /// Runs `req.command` (its words joined with spaces) in the sandbox `req.id` as `exec` does:
 /// the sandbox must be Running, `req.cwd` must stay inside the work dir, `req.env` must be K=V,
-/// and `req.timeout` (else config `exec_timeout_secs`; 0 = none) bounds the run.
+/// and `req.timeout` (else the sandbox's `exec_timeout_secs`, [`Ctx::settings_for`]; 0 = none)
+/// bounds the run.
 /// `req.max_output` and `req.interactive` are the caller's to honour through `sink` and the spec
 /// (an interactive command reads our stdin). `stop` ends the command early like a signal,
 /// killing its tree (see [`run_command_until`]). Errors: as [`run_command`], and an unknown
@@ -271,7 +272,9 @@ pub async fn execute(
     ensure_running(rec)?;
     let cwd = resolve_cwd(&rec.workdir, req.cwd.as_deref())?;
     let env = parse_env(&req.env)?;
-    let timeout = req.timeout.unwrap_or(ctx.cfg.exec_timeout_secs);
+    let timeout = req
+        .timeout
+        .unwrap_or(ctx.settings_for(rec).exec_timeout_secs);
     // Beyond ~136 years is "none" (and keeps Instant arithmetic from overflowing).
     let timeout = (timeout > 0 && timeout < u32::MAX as u64).then(|| Duration::from_secs(timeout));
     let spec = ExecSpec {
@@ -380,6 +383,8 @@ pub async fn run_command_until(
     sink: Sink,
     stop: impl std::future::Future<Output = &'static str>,
 ) -> Result<Outcome> {
+    // A record saying "local" runs on the host only when the configuration allows it.
+    let engine = ctx.runner_for(rec)?;
     let agent = match ctx.cfg.exec_agent {
         true => super::agent::connect(ctx, rec).await,
         false => Ok(None),
@@ -408,7 +413,6 @@ pub async fn run_command_until(
             rec.short_id()
         )),
     }
-    let engine = ctx.engine_for(rec);
     if let Some(out) = local_program_missing(&engine, spec, sink).await {
         return Ok(out);
     }

@@ -21,18 +21,20 @@ pub mod list;
 pub mod reap;
 pub mod renew;
 pub mod subsandbox;
+pub mod trust;
 pub mod workdir;
 
 use std::sync::Arc;
 
 use anyhow::Result;
 
-use crate::config::{Config, Layers, Origin};
+use crate::config::{Config, Fallback, Layers, Origin};
 use crate::engine::{AnyEngine, Environment};
+use crate::error::Error;
 use crate::files::WorkDir;
 use crate::report::Reporter;
-use crate::state::{Record, Store};
-use crate::types::EngineKind;
+use crate::state::{Record, Settings, Store};
+use crate::types::{EngineKind, Isolation};
 
 /// What every operation works with: the configuration, the state store, the engine, and where
 /// to report.
@@ -46,6 +48,9 @@ pub struct Ctx {
     pub engine: AnyEngine,
     /// Where warnings, notes, steps and `-v` command lines go.
     pub reporter: Arc<dyn Reporter>,
+    /// The keys of [`Settings::KEYS`] that the environment or a flag set for this command: they
+    /// beat what a sandbox's record says ([`Ctx::settings_for`]).
+    pub explicit: Vec<&'static str>,
 }
 
 impl Ctx {
@@ -68,12 +73,62 @@ impl Ctx {
         let cfg = layers.resolve()?;
         let store = Store::open(&cfg.state_dir()?)?;
         let engine = AnyEngine::for_kind(cfg.engine, &cfg, store.dir(), &reporter);
+        let explicit = Settings::KEYS
+            .iter()
+            .copied()
+            .filter(|k| matches!(layers.origin(k), Origin::Env(_) | Origin::Flag(_)))
+            .collect();
         Ok(Ctx {
             cfg,
             store,
             engine,
             reporter,
+            explicit,
         })
+    }
+
+    /// The settings of the configuration in force, as `up` records them in a new sandbox.
+    pub fn configured_settings(&self) -> Settings {
+        Settings {
+            exec_timeout_secs: self.cfg.exec_timeout_secs,
+            bootstrap_timeout_secs: self.cfg.bootstrap_timeout_secs,
+            stop_timeout_secs: self.cfg.stop_timeout_secs,
+            bootstrap_cmd: self.cfg.bootstrap().map(str::to_string),
+        }
+    }
+
+    /// The settings that apply to a command on the existing sandbox `rec`: what `up` recorded
+    /// in it, except where the environment or a flag of this command set a key; the
+    /// configuration in force for a record made before settings were recorded. So a project
+    /// file written since `up` (by the sandbox, say) changes nothing.
+    pub fn settings_for(&self, rec: &Record) -> Settings {
+        let now = self.configured_settings();
+        let Some(recorded) = &rec.settings else {
+            return now;
+        };
+        let pick = |key: &str| self.explicit.contains(&key);
+        Settings {
+            exec_timeout_secs: if pick("exec_timeout_secs") {
+                now.exec_timeout_secs
+            } else {
+                recorded.exec_timeout_secs
+            },
+            bootstrap_timeout_secs: if pick("bootstrap_timeout_secs") {
+                now.bootstrap_timeout_secs
+            } else {
+                recorded.bootstrap_timeout_secs
+            },
+            stop_timeout_secs: if pick("stop_timeout_secs") {
+                now.stop_timeout_secs
+            } else {
+                recorded.stop_timeout_secs
+            },
+            bootstrap_cmd: if pick("bootstrap_cmd") {
+                now.bootstrap_cmd
+            } else {
+                recorded.bootstrap_cmd.clone()
+            },
+        }
     }
 
     /// Whether `-v` was given (the reporter wants details).
@@ -94,6 +149,28 @@ impl Ctx {
     /// sandbox is never sent to a container engine, nor a container to another engine.
     pub fn engine_for(&self, rec: &Record) -> AnyEngine {
         self.engine_of(rec.engine)
+    }
+
+    /// Whether the configuration in force allows the local engine (no isolation): `engine =
+    /// "local"`, or `fallback = "local"`.
+    pub fn local_allowed(&self) -> bool {
+        self.cfg.engine == EngineKind::Local || self.cfg.fallback == Fallback::Local
+    }
+
+    /// The engine to run commands of the sandbox `rec` with, as [`Ctx::engine_for`]; but a
+    /// record alone never makes a command run on the host: a local record is refused unless
+    /// the configuration in force allows the local engine ([`Ctx::local_allowed`]).
+    /// Errors: [`Error::Invalid`] for such a record.
+    pub fn runner_for(&self, rec: &Record) -> Result<AnyEngine, Error> {
+        let local = rec.engine.isolation() == Isolation::None || rec.isolation == Isolation::None;
+        if local && !self.local_allowed() {
+            return Err(Error::Invalid(format!(
+                "sandbox {} is recorded as local (no container: its commands would run directly on this host), but the configuration in force allows no local engine; refusing to run anything on the host for a record: if you made it local, set engine = \"local\" or fallback = \"local\" in your configuration, else remove it with `h9sandbox down {}`",
+                rec.short_id(),
+                rec.short_id()
+            )));
+        }
+        Ok(self.engine_for(rec))
     }
 
     /// The value of the state-directory label of this store's containers.
