@@ -100,10 +100,18 @@ pub struct Config {
     /// first and the last half; the middle is cut with a marker), and of file content that
     /// `sandbox_read` returns at once. At least [`MIN_MCP_OUTPUT`].
     pub mcp_max_output_bytes: u64,
+    /// Bytes of sandbox data one JSON answer may hold in memory: the most of a file that `read
+    /// --format json` loads (a larger one is refused, pointing at plain `read`, which streams),
+    /// and the most `sandbox_exec`'s `max_output_bytes` may ask for per stream (MCP). At least 1.
+    pub json_max_bytes: u64,
 }
 
 /// The smallest `mcp_max_output_bytes` (and `sandbox_exec` `max_output_bytes`).
 pub const MIN_MCP_OUTPUT: u64 = 256;
+
+/// Default `json_max_bytes`: 16 MiB. A JSON document escapes a byte into at most 6 (`\u0000`),
+/// and base64 into 4/3, so this keeps a JSON read well under 200 MiB of host memory.
+pub const DEFAULT_JSON_MAX_BYTES: u64 = 16 << 20;
 
 impl Default for Config {
     fn default() -> Self {
@@ -131,6 +139,7 @@ impl Default for Config {
             bootstrap_timeout_secs: 600,
             bootstrap_required: false,
             mcp_max_output_bytes: 30_000,
+            json_max_bytes: DEFAULT_JSON_MAX_BYTES,
         }
     }
 }
@@ -216,6 +225,7 @@ pub const KEYS: &[Key] = &[
     },
     key("bootstrap_required", Kind::Bool),
     key("mcp_max_output_bytes", Kind::Int),
+    key("json_max_bytes", Kind::Int),
 ];
 
 /// Where a configuration value came from; shown in error messages.
@@ -289,6 +299,38 @@ fn config_files(
         files.push((local, true));
     }
     Ok(files)
+}
+
+/// The largest configuration file read (1 MiB; the example documenting every key is 6 KiB). A
+/// project file lies in a work dir, where a sandbox can make a file of any apparent size.
+pub const CONFIG_MAX_BYTES: u64 = 1 << 20;
+
+/// The text of the configuration file `path`: a regular file (opened without blocking, so a FIFO
+/// planted there cannot hang us) of at most [`CONFIG_MAX_BYTES`], in UTF-8.
+fn read_config_file(path: &Path) -> std::io::Result<String> {
+    use std::io::{Error as IoError, ErrorKind, Read};
+    use std::os::unix::fs::OpenOptionsExt;
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(rustix::fs::OFlags::NONBLOCK.bits() as i32)
+        .open(path)?;
+    if !file.metadata()?.is_file() {
+        return Err(IoError::new(
+            ErrorKind::InvalidInput,
+            "it is not a regular file",
+        ));
+    }
+    let mut text = String::new();
+    file.take(CONFIG_MAX_BYTES + 1).read_to_string(&mut text)?;
+    if text.len() as u64 > CONFIG_MAX_BYTES {
+        return Err(IoError::new(
+            ErrorKind::InvalidData,
+            format!(
+                "it is larger than {CONFIG_MAX_BYTES} bytes, more than a configuration file can be"
+            ),
+        ));
+    }
+    Ok(text)
 }
 
 /// `$VAR` if set and absolute, else `$HOME/<fallback>`, per the XDG Base Directory specification.
@@ -395,7 +437,7 @@ impl Layers {
 
     fn merge_file(&mut self, path: &Path, project: bool) -> Result<(), Error> {
         let origin = Origin::File(path.to_path_buf());
-        let text = std::fs::read_to_string(path).map_err(|e| Error::Config {
+        let text = read_config_file(path).map_err(|e| Error::Config {
             origin: origin.to_string(),
             message: format!("cannot be read: {e}"),
         })?;
@@ -643,6 +685,12 @@ impl Config {
                     "{} is too small to be useful; give at least {MIN_MCP_OUTPUT}",
                     self.mcp_max_output_bytes
                 ),
+            ));
+        }
+        if self.json_max_bytes == 0 {
+            return Err(fail(
+                "json_max_bytes",
+                "0 would refuse every JSON read; give a number of bytes >= 1".into(),
             ));
         }
         if let Some(d) = &self.state_dir {
@@ -960,6 +1008,36 @@ mod tests {
         assert_eq!((ids.uid, ids.gid), (0, 5));
         assert_eq!(serde_json::to_string(&ids).unwrap(), "\"0:5\"");
         assert!(serde_json::from_str::<Ids>("\"x\"").is_err());
+    }
+
+    #[test]
+    fn oversized_and_special_config_files_are_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let big = dir.path().join("big.toml");
+        // A sparse file: what a sandbox can plant as ./sandbox.toml at no cost.
+        std::fs::File::create(&big)
+            .unwrap()
+            .set_len(1 << 40)
+            .unwrap();
+        let err = Layers::load_with_env(Some(&big), |_| None)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("larger than 1048576 bytes"), "{err}");
+        let fifo = dir.path().join("fifo.toml");
+        rustix::fs::mkfifoat(
+            rustix::fs::CWD,
+            &fifo,
+            rustix::fs::Mode::from_raw_mode(0o600),
+        )
+        .unwrap();
+        let mut layers = Layers::load_with_env(None, |_| None).unwrap();
+        let err = layers.merge_file(&fifo, true).unwrap_err().to_string();
+        assert!(err.contains("not a regular file"), "{err}");
+        let err = load(None, &[("H9SANDBOX_JSON_MAX_BYTES", "0")])
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("H9SANDBOX_JSON_MAX_BYTES"), "{err}");
+        assert_eq!(load(None, &[]).unwrap().json_max_bytes, 16 << 20);
     }
 
     #[test]
