@@ -10,7 +10,7 @@ use uuid::Uuid;
 
 use super::Ctx;
 use crate::engine::shell::shell_quote;
-use crate::engine::{AnyEngine, Environment, ExecSpec, SCRATCH_DIR};
+use crate::engine::{bounded_output, AnyEngine, Environment, ExecSpec, SCRATCH_DIR};
 use crate::error::Error;
 use crate::types::Ids;
 
@@ -220,12 +220,15 @@ impl MountCheck {
                 interactive: false,
                 marker: Uuid::new_v4().simple().to_string(),
             };
-            let out = engine
-                .exec_command(container, &spec)
-                .stdin(std::process::Stdio::null())
-                .output()
-                .await
-                .context("cannot check the container's work dir mount")?;
+            // What the image's `stat` prints is the sandbox's: hold at most a few KiB of it.
+            let out = bounded_output(
+                engine
+                    .exec_command(container, &spec)
+                    .stdin(std::process::Stdio::null()),
+                4096,
+            )
+            .await
+            .context("cannot check the container's work dir mount")?;
             let text = String::from_utf8_lossy(&out.stdout);
             let mut f = text.split_whitespace().map(|w| w.parse::<u64>());
             match (f.next(), f.next()) {
