@@ -27,6 +27,24 @@ const TEMP_PREFIX: &str = ".state.json.";
 /// Version of the state file's schema; a file with a higher version is refused.
 pub const SCHEMA_VERSION: u32 = 1;
 
+/// The largest `state.json` read (64 MiB, some 60 000 records): the file is read whole, so a
+/// bigger one (a tampered or runaway file) is refused as corrupt rather than sizing our memory.
+pub const STATE_MAX_BYTES: u64 = 64 << 20;
+
+/// The contents of `path`, at most `max` bytes; a longer file is an `InvalidData` error.
+fn read_capped(path: &Path, max: u64) -> std::io::Result<Vec<u8>> {
+    use std::io::Read;
+    let mut v = Vec::new();
+    File::open(path)?.take(max + 1).read_to_end(&mut v)?;
+    if v.len() as u64 > max {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            format!("it is larger than {max} bytes, more than a state file can be"),
+        ));
+    }
+    Ok(v)
+}
+
 /// Lifecycle of a sandbox: Pending → Running → Stopping → Terminated; any → Failed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Lifecycle {
@@ -381,7 +399,7 @@ impl Store {
     /// Reads the state without locking (writes are atomic renames, so this sees a whole file).
     /// A missing file is an empty state. Errors: [`Error::StateCorrupt`], I/O errors.
     pub fn load(&self) -> Result<State> {
-        let bytes = match std::fs::read(&self.file) {
+        let bytes = match read_capped(&self.file, STATE_MAX_BYTES) {
             Ok(b) => b,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
                 return Ok(State {

@@ -238,6 +238,9 @@ async def flow():
                 check(e["stderr"] == "done\n", "the other stream is whole", e["stderr"])
                 t["capped_stdout"] = out
                 error(await call(s, "sandbox_exec", {"command": "true", "max_output_bytes": 10}), "a cap below 256", "at least 256")
+                # The sandbox's output would fill host memory up to the cap: the client cannot
+                # raise it past what the server's operator allows (json_max_bytes).
+                error(await call(s, "sandbox_exec", {"command": "true", "max_output_bytes": 10**12}), "a cap beyond the server's", "json_max_bytes")
 
                 # Files.
                 w = ok(await call(s, "sandbox_write", {"path": "notes/todo.txt", "content": "alpha\nbeta\ngamma\n"}), "write")

@@ -232,6 +232,19 @@ impl Session {
             ))
             .into());
         }
+        // The sandbox's output fills up to this much host memory per stream: the client may ask
+        // for at most what the server's operator allows.
+        let most = self
+            .ctx
+            .cfg
+            .json_max_bytes
+            .max(self.ctx.cfg.mcp_max_output_bytes);
+        if max > most {
+            return Err(Error::Invalid(format!(
+                "max_output_bytes {max} is more than this server holds per stream ({most}, its json_max_bytes); give at most that"
+            ))
+            .into());
+        }
         let mut env = Vec::new();
         for (k, v) in p.env.unwrap_or_default() {
             if k.contains('=') {
