@@ -11,7 +11,9 @@
 //! Environment: `H9SANDBOX_<KEY>` (key upper-cased); the seed documents' `SANDBOX_IMAGE`,
 //! `SANDBOX_CPUS`, `SANDBOX_MEMORY`, `SANDBOX_BOOTSTRAP_CMD` and `SANDBOX_BOOTSTRAP_TIMEOUT_SECS`
 //! are honoured when the `H9SANDBOX_` name is unset, and so is their `SANDBOX_ENABLED=false`,
-//! which selects `engine = "local"` (see [`SEED_ENABLED`]).
+//! which selects `engine = "local"` (see [`SEED_ENABLED`]). Two sets of keys are closed to
+//! some layers: [`HOST_SIDE_KEYS`] to the project file, [`USER_FILE_ONLY_KEYS`] to everything
+//! but the user's own file or a `--config` file.
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -104,6 +106,13 @@ pub struct Config {
     /// --format json` loads (a larger one is refused, pointing at plain `read`, which streams),
     /// and the most `sandbox_exec`'s `max_output_bytes` may ask for per stream (MCP). At least 1.
     pub json_max_bytes: u64,
+    /// Directories `up` may use as work dirs (each, and what lies inside it) although they are
+    /// in a system tree, a dot-directory of the home, an XDG base directory or another user's
+    /// home (see `sandbox::workdir::WorkdirRule`); never h9sandbox's own directories, the
+    /// engine's, the kernel's, or the home itself. Absolute paths. Only the user's own
+    /// configuration file (or a `--config` file) may set it ([`USER_FILE_ONLY_KEYS`]).
+    #[serde(default)]
+    pub allowed_workdirs: Vec<PathBuf>,
 }
 
 /// The smallest `mcp_max_output_bytes` (and `sandbox_exec` `max_output_bytes`).
@@ -140,6 +149,7 @@ impl Default for Config {
             bootstrap_required: false,
             mcp_max_output_bytes: 30_000,
             json_max_bytes: DEFAULT_JSON_MAX_BYTES,
+            allowed_workdirs: Vec::new(),
         }
     }
 }
@@ -157,6 +167,8 @@ pub enum Kind {
     Path,
     /// `true` or `false`.
     Bool,
+    /// A list of absolute paths (TOML array of strings); files only, no environment variable.
+    PathList,
     /// One of these strings.
     OneOf(&'static [&'static str]),
 }
@@ -226,6 +238,7 @@ pub const KEYS: &[Key] = &[
     key("bootstrap_required", Kind::Bool),
     key("mcp_max_output_bytes", Kind::Int),
     key("json_max_bytes", Kind::Int),
+    key("allowed_workdirs", Kind::PathList),
 ];
 
 /// Where a configuration value came from; shown in error messages.
@@ -265,6 +278,12 @@ pub struct Layers {
 /// `./sandbox.toml` may not set: it usually sits in a work directory, which code inside a sandbox
 /// can write, so trusting it for these keys would let a sandbox run programs on the host.
 pub const HOST_SIDE_KEYS: &[&str] = &["engine_bin", "state_dir", "engine", "fallback", "runtime"];
+
+/// Keys that widen what a sandbox may reach on the host, which only the user's own
+/// configuration file (or a `--config` / `$H9SANDBOX_CONFIG` file) may set: not a project's
+/// `./sandbox.toml` (a sandbox may write it), not the environment (which every program a
+/// session starts, a Makefile, a CI step, passes on and may set), and not a flag or an MCP client.
+pub const USER_FILE_ONLY_KEYS: &[&str] = &["allowed_workdirs"];
 
 /// Where the configuration file is looked for, in order (see the module documentation).
 pub fn find_config_file(explicit: Option<&Path>) -> Result<Option<PathBuf>, Error> {
@@ -392,6 +411,18 @@ impl Layers {
         }
         for key in KEYS {
             let var = format!("H9SANDBOX_{}", key.name.to_ascii_uppercase());
+            if USER_FILE_ONLY_KEYS.contains(&key.name) {
+                if env(&var).is_some_and(|v| !v.is_empty()) {
+                    return Err(Error::Config {
+                        origin: Origin::Env(var).to_string(),
+                        message: format!(
+                            "{} cannot come from the environment: it widens which host directories a sandbox may mount; set it in your own configuration file ($XDG_CONFIG_HOME/h9sandbox/config.toml) or a --config file",
+                            key.name
+                        ),
+                    });
+                }
+                continue;
+            }
             let (var, value) = match env(&var).filter(|v| !v.is_empty()) {
                 Some(v) => (var, v),
                 None => match key
@@ -456,6 +487,12 @@ impl Layers {
                 origin: origin.to_string(),
                 message: format!("unknown key `{name}` (known keys: {})", key_names()),
             })?;
+            if project && USER_FILE_ONLY_KEYS.contains(&name.as_str()) {
+                return Err(Error::Config {
+                    origin: format!("{origin}, key `{name}`"),
+                    message: "not allowed in a project's sandbox.toml, which a sandbox may be able to write: it widens which host directories a sandbox may mount; set it in your own configuration file ($XDG_CONFIG_HOME/h9sandbox/config.toml) or a --config file".into(),
+                });
+            }
             if project && HOST_SIDE_KEYS.contains(&name.as_str()) {
                 return Err(Error::Config {
                     origin: format!("{origin}, key `{name}`"),
@@ -481,6 +518,14 @@ impl Layers {
             origin: origin.to_string(),
             message: format!("unknown key `{name}`"),
         })?;
+        if key.kind == Kind::PathList || USER_FILE_ONLY_KEYS.contains(&name) {
+            return Err(Error::Config {
+                origin: origin.to_string(),
+                message: format!(
+                    "{name} can only be set in a configuration file (your own, or a --config file)"
+                ),
+            });
+        }
         let v = match key.kind {
             Kind::Str | Kind::Path | Kind::OneOf(_) => toml::Value::String(value.to_string()),
             _ => {
@@ -553,6 +598,20 @@ fn coerce(key: &Key, v: toml::Value) -> Result<toml::Value, String> {
         (Kind::Float, V::Float(f)) => Ok(V::Float(f)),
         (Kind::Float, V::Integer(i)) => Ok(V::Float(i as f64)),
         (Kind::Bool, V::Boolean(b)) => Ok(V::Boolean(b)),
+        (Kind::PathList, V::Array(items)) => {
+            for item in &items {
+                match item.as_str() {
+                    Some(p) if Path::new(p).is_absolute() => {}
+                    Some(p) => {
+                        return Err(format!(
+                            "'{p}' is not an absolute path; give absolute paths, e.g. [\"/srv/www/site\"]"
+                        ))
+                    }
+                    None => return Err(format!("expected paths (strings), found {}", item.type_str())),
+                }
+            }
+            Ok(V::Array(items))
+        }
         (Kind::Int, V::String(s)) => Err(format!("'{s}' is not a whole number")),
         (Kind::Float, V::String(s)) => Err(format!("'{s}' is not a number")),
         (Kind::Bool, V::String(s)) => Err(format!("'{s}' is not true or false")),
@@ -567,6 +626,7 @@ fn kind_name(k: Kind) -> &'static str {
         Kind::Float => "a number",
         Kind::Path => "a path (string)",
         Kind::Bool => "true or false",
+        Kind::PathList => "a list of absolute paths",
         Kind::OneOf(_) => "a string",
     }
 }
@@ -1008,6 +1068,52 @@ mod tests {
         assert_eq!((ids.uid, ids.gid), (0, 5));
         assert_eq!(serde_json::to_string(&ids).unwrap(), "\"0:5\"");
         assert!(serde_json::from_str::<Ids>("\"x\"").is_err());
+    }
+
+    #[test]
+    fn allowed_workdirs_comes_only_from_the_users_own_file() {
+        let cfg = load(Some("allowed_workdirs = [\"/srv/www\", \"/opt/x\"]\n"), &[]).unwrap();
+        assert_eq!(
+            cfg.allowed_workdirs,
+            vec![PathBuf::from("/srv/www"), PathBuf::from("/opt/x")]
+        );
+        assert!(load(None, &[]).unwrap().allowed_workdirs.is_empty());
+        let err = load(Some("allowed_workdirs = [\"srv\"]\n"), &[])
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("not an absolute path"), "{err}");
+        let err = load(Some("allowed_workdirs = \"/srv\"\n"), &[])
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("a list of absolute paths"), "{err}");
+        // Not from the environment, even next to a file that sets it...
+        let err = load(
+            Some("allowed_workdirs = [\"/srv\"]\n"),
+            &[("H9SANDBOX_ALLOWED_WORKDIRS", "[\"/etc\"]")],
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            err.contains("H9SANDBOX_ALLOWED_WORKDIRS") && err.contains("configuration file"),
+            "{err}"
+        );
+        // ...nor from a project's sandbox.toml, nor as a flag.
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("sandbox.toml");
+        std::fs::write(&file, "allowed_workdirs = [\"/etc\"]\n").unwrap();
+        let mut layers = Layers::load_with_env(None, |_| None).unwrap();
+        let err = layers.merge_file(&file, true).unwrap_err().to_string();
+        assert!(
+            err.contains("not allowed in a project's sandbox.toml"),
+            "{err}"
+        );
+        assert!(layers
+            .set_str("allowed_workdirs", "/etc", Origin::Flag("--x".into()))
+            .is_err());
+        assert!(
+            Layers::unknown_env_vars(["H9SANDBOX_ALLOWED_WORKDIRS".to_string()].into_iter())
+                .is_empty()
+        );
     }
 
     #[test]
