@@ -28,7 +28,7 @@
 use std::ffi::{OsStr, OsString};
 use std::fs::File;
 use std::io::{self, BufRead, Read, Write};
-use std::os::fd::{BorrowedFd, OwnedFd};
+use std::os::fd::{AsRawFd, BorrowedFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
@@ -413,6 +413,24 @@ impl WorkDir {
             Ok(rel) => self.path.join(rel),
             Err(_) => user.to_path_buf(),
         }
+    }
+
+    /// The canonical host path of the directory `user` (relative, or absolute inside the work
+    /// dir), resolved beneath the work dir as every path here is: `..` above it, an absolute
+    /// symlink or one that climbs out is refused during resolution. The path is read back from
+    /// the kernel (`/proc/self/fd`), so it holds no symlink. Errors: [`Error::PathEscape`], a
+    /// missing directory or one that is not a directory.
+    pub fn dir_path(&self, user: &Path) -> Result<PathBuf> {
+        let rel = self.relative(user)?;
+        let fd = self.open_beneath(user, &rel, OFlags::PATH | OFlags::DIRECTORY)?;
+        let link = std::fs::read_link(format!("/proc/self/fd/{}", fd.as_raw_fd()))
+            .with_context(|| format!("cannot tell where {} leads", user.display()))?;
+        anyhow::ensure!(
+            link.starts_with(&self.path),
+            "{} was moved out of the work dir while it was resolved; try again",
+            user.display()
+        );
+        Ok(link)
     }
 
     /// Resolves `rel` beneath the work dir with `flags`, following symlinks that stay inside.

@@ -358,7 +358,30 @@ async def term():
     return t
 
 
-SCENARIOS = {"tools": tools, "flow": flow, "close": close, "kill": kill, "term": term}
+async def confine():
+    """sandbox_up's workdir stays inside the server's --workdir: `..`, an absolute path outside
+    and a symlink inside that points out are refused (the Rust side plants them and checks that
+    no sandbox was made there); a directory inside works."""
+    workdir = env("H9_WORKDIR")
+    home = os.path.dirname(workdir)  # the tests' HOME, holding .ssh and outside/
+    t = {"refused": []}
+    with open(env("H9_ERRLOG"), "w") as errlog:
+        async with stdio_client(server(), errlog=errlog) as (read, write):
+            async with ClientSession(read, write) as s:
+                await s.initialize()
+                for w in ["../.ssh", "../outside", f"{home}/outside", "link-out", "link-out/.", "sub/../../outside", "/"]:
+                    t["refused"].append(error(await call(s, "sandbox_up", {"workdir": w}), f"workdir {w}", "--workdir"))
+                listed = cli("ls")
+                check(listed == [], "nothing was created for a refused workdir", listed)
+                sb = ok(await call(s, "sandbox_up", {"workdir": "sub"}), "a workdir inside")
+                check(sb["workdir"] == f"{workdir}/sub", "the work dir inside", sb)
+                sb2 = ok(await call(s, "sandbox_up", {"workdir": f"{workdir}/sub"}), "an absolute workdir inside")
+                check(sb2["workdir"] == f"{workdir}/sub", "the absolute work dir inside", sb2)
+                t["made"] = [sb["id"], sb2["id"]]
+    return t
+
+
+SCENARIOS = {"tools": tools, "flow": flow, "close": close, "kill": kill, "term": term, "confine": confine}
 
 
 def main():

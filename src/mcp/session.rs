@@ -165,7 +165,7 @@ impl Session {
     /// and the call's limits, exactly as `up`'s flags would set them.
     async fn up(&self, p: UpParams) -> Result<Done> {
         let workdir = match (&p.workdir, &p.parent) {
-            (Some(w), _) => Some(self.workdir.join(w)),
+            (Some(w), _) => Some(self.confined(w)?),
             (None, None) => Some(self.workdir.clone()),
             (None, Some(_)) => None,
         };
@@ -185,6 +185,7 @@ impl Session {
             user: None,
             owner_pid: (!p.keep).then(|| std::process::id().to_string()),
             ttl: p.ttl,
+            within: Some(self.workdir.clone()),
         };
         let ctx = Ctx::from_layers(
             &self.layers,
@@ -214,6 +215,23 @@ impl Session {
             if p.keep { "; it outlives this session" } else { "; it is removed when this session ends" },
         );
         Done::new(&info, text)
+    }
+
+    /// The directory a `sandbox_up` `workdir` names, which must lie inside the server's
+    /// `--workdir`: relative to it, or absolute inside it, resolved beneath it by the kernel
+    /// (`openat2(RESOLVE_BENEATH)`, [`crate::files::WorkDir::dir_path`]), so `..`, an absolute
+    /// path elsewhere and a symlink leading out are refused whatever the sandboxes there plant.
+    /// [`create::create`] checks the result again (`within`) and opens it through no symlink.
+    fn confined(&self, w: &str) -> Result<PathBuf> {
+        let root = crate::files::WorkDir::open(&self.workdir)?;
+        root.dir_path(std::path::Path::new(w)).map_err(|e| match e.downcast_ref::<Error>() {
+            Some(Error::PathEscape(_)) => Error::Invalid(format!(
+                "workdir {w:?} leads outside this server's --workdir {}; give a directory inside it (relative to it, or absolute inside it)",
+                self.workdir.display()
+            ))
+            .into(),
+            _ => e.context(format!("workdir {w:?} cannot be used")),
+        })
     }
 
     /// `sandbox_exec`: [`exec::execute`] capturing both streams' start and end; a client's
