@@ -576,6 +576,19 @@ pub(crate) mod tests {
     }
 
     #[test]
+    fn an_oversized_state_file_is_refused_without_being_held() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        // Sparse: a terabyte that costs nothing on disk would be read whole.
+        std::fs::File::create(store.path())
+            .unwrap()
+            .set_len(1 << 40)
+            .unwrap();
+        let err = format!("{:#}", store.load().unwrap_err());
+        assert!(err.contains("larger than 67108864 bytes"), "{err}");
+    }
+
+    #[test]
     fn descendants_are_grouped_by_depth() {
         let mut s = State::default();
         let root = record("root");
