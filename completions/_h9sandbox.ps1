@@ -50,7 +50,7 @@ Register-ArgumentCompleter -Native -CommandName 'h9sandbox' -ScriptBlock {
             break
         }
         'h9sandbox;up' {
-            [CompletionResult]::new('--workdir', '--workdir', [CompletionResultType]::ParameterName, 'Host directory bind-mounted at the same path [default: current directory]')
+            [CompletionResult]::new('--workdir', '--workdir', [CompletionResultType]::ParameterName, 'Host directory bind-mounted at the same path; not one holding the host''s secrets or code (a dot-directory of your home, a system tree such as /usr or /etc, ...; see allowed_workdirs) [default: current directory]')
             [CompletionResult]::new('--image', '--image', [CompletionResultType]::ParameterName, 'Image to run [config: image]')
             [CompletionResult]::new('--name', '--name', [CompletionResultType]::ParameterName, 'Container name [default: h9sandbox-<short id>]')
             [CompletionResult]::new('--cpus', '--cpus', [CompletionResultType]::ParameterName, 'CPU limit in cores [config: cpus]')

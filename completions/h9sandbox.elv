@@ -46,7 +46,7 @@ set edit:completion:arg-completer[h9sandbox] = {|@words|
             cand help 'Print this message or the help of the given subcommand(s)'
         }
         &'h9sandbox;up'= {
-            cand --workdir 'Host directory bind-mounted at the same path [default: current directory]'
+            cand --workdir 'Host directory bind-mounted at the same path; not one holding the host''s secrets or code (a dot-directory of your home, a system tree such as /usr or /etc, ...; see allowed_workdirs) [default: current directory]'
             cand --image 'Image to run [config: image]'
             cand --name 'Container name [default: h9sandbox-<short id>]'
             cand --cpus 'CPU limit in cores [config: cpus]'

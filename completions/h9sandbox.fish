@@ -48,7 +48,7 @@ complete -c h9sandbox -n "__fish_h9sandbox_needs_command" -f -a "edit" -d 'Repla
 complete -c h9sandbox -n "__fish_h9sandbox_needs_command" -f -a "mcp" -d 'Serve the sandbox tools to an AI agent over the Model Context Protocol (stdio)'
 complete -c h9sandbox -n "__fish_h9sandbox_needs_command" -f -a "generate" -d 'Generate shell completion scripts and man pages from this command line\'s definition'
 complete -c h9sandbox -n "__fish_h9sandbox_needs_command" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
-complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand up" -l workdir -d 'Host directory bind-mounted at the same path [default: current directory]' -r -F
+complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand up" -l workdir -d 'Host directory bind-mounted at the same path; not one holding the host\'s secrets or code (a dot-directory of your home, a system tree such as /usr or /etc, ...; see allowed_workdirs) [default: current directory]' -r -F
 complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand up" -l image -d 'Image to run [config: image]' -r
 complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand up" -l name -d 'Container name [default: h9sandbox-<short id>]' -r
 complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand up" -l cpus -d 'CPU limit in cores [config: cpus]' -r

@@ -13,7 +13,9 @@
 //! Environment: `H9SANDBOX_<KEY>` (key upper-cased); the seed documents' `SANDBOX_IMAGE`,
 //! `SANDBOX_CPUS`, `SANDBOX_MEMORY`, `SANDBOX_BOOTSTRAP_CMD` and `SANDBOX_BOOTSTRAP_TIMEOUT_SECS`
 //! are honoured when the `H9SANDBOX_` name is unset, and so is their `SANDBOX_ENABLED=false`,
-//! which selects `engine = "local"` (see [`SEED_ENABLED`]).
+//! which selects `engine = "local"` (see [`SEED_ENABLED`]). Two sets of keys are closed to
+//! some layers: [`HOST_SIDE_KEYS`] to the project file, [`USER_FILE_ONLY_KEYS`] to everything
+//! but the user's own file or a `--config` file.
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -106,10 +108,25 @@ pub struct Config {
     /// can reach its socket (milliseconds per command); `false`: always through the engine's
     /// exec (`docker exec`), as where the socket cannot be reached.
     pub exec_agent: bool,
+    /// Bytes of sandbox data one JSON answer may hold in memory: the most of a file that `read
+    /// --format json` loads (a larger one is refused, pointing at plain `read`, which streams),
+    /// and the most `sandbox_exec`'s `max_output_bytes` may ask for per stream (MCP). At least 1.
+    pub json_max_bytes: u64,
+    /// Directories `up` may use as work dirs (each, and what lies inside it) although they are
+    /// in a system tree, a dot-directory of the home, an XDG base directory or another user's
+    /// home (see `sandbox::workdir::WorkdirRule`); never h9sandbox's own directories, the
+    /// engine's, the kernel's, or the home itself. Absolute paths. Only the user's own
+    /// configuration file (or a `--config` file) may set it ([`USER_FILE_ONLY_KEYS`]).
+    #[serde(default)]
+    pub allowed_workdirs: Vec<PathBuf>,
 }
 
 /// The smallest `mcp_max_output_bytes` (and `sandbox_exec` `max_output_bytes`).
 pub const MIN_MCP_OUTPUT: u64 = 256;
+
+/// Default `json_max_bytes`: 16 MiB. A JSON document escapes a byte into at most 6 (`\u0000`),
+/// and base64 into 4/3, so this keeps a JSON read well under 200 MiB of host memory.
+pub const DEFAULT_JSON_MAX_BYTES: u64 = 16 << 20;
 
 impl Default for Config {
     fn default() -> Self {
@@ -138,6 +155,8 @@ impl Default for Config {
             bootstrap_required: false,
             mcp_max_output_bytes: 30_000,
             exec_agent: true,
+            json_max_bytes: DEFAULT_JSON_MAX_BYTES,
+            allowed_workdirs: Vec::new(),
         }
     }
 }
@@ -155,6 +174,8 @@ pub enum Kind {
     Path,
     /// `true` or `false`.
     Bool,
+    /// A list of absolute paths (TOML array of strings); files only, no environment variable.
+    PathList,
     /// One of these strings.
     OneOf(&'static [&'static str]),
 }
@@ -224,6 +245,8 @@ pub const KEYS: &[Key] = &[
     key("bootstrap_required", Kind::Bool),
     key("mcp_max_output_bytes", Kind::Int),
     key("exec_agent", Kind::Bool),
+    key("json_max_bytes", Kind::Int),
+    key("allowed_workdirs", Kind::PathList),
 ];
 
 /// Where a configuration value came from; shown in error messages.
@@ -275,6 +298,12 @@ pub struct Layers {
 /// person who runs h9sandbox.
 pub const HOST_SIDE_KEYS: &[&str] = &["engine_bin", "state_dir", "engine", "fallback", "runtime"];
 
+/// Keys that widen what a sandbox may reach on the host, which only the user's own
+/// configuration file (or a `--config` / `$H9SANDBOX_CONFIG` file) may set: not a project's
+/// `./sandbox.toml` (a sandbox may write it), not the environment (which every program a
+/// session starts, a Makefile, a CI step, passes on and may set), and not a flag or an MCP client.
+pub const USER_FILE_ONLY_KEYS: &[&str] = &["allowed_workdirs"];
+
 /// Where the configuration file is looked for (see the module documentation); `None` when
 /// there is none. The project file is not among them: see [`Layers::load_with_project`].
 pub fn find_config_file(explicit: Option<&Path>) -> Result<Option<PathBuf>, Error> {
@@ -318,6 +347,40 @@ fn check_user_file(path: &Path, md: &std::fs::Metadata) -> Result<(), String> {
         ));
     }
     Ok(())
+}
+
+/// The largest configuration file read (1 MiB; the example documenting every key is 6 KiB). A
+/// project file lies in a work dir, where a sandbox can make a file of any apparent size.
+pub const CONFIG_MAX_BYTES: u64 = 1 << 20;
+
+/// The text of the configuration file `path`, and its metadata (of the file read, not of the
+/// path again): a regular file (opened without blocking, so a FIFO planted there cannot hang us)
+/// of at most [`CONFIG_MAX_BYTES`], in UTF-8.
+fn read_config_file(path: &Path) -> std::io::Result<(String, std::fs::Metadata)> {
+    use std::io::{Error as IoError, ErrorKind, Read};
+    use std::os::unix::fs::OpenOptionsExt;
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(rustix::fs::OFlags::NONBLOCK.bits() as i32)
+        .open(path)?;
+    let md = file.metadata()?;
+    if !md.is_file() {
+        return Err(IoError::new(
+            ErrorKind::InvalidInput,
+            "it is not a regular file",
+        ));
+    }
+    let mut text = String::new();
+    file.take(CONFIG_MAX_BYTES + 1).read_to_string(&mut text)?;
+    if text.len() as u64 > CONFIG_MAX_BYTES {
+        return Err(IoError::new(
+            ErrorKind::InvalidData,
+            format!(
+                "it is larger than {CONFIG_MAX_BYTES} bytes, more than a configuration file can be"
+            ),
+        ));
+    }
+    Ok((text, md))
 }
 
 /// `$VAR` if set and absolute, else `$HOME/<fallback>`, per the XDG Base Directory specification.
@@ -391,6 +454,18 @@ impl Layers {
         }
         for key in KEYS {
             let var = format!("H9SANDBOX_{}", key.name.to_ascii_uppercase());
+            if USER_FILE_ONLY_KEYS.contains(&key.name) {
+                if env(&var).is_some_and(|v| !v.is_empty()) {
+                    return Err(Error::Config {
+                        origin: Origin::Env(var).to_string(),
+                        message: format!(
+                            "{} cannot come from the environment: it widens which host directories a sandbox may mount; set it in your own configuration file ($XDG_CONFIG_HOME/h9sandbox/config.toml) or a --config file",
+                            key.name
+                        ),
+                    });
+                }
+                continue;
+            }
             let (var, value) = match env(&var).filter(|v| !v.is_empty()) {
                 Some(v) => (var, v),
                 None => match key
@@ -439,22 +514,15 @@ impl Layers {
     /// to the invoking user or root and be writable by nobody else ([`check_user_file`]); a file
     /// given with `--config` is the caller's explicit choice and is read as it is.
     fn merge_file(&mut self, path: &Path, explicit: bool) -> Result<(), Error> {
-        use std::io::Read;
         let fail = |message: String| Error::Config {
             origin: Origin::File(path.to_path_buf()).to_string(),
             message,
         };
-        let mut file =
-            std::fs::File::open(path).map_err(|e| fail(format!("cannot be read: {e}")))?;
+        let (text, md) =
+            read_config_file(path).map_err(|e| fail(format!("cannot be read: {e}")))?;
         if !explicit {
-            let md = file
-                .metadata()
-                .map_err(|e| fail(format!("cannot be read: {e}")))?;
             check_user_file(path, &md).map_err(fail)?;
         }
-        let mut text = String::new();
-        file.read_to_string(&mut text)
-            .map_err(|e| fail(format!("cannot be read: {e}")))?;
         self.merge_text(path, &text, false).map(|_| ())
     }
 
@@ -478,6 +546,12 @@ impl Layers {
                 origin: origin.to_string(),
                 message: format!("unknown key `{name}` (known keys: {})", key_names()),
             })?;
+            if project && USER_FILE_ONLY_KEYS.contains(&name.as_str()) {
+                return Err(Error::Config {
+                    origin: format!("{origin}, key `{name}`"),
+                    message: "not allowed in a project's sandbox.toml, which a sandbox may be able to write: it widens which host directories a sandbox may mount; set it in your own configuration file ($XDG_CONFIG_HOME/h9sandbox/config.toml) or a --config file".into(),
+                });
+            }
             if project && HOST_SIDE_KEYS.contains(&name.as_str()) {
                 return Err(Error::Config {
                     origin: format!("{origin}, key `{name}`"),
@@ -504,6 +578,14 @@ impl Layers {
             origin: origin.to_string(),
             message: format!("unknown key `{name}`"),
         })?;
+        if key.kind == Kind::PathList || USER_FILE_ONLY_KEYS.contains(&name) {
+            return Err(Error::Config {
+                origin: origin.to_string(),
+                message: format!(
+                    "{name} can only be set in a configuration file (your own, or a --config file)"
+                ),
+            });
+        }
         let v = match key.kind {
             Kind::Str | Kind::Path | Kind::OneOf(_) => toml::Value::String(value.to_string()),
             _ => {
@@ -576,6 +658,20 @@ fn coerce(key: &Key, v: toml::Value) -> Result<toml::Value, String> {
         (Kind::Float, V::Float(f)) => Ok(V::Float(f)),
         (Kind::Float, V::Integer(i)) => Ok(V::Float(i as f64)),
         (Kind::Bool, V::Boolean(b)) => Ok(V::Boolean(b)),
+        (Kind::PathList, V::Array(items)) => {
+            for item in &items {
+                match item.as_str() {
+                    Some(p) if Path::new(p).is_absolute() => {}
+                    Some(p) => {
+                        return Err(format!(
+                            "'{p}' is not an absolute path; give absolute paths, e.g. [\"/srv/www/site\"]"
+                        ))
+                    }
+                    None => return Err(format!("expected paths (strings), found {}", item.type_str())),
+                }
+            }
+            Ok(V::Array(items))
+        }
         (Kind::Int, V::String(s)) => Err(format!("'{s}' is not a whole number")),
         (Kind::Float, V::String(s)) => Err(format!("'{s}' is not a number")),
         (Kind::Bool, V::String(s)) => Err(format!("'{s}' is not true or false")),
@@ -590,6 +686,7 @@ fn kind_name(k: Kind) -> &'static str {
         Kind::Float => "a number",
         Kind::Path => "a path (string)",
         Kind::Bool => "true or false",
+        Kind::PathList => "a list of absolute paths",
         Kind::OneOf(_) => "a string",
     }
 }
@@ -708,6 +805,12 @@ impl Config {
                     "{} is too small to be useful; give at least {MIN_MCP_OUTPUT}",
                     self.mcp_max_output_bytes
                 ),
+            ));
+        }
+        if self.json_max_bytes == 0 {
+            return Err(fail(
+                "json_max_bytes",
+                "0 would refuse every JSON read; give a number of bytes >= 1".into(),
             ));
         }
         if let Some(d) = &self.state_dir {
@@ -1070,6 +1173,86 @@ mod tests {
         assert_eq!((ids.uid, ids.gid), (0, 5));
         assert_eq!(serde_json::to_string(&ids).unwrap(), "\"0:5\"");
         assert!(serde_json::from_str::<Ids>("\"x\"").is_err());
+    }
+
+    #[test]
+    fn allowed_workdirs_comes_only_from_the_users_own_file() {
+        let cfg = load(Some("allowed_workdirs = [\"/srv/www\", \"/opt/x\"]\n"), &[]).unwrap();
+        assert_eq!(
+            cfg.allowed_workdirs,
+            vec![PathBuf::from("/srv/www"), PathBuf::from("/opt/x")]
+        );
+        assert!(load(None, &[]).unwrap().allowed_workdirs.is_empty());
+        let err = load(Some("allowed_workdirs = [\"srv\"]\n"), &[])
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("not an absolute path"), "{err}");
+        let err = load(Some("allowed_workdirs = \"/srv\"\n"), &[])
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("a list of absolute paths"), "{err}");
+        // Not from the environment, even next to a file that sets it...
+        let err = load(
+            Some("allowed_workdirs = [\"/srv\"]\n"),
+            &[("H9SANDBOX_ALLOWED_WORKDIRS", "[\"/etc\"]")],
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            err.contains("H9SANDBOX_ALLOWED_WORKDIRS") && err.contains("configuration file"),
+            "{err}"
+        );
+        // ...nor from a project's sandbox.toml, nor as a flag.
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("sandbox.toml");
+        std::fs::write(&file, "allowed_workdirs = [\"/etc\"]\n").unwrap();
+        let mut layers = Layers::load_with_env(None, |_| None).unwrap();
+        let text = std::fs::read_to_string(&file).unwrap();
+        let err = layers
+            .merge_text(&file, &text, true)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("not allowed in a project's sandbox.toml"),
+            "{err}"
+        );
+        assert!(layers
+            .set_str("allowed_workdirs", "/etc", Origin::Flag("--x".into()))
+            .is_err());
+        assert!(
+            Layers::unknown_env_vars(["H9SANDBOX_ALLOWED_WORKDIRS".to_string()].into_iter())
+                .is_empty()
+        );
+    }
+
+    #[test]
+    fn oversized_and_special_config_files_are_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let big = dir.path().join("big.toml");
+        // A sparse file: what a sandbox can plant as ./sandbox.toml at no cost.
+        std::fs::File::create(&big)
+            .unwrap()
+            .set_len(1 << 40)
+            .unwrap();
+        let err = Layers::load_with_env(Some(&big), |_| None)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("larger than 1048576 bytes"), "{err}");
+        let fifo = dir.path().join("fifo.toml");
+        rustix::fs::mkfifoat(
+            rustix::fs::CWD,
+            &fifo,
+            rustix::fs::Mode::from_raw_mode(0o600),
+        )
+        .unwrap();
+        let mut layers = Layers::load_with_env(None, |_| None).unwrap();
+        let err = layers.merge_file(&fifo, true).unwrap_err().to_string();
+        assert!(err.contains("not a regular file"), "{err}");
+        let err = load(None, &[("H9SANDBOX_JSON_MAX_BYTES", "0")])
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("H9SANDBOX_JSON_MAX_BYTES"), "{err}");
+        assert_eq!(load(None, &[]).unwrap().json_max_bytes, 16 << 20);
     }
 
     #[test]

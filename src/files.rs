@@ -21,12 +21,14 @@
 //! through `link -> sub/file` updates `sub/file`, while `link -> /etc/passwd` is refused.
 //!
 //! Every function streams (bounded memory), except [`WorkDir::edit`], which must search the
-//! whole file, and [`WorkDir::read_bytes`], which returns it.
+//! whole file (at most [`EDIT_MAX_BYTES`]), and [`WorkDir::read_bytes`], which returns it (at
+//! most what its caller may hold): a sandbox can make a file of any apparent size at no cost
+//! (`truncate -s 1T`), so nothing here sizes a buffer by a file without a cap.
 
 use std::ffi::{OsStr, OsString};
 use std::fs::File;
 use std::io::{self, BufRead, Read, Write};
-use std::os::fd::{BorrowedFd, OwnedFd};
+use std::os::fd::{AsRawFd, BorrowedFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
@@ -413,6 +415,24 @@ impl WorkDir {
         }
     }
 
+    /// The canonical host path of the directory `user` (relative, or absolute inside the work
+    /// dir), resolved beneath the work dir as every path here is: `..` above it, an absolute
+    /// symlink or one that climbs out is refused during resolution. The path is read back from
+    /// the kernel (`/proc/self/fd`), so it holds no symlink. Errors: [`Error::PathEscape`], a
+    /// missing directory or one that is not a directory.
+    pub fn dir_path(&self, user: &Path) -> Result<PathBuf> {
+        let rel = self.relative(user)?;
+        let fd = self.open_beneath(user, &rel, OFlags::PATH | OFlags::DIRECTORY)?;
+        let link = std::fs::read_link(format!("/proc/self/fd/{}", fd.as_raw_fd()))
+            .with_context(|| format!("cannot tell where {} leads", user.display()))?;
+        anyhow::ensure!(
+            link.starts_with(&self.path),
+            "{} was moved out of the work dir while it was resolved; try again",
+            user.display()
+        );
+        Ok(link)
+    }
+
     /// Resolves `rel` beneath the work dir with `flags`, following symlinks that stay inside.
     fn open_beneath(&self, user: &Path, rel: &Path, flags: OFlags) -> Result<OwnedFd> {
         for _ in 0..EAGAIN_RETRIES {
@@ -511,11 +531,39 @@ impl WorkDir {
         })
     }
 
-    /// The first `max` bytes (all without a cap) of the file `user`, with its size.
-    pub fn read_bytes(&self, user: &Path, max: Option<u64>) -> Result<(Vec<u8>, ReadInfo)> {
-        let mut buf = Vec::new();
-        let info = self.read_to(user, max, &mut buf)?;
-        Ok((buf, info))
+    /// The first `max` bytes (all without a cap) of the file `user`, with its size, when they
+    /// are at most `hold` bytes; otherwise, without reading them, `Err(size)`: the bytes there
+    /// are (the file's size, checked before reading, or `hold + 1` when it grew past `hold`
+    /// while being read). Memory stays within `hold` whatever the file (a sparse file reports
+    /// any size). Errors (outer) as for [`WorkDir::read_to`].
+    pub fn read_bytes(
+        &self,
+        user: &Path,
+        max: Option<u64>,
+        hold: u64,
+    ) -> Result<Result<(Vec<u8>, ReadInfo), u64>> {
+        let (file, st) = self.open_file(user)?;
+        let size = st.st_size as u64;
+        let want = max.map_or(size, |m| m.min(size));
+        if want > hold {
+            return Ok(Err(size));
+        }
+        let limit = max.unwrap_or(u64::MAX).min(hold.saturating_add(1));
+        let mut buf = Vec::with_capacity(want as usize);
+        let bytes = file
+            .take(limit)
+            .read_to_end(&mut buf)
+            .with_context(|| format!("cannot read {}", self.host_path(user).display()))?
+            as u64;
+        if bytes > hold {
+            return Ok(Err(bytes));
+        }
+        let info = ReadInfo {
+            path: self.host_path(user),
+            size,
+            bytes,
+        };
+        Ok(Ok((buf, info)))
     }
 
     /// Lines `first` (1-based; 0 counts as 1) onwards of the file `user`: at most `limit` of
@@ -779,26 +827,41 @@ impl WorkDir {
             ))
             .into());
         }
-        // Non-overlapping occurrences, left to right (as `str::replace`).
-        let starts: Vec<usize> = memchr::memmem::find_iter(&content, old).collect();
-        if starts.is_empty() || (starts.len() > 1 && !all) {
+        // Non-overlapping occurrences, left to right (as `str::replace`), counted without
+        // keeping them: a file of 64 MiB of `a` has 64 Mi of them.
+        let finder = memchr::memmem::Finder::new(old);
+        let count = finder.find_iter(&content).count();
+        if count == 0 || (count > 1 && !all) {
             return Err(Error::EditMatch {
                 path: host.display().to_string(),
-                count: starts.len(),
+                count,
             }
             .into());
         }
-        let mut out = Vec::with_capacity(content.len() + starts.len() * new.len());
-        let mut at = 0;
-        for &s in &starts {
-            out.extend_from_slice(&content[at..s]);
-            out.extend_from_slice(new);
-            at = s + old.len();
+        // What the file becomes, checked before anything is written: a short `old` replaced
+        // by a long `new` everywhere multiplies the file.
+        let size = content.len() as u128 - count as u128 * old.len() as u128
+            + count as u128 * new.len() as u128;
+        if size > EDIT_MAX_BYTES as u128 {
+            return Err(Error::Invalid(format!(
+                "cannot edit {}: replacing {count} occurrence(s) would make it {size} bytes, more than edit's limit of {EDIT_MAX_BYTES}; use `exec` with sed or a script instead",
+                host.display()
+            ))
+            .into());
         }
-        out.extend_from_slice(&content[at..]);
         let fail = || format!("cannot write {}; it keeps its old content", host.display());
         let mut temp = Temp::create(&t.dir, abort).with_context(fail)?;
-        temp.file.write_all(&out).with_context(fail)?;
+        {
+            let mut out = io::BufWriter::with_capacity(PUMP_BUFFER, &mut temp.file);
+            let mut at = 0;
+            for s in finder.find_iter(&content) {
+                out.write_all(&content[at..s]).with_context(fail)?;
+                out.write_all(new).with_context(fail)?;
+                at = s + old.len();
+            }
+            out.write_all(&content[at..]).with_context(fail)?;
+            out.flush().with_context(fail)?;
+        }
         let owner = Some(Ids {
             uid: st.st_uid,
             gid: st.st_gid,
@@ -809,8 +872,8 @@ impl WorkDir {
             .map(|w| format!("{}: {w}", host.display()));
         Ok(Edited {
             path: host,
-            replacements: starts.len(),
-            size: out.len() as u64,
+            replacements: count,
+            size: size as u64,
             warning,
         })
     }
@@ -1135,6 +1198,42 @@ mod tests {
     }
 
     #[test]
+    fn read_bytes_holds_at_most_what_it_may() {
+        let (_r, work, wd) = setup();
+        // A sparse terabyte costs the sandbox nothing; it is refused before a byte is read.
+        std::fs::File::create(work.join("sparse"))
+            .unwrap()
+            .set_len(1 << 40)
+            .unwrap();
+        assert_eq!(
+            wd.read_bytes(Path::new("sparse"), None, 1024).unwrap(),
+            Err(1 << 40)
+        );
+        let (head, info) = wd
+            .read_bytes(Path::new("sparse"), Some(3), 1024)
+            .unwrap()
+            .unwrap();
+        assert_eq!((head, info.size, info.bytes), (vec![0; 3], 1 << 40, 3));
+        std::fs::write(work.join("ten"), "0123456789").unwrap();
+        assert_eq!(wd.read_bytes(Path::new("ten"), None, 9).unwrap(), Err(10));
+        let (all, _) = wd.read_bytes(Path::new("ten"), None, 10).unwrap().unwrap();
+        assert_eq!(all, b"0123456789");
+    }
+
+    #[test]
+    fn edit_counts_and_bounds_the_result_before_writing() {
+        let (_r, work, wd) = setup();
+        std::fs::write(work.join("a"), "a".repeat(1000)).unwrap();
+        let big = vec![b'x'; (EDIT_MAX_BYTES / 500) as usize];
+        let e = wd.edit(Path::new("a"), b"a", &big, true, None).unwrap_err();
+        assert!(e.to_string().contains("edit's limit"), "{e}");
+        assert_eq!(std::fs::read(work.join("a")).unwrap().len(), 1000);
+        let done = wd.edit(Path::new("a"), b"aa", b"b", true, None).unwrap();
+        assert_eq!((done.replacements, done.size), (500, 500));
+        assert_eq!(std::fs::read(work.join("a")).unwrap(), vec![b'b'; 500]);
+    }
+
+    #[test]
     fn relative_paths_and_absolute_ones_inside() {
         let (_r, work, wd) = setup();
         let w = work.canonicalize().unwrap();
@@ -1169,7 +1268,7 @@ mod tests {
             "../canary",
             "sub/../../canary",
         ] {
-            let e = wd.read_bytes(Path::new(p), None).unwrap_err();
+            let e = wd.read_bytes(Path::new(p), None, 1 << 20).unwrap_err();
             assert!(escape(e), "read {p}");
             let e = wd
                 .write(Path::new(p), &mut &b"x"[..], &WriteOptions::default(), None)
@@ -1180,9 +1279,18 @@ mod tests {
             std::fs::read_to_string(root.path().join("canary")).unwrap(),
             "outside"
         );
-        assert_eq!(wd.read_bytes(Path::new("good"), None).unwrap().0, b"inside");
         assert_eq!(
-            wd.read_bytes(Path::new("gooddir/f"), None).unwrap().0,
+            wd.read_bytes(Path::new("good"), None, 1 << 20)
+                .unwrap()
+                .unwrap()
+                .0,
+            b"inside"
+        );
+        assert_eq!(
+            wd.read_bytes(Path::new("gooddir/f"), None, 1 << 20)
+                .unwrap()
+                .unwrap()
+                .0,
             b"inside"
         );
         // Writing through an inside symlink updates its target and keeps the link.
@@ -1275,10 +1383,10 @@ mod tests {
                 wd.write(Path::new(p), &mut &b"x"[..], &opts, None).is_err(),
                 "{p}"
             );
-            assert!(wd.read_bytes(Path::new(p), None).is_err(), "{p}");
+            assert!(wd.read_bytes(Path::new(p), None, 1 << 20).is_err(), "{p}");
         }
         rustix::fs::mkfifoat(CWD, work.join("fifo"), Mode::from_raw_mode(0o644)).unwrap();
-        let e = wd.read_bytes(Path::new("fifo"), None).unwrap_err();
+        let e = wd.read_bytes(Path::new("fifo"), None, 1 << 20).unwrap_err();
         assert!(e.to_string().contains("FIFO"), "{e:#}");
         assert!(wd
             .write(Path::new("fifo"), &mut &b"x"[..], &opts, None)

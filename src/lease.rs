@@ -12,6 +12,11 @@
 //! dropped between the reads belongs to a `down` or `reap` that removed its container first). And a record that already had a container in the state read
 //! *before* the listing, but whose container is missing from it, really lost its container; a
 //! record that turned Running in between is not mistaken for one.
+//!
+//! A container is a record's when the record holds its ID ([`claim_of`]). Labels are data that
+//! anyone who can reach the engine may set, so the `h9sandbox.id` label only stands in for a
+//! record that holds no container ID yet; a container labelled as a record's that holds another
+//! ID is an orphan, never that sandbox's container.
 
 use std::collections::{HashMap, HashSet};
 use std::time::{Duration, SystemTime};
@@ -177,6 +182,59 @@ pub fn lease_reason(
     None
 }
 
+/// Whose container a listed container is, by the records of a state file.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Claim<'a> {
+    /// This record holds the container's ID: it is that sandbox's container.
+    Recorded(&'a Record),
+    /// No record holds its ID, but it carries the `h9sandbox.id` label of this record, which
+    /// holds no container ID yet (Pending while `up` starts it, or Failed before it was
+    /// recorded): taken as that sandbox's container.
+    Label(&'a Record),
+    /// It carries the `h9sandbox.id` label of this record, whose recorded container is another
+    /// one: NOT that sandbox's container (a forged or stray label; labels are mere data that
+    /// anyone who can reach the engine may set).
+    Foreign(&'a Record),
+    /// No record holds its ID or the ID its label names.
+    Unclaimed,
+}
+
+/// Whose container `c` is among `records`: matched by the container ID a record holds, never by
+/// the label alone when the record holds another ID ([`Claim`]).
+pub fn claim_of<'a>(c: &ContainerSummary, records: &'a [Record]) -> Claim<'a> {
+    if let Some(r) = records
+        .iter()
+        .find(|r| r.container_id.as_deref() == Some(c.id.as_str()))
+    {
+        return Claim::Recorded(r);
+    }
+    let labelled = c
+        .sandbox_id
+        .as_deref()
+        .and_then(|s| records.iter().find(|r| r.id.to_string() == s));
+    match labelled {
+        Some(r) if r.container_id.is_none() => Claim::Label(r),
+        Some(r) => Claim::Foreign(r),
+        None => Claim::Unclaimed,
+    }
+}
+
+/// Why the container `container` (its ID), labelled as `r`'s, is not `r`'s (for warnings and
+/// `reap`'s detail).
+pub fn foreign_detail(container: &str, r: &Record) -> String {
+    format!(
+        "container {} carries the label of sandbox {} but is not its container ({}): a forged or stray label, never trusted",
+        short(container),
+        r.short_id(),
+        short(r.container_id.as_deref().unwrap_or("none"))
+    )
+}
+
+/// The first 12 characters of a container ID, as `docker ps` shows it.
+fn short(id: &str) -> &str {
+    id.get(..12).unwrap_or(id)
+}
+
 /// The verdicts for one state directory. `before` and `after` are the state read just before
 /// and just after `containers` (every container labelled with this state directory) was listed;
 /// `alive` tells whether a process still lives; `now` is the current time.
@@ -201,39 +259,45 @@ pub fn judge(
         .map(|r| r.id.to_string())
         .filter(|id| !known_ids.contains(id))
         .collect();
-    let known_containers: HashSet<&str> = after
-        .sandboxes
-        .iter()
-        .filter_map(|r| r.container_id.as_deref())
-        .collect();
-    let mut by_sandbox: HashMap<&str, &ContainerSummary> = HashMap::new();
+    // Containers are matched by the container ID each record holds; the `h9sandbox.id` label
+    // counts only for a record that has no container ID yet (see [`claim_of`]).
+    let mut by_label: HashMap<Uuid, &ContainerSummary> = HashMap::new();
     for c in containers {
-        match c.sandbox_id.as_deref() {
-            Some(sid) if known_ids.contains(sid) => {
-                by_sandbox.insert(sid, c);
+        let claim = claim_of(c, &after.sandboxes);
+        let detail = match claim {
+            Claim::Recorded(_) => continue,
+            Claim::Label(r) => {
+                by_label.insert(r.id, c);
+                continue;
             }
-            Some(sid) if dropped_ids.contains(sid) => {}
-            _ if known_containers.contains(c.id.as_str()) => {}
-            sid => out.push(Verdict {
-                id: sid.map(str::to_string),
-                name: c.name.clone(),
-                container: Some(c.id.clone()),
-                action: Action::RemoveContainer,
-                reason: Reason::Orphan,
-                detail: "container of this state directory without a record".into(),
-                record: None,
-            }),
-        }
+            Claim::Foreign(r) => foreign_detail(&c.id, r),
+            Claim::Unclaimed
+                if c.sandbox_id
+                    .as_ref()
+                    .is_some_and(|s| dropped_ids.contains(s)) =>
+            {
+                continue
+            }
+            Claim::Unclaimed => "container of this state directory without a record".into(),
+        };
+        out.push(Verdict {
+            id: c.sandbox_id.clone(),
+            name: c.name.clone(),
+            container: Some(c.id.clone()),
+            action: Action::RemoveContainer,
+            reason: Reason::Orphan,
+            detail,
+            record: None,
+        });
     }
     let by_container: HashMap<&str, &ContainerSummary> =
         containers.iter().map(|c| (c.id.as_str(), c)).collect();
     for r in &after.sandboxes {
         let id = r.id.to_string();
-        let container = by_sandbox.get(id.as_str()).copied().or_else(|| {
-            r.container_id
-                .as_deref()
-                .and_then(|cid| by_container.get(cid).copied())
-        });
+        let container = match r.container_id.as_deref() {
+            Some(cid) => by_container.get(cid).copied(),
+            None => by_label.get(&r.id).copied(),
+        };
         let verdict = |action, reason, detail| Verdict {
             id: Some(id.clone()),
             name: r.name.clone(),
@@ -297,7 +361,12 @@ pub fn still_holds(
         return verdict.record.is_none();
     };
     if verdict.record.is_none() {
-        return false; // a record appeared for the "orphan": leave it
+        // The record its label names exists: the container is still an orphan only when that
+        // record holds another container's ID (a record without one may be starting it).
+        return cur
+            .container_id
+            .as_deref()
+            .is_some_and(|cid| Some(cid) != verdict.container.as_deref());
     }
     match verdict.reason {
         Reason::ContainerGone => {
@@ -546,6 +615,76 @@ mod tests {
     }
 
     #[test]
+    fn a_label_never_overrides_the_recorded_container_id() {
+        let r = rec(1, Lifecycle::Running);
+        let real = container_of(&r);
+        let mut forged = container_of(&rec(2, Lifecycle::Running));
+        forged.sandbox_id = Some(r.id.to_string());
+        let records = std::slice::from_ref(&r);
+        assert_eq!(claim_of(&real, records), Claim::Recorded(&r));
+        assert_eq!(claim_of(&forged, records), Claim::Foreign(&r));
+        // Next to the real container (listed before or after it), the forged one is an orphan
+        // and the sandbox keeps its own.
+        for listing in [
+            vec![real.clone(), forged.clone()],
+            vec![forged.clone(), real.clone()],
+        ] {
+            let v = judge_settled(records, &listing);
+            assert_eq!(
+                codes(&v),
+                vec![(
+                    Some(r.id.to_string()),
+                    Action::RemoveContainer,
+                    Reason::Orphan
+                )]
+            );
+            assert_eq!(v[0].container.as_deref(), Some("c2"));
+            assert!(
+                v[0].detail.contains("not its container (c1)"),
+                "{}",
+                v[0].detail
+            );
+        }
+        // Its owner dead: the real container is removed, never the forged one in its place.
+        let mut owned = r.clone();
+        owned.owner = Some(p(DEAD));
+        let v = judge_settled(
+            std::slice::from_ref(&owned),
+            &[forged.clone(), real.clone()],
+        );
+        let removed: Vec<_> = v.iter().map(|v| (v.reason, v.container.clone())).collect();
+        assert!(
+            removed.contains(&(Reason::OwnerDead, Some("c1".into()))),
+            "{removed:?}"
+        );
+        assert!(
+            removed.contains(&(Reason::Orphan, Some("c2".into()))),
+            "{removed:?}"
+        );
+        // Without the real container: the record lost it, whatever carries its label.
+        let v = judge_settled(records, &[forged.clone()]);
+        let got: Vec<_> = v
+            .iter()
+            .map(|v| (v.action, v.reason, v.container.clone()))
+            .collect();
+        assert_eq!(
+            got,
+            vec![
+                (Action::RemoveContainer, Reason::Orphan, Some("c2".into())),
+                (Action::DropRecord, Reason::ContainerGone, None),
+            ]
+        );
+        // A Pending record without a container ID yet: the label is all there is.
+        let pending = rec(3, Lifecycle::Pending);
+        let c = container_of(&pending);
+        assert_eq!(
+            claim_of(&c, std::slice::from_ref(&pending)),
+            Claim::Label(&pending)
+        );
+        assert!(judge_settled(std::slice::from_ref(&pending), &[c]).is_empty());
+    }
+
+    #[test]
     fn a_record_that_started_during_the_listing_is_not_container_gone() {
         // Pending before the listing, Running after it, container not listed (created after).
         let pending = rec(1, Lifecycle::Pending);
@@ -686,12 +825,21 @@ mod tests {
         assert!(!still_holds(&v, Some(&downing), alive, now()));
         // Gone already.
         assert!(!still_holds(&v, None, alive, now()));
-        // An orphan holds while no record claims its sandbox ID.
+        // An orphan holds while no record claims it: none has its label's ID, or the one that
+        // has holds another container's ID (the label is forged or stray). A record without a
+        // container ID (an `up` starting), or one holding this container, claims it.
         let mut o = container_of(&rec(9, Lifecycle::Running));
         o.sandbox_id = Some(r.id.to_string());
-        let orphan = judge_settled(&[], &[o]).remove(0);
+        let orphan = judge_settled(&[], &[o.clone()]).remove(0);
         assert!(still_holds(&orphan, None, alive, now()));
-        assert!(!still_holds(&orphan, Some(&r), alive, now()));
+        assert!(still_holds(&orphan, Some(&r), alive, now()));
+        let mut starting = r.clone();
+        starting.state = Lifecycle::Pending;
+        starting.container_id = None;
+        assert!(!still_holds(&orphan, Some(&starting), alive, now()));
+        let mut holding = r.clone();
+        holding.container_id = Some(o.id.clone());
+        assert!(!still_holds(&orphan, Some(&holding), alive, now()));
         // Container gone: holds unless a live `down` is at work.
         let gone = judge_settled(&[r.clone()], &[]).remove(0);
         assert_eq!(gone.reason, Reason::ContainerGone);

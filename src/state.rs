@@ -29,6 +29,10 @@ const TEMP_PREFIXES: &[&str] = &[".state.json.", ".trust.json."];
 /// Version of the state file's schema; a file with a higher version is refused.
 pub const SCHEMA_VERSION: u32 = 1;
 
+/// The largest `state.json` read (64 MiB, some 60 000 records): the file is read whole, so a
+/// bigger one (a tampered or runaway file) is refused as corrupt rather than sizing our memory.
+pub const STATE_MAX_BYTES: u64 = 64 << 20;
+
 /// Lifecycle of a sandbox: Pending → Running → Stopping → Terminated; any → Failed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Lifecycle {
@@ -705,12 +709,23 @@ impl Store {
     /// The bytes of the file `name` of the state directory `dir`; `None` when it is missing.
     fn read_in(&self, dir: &OwnedFd, name: &str) -> Result<Option<Vec<u8>>> {
         use std::io::Read;
-        let Some(mut f) = self.open_file(dir, name, rustix::fs::OFlags::RDONLY)? else {
+        let Some(f) = self.open_file(dir, name, rustix::fs::OFlags::RDONLY)? else {
             return Ok(None);
         };
+        let path = self.dir.join(name);
         let mut bytes = Vec::new();
-        f.read_to_end(&mut bytes)
-            .with_context(|| format!("cannot read {}", self.dir.join(name).display()))?;
+        f.take(STATE_MAX_BYTES + 1)
+            .read_to_end(&mut bytes)
+            .with_context(|| format!("cannot read {}", path.display()))?;
+        if bytes.len() as u64 > STATE_MAX_BYTES {
+            return Err(Error::StateCorrupt {
+                path,
+                reason: format!(
+                    "it is larger than {STATE_MAX_BYTES} bytes, more than a state file can be"
+                ),
+            }
+            .into());
+        }
         Ok(Some(bytes))
     }
 
@@ -932,6 +947,19 @@ pub(crate) mod tests {
         // A failed update writes nothing.
         assert!(store.update(|_| Ok(())).is_err());
         assert_eq!(std::fs::read(store.path()).unwrap(), b"{not json");
+    }
+
+    #[test]
+    fn an_oversized_state_file_is_refused_without_being_held() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        // Sparse: a terabyte that costs nothing on disk would be read whole.
+        std::fs::File::create(store.path())
+            .unwrap()
+            .set_len(1 << 40)
+            .unwrap();
+        let err = format!("{:#}", store.load().unwrap_err());
+        assert!(err.contains("larger than 67108864 bytes"), "{err}");
     }
 
     #[test]

@@ -822,7 +822,11 @@ fn host_user_as_non_root_can_delete_what_the_sandbox_made() {
     assert!(!env.path("made").exists());
     // By default the sandbox runs as the work dir's owner: what it makes is theirs.
     let owned_env = TestEnv::new();
-    std::os::unix::fs::chown(owned_env.root.path(), Some(1000), Some(1000)).unwrap();
+    std::fs::set_permissions(
+        owned_env.root.path(),
+        std::os::unix::fs::PermissionsExt::from_mode(0o711),
+    )
+    .unwrap();
     std::os::unix::fs::chown(&owned_env.workdir, Some(1000), Some(1000)).unwrap();
     let oid = owned_env.up(&[]);
     sh(&owned_env, &oid, "mkdir made && echo x > made/f");
@@ -846,4 +850,117 @@ fn host_user_as_non_root_can_delete_what_the_sandbox_made() {
     assert_eq!(std::fs::metadata(root_env.path("made/f")).unwrap().uid(), 0);
     let out = as_uid_1000(&root_env.workdir, &["rm", "-r", "made"]);
     assert!(!out.status.success(), "uid 1000 deleted root's files");
+}
+
+/// The peak resident memory (KiB) of `cmd`, run under GNU time (`/usr/bin/time -v`), with its
+/// output; `None` for the peak where GNU time is not installed.
+fn with_peak_memory(env: &TestEnv, args: &[&str]) -> (Output, Option<u64>) {
+    let time = Path::new("/usr/bin/time");
+    if !time.exists() {
+        return (env.run(args), None);
+    }
+    let report = env.root.path().join("time.txt");
+    let out = env
+        .program(time)
+        .arg("-v")
+        .arg("-o")
+        .arg(&report)
+        .arg(assert_cmd::cargo::cargo_bin("h9sandbox"))
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let text = std::fs::read_to_string(&report).unwrap_or_default();
+    let peak = text
+        .lines()
+        .find_map(|l| {
+            l.trim()
+                .strip_prefix("Maximum resident set size (kbytes): ")
+        })
+        .and_then(|n| n.trim().parse().ok());
+    (out, peak)
+}
+
+#[test]
+fn a_json_read_of_a_huge_sparse_file_fails_without_holding_it() {
+    require_container!("the sparse file is made inside a container");
+    let env = TestEnv::new();
+    let id = env.up(&[]);
+    // 1 GiB that takes no disk: read as JSON, it would cost gigabytes of host memory.
+    sh(&env, &id, "truncate -s 1G big && printf 'small\\n' > small");
+    let (out, peak) = with_peak_memory(&env, &["read", &id, "big", "--format", "json"]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(out.stdout.is_empty());
+    let err = stderr(&out);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.starts_with("h9sandbox: error: ")
+            && err.contains("1073741824 bytes")
+            && err.contains("json_max_bytes")
+            && err.contains("plain `h9sandbox read`"),
+        "{err}"
+    );
+    if let Some(kib) = peak {
+        assert!(kib < 64 * 1024, "read held {kib} KiB");
+    }
+    // Plain `read` streams it; --max-bytes takes its start; small files read as before.
+    let out = env.run(&["read", &id, "big", "--max-bytes", "4096"]);
+    assert_ok(&out);
+    assert_eq!(out.stdout, vec![0u8; 4096]);
+    let out = env.run(&["read", &id, "big", "--format", "json", "--max-bytes", "3"]);
+    assert_ok(&out);
+    let j: ReadJson = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        (j.size, j.content.as_deref(), j.truncated),
+        (1 << 30, Some("\0\0\0"), true)
+    );
+    let out = env.run(&["read", &id, "small", "--format", "json"]);
+    assert_ok(&out);
+    let j: ReadJson = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(j.content.as_deref(), Some("small\n"));
+    // The cap is a configuration key, so a caller can raise (or lower) it.
+    let out = env
+        .cmd()
+        .args(["read", &id, "small", "--format", "json"])
+        .env("H9SANDBOX_JSON_MAX_BYTES", "4")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stderr(&out).contains("json_max_bytes = 4"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+#[test]
+fn an_edit_that_would_blow_a_planted_file_up_is_refused() {
+    require_container!("the file is planted inside a container");
+    let env = TestEnv::new();
+    let id = env.up(&[]);
+    // 1 MiB of `a`: replacing every `a` with 100 bytes would make 100 MiB.
+    sh(&env, &id, "head -c 1048576 /dev/zero | tr '\\0' a > f");
+    let new = "b".repeat(100);
+    let (out, peak) = with_peak_memory(
+        &env,
+        &["edit", &id, "f", "--old", "a", "--new", &new, "--all"],
+    );
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let err = stderr(&out);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.contains("edit's limit") && err.contains("104857600 bytes"),
+        "{err}"
+    );
+    if let Some(kib) = peak {
+        assert!(kib < 64 * 1024, "edit held {kib} KiB");
+    }
+    assert_eq!(std::fs::metadata(env.path("f")).unwrap().len(), 1 << 20);
+    assert!(find_temps(&env.workdir).is_empty());
+    // Within the limit it works, and writes exactly the replacement.
+    let out = env.run(&["edit", &id, "f", "--old", "a", "--new", "bc", "--all"]);
+    assert_ok(&out);
+    let text = std::fs::read(env.path("f")).unwrap();
+    assert_eq!(text.len(), 2 << 20);
+    assert!(text.chunks(2).all(|c| c == b"bc"));
 }

@@ -530,7 +530,7 @@ fn an_oversized_request_is_answered_with_an_error_naming_the_limit() {
     let r = answer(&lines, json!(10));
     assert_eq!(
         r["result"]["tools"].as_array().map(Vec::len),
-        Some(7),
+        Some(11),
         "{r}"
     );
     drop(stdin);
@@ -576,4 +576,28 @@ fn a_session_acts_only_on_the_sandboxes_it_made() {
         "only the script's sandbox is left"
     );
     assert_ok(&env.run(&["down", foreign]));
+}
+
+#[test]
+fn sandbox_up_cannot_leave_the_servers_work_dir() {
+    require_container!("the MCP tests drive container sandboxes");
+    let python = require_python!();
+    let env = TestEnv::new();
+    // Beside the server's work dir: the home's credentials and another directory; inside it, a
+    // symlink pointing out (as code in a sandbox on that work dir could plant).
+    let home = env.root.path();
+    std::fs::create_dir_all(home.join(".ssh")).unwrap();
+    std::fs::write(home.join(".ssh/id_ed25519"), "PRIVATE KEY\n").unwrap();
+    std::fs::create_dir_all(home.join("outside")).unwrap();
+    std::fs::create_dir_all(env.path("sub")).unwrap();
+    std::os::unix::fs::symlink(home.join("outside"), env.path("link-out")).unwrap();
+    let t = client(&env, &python, "confine").transcript;
+    for why in t["refused"].as_array().unwrap() {
+        let why = why.as_str().unwrap();
+        assert!(why.contains("outside this server's --workdir"), "{why}");
+    }
+    // Only the two sandboxes inside were made, and the session removed them when it ended.
+    assert_eq!(t["made"].as_array().unwrap().len(), 2);
+    assert!(env.containers().is_empty(), "{:?}", env.containers());
+    assert!(env.ls_raw().is_empty());
 }

@@ -280,6 +280,9 @@ async def flow():
                 check(e["stderr"] == "done\n", "the other stream is whole", e["stderr"])
                 t["capped_stdout"] = out
                 error(await call(s, "sandbox_exec", {"command": "true", "max_output_bytes": 10}), "a cap below 256", "at least 256")
+                # The sandbox's output would fill host memory up to the cap: the client cannot
+                # raise it past what the server's operator allows (json_max_bytes).
+                error(await call(s, "sandbox_exec", {"command": "true", "max_output_bytes": 10**12}), "a cap beyond the server's", "json_max_bytes")
 
                 # Files.
                 w = ok(await call(s, "sandbox_write", {"path": "notes/todo.txt", "content": "alpha\nbeta\ngamma\n"}), "write")
@@ -459,6 +462,29 @@ async def scope():
     return t
 
 
+async def confine():
+    """sandbox_up's workdir stays inside the server's --workdir: `..`, an absolute path outside
+    and a symlink inside that points out are refused (the Rust side plants them and checks that
+    no sandbox was made there); a directory inside works."""
+    workdir = env("H9_WORKDIR")
+    home = os.path.dirname(workdir)  # the tests' HOME, holding .ssh and outside/
+    t = {"refused": []}
+    with open(env("H9_ERRLOG"), "w") as errlog:
+        async with stdio_client(server(), errlog=errlog) as (read, write):
+            async with ClientSession(read, write) as s:
+                await s.initialize()
+                for w in ["../.ssh", "../outside", f"{home}/outside", "link-out", "link-out/.", "sub/../../outside", "/"]:
+                    t["refused"].append(error(await call(s, "sandbox_up", {"workdir": w}), f"workdir {w}", "--workdir"))
+                listed = cli("ls")
+                check(listed == [], "nothing was created for a refused workdir", listed)
+                sb = ok(await call(s, "sandbox_up", {"workdir": "sub"}), "a workdir inside")
+                check(sb["workdir"] == f"{workdir}/sub", "the work dir inside", sb)
+                sb2 = ok(await call(s, "sandbox_up", {"workdir": f"{workdir}/sub"}), "an absolute workdir inside")
+                check(sb2["workdir"] == f"{workdir}/sub", "the absolute work dir inside", sb2)
+                t["made"] = [sb["id"], sb2["id"]]
+    return t
+
+
 SCENARIOS = {
     "tools": tools,
     "flow": flow,
@@ -467,6 +493,7 @@ SCENARIOS = {
     "term": term,
     "oversized": oversized,
     "scope": scope,
+    "confine": confine,
 }
 
 

@@ -888,3 +888,128 @@ fn sub_sandboxes_are_reaped_with_their_parent() {
     assert!(env.ls().is_empty());
     assert!(env.containers().is_empty());
 }
+
+/// `docker run -d` of the tiny image with `labels`; returns the container's full ID.
+fn docker_run_labelled(labels: &[String]) -> String {
+    let mut c = Command::new("docker");
+    c.args(["run", "-d"]);
+    for l in labels {
+        c.args(["--label", l]);
+    }
+    let out = c.args([TINY, "sleep", "600"]).output().unwrap();
+    assert_ok(&out);
+    stdout(&out).trim().to_string()
+}
+
+#[test]
+fn a_forged_label_never_stands_in_for_a_sandboxs_container() {
+    require_container!("forged labels are about containers");
+    if engine() != Engine::Docker {
+        announce("the forged container is made with docker");
+        return;
+    }
+    let env = TestEnv::new();
+    let id = env.up(&[]);
+    let real = env.container(&id);
+    // Someone with access to the engine starts a container carrying the sandbox's labels...
+    let forged = docker_run_labelled(&[
+        "h9sandbox=1".into(),
+        format!("h9sandbox.id={id}"),
+        format!("h9sandbox.state_dir={}", env.state_dir.display()),
+    ]);
+    // ...and removes the sandbox's real container behind h9sandbox's back.
+    assert_ok(
+        &Command::new("docker")
+            .args(["rm", "-f", "-v", &real])
+            .output()
+            .unwrap(),
+    );
+    // `ls` matches by the recorded container ID: the sandbox's container is missing, and the
+    // label match with another ID is reported, in JSON and as a warning.
+    let e = env.entry(&id);
+    assert_eq!(e["container_state"], "missing", "{e}");
+    assert_eq!(e["state"], "Failed", "{e}");
+    assert_eq!(e["container_id"], real.as_str());
+    assert_eq!(e["foreign_containers"], serde_json::json!([forged]), "{e}");
+    let out = env.run(&["ls"]);
+    assert_ok(&out);
+    let err = stderr(&out);
+    assert!(
+        err.starts_with("h9sandbox: warning: ")
+            && err.contains(&forged[..12])
+            && err.contains(&real[..12])
+            && err.lines().count() == 1,
+        "{err}"
+    );
+    // `reap` never treats the forged container as the sandbox's: the record has lost its
+    // container, and the forged one, labelled with this state directory but no record's
+    // container, is an orphan.
+    let mut reaped = reap(&env, &[]);
+    reaped.sort_by(|a, b| a.action.cmp(&b.action));
+    assert_eq!(reaped.len(), 2, "{reaped:?}");
+    assert_eq!(
+        (
+            reaped[0].id.as_deref(),
+            reaped[0].container.as_deref(),
+            reaped[0].action.as_str(),
+            reaped[0].reason.as_str()
+        ),
+        (Some(id.as_str()), None, "drop-record", "container-gone")
+    );
+    assert_eq!(
+        (
+            reaped[1].container.as_deref(),
+            reaped[1].action.as_str(),
+            reaped[1].reason.as_str()
+        ),
+        (Some(forged.as_str()), "remove-container", "orphan")
+    );
+    assert!(
+        reaped[1].detail.contains(&real[..12]),
+        "{}",
+        reaped[1].detail
+    );
+    assert!(env.containers().is_empty(), "{:?}", env.containers());
+    assert!(env.ls_raw().is_empty());
+}
+
+#[test]
+fn a_forged_label_next_to_the_real_container_changes_nothing_but_itself() {
+    require_container!("forged labels are about containers");
+    if engine() != Engine::Docker {
+        announce("the forged container is made with docker");
+        return;
+    }
+    let env = TestEnv::new();
+    let mut owner = sleeper();
+    let id = env.up(&["--owner-pid", &owner.id().to_string()]);
+    let real = env.container(&id);
+    let forged = docker_run_labelled(&[
+        "h9sandbox=1".into(),
+        format!("h9sandbox.id={id}"),
+        format!("h9sandbox.state_dir={}", env.state_dir.display()),
+    ]);
+    let e = env.entry(&id);
+    assert_eq!(
+        (&e["state"], &e["container_state"]),
+        (&serde_json::json!("Running"), &serde_json::json!("running"))
+    );
+    assert_eq!(e["foreign_containers"], serde_json::json!([forged]));
+    // The live sandbox is spared; only the forged container goes.
+    let reaped = reap(&env, &[]);
+    assert_eq!(reaped.len(), 1, "{reaped:?}");
+    assert_eq!(
+        (reaped[0].container.as_deref(), reaped[0].reason.as_str()),
+        (Some(forged.as_str()), "orphan")
+    );
+    assert_eq!(env.containers(), vec![real[..12].to_string()]);
+    // Its owner dies: reap removes the real container, never picks the label instead.
+    kill9(&mut owner);
+    let reaped = reap(&env, &[]);
+    assert_eq!(reaped.len(), 1, "{reaped:?}");
+    assert_eq!(
+        (reaped[0].container.as_deref(), reaped[0].reason.as_str()),
+        (Some(real.as_str()), "owner-dead")
+    );
+    assert!(env.containers().is_empty());
+}

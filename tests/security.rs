@@ -3,6 +3,7 @@
 
 mod common;
 
+use std::path::Path;
 use std::process::Stdio;
 use std::time::Duration;
 
@@ -111,9 +112,10 @@ fn sensitive_work_directories_are_refused() {
     let env = TestEnv::new();
     for (dir, why) in [
         ("/etc", "system directory"),
-        ("/proc", "system directory"),
+        ("/proc", "the kernel's file system"),
         ("/var", "work directory /var"),
-        (env.root.path().to_str().unwrap(), "state directory"),
+        (env.root.path().to_str().unwrap(), "your home directory"),
+        (env.state_dir.to_str().unwrap(), "state directory"),
     ] {
         let out = env.run(&["up", "--workdir", dir]);
         assert_eq!(out.status.code(), Some(1), "{dir}");
@@ -309,4 +311,157 @@ fn a_work_dir_holding_another_state_directory_is_refused() {
         env.containers().is_empty(),
         "the refused container was left"
     );
+}
+
+/// `up --workdir DIR` (with `env`'s configuration and `extra` environment); asserts it is
+/// refused with exit 1 and one line naming `needle`, and that nothing was recorded.
+fn refused_workdir(env: &TestEnv, dir: &Path, needle: &str, extra: &[(&str, &str)]) -> String {
+    let out = env
+        .cmd()
+        .args(["up", "--workdir"])
+        .arg(dir)
+        .envs(extra.iter().copied())
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(1), "{}: {err}", dir.display());
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.starts_with("h9sandbox: error: ") && err.contains(needle),
+        "{}: {err}",
+        dir.display()
+    );
+    assert!(env.ls_raw().is_empty());
+    err
+}
+
+#[test]
+fn work_dirs_that_lead_to_the_hosts_secrets_or_code_are_refused() {
+    let env = TestEnv::new();
+    let home = env.root.path(); // TestEnv's HOME
+    std::fs::create_dir_all(home.join(".ssh/keys")).unwrap();
+    std::fs::write(home.join(".ssh/id_ed25519"), "PRIVATE KEY\n").unwrap();
+    std::fs::create_dir_all(home.join(".config/gcloud")).unwrap();
+    // A dot-directory that is a symlink to somewhere outside the home.
+    let dotfiles = tempfile::Builder::new().prefix("h9dot").tempdir().unwrap();
+    std::fs::create_dir(dotfiles.path().join("aws")).unwrap();
+    std::os::unix::fs::symlink(dotfiles.path().join("aws"), home.join(".aws")).unwrap();
+    // Where host code and configuration live.
+    let usr_local = tempfile::Builder::new()
+        .prefix("h9test")
+        .tempdir_in("/usr/local")
+        .unwrap();
+    let var_log = tempfile::Builder::new()
+        .prefix("h9test")
+        .tempdir_in("/var/log")
+        .unwrap();
+    let dot = "one of your home's dot-directories";
+    for (dir, rule) in [
+        (home.join(".ssh"), dot),
+        (home.join(".ssh/keys"), dot),
+        (home.join(".config/gcloud"), dot),
+        (dotfiles.path().join("aws"), dot),
+        (dotfiles.path().to_path_buf(), dot),
+        (usr_local.path().to_path_buf(), "system directory /usr"),
+        (var_log.path().to_path_buf(), "system directory /var"),
+    ] {
+        let err = refused_workdir(&env, &dir, rule, &[]);
+        assert!(err.contains("allowed_workdirs"), "{err}");
+    }
+    // Another user's home (root's, when HOME is elsewhere, as here).
+    if std::fs::read_to_string("/etc/passwd")
+        .unwrap_or_default()
+        .lines()
+        .any(|l| l.starts_with("root:") && l.split(':').nth(5) == Some("/root"))
+    {
+        refused_workdir(
+            &env,
+            Path::new("/root"),
+            "the home directory /root of user root",
+            &[],
+        );
+    }
+    // The home itself, or a directory holding it, is never a work dir, whatever is allowed.
+    let other_home = tempfile::Builder::new().prefix("h9home").tempdir().unwrap();
+    let xdg = tempfile::Builder::new().prefix("h9xdg").tempdir().unwrap();
+    std::fs::create_dir_all(xdg.path().join("h9sandbox")).unwrap();
+    std::fs::write(
+        xdg.path().join("h9sandbox/config.toml"),
+        format!("allowed_workdirs = [\"{}\"]\n", other_home.path().display()),
+    )
+    .unwrap();
+    let vars = [
+        ("HOME", other_home.path().to_str().unwrap()),
+        ("XDG_CONFIG_HOME", xdg.path().to_str().unwrap()),
+    ];
+    let err = refused_workdir(&env, other_home.path(), "your home directory", &vars);
+    assert!(err.contains("cannot allow"), "{err}");
+    assert!(!err.contains("allow it in"), "{err}");
+    refused_workdir(&env, Path::new("/tmp"), "/tmp", &[]);
+    assert_eq!(
+        std::fs::read_to_string(home.join(".ssh/id_ed25519")).unwrap(),
+        "PRIVATE KEY\n"
+    );
+}
+
+#[test]
+fn projects_under_home_and_directories_under_tmp_keep_working() {
+    require_container!("the accepted work dirs are mounted into containers");
+    let env = TestEnv::new();
+    std::fs::create_dir_all(env.root.path().join(".ssh")).unwrap();
+    // A project under HOME (TestEnv's work dir), and a directory under /tmp outside HOME.
+    let id = env.up(&[]);
+    assert_eq!(env.entry(&id)["workdir"], env.workdir.to_str().unwrap());
+    let scratch = tempfile::Builder::new().prefix("h9wd").tempdir().unwrap();
+    let id = env.up(&["--workdir", scratch.path().to_str().unwrap()]);
+    assert_ok(&env.run(&["exec", &id, "--", "echo hi > made-here"]));
+    assert!(scratch.path().join("made-here").exists());
+    assert_ok(&env.run(&["down", "--all"]));
+}
+
+#[test]
+fn only_the_users_own_configuration_can_allow_a_work_dir() {
+    require_container!("the allowed work dir is mounted into a container");
+    let env = TestEnv::new();
+    let home = env.root.path();
+    let usr_local = tempfile::Builder::new()
+        .prefix("h9test")
+        .tempdir_in("/usr/local")
+        .unwrap();
+    let allow = format!("allowed_workdirs = [\"{}\"]\n", usr_local.path().display());
+    // Not from the project's sandbox.toml, which a sandbox can write...
+    std::fs::write(env.path("sandbox.toml"), &allow).unwrap();
+    let err = refused_workdir(&env, usr_local.path(), "allowed_workdirs", &[]);
+    assert!(err.contains("sandbox.toml"), "{err}");
+    std::fs::remove_file(env.path("sandbox.toml")).unwrap();
+    // ...nor from the environment.
+    let value = format!("[\"{}\"]", usr_local.path().display());
+    let err = refused_workdir(
+        &env,
+        usr_local.path(),
+        "H9SANDBOX_ALLOWED_WORKDIRS",
+        &[("H9SANDBOX_ALLOWED_WORKDIRS", &value)],
+    );
+    assert!(err.contains("configuration file"), "{err}");
+    // The user's own file allows it (and what lies inside it).
+    std::fs::create_dir_all(home.join(".config/h9sandbox")).unwrap();
+    std::fs::write(home.join(".config/h9sandbox/config.toml"), &allow).unwrap();
+    std::fs::create_dir(usr_local.path().join("sub")).unwrap();
+    for dir in [usr_local.path().to_path_buf(), usr_local.path().join("sub")] {
+        let id = env.up(&["--workdir", dir.to_str().unwrap()]);
+        assert_eq!(env.entry(&id)["workdir"], dir.to_str().unwrap());
+    }
+    assert_ok(&env.run(&["down", "--all"]));
+    // It never allows what no configuration may: the state directory, /proc.
+    std::fs::write(
+        home.join(".config/h9sandbox/config.toml"),
+        format!(
+            "allowed_workdirs = [\"{}\", \"/proc\"]\n",
+            env.state_dir.display()
+        ),
+    )
+    .unwrap();
+    refused_workdir(&env, &env.state_dir, "state directory", &[]);
+    refused_workdir(&env, Path::new("/proc/self"), "/proc", &[]);
 }

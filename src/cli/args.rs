@@ -214,7 +214,9 @@ Examples:
   h9sandbox read 3f2a out.png --format json       {path, size, content_base64, truncated}
 
 Paths are relative to the work dir, or absolute inside it. Symlinks that stay inside are followed;
-'..' above the work dir and symlinks that lead out of it are refused (exit 1).")]
+'..' above the work dir and symlinks that lead out of it are refused (exit 1). Plain read streams
+any size; --format json holds the content in memory, so a file over json_max_bytes (16 MiB by
+default; H9SANDBOX_JSON_MAX_BYTES) is refused (exit 1) unless --max-bytes takes its start.")]
     Read(ReadArgs),
     /// Replace a file of the sandbox's work dir atomically with stdin or --from FILE
     #[command(after_help = "\
@@ -299,7 +301,9 @@ impl Command {
 /// `up` arguments. Unset options come from the configuration.
 #[derive(Debug, Args)]
 pub struct UpArgs {
-    /// Host directory bind-mounted at the same path [default: current directory]
+    /// Host directory bind-mounted at the same path; not one holding the host's secrets or
+    /// code (a dot-directory of your home, a system tree such as /usr or /etc, ...; see
+    /// allowed_workdirs) [default: current directory]
     #[arg(long, value_name = "DIR")]
     pub workdir: Option<PathBuf>,
     /// Image to run [config: image]

@@ -10,7 +10,7 @@ use comfy_table::{Cell, Table};
 
 use super::output;
 use super::{Format, LsArgs};
-use crate::lease;
+use crate::lease::{self, foreign_detail};
 use crate::sandbox::list::{entries, Entry};
 use crate::sandbox::{interrupted, Ctx};
 use crate::types::Isolation;
@@ -29,6 +29,14 @@ pub async fn run(ctx: &Ctx, format: Format, args: &LsArgs) -> Result<i32> {
         ctx.reporter.warn(&format!(
             "{local} sandbox(es) listed are local (engine \"local\", isolation: none): their commands run directly on this host, without a container or limits"
         ));
+    }
+    for e in &entries {
+        for c in &e.foreign_containers {
+            ctx.reporter.warn(&format!(
+                "{}; it is ignored (`h9sandbox reap` removes it as an orphan)",
+                foreign_detail(c, &e.record)
+            ));
+        }
     }
     match format {
         Format::Json => output::print_json(&entries)?,

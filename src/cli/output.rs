@@ -9,11 +9,19 @@ use serde::Serialize;
 
 use crate::state::Lifecycle;
 
-/// Writes `value` as pretty JSON plus a newline to stdout. A closed pipe is not an error.
+/// Writes `value` as pretty JSON plus a newline to stdout, serialized straight into a buffered
+/// stdout (a document is never held whole: escaping can make it 6 times the data it carries).
+/// A closed pipe is not an error.
 pub fn print_json<T: Serialize + ?Sized>(value: &T) -> anyhow::Result<()> {
-    let mut text = serde_json::to_string_pretty(value)?;
-    text.push('\n');
-    write_stdout(text.as_bytes())
+    let mut out = std::io::BufWriter::with_capacity(64 * 1024, std::io::stdout().lock());
+    let r = serde_json::to_writer_pretty(&mut out, value)
+        .map_err(std::io::Error::from)
+        .and_then(|_| out.write_all(b"\n"))
+        .and_then(|_| out.flush());
+    match r {
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+        r => Ok(r?),
+    }
 }
 
 /// Writes `text` plus a newline to stdout. A closed pipe is not an error.

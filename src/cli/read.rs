@@ -1,5 +1,6 @@
-//! `h9sandbox read`: a file of the sandbox's work dir to stdout (raw bytes) or as JSON, read on
-//! the host side through [`crate::files::WorkDir`], so paths that leave the work dir are refused.
+//! `h9sandbox read`: a file of the sandbox's work dir to stdout (raw bytes, streamed in the
+//! kernel) or as JSON (held in memory, so at most `json_max_bytes` of it), read on the host side
+//! through [`crate::files::WorkDir`], so paths that leave the work dir are refused.
 
 use std::os::fd::AsFd;
 
@@ -9,6 +10,7 @@ use serde::Serialize;
 
 use super::output;
 use super::{Format, ReadArgs};
+use crate::error::Error;
 use crate::sandbox::{workdir_of, Ctx};
 
 /// `read --format json` document: `content` for UTF-8 text, `content_base64` otherwise.
@@ -43,7 +45,10 @@ pub async fn run(ctx: &Ctx, format: Format, args: &ReadArgs) -> Result<i32> {
             }
         }
         Format::Json => {
-            let (bytes, info) = wd.read_bytes(&args.path, args.max_bytes)?;
+            let cap = ctx.cfg.json_max_bytes;
+            let (bytes, info) = wd
+                .read_bytes(&args.path, args.max_bytes, cap)?
+                .map_err(|size| too_large(&wd.host_path(&args.path), size, cap))?;
             let truncated = args.max_bytes.is_some_and(|m| info.size > m);
             output::print_json(&json(
                 info.path.display().to_string(),
@@ -54,6 +59,15 @@ pub async fn run(ctx: &Ctx, format: Format, args: &ReadArgs) -> Result<i32> {
             Ok(0)
         }
     }
+}
+
+/// The error for a file of `size` bytes (or more: it grew while it was read) at `path`, more
+/// than `read --format json` may hold (`cap`, config `json_max_bytes`).
+fn too_large(path: &std::path::Path, size: u64, cap: u64) -> Error {
+    Error::Invalid(format!(
+        "{} is {size} bytes, more than `read --format json` holds in memory (json_max_bytes = {cap}); read it with plain `h9sandbox read` (it streams any size), take its start with --max-bytes, or raise json_max_bytes (H9SANDBOX_JSON_MAX_BYTES)",
+        path.display()
+    ))
 }
 
 /// The JSON document for `bytes` (the first bytes of a file of `size` bytes at `path`).

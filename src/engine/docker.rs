@@ -17,6 +17,7 @@ use anyhow::{anyhow, Context, Result};
 use tokio::process::Command;
 
 use super::shell::shell_line;
+use super::{bounded_output, ENGINE_OUTPUT_MAX};
 use super::{
     AppliedLimits, CommandLine, ContainerSpec, ContainerStatus, ContainerSummary, Environment,
     ExecFailure, ExecSpec, EXEC_MARKER_VAR, LABEL_ID, LABEL_STATE_DIR, SCRATCH_DIR,
@@ -194,18 +195,23 @@ impl Docker {
         cmd
     }
 
-    /// Runs the client to completion, capturing its output. Returns (exit status, stdout, stderr).
+    /// Runs the client to completion, capturing its output, each stream at most
+    /// [`ENGINE_OUTPUT_MAX`] bytes (more is an error: the client is killed). Returns (exit
+    /// status, stdout, stderr).
     async fn output(&self, args: Vec<String>) -> Result<(i32, String, String)> {
-        let out = self
-            .command(args)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .output()
+        let what = args.first().cloned().unwrap_or_default();
+        let out = bounded_output(&mut self.command(args), ENGINE_OUTPUT_MAX)
             .await
             .map_err(|e| self.spawn_error(e))?;
+        if let Some(stream) = out.overflow {
+            return Err(anyhow!(
+                "`{} {what}` printed more than {ENGINE_OUTPUT_MAX} bytes on {stream}, more than h9sandbox holds; it was stopped",
+                self.bin
+            ));
+        }
         let stdout = String::from_utf8_lossy(&out.stdout).trim().to_string();
         let stderr = String::from_utf8_lossy(&out.stderr).trim().to_string();
-        let code = out.status.code().unwrap_or(-1);
+        let code = out.status.and_then(|s| s.code()).unwrap_or(-1);
         if code != 0 {
             if let Some(reason) = unreachable_reason(&stderr) {
                 return Err(self.unavailable(reason).into());

@@ -53,6 +53,91 @@ pub const LOCAL_SANDBOX_VAR: &str = "H9SANDBOX_SANDBOX";
 /// Environment variable set on every process of a local sandbox: its state directory.
 pub const LOCAL_STATE_DIR_VAR: &str = "H9SANDBOX_SANDBOX_STATE_DIR";
 
+/// Most bytes kept of each output stream of an engine client's run ([`bounded_output`]): 16
+/// MiB, far more than a listing (`ps`) or an `inspect` prints, and a bound on what a command run
+/// inside a container (the kill helper, a `stat`) can make the host hold.
+pub const ENGINE_OUTPUT_MAX: usize = 16 << 20;
+
+/// What [`bounded_output`] captured.
+#[derive(Debug)]
+pub struct BoundedOutput {
+    /// Exit status (`None` when the process was killed for printing too much).
+    pub status: Option<std::process::ExitStatus>,
+    /// stdout, at most the cap.
+    pub stdout: Vec<u8>,
+    /// stderr, at most the cap.
+    pub stderr: Vec<u8>,
+    /// The stream (`"stdout"`, `"stderr"`) that went past the cap, after which the process was
+    /// killed; `None` when both fit.
+    pub overflow: Option<&'static str>,
+}
+
+/// Runs `cmd` to its end, capturing stdout and stderr (both read at once, so neither blocks the
+/// process), each at most `max` bytes: a process printing more is killed at once rather than
+/// having its output held (tokio's `output()` keeps all of it). Errors: the process cannot be
+/// started or read.
+pub async fn bounded_output(
+    cmd: &mut tokio::process::Command,
+    max: usize,
+) -> std::io::Result<BoundedOutput> {
+    use std::process::Stdio;
+    use tokio::io::{AsyncRead, AsyncReadExt};
+    let mut child = cmd
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()?;
+    async fn read<R: AsyncRead + Unpin>(
+        r: Option<R>,
+        max: usize,
+        name: &'static str,
+    ) -> std::io::Result<Result<Vec<u8>, (&'static str, Vec<u8>)>> {
+        let mut v = Vec::new();
+        if let Some(r) = r {
+            r.take(max as u64 + 1).read_to_end(&mut v).await?;
+        }
+        Ok(if v.len() > max {
+            v.truncate(max);
+            Err((name, v))
+        } else {
+            Ok(v)
+        })
+    }
+    let out = read(child.stdout.take(), max, "stdout");
+    let err = read(child.stderr.take(), max, "stderr");
+    tokio::pin!(out, err);
+    // Both at once; the first stream past the cap ends the wait.
+    let (mut o, mut e) = (None, None);
+    let overflow = loop {
+        tokio::select! {
+            r = &mut out, if o.is_none() => match r? {
+                Ok(v) => o = Some(v),
+                Err((name, v)) => { o = Some(v); break Some(name); }
+            },
+            r = &mut err, if e.is_none() => match r? {
+                Ok(v) => e = Some(v),
+                Err((name, v)) => { e = Some(v); break Some(name); }
+            },
+        }
+        if o.is_some() && e.is_some() {
+            break None;
+        }
+    };
+    let status = if overflow.is_some() {
+        let _ = child.start_kill();
+        let _ = child.wait().await;
+        None
+    } else {
+        Some(child.wait().await?)
+    };
+    Ok(BoundedOutput {
+        status,
+        stdout: o.unwrap_or_default(),
+        stderr: e.unwrap_or_default(),
+        overflow,
+    })
+}
+
 /// Everything needed to create a sandbox's container.
 #[derive(Debug, Clone)]
 pub struct ContainerSpec {
@@ -376,6 +461,38 @@ pub enum ExecFailure {
 mod tests {
     use super::*;
     use crate::types::Network;
+
+    #[tokio::test]
+    async fn output_past_the_cap_stops_the_process() {
+        let sh = |script: &str| {
+            let mut c = tokio::process::Command::new("sh");
+            c.arg("-c").arg(script);
+            c
+        };
+        let out = bounded_output(&mut sh("echo out; echo err >&2; exit 3"), 64)
+            .await
+            .unwrap();
+        assert_eq!(
+            (
+                out.status.and_then(|s| s.code()),
+                &out.stdout[..],
+                &out.stderr[..],
+                out.overflow
+            ),
+            (Some(3), &b"out\n"[..], &b"err\n"[..], None)
+        );
+        // Endless output on either stream: at most the cap is held, and the process is killed
+        // (`yes` would otherwise run forever).
+        let out = bounded_output(&mut sh("yes"), 1000).await.unwrap();
+        assert_eq!(
+            (out.overflow, out.stdout.len(), out.status),
+            (Some("stdout"), 1000, None)
+        );
+        let out = bounded_output(&mut sh("echo fine; yes >&2"), 1000)
+            .await
+            .unwrap();
+        assert_eq!((out.overflow, out.stderr.len()), (Some("stderr"), 1000));
+    }
 
     fn limits() -> Limits {
         Limits {

@@ -46,7 +46,7 @@ use tokio::io::{AsyncRead, AsyncWrite};
 
 use crate::config::Layers;
 use crate::report::{Reporter, Stderr};
-use crate::sandbox::workdir::resolve_workdir;
+use crate::sandbox::workdir::{resolve_workdir, WorkdirRule};
 use crate::sandbox::{down, interrupted, Ctx};
 pub use session::Session;
 use tools::tools;
@@ -97,6 +97,8 @@ pub async fn serve(options: McpOptions) -> Result<i32> {
     });
     let ctx = Ctx::from_layers(&options.layers, &[], reporter)?;
     let workdir = resolve_workdir(options.workdir.as_deref())?;
+    // Every sandbox of the session lies in it: refuse at once one no sandbox may use.
+    WorkdirRule::for_host(&ctx).check(&workdir)?;
     let (input, output) = take_stdio()?;
     let auto_up = options.auto_up;
     let session = Arc::new(Session::new(

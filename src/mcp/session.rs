@@ -230,7 +230,7 @@ impl Session {
     /// and the call's limits, exactly as `up`'s flags would set them.
     async fn up(&self, p: UpParams) -> Result<Done> {
         let workdir = match (&p.workdir, &p.parent) {
-            (Some(w), _) => Some(self.workdir.join(w)),
+            (Some(w), _) => Some(self.confined(w)?),
             (None, None) => Some(self.workdir.clone()),
             (None, Some(_)) => None,
         };
@@ -250,6 +250,7 @@ impl Session {
             user: None,
             owner_pid: (!p.keep).then(|| std::process::id().to_string()),
             ttl: p.ttl,
+            within: Some(self.workdir.clone()),
         };
         // A sub-sandbox shares its parent's work dir: only of a sandbox the session may reach.
         let req = UpRequest {
@@ -287,6 +288,23 @@ impl Session {
         Done::new(&info, text)
     }
 
+    /// The directory a `sandbox_up` `workdir` names, which must lie inside the server's
+    /// `--workdir`: relative to it, or absolute inside it, resolved beneath it by the kernel
+    /// (`openat2(RESOLVE_BENEATH)`, [`crate::files::WorkDir::dir_path`]), so `..`, an absolute
+    /// path elsewhere and a symlink leading out are refused whatever the sandboxes there plant.
+    /// [`create::create`] checks the result again (`within`) and opens it through no symlink.
+    fn confined(&self, w: &str) -> Result<PathBuf> {
+        let root = crate::files::WorkDir::open(&self.workdir)?;
+        root.dir_path(std::path::Path::new(w)).map_err(|e| match e.downcast_ref::<Error>() {
+            Some(Error::PathEscape(_)) => Error::Invalid(format!(
+                "workdir {w:?} leads outside this server's --workdir {}; give a directory inside it (relative to it, or absolute inside it)",
+                self.workdir.display()
+            ))
+            .into(),
+            _ => e.context(format!("workdir {w:?} cannot be used")),
+        })
+    }
+
     /// `sandbox_exec`: [`exec::execute`] capturing both streams' start and end; a client's
     /// cancellation kills the command's process tree as a signal would.
     async fn exec(
@@ -300,6 +318,19 @@ impl Session {
         if max < MIN_MCP_OUTPUT {
             return Err(Error::Invalid(format!(
                 "max_output_bytes {max} is too small; give at least {MIN_MCP_OUTPUT}"
+            ))
+            .into());
+        }
+        // The sandbox's output fills up to this much host memory per stream: the client may ask
+        // for at most what the server's operator allows.
+        let most = self
+            .ctx
+            .cfg
+            .json_max_bytes
+            .max(self.ctx.cfg.mcp_max_output_bytes);
+        if max > most {
+            return Err(Error::Invalid(format!(
+                "max_output_bytes {max} is more than this server holds per stream ({most}, its json_max_bytes); give at most that"
             ))
             .into());
         }
@@ -445,10 +476,16 @@ impl Session {
     /// `sandbox_logs`: [`background::logs`], capped like `sandbox_exec`'s output.
     async fn logs(&self, p: LogsParams) -> Result<Done> {
         let id = self.target(p.id).await?;
+        // Held in memory: at most what the server's operator allows per stream.
+        let most = self
+            .ctx
+            .cfg
+            .json_max_bytes
+            .max(self.ctx.cfg.mcp_max_output_bytes);
         let max = p
             .max_output_bytes
             .unwrap_or(self.ctx.cfg.mcp_max_output_bytes)
-            .max(MIN_MCP_OUTPUT);
+            .clamp(MIN_MCP_OUTPUT, most);
         let max = usize::try_from(max).unwrap_or(usize::MAX);
         let (mut out, mut err) = (exec::Capture::ends(max), exec::Capture::ends(max));
         let mut collect = |s: crate::report::Stream, b: &[u8]| match s {

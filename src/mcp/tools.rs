@@ -109,9 +109,9 @@ pub struct ExecParams {
     /// timed_out, exit code 124); 0 = no limit. Default: configured (600).
     #[serde(default)]
     pub timeout_secs: Option<u64>,
-    /// Bytes returned of each of stdout and stderr, at least 256: longer output keeps its first
-    /// and last halves with a marker saying how many bytes were cut between them. Default:
-    /// configured (30000).
+    /// Bytes returned of each of stdout and stderr, at least 256 and at most the server's
+    /// json_max_bytes (16 MiB by default): longer output keeps its first and last halves with a
+    /// marker saying how many bytes were cut between them. Default: configured (30000).
     #[serde(default)]
     pub max_output_bytes: Option<u64>,
 }

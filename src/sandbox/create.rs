@@ -22,9 +22,7 @@ use uuid::Uuid;
 use super::exec::{ensure_running, Sink};
 use super::reap::{self, Sweep};
 use super::subsandbox::{child_limits, child_workdir, Tighten};
-use super::workdir::{
-    protected_paths, refuse_sensitive_workdir, resolve_workdir, unwritable_for, MountCheck,
-};
+use super::workdir::{resolve_workdir, unwritable_for, MountCheck, WorkdirRule};
 use super::{bootstrap, interrupted, Ctx};
 use crate::config::{Config, Fallback};
 use crate::engine::{
@@ -72,6 +70,10 @@ pub struct UpRequest {
     pub owner_pid: Option<String>,
     /// Lease, e.g. `30m` (see [`parse_ttl`]).
     pub ttl: Option<String>,
+    /// A directory the work dir must lie in (canonical; the MCP server's `--workdir`). The
+    /// work dir, canonical too, is then opened through no symlink ([`MountCheck::pin`]), so no
+    /// symlink swapped in later leads out of it.
+    pub within: Option<PathBuf>,
 }
 
 impl UpRequest {
@@ -151,7 +153,7 @@ async fn resolve_spec(ctx: &Ctx, req: &UpRequest) -> Result<Plan> {
             resolve_workdir(req.workdir.as_deref())?,
         ),
     };
-    let mount = check_workdir(ctx, &workdir)?;
+    let mount = check_workdir(ctx, req, &workdir)?;
     let user = resolve_user(ctx, req, parent.as_ref(), &workdir)?;
     if let Some(why) = unwritable_for(&workdir, user) {
         ctx.reporter.warn(&why);
@@ -276,10 +278,20 @@ fn configured_limits(cfg: &Config) -> Limits {
     }
 }
 
-/// Step 2: refuses a work dir through which the sandbox could reach the host, and pins the one
-/// accepted ([`MountCheck`]), so that the container's mount can be checked against it.
-fn check_workdir(ctx: &Ctx, workdir: &Path) -> Result<MountCheck> {
-    refuse_sensitive_workdir(workdir, &protected_paths(ctx))?;
+/// Step 2: refuses a work dir through which the sandbox could reach the host's secrets or code
+/// ([`WorkdirRule`]) or, with `req.within`, one outside that directory, and pins the one
+/// accepted ([`MountCheck`], which opens it through no symlink), so that the container's mount
+/// can be checked against it.
+fn check_workdir(ctx: &Ctx, req: &UpRequest, workdir: &Path) -> Result<MountCheck> {
+    if let Some(root) = req.within.as_deref().filter(|r| !workdir.starts_with(r)) {
+        return Err(Error::Invalid(format!(
+            "work directory {} is outside this server's --workdir {}; give a directory inside it",
+            workdir.display(),
+            root.display()
+        ))
+        .into());
+    }
+    WorkdirRule::for_host(ctx).check(workdir)?;
     MountCheck::pin(ctx, workdir)
 }
 

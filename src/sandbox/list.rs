@@ -1,7 +1,9 @@
 //! Listing sandboxes (`ls`): the records of this state directory, reconciled with the engine's
 //! view from one `docker ps -a` call per engine in use, so a container killed or removed behind
-//! our back shows its real state. Local sandboxes (no container) need no engine. Sub-sandboxes
-//! are listed under their parent with their role (`main`, `sub-1`, ...).
+//! our back shows its real state. Containers are matched by the container ID each record holds
+//! ([`claim_of`]): a container labelled as a sandbox's under another ID is reported in
+//! [`Entry::foreign_containers`], never taken for it. Local sandboxes (no container) need no
+//! engine. Sub-sandboxes are listed under their parent with their role (`main`, `sub-1`, ...).
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 
@@ -13,6 +15,7 @@ use super::Ctx;
 use crate::config::Fallback;
 use crate::engine::{ContainerSummary, Environment, LABEL_MANAGED, LABEL_STATE_DIR};
 use crate::error::Error;
+use crate::lease::{claim_of, Claim};
 use crate::state::{Lifecycle, Record};
 use crate::types::{EngineKind, Isolation};
 
@@ -30,6 +33,10 @@ pub struct Entry {
     pub container_state: String,
     /// The engine's human status, e.g. `Exited (137) 3 seconds ago`.
     pub container_status: String,
+    /// Full IDs of containers of this state directory that carry this sandbox's `h9sandbox.id`
+    /// label but are not its recorded container (forged or stray labels): reported, never
+    /// taken for the sandbox's; `h9sandbox reap` removes them as orphans. Usually empty.
+    pub foreign_containers: Vec<String>,
     /// Depth in the tree (0 for a top-level sandbox); indents the table's ROLE column.
     #[serde(skip)]
     pub depth: usize,
@@ -70,14 +77,31 @@ pub async fn entries(ctx: &Ctx) -> Result<Vec<Entry>> {
             listed.insert(r.engine, containers);
         }
     }
-    let by_sandbox: HashMap<(EngineKind, &str), &ContainerSummary> = listed
+    // Each container is the sandbox's whose record holds its ID; the ID label counts only for a
+    // record that holds none yet, and a label naming a record that holds another ID is
+    // reported, never trusted ([`claim_of`]).
+    let mut theirs: HashMap<Uuid, &ContainerSummary> = HashMap::new();
+    let mut foreign: HashMap<Uuid, Vec<String>> = HashMap::new();
+    for (kind, cs) in listed
         .iter()
-        .filter_map(|(kind, cs)| cs.as_ref().map(|cs| (kind, cs)))
-        .flat_map(|(kind, cs)| {
-            cs.iter()
-                .filter_map(move |c| c.sandbox_id.as_deref().map(|id| ((*kind, id), c)))
-        })
-        .collect();
+        .filter_map(|(k, cs)| cs.as_ref().map(|cs| (k, cs)))
+    {
+        let of_kind: Vec<Record> = state
+            .sandboxes
+            .iter()
+            .filter(|r| r.engine == *kind && r.isolation == Isolation::Container)
+            .cloned()
+            .collect();
+        for c in cs {
+            match claim_of(c, &of_kind) {
+                Claim::Recorded(r) | Claim::Label(r) => {
+                    theirs.insert(r.id, c);
+                }
+                Claim::Foreign(r) => foreign.entry(r.id).or_default().push(c.id.clone()),
+                Claim::Unclaimed => {}
+            }
+        }
+    }
     let mut records: Vec<Option<Record>> = state.sandboxes.into_iter().map(Some).collect();
     let nodes = tree(records.iter().flatten());
     Ok(nodes
@@ -92,13 +116,16 @@ pub async fn entries(ctx: &Ctx) -> Result<Vec<Entry>> {
                     role: String::new(),
                     container_state: "unknown".into(),
                     container_status: "engine unreachable".into(),
+                    foreign_containers: Vec::new(),
                     depth: 0,
                 }
             } else {
-                let c = by_sandbox
-                    .get(&(record.engine, record.id.to_string().as_str()))
-                    .copied();
-                reconcile(record, c)
+                let c = theirs.get(&record.id).copied();
+                let others = foreign.remove(&record.id).unwrap_or_default();
+                Entry {
+                    foreign_containers: others,
+                    ..reconcile(record, c)
+                }
             };
             e.role = n.role;
             e.depth = n.depth;
@@ -121,6 +148,7 @@ pub fn reconcile_local(mut record: Record) -> Entry {
         role: String::new(),
         container_state: "none".into(),
         container_status: "no container: commands run on the host".into(),
+        foreign_containers: Vec::new(),
         depth: 0,
     }
 }
@@ -213,6 +241,7 @@ pub fn reconcile(mut record: Record, c: Option<&ContainerSummary>) -> Entry {
         role: "main".into(),
         container_state: cstate,
         container_status: cstatus,
+        foreign_containers: Vec::new(),
         depth: 0,
     }
 }

@@ -228,7 +228,8 @@ fn claim(
                     r.stopper = Some(me);
                     claimed.push(v);
                 }
-                (Action::RemoveContainer, None) => claimed.push(v),
+                // An orphan; or a container labelled as a record's that holds another one.
+                (Action::RemoveContainer, _) => claimed.push(v),
                 _ => {}
             }
         }
