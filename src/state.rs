@@ -27,13 +27,19 @@ const TEMP_PREFIX: &str = ".state.json.";
 /// Version of the state file's schema; a file with a higher version is refused.
 pub const SCHEMA_VERSION: u32 = 1;
 
-/// Lifecycle of a sandbox: Pending → Running → Stopping → Terminated; any → Failed.
+/// Lifecycle of a sandbox: Pending → Running ⇄ Stopped / Paused, → Stopping → Terminated;
+/// any → Failed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Lifecycle {
     /// Recorded before the container is created; waiting for it to run.
     Pending,
     /// The container runs and accepts commands.
     Running,
+    /// Stopped by `h9sandbox stop`: the container (and its scratch volume) is kept, its
+    /// processes are gone; `start` brings it back.
+    Stopped,
+    /// Frozen by `h9sandbox pause` (every process of it); `resume` thaws it.
+    Paused,
     /// `down` has begun stopping the container.
     Stopping,
     /// The container has been stopped and removed.
@@ -169,6 +175,11 @@ pub struct Record {
     /// engine's exec and a shell wrapper.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub agent: Option<AgentRecord>,
+    /// The work dir's identity (device, inode) when the container mounted it: a directory
+    /// deleted and made again at the same path is another one, which the sandbox does not see.
+    /// Absent in records made before it was recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workdir_id: Option<[u64; 2]>,
 }
 
 /// What `up` found of a sandbox's in-container agent.
@@ -529,6 +540,7 @@ pub(crate) mod tests {
             ttl_secs: None,
             stopper: None,
             agent: None,
+            workdir_id: None,
         }
     }
 

@@ -28,6 +28,7 @@ pub fn request(args: &UpArgs) -> UpRequest {
         user: args.user.clone(),
         owner_pid: args.owner_pid.clone(),
         ttl: args.ttl.clone(),
+        reuse: args.reuse,
     }
 }
 
