@@ -1581,7 +1581,7 @@ mod tests {
             255,
         );
         assert!(
-            matches!(stopped, Some(ExecFailure::ContainerGone(r)) if r.contains("not running"))
+            matches!(stopped, Some(ExecFailure::ContainerStopped(r)) if r.contains("not running"))
         );
         // Status 1 is a command's own with Podman, even when it prints "Error".
         assert_eq!(p.exec_failure("c", b"Error: my script failed\n", 1), None);

@@ -29,14 +29,16 @@ pub fn check_workdir(rec: &Record) -> Result<(), Error> {
     if rec.isolation == Isolation::None {
         return Ok(());
     }
-    let now = std::fs::symlink_metadata(&rec.workdir)
-        .ok()
+    let meta = std::fs::symlink_metadata(&rec.workdir).ok();
+    let now = meta
+        .as_ref()
         .filter(|m| m.is_dir())
         .map(|m| [m.dev(), m.ino()]);
     if now == Some(want) {
         return Ok(());
     }
-    let what = match now {
+    let what = match &meta {
+        Some(m) if m.file_type().is_symlink() => "was replaced by a symlink since `up`",
         Some(_) => "was replaced since `up` (deleted and made again, e.g. by a fresh clone)",
         None => "no longer exists",
     };
