@@ -40,6 +40,12 @@ Register-ArgumentCompleter -Native -CommandName 'h9sandbox' -ScriptBlock {
             [CompletionResult]::new('reap', 'reap', [CompletionResultType]::ParameterValue, 'Remove abandoned sandboxes of this state directory, and say what and why')
             [CompletionResult]::new('renew', 'renew', [CompletionResultType]::ParameterValue, 'Extend a sandbox''s lease (up --ttl): it then expires TTL from now')
             [CompletionResult]::new('trust', 'trust', [CompletionResultType]::ParameterValue, 'Trust a project''s ./sandbox.toml, its exact content, so that `up` and `mcp` use it')
+            [CompletionResult]::new('stop', 'stop', [CompletionResultType]::ParameterValue, 'Stop a sandbox''s container, keeping it and its scratch volume (see `start`)')
+            [CompletionResult]::new('start', 'start', [CompletionResultType]::ParameterValue, 'Start a stopped sandbox again (also after a daemon restart or a reboot)')
+            [CompletionResult]::new('pause', 'pause', [CompletionResultType]::ParameterValue, 'Freeze every process of a sandbox (see `resume`)')
+            [CompletionResult]::new('resume', 'resume', [CompletionResultType]::ParameterValue, 'Thaw a paused sandbox')
+            [CompletionResult]::new('snapshot', 'snapshot', [CompletionResultType]::ParameterValue, 'Commit a sandbox''s file system (not its work dir) to a local image')
+            [CompletionResult]::new('run', 'run', [CompletionResultType]::ParameterValue, 'Create a sandbox, run one command in it, remove it: the `docker run --rm` of sandboxes')
             [CompletionResult]::new('ls', 'ls', [CompletionResultType]::ParameterValue, 'List sandboxes with their real container state, sub-sandboxes under their parent')
             [CompletionResult]::new('read', 'read', [CompletionResultType]::ParameterValue, 'Print a file of the sandbox''s work dir (read on the host, refusing paths that leave it)')
             [CompletionResult]::new('write', 'write', [CompletionResultType]::ParameterValue, 'Replace a file of the sandbox''s work dir atomically with stdin or --from FILE')
@@ -67,6 +73,7 @@ Register-ArgumentCompleter -Native -CommandName 'h9sandbox' -ScriptBlock {
             [CompletionResult]::new('--config', '--config', [CompletionResultType]::ParameterName, 'Configuration file, used alone [default: $XDG_CONFIG_HOME/h9sandbox/config.toml; `up` and `mcp` layer a trusted ./sandbox.toml over it, see `h9sandbox trust`]')
             [CompletionResult]::new('--format', '--format', [CompletionResultType]::ParameterName, 'Output format')
             [CompletionResult]::new('--bootstrap-required', '--bootstrap-required', [CompletionResultType]::ParameterName, 'Fail, and remove the sandbox, when the bootstrap command fails [config: bootstrap_required]')
+            [CompletionResult]::new('--reuse', '--reuse', [CompletionResultType]::ParameterName, 'With --name: when a Running sandbox of that name has the same image, limits and work dir, print its ID and change nothing (fail naming what differs)')
             [CompletionResult]::new('--json', '--json', [CompletionResultType]::ParameterName, 'Same as --format json')
             [CompletionResult]::new('-v', '-v', [CompletionResultType]::ParameterName, 'Print every engine command line to stderr before running it')
             [CompletionResult]::new('--verbose', '--verbose', [CompletionResultType]::ParameterName, 'Print every engine command line to stderr before running it')
@@ -174,6 +181,90 @@ Register-ArgumentCompleter -Native -CommandName 'h9sandbox' -ScriptBlock {
             [CompletionResult]::new('--format', '--format', [CompletionResultType]::ParameterName, 'Output format')
             [CompletionResult]::new('--forget', '--forget', [CompletionResultType]::ParameterName, 'Stop trusting it (the file need not exist any more)')
             [CompletionResult]::new('--list', '--list', [CompletionResultType]::ParameterName, 'List the trusted files, and whether each still has the content trusted')
+            [CompletionResult]::new('--json', '--json', [CompletionResultType]::ParameterName, 'Same as --format json')
+            [CompletionResult]::new('-v', '-v', [CompletionResultType]::ParameterName, 'Print every engine command line to stderr before running it')
+            [CompletionResult]::new('--verbose', '--verbose', [CompletionResultType]::ParameterName, 'Print every engine command line to stderr before running it')
+            [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help (see more with ''--help'')')
+            [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help (see more with ''--help'')')
+            break
+        }
+        'h9sandbox;stop' {
+            [CompletionResult]::new('--config', '--config', [CompletionResultType]::ParameterName, 'Configuration file, used alone [default: $XDG_CONFIG_HOME/h9sandbox/config.toml; `up` and `mcp` layer a trusted ./sandbox.toml over it, see `h9sandbox trust`]')
+            [CompletionResult]::new('--format', '--format', [CompletionResultType]::ParameterName, 'Output format')
+            [CompletionResult]::new('--json', '--json', [CompletionResultType]::ParameterName, 'Same as --format json')
+            [CompletionResult]::new('-v', '-v', [CompletionResultType]::ParameterName, 'Print every engine command line to stderr before running it')
+            [CompletionResult]::new('--verbose', '--verbose', [CompletionResultType]::ParameterName, 'Print every engine command line to stderr before running it')
+            [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help (see more with ''--help'')')
+            [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help (see more with ''--help'')')
+            break
+        }
+        'h9sandbox;start' {
+            [CompletionResult]::new('--config', '--config', [CompletionResultType]::ParameterName, 'Configuration file, used alone [default: $XDG_CONFIG_HOME/h9sandbox/config.toml; `up` and `mcp` layer a trusted ./sandbox.toml over it, see `h9sandbox trust`]')
+            [CompletionResult]::new('--format', '--format', [CompletionResultType]::ParameterName, 'Output format')
+            [CompletionResult]::new('--json', '--json', [CompletionResultType]::ParameterName, 'Same as --format json')
+            [CompletionResult]::new('-v', '-v', [CompletionResultType]::ParameterName, 'Print every engine command line to stderr before running it')
+            [CompletionResult]::new('--verbose', '--verbose', [CompletionResultType]::ParameterName, 'Print every engine command line to stderr before running it')
+            [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help (see more with ''--help'')')
+            [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help (see more with ''--help'')')
+            break
+        }
+        'h9sandbox;pause' {
+            [CompletionResult]::new('--config', '--config', [CompletionResultType]::ParameterName, 'Configuration file, used alone [default: $XDG_CONFIG_HOME/h9sandbox/config.toml; `up` and `mcp` layer a trusted ./sandbox.toml over it, see `h9sandbox trust`]')
+            [CompletionResult]::new('--format', '--format', [CompletionResultType]::ParameterName, 'Output format')
+            [CompletionResult]::new('--json', '--json', [CompletionResultType]::ParameterName, 'Same as --format json')
+            [CompletionResult]::new('-v', '-v', [CompletionResultType]::ParameterName, 'Print every engine command line to stderr before running it')
+            [CompletionResult]::new('--verbose', '--verbose', [CompletionResultType]::ParameterName, 'Print every engine command line to stderr before running it')
+            [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help (see more with ''--help'')')
+            [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help (see more with ''--help'')')
+            break
+        }
+        'h9sandbox;resume' {
+            [CompletionResult]::new('--config', '--config', [CompletionResultType]::ParameterName, 'Configuration file, used alone [default: $XDG_CONFIG_HOME/h9sandbox/config.toml; `up` and `mcp` layer a trusted ./sandbox.toml over it, see `h9sandbox trust`]')
+            [CompletionResult]::new('--format', '--format', [CompletionResultType]::ParameterName, 'Output format')
+            [CompletionResult]::new('--json', '--json', [CompletionResultType]::ParameterName, 'Same as --format json')
+            [CompletionResult]::new('-v', '-v', [CompletionResultType]::ParameterName, 'Print every engine command line to stderr before running it')
+            [CompletionResult]::new('--verbose', '--verbose', [CompletionResultType]::ParameterName, 'Print every engine command line to stderr before running it')
+            [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help (see more with ''--help'')')
+            [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help (see more with ''--help'')')
+            break
+        }
+        'h9sandbox;snapshot' {
+            [CompletionResult]::new('--tag', '--tag', [CompletionResultType]::ParameterName, 'Name of the image to make, e.g. my-env:v1')
+            [CompletionResult]::new('--config', '--config', [CompletionResultType]::ParameterName, 'Configuration file, used alone [default: $XDG_CONFIG_HOME/h9sandbox/config.toml; `up` and `mcp` layer a trusted ./sandbox.toml over it, see `h9sandbox trust`]')
+            [CompletionResult]::new('--format', '--format', [CompletionResultType]::ParameterName, 'Output format')
+            [CompletionResult]::new('--json', '--json', [CompletionResultType]::ParameterName, 'Same as --format json')
+            [CompletionResult]::new('-v', '-v', [CompletionResultType]::ParameterName, 'Print every engine command line to stderr before running it')
+            [CompletionResult]::new('--verbose', '--verbose', [CompletionResultType]::ParameterName, 'Print every engine command line to stderr before running it')
+            [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help (see more with ''--help'')')
+            [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help (see more with ''--help'')')
+            break
+        }
+        'h9sandbox;run' {
+            [CompletionResult]::new('--workdir', '--workdir', [CompletionResultType]::ParameterName, 'Host directory bind-mounted at the same path; not one holding the host''s secrets or code (a dot-directory of your home, a system tree such as /usr or /etc, ...; see allowed_workdirs) [default: current directory]')
+            [CompletionResult]::new('--image', '--image', [CompletionResultType]::ParameterName, 'Image to run [config: image]')
+            [CompletionResult]::new('--name', '--name', [CompletionResultType]::ParameterName, 'Container name [default: h9sandbox-<short id>]')
+            [CompletionResult]::new('--cpus', '--cpus', [CompletionResultType]::ParameterName, 'CPU limit in cores [config: cpus]')
+            [CompletionResult]::new('--memory', '--memory', [CompletionResultType]::ParameterName, 'Memory limit, e.g. 512m or 2g [config: memory]')
+            [CompletionResult]::new('--pids-limit', '--pids-limit', [CompletionResultType]::ParameterName, 'Maximum number of processes [config: pids_limit]')
+            [CompletionResult]::new('--network', '--network', [CompletionResultType]::ParameterName, 'Network mode [config: network]')
+            [CompletionResult]::new('--label', '--label', [CompletionResultType]::ParameterName, 'Extra label on the container and record (repeatable)')
+            [CompletionResult]::new('--parent', '--parent', [CompletionResultType]::ParameterName, 'Make this a sub-sandbox of ID: its image, limits, network and work dir, which the flags may only tighten')
+            [CompletionResult]::new('--bootstrap', '--bootstrap', [CompletionResultType]::ParameterName, 'Shell command run once the container is ready; '''' for none [config: bootstrap_cmd]')
+            [CompletionResult]::new('--bootstrap-timeout', '--bootstrap-timeout', [CompletionResultType]::ParameterName, 'Seconds before the bootstrap''s process tree is killed; 0 = none [config: bootstrap_timeout_secs]')
+            [CompletionResult]::new('--user', '--user', [CompletionResultType]::ParameterName, 'User of the sandbox''s processes: root, host (your uid:gid) or UID:GID [config: user]')
+            [CompletionResult]::new('--owner-pid', '--owner-pid', [CompletionResultType]::ParameterName, 'Tie the sandbox to a process: once it exits, `reap` removes the sandbox. A PID, or `parent` (the process that started h9sandbox) [default: none]')
+            [CompletionResult]::new('--ttl', '--ttl', [CompletionResultType]::ParameterName, 'Lease: `reap` removes the sandbox this long after it started, unless `renew`ed (e.g. 90s, 30m, 2h, 1d) [default: none]')
+            [CompletionResult]::new('--cwd', '--cwd', [CompletionResultType]::ParameterName, 'Working directory, relative to the work dir or absolute inside it [default: the work dir]')
+            [CompletionResult]::new('-e', '-e', [CompletionResultType]::ParameterName, 'Environment variable for the command (repeatable)')
+            [CompletionResult]::new('--env', '--env', [CompletionResultType]::ParameterName, 'Environment variable for the command (repeatable)')
+            [CompletionResult]::new('--timeout', '--timeout', [CompletionResultType]::ParameterName, 'Seconds before the command''s process tree is killed; 0 = none [config: exec_timeout_secs]')
+            [CompletionResult]::new('--max-output', '--max-output', [CompletionResultType]::ParameterName, 'With --format json: bytes kept of each of stdout and stderr')
+            [CompletionResult]::new('--config', '--config', [CompletionResultType]::ParameterName, 'Configuration file, used alone [default: $XDG_CONFIG_HOME/h9sandbox/config.toml; `up` and `mcp` layer a trusted ./sandbox.toml over it, see `h9sandbox trust`]')
+            [CompletionResult]::new('--format', '--format', [CompletionResultType]::ParameterName, 'Output format')
+            [CompletionResult]::new('--bootstrap-required', '--bootstrap-required', [CompletionResultType]::ParameterName, 'Fail, and remove the sandbox, when the bootstrap command fails [config: bootstrap_required]')
+            [CompletionResult]::new('--reuse', '--reuse', [CompletionResultType]::ParameterName, 'With --name: when a Running sandbox of that name has the same image, limits and work dir, print its ID and change nothing (fail naming what differs)')
+            [CompletionResult]::new('-i', '-i', [CompletionResultType]::ParameterName, 'Attach standard input to the command')
+            [CompletionResult]::new('--interactive', '--interactive', [CompletionResultType]::ParameterName, 'Attach standard input to the command')
             [CompletionResult]::new('--json', '--json', [CompletionResultType]::ParameterName, 'Same as --format json')
             [CompletionResult]::new('-v', '-v', [CompletionResultType]::ParameterName, 'Print every engine command line to stderr before running it')
             [CompletionResult]::new('--verbose', '--verbose', [CompletionResultType]::ParameterName, 'Print every engine command line to stderr before running it')
@@ -306,6 +397,12 @@ Register-ArgumentCompleter -Native -CommandName 'h9sandbox' -ScriptBlock {
             [CompletionResult]::new('reap', 'reap', [CompletionResultType]::ParameterValue, 'Remove abandoned sandboxes of this state directory, and say what and why')
             [CompletionResult]::new('renew', 'renew', [CompletionResultType]::ParameterValue, 'Extend a sandbox''s lease (up --ttl): it then expires TTL from now')
             [CompletionResult]::new('trust', 'trust', [CompletionResultType]::ParameterValue, 'Trust a project''s ./sandbox.toml, its exact content, so that `up` and `mcp` use it')
+            [CompletionResult]::new('stop', 'stop', [CompletionResultType]::ParameterValue, 'Stop a sandbox''s container, keeping it and its scratch volume (see `start`)')
+            [CompletionResult]::new('start', 'start', [CompletionResultType]::ParameterValue, 'Start a stopped sandbox again (also after a daemon restart or a reboot)')
+            [CompletionResult]::new('pause', 'pause', [CompletionResultType]::ParameterValue, 'Freeze every process of a sandbox (see `resume`)')
+            [CompletionResult]::new('resume', 'resume', [CompletionResultType]::ParameterValue, 'Thaw a paused sandbox')
+            [CompletionResult]::new('snapshot', 'snapshot', [CompletionResultType]::ParameterValue, 'Commit a sandbox''s file system (not its work dir) to a local image')
+            [CompletionResult]::new('run', 'run', [CompletionResultType]::ParameterValue, 'Create a sandbox, run one command in it, remove it: the `docker run --rm` of sandboxes')
             [CompletionResult]::new('ls', 'ls', [CompletionResultType]::ParameterValue, 'List sandboxes with their real container state, sub-sandboxes under their parent')
             [CompletionResult]::new('read', 'read', [CompletionResultType]::ParameterValue, 'Print a file of the sandbox''s work dir (read on the host, refusing paths that leave it)')
             [CompletionResult]::new('write', 'write', [CompletionResultType]::ParameterValue, 'Replace a file of the sandbox''s work dir atomically with stdin or --from FILE')
@@ -343,6 +440,24 @@ Register-ArgumentCompleter -Native -CommandName 'h9sandbox' -ScriptBlock {
             break
         }
         'h9sandbox;help;trust' {
+            break
+        }
+        'h9sandbox;help;stop' {
+            break
+        }
+        'h9sandbox;help;start' {
+            break
+        }
+        'h9sandbox;help;pause' {
+            break
+        }
+        'h9sandbox;help;resume' {
+            break
+        }
+        'h9sandbox;help;snapshot' {
+            break
+        }
+        'h9sandbox;help;run' {
             break
         }
         'h9sandbox;help;ls' {

@@ -46,6 +46,9 @@ _h9sandbox() {
             h9sandbox,mcp)
                 cmd="h9sandbox__subcmd__mcp"
                 ;;
+            h9sandbox,pause)
+                cmd="h9sandbox__subcmd__pause"
+                ;;
             h9sandbox,ps)
                 cmd="h9sandbox__subcmd__ps"
                 ;;
@@ -57,6 +60,21 @@ _h9sandbox() {
                 ;;
             h9sandbox,renew)
                 cmd="h9sandbox__subcmd__renew"
+                ;;
+            h9sandbox,resume)
+                cmd="h9sandbox__subcmd__resume"
+                ;;
+            h9sandbox,run)
+                cmd="h9sandbox__subcmd__run"
+                ;;
+            h9sandbox,snapshot)
+                cmd="h9sandbox__subcmd__snapshot"
+                ;;
+            h9sandbox,start)
+                cmd="h9sandbox__subcmd__start"
+                ;;
+            h9sandbox,stop)
+                cmd="h9sandbox__subcmd__stop"
                 ;;
             h9sandbox,trust)
                 cmd="h9sandbox__subcmd__trust"
@@ -115,6 +133,9 @@ _h9sandbox() {
             h9sandbox__subcmd__help,mcp)
                 cmd="h9sandbox__subcmd__help__subcmd__mcp"
                 ;;
+            h9sandbox__subcmd__help,pause)
+                cmd="h9sandbox__subcmd__help__subcmd__pause"
+                ;;
             h9sandbox__subcmd__help,ps)
                 cmd="h9sandbox__subcmd__help__subcmd__ps"
                 ;;
@@ -126,6 +147,21 @@ _h9sandbox() {
                 ;;
             h9sandbox__subcmd__help,renew)
                 cmd="h9sandbox__subcmd__help__subcmd__renew"
+                ;;
+            h9sandbox__subcmd__help,resume)
+                cmd="h9sandbox__subcmd__help__subcmd__resume"
+                ;;
+            h9sandbox__subcmd__help,run)
+                cmd="h9sandbox__subcmd__help__subcmd__run"
+                ;;
+            h9sandbox__subcmd__help,snapshot)
+                cmd="h9sandbox__subcmd__help__subcmd__snapshot"
+                ;;
+            h9sandbox__subcmd__help,start)
+                cmd="h9sandbox__subcmd__help__subcmd__start"
+                ;;
+            h9sandbox__subcmd__help,stop)
+                cmd="h9sandbox__subcmd__help__subcmd__stop"
                 ;;
             h9sandbox__subcmd__help,trust)
                 cmd="h9sandbox__subcmd__help__subcmd__trust"
@@ -149,7 +185,7 @@ _h9sandbox() {
 
     case "${cmd}" in
         h9sandbox)
-            opts="-v -h -V --config --format --json --verbose --help --version up exec ps logs kill bootstrap down reap renew trust ls read write edit mcp generate help"
+            opts="-v -h -V --config --format --json --verbose --help --version up exec ps logs kill bootstrap down reap renew trust stop start pause resume snapshot run ls read write edit mcp generate help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -417,7 +453,7 @@ _h9sandbox() {
             return 0
             ;;
         h9sandbox__subcmd__help)
-            opts="up exec ps logs kill bootstrap down reap renew trust ls read write edit mcp generate help"
+            opts="up exec ps logs kill bootstrap down reap renew trust stop start pause resume snapshot run ls read write edit mcp generate help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -598,6 +634,20 @@ _h9sandbox() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
+        h9sandbox__subcmd__help__subcmd__pause)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
         h9sandbox__subcmd__help__subcmd__ps)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
@@ -641,6 +691,76 @@ _h9sandbox() {
             return 0
             ;;
         h9sandbox__subcmd__help__subcmd__renew)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        h9sandbox__subcmd__help__subcmd__resume)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        h9sandbox__subcmd__help__subcmd__run)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        h9sandbox__subcmd__help__subcmd__snapshot)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        h9sandbox__subcmd__help__subcmd__start)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        h9sandbox__subcmd__help__subcmd__stop)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
@@ -796,6 +916,28 @@ _h9sandbox() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
+        h9sandbox__subcmd__pause)
+            opts="-v -h --config --format --json --verbose --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --config)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --format)
+                    COMPREPLY=($(compgen -W "table json" -- "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
         h9sandbox__subcmd__ps)
             opts="-v -h --config --format --json --verbose --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
@@ -892,6 +1034,196 @@ _h9sandbox() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
+        h9sandbox__subcmd__resume)
+            opts="-v -h --config --format --json --verbose --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --config)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --format)
+                    COMPREPLY=($(compgen -W "table json" -- "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        h9sandbox__subcmd__run)
+            opts="-e -i -v -h --workdir --image --name --cpus --memory --pids-limit --network --label --parent --bootstrap --bootstrap-required --bootstrap-timeout --user --owner-pid --ttl --reuse --cwd --env --timeout --interactive --max-output --config --format --json --verbose --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --workdir)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --image)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --name)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --cpus)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --memory)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --pids-limit)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --network)
+                    COMPREPLY=($(compgen -W "bridge none" -- "${cur}"))
+                    return 0
+                    ;;
+                --label)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --parent)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --bootstrap)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --bootstrap-timeout)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --user)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --owner-pid)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --ttl)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --cwd)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --env)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                -e)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --timeout)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --max-output)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --config)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --format)
+                    COMPREPLY=($(compgen -W "table json" -- "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        h9sandbox__subcmd__snapshot)
+            opts="-v -h --tag --config --format --json --verbose --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --tag)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --config)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --format)
+                    COMPREPLY=($(compgen -W "table json" -- "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        h9sandbox__subcmd__start)
+            opts="-v -h --config --format --json --verbose --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --config)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --format)
+                    COMPREPLY=($(compgen -W "table json" -- "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        h9sandbox__subcmd__stop)
+            opts="-v -h --config --format --json --verbose --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --config)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --format)
+                    COMPREPLY=($(compgen -W "table json" -- "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
         h9sandbox__subcmd__trust)
             opts="-v -h --forget --list --config --format --json --verbose --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
@@ -915,7 +1247,7 @@ _h9sandbox() {
             return 0
             ;;
         h9sandbox__subcmd__up)
-            opts="-v -h --workdir --image --name --cpus --memory --pids-limit --network --label --parent --bootstrap --bootstrap-required --bootstrap-timeout --user --owner-pid --ttl --config --format --json --verbose --help"
+            opts="-v -h --workdir --image --name --cpus --memory --pids-limit --network --label --parent --bootstrap --bootstrap-required --bootstrap-timeout --user --owner-pid --ttl --reuse --config --format --json --verbose --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0

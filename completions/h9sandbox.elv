@@ -37,6 +37,12 @@ set edit:completion:arg-completer[h9sandbox] = {|@words|
             cand reap 'Remove abandoned sandboxes of this state directory, and say what and why'
             cand renew 'Extend a sandbox''s lease (up --ttl): it then expires TTL from now'
             cand trust 'Trust a project''s ./sandbox.toml, its exact content, so that `up` and `mcp` use it'
+            cand stop 'Stop a sandbox''s container, keeping it and its scratch volume (see `start`)'
+            cand start 'Start a stopped sandbox again (also after a daemon restart or a reboot)'
+            cand pause 'Freeze every process of a sandbox (see `resume`)'
+            cand resume 'Thaw a paused sandbox'
+            cand snapshot 'Commit a sandbox''s file system (not its work dir) to a local image'
+            cand run 'Create a sandbox, run one command in it, remove it: the `docker run --rm` of sandboxes'
             cand ls 'List sandboxes with their real container state, sub-sandboxes under their parent'
             cand read 'Print a file of the sandbox''s work dir (read on the host, refusing paths that leave it)'
             cand write 'Replace a file of the sandbox''s work dir atomically with stdin or --from FILE'
@@ -63,6 +69,7 @@ set edit:completion:arg-completer[h9sandbox] = {|@words|
             cand --config 'Configuration file, used alone [default: $XDG_CONFIG_HOME/h9sandbox/config.toml; `up` and `mcp` layer a trusted ./sandbox.toml over it, see `h9sandbox trust`]'
             cand --format 'Output format'
             cand --bootstrap-required 'Fail, and remove the sandbox, when the bootstrap command fails [config: bootstrap_required]'
+            cand --reuse 'With --name: when a Running sandbox of that name has the same image, limits and work dir, print its ID and change nothing (fail naming what differs)'
             cand --json 'Same as --format json'
             cand -v 'Print every engine command line to stderr before running it'
             cand --verbose 'Print every engine command line to stderr before running it'
@@ -161,6 +168,84 @@ set edit:completion:arg-completer[h9sandbox] = {|@words|
             cand --format 'Output format'
             cand --forget 'Stop trusting it (the file need not exist any more)'
             cand --list 'List the trusted files, and whether each still has the content trusted'
+            cand --json 'Same as --format json'
+            cand -v 'Print every engine command line to stderr before running it'
+            cand --verbose 'Print every engine command line to stderr before running it'
+            cand -h 'Print help (see more with ''--help'')'
+            cand --help 'Print help (see more with ''--help'')'
+        }
+        &'h9sandbox;stop'= {
+            cand --config 'Configuration file, used alone [default: $XDG_CONFIG_HOME/h9sandbox/config.toml; `up` and `mcp` layer a trusted ./sandbox.toml over it, see `h9sandbox trust`]'
+            cand --format 'Output format'
+            cand --json 'Same as --format json'
+            cand -v 'Print every engine command line to stderr before running it'
+            cand --verbose 'Print every engine command line to stderr before running it'
+            cand -h 'Print help (see more with ''--help'')'
+            cand --help 'Print help (see more with ''--help'')'
+        }
+        &'h9sandbox;start'= {
+            cand --config 'Configuration file, used alone [default: $XDG_CONFIG_HOME/h9sandbox/config.toml; `up` and `mcp` layer a trusted ./sandbox.toml over it, see `h9sandbox trust`]'
+            cand --format 'Output format'
+            cand --json 'Same as --format json'
+            cand -v 'Print every engine command line to stderr before running it'
+            cand --verbose 'Print every engine command line to stderr before running it'
+            cand -h 'Print help (see more with ''--help'')'
+            cand --help 'Print help (see more with ''--help'')'
+        }
+        &'h9sandbox;pause'= {
+            cand --config 'Configuration file, used alone [default: $XDG_CONFIG_HOME/h9sandbox/config.toml; `up` and `mcp` layer a trusted ./sandbox.toml over it, see `h9sandbox trust`]'
+            cand --format 'Output format'
+            cand --json 'Same as --format json'
+            cand -v 'Print every engine command line to stderr before running it'
+            cand --verbose 'Print every engine command line to stderr before running it'
+            cand -h 'Print help (see more with ''--help'')'
+            cand --help 'Print help (see more with ''--help'')'
+        }
+        &'h9sandbox;resume'= {
+            cand --config 'Configuration file, used alone [default: $XDG_CONFIG_HOME/h9sandbox/config.toml; `up` and `mcp` layer a trusted ./sandbox.toml over it, see `h9sandbox trust`]'
+            cand --format 'Output format'
+            cand --json 'Same as --format json'
+            cand -v 'Print every engine command line to stderr before running it'
+            cand --verbose 'Print every engine command line to stderr before running it'
+            cand -h 'Print help (see more with ''--help'')'
+            cand --help 'Print help (see more with ''--help'')'
+        }
+        &'h9sandbox;snapshot'= {
+            cand --tag 'Name of the image to make, e.g. my-env:v1'
+            cand --config 'Configuration file, used alone [default: $XDG_CONFIG_HOME/h9sandbox/config.toml; `up` and `mcp` layer a trusted ./sandbox.toml over it, see `h9sandbox trust`]'
+            cand --format 'Output format'
+            cand --json 'Same as --format json'
+            cand -v 'Print every engine command line to stderr before running it'
+            cand --verbose 'Print every engine command line to stderr before running it'
+            cand -h 'Print help (see more with ''--help'')'
+            cand --help 'Print help (see more with ''--help'')'
+        }
+        &'h9sandbox;run'= {
+            cand --workdir 'Host directory bind-mounted at the same path; not one holding the host''s secrets or code (a dot-directory of your home, a system tree such as /usr or /etc, ...; see allowed_workdirs) [default: current directory]'
+            cand --image 'Image to run [config: image]'
+            cand --name 'Container name [default: h9sandbox-<short id>]'
+            cand --cpus 'CPU limit in cores [config: cpus]'
+            cand --memory 'Memory limit, e.g. 512m or 2g [config: memory]'
+            cand --pids-limit 'Maximum number of processes [config: pids_limit]'
+            cand --network 'Network mode [config: network]'
+            cand --label 'Extra label on the container and record (repeatable)'
+            cand --parent 'Make this a sub-sandbox of ID: its image, limits, network and work dir, which the flags may only tighten'
+            cand --bootstrap 'Shell command run once the container is ready; '''' for none [config: bootstrap_cmd]'
+            cand --bootstrap-timeout 'Seconds before the bootstrap''s process tree is killed; 0 = none [config: bootstrap_timeout_secs]'
+            cand --user 'User of the sandbox''s processes: root, host (your uid:gid) or UID:GID [config: user]'
+            cand --owner-pid 'Tie the sandbox to a process: once it exits, `reap` removes the sandbox. A PID, or `parent` (the process that started h9sandbox) [default: none]'
+            cand --ttl 'Lease: `reap` removes the sandbox this long after it started, unless `renew`ed (e.g. 90s, 30m, 2h, 1d) [default: none]'
+            cand --cwd 'Working directory, relative to the work dir or absolute inside it [default: the work dir]'
+            cand -e 'Environment variable for the command (repeatable)'
+            cand --env 'Environment variable for the command (repeatable)'
+            cand --timeout 'Seconds before the command''s process tree is killed; 0 = none [config: exec_timeout_secs]'
+            cand --max-output 'With --format json: bytes kept of each of stdout and stderr'
+            cand --config 'Configuration file, used alone [default: $XDG_CONFIG_HOME/h9sandbox/config.toml; `up` and `mcp` layer a trusted ./sandbox.toml over it, see `h9sandbox trust`]'
+            cand --format 'Output format'
+            cand --bootstrap-required 'Fail, and remove the sandbox, when the bootstrap command fails [config: bootstrap_required]'
+            cand --reuse 'With --name: when a Running sandbox of that name has the same image, limits and work dir, print its ID and change nothing (fail naming what differs)'
+            cand -i 'Attach standard input to the command'
+            cand --interactive 'Attach standard input to the command'
             cand --json 'Same as --format json'
             cand -v 'Print every engine command line to stderr before running it'
             cand --verbose 'Print every engine command line to stderr before running it'
@@ -280,6 +365,12 @@ set edit:completion:arg-completer[h9sandbox] = {|@words|
             cand reap 'Remove abandoned sandboxes of this state directory, and say what and why'
             cand renew 'Extend a sandbox''s lease (up --ttl): it then expires TTL from now'
             cand trust 'Trust a project''s ./sandbox.toml, its exact content, so that `up` and `mcp` use it'
+            cand stop 'Stop a sandbox''s container, keeping it and its scratch volume (see `start`)'
+            cand start 'Start a stopped sandbox again (also after a daemon restart or a reboot)'
+            cand pause 'Freeze every process of a sandbox (see `resume`)'
+            cand resume 'Thaw a paused sandbox'
+            cand snapshot 'Commit a sandbox''s file system (not its work dir) to a local image'
+            cand run 'Create a sandbox, run one command in it, remove it: the `docker run --rm` of sandboxes'
             cand ls 'List sandboxes with their real container state, sub-sandboxes under their parent'
             cand read 'Print a file of the sandbox''s work dir (read on the host, refusing paths that leave it)'
             cand write 'Replace a file of the sandbox''s work dir atomically with stdin or --from FILE'
@@ -307,6 +398,18 @@ set edit:completion:arg-completer[h9sandbox] = {|@words|
         &'h9sandbox;help;renew'= {
         }
         &'h9sandbox;help;trust'= {
+        }
+        &'h9sandbox;help;stop'= {
+        }
+        &'h9sandbox;help;start'= {
+        }
+        &'h9sandbox;help;pause'= {
+        }
+        &'h9sandbox;help;resume'= {
+        }
+        &'h9sandbox;help;snapshot'= {
+        }
+        &'h9sandbox;help;run'= {
         }
         &'h9sandbox;help;ls'= {
         }

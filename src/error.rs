@@ -37,6 +37,14 @@ pub enum Error {
     /// The sandbox has a record but its container is gone or not running.
     #[error("sandbox {id} cannot run commands: {reason}; `h9sandbox down {id}` removes it")]
     ContainerGone { id: String, reason: String },
+    /// The sandbox's container exists but does not run, or is paused; `hint` says what brings it
+    /// back.
+    #[error("sandbox {id} cannot run commands: {reason}; {hint}")]
+    ContainerStopped {
+        id: String,
+        reason: String,
+        hint: String,
+    },
     /// The sandbox exists but is not (yet, or any more) in the Running state.
     #[error("sandbox {id} is {state}, not Running{detail}")]
     NotRunning {
@@ -100,5 +108,5 @@ pub fn exit_code(command: &str, _err: &anyhow::Error) -> i32 {
 
 /// Whether `command` passes the child's exit status through (so its own failures use 125).
 pub fn reserves_child_statuses(command: &str) -> bool {
-    matches!(command, "exec" | "bootstrap")
+    matches!(command, "exec" | "bootstrap" | "run")
 }

@@ -111,7 +111,8 @@ pub struct Verdict {
 /// - Pending: abandoned once its creator (`up`) is dead — and only then, even when its owner is
 ///   dead or its TTL has passed (the `up` in progress finishes first);
 /// - Stopping: abandoned once its stopper (`down`, `reap`) is dead;
-/// - Running, Stopping, Failed: abandoned once the owner is dead, or the lease has run out;
+/// - Running, Stopped, Paused, Stopping, Failed: abandoned once the owner is dead, or the lease
+///   has run out;
 /// - Failed: abandoned once its creator is dead (a live one is still cleaning up).
 pub fn lease_reason(
     r: &Record,
@@ -140,7 +141,11 @@ pub fn lease_reason(
             }
             None => {}
         },
-        Lifecycle::Running | Lifecycle::Failed | Lifecycle::Terminated => {}
+        Lifecycle::Running
+        | Lifecycle::Stopped
+        | Lifecycle::Paused
+        | Lifecycle::Failed
+        | Lifecycle::Terminated => {}
     }
     if let Some(owner) = r.owner {
         if !alive(&owner) {
@@ -528,6 +533,7 @@ mod tests {
             ttl_secs: None,
             stopper: (state == Lifecycle::Stopping).then(|| p(ALIVE)),
             agent: None,
+            workdir_id: None,
             engine: EngineKind::Docker,
             isolation: Isolation::Container,
             parent: None,

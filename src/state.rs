@@ -33,13 +33,19 @@ pub const SCHEMA_VERSION: u32 = 1;
 /// bigger one (a tampered or runaway file) is refused as corrupt rather than sizing our memory.
 pub const STATE_MAX_BYTES: u64 = 64 << 20;
 
-/// Lifecycle of a sandbox: Pending → Running → Stopping → Terminated; any → Failed.
+/// Lifecycle of a sandbox: Pending → Running ⇄ Stopped / Paused, → Stopping → Terminated;
+/// any → Failed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Lifecycle {
     /// Recorded before the container is created; waiting for it to run.
     Pending,
     /// The container runs and accepts commands.
     Running,
+    /// Stopped by `h9sandbox stop`: the container (and its scratch volume) is kept, its
+    /// processes are gone; `start` brings it back.
+    Stopped,
+    /// Frozen by `h9sandbox pause` (every process of it); `resume` thaws it.
+    Paused,
     /// `down` has begun stopping the container.
     Stopping,
     /// The container has been stopped and removed.
@@ -180,6 +186,11 @@ pub struct Record {
     /// engine's exec and a shell wrapper.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub agent: Option<AgentRecord>,
+    /// The work dir's identity (device, inode) when the container mounted it: a directory
+    /// deleted and made again at the same path is another one, which the sandbox does not see.
+    /// Absent in records made before it was recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workdir_id: Option<[u64; 2]>,
 }
 
 /// What `up` found of a sandbox's in-container agent.
@@ -905,6 +916,7 @@ pub(crate) mod tests {
             settings: None,
             stopper: None,
             agent: None,
+            workdir_id: None,
         }
     }
 

@@ -414,7 +414,8 @@ fn a_peer_inside_without_the_token_is_refused() {
     let env = TestEnv::new();
     let id = debian_root(&env);
     // From inside, connect to the agent and ask it to run a command as root, with a wrong token
-    // and with none (a Start frame first): postcard messages, each behind a 4-byte length.
+    // and with none (a Start frame first): postcard messages, each behind a 4-byte length (the
+    // hello names protocol version 2).
     let perl = r#"
 use IO::Socket::UNIX;
 sub ask { my ($bytes) = @_;
@@ -422,7 +423,7 @@ sub ask { my ($bytes) = @_;
   print $s pack("N", length $bytes) . $bytes; $s->flush;
   my $n = read($s, my $len, 4); return "closed" unless $n;
   read($s, my $body, unpack("N", $len)); return $body; }
-print "wrong: ", ask("\x00\x01\x05guess"), "\n";
+print "wrong: ", ask("\x00\x02\x05guess"), "\n";
 print "none: ", ask("\x01\x00\x04true\x01/\x00\x00\x00\x00\x00\x00"), "\n";
 "#;
     let out = env.run(&["exec", &id, "--", "perl", "-e", perl]);

@@ -316,6 +316,7 @@ struct ExecJson {
     duration_ms: u64,
     timed_out: bool,
     truncated: bool,
+    oom_killed: bool,
 }
 
 #[test]

@@ -18,6 +18,9 @@ use tokio_util::codec::Framed;
 
 use super::proto::{self, Codec, Reply, Request};
 
+/// How long the agent may take to answer the hello.
+pub const HELLO_PATIENCE: std::time::Duration = std::time::Duration::from_secs(3);
+
 /// A connection to an agent, past the handshake.
 pub type Connection = Framed<UnixStream, Codec<Reply, Request>>;
 
@@ -97,7 +100,16 @@ pub async fn connect(
     })
     .await
     .map_err(|e| ConnectError::Unreachable(e.to_string()))?;
-    match conn.next().await {
+    // A frozen agent (its container paused behind our back) accepts but never answers.
+    let answer = tokio::time::timeout(HELLO_PATIENCE, conn.next())
+        .await
+        .map_err(|_| {
+            ConnectError::Unreachable(format!(
+                "the agent did not answer within {}s (its container paused or overloaded?)",
+                HELLO_PATIENCE.as_secs()
+            ))
+        })?;
+    match answer {
         Some(Ok(Reply::Welcome { version })) if version == proto::VERSION => Ok(conn),
         Some(Ok(Reply::Refused(why))) => Err(ConnectError::Refused(why)),
         Some(Ok(other)) => Err(ConnectError::Refused(format!(

@@ -79,7 +79,7 @@ pub fn main(args: &[std::ffi::OsString]) -> Option<i32> {
                 0
             }
             Err(e) => {
-                eprintln!("h9sandbox: {}: {e}", path.display());
+                eprintln!("h9sandbox: error: {}: {e}", path.display());
                 1
             }
         },

@@ -19,7 +19,7 @@ use serde::{Deserialize, Serialize};
 use tokio_util::codec::{Decoder, Encoder, LengthDelimitedCodec};
 
 /// Version of this protocol; a peer speaking another one is refused at `Hello`.
-pub const VERSION: u32 = 1;
+pub const VERSION: u32 = 2;
 
 /// The largest frame either end accepts (bytes after the length prefix): a command line and its
 /// environment must fit in one [`Start`].
@@ -193,6 +193,9 @@ pub struct Exit {
     pub timed_out: bool,
     /// Whether the tree was killed (timeout, cancel, caller gone).
     pub killed: bool,
+    /// Whether the kernel's OOM killer ended the command's own process (the sandbox ran out of
+    /// memory).
+    pub oom_killed: bool,
 }
 
 /// One detached command, as [`Reply::Processes`] lists it.

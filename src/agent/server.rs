@@ -340,9 +340,9 @@ impl Agent {
                     _ => { caller_gone = true; }
                 },
                 ev = run.ctl.next() => match ev {
-                    Some(Ok(Event::Exited(code))) => break code,
+                    Some(Ok(Event::Exited { code, oom })) => break (code, oom),
                     Some(Ok(_)) => {}
-                    _ => break 255,
+                    _ => break (255, false),
                 },
                 _ = &mut reader, if !reader_done => { reader_done = true; }
                 _ = sleep_until(deadline), if !killed => {
@@ -371,9 +371,10 @@ impl Agent {
             }
             let _ = sink
                 .send(Reply::Exited(Exit {
-                    code,
+                    code: code.0,
                     timed_out,
                     killed,
+                    oom_killed: code.1 && !killed,
                 }))
                 .await;
         }
@@ -526,7 +527,7 @@ impl Running {
                     let _ = self.ctl.send(Control::Kill).await;
                 }
                 ev = self.ctl.next() => match ev {
-                    Some(Ok(Event::Exited(code))) => {
+                    Some(Ok(Event::Exited { code, .. })) => {
                         if let Some(e) = &entry {
                             e.info.lock().unwrap_or_else(|e| e.into_inner()).exit_code = Some(code);
                         }

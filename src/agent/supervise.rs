@@ -57,8 +57,10 @@ pub enum Event {
     Started(u32),
     /// It could not be started: 127 not found, 126 not executable, with the reason.
     Failed { code: i32, message: String },
-    /// Its own process ended with this status (128+N for signal N).
-    Exited(i32),
+    /// Its own process ended with this status (128+N for signal N); `oom` when the kernel's OOM
+    /// killer ended it ([`oom_kills`] went up while it ran, and it ended with 137: killed by
+    /// SIGKILL, or a shell whose pipeline was).
+    Exited { code: i32, oom: bool },
     /// No process of the tree is left; the supervisor exits.
     Empty,
 }
@@ -133,6 +135,7 @@ pub fn run() -> i32 {
         let mut g = w.lock().unwrap_or_else(|e| e.into_inner());
         let _ = write_msg(&mut *g, e);
     };
+    let oom_before = oom_kills();
     let main = match spawn(&spec) {
         Ok(pid) => pid,
         Err((code, message)) => {
@@ -179,7 +182,19 @@ pub fn run() -> i32 {
         let pid = unsafe { libc::waitpid(-1, &mut status, 0) };
         if pid == main {
             main_done = true;
-            send(&writer, Event::Exited(exit_code(status)));
+            // Killed (SIGKILL), or a shell reporting a child's SIGKILL (137), while the OOM
+            // killer killed in this container.
+            let oom = exit_code(status) == 128 + libc::SIGKILL
+                && oom_kills()
+                    .zip(oom_before)
+                    .is_some_and(|(now, then)| now > then);
+            send(
+                &writer,
+                Event::Exited {
+                    code: exit_code(status),
+                    oom,
+                },
+            );
         } else if pid < 0 {
             let err = std::io::Error::last_os_error();
             if err.raw_os_error() == Some(libc::EINTR) {
@@ -187,7 +202,13 @@ pub fn run() -> i32 {
             }
             // ECHILD: the tree is gone.
             if !main_done {
-                send(&writer, Event::Exited(255));
+                send(
+                    &writer,
+                    Event::Exited {
+                        code: 255,
+                        oom: false,
+                    },
+                );
             }
             send(&writer, Event::Empty);
             return 0;
@@ -286,6 +307,35 @@ fn spawn(spec: &Spec) -> Result<i32, (i32, String)> {
             Err((code, what))
         }
     }
+}
+
+/// How many processes the kernel's OOM killer has killed in this container's memory cgroup:
+/// `oom_kill` of `memory.events` (cgroup v2) or of `memory.oom_control` (cgroup v1, Linux
+/// 4.13 and later). `None` when neither can be read.
+pub fn oom_kills() -> Option<u64> {
+    [
+        "/sys/fs/cgroup/memory.events",
+        "/sys/fs/cgroup/memory/memory.oom_control",
+    ]
+    .iter()
+    .find_map(|f| {
+        let text = std::fs::read_to_string(f).ok()?;
+        text.lines()
+            .find_map(|l| l.strip_prefix("oom_kill "))
+            .and_then(|n| n.trim().parse().ok())
+    })
+}
+
+/// The container's memory limit in bytes (`memory.max`, cgroup v2, or
+/// `memory.limit_in_bytes`, v1), when one is set.
+pub fn memory_limit() -> Option<u64> {
+    [
+        "/sys/fs/cgroup/memory.max",
+        "/sys/fs/cgroup/memory/memory.limit_in_bytes",
+    ]
+    .iter()
+    .find_map(|f| std::fs::read_to_string(f).ok()?.trim().parse::<u64>().ok())
+    .filter(|b| *b < (1 << 62))
 }
 
 /// A process as `/proc/PID/stat` and `/proc/PID/status` show it.

@@ -4,13 +4,11 @@
 //! filter ([`super::seccomp`]) on itself, gives a non-root user a usable `HOME`
 //! ([`super::user`]), and runs the command:
 //!
-//! - without `--timeout-ms`, it replaces itself with the command (`execvp(3)`), so nothing of it
-//!   stays between the engine and the command;
-//! - with it, it stays as the command's supervisor: a child subreaper (as
-//!   [`super::supervise`]) that exits with the command's status, and kills the command's whole
-//!   tree once the time is up. The host kills the tree at its own timeout; this is the backstop
-//!   for when the host's process was killed before it could (the engine's exec does not end a
-//!   command whose client died).
+//! It stays as the command's supervisor: a child subreaper (as [`super::supervise`]) that exits
+//! with the command's status, says on stderr when the kernel's OOM killer ended it, and, with
+//! `--timeout-ms`, kills the command's whole tree once the time is up. The host kills the tree at
+//! its own timeout; this is the backstop for when the host's process was killed before it could
+//! (the engine's exec does not end a command whose client died).
 
 use std::ffi::OsString;
 use std::io::Write;
@@ -39,8 +37,12 @@ pub struct ExecArgs {
 }
 
 fn fail(code: i32, msg: &str) -> i32 {
-    let _ = writeln!(std::io::stderr(), "h9sandbox: {msg}");
+    let _ = writeln!(std::io::stderr(), "h9sandbox: error: {msg}");
     code
+}
+
+fn warn(msg: &str) {
+    let _ = writeln!(std::io::stderr(), "h9sandbox: warning: {msg}");
 }
 
 /// The shell for a command line (bash, else sh, from [`SHELL_PATH`]), or the reason there is
@@ -97,11 +99,7 @@ pub fn run(args: &ExecArgs) -> i32 {
     };
     let mut cmd = std::process::Command::new(&program);
     cmd.args(&argv);
-    let Some(ms) = args.timeout_ms else {
-        let e = cmd.exec();
-        return not_started(&program, &e);
-    };
-    supervise(cmd, &program, Duration::from_millis(ms))
+    supervise(cmd, &program, args.timeout_ms.map(Duration::from_millis))
 }
 
 fn not_started(program: &OsString, e: &std::io::Error) -> i32 {
@@ -118,7 +116,9 @@ fn not_started(program: &OsString, e: &std::io::Error) -> i32 {
 
 /// Starts `cmd` in a session of its own under this process as subreaper, waits for it, and
 /// kills its whole tree once `timeout` has passed; returns its exit status (124 on timeout).
-fn supervise(mut cmd: std::process::Command, program: &OsString, timeout: Duration) -> i32 {
+/// When the kernel's OOM killer ended it, says so on stderr (naming the container's limit).
+fn supervise(mut cmd: std::process::Command, program: &OsString, timeout: Option<Duration>) -> i32 {
+    let oom_before = super::supervise::oom_kills();
     use std::sync::atomic::{AtomicBool, Ordering};
     unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) };
     // SAFETY: setsid is async-signal-safe.
@@ -139,11 +139,13 @@ fn supervise(mut cmd: std::process::Command, program: &OsString, timeout: Durati
     let fired = std::sync::Arc::new(AtomicBool::new(false));
     let timer = std::sync::Arc::clone(&fired);
     // The thread comes after the fork: the command was started single-threaded.
-    std::thread::spawn(move || {
-        std::thread::sleep(timeout);
-        timer.store(true, Ordering::SeqCst);
-        super::supervise::kill_tree(me, &std::sync::Mutex::new(Vec::new()));
-    });
+    if let Some(timeout) = timeout {
+        std::thread::spawn(move || {
+            std::thread::sleep(timeout);
+            timer.store(true, Ordering::SeqCst);
+            super::supervise::kill_tree(me, &std::sync::Mutex::new(Vec::new()));
+        });
+    }
     loop {
         let mut status = 0;
         // Every child: the command, and orphans of its tree reparented to us.
@@ -153,6 +155,20 @@ fn supervise(mut cmd: std::process::Command, program: &OsString, timeout: Durati
             // reparented to PID 1 when we exit.
             if fired.load(Ordering::SeqCst) {
                 return 124;
+            }
+            let killed = (libc::WIFSIGNALED(status) && libc::WTERMSIG(status) == libc::SIGKILL)
+                || (libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 128 + libc::SIGKILL);
+            if killed
+                && super::supervise::oom_kills()
+                    .zip(oom_before)
+                    .is_some_and(|(now, then)| now > then)
+            {
+                let limit = super::supervise::memory_limit()
+                    .map(|b| format!(" (the sandbox's memory limit is {} MiB)", b >> 20))
+                    .unwrap_or_default();
+                warn(&format!(
+                    "the command was killed by the kernel's OOM killer: the sandbox ran out of memory{limit}"
+                ));
             }
             return if libc::WIFEXITED(status) {
                 libc::WEXITSTATUS(status)

@@ -198,6 +198,63 @@ no other command reads it. Trust is kept per path and SHA-256 of the content, in
 directory. A file with a bad value, an unknown key, or a key that acts on the host (engine,
 engine_bin, fallback, runtime, state_dir) cannot be trusted.")]
     Trust(TrustArgs),
+    /// Stop a sandbox's container, keeping it and its scratch volume (see `start`)
+    #[command(after_help = "\
+Examples:
+  h9sandbox stop 3f2a
+  h9sandbox start 3f2a                            bring it back: same container, scratch, setup
+
+Its processes end (SIGTERM, SIGKILL after stop_timeout_secs); what they installed stays. `exec`
+on a stopped sandbox fails (exit 125) and names `start`.")]
+    Stop(StopArgs),
+    /// Start a stopped sandbox again (also after a daemon restart or a reboot)
+    #[command(after_help = "\
+Examples:
+  h9sandbox start 3f2a
+  h9sandbox start 3f2a --format json             the record
+
+Checks again that its limits are in force and that its work dir is the one `up` checked, and
+brings its agent back. A sandbox whose container was stopped outside h9sandbox (docker stop,
+a daemon restart, a reboot) comes back the same way.")]
+    Start(StartArgs),
+    /// Freeze every process of a sandbox (see `resume`)
+    #[command(after_help = "\
+Examples:
+  h9sandbox pause 3f2a
+  h9sandbox resume 3f2a
+
+`exec` on a paused sandbox fails (exit 125) and says it is paused.")]
+    Pause(PauseArgs),
+    /// Thaw a paused sandbox
+    #[command(after_help = "\
+Examples:
+  h9sandbox resume 3f2a")]
+    Resume(ResumeArgs),
+    /// Commit a sandbox's file system (not its work dir) to a local image
+    #[command(after_help = "\
+Examples:
+  h9sandbox snapshot 3f2a --tag my-env:v1         after installing what the task needs
+  h9sandbox up --image my-env:v1                  start new sandboxes from it, many times
+
+The image holds what the sandbox changed outside its work dir and scratch volume (packages,
+tools), with the configuration of the image it came from (entrypoint, command, user).")]
+    Snapshot(SnapshotArgs),
+    /// Create a sandbox, run one command in it, remove it: the `docker run --rm` of sandboxes
+    #[command(after_help = "\
+Examples:
+  h9sandbox run -- make test                      exit with make's status; nothing left behind
+  h9sandbox run --image debian:12 --memory 1g --network none -- ./ci.sh
+  h9sandbox run --bootstrap 'pip install -e .' --timeout 30m -- pytest -q
+  h9sandbox run --format json -- 'ls; echo done >&2'   {id, exit_code, stdout, stderr, ...}
+
+Takes `up`'s options, then `exec`'s (--cwd, --env, --timeout, -i), then the command. The sandbox
+is removed whatever happens: the command ends, fails or times out, h9sandbox fails, or SIGINT /
+SIGTERM / SIGHUP arrive; it is tied to this process (--owner-pid), so `reap` removes it even if
+h9sandbox is killed with SIGKILL.
+
+Exit status: the command's (128+N when killed by signal N), 124 on timeout, 125 when h9sandbox
+itself failed.")]
+    Run(RunArgs),
     /// List sandboxes with their real container state, sub-sandboxes under their parent
     #[command(after_help = "\
 Examples:
@@ -292,6 +349,12 @@ impl Command {
             Command::Edit(_) => "edit",
             Command::Reap(_) => "reap",
             Command::Renew(_) => "renew",
+            Command::Stop(_) => "stop",
+            Command::Start(_) => "start",
+            Command::Pause(_) => "pause",
+            Command::Resume(_) => "resume",
+            Command::Snapshot(_) => "snapshot",
+            Command::Run(_) => "run",
             Command::Mcp(_) => "mcp",
             Command::Trust(_) => "trust",
         }
@@ -352,6 +415,10 @@ pub struct UpArgs {
     /// (e.g. 90s, 30m, 2h, 1d) [default: none]
     #[arg(long, value_name = "DURATION")]
     pub ttl: Option<String>,
+    /// With --name: when a Running sandbox of that name has the same image, limits and work
+    /// dir, print its ID and change nothing (fail naming what differs)
+    #[arg(long, requires = "name")]
+    pub reuse: bool,
 }
 
 /// `mcp` arguments.
@@ -520,6 +587,74 @@ pub struct ReapArgs {
     /// Report what would be removed, and remove nothing
     #[arg(long)]
     pub dry_run: bool,
+}
+
+/// `stop` arguments.
+#[derive(Debug, Args)]
+pub struct StopArgs {
+    /// Sandbox ID, unique ID prefix, or name
+    pub id: String,
+}
+
+/// `start` arguments.
+#[derive(Debug, Args)]
+pub struct StartArgs {
+    /// Sandbox ID, unique ID prefix, or name
+    pub id: String,
+}
+
+/// `pause` arguments.
+#[derive(Debug, Args)]
+pub struct PauseArgs {
+    /// Sandbox ID, unique ID prefix, or name
+    pub id: String,
+}
+
+/// `resume` arguments.
+#[derive(Debug, Args)]
+pub struct ResumeArgs {
+    /// Sandbox ID, unique ID prefix, or name
+    pub id: String,
+}
+
+/// `snapshot` arguments.
+#[derive(Debug, Args)]
+pub struct SnapshotArgs {
+    /// Sandbox ID, unique ID prefix, or name
+    pub id: String,
+    /// Name of the image to make, e.g. my-env:v1
+    #[arg(long, value_name = "NAME")]
+    pub tag: String,
+}
+
+/// `run` arguments: `up`'s, then `exec`'s, then the command.
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    #[command(flatten)]
+    pub up: UpArgs,
+    /// Working directory, relative to the work dir or absolute inside it [default: the work dir]
+    #[arg(long, value_name = "DIR")]
+    pub cwd: Option<PathBuf>,
+    /// Environment variable for the command (repeatable)
+    #[arg(long = "env", short = 'e', value_name = "K=V")]
+    pub env: Vec<String>,
+    /// Seconds before the command's process tree is killed; 0 = none [config: exec_timeout_secs]
+    #[arg(long, value_name = "SECS")]
+    pub timeout: Option<u64>,
+    /// Attach standard input to the command
+    #[arg(short, long)]
+    pub interactive: bool,
+    /// With --format json: bytes kept of each of stdout and stderr
+    #[arg(long, value_name = "BYTES", default_value_t = 1 << 20)]
+    pub max_output: usize,
+    /// The command: a program and its arguments, or one shell command line (bash -c)
+    #[arg(
+        required = true,
+        trailing_var_arg = true,
+        allow_hyphen_values = true,
+        value_name = "COMMAND"
+    )]
+    pub command: Vec<String>,
 }
 
 /// `renew` arguments.

@@ -19,6 +19,26 @@ pub async fn run(ctx: &Ctx, format: Format, args: &DownArgs) -> Result<i32> {
             }
         }
     }
+    if !report.unresolved.is_empty() {
+        for (_, e) in &report.unresolved {
+            ctx.reporter.warn(&e.to_string());
+        }
+        let names: Vec<&str> = report.unresolved.iter().map(|(q, _)| q.as_str()).collect();
+        let removed = if report.removed.is_empty() {
+            "nothing was removed"
+        } else {
+            "every other sandbox named was removed"
+        };
+        let e = anyhow::anyhow!(
+            "{} of the sandboxes named not found ({}); {removed}",
+            names.len(),
+            names.join(", ")
+        );
+        return Err(match report.error {
+            Some(first) => first.context(e.to_string()),
+            None => e,
+        });
+    }
     match report.error {
         Some(e) => Err(e),
         None => Ok(0),

@@ -26,6 +26,30 @@ pub struct ExecJson {
     pub timed_out: bool,
     /// Whether either stream was cut at `--max-output`.
     pub truncated: bool,
+    /// Whether the kernel's OOM killer ended the command (the sandbox's memory limit).
+    pub oom_killed: bool,
+}
+
+/// The JSON document of a command's outcome.
+pub fn json(out: &crate::sandbox::exec::Outcome) -> ExecJson {
+    ExecJson {
+        exit_code: out.exit_code,
+        stdout: out.stdout.text(),
+        stderr: out.stderr.text(),
+        duration_ms: out.duration.as_millis() as u64,
+        timed_out: out.timed_out,
+        truncated: out.stdout.truncated() || out.stderr.truncated(),
+        oom_killed: out.oom_killed,
+    }
+}
+
+/// What `exec` says on stderr when the kernel's OOM killer ended the command in sandbox `rec`.
+pub fn oom_message(rec: &crate::state::Record) -> String {
+    format!(
+        "the command was killed by the kernel's OOM killer: sandbox {} ran out of memory (its limit is {}; `up --memory` sets a larger one)",
+        rec.short_id(),
+        rec.limits.memory
+    )
 }
 
 /// The core's request for `exec`'s arguments.
@@ -75,15 +99,11 @@ pub async fn run(ctx: &Ctx, format: Format, args: &ExecArgs) -> Result<i32> {
             }
         );
     }
+    if out.oom_killed {
+        ctx.reporter.warn(&oom_message(&done.record));
+    }
     if format == Format::Json {
-        output::print_json(&ExecJson {
-            exit_code: out.exit_code,
-            stdout: out.stdout.text(),
-            stderr: out.stderr.text(),
-            duration_ms: out.duration.as_millis() as u64,
-            timed_out: out.timed_out,
-            truncated: out.stdout.truncated() || out.stderr.truncated(),
-        })?;
+        output::print_json(&json(&out))?;
     }
     Ok(out.exit_code)
 }

@@ -13,6 +13,7 @@ pub mod down;
 pub mod edit;
 pub mod exec;
 pub mod generate;
+pub mod lifecycle;
 pub mod ls;
 pub mod mcp;
 pub mod output;
@@ -20,6 +21,7 @@ pub mod progress;
 pub mod read;
 pub mod reap;
 pub mod renew;
+pub mod run;
 pub mod trust;
 pub mod up;
 pub mod write;
@@ -150,6 +152,15 @@ async fn dispatch(cli: Cli) -> Result<i32> {
         Command::Reap(a) => reap::run(&ctx(&[])?, format, a).await,
         Command::Renew(a) => renew::run(&ctx(&[])?, format, a).await,
         Command::Trust(a) => trust::run(&ctx(&[])?, format, a).await,
+        Command::Stop(_)
+        | Command::Start(_)
+        | Command::Pause(_)
+        | Command::Resume(_)
+        | Command::Snapshot(_) => lifecycle::run(&ctx(&[])?, format, &cli.command).await,
+        Command::Run(a) => {
+            let req = run::up_request(a);
+            run::run(&ctx(&req.config_flags())?, format, &progress, a).await
+        }
         Command::Mcp(a) => mcp::run(&cli, a).await,
     }
 }

@@ -65,8 +65,8 @@ pub fn table(header: &[&str], colour: bool) -> Table {
 pub fn state_cell(state: Lifecycle) -> Cell {
     let colour = match state {
         Lifecycle::Running => Color::Green,
-        Lifecycle::Pending => Color::Yellow,
-        Lifecycle::Stopping | Lifecycle::Terminated => Color::DarkGrey,
+        Lifecycle::Pending | Lifecycle::Paused => Color::Yellow,
+        Lifecycle::Stopping | Lifecycle::Stopped | Lifecycle::Terminated => Color::DarkGrey,
         Lifecycle::Failed => Color::Red,
     };
     Cell::new(state.to_string()).fg(colour)

@@ -29,6 +29,7 @@ pub fn request(args: &UpArgs) -> UpRequest {
         owner_pid: args.owner_pid.clone(),
         ttl: args.ttl.clone(),
         within: None,
+        reuse: args.reuse,
     }
 }
 

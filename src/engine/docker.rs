@@ -19,8 +19,9 @@ use tokio::process::Command;
 use super::shell::shell_line;
 use super::{bounded_output, ENGINE_OUTPUT_MAX};
 use super::{
-    AppliedLimits, CommandLine, ContainerSpec, ContainerStatus, ContainerSummary, Environment,
-    ExecFailure, ExecSpec, EXEC_MARKER_VAR, LABEL_ID, LABEL_STATE_DIR, SCRATCH_DIR,
+    AppliedLimits, CommandLine, ContainerSpec, ContainerStatus, ContainerSummary, ContainerVerb,
+    Environment, ExecFailure, ExecSpec, ImageConfig, VolumeSummary, EXEC_MARKER_VAR, LABEL_ID,
+    LABEL_MANAGED, LABEL_STATE_DIR, SCRATCH_DIR,
 };
 use crate::agent;
 use crate::error::Error;
@@ -293,7 +294,11 @@ impl Environment for Docker {
         )
         .map_err(Error::Invalid)?;
         extra.extend(runtime_args(self.options.runtime.as_deref()));
-        let (code, stdout, stderr) = self.output(run_args(spec, &extra)).await?;
+        if self.flavor == Flavor::Podman {
+            // Podman's --mount has no volume-label: the labelled volume is made first.
+            self.checked(volume_create_args(spec)).await?;
+        }
+        let (code, stdout, stderr) = self.output(run_args(self.flavor, spec, &extra)).await?;
         if code == 0 {
             return stdout
                 .lines()
@@ -461,6 +466,82 @@ impl Environment for Docker {
         }
     }
 
+    async fn lifecycle(&self, verb: ContainerVerb, container: &str) -> Result<()> {
+        let (code, _, stderr) = self
+            .output(vec![verb.as_str().into(), container.into()])
+            .await?;
+        if code != 0 {
+            if is_no_such_container(&stderr) {
+                return Err(anyhow!(
+                    "its container {container} no longer exists (removed outside h9sandbox)"
+                ));
+            }
+            return Err(anyhow!(
+                "`{} {}` failed: {}",
+                self.bin,
+                verb.as_str(),
+                first_error_line(&stderr)
+            ));
+        }
+        Ok(())
+    }
+
+    async fn commit(&self, container: &str, image: &str, changes: &[String]) -> Result<String> {
+        let mut args: Vec<String> = vec!["commit".into()];
+        for c in changes {
+            args.extend(["--change".into(), c.clone()]);
+        }
+        args.extend([container.into(), image.into()]);
+        self.checked(args).await
+    }
+
+    async fn image_config(&self, image: &str) -> Result<ImageConfig> {
+        let out = self
+            .checked(vec![
+                "image".into(),
+                "inspect".into(),
+                "--format".into(),
+                "{{json .Config}}".into(),
+                image.into(),
+            ])
+            .await?;
+        parse_image_config(&out)
+    }
+
+    async fn list_volumes(&self, labels: &[(&str, &str)]) -> Result<Vec<VolumeSummary>> {
+        let mut args: Vec<String> = vec!["volume".into(), "ls".into(), "-q".into()];
+        for (k, v) in labels {
+            args.extend(["--filter".into(), format!("label={k}={v}")]);
+        }
+        let names = self.checked(args).await?;
+        Ok(names
+            .lines()
+            .filter(|l| !l.is_empty())
+            .map(|name| VolumeSummary {
+                name: name.to_string(),
+                // Our volumes are named after their sandbox (`h9sandbox-<32 hex>`).
+                sandbox_id: name
+                    .strip_prefix("h9sandbox-")
+                    .and_then(|h| uuid::Uuid::parse_str(h).ok())
+                    .map(|u| u.to_string()),
+            })
+            .collect())
+    }
+
+    async fn remove_volume(&self, name: &str) -> Result<()> {
+        let (code, _, stderr) = self
+            .output(vec!["volume".into(), "rm".into(), "-f".into(), name.into()])
+            .await?;
+        if code != 0 && !stderr.contains("no such volume") && !stderr.contains("No such volume") {
+            return Err(anyhow!(
+                "`{} volume rm` failed: {}",
+                self.bin,
+                first_error_line(&stderr)
+            ));
+        }
+        Ok(())
+    }
+
     fn exec_failure(&self, container: &str, head: &[u8], status: i32) -> Option<ExecFailure> {
         // `docker exec` reports its own failures with status 1 (daemon errors), 125, 126 or 127
         // (the OCI runtime could not start the process) and a message of its own on stderr;
@@ -485,13 +566,17 @@ impl Environment for Docker {
                 "its container {container} no longer exists (removed outside h9sandbox)"
             )));
         }
+        if text.contains("is paused") {
+            return Some(ExecFailure::ContainerPaused(format!(
+                "its container {container} was paused outside h9sandbox"
+            )));
+        }
         if text.contains("is not running")
-            || text.contains("is paused")
             || text.contains("is restarting")
             || text.contains("can only create exec sessions on running containers")
         {
-            return Some(ExecFailure::ContainerGone(format!(
-                "its container {container} is not running (stopped, paused or killed outside h9sandbox)"
+            return Some(ExecFailure::ContainerStopped(format!(
+                "its container {container} is not running (stopped outside h9sandbox: `docker stop`, a daemon restart, a reboot)"
             )));
         }
         if text.contains("OCI runtime exec failed") || text.contains("executable file not found") {
@@ -506,9 +591,57 @@ impl Environment for Docker {
     }
 }
 
+/// The scratch volume's labels: the container's own h9sandbox labels (ID, state directory).
+fn volume_labels(spec: &ContainerSpec) -> Vec<(String, String)> {
+    [LABEL_MANAGED, LABEL_ID, LABEL_STATE_DIR]
+        .iter()
+        .filter_map(|k| spec.labels.get(*k).map(|v| (k.to_string(), v.clone())))
+        .collect()
+}
+
+/// `volume create` arguments making `spec`'s labelled scratch volume (Podman, whose `--mount`
+/// cannot label the volume it creates).
+pub fn volume_create_args(spec: &ContainerSpec) -> Vec<String> {
+    let mut a: Vec<String> = vec!["volume".into(), "create".into()];
+    for (k, v) in volume_labels(spec) {
+        a.extend(["--label".into(), format!("{k}={v}")]);
+    }
+    a.push(spec.scratch_volume.clone());
+    a
+}
+
+/// `--mount` value of the scratch volume: named after the sandbox, created with the container's
+/// h9sandbox labels (Docker's `volume-label`; Podman gets them from [`volume_create_args`]).
+fn scratch_mount_arg(flavor: Flavor, spec: &ContainerSpec) -> String {
+    let mut fields = vec![
+        "type=volume".to_string(),
+        format!("source={}", spec.scratch_volume),
+        format!("destination={SCRATCH_DIR}"),
+    ];
+    if flavor == Flavor::Docker {
+        for (k, v) in volume_labels(spec) {
+            fields.push(format!("volume-label={k}={v}"));
+        }
+    }
+    fields
+        .into_iter()
+        .map(csv_field)
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+/// A field of `--mount`'s CSV record, quoted when it holds `,` or `"` (RFC 4180).
+fn csv_field(f: String) -> String {
+    if f.contains([',', '"']) || f.starts_with(' ') || f.ends_with(' ') {
+        format!("\"{}\"", f.replace('"', "\"\""))
+    } else {
+        f
+    }
+}
+
 /// `docker run` arguments for `spec`: hardened, labelled, detached, never pulling. `extra`
 /// (engine options: [`ulimit_args`], [`runtime_args`]) goes before `--pull`.
-pub fn run_args(spec: &ContainerSpec, extra: &[String]) -> Vec<String> {
+pub fn run_args(flavor: Flavor, spec: &ContainerSpec, extra: &[String]) -> Vec<String> {
     let l = &spec.limits;
     let workdir = spec.workdir.to_string_lossy();
     let mut a: Vec<String> = vec![
@@ -542,9 +675,9 @@ pub fn run_args(spec: &ContainerSpec, extra: &[String]) -> Vec<String> {
         format!("/tmp:size={},nosuid,noexec,nodev", l.tmp_size),
         "--network".into(),
         l.network.as_str().into(),
-        // The scratch dir: an anonymous volume, deleted by `rm -v` with the container.
+        // The scratch dir: a volume of its own, removed with the sandbox.
         "--mount".into(),
-        format!("type=volume,destination={SCRATCH_DIR}"),
+        scratch_mount_arg(flavor, spec),
         "--env".into(),
         format!("TMPDIR={SCRATCH_DIR}"),
         "--mount".into(),
@@ -658,17 +791,10 @@ pub fn run_failure_hint(stderr: &str) -> &'static str {
 /// `--mount` is parsed as one CSV record, so a field holding `,` or `"` is quoted (RFC 4180);
 /// `:` and spaces need nothing, unlike `-v`.
 pub fn bind_mount_arg(source: &str, target: &str, readonly: bool) -> String {
-    let field = |f: String| {
-        if f.contains([',', '"']) || f.starts_with(' ') || f.ends_with(' ') {
-            format!("\"{}\"", f.replace('"', "\"\""))
-        } else {
-            f
-        }
-    };
     format!(
         "type=bind,{},{}{}",
-        field(format!("source={source}")),
-        field(format!("target={target}")),
+        csv_field(format!("source={source}")),
+        csv_field(format!("target={target}")),
         if readonly { ",readonly" } else { "" }
     )
 }
@@ -841,6 +967,36 @@ pub fn kill_args(container: &str, spec: &ExecSpec) -> Vec<String> {
     ]
 }
 
+/// Parses `docker image inspect --format '{{json .Config}}'`.
+pub fn parse_image_config(json: &str) -> Result<ImageConfig> {
+    #[derive(serde::Deserialize)]
+    #[serde(rename_all = "PascalCase")]
+    struct Config {
+        #[serde(default)]
+        entrypoint: Option<Vec<String>>,
+        #[serde(default)]
+        cmd: Option<Vec<String>>,
+        #[serde(default)]
+        user: Option<String>,
+        #[serde(default)]
+        working_dir: Option<String>,
+    }
+    let c: Option<Config> = serde_json::from_str(json.trim())
+        .with_context(|| format!("cannot parse the image's configuration: {json}"))?;
+    let c = c.unwrap_or(Config {
+        entrypoint: None,
+        cmd: None,
+        user: None,
+        working_dir: None,
+    });
+    Ok(ImageConfig {
+        entrypoint: c.entrypoint.unwrap_or_default(),
+        cmd: c.cmd.unwrap_or_default(),
+        user: c.user.unwrap_or_default(),
+        working_dir: c.working_dir.unwrap_or_default(),
+    })
+}
+
 /// Parses the output of [`inspect_args`].
 pub fn parse_inspect(json: &str) -> Result<ContainerStatus> {
     #[derive(serde::Deserialize)]
@@ -1004,6 +1160,7 @@ mod tests {
                 run_dir: "/state/run/abc".into(),
                 user_name: None,
             },
+            scratch_volume: "h9sandbox-abc".into(),
         }
     }
 
@@ -1011,7 +1168,7 @@ mod tests {
     fn run_args_are_hardened_and_exact() {
         let got = shell_line(
             "docker",
-            &run_args(&spec("/w"), &[])
+            &run_args(Flavor::Docker, &spec("/w"), &[])
                 .into_iter()
                 .map(Into::into)
                 .collect::<Vec<_>>(),
@@ -1022,7 +1179,8 @@ mod tests {
              --cap-add DAC_OVERRIDE --cap-add SETUID --cap-add SETGID \
              --security-opt no-new-privileges:true --pids-limit 256 --cpus 1.5 --memory 512m \
              --tmpfs /tmp:size=256m,nosuid,noexec,nodev --network none \
-             --mount type=volume,destination=/var/tmp --env TMPDIR=/var/tmp \
+             --mount type=volume,source=h9sandbox-abc,destination=/var/tmp,volume-label=h9sandbox=1 \
+             --env TMPDIR=/var/tmp \
              --mount type=bind,source=/w,target=/w --workdir /w \
              --mount type=bind,source=/opt/h9/h9sandbox,target=/.h9sandbox/h9sandbox,readonly \
              --mount type=bind,source=/state/run/abc,target=/.h9sandbox/run \
@@ -1039,7 +1197,7 @@ mod tests {
             "--runtime".into(),
             "runc".into(),
         ];
-        let a = run_args(&spec("/w"), &extra);
+        let a = run_args(Flavor::Docker, &spec("/w"), &extra);
         let at = a.iter().position(|w| w == "--pull").unwrap();
         assert_eq!(a[at - 4..at], extra[..]);
         assert_eq!(
@@ -1261,7 +1419,7 @@ mod tests {
             ..spec("/w")
         };
         spec.agent.user_name = Some("alice".into());
-        let a = run_args(&spec, &[]);
+        let a = run_args(Flavor::Docker, &spec, &[]);
         let at = a.iter().position(|x| x == "--user").unwrap();
         assert_eq!(a[at + 1], "0:0");
         let image = a.iter().position(|x| x == "ubuntu:22.04").unwrap();
@@ -1408,7 +1566,7 @@ mod tests {
             b"Error response from daemon: Container abc is not running\n",
             1,
         );
-        assert!(matches!(stopped, Some(ExecFailure::ContainerGone(_))));
+        assert!(matches!(stopped, Some(ExecFailure::ContainerStopped(_))));
         let down = d.exec_failure("c", b"Cannot connect to the Docker daemon at unix:///x.sock. Is the docker daemon running?\n", 1);
         assert!(matches!(down, Some(ExecFailure::EngineUnavailable(_))));
         // A command that fails with its own message is the command's business.
@@ -1429,7 +1587,7 @@ mod tests {
             255,
         );
         assert!(
-            matches!(stopped, Some(ExecFailure::ContainerGone(r)) if r.contains("not running"))
+            matches!(stopped, Some(ExecFailure::ContainerStopped(r)) if r.contains("not running"))
         );
         // Status 1 is a command's own with Podman, even when it prints "Error".
         assert_eq!(p.exec_failure("c", b"Error: my script failed\n", 1), None);

@@ -157,6 +157,59 @@ pub struct ContainerSpec {
     pub user: Ids,
     /// The in-container agent's mounts.
     pub agent: AgentMount,
+    /// Name of the scratch volume mounted at [`SCRATCH_DIR`] (`h9sandbox-<id>`), labelled like
+    /// the container, so that it can be found and removed even when the container was removed
+    /// without its volumes.
+    pub scratch_volume: String,
+}
+
+/// The name of sandbox `id`'s scratch volume.
+pub fn scratch_volume_name(id: &uuid::Uuid) -> String {
+    format!("h9sandbox-{}", id.simple())
+}
+
+/// What [`Environment::lifecycle`] does to a container.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ContainerVerb {
+    /// Start a stopped container (`docker start`).
+    Start,
+    /// Freeze every process of it (`docker pause`, the cgroup freezer).
+    Pause,
+    /// Thaw it (`docker unpause`).
+    Unpause,
+}
+
+impl ContainerVerb {
+    /// The engine's subcommand.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ContainerVerb::Start => "start",
+            ContainerVerb::Pause => "pause",
+            ContainerVerb::Unpause => "unpause",
+        }
+    }
+}
+
+/// An image's own configuration (`docker image inspect` `.Config`), which a snapshot restores.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ImageConfig {
+    /// `ENTRYPOINT`, exec form; empty when none.
+    pub entrypoint: Vec<String>,
+    /// `CMD`, exec form; empty when none.
+    pub cmd: Vec<String>,
+    /// `USER`; empty when none.
+    pub user: String,
+    /// `WORKDIR`; empty when none.
+    pub working_dir: String,
+}
+
+/// One volume as listed by the engine (`docker volume ls`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct VolumeSummary {
+    /// Its name.
+    pub name: String,
+    /// The sandbox ID label, if present.
+    pub sandbox_id: Option<String>,
 }
 
 /// What a container needs for h9sandbox's in-container agent: the static binary, bind-mounted
@@ -335,6 +388,24 @@ pub trait Environment {
     /// daemonized ones included).
     async fn kill_exec(&self, container: &str, spec: &ExecSpec) -> Result<()>;
 
+    /// Starts, pauses or thaws the container ([`ContainerVerb`]). Errors: the container is gone,
+    /// or (a local sandbox) there is no container.
+    async fn lifecycle(&self, verb: ContainerVerb, container: &str) -> Result<()>;
+
+    /// Commits the container's file system (not its volumes nor bind mounts) to the image
+    /// `image`, applying `changes` (Dockerfile instructions, `docker commit --change`); returns
+    /// the image ID.
+    async fn commit(&self, container: &str, image: &str, changes: &[String]) -> Result<String>;
+
+    /// The configuration of the local image `image`.
+    async fn image_config(&self, image: &str) -> Result<ImageConfig>;
+
+    /// Lists the volumes carrying every `key=value` label.
+    async fn list_volumes(&self, labels: &[(&str, &str)]) -> Result<Vec<VolumeSummary>>;
+
+    /// Removes the volume `name`; a missing one is success.
+    async fn remove_volume(&self, name: &str) -> Result<()>;
+
     /// Turns the first bytes an exec wrote to stderr, with its exit status, into h9sandbox's own
     /// error when they show that the engine (not the command) failed: the container is gone or
     /// stopped, the daemon is unreachable, or the image has no shell. `None` otherwise.
@@ -444,13 +515,37 @@ impl Environment for AnyEngine {
     fn exec_failure(&self, container: &str, head: &[u8], status: i32) -> Option<ExecFailure> {
         delegate!(self, e => e.exec_failure(container, head, status))
     }
+
+    async fn lifecycle(&self, verb: ContainerVerb, container: &str) -> Result<()> {
+        delegate!(self, e => e.lifecycle(verb, container).await)
+    }
+
+    async fn commit(&self, container: &str, image: &str, changes: &[String]) -> Result<String> {
+        delegate!(self, e => e.commit(container, image, changes).await)
+    }
+
+    async fn image_config(&self, image: &str) -> Result<ImageConfig> {
+        delegate!(self, e => e.image_config(image).await)
+    }
+
+    async fn list_volumes(&self, labels: &[(&str, &str)]) -> Result<Vec<VolumeSummary>> {
+        delegate!(self, e => e.list_volumes(labels).await)
+    }
+
+    async fn remove_volume(&self, name: &str) -> Result<()> {
+        delegate!(self, e => e.remove_volume(name).await)
+    }
 }
 
 /// Why an exec never ran the command.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ExecFailure {
-    /// The container does not exist any more, or is not running.
+    /// The container does not exist any more.
     ContainerGone(String),
+    /// The container exists but is not running (`start` brings it back).
+    ContainerStopped(String),
+    /// The container is paused (`resume` thaws it).
+    ContainerPaused(String),
     /// The engine's daemon cannot be reached.
     EngineUnavailable(String),
     /// The engine failed otherwise (e.g. no `/bin/sh` in the image).

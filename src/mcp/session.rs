@@ -251,6 +251,7 @@ impl Session {
             owner_pid: (!p.keep).then(|| std::process::id().to_string()),
             ttl: p.ttl,
             within: Some(self.workdir.clone()),
+            reuse: false,
         };
         // A sub-sandbox shares its parent's work dir: only of a sandbox the session may reach.
         let req = UpRequest {
@@ -369,11 +370,20 @@ impl Session {
             truncated: cut_out > 0 || cut_err > 0,
             stdout_bytes: out.stdout.total,
             stderr_bytes: out.stderr.total,
+            oom_killed: out.oom_killed,
         };
         let mut text = format!(
-            "exit code {} in {} ms{}",
+            "exit code {} in {} ms{}{}",
             result.exit_code,
             result.duration_ms,
+            if result.oom_killed {
+                format!(
+                    " (killed by the kernel's OOM killer: the sandbox's memory limit is {})",
+                    done.record.limits.memory
+                )
+            } else {
+                String::new()
+            },
             if result.truncated {
                 " (output cut in the middle: see the marker)"
             } else {
@@ -670,7 +680,10 @@ impl Session {
     /// `sandbox_down`: [`down::take_down`] of one sandbox (and its sub-sandboxes).
     async fn down(&self, p: DownParams) -> Result<Done> {
         let id = self.target(p.id).await?;
-        let report = down::take_down(&self.ctx, std::slice::from_ref(&id), false).await?;
+        let mut report = down::take_down(&self.ctx, std::slice::from_ref(&id), false).await?;
+        if let Some((_, e)) = report.unresolved.pop() {
+            return Err(e.into());
+        }
         {
             let mut st = self.state();
             for r in &report.removed {

@@ -378,6 +378,8 @@ pub struct ExecResult {
     pub stdout_bytes: u64,
     /// Bytes the command wrote to stderr in all.
     pub stderr_bytes: u64,
+    /// Whether the kernel's OOM killer ended the command: the sandbox ran out of memory.
+    pub oom_killed: bool,
 }
 
 /// Result of `sandbox_read`.

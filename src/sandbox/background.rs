@@ -33,6 +33,7 @@ async fn agent_of(ctx: &Ctx, query: &str) -> anyhow::Result<(Record, Connection)
     let state = ctx.store.load()?;
     let rec = state.resolve(query)?.clone();
     ensure_running(&rec)?;
+    super::lifecycle::check_workdir(&rec)?;
     match super::agent::connect(ctx, &rec).await {
         Ok(Some(conn)) => Ok((rec, conn)),
         Ok(None) => Err(Error::Invalid(format!(

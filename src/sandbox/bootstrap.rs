@@ -42,6 +42,7 @@ pub async fn run(ctx: &Ctx, query: &str, command: &[String], sink: Sink) -> Resu
         command.join(" ")
     };
     ensure_running(rec)?;
+    super::lifecycle::check_workdir(rec)?;
     let done = execute(ctx, rec, &cmd, sink).await;
     if let Some(e) = &done.run.error {
         return Err(anyhow::anyhow!("{e}"));

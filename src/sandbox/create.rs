@@ -26,8 +26,8 @@ use super::workdir::{resolve_workdir, unwritable_for, MountCheck, WorkdirRule};
 use super::{bootstrap, interrupted, Ctx};
 use crate::config::{Config, Fallback};
 use crate::engine::{
-    AgentMount, AnyEngine, ContainerSpec, ContainerStatus, Environment, LABEL_ID, LABEL_MANAGED,
-    LABEL_PARENT, LABEL_STATE_DIR,
+    scratch_volume_name, AgentMount, AnyEngine, ContainerSpec, ContainerStatus, Environment,
+    LABEL_ID, LABEL_MANAGED, LABEL_PARENT, LABEL_STATE_DIR,
 };
 use crate::error::Error;
 use crate::lease::{parse_owner, parse_ttl};
@@ -74,6 +74,9 @@ pub struct UpRequest {
     /// work dir, canonical too, is then opened through no symlink ([`MountCheck::pin`]), so no
     /// symlink swapped in later leads out of it.
     pub within: Option<PathBuf>,
+    /// With `name`: a Running sandbox of that name with the same image, limits and work dir is
+    /// the result, untouched ([`create`]).
+    pub reuse: bool,
 }
 
 impl UpRequest {
@@ -110,7 +113,20 @@ impl UpRequest {
 /// marked Failed), an interrupting signal, a failed required bootstrap.
 pub async fn create(ctx: &Ctx, req: &UpRequest) -> Result<Record> {
     let plan = resolve_spec(ctx, req).await?;
-    record_pending(ctx, &plan)?;
+    if req.reuse {
+        if let Some(rec) = reusable(ctx, &plan).await? {
+            return Ok(rec);
+        }
+    }
+    if let Err(e) = record_pending(ctx, &plan) {
+        // Another `up --reuse` of the same name got there first: that sandbox is the one.
+        if req.reuse && matches!(e.downcast_ref(), Some(Error::NameInUse(_))) {
+            if let Some(rec) = reusable(ctx, &plan).await? {
+                return Ok(rec);
+            }
+        }
+        return Err(e);
+    }
     let (engine, started) = start(ctx, &plan).await?;
     let started = match started {
         Ok(c) => c,
@@ -121,6 +137,86 @@ pub async fn create(ctx: &Ctx, req: &UpRequest) -> Result<Record> {
         ctx.reporter.warn(&local_warning(&rec));
     }
     run_bootstrap(ctx, rec).await
+}
+
+/// For `up --reuse`: the sandbox of `plan`'s name when it is Running with the plan's image,
+/// limits and work dir (`None` when no sandbox has the name, or only a Failed one: then a new
+/// one is made). One still starting (another `up --reuse`) is waited for. Errors: the sandbox
+/// differs (naming how), or is stopped or paused (naming what brings it back).
+async fn reusable(ctx: &Ctx, plan: &Plan) -> Result<Option<Record>> {
+    let name = &plan.record.name;
+    let deadline = Instant::now() + Duration::from_secs(ctx.cfg.start_timeout_secs + 60);
+    loop {
+        let state = ctx.store.load()?;
+        let Some(rec) = state.sandboxes.iter().find(|r| &r.name == name) else {
+            return Ok(None);
+        };
+        match rec.state {
+            Lifecycle::Failed => return Ok(None),
+            Lifecycle::Pending if Instant::now() < deadline && rec.creator.is_alive() => {
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                continue;
+            }
+            Lifecycle::Running => {}
+            other => {
+                let hint = match other {
+                    Lifecycle::Stopped => format!("`h9sandbox start {name}` starts it again"),
+                    Lifecycle::Paused => format!("`h9sandbox resume {name}` thaws it"),
+                    _ => format!("`h9sandbox down {name}` removes it"),
+                };
+                return Err(Error::Invalid(format!(
+                    "sandbox {name} exists but is {other}; {hint}, or choose another --name"
+                ))
+                .into());
+            }
+        }
+        let differences = differences(rec, &plan.record);
+        if differences.is_empty() {
+            return Ok(Some(rec.clone()));
+        }
+        return Err(Error::Invalid(format!(
+            "sandbox {name} exists with {}; `h9sandbox down {name}` first to make a new one, or leave out --reuse",
+            differences.join(", ")
+        ))
+        .into());
+    }
+}
+
+/// How the existing sandbox `have` differs from the one `want` asks for (image, limits, work
+/// dir, user), each as `KEY VALUE, not WANTED`.
+fn differences(have: &Record, want: &Record) -> Vec<String> {
+    let mut d = Vec::new();
+    let mut differ = |key: &str, h: String, w: String| {
+        if h != w {
+            d.push(format!("{key} {h}, not {w}"));
+        }
+    };
+    differ("image", with_tag(&have.image), with_tag(&want.image));
+    differ(
+        "work dir",
+        have.workdir.display().to_string(),
+        want.workdir.display().to_string(),
+    );
+    let (h, w) = (&have.limits, &want.limits);
+    differ(
+        "cpus",
+        crate::engine::docker::format_cpus(h.cpus),
+        crate::engine::docker::format_cpus(w.cpus),
+    );
+    differ("memory", h.memory.clone(), w.memory.clone());
+    differ(
+        "pids_limit",
+        h.pids_limit.to_string(),
+        w.pids_limit.to_string(),
+    );
+    differ("tmp_size", h.tmp_size.clone(), w.tmp_size.clone());
+    differ("network", h.network.to_string(), w.network.to_string());
+    differ(
+        "user",
+        have.user.map(|u| u.to_string()).unwrap_or_default(),
+        want.user.map(|u| u.to_string()).unwrap_or_default(),
+    );
+    d
 }
 
 /// Everything `up` decided before it records or creates anything.
@@ -191,6 +287,7 @@ async fn resolve_spec(ctx: &Ctx, req: &UpRequest) -> Result<Plan> {
         settings: Some(ctx.configured_settings()),
         stopper: None,
         agent: None,
+        workdir_id: Some(mount.identity()),
     };
     record.start_lease(SystemTime::now())?;
     let binary = match engine.kind().isolation() {
@@ -332,6 +429,7 @@ fn container_spec(ctx: &Ctx, record: &Record, user: Ids, binary: PathBuf) -> Con
         limits: record.limits.clone(),
         labels,
         user,
+        scratch_volume: scratch_volume_name(&record.id),
         agent: AgentMount {
             binary,
             run_dir: super::agent::run_dir(ctx, record.id),
@@ -517,7 +615,7 @@ async fn fail_pending(
 ) -> anyhow::Error {
     let id = plan.record.id;
     let _ = engine.remove_labelled(LABEL_ID, &id.to_string()).await;
-    super::agent::forget(ctx, id);
+    super::release(ctx, engine, id).await;
     let nothing_created = matches!(
         e.downcast_ref::<Error>(),
         Some(Error::NameInUse(_) | Error::EngineUnavailable { .. })
@@ -627,9 +725,10 @@ fn bootstrap_failure(run: &BootstrapRun, timeout_secs: u64) -> String {
 /// Removes a started sandbox's container and marks its record Failed with `reason`; returns the
 /// error `up` fails with.
 async fn abort(ctx: &Ctx, rec: &Record, reason: String) -> anyhow::Error {
-    let removed = ctx.engine_for(rec).remove(rec.container_ref()).await;
+    let engine = ctx.engine_for(rec);
+    let removed = engine.remove(rec.container_ref()).await;
     if removed.is_ok() {
-        super::agent::forget(ctx, rec.id);
+        super::release(ctx, &engine, rec.id).await;
     }
     let _ = ctx.store.update(|s| {
         if let Some(r) = s.get_mut(rec.id) {
@@ -765,7 +864,7 @@ async fn verify_limits(
 
 /// Polls the container's `State.Running` right away, then with back-off (10 ms doubling to
 /// 200 ms), until it runs or `timeout` passes. Returns the running container's status.
-async fn wait_running(
+pub(super) async fn wait_running(
     engine: &AnyEngine,
     container: &str,
     timeout: Duration,

@@ -36,17 +36,22 @@ pub struct Report {
     /// The first failure (the others were reported as warnings); `None` when every sandbox was
     /// removed.
     pub error: Option<anyhow::Error>,
+    /// The queries that named no sandbox (or several), with why; the others were removed all
+    /// the same, so that one stale ID in a clean-up list leaks nothing.
+    pub unresolved: Vec<(String, Error)>,
 }
 
 /// Removes the sandboxes `ids` (IDs, prefixes or names; every sandbox of the state directory
 /// with `all`) and their sub-sandboxes, as `down` does; prints nothing. A full ID that is already
-/// gone counts as removed (and is reported as a note). Errors (before anything is removed): a name or prefix
-/// that matches nothing or several, the state file. Engine failures while removing are in the
-/// [`Report`].
+/// gone counts as removed (and is reported as a note). A name or prefix that matches nothing or
+/// several is in [`Report::unresolved`], and every other sandbox is removed all the same.
+/// Errors: the state file. Engine failures while removing are in the [`Report`].
 pub async fn take_down(ctx: &Ctx, ids: &[String], all: bool) -> Result<Report> {
     let me = ProcessRef::current();
+    let mut unresolved = Vec::new();
     // Each level: (the record as it was, the claim on it).
     let levels: Vec<Vec<(Record, Claim)>> = ctx.store.update(|s| {
+        unresolved.clear();
         let roots: Vec<Uuid> = if all {
             s.sandboxes.iter().map(|r| r.id).collect()
         } else {
@@ -61,7 +66,10 @@ pub async fn take_down(ctx: &Ctx, ids: &[String], all: bool) -> Result<Report> {
                         ctx.reporter.note(&format!("sandbox {q} is already gone"));
                         continue;
                     }
-                    Err(e) => return Err(e.into()),
+                    Err(e) => {
+                        unresolved.push((q.clone(), e));
+                        continue;
+                    }
                 };
                 if !v.contains(&id) {
                     v.push(id);
@@ -115,6 +123,7 @@ pub async fn take_down(ctx: &Ctx, ids: &[String], all: bool) -> Result<Report> {
     Ok(Report {
         removed,
         error: first_err,
+        unresolved,
     })
 }
 
@@ -202,7 +211,7 @@ async fn finish(ctx: &Ctx, rec: &Record, claimed: Claim) -> Result<()> {
         s.sandboxes.retain(|r| r.id != rec.id);
         Ok(())
     })?;
-    super::agent::forget(ctx, rec.id);
+    super::release(ctx, &engine, rec.id).await;
     Ok(())
 }
 

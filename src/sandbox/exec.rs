@@ -85,6 +85,9 @@ pub struct Outcome {
     pub interrupted: Option<&'static str>,
     /// Whether a timeout or signal made us kill the tree and the kill succeeded.
     pub tree_killed: bool,
+    /// Whether the kernel's OOM killer ended the command (known through the agent; through the
+    /// engine's exec, the in-container wrapper says so on the command's stderr instead).
+    pub oom_killed: bool,
 }
 
 /// A captured stream: the first bytes kept, the last bytes kept ([`Sink::CaptureEnds`]), and
@@ -270,6 +273,7 @@ pub async fn execute(
     let state = ctx.store.load()?;
     let rec = state.resolve(&req.id)?;
     ensure_running(rec)?;
+    super::lifecycle::check_workdir(rec)?;
     let cwd = resolve_cwd(&rec.workdir, req.cwd.as_deref())?;
     let env = parse_env(&req.env)?;
     let timeout = req
@@ -306,9 +310,12 @@ pub fn ensure_running(rec: &Record) -> Result<(), Error> {
     if rec.state == Lifecycle::Running {
         return Ok(());
     }
+    let id = rec.short_id();
     let detail = match (&rec.state, &rec.error) {
         (_, Some(e)) => format!(": {e}"),
         (Lifecycle::Pending, None) => " (it is still starting)".into(),
+        (Lifecycle::Stopped, None) => format!("; `h9sandbox start {id}` starts it again"),
+        (Lifecycle::Paused, None) => format!("; `h9sandbox resume {id}` thaws it"),
         _ => String::new(),
     };
     Err(Error::NotRunning {
@@ -455,6 +462,7 @@ pub async fn run_command_until(
         timed_out: ended.timed_out,
         interrupted: ended.interrupted,
         tree_killed: (ended.timed_out || ended.interrupted.is_some()) && ended.kill_error.is_none(),
+        oom_killed: false,
     })
 }
 
@@ -479,7 +487,7 @@ async fn local_program_missing(engine: &AnyEngine, spec: &ExecSpec, sink: Sink) 
     if crate::agent::wrap::find_on(&path, &argv[0]).is_some() {
         return None;
     }
-    let message = format!("h9sandbox: {}: command not found\n", argv[0]);
+    let message = format!("h9sandbox: error: {}: command not found\n", argv[0]);
     let mut stderr = Captured::default();
     match sink.caps() {
         Some((head, tail)) => {
@@ -496,6 +504,7 @@ async fn local_program_missing(engine: &AnyEngine, spec: &ExecSpec, sink: Sink) 
         timed_out: false,
         interrupted: None,
         tree_killed: false,
+        oom_killed: false,
     })
 }
 
@@ -691,6 +700,20 @@ fn engine_failure(engine: &AnyEngine, rec: &Record, head: &Head, code: i32) -> O
         ExecFailure::ContainerGone(reason) => Error::ContainerGone {
             id: rec.short_id(),
             reason,
+        },
+        ExecFailure::ContainerStopped(reason) => Error::ContainerStopped {
+            id: rec.short_id(),
+            reason,
+            hint: format!(
+                "`h9sandbox start {}` starts it again, `h9sandbox down {}` removes it",
+                rec.short_id(),
+                rec.short_id()
+            ),
+        },
+        ExecFailure::ContainerPaused(reason) => Error::ContainerStopped {
+            id: rec.short_id(),
+            reason,
+            hint: format!("`h9sandbox resume {}` thaws it", rec.short_id()),
         },
         ExecFailure::EngineUnavailable(reason) => Error::EngineUnavailable {
             bin: engine.kind().to_string(),

@@ -122,8 +122,8 @@ pub async fn run(
                 Some(Ok(Reply::Exited(e))) => break e,
                 // The program could not be started: what a shell says, with its status.
                 Some(Ok(Reply::Failed { code, message })) if code == 126 || code == 127 => {
-                    err.write(format!("h9sandbox: {message}\n").as_bytes()).await;
-                    break crate::agent::proto::Exit { code, timed_out: false, killed: false };
+                    err.write(format!("h9sandbox: error: {message}\n").as_bytes()).await;
+                    break crate::agent::proto::Exit { code, timed_out: false, killed: false, oom_killed: false };
                 }
                 Some(Ok(Reply::Failed { message, .. })) | Some(Ok(Reply::Refused(message))) => {
                     return Err(lost(std::io::Error::other(message)).into());
@@ -178,6 +178,7 @@ pub async fn run(
         timed_out: exit.timed_out,
         interrupted,
         tree_killed: exit.killed,
+        oom_killed: exit.oom_killed,
     })
 }
 

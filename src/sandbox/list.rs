@@ -134,6 +134,17 @@ pub async fn entries(ctx: &Ctx) -> Result<Vec<Entry>> {
         .collect())
 }
 
+/// Whether a record in `state` agrees with its container's state `cstate` (`running`,
+/// `paused`, `exited`, `missing`, …). Only the states that claim a container are checked.
+fn agrees(state: Lifecycle, cstate: &str) -> bool {
+    match state {
+        Lifecycle::Running => cstate == "running",
+        Lifecycle::Paused => cstate == "paused",
+        Lifecycle::Stopped => matches!(cstate, "exited" | "created"),
+        _ => true,
+    }
+}
+
 /// A local sandbox as it really is: Running as long as its work directory exists.
 pub fn reconcile_local(mut record: Record) -> Entry {
     if record.state == Lifecycle::Running && !record.workdir.is_dir() {
@@ -218,6 +229,13 @@ pub fn tree<'a>(records: impl IntoIterator<Item = &'a Record>) -> Vec<Node> {
 
 /// The record as it really is: a Running sandbox whose container exited or vanished is Failed.
 pub fn reconcile(mut record: Record, c: Option<&ContainerSummary>) -> Entry {
+    // A work dir replaced since `up` is one the container does not see.
+    let replaced = match record.state {
+        Lifecycle::Running | Lifecycle::Stopped | Lifecycle::Paused => {
+            super::lifecycle::check_workdir(&record).err()
+        }
+        _ => None,
+    };
     let (cstate, cstatus) = match c {
         Some(c) => (c.state.clone(), c.status.clone()),
         None => ("missing".to_string(), String::new()),
@@ -228,10 +246,22 @@ pub fn reconcile(mut record: Record, c: Option<&ContainerSummary>) -> Entry {
             "abandoned: the `up` that created it (pid {}) died before it finished",
             record.creator.pid
         ));
-    } else if record.state == Lifecycle::Running && cstate != "running" {
-        let why = match c {
-            Some(c) => format!("container {} outside h9sandbox ({})", c.state, c.status),
-            None => "container removed outside h9sandbox".to_string(),
+    } else if let Some(e) = replaced {
+        record.state = Lifecycle::Failed;
+        record.error = Some(e.to_string());
+    } else if !agrees(record.state, &cstate) {
+        let id = record.short_id();
+        let why = match (c, cstate.as_str()) {
+            (None, _) => "container removed outside h9sandbox".to_string(),
+            (Some(c), "paused") => format!(
+                "container paused outside h9sandbox ({}); `h9sandbox resume {id}` thaws it",
+                c.status
+            ),
+            (Some(c), "exited" | "created") => format!(
+                "container {} outside h9sandbox ({}); `h9sandbox start {id}` starts it again",
+                c.state, c.status
+            ),
+            (Some(c), _) => format!("container {} outside h9sandbox ({})", c.state, c.status),
         };
         record.state = Lifecycle::Failed;
         record.error = Some(why);

@@ -17,6 +17,7 @@ pub mod down;
 pub mod exec;
 pub mod exec_agent;
 pub mod files;
+pub mod lifecycle;
 pub mod list;
 pub mod reap;
 pub mod renew;
@@ -184,6 +185,7 @@ impl Ctx {
 pub fn workdir_of(ctx: &Ctx, query: &str) -> Result<(Record, WorkDir)> {
     let state = ctx.store.load()?;
     let rec = state.resolve(query)?.clone();
+    lifecycle::check_workdir(&rec)?;
     let wd = WorkDir::open(&rec.workdir)?;
     Ok((rec, wd))
 }
@@ -211,4 +213,24 @@ pub async fn interrupted() -> &'static str {
         _ = term.recv() => "SIGTERM",
         _ = hup.recv() => "SIGHUP",
     }
+}
+
+/// Releases what sandbox `id` holds beside its container, once the container is gone: its
+/// scratch volume (on `engine`) and its agent's run directory and token. Best effort: a volume
+/// still in use or already gone is left to the next `reap`.
+pub async fn release(ctx: &Ctx, engine: &AnyEngine, id: uuid::Uuid) {
+    if engine.kind().isolation() == crate::types::Isolation::Container {
+        if let Err(e) = engine
+            .remove_volume(&crate::engine::scratch_volume_name(&id))
+            .await
+        {
+            if ctx.verbose() {
+                ctx.reporter.note(&format!(
+                    "could not remove the scratch volume of {}: {e:#} (`h9sandbox reap` retries)",
+                    &id.simple().to_string()[..12]
+                ));
+            }
+        }
+    }
+    agent::forget(ctx, id);
 }

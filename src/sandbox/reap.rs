@@ -56,6 +56,7 @@ pub async fn sweep(ctx: &Ctx, dry_run: bool) -> Result<Sweep> {
         // the agent directories of sandboxes without a record.
         ctx.store.remove_stale_temp_files()?;
         forget_agents(ctx)?;
+        remove_orphan_volumes(ctx, &listings).await;
     }
     if dry_run || verdicts.is_empty() {
         return Ok(Sweep {
@@ -247,6 +248,12 @@ async fn remove_claimed(
     claimed: Vec<Verdict>,
     me: ProcessRef,
 ) -> Result<Sweep> {
+    // A dropped record's container is gone already: what it held beside it goes now.
+    for v in &dropped {
+        if let Some(r) = &v.record {
+            super::release(ctx, &ctx.engine_for(r), r.id).await;
+        }
+    }
     let results =
         futures_util::future::join_all(claimed.iter().map(|v| remove_one(ctx, listings, v))).await;
     let mut sweep = Sweep {
@@ -309,18 +316,65 @@ fn forget_agents(ctx: &Ctx) -> Result<()> {
 /// The engine's part of one removal: the container of a record, by the record's engine; an
 /// orphan container, by the engine that listed it; a local sandbox's leftover processes.
 async fn remove_one(ctx: &Ctx, listings: &Listings, v: &Verdict) -> Result<()> {
-    match (&v.container, &v.record) {
-        (Some(c), Some(r)) => ctx.engine_for(r).remove(c).await,
+    let (engine, removed) = match (&v.container, &v.record) {
+        (Some(c), Some(r)) => {
+            let e = ctx.engine_for(r);
+            let removed = e.remove(c).await;
+            (e, removed)
+        }
         (Some(c), None) => {
             let kind = listings
                 .iter()
                 .find(|(_, cs)| cs.iter().any(|x| &x.id == c))
                 .map_or(ctx.engine.kind(), |(k, _)| *k);
-            ctx.engine_of(kind).remove(c).await
+            let e = ctx.engine_of(kind);
+            let removed = e.remove(c).await;
+            (e, removed)
         }
-        (None, Some(r)) if r.isolation == Isolation::None => {
-            ctx.engine_for(r).remove(r.container_ref()).await
+        (None, Some(r)) => {
+            let e = ctx.engine_for(r);
+            let removed = match r.isolation {
+                Isolation::None => e.remove(r.container_ref()).await,
+                Isolation::Container => Ok(()),
+            };
+            (e, removed)
         }
-        (None, _) => Ok(()),
+        (None, None) => return Ok(()),
+    };
+    removed?;
+    // What the sandbox held beside its container: its scratch volume, its agent's directory.
+    if let Some(id) = v.record.as_ref().map(|r| r.id).or_else(|| sandbox_uuid(v)) {
+        super::release(ctx, &engine, id).await;
+    }
+    Ok(())
+}
+
+/// Removes the scratch volumes of this state directory that belong to no record (left behind by
+/// a container removed without its volumes, or a sandbox whose record was dropped), on every
+/// container engine in `listings`. A volume still in use is left. Listed before the state is
+/// read: a sandbox being created has its record before its volume.
+async fn remove_orphan_volumes(ctx: &Ctx, listings: &Listings) {
+    let label = ctx.state_label();
+    for (kind, _) in listings {
+        let engine = ctx.engine_of(*kind);
+        let Ok(volumes) = engine
+            .list_volumes(&[(LABEL_MANAGED, "1"), (LABEL_STATE_DIR, &label)])
+            .await
+        else {
+            continue;
+        };
+        let Ok(state) = ctx.store.load() else {
+            return;
+        };
+        for v in volumes {
+            let known = v
+                .sandbox_id
+                .as_deref()
+                .and_then(|i| uuid::Uuid::parse_str(i).ok())
+                .is_some_and(|id| state.get(id).is_some());
+            if !known {
+                let _ = engine.remove_volume(&v.name).await;
+            }
+        }
     }
 }

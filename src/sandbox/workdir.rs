@@ -625,6 +625,20 @@ impl MountCheck {
         &self.workdir
     }
 
+    /// Its identity: (device, inode).
+    pub fn identity(&self) -> [u64; 2] {
+        [self.identity.0, self.identity.1]
+    }
+
+    /// The check of a sandbox's recorded work dir and identity (`start` verifies the mount again).
+    pub fn recorded(workdir: &Path, identity: [u64; 2]) -> MountCheck {
+        MountCheck {
+            workdir: workdir.to_path_buf(),
+            identity: (identity[0], identity[1]),
+            nested: false,
+        }
+    }
+
     /// Compares the identity of what the container sees at the work dir with the checked one:
     /// through `/proc/PID/root` from the host when allowed (cheap: one `stat`), else, for a work
     /// dir nested in another sandbox's, with `stat` run in the fresh container (where only its

@@ -1,0 +1,86 @@
+//! `h9sandbox run`: create a sandbox, run one command in it, remove it, whatever happens (the
+//! `docker run --rm` of sandboxes); exit with the command's status.
+
+use anyhow::Result;
+
+use super::exec::ExecJson;
+use super::output;
+use super::progress::CliReporter;
+use super::{Format, RunArgs};
+use crate::sandbox::create::create;
+use crate::sandbox::down::take_down;
+use crate::sandbox::exec::{execute, ExecRequest, Sink};
+use crate::sandbox::Ctx;
+
+/// `run --format json` document: the sandbox's ID and the command's result.
+#[derive(Debug, serde::Serialize)]
+pub struct RunJson {
+    /// The sandbox's ID (removed by now).
+    pub id: String,
+    /// The command's result, as `exec --format json` gives it.
+    #[serde(flatten)]
+    pub exec: ExecJson,
+}
+
+/// The `up` request of `run`: `args`' up options, tied to this process unless told otherwise
+/// (so that `reap` removes the sandbox if `run` is killed with SIGKILL).
+pub fn up_request(args: &RunArgs) -> crate::sandbox::create::UpRequest {
+    let mut req = super::up::request(&args.up);
+    if req.owner_pid.is_none() {
+        req.owner_pid = Some(std::process::id().to_string());
+    }
+    req
+}
+
+/// Runs `run` (`ctx` built with the up request's configuration flags); returns the command's
+/// exit status.
+pub async fn run(ctx: &Ctx, format: Format, progress: &CliReporter, args: &RunArgs) -> Result<i32> {
+    let created = create(ctx, &up_request(args)).await;
+    progress.finish();
+    let rec = created?;
+    let req = ExecRequest {
+        id: rec.id.to_string(),
+        cwd: args.cwd.clone(),
+        env: args.env.clone(),
+        timeout: args.timeout,
+        interactive: args.interactive,
+        max_output: args.max_output,
+        command: args.command.clone(),
+        argv: false,
+    };
+    let sink = match format {
+        Format::Json => Sink::Capture(args.max_output),
+        Format::Table => Sink::Forward,
+    };
+    let done = execute(ctx, &req, sink, std::future::pending()).await;
+    // Removed whatever happened to the command.
+    let removed = take_down(ctx, &[rec.id.to_string()], false).await;
+    let done = done?;
+    let out = &done.outcome;
+    if out.timed_out && format == Format::Table {
+        ctx.reporter.warn(&format!(
+            "command timed out after {}s; its process tree was killed",
+            done.timeout.map_or(0, |t| t.as_secs())
+        ));
+    }
+    if out.oom_killed {
+        ctx.reporter.warn(&super::exec::oom_message(&done.record));
+    }
+    if format == Format::Json {
+        output::print_json(&RunJson {
+            id: rec.id.to_string(),
+            exec: super::exec::json(out),
+        })?;
+    }
+    match removed {
+        Ok(r) => {
+            if let Some(e) = r.error {
+                ctx.reporter.warn(&format!(
+                    "{e:#}; `h9sandbox reap` removes the sandbox (its owner, this process, has exited)"
+                ));
+            }
+        }
+        Err(e) => ctx.reporter.warn(&format!("{e:#}")),
+    }
+    Ok(out.exit_code)
+}
