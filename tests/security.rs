@@ -430,10 +430,30 @@ fn only_the_users_own_configuration_can_allow_a_work_dir() {
         .tempdir_in("/usr/local")
         .unwrap();
     let allow = format!("allowed_workdirs = [\"{}\"]\n", usr_local.path().display());
-    // Not from the project's sandbox.toml, which a sandbox can write...
+    // Not from the project's sandbox.toml, which a sandbox can write: untrusted, it is ignored
+    // (the work dir stays refused), and it cannot be trusted either.
     std::fs::write(env.path("sandbox.toml"), &allow).unwrap();
-    let err = refused_workdir(&env, usr_local.path(), "allowed_workdirs", &[]);
-    assert!(err.contains("sandbox.toml"), "{err}");
+    let out = env
+        .cmd()
+        .args(["up", "--workdir"])
+        .arg(usr_local.path())
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stderr(&out).contains("lies in the system directory /usr"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(env.ls_raw().is_empty());
+    let out = env.run(&["trust"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stderr(&out).contains("allowed_workdirs") && stderr(&out).contains("sandbox.toml"),
+        "{}",
+        stderr(&out)
+    );
     std::fs::remove_file(env.path("sandbox.toml")).unwrap();
     // ...nor from the environment.
     let value = format!("[\"{}\"]", usr_local.path().display());
