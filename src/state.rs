@@ -201,6 +201,12 @@ pub struct AgentRecord {
     /// the host cannot reach the socket (gVisor, a daemon in a VM): commands then go through the
     /// engine's exec, wrapped by the in-container binary.
     pub socket: Option<[u64; 2]>,
+    /// The protocol version the agent said it speaks (its `ready` file). The host connects only
+    /// to an agent of its own version ([`crate::agent::proto::VERSION`]); a sandbox made by an
+    /// older h9sandbox (no version recorded, or another one) runs its commands through the
+    /// engine's exec.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version: Option<u32>,
 }
 
 /// The configuration a sandbox keeps for the commands run on it later, recorded by `up`

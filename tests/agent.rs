@@ -415,7 +415,7 @@ fn a_peer_inside_without_the_token_is_refused() {
     let id = debian_root(&env);
     // From inside, connect to the agent and ask it to run a command as root, with a wrong token
     // and with none (a Start frame first): postcard messages, each behind a 4-byte length (the
-    // hello names protocol version 2).
+    // hello names protocol version 3).
     let perl = r#"
 use IO::Socket::UNIX;
 sub ask { my ($bytes) = @_;
@@ -423,8 +423,8 @@ sub ask { my ($bytes) = @_;
   print $s pack("N", length $bytes) . $bytes; $s->flush;
   my $n = read($s, my $len, 4); return "closed" unless $n;
   read($s, my $body, unpack("N", $len)); return $body; }
-print "wrong: ", ask("\x00\x02\x05guess"), "\n";
-print "none: ", ask("\x01\x00\x04true\x01/\x00\x00\x00\x00\x00\x00"), "\n";
+print "wrong: ", ask("\x00\x03\x05guess"), "\n";
+print "none: ", ask("\x01\x00\x04true\x01/\x00\x00\x00\x00\x00\x00\x00"), "\n";
 "#;
     let out = env.run(&["exec", &id, "--", "perl", "-e", perl]);
     assert_ok(&out);
@@ -483,6 +483,195 @@ print "planted\n";
     assert_eq!(stdout(&out), "still fine\n");
     assert!(
         stderr(&out).contains("was replaced inside the sandbox"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+/// `exec` of `env`'s sandbox through the agent, or (`engine`) through the engine's exec.
+fn exec_via(env: &TestEnv, engine: bool, args: &[&str]) -> std::process::Output {
+    let mut c = env.cmd();
+    if engine {
+        c.env("H9SANDBOX_EXEC_AGENT", "false");
+    }
+    c.arg("exec")
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn exec_runs_as_any_user_in_any_directory_of_the_container_on_both_paths() {
+    require_container!("a local sandbox runs commands as you, on the host");
+    let env = TestEnv::new();
+    std::os::unix::fs::chown(&env.workdir, Some(1000), Some(1000)).unwrap();
+    let id = env.up(&["--image", DEBIAN]);
+    for engine in [false, true] {
+        let ok = |args: &[&str]| {
+            let mut a = vec![id.as_str()];
+            a.extend_from_slice(args);
+            let out = exec_via(&env, engine, &a);
+            assert_ok(&out);
+            stdout(&out)
+        };
+        let ids = "echo $(id -u):$(id -g)";
+        let path = if engine { "engine" } else { "agent" };
+        assert_eq!(ok(&["--", ids]), "1000:1000\n", "{path}");
+        assert_eq!(ok(&["--user", "root", "--", ids]), "0:0\n", "{path}");
+        assert_eq!(ok(&["-u", "0", "--", "whoami"]), "root\n", "{path}");
+        // A name of the container's /etc/passwd, with its primary group or the one given.
+        assert_eq!(
+            ok(&["--user", "nobody", "--", ids]),
+            "65534:65534\n",
+            "{path}"
+        );
+        assert_eq!(
+            ok(&["--user", "nobody:50", "--", ids]),
+            "65534:50\n",
+            "{path}"
+        );
+        // A user the image does not know: the group of its number, and a home of its own.
+        assert_eq!(
+            ok(&[
+                "--user",
+                "1234",
+                "--",
+                "echo $(id -u):$(id -g); cd && touch mine && pwd"
+            ]),
+            "1234:1234\n/var/tmp/home-1234\n",
+            "{path}"
+        );
+        // Any directory of the container, entered as the command's user.
+        assert_eq!(ok(&["--cwd", "/etc", "--", "pwd"]), "/etc\n", "{path}");
+        assert_eq!(
+            ok(&[
+                "--cwd",
+                "/etc",
+                "--user",
+                "nobody",
+                "--",
+                "head",
+                "-c",
+                "12",
+                "os-release"
+            ]),
+            "PRETTY_NAME=",
+            "{path}"
+        );
+        assert_eq!(
+            ok(&["--cwd", "/root", "-u", "root", "--", "pwd"]),
+            "/root\n"
+        );
+        // What the user cannot enter, what does not exist, who does not exist: h9sandbox's own
+        // failure (125), one line naming the cause.
+        for (args, says) in [
+            (vec!["--cwd", "/root", "--", "pwd"], "--cwd"),
+            (vec!["--cwd", "/no/such/dir", "--", "pwd"], "--cwd"),
+            (vec!["--user", "nosuchuser", "--", "true"], "nosuchuser"),
+            (vec!["--user", "a b", "--", "true"], "--user"),
+            (vec!["--user", "1:x", "--", "true"], "--user"),
+        ] {
+            let mut a = vec![id.as_str()];
+            a.extend_from_slice(&args);
+            let out = exec_via(&env, engine, &a);
+            assert_eq!(
+                out.status.code(),
+                Some(125),
+                "{path} {args:?}: {}",
+                stderr(&out)
+            );
+            let err = stderr(&out);
+            assert!(
+                err.starts_with("h9sandbox: error: ") && err.contains(says),
+                "{path} {args:?}: {err}"
+            );
+            assert_eq!(err.lines().count(), 1, "{path} {args:?}: {err}");
+        }
+    }
+    // The work dir's own paths are still checked on the host: a symlink out is refused.
+    std::os::unix::fs::symlink("/etc", env.path("esc")).unwrap();
+    let out = env.run(&["exec", &id, "--cwd", "esc", "--", "pwd"]);
+    assert_eq!(out.status.code(), Some(125), "{}", stderr(&out));
+}
+
+#[test]
+fn a_user_inside_cannot_make_the_agent_run_a_command_as_root() {
+    require_container!("no agent without a container");
+    if exec_path_is_engine() {
+        return;
+    }
+    let env = TestEnv::new();
+    std::os::unix::fs::chown(&env.workdir, Some(1000), Some(1000)).unwrap();
+    let id = env.up(&["--image", DEBIAN]);
+    // The run dir is the invoker's, 0700: a sandbox user of another uid cannot even reach the
+    // socket. The default user is the invoker's own uid, which can: open it up as for that one.
+    let full = env.entry(&id)["id"].as_str().unwrap().to_string();
+    let run_dir = env.state_dir.join("run").join(&full);
+    let out = env.run(&[
+        "exec",
+        &id,
+        "--",
+        "test -x /.h9sandbox/run || echo unreachable",
+    ]);
+    assert_eq!(stdout(&out), "unreachable\n", "{}", stderr(&out));
+    std::fs::set_permissions(&run_dir, std::fs::Permissions::from_mode(0o711)).unwrap();
+    // As the sandbox's user (uid 1000): look for the token wherever it could be, then ask the
+    // agent to run `touch /var/tmp/by-root` as root (0:0), with a guessed token, with an empty
+    // one, and with none (the Start first).
+    let perl = r#"
+use IO::Socket::UNIX;
+$SIG{PIPE} = "IGNORE";
+for my $f ("/.h9sandbox/run/token", "/proc/1/environ", "/proc/1/cmdline", "/proc/1/mem") {
+  if (open(my $h, "<", $f)) { my $n = read($h, my $b, 4096); print "read $f\n" if $n && $b =~ /[0-9a-f]{64}/; }
+}
+my $start = "\x01\x00\x15touch /var/tmp/by-root\x01/\x00\x00\x00\x00\x00\x00\x00";
+sub ask { my @frames = @_;
+  my $s = IO::Socket::UNIX->new(Type => SOCK_STREAM, Peer => "/.h9sandbox/run/agent.sock") or die "connect: $!";
+  print $s pack("N", length $_) . $_ for @frames; $s->flush;
+  my $all = ""; while (read($s, my $len, 4) == 4) { read($s, my $body, unpack("N", $len)); $all .= "[$body]"; }
+  return $all; }
+print "guess: ", ask("\x00\x03\x40" . ("0" x 64), $start), "\n";
+print "empty: ", ask("\x00\x03\x00", $start), "\n";
+print "none: ", ask($start), "\n";
+print "uid: $<\n";
+"#;
+    let out = env.run(&["exec", &id, "--", "perl", "-e", perl]);
+    assert_ok(&out);
+    let said = stdout(&out);
+    assert!(!said.contains("read "), "the token was found: {said:?}");
+    assert!(said.contains("guess: [\x01\x0bwrong token]\n"), "{said:?}");
+    assert!(said.contains("empty: [\x01\x0bwrong token]\n"), "{said:?}");
+    assert!(
+        said.contains("none: [\x01\x0eexpected hello]\n"),
+        "{said:?}"
+    );
+    assert!(said.contains("uid: 1000\n"), "{said:?}");
+    std::thread::sleep(Duration::from_millis(300));
+    let out = env.run(&[
+        "exec",
+        &id,
+        "-u",
+        "root",
+        "--",
+        "test ! -e /var/tmp/by-root && echo none",
+    ]);
+    assert_eq!(
+        stdout(&out),
+        "none\n",
+        "a command ran as root: {}",
+        stderr(&out)
+    );
+    // The agent's own binary, run by the user, gives no way up either.
+    let out = env.run(&[
+        "exec",
+        &id,
+        "--",
+        "/.h9sandbox/h9sandbox agent init --user 0:0; id -u",
+    ]);
+    assert_eq!(
+        stdout(&out).lines().last(),
+        Some("1000"),
         "{}",
         stderr(&out)
     );

@@ -199,13 +199,14 @@ impl Agent {
             code: 125,
             message: m,
         };
-        let home = user::home_of(start.uid);
+        let (uid, gid) = user::resolve(&start.user).map_err(fail)?;
+        let home = user::home_of(uid);
         let spec = Spec {
             command: start.command.clone(),
             cwd: start.cwd.clone(),
             env: self.environment(start, &home),
-            uid: start.uid,
-            gid: start.gid,
+            uid,
+            gid,
             home: Some(home.to_string_lossy().into_owned()),
         };
         let (out_r, out_w) = pipe_pair().map_err(|e| fail(format!("cannot make a pipe: {e}")))?;

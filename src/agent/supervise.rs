@@ -26,6 +26,10 @@ use tokio_util::codec::{Decoder, Encoder};
 
 use super::proto::{Codec, CommandLine};
 
+/// Added to the `errno` of a failed `chdir` into the command's working directory, to tell it from
+/// a failed `exec` (reported as [`Event::Failed`] with status 125: the caller's mistake).
+const CWD_ERRNO: i32 = 1 << 20;
+
 /// Descriptor the supervisor's control socket arrives on.
 pub const CONTROL_FD: i32 = 3;
 
@@ -55,7 +59,8 @@ pub struct Spec {
 pub enum Event {
     /// The command's process runs, with this PID.
     Started(u32),
-    /// It could not be started: 127 not found, 126 not executable, with the reason.
+    /// It could not be started: 127 not found, 126 not executable, 125 its working directory
+    /// cannot be entered or its user is unknown, with the reason.
     Failed { code: i32, message: String },
     /// Its own process ended with this status (128+N for signal N); `oom` when the kernel's OOM
     /// killer ended it ([`oom_kills`] went up while it ran, and it ended with 137: killed by
@@ -257,8 +262,7 @@ fn spawn(spec: &Spec) -> Result<i32, (i32, String)> {
     let mut cmd = std::process::Command::new(&program);
     cmd.args(&args)
         .env_clear()
-        .envs(spec.env.iter().map(|(k, v)| (k, v)))
-        .current_dir(&spec.cwd);
+        .envs(spec.env.iter().map(|(k, v)| (k, v)));
     if let CommandLine::Argv(argv) = &spec.command {
         cmd.arg0(&argv[0]);
     }
@@ -272,7 +276,9 @@ fn spawn(spec: &Spec) -> Result<i32, (i32, String)> {
         .as_ref()
         .and_then(|h| std::ffi::CString::new(h.as_bytes()).ok());
     let script_fd = script_pipe.as_ref().map(|(r, _)| r.as_raw_fd());
-    // SAFETY: only async-signal-safe calls (setsid, mkdir, dup2) between fork and exec.
+    let cwd = std::ffi::CString::new(spec.cwd.as_bytes())
+        .map_err(|_| (125, "the working directory holds a NUL byte".to_string()))?;
+    // SAFETY: only async-signal-safe calls (setsid, mkdir, chdir, dup2) between fork and exec.
     unsafe {
         cmd.pre_exec(move || {
             if libc::setsid() < 0 {
@@ -280,6 +286,12 @@ fn spawn(spec: &Spec) -> Result<i32, (i32, String)> {
             }
             if let Some(h) = &home {
                 libc::mkdir(h.as_ptr(), 0o700);
+            }
+            // Entered here, as the user (std's own `current_dir` would fail alike but could not
+            // be told from a failed exec): the error travels offset by CWD_ERRNO.
+            if libc::chdir(cwd.as_ptr()) < 0 {
+                let errno = std::io::Error::last_os_error().raw_os_error().unwrap_or(0);
+                return Err(std::io::Error::from_raw_os_error(CWD_ERRNO + errno));
             }
             if let Some(fd) = script_fd {
                 if libc::dup2(fd, 3) < 0 {
@@ -291,21 +303,26 @@ fn spawn(spec: &Spec) -> Result<i32, (i32, String)> {
     }
     match cmd.spawn() {
         Ok(child) => Ok(child.id() as i32),
-        Err(e) => {
-            let code = if e.kind() == std::io::ErrorKind::NotFound {
-                127
-            } else {
-                126
-            };
-            let what = if e.raw_os_error() == Some(libc::ENOENT)
-                && !std::path::Path::new(&spec.cwd).is_dir()
-            {
-                format!("cannot enter the working directory {}: {e}", spec.cwd)
-            } else {
-                format!("cannot run {program}: {e}")
-            };
-            Err((code, what))
-        }
+        Err(e) => match e.raw_os_error() {
+            Some(n) if n >= CWD_ERRNO => {
+                let why = std::io::Error::from_raw_os_error(n - CWD_ERRNO);
+                Err((
+                    125,
+                    format!(
+                        "--cwd {}: uid {} cannot enter it in the container: {why}",
+                        spec.cwd, spec.uid
+                    ),
+                ))
+            }
+            _ => {
+                let code = if e.kind() == std::io::ErrorKind::NotFound {
+                    127
+                } else {
+                    126
+                };
+                Err((code, format!("cannot run {program}: {e}")))
+            }
+        },
     }
 }
 

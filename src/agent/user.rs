@@ -17,6 +17,58 @@ use std::path::{Path, PathBuf};
 /// (`/var/tmp`), which outlives `stop`/`start` and is removed with the sandbox.
 pub const FALLBACK_HOME: &str = "/var/tmp/home";
 
+/// The most bytes read of `/etc/passwd` or `/etc/group`: the sandbox may have made them huge (or
+/// links to `/dev/zero`), and the agent reads them for every command with a named user.
+pub const DB_MAX: u64 = 4 << 20;
+
+/// The text of the user database file `path` (`/etc/passwd`, `/etc/group`), read the way code in
+/// the sandbox cannot steer: only when `/etc` is a directory (not a symlink) and `path` a regular
+/// file that is no symlink (`O_NOFOLLOW`; `O_NONBLOCK`, so a FIFO planted there never blocks the
+/// agent), at most [`DB_MAX`] bytes (the rest is ignored). Missing or refused: empty.
+pub fn read_db(path: &Path) -> String {
+    use std::io::Read;
+    let dir_ok = path
+        .parent()
+        .and_then(|d| std::fs::symlink_metadata(d).ok())
+        .is_some_and(|m| m.is_dir());
+    if !dir_ok {
+        return String::new();
+    }
+    let Ok(f) = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC)
+        .open(path)
+    else {
+        return String::new();
+    };
+    if !f.metadata().is_ok_and(|m| m.is_file()) {
+        return String::new();
+    }
+    let mut bytes = Vec::new();
+    let _ = f.take(DB_MAX).read_to_end(&mut bytes);
+    String::from_utf8_lossy(&bytes).into_owned()
+}
+
+/// The `uid:gid` a command runs as, for `run_as`: numeric IDs as they are; a login name looked up
+/// in the container's `/etc/passwd` ([`read_db`]), with its primary group unless one is given
+/// (`root` is 0:0 even in an image without the file). Errors: the name is unknown.
+pub fn resolve(run_as: &super::proto::RunAs) -> Result<(u32, u32), String> {
+    use super::proto::RunAs;
+    match run_as {
+        RunAs::Ids { uid, gid } => Ok((*uid, *gid)),
+        RunAs::Name { name, gid } => {
+            let entries = parse_passwd(&read_db(Path::new("/etc/passwd")));
+            match entries.iter().find(|e| &e.name == name) {
+                Some(e) => Ok((e.uid, gid.unwrap_or(e.gid))),
+                None if name == "root" => Ok((0, gid.unwrap_or(0))),
+                None => Err(format!(
+                    "--user {name}: no such user in the container's /etc/passwd; give a user it has, or numeric IDs (UID:GID)"
+                )),
+            }
+        }
+    }
+}
+
 /// One line of `/etc/passwd` (`passwd(5)`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PasswdEntry {
@@ -95,7 +147,7 @@ pub fn prepare(uid: u32, gid: u32, name: Option<&str>) -> std::io::Result<()> {
         }
     }
     std::fs::create_dir_all("/etc")?;
-    let passwd = std::fs::read_to_string("/etc/passwd").unwrap_or_default();
+    let passwd = read_db(Path::new("/etc/passwd"));
     let entries = parse_passwd(&passwd);
     if !entries.iter().any(|e| e.uid == uid) {
         let name = free_name(&entries, name, uid);
@@ -105,7 +157,7 @@ pub fn prepare(uid: u32, gid: u32, name: Option<&str>) -> std::io::Result<()> {
             &format!("{name}:x:{uid}:{gid}:h9sandbox:{FALLBACK_HOME}:/bin/sh"),
         )?;
     }
-    let group = std::fs::read_to_string("/etc/group").unwrap_or_default();
+    let group = read_db(Path::new("/etc/group"));
     let groups = parse_group(&group);
     if !groups.iter().any(|(_, g)| *g == gid) {
         let gname = if groups.iter().any(|(n, _)| n == "sandbox") {
@@ -137,14 +189,18 @@ fn append_line(path: &Path, old: &str, line: &str) -> std::io::Result<()> {
 }
 
 /// The home directory of `uid`: its `/etc/passwd` home when that directory exists and belongs
-/// to it (or, for root, exists), else [`FALLBACK_HOME`] (created by [`ensure_home`]).
+/// to it (or, for root, exists), else [`FALLBACK_HOME`] (created by [`ensure_home`]); for a user
+/// the container's `/etc/passwd` does not know (`exec --user UID:GID`), `FALLBACK_HOME-UID`, so
+/// that two users never share one.
 pub fn home_of(uid: u32) -> PathBuf {
-    let passwd = std::fs::read_to_string("/etc/passwd").unwrap_or_default();
-    let home = parse_passwd(&passwd)
-        .into_iter()
-        .find(|e| e.uid == uid)
-        .map(|e| PathBuf::from(e.home))
-        .filter(|h| h.is_absolute() && h != Path::new("/"));
+    let passwd = read_db(Path::new("/etc/passwd"));
+    let Some(entry) = parse_passwd(&passwd).into_iter().find(|e| e.uid == uid) else {
+        return PathBuf::from(match uid {
+            0 => FALLBACK_HOME.to_string(),
+            _ => format!("{FALLBACK_HOME}-{uid}"),
+        });
+    };
+    let home = Some(PathBuf::from(entry.home)).filter(|h| h.is_absolute() && h != Path::new("/"));
     match home {
         Some(h)
             if std::fs::metadata(&h).is_ok_and(|m| m.is_dir() && (uid == 0 || m.uid() == uid)) =>

@@ -445,9 +445,14 @@ pub struct McpArgs {
 pub struct ExecArgs {
     /// Sandbox ID, unique ID prefix, or name
     pub id: String,
-    /// Working directory, relative to the work dir or absolute inside it [default: the work dir]
+    /// Working directory: relative to the work dir, or absolute (any directory of the container)
+    /// [default: the work dir]
     #[arg(long, value_name = "DIR")]
     pub cwd: Option<PathBuf>,
+    /// Run it as this user: a name of the container's /etc/passwd, or UID[:GID] [default: the
+    /// sandbox's user]
+    #[arg(long, short = 'u', value_name = "USER|UID[:GID]")]
+    pub user: Option<String>,
     /// Environment variable for the command (repeatable)
     #[arg(long = "env", short = 'e', value_name = "K=V")]
     pub env: Vec<String>,

@@ -57,6 +57,7 @@ pub fn request(args: &ExecArgs) -> ExecRequest {
     ExecRequest {
         id: args.id.clone(),
         cwd: args.cwd.clone(),
+        user: args.user.clone(),
         env: args.env.clone(),
         timeout: args.timeout,
         interactive: args.interactive,

@@ -41,6 +41,7 @@ pub async fn run(ctx: &Ctx, format: Format, progress: &CliReporter, args: &RunAr
     let req = ExecRequest {
         id: rec.id.to_string(),
         cwd: args.cwd.clone(),
+        user: None,
         env: args.env.clone(),
         timeout: args.timeout,
         interactive: args.interactive,

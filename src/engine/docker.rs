@@ -20,8 +20,8 @@ use super::shell::shell_line;
 use super::{bounded_output, ENGINE_OUTPUT_MAX};
 use super::{
     AppliedLimits, CommandLine, ContainerSpec, ContainerStatus, ContainerSummary, ContainerVerb,
-    Environment, ExecFailure, ExecSpec, ImageConfig, VolumeSummary, EXEC_MARKER_VAR, LABEL_ID,
-    LABEL_MANAGED, LABEL_STATE_DIR, SCRATCH_DIR,
+    Environment, ExecFailure, ExecSpec, ImageConfig, RunAs, VolumeSummary, EXEC_MARKER_VAR,
+    LABEL_ID, LABEL_MANAGED, LABEL_STATE_DIR, SCRATCH_DIR,
 };
 use crate::agent;
 use crate::error::Error;
@@ -558,6 +558,13 @@ impl Environment for Docker {
         if let Some(reason) = unreachable_reason(&text) {
             return Some(ExecFailure::EngineUnavailable(reason));
         }
+        // `exec --user NAME` the container's /etc/passwd does not know.
+        if text.starts_with("unable to find user") || text.starts_with("Error: unable to find user")
+        {
+            return Some(ExecFailure::Other(format!(
+                "--user: {line}; give a user the container has, or numeric IDs (UID:GID)"
+            )));
+        }
         if !(text.starts_with("Error") || text.starts_with("OCI runtime")) {
             return None;
         }
@@ -577,6 +584,11 @@ impl Environment for Docker {
         {
             return Some(ExecFailure::ContainerStopped(format!(
                 "its container {container} is not running (stopped outside h9sandbox: `docker stop`, a daemon restart, a reboot)"
+            )));
+        }
+        if text.contains("chdir to cwd") {
+            return Some(ExecFailure::Other(format!(
+                "--cwd: the command's user cannot enter it in the container: {line}"
             )));
         }
         if text.contains("OCI runtime exec failed") || text.contains("executable file not found") {
@@ -903,14 +915,29 @@ pub fn exec_args(container: &str, spec: &ExecSpec) -> Vec<String> {
         a.push("-e".into());
         a.push(format!("{k}={v}"));
     }
-    a.push("-w".into());
-    a.push(spec.cwd.to_string_lossy().into_owned());
-    if let Some(u) = spec.user {
-        a.extend(["--user".into(), u.to_string()]);
+    // The wrapper enters the directory itself, as the user ([`agent::wrap`]).
+    if !spec.wrapped {
+        a.push("-w".into());
+        a.push(spec.cwd.to_string_lossy().into_owned());
+    }
+    // A name is looked up by the wrapper, started as root, as the agent does; else the engine
+    // starts the command as the user.
+    let by_name = match &spec.user {
+        Some(u @ RunAs::Name { .. }) if spec.wrapped => Some(u.to_string()),
+        _ => None,
+    };
+    match (&spec.user, &by_name) {
+        (_, Some(_)) => a.extend(["--user".into(), RunAs::ROOT.to_string()]),
+        (Some(u), None) => a.extend(["--user".into(), u.to_string()]),
+        (None, None) => {}
     }
     a.push(container.into());
     let wrapper = |a: &mut Vec<String>| {
         a.extend([agent::BIN.into(), agent::ARG.into(), "exec".into()]);
+        if let Some(name) = &by_name {
+            a.extend(["--user".into(), name.clone()]);
+        }
+        a.extend(["--cwd".into(), spec.cwd.to_string_lossy().into_owned()]);
         if let Some(t) = spec.backstop {
             a.extend(["--timeout-ms".into(), t.as_millis().to_string()]);
         }
@@ -944,7 +971,7 @@ pub fn exec_args(container: &str, spec: &ExecSpec) -> Vec<String> {
 pub fn kill_args(container: &str, spec: &ExecSpec) -> Vec<String> {
     if spec.wrapped {
         let mut a: Vec<String> = vec!["exec".into()];
-        if let Some(u) = spec.user {
+        if let Some(u) = &spec.user {
             a.extend(["--user".into(), u.to_string()]);
         }
         a.extend([
@@ -1460,7 +1487,7 @@ mod tests {
             env: vec![("A".into(), "1".into())],
             interactive: false,
             marker: "m1".into(),
-            user: Some(Ids {
+            user: Some(RunAs::Ids {
                 uid: 1000,
                 gid: 1000,
             }),
@@ -1476,14 +1503,14 @@ mod tests {
                 "H9SANDBOX_EXEC_ID=m1",
                 "-e",
                 "A=1",
-                "-w",
-                "/w/sub",
                 "--user",
                 "1000:1000",
                 "c1",
                 "/.h9sandbox/h9sandbox",
                 "agent",
                 "exec",
+                "--cwd",
+                "/w/sub",
                 "--shell",
                 "--",
                 "echo hi"
@@ -1494,18 +1521,28 @@ mod tests {
             ..spec.clone()
         };
         assert_eq!(
-            exec_args("c1", &argv)[10..],
+            exec_args("c1", &argv)[8..],
             [
                 "/.h9sandbox/h9sandbox",
                 "agent",
                 "exec",
+                "--cwd",
+                "/w/sub",
                 "--",
                 "printf",
                 "%s\n",
                 "a b"
             ]
         );
-        // Sandboxes made before the agent: the shell wrapper, the container's user.
+        // A name goes to the engine, which looks it up in the container's /etc/passwd.
+        let named = ExecSpec {
+            user: Some(RunAs::parse("nobody:50").unwrap()),
+            ..spec.clone()
+        };
+        let a = exec_args("c1", &named);
+        assert_eq!(a[5..7], ["--user", "0:0"]);
+        assert_eq!(a[11..13], ["--user", "nobody:50"]);
+        // Sandboxes made before the agent: the shell wrapper, the container's user, `-w`.
         let legacy = ExecSpec {
             user: None,
             wrapped: false,
@@ -1569,6 +1606,14 @@ mod tests {
         assert!(matches!(stopped, Some(ExecFailure::ContainerStopped(_))));
         let down = d.exec_failure("c", b"Cannot connect to the Docker daemon at unix:///x.sock. Is the docker daemon running?\n", 1);
         assert!(matches!(down, Some(ExecFailure::EngineUnavailable(_))));
+        let user = d.exec_failure(
+            "c",
+            b"unable to find user nosuch: no matching entries in passwd file\n",
+            126,
+        );
+        assert!(matches!(user, Some(ExecFailure::Other(m)) if m.contains("--user")));
+        let cwd = d.exec_failure("c", b"OCI runtime exec failed: exec failed: unable to start container process: chdir to cwd (\"/x\") set in config.json failed: no such file or directory: unknown\n", 126);
+        assert!(matches!(cwd, Some(ExecFailure::Other(m)) if m.contains("--cwd")));
         // A command that fails with its own message is the command's business.
         assert_eq!(d.exec_failure("c", b"grep: x: No such file\n", 1), None);
         // Podman's messages and statuses.

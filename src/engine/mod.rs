@@ -240,9 +240,10 @@ pub struct ExecSpec {
     pub interactive: bool,
     /// Value of [`EXEC_MARKER_VAR`] for this exec.
     pub marker: String,
-    /// Who runs it (`docker exec --user`); `None`: the container's user (sandboxes made before
-    /// the agent existed).
-    pub user: Option<Ids>,
+    /// Who runs it (`docker exec --user`, which looks a name up in the container's
+    /// `/etc/passwd`): `exec --user`, else the sandbox's user; `None`: the container's user
+    /// (sandboxes made before the agent existed).
+    pub user: Option<RunAs>,
     /// Whether the container has h9sandbox's binary ([`AgentMount`]), which then wraps the
     /// command (`h9sandbox agent exec`: the set-ID filter, a home); sandboxes made before it
     /// existed run it through [`docker::SHELL_WRAPPER`].
@@ -252,7 +253,7 @@ pub struct ExecSpec {
     pub backstop: Option<Duration>,
 }
 
-pub use crate::agent::proto::CommandLine;
+pub use crate::agent::proto::{CommandLine, RunAs};
 
 /// A container's state as the engine reports it (`docker inspect` `.State`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]

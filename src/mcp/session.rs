@@ -339,6 +339,7 @@ impl Session {
         let req = ExecRequest {
             id: self.target(p.id).await?,
             cwd: p.cwd.map(PathBuf::from),
+            user: p.user,
             env: env_assignments(p.env)?,
             timeout: p.timeout_secs,
             interactive: false,
@@ -420,6 +421,7 @@ impl Session {
         let req = ExecRequest {
             id: self.target(p.id).await?,
             cwd: p.cwd.map(PathBuf::from),
+            user: p.user,
             env: env_assignments(p.env)?,
             timeout: p.timeout_secs,
             interactive: false,

@@ -99,9 +99,14 @@ pub struct ExecParams {
     /// Sandbox ID, unique ID prefix, or name. Default: this session's sandbox.
     #[serde(default)]
     pub id: Option<String>,
-    /// Working directory: relative to the work dir, or absolute inside it. Default: the work dir.
+    /// Working directory: relative to the work dir, or absolute (any directory of the
+    /// container). Default: the work dir.
     #[serde(default)]
     pub cwd: Option<String>,
+    /// Run as this user: a login name of the container (e.g. "root", "nobody"), or "UID" or
+    /// "UID:GID". Default: the sandbox's user.
+    #[serde(default)]
+    pub user: Option<String>,
     /// Extra environment variables, e.g. {"RUST_LOG": "debug"}.
     #[serde(default)]
     pub env: Option<BTreeMap<String, String>>,
@@ -129,9 +134,14 @@ pub struct SpawnParams {
     /// Sandbox ID, unique ID prefix, or name. Default: this session's sandbox.
     #[serde(default)]
     pub id: Option<String>,
-    /// Working directory: relative to the work dir, or absolute inside it. Default: the work dir.
+    /// Working directory: relative to the work dir, or absolute (any directory of the
+    /// container). Default: the work dir.
     #[serde(default)]
     pub cwd: Option<String>,
+    /// Run as this user: a login name of the container (e.g. "root", "nobody"), or "UID" or
+    /// "UID:GID". Default: the sandbox's user.
+    #[serde(default)]
+    pub user: Option<String>,
     /// Extra environment variables, e.g. {"PORT": "8000"}.
     #[serde(default)]
     pub env: Option<BTreeMap<String, String>>,

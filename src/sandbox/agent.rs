@@ -164,12 +164,12 @@ pub async fn wait_ready(ctx: &Ctx, id: Uuid) -> Option<AgentRecord> {
     let dir = run_dir(ctx, id);
     let deadline = Instant::now() + READY_TIMEOUT;
     let mut delay = Duration::from_millis(1);
-    loop {
+    let version = loop {
         if let Some(line) = read_ready(&dir.join(READY_FILE)) {
-            if !line.starts_with("h9sandbox-agent ") {
+            let Some(v) = line.strip_prefix("h9sandbox-agent ") else {
                 return None;
-            }
-            break;
+            };
+            break v.trim().parse::<u32>().ok();
         }
         if Instant::now() >= deadline {
             if ctx.verbose() {
@@ -183,12 +183,13 @@ pub async fn wait_ready(ctx: &Ctx, id: Uuid) -> Option<AgentRecord> {
         }
         tokio::time::sleep(delay).await;
         delay = (delay * 2).min(Duration::from_millis(50));
-    }
+    };
     let token = read_token(ctx, id).ok()?;
     let socket = dir.join(SOCKET_FILE);
     match client::connect(&socket, &token, None).await {
         Ok(_) => Some(AgentRecord {
             socket: client::identity(&socket).ok().map(|(d, i)| [d, i]),
+            version,
         }),
         Err(e) => {
             if ctx.verbose() {
@@ -197,7 +198,10 @@ pub async fn wait_ready(ctx: &Ctx, id: Uuid) -> Option<AgentRecord> {
                     &id.simple().to_string()[..12]
                 ));
             }
-            Some(AgentRecord { socket: None })
+            Some(AgentRecord {
+                socket: None,
+                version,
+            })
         }
     }
 }
@@ -219,13 +223,18 @@ fn read_ready(path: &Path) -> Option<String> {
 }
 
 /// A connection to the agent of sandbox `rec`, when it has one the host can reach: `Ok(None)`
-/// when commands go through the engine's exec (no agent, or a socket the host cannot reach).
+/// when commands go through the engine's exec (no agent, a socket the host cannot reach, or an
+/// agent of another protocol version: a sandbox made by an older h9sandbox).
 /// A socket found replaced, or an agent that refuses the token, is an error for the caller to
 /// report before it falls back.
 pub async fn connect(ctx: &Ctx, rec: &Record) -> Result<Option<Connection>, ConnectError> {
     let Some(socket) = rec.agent.and_then(|a| a.socket) else {
         return Ok(None);
     };
+    // An agent of an older h9sandbox speaks another protocol: the engine's exec serves it.
+    if rec.agent.and_then(|a| a.version) != Some(crate::agent::proto::VERSION) {
+        return Ok(None);
+    }
     let token = read_token(ctx, rec.id).map_err(|e| ConnectError::Unreachable(format!("{e:#}")))?;
     let path = run_dir(ctx, rec.id).join(SOCKET_FILE);
     client::connect(&path, &token, Some((socket[0], socket[1])))

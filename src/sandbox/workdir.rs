@@ -663,7 +663,7 @@ impl MountCheck {
                 env: vec![],
                 interactive: false,
                 marker: Uuid::new_v4().simple().to_string(),
-                user: Some(Ids::ROOT),
+                user: Some(crate::engine::RunAs::ROOT),
                 wrapped: false,
                 backstop: None,
             };
