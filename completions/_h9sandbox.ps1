@@ -63,6 +63,7 @@ Register-ArgumentCompleter -Native -CommandName 'h9sandbox' -ScriptBlock {
             [CompletionResult]::new('--memory', '--memory', [CompletionResultType]::ParameterName, 'Memory limit, e.g. 512m or 2g [config: memory]')
             [CompletionResult]::new('--pids-limit', '--pids-limit', [CompletionResultType]::ParameterName, 'Maximum number of processes [config: pids_limit]')
             [CompletionResult]::new('--network', '--network', [CompletionResultType]::ParameterName, 'Network mode [config: network]')
+            [CompletionResult]::new('--caps', '--caps', [CompletionResultType]::ParameterName, 'Capabilities of root in the sandbox: minimal (DAC_OVERRIDE, SETUID, SETGID) or standard (also CHOWN, FOWNER, FSETID: adduser, groupadd) [config: caps]')
             [CompletionResult]::new('--label', '--label', [CompletionResultType]::ParameterName, 'Extra label on the container and record (repeatable)')
             [CompletionResult]::new('--parent', '--parent', [CompletionResultType]::ParameterName, 'Make this a sub-sandbox of ID: its image, limits, network and work dir, which the flags may only tighten')
             [CompletionResult]::new('--bootstrap', '--bootstrap', [CompletionResultType]::ParameterName, 'Shell command run once the container is ready; '''' for none [config: bootstrap_cmd]')
@@ -82,7 +83,9 @@ Register-ArgumentCompleter -Native -CommandName 'h9sandbox' -ScriptBlock {
             break
         }
         'h9sandbox;exec' {
-            [CompletionResult]::new('--cwd', '--cwd', [CompletionResultType]::ParameterName, 'Working directory, relative to the work dir or absolute inside it [default: the work dir]')
+            [CompletionResult]::new('--cwd', '--cwd', [CompletionResultType]::ParameterName, 'Working directory: relative to the work dir, or absolute (any directory of the container) [default: the work dir]')
+            [CompletionResult]::new('-u', '-u', [CompletionResultType]::ParameterName, 'Run it as this user: a name of the container''s /etc/passwd, or UID[:GID] [default: the sandbox''s user]')
+            [CompletionResult]::new('--user', '--user', [CompletionResultType]::ParameterName, 'Run it as this user: a name of the container''s /etc/passwd, or UID[:GID] [default: the sandbox''s user]')
             [CompletionResult]::new('-e', '-e', [CompletionResultType]::ParameterName, 'Environment variable for the command (repeatable)')
             [CompletionResult]::new('--env', '--env', [CompletionResultType]::ParameterName, 'Environment variable for the command (repeatable)')
             [CompletionResult]::new('--timeout', '--timeout', [CompletionResultType]::ParameterName, 'Seconds before the command''s process tree is killed; 0 = none [config: exec_timeout_secs]')
@@ -247,6 +250,7 @@ Register-ArgumentCompleter -Native -CommandName 'h9sandbox' -ScriptBlock {
             [CompletionResult]::new('--memory', '--memory', [CompletionResultType]::ParameterName, 'Memory limit, e.g. 512m or 2g [config: memory]')
             [CompletionResult]::new('--pids-limit', '--pids-limit', [CompletionResultType]::ParameterName, 'Maximum number of processes [config: pids_limit]')
             [CompletionResult]::new('--network', '--network', [CompletionResultType]::ParameterName, 'Network mode [config: network]')
+            [CompletionResult]::new('--caps', '--caps', [CompletionResultType]::ParameterName, 'Capabilities of root in the sandbox: minimal (DAC_OVERRIDE, SETUID, SETGID) or standard (also CHOWN, FOWNER, FSETID: adduser, groupadd) [config: caps]')
             [CompletionResult]::new('--label', '--label', [CompletionResultType]::ParameterName, 'Extra label on the container and record (repeatable)')
             [CompletionResult]::new('--parent', '--parent', [CompletionResultType]::ParameterName, 'Make this a sub-sandbox of ID: its image, limits, network and work dir, which the flags may only tighten')
             [CompletionResult]::new('--bootstrap', '--bootstrap', [CompletionResultType]::ParameterName, 'Shell command run once the container is ready; '''' for none [config: bootstrap_cmd]')

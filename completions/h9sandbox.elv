@@ -59,6 +59,7 @@ set edit:completion:arg-completer[h9sandbox] = {|@words|
             cand --memory 'Memory limit, e.g. 512m or 2g [config: memory]'
             cand --pids-limit 'Maximum number of processes [config: pids_limit]'
             cand --network 'Network mode [config: network]'
+            cand --caps 'Capabilities of root in the sandbox: minimal (DAC_OVERRIDE, SETUID, SETGID) or standard (also CHOWN, FOWNER, FSETID: adduser, groupadd) [config: caps]'
             cand --label 'Extra label on the container and record (repeatable)'
             cand --parent 'Make this a sub-sandbox of ID: its image, limits, network and work dir, which the flags may only tighten'
             cand --bootstrap 'Shell command run once the container is ready; '''' for none [config: bootstrap_cmd]'
@@ -77,7 +78,9 @@ set edit:completion:arg-completer[h9sandbox] = {|@words|
             cand --help 'Print help (see more with ''--help'')'
         }
         &'h9sandbox;exec'= {
-            cand --cwd 'Working directory, relative to the work dir or absolute inside it [default: the work dir]'
+            cand --cwd 'Working directory: relative to the work dir, or absolute (any directory of the container) [default: the work dir]'
+            cand -u 'Run it as this user: a name of the container''s /etc/passwd, or UID[:GID] [default: the sandbox''s user]'
+            cand --user 'Run it as this user: a name of the container''s /etc/passwd, or UID[:GID] [default: the sandbox''s user]'
             cand -e 'Environment variable for the command (repeatable)'
             cand --env 'Environment variable for the command (repeatable)'
             cand --timeout 'Seconds before the command''s process tree is killed; 0 = none [config: exec_timeout_secs]'
@@ -228,6 +231,7 @@ set edit:completion:arg-completer[h9sandbox] = {|@words|
             cand --memory 'Memory limit, e.g. 512m or 2g [config: memory]'
             cand --pids-limit 'Maximum number of processes [config: pids_limit]'
             cand --network 'Network mode [config: network]'
+            cand --caps 'Capabilities of root in the sandbox: minimal (DAC_OVERRIDE, SETUID, SETGID) or standard (also CHOWN, FOWNER, FSETID: adduser, groupadd) [config: caps]'
             cand --label 'Extra label on the container and record (repeatable)'
             cand --parent 'Make this a sub-sandbox of ID: its image, limits, network and work dir, which the flags may only tighten'
             cand --bootstrap 'Shell command run once the container is ready; '''' for none [config: bootstrap_cmd]'

@@ -62,6 +62,8 @@ complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand up" -l memory -d 'Me
 complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand up" -l pids-limit -d 'Maximum number of processes [config: pids_limit]' -r
 complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand up" -l network -d 'Network mode [config: network]' -r -f -a "bridge\t'Docker\'s default bridge: outbound access, no published ports'
 none\t'No network at all, only loopback'"
+complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand up" -l caps -d 'Capabilities of root in the sandbox: minimal (DAC_OVERRIDE, SETUID, SETGID) or standard (also CHOWN, FOWNER, FSETID: adduser, groupadd) [config: caps]' -r -f -a "minimal\t'DAC_OVERRIDE (write files one does not own), SETUID and SETGID (package managers drop to their service users)'
+standard\t'Minimal\'s, and CHOWN, FOWNER, FSETID: `groupadd`, `useradd`, `adduser` and package post-install scripts that give files to a system user work. Safe next to the set-ID filter, which refuses every set-user/group-ID mode bit, whatever the capabilities (`chown` itself clears those bits); file capabilities need SETFCAP, which is not granted'"
 complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand up" -l label -d 'Extra label on the container and record (repeatable)' -r
 complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand up" -l parent -d 'Make this a sub-sandbox of ID: its image, limits, network and work dir, which the flags may only tighten' -r
 complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand up" -l bootstrap -d 'Shell command run once the container is ready; \'\' for none [config: bootstrap_cmd]' -r
@@ -77,7 +79,8 @@ complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand up" -l reuse -d 'Wit
 complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand up" -l json -d 'Same as --format json'
 complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand up" -s v -l verbose -d 'Print every engine command line to stderr before running it'
 complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand up" -s h -l help -d 'Print help (see more with \'--help\')'
-complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand exec" -l cwd -d 'Working directory, relative to the work dir or absolute inside it [default: the work dir]' -r -F
+complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand exec" -l cwd -d 'Working directory: relative to the work dir, or absolute (any directory of the container) [default: the work dir]' -r -F
+complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand exec" -s u -l user -d 'Run it as this user: a name of the container\'s /etc/passwd, or UID[:GID] [default: the sandbox\'s user]' -r
 complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand exec" -s e -l env -d 'Environment variable for the command (repeatable)' -r
 complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand exec" -l timeout -d 'Seconds before the command\'s process tree is killed; 0 = none [config: exec_timeout_secs]' -r
 complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand exec" -l max-output -d 'With --format json: bytes kept of each of stdout and stderr' -r
@@ -183,6 +186,8 @@ complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand run" -l memory -d 'M
 complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand run" -l pids-limit -d 'Maximum number of processes [config: pids_limit]' -r
 complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand run" -l network -d 'Network mode [config: network]' -r -f -a "bridge\t'Docker\'s default bridge: outbound access, no published ports'
 none\t'No network at all, only loopback'"
+complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand run" -l caps -d 'Capabilities of root in the sandbox: minimal (DAC_OVERRIDE, SETUID, SETGID) or standard (also CHOWN, FOWNER, FSETID: adduser, groupadd) [config: caps]' -r -f -a "minimal\t'DAC_OVERRIDE (write files one does not own), SETUID and SETGID (package managers drop to their service users)'
+standard\t'Minimal\'s, and CHOWN, FOWNER, FSETID: `groupadd`, `useradd`, `adduser` and package post-install scripts that give files to a system user work. Safe next to the set-ID filter, which refuses every set-user/group-ID mode bit, whatever the capabilities (`chown` itself clears those bits); file capabilities need SETFCAP, which is not granted'"
 complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand run" -l label -d 'Extra label on the container and record (repeatable)' -r
 complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand run" -l parent -d 'Make this a sub-sandbox of ID: its image, limits, network and work dir, which the flags may only tighten' -r
 complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand run" -l bootstrap -d 'Shell command run once the container is ready; \'\' for none [config: bootstrap_cmd]' -r

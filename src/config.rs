@@ -24,7 +24,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use crate::error::Error;
-use crate::types::{EngineKind, Network, User};
+use crate::types::{Caps, EngineKind, Network, User};
 
 /// The seed documents' switch: `SANDBOX_ENABLED=false` (or `0`, `no`, `off`) selects
 /// `engine = "local"` when `H9SANDBOX_ENGINE` is unset; `true` leaves the engine as configured.
@@ -56,6 +56,8 @@ pub struct Config {
     pub tmp_size: String,
     /// Network mode: `bridge` or `none`.
     pub network: Network,
+    /// Capability profile of new containers: `minimal` or `standard` ([`Caps`]).
+    pub caps: Caps,
     /// Seconds `up` waits for the container to report `State.Running`.
     pub start_timeout_secs: u64,
     /// Default timeout of `exec` in seconds; 0 means none.
@@ -137,6 +139,7 @@ impl Default for Config {
             pids_limit: 256,
             tmp_size: "256m".into(),
             network: Network::Bridge,
+            caps: Caps::Standard,
             start_timeout_secs: 30,
             exec_timeout_secs: 600,
             stop_timeout_secs: 5,
@@ -219,6 +222,7 @@ pub const KEYS: &[Key] = &[
     key("pids_limit", Kind::Int),
     key("tmp_size", Kind::Str),
     key("network", Kind::OneOf(&["bridge", "none"])),
+    key("caps", Kind::OneOf(&["minimal", "standard"])),
     key("start_timeout_secs", Kind::Int),
     key("exec_timeout_secs", Kind::Int),
     key("stop_timeout_secs", Kind::Int),
@@ -303,6 +307,15 @@ pub const HOST_SIDE_KEYS: &[&str] = &["engine_bin", "state_dir", "engine", "fall
 /// `./sandbox.toml` (a sandbox may write it), not the environment (which every program a
 /// session starts, a Makefile, a CI step, passes on and may set), and not a flag or an MCP client.
 pub const USER_FILE_ONLY_KEYS: &[&str] = &["allowed_workdirs"];
+
+/// Whether setting `caps` to `new` over `old` (the layers below) gives more capabilities.
+fn widens_caps(old: Option<&toml::Value>, new: &toml::Value) -> bool {
+    let rank = |v: Option<&toml::Value>| match v.and_then(|v| v.as_str()) {
+        Some("minimal") => 0,
+        _ => 1,
+    };
+    rank(Some(new)) > rank(old)
+}
 
 /// Where the configuration file is looked for (see the module documentation); `None` when
 /// there is none. The project file is not among them: see [`Layers::load_with_project`].
@@ -565,6 +578,12 @@ impl Layers {
                 origin: format!("{origin}, key `{name}`"),
                 message: m,
             })?;
+            if project && name == "caps" && widens_caps(self.table.get("caps"), &value) {
+                return Err(Error::Config {
+                    origin: format!("{origin}, key `{name}`"),
+                    message: "a project's sandbox.toml may only narrow the capability profile (caps = \"minimal\"), never widen it; set caps = \"standard\" in your configuration file, H9SANDBOX_CAPS or with up --caps".into(),
+                });
+            }
             self.table.insert(name.clone(), value.clone());
             self.origins.insert(name.clone(), origin.clone());
             set.insert(name, value);
@@ -1035,6 +1054,45 @@ mod tests {
         assert!(load(Some("engine_bin = \"podman\"\n"), &[]).is_ok());
         let err = load(None, &[("H9SANDBOX_IMAGE", "--privileged")]).unwrap_err();
         assert!(err.to_string().contains("not an image reference"), "{err}");
+    }
+
+    #[test]
+    fn a_project_file_may_only_narrow_the_capability_profile() {
+        let dir = tempfile::tempdir().unwrap();
+        let project = |text: &str| ProjectText {
+            path: dir.path().join("sandbox.toml"),
+            text: text.into(),
+        };
+        let no_env = |_: &str| None;
+        // Over the default (standard): minimal narrows, standard changes nothing.
+        for (text, want) in [
+            ("caps = \"minimal\"\n", Caps::Minimal),
+            ("caps = \"standard\"\n", Caps::Standard),
+        ] {
+            let cfg = Layers::load_opts(None, no_env, Some(&project(text)))
+                .unwrap()
+                .resolve()
+                .unwrap();
+            assert_eq!(cfg.caps, want);
+        }
+        // Over a user's minimal: standard is refused, naming where to set it.
+        let user = dir.path().join("config.toml");
+        std::fs::write(&user, "caps = \"minimal\"\n").unwrap();
+        let err = Layers::load_opts(Some(&user), no_env, Some(&project("caps = \"standard\"\n")))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("may only narrow") && err.contains("--caps"),
+            "{err}"
+        );
+        // The environment (and a flag) may widen it.
+        let env = |k: &str| (k == "H9SANDBOX_CAPS").then(|| "standard".to_string());
+        let cfg = Layers::load_opts(Some(&user), env, None)
+            .unwrap()
+            .resolve()
+            .unwrap();
+        assert_eq!(cfg.caps, Caps::Standard);
+        assert!(load(Some("caps = \"all\"\n"), &[]).is_err());
     }
 
     #[test]

@@ -907,6 +907,7 @@ pub(crate) mod tests {
                 pids_limit: 256,
                 tmp_size: "256m".into(),
                 network: Network::Bridge,
+                caps: crate::types::Caps::Minimal,
             },
             labels: Default::default(),
             created_at: now_rfc3339(),

@@ -84,6 +84,58 @@ impl fmt::Display for Network {
     }
 }
 
+/// Which capabilities a sandbox's container gets back after `--cap-drop all`
+/// (`capabilities(7)`). They are effective only for processes running as root in the sandbox
+/// (bootstraps, `exec --user root`): a command of a non-root user has none.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum Caps {
+    /// DAC_OVERRIDE (write files one does not own), SETUID and SETGID (package managers drop to
+    /// their service users).
+    Minimal,
+    /// Minimal's, and CHOWN, FOWNER, FSETID: `groupadd`, `useradd`, `adduser` and package
+    /// post-install scripts that give files to a system user work. Safe next to the set-ID
+    /// filter, which refuses every set-user/group-ID mode bit, whatever the capabilities
+    /// (`chown` itself clears those bits); file capabilities need SETFCAP, which is not granted.
+    Standard,
+}
+
+impl Caps {
+    /// The capabilities `--cap-add` gives back, in that order.
+    pub fn added(self) -> &'static [&'static str] {
+        match self {
+            Caps::Minimal => &["DAC_OVERRIDE", "SETUID", "SETGID"],
+            Caps::Standard => &[
+                "DAC_OVERRIDE",
+                "SETUID",
+                "SETGID",
+                "CHOWN",
+                "FOWNER",
+                "FSETID",
+            ],
+        }
+    }
+
+    /// The profile of sandboxes recorded before profiles existed: [`Caps::Minimal`].
+    pub fn recorded_before() -> Caps {
+        Caps::Minimal
+    }
+
+    /// The configuration's spelling: `minimal`, `standard`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Caps::Minimal => "minimal",
+            Caps::Standard => "standard",
+        }
+    }
+}
+
+impl fmt::Display for Caps {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// A numeric user and group, written `uid:gid` (the form `docker run --user` takes, and the form
 /// recorded in the state file).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -212,6 +264,9 @@ pub struct Limits {
     pub tmp_size: String,
     /// `bridge` or `none`.
     pub network: Network,
+    /// The capability profile (`minimal` in records made before profiles existed).
+    #[serde(default = "Caps::recorded_before")]
+    pub caps: Caps,
 }
 
 #[cfg(test)]

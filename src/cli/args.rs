@@ -6,7 +6,7 @@ use std::path::PathBuf;
 
 use clap::{ArgAction, Args, Parser, Subcommand, ValueEnum};
 
-use crate::types::Network;
+use crate::types::{Caps, Network};
 
 /// Output format of every subcommand.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Default)]
@@ -387,6 +387,10 @@ pub struct UpArgs {
     /// Network mode [config: network]
     #[arg(long, value_enum)]
     pub network: Option<Network>,
+    /// Capabilities of root in the sandbox: minimal (DAC_OVERRIDE, SETUID, SETGID) or standard
+    /// (also CHOWN, FOWNER, FSETID: adduser, groupadd) [config: caps]
+    #[arg(long, value_enum, value_name = "PROFILE")]
+    pub caps: Option<Caps>,
     /// Extra label on the container and record (repeatable)
     #[arg(long = "label", value_name = "K=V")]
     pub labels: Vec<String>,

@@ -28,11 +28,6 @@ use crate::error::Error;
 use crate::report::{Reporter, Silent};
 use crate::types::EngineKind;
 
-/// Capabilities added back after `--cap-drop all`: the minimum package managers need
-/// (see `capabilities(7)`): DAC_OVERRIDE to write files they do not own, SETUID/SETGID to drop to
-/// their service users.
-pub const CAPS_ADDED: [&str; 3] = ["DAC_OVERRIDE", "SETUID", "SETGID"];
-
 /// Runs the user's command with bash when the image has it, else with sh.
 /// Invoked as `sh -c SHELL_WRAPPER h9sandbox COMMAND`, so `$1` is the command.
 pub const SHELL_WRAPPER: &str =
@@ -671,8 +666,8 @@ pub fn run_args(flavor: Flavor, spec: &ContainerSpec, extra: &[String]) -> Vec<S
     // runs each command as `spec.user` (the engine's exec passes `--user` itself).
     a.extend(["--user".into(), "0:0".into()]);
     a.extend(["--cap-drop".into(), "all".into()]);
-    for cap in CAPS_ADDED {
-        a.extend(["--cap-add".into(), cap.into()]);
+    for cap in l.caps.added() {
+        a.extend(["--cap-add".into(), (*cap).into()]);
     }
     a.extend([
         "--security-opt".into(),
@@ -1179,6 +1174,7 @@ mod tests {
                 pids_limit: 256,
                 tmp_size: "256m".into(),
                 network: Network::None,
+                caps: crate::types::Caps::Minimal,
             },
             labels: BTreeMap::from([("h9sandbox".into(), "1".into())]),
             user: Ids::ROOT,

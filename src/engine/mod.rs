@@ -597,6 +597,7 @@ mod tests {
             pids_limit: 40,
             tmp_size: "64m".into(),
             network: Network::None,
+            caps: crate::types::Caps::Minimal,
         }
     }
 

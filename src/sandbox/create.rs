@@ -32,7 +32,7 @@ use crate::engine::{
 use crate::error::Error;
 use crate::lease::{parse_owner, parse_ttl};
 use crate::state::{now_rfc3339, AgentRecord, BootstrapRun, Lifecycle, ProcessRef, Record};
-use crate::types::{EngineKind, Ids, Isolation, Limits, Network};
+use crate::types::{Caps, EngineKind, Ids, Isolation, Limits, Network};
 
 /// What to create: `up`'s arguments, each `None` (or empty, or false) when not given. The limits,
 /// image, user and bootstrap settings reach [`create`] through the configuration
@@ -54,6 +54,8 @@ pub struct UpRequest {
     pub pids_limit: Option<String>,
     /// Network mode.
     pub network: Option<Network>,
+    /// Capability profile.
+    pub caps: Option<Caps>,
     /// Extra labels, `K=V` each.
     pub labels: Vec<String>,
     /// The parent sandbox (ID, prefix or name) of a sub-sandbox.
@@ -90,6 +92,7 @@ impl UpRequest {
             ("memory", self.memory.clone(), "--memory"),
             ("pids_limit", self.pids_limit.clone(), "--pids-limit"),
             ("network", self.network.map(|n| n.to_string()), "--network"),
+            ("caps", self.caps.map(|c| c.to_string()), "--caps"),
             ("bootstrap_cmd", self.bootstrap.clone(), "--bootstrap"),
             (
                 "bootstrap_required",
@@ -211,6 +214,7 @@ fn differences(have: &Record, want: &Record) -> Vec<String> {
     );
     differ("tmp_size", h.tmp_size.clone(), w.tmp_size.clone());
     differ("network", h.network.to_string(), w.network.to_string());
+    differ("caps", h.caps.to_string(), w.caps.to_string());
     differ(
         "user",
         have.user.map(|u| u.to_string()).unwrap_or_default(),
@@ -372,6 +376,7 @@ fn configured_limits(cfg: &Config) -> Limits {
         pids_limit: cfg.pids_limit,
         tmp_size: cfg.tmp_size.clone(),
         network: cfg.network,
+        caps: cfg.caps,
     }
 }
 

@@ -11,7 +11,7 @@ use super::workdir::resolve_workdir;
 use crate::config::{parse_size, Config};
 use crate::error::Error;
 use crate::state::Record;
-use crate::types::{Limits, Network};
+use crate::types::{Caps, Limits, Network};
 
 /// Limits a sub-sandbox asks for with explicit flags (`None`: inherit the parent's).
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -24,6 +24,8 @@ pub struct Tighten {
     pub pids_limit: Option<u32>,
     /// `--network`.
     pub network: Option<Network>,
+    /// `--caps`.
+    pub caps: Option<Caps>,
 }
 
 impl Tighten {
@@ -36,6 +38,7 @@ impl Tighten {
             memory: req.memory.is_some().then(|| cfg.memory.clone()),
             pids_limit: req.pids_limit.is_some().then_some(cfg.pids_limit),
             network: req.network,
+            caps: req.caps,
         }
     }
 }
@@ -82,6 +85,14 @@ pub fn child_limits(parent: &Limits, req: &Tighten) -> Result<Limits, Error> {
         }
         out.network = n;
     }
+    if let Some(c) = req.caps {
+        if c == Caps::Standard && parent.caps == Caps::Minimal {
+            return Err(Error::Invalid(
+                "--caps standard would give capabilities the parent does not have (its profile is minimal); a sub-sandbox may only tighten its parent's limits (leave --caps out)".into(),
+            ));
+        }
+        out.caps = c;
+    }
     Ok(out)
 }
 
@@ -113,6 +124,7 @@ mod tests {
             pids_limit: 100,
             tmp_size: "64m".into(),
             network: Network::Bridge,
+            caps: Caps::Standard,
         }
     }
 
@@ -127,6 +139,7 @@ mod tests {
                 memory: Some("0.5g".into()),
                 pids_limit: Some(100),
                 network: Some(Network::None),
+                caps: Some(Caps::Minimal),
             },
         )
         .unwrap();
@@ -176,5 +189,20 @@ mod tests {
         .unwrap_err()
         .to_string();
         assert!(e.contains("--network bridge"), "{e}");
+        assert_eq!(tight.caps, Caps::Minimal);
+        let minimal = Limits {
+            caps: Caps::Minimal,
+            ..limits()
+        };
+        let e = child_limits(
+            &minimal,
+            &Tighten {
+                caps: Some(Caps::Standard),
+                ..Default::default()
+            },
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("--caps standard"), "{e}");
     }
 }
