@@ -239,7 +239,7 @@ set edit:completion:arg-completer[h9sandbox] = {|@words|
             cand --user 'User of the sandbox''s processes: root, host (your uid:gid) or UID:GID [config: user]'
             cand --owner-pid 'Tie the sandbox to a process: once it exits, `reap` removes the sandbox. A PID, or `parent` (the process that started h9sandbox) [default: none]'
             cand --ttl 'Lease: `reap` removes the sandbox this long after it started, unless `renew`ed (e.g. 90s, 30m, 2h, 1d) [default: none]'
-            cand --cwd 'Working directory, relative to the work dir or absolute inside it [default: the work dir]'
+            cand --cwd 'Working directory: relative to the work dir, or absolute (any directory of the container) [default: the work dir]'
             cand -e 'Environment variable for the command (repeatable)'
             cand --env 'Environment variable for the command (repeatable)'
             cand --timeout 'Seconds before the command''s process tree is killed; 0 = none [config: exec_timeout_secs]'

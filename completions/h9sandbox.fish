@@ -195,7 +195,7 @@ complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand run" -l bootstrap-ti
 complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand run" -l user -d 'User of the sandbox\'s processes: root, host (your uid:gid) or UID:GID [config: user]' -r
 complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand run" -l owner-pid -d 'Tie the sandbox to a process: once it exits, `reap` removes the sandbox. A PID, or `parent` (the process that started h9sandbox) [default: none]' -r
 complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand run" -l ttl -d 'Lease: `reap` removes the sandbox this long after it started, unless `renew`ed (e.g. 90s, 30m, 2h, 1d) [default: none]' -r
-complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand run" -l cwd -d 'Working directory, relative to the work dir or absolute inside it [default: the work dir]' -r -F
+complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand run" -l cwd -d 'Working directory: relative to the work dir, or absolute (any directory of the container) [default: the work dir]' -r -F
 complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand run" -s e -l env -d 'Environment variable for the command (repeatable)' -r
 complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand run" -l timeout -d 'Seconds before the command\'s process tree is killed; 0 = none [config: exec_timeout_secs]' -r
 complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand run" -l max-output -d 'With --format json: bytes kept of each of stdout and stderr' -r

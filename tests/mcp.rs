@@ -158,12 +158,21 @@ fn the_tools_are_listed_with_schemas_a_model_can_follow() {
                 "id",
                 "max_output_bytes",
                 "timeout_secs",
+                "user",
             ],
             vec![],
         ),
         (
             "sandbox_spawn",
-            vec!["argv", "command", "cwd", "env", "id", "timeout_secs"],
+            vec![
+                "argv",
+                "command",
+                "cwd",
+                "env",
+                "id",
+                "timeout_secs",
+                "user",
+            ],
             vec![],
         ),
         ("sandbox_ps", vec!["id"], vec![]),
@@ -397,6 +406,22 @@ fn stdout_carries_only_protocol_messages() {
     assert_eq!(
         (&s["exit_code"], &s["stdout"], &s["stderr"]),
         (&json!(3), &json!("to-stdout\n"), &json!("to-stderr\n"))
+    );
+    // Another user, another directory of the container.
+    send(
+        &mut stdin,
+        call(
+            5,
+            "sandbox_exec",
+            json!({"command": "echo $(id -u):$(id -g) $(pwd)", "user": "4321:99", "cwd": "/"}),
+        ),
+    );
+    let r = response(&mut lines, 5);
+    assert_eq!(r["result"]["isError"], json!(false), "{r}");
+    assert_eq!(
+        r["result"]["structuredContent"]["stdout"],
+        json!("4321:99 /\n"),
+        "{r}"
     );
     send(
         &mut stdin,

@@ -641,7 +641,8 @@ pub struct SnapshotArgs {
 pub struct RunArgs {
     #[command(flatten)]
     pub up: UpArgs,
-    /// Working directory, relative to the work dir or absolute inside it [default: the work dir]
+    /// Working directory: relative to the work dir, or absolute (any directory of the container)
+    /// [default: the work dir]
     #[arg(long, value_name = "DIR")]
     pub cwd: Option<PathBuf>,
     /// Environment variable for the command (repeatable)
