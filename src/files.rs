@@ -64,6 +64,36 @@ fn beneath() -> ResolveFlags {
 pub struct WorkDir {
     fd: OwnedFd,
     path: PathBuf,
+    /// Whose rights the file operations check ([`WorkDir::acting_as`]); `None`: the invoking
+    /// user's alone.
+    acting: Option<Ids>,
+}
+
+/// Permission bits [`permits`] checks: read.
+pub const MAY_READ: u32 = 4;
+/// Permission bits [`permits`] checks: write.
+pub const MAY_WRITE: u32 = 2;
+/// Permission bits [`permits`] checks: search (a directory) or execute.
+pub const MAY_SEARCH: u32 = 1;
+
+/// Whether a process running as `who` (no supplementary groups, as the sandbox's commands run)
+/// may access a file of status `st` for `want` ([`MAY_READ`], [`MAY_WRITE`], [`MAY_SEARCH`]
+/// or'ed), by its permission bits as the kernel checks them (`inode_permission`): the owner's
+/// bits for its owner, else the group's for its group, else the others'. Root may always: it
+/// holds `CAP_DAC_OVERRIDE` in every sandbox. POSIX ACLs are not read.
+pub fn permits(who: Ids, st: &Stat, want: u32) -> bool {
+    if who.is_root() {
+        return true;
+    }
+    let mode = st.st_mode;
+    let bits = if st.st_uid == who.uid {
+        (mode >> 6) & 7
+    } else if st.st_gid == who.gid {
+        (mode >> 3) & 7
+    } else {
+        mode & 7
+    };
+    bits & want == want
 }
 
 /// What [`WorkDir::read_to`] read.
@@ -362,6 +392,7 @@ impl WorkDir {
         let wd = WorkDir {
             fd,
             path: path.to_path_buf(),
+            acting: None,
         };
         match rustix::fs::openat2(
             &wd.fd,
@@ -375,6 +406,51 @@ impl WorkDir {
             Err(e) => Err(io::Error::from(e))
                 .with_context(|| format!("cannot open the work dir {}", path.display())),
         }
+    }
+
+    /// Checks every file operation against the rights of `who` (the sandbox's user, which the
+    /// container's commands run as) besides the invoking user's: what `who` could not read is
+    /// not read, what it could not write is not written ([`permits`]). `None` or root: no check
+    /// beyond the invoking user's own.
+    pub fn acting_as(mut self, who: Option<Ids>) -> WorkDir {
+        self.acting = who.filter(|w| !w.is_root());
+        self
+    }
+
+    /// Fails with "permission denied" (`EACCES`) unless the acting user may access `st` for
+    /// `want`; `what` says what was tried ("read", "write").
+    fn check_access(&self, user: &Path, st: &Stat, want: u32, what: &str) -> Result<()> {
+        let Some(who) = self.acting else {
+            return Ok(());
+        };
+        if permits(who, st, want) {
+            return Ok(());
+        }
+        Err(
+            anyhow::Error::from(io::Error::from(Errno::ACCESS)).context(format!(
+                "cannot {what} {}: the sandbox's user {who} may not (mode {:04o}, owner {}:{})",
+                self.host_path(user).display(),
+                st.st_mode & 0o7777,
+                st.st_uid,
+                st.st_gid
+            )),
+        )
+    }
+
+    /// [`WorkDir::check_access`] of the directory `dir` a file is made or replaced in: write and
+    /// search.
+    fn check_dir_access(&self, user: &Path, dir: &OwnedFd) -> Result<()> {
+        if self.acting.is_none() {
+            return Ok(());
+        }
+        let st = rustix::fs::fstat(dir).map_err(io::Error::from)?;
+        let parent = user.parent().unwrap_or(Path::new("."));
+        self.check_access(
+            parent,
+            &st,
+            MAY_WRITE | MAY_SEARCH,
+            "write in the directory",
+        )
     }
 
     /// The work directory's host path.
@@ -486,7 +562,9 @@ impl WorkDir {
             &rel,
             OFlags::RDONLY | OFlags::NONBLOCK | OFlags::NOCTTY,
         )?;
-        regular_file(user, fd)
+        let (file, st) = regular_file(user, fd)?;
+        self.check_access(user, &st, MAY_READ, "read")?;
+        Ok((file, st))
     }
 
     /// Copies the file `user` (at most `max` bytes) to the descriptor `out` (a file, pipe, socket
@@ -729,6 +807,16 @@ impl WorkDir {
             }
             r => r?,
         };
+        // As the sandbox's user: an existing file must be writable (a read-only file is not
+        // replaced, though the rename could: as `>` in a shell), and the file is replaced by a
+        // rename in its directory, which needs the directory too.
+        if let Some(st) = &t.existing {
+            self.check_access(user, st, MAY_WRITE, "write")?;
+            if opts.append {
+                self.check_access(user, st, MAY_READ, "append to")?;
+            }
+        }
+        self.check_dir_access(user, &t.dir)?;
         let fail =
             |what: &str| format!("cannot {what} {}; it keeps its old content", host.display());
         let mut temp = Temp::create(&t.dir, abort).with_context(|| fail("write"))?;
@@ -805,6 +893,8 @@ impl WorkDir {
                 .context(format!("cannot edit {}", host.display())));
         }
         let (mut file, st) = self.open_existing(user, &t)?;
+        self.check_access(user, &st, MAY_READ | MAY_WRITE, "edit")?;
+        self.check_dir_access(user, &t.dir)?;
         if st.st_size as u64 > EDIT_MAX_BYTES {
             return Err(Error::Invalid(format!(
                 "cannot edit {}: it is {} bytes, more than edit's limit of {} (edit loads the file into memory); use `exec` with sed or a script instead",

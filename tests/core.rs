@@ -181,21 +181,30 @@ fn hardening_is_applied_and_holds_inside() {
     );
     if engine() == Engine::Docker {
         assert!(caps.to_lowercase().starts_with("[\"all\"]"), "{caps}");
-        for cap in ["DAC_OVERRIDE", "SETUID", "SETGID"] {
+        // The default profile, standard.
+        for cap in [
+            "DAC_OVERRIDE",
+            "SETUID",
+            "SETGID",
+            "CHOWN",
+            "FOWNER",
+            "FSETID",
+        ] {
             assert!(caps.contains(cap), "{caps}");
         }
     } else {
         // Podman lists the dropped capabilities one by one; the kept ones are not among them.
-        for cap in [
-            "CAP_CHOWN",
-            "CAP_FOWNER",
-            "CAP_KILL",
-            "CAP_NET_RAW",
-            "CAP_SYS_CHROOT",
-        ] {
+        for cap in ["CAP_KILL", "CAP_NET_RAW", "CAP_SYS_CHROOT", "CAP_SETFCAP"] {
             assert!(caps.contains(cap), "{caps}");
         }
-        for cap in ["DAC_OVERRIDE", "SETUID", "SETGID"] {
+        for cap in [
+            "DAC_OVERRIDE",
+            "SETUID",
+            "SETGID",
+            "CHOWN",
+            "FOWNER",
+            "FSETID",
+        ] {
             assert!(!caps.contains(cap), "{caps}");
         }
     }
@@ -222,9 +231,10 @@ fn hardening_is_applied_and_holds_inside() {
     assert_eq!(inspect(&c, "{{index .Config.Labels \"h9sandbox\"}}"), "1");
     assert_eq!(inspect(&c, "{{index .Config.Labels \"h9sandbox.id\"}}"), id);
 
-    // From inside: only DAC_OVERRIDE (bit 1), SETGID (6), SETUID (7) are effective.
+    // From inside: only CHOWN (bit 0), DAC_OVERRIDE (1), FOWNER (3), FSETID (4), SETGID (6),
+    // SETUID (7) are effective, for root (the default user here: the work dir is root's).
     let status = stdout(&env.run(&["exec", &id, "--", "cat /proc/self/status"]));
-    assert!(status.contains("CapEff:\t00000000000000c2"), "{status}");
+    assert!(status.contains("CapEff:\t00000000000000db"), "{status}");
     assert!(status.contains("NoNewPrivs:\t1"), "{status}");
     // /tmp is noexec.
     let out = env.run(&[

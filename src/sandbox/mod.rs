@@ -186,7 +186,9 @@ pub fn workdir_of(ctx: &Ctx, query: &str) -> Result<(Record, WorkDir)> {
     let state = ctx.store.load()?;
     let rec = state.resolve(query)?.clone();
     lifecycle::check_workdir(&rec)?;
-    let wd = WorkDir::open(&rec.workdir)?;
+    // The container's commands run as the sandbox's user: the file commands act with its
+    // rights too.
+    let wd = WorkDir::open(&rec.workdir)?.acting_as(rec.user);
     Ok((rec, wd))
 }
 
