@@ -290,6 +290,8 @@ Register-ArgumentCompleter -Native -CommandName 'h9sandbox' -ScriptBlock {
             break
         }
         'h9sandbox;read' {
+            [CompletionResult]::new('-u', '-u', [CompletionResultType]::ParameterName, 'Act as this user of the container (name, or UID[:GID]) instead of the sandbox''s user; the file is then served inside the container')
+            [CompletionResult]::new('--user', '--user', [CompletionResultType]::ParameterName, 'Act as this user of the container (name, or UID[:GID]) instead of the sandbox''s user; the file is then served inside the container')
             [CompletionResult]::new('--max-bytes', '--max-bytes', [CompletionResultType]::ParameterName, 'Print at most this many bytes (JSON: the content holds at most this many)')
             [CompletionResult]::new('--config', '--config', [CompletionResultType]::ParameterName, 'Configuration file, used alone [default: $XDG_CONFIG_HOME/h9sandbox/config.toml; `up` and `mcp` layer a trusted ./sandbox.toml over it, see `h9sandbox trust`]')
             [CompletionResult]::new('--format', '--format', [CompletionResultType]::ParameterName, 'Output format')
@@ -301,6 +303,8 @@ Register-ArgumentCompleter -Native -CommandName 'h9sandbox' -ScriptBlock {
             break
         }
         'h9sandbox;write' {
+            [CompletionResult]::new('-u', '-u', [CompletionResultType]::ParameterName, 'Act as this user of the container (name, or UID[:GID]) instead of the sandbox''s user; the file is then served inside the container')
+            [CompletionResult]::new('--user', '--user', [CompletionResultType]::ParameterName, 'Act as this user of the container (name, or UID[:GID]) instead of the sandbox''s user; the file is then served inside the container')
             [CompletionResult]::new('--from', '--from', [CompletionResultType]::ParameterName, 'Take the content from this host file instead of stdin')
             [CompletionResult]::new('--mode', '--mode', [CompletionResultType]::ParameterName, 'Permission bits in octal [default: an existing file''s, else 644]')
             [CompletionResult]::new('--config', '--config', [CompletionResultType]::ParameterName, 'Configuration file, used alone [default: $XDG_CONFIG_HOME/h9sandbox/config.toml; `up` and `mcp` layer a trusted ./sandbox.toml over it, see `h9sandbox trust`]')
@@ -315,6 +319,8 @@ Register-ArgumentCompleter -Native -CommandName 'h9sandbox' -ScriptBlock {
             break
         }
         'h9sandbox;edit' {
+            [CompletionResult]::new('-u', '-u', [CompletionResultType]::ParameterName, 'Act as this user of the container (name, or UID[:GID]) instead of the sandbox''s user; the file is then served inside the container')
+            [CompletionResult]::new('--user', '--user', [CompletionResultType]::ParameterName, 'Act as this user of the container (name, or UID[:GID]) instead of the sandbox''s user; the file is then served inside the container')
             [CompletionResult]::new('--old', '--old', [CompletionResultType]::ParameterName, 'Text to find (exact, whitespace and newlines included)')
             [CompletionResult]::new('--new', '--new', [CompletionResultType]::ParameterName, 'Replacement text (may be empty)')
             [CompletionResult]::new('--config', '--config', [CompletionResultType]::ParameterName, 'Configuration file, used alone [default: $XDG_CONFIG_HOME/h9sandbox/config.toml; `up` and `mcp` layer a trusted ./sandbox.toml over it, see `h9sandbox trust`]')

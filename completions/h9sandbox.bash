@@ -255,12 +255,20 @@ _h9sandbox() {
             return 0
             ;;
         h9sandbox__subcmd__edit)
-            opts="-v -h --old --new --all --config --format --json --verbose --help"
+            opts="-u -v -h --user --old --new --all --config --format --json --verbose --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
             case "${prev}" in
+                --user)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                -u)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 --old)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
@@ -969,12 +977,20 @@ _h9sandbox() {
             return 0
             ;;
         h9sandbox__subcmd__read)
-            opts="-v -h --max-bytes --config --format --json --verbose --help"
+            opts="-u -v -h --user --max-bytes --config --format --json --verbose --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
             case "${prev}" in
+                --user)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                -u)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 --max-bytes)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
@@ -1341,12 +1357,20 @@ _h9sandbox() {
             return 0
             ;;
         h9sandbox__subcmd__write)
-            opts="-v -h --from --mode --parents --append --config --format --json --verbose --help"
+            opts="-u -v -h --user --from --mode --parents --append --config --format --json --verbose --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
             case "${prev}" in
+                --user)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                -u)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 --from)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0

@@ -269,6 +269,8 @@ set edit:completion:arg-completer[h9sandbox] = {|@words|
             cand --help 'Print help (see more with ''--help'')'
         }
         &'h9sandbox;read'= {
+            cand -u 'Act as this user of the container (name, or UID[:GID]) instead of the sandbox''s user; the file is then served inside the container'
+            cand --user 'Act as this user of the container (name, or UID[:GID]) instead of the sandbox''s user; the file is then served inside the container'
             cand --max-bytes 'Print at most this many bytes (JSON: the content holds at most this many)'
             cand --config 'Configuration file, used alone [default: $XDG_CONFIG_HOME/h9sandbox/config.toml; `up` and `mcp` layer a trusted ./sandbox.toml over it, see `h9sandbox trust`]'
             cand --format 'Output format'
@@ -279,6 +281,8 @@ set edit:completion:arg-completer[h9sandbox] = {|@words|
             cand --help 'Print help (see more with ''--help'')'
         }
         &'h9sandbox;write'= {
+            cand -u 'Act as this user of the container (name, or UID[:GID]) instead of the sandbox''s user; the file is then served inside the container'
+            cand --user 'Act as this user of the container (name, or UID[:GID]) instead of the sandbox''s user; the file is then served inside the container'
             cand --from 'Take the content from this host file instead of stdin'
             cand --mode 'Permission bits in octal [default: an existing file''s, else 644]'
             cand --config 'Configuration file, used alone [default: $XDG_CONFIG_HOME/h9sandbox/config.toml; `up` and `mcp` layer a trusted ./sandbox.toml over it, see `h9sandbox trust`]'
@@ -292,6 +296,8 @@ set edit:completion:arg-completer[h9sandbox] = {|@words|
             cand --help 'Print help (see more with ''--help'')'
         }
         &'h9sandbox;edit'= {
+            cand -u 'Act as this user of the container (name, or UID[:GID]) instead of the sandbox''s user; the file is then served inside the container'
+            cand --user 'Act as this user of the container (name, or UID[:GID]) instead of the sandbox''s user; the file is then served inside the container'
             cand --old 'Text to find (exact, whitespace and newlines included)'
             cand --new 'Replacement text (may be empty)'
             cand --config 'Configuration file, used alone [default: $XDG_CONFIG_HOME/h9sandbox/config.toml; `up` and `mcp` layer a trusted ./sandbox.toml over it, see `h9sandbox trust`]'

@@ -216,6 +216,7 @@ complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand ls" -s w -l watch -d
 complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand ls" -l json -d 'Same as --format json'
 complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand ls" -s v -l verbose -d 'Print every engine command line to stderr before running it'
 complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand ls" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand read" -s u -l user -d 'Act as this user of the container (name, or UID[:GID]) instead of the sandbox\'s user; the file is then served inside the container' -r
 complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand read" -l max-bytes -d 'Print at most this many bytes (JSON: the content holds at most this many)' -r
 complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand read" -l config -d 'Configuration file, used alone [default: $XDG_CONFIG_HOME/h9sandbox/config.toml; `up` and `mcp` layer a trusted ./sandbox.toml over it, see `h9sandbox trust`]' -r -F
 complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand read" -l format -d 'Output format' -r -f -a "table\t'For people: a table, or plain lines'
@@ -223,6 +224,7 @@ json\t'For programs: one JSON document on stdout'"
 complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand read" -l json -d 'Same as --format json'
 complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand read" -s v -l verbose -d 'Print every engine command line to stderr before running it'
 complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand read" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand write" -s u -l user -d 'Act as this user of the container (name, or UID[:GID]) instead of the sandbox\'s user; the file is then served inside the container' -r
 complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand write" -l from -d 'Take the content from this host file instead of stdin' -r -F
 complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand write" -l mode -d 'Permission bits in octal [default: an existing file\'s, else 644]' -r
 complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand write" -l config -d 'Configuration file, used alone [default: $XDG_CONFIG_HOME/h9sandbox/config.toml; `up` and `mcp` layer a trusted ./sandbox.toml over it, see `h9sandbox trust`]' -r -F
@@ -233,6 +235,7 @@ complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand write" -l append -d 
 complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand write" -l json -d 'Same as --format json'
 complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand write" -s v -l verbose -d 'Print every engine command line to stderr before running it'
 complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand write" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand edit" -s u -l user -d 'Act as this user of the container (name, or UID[:GID]) instead of the sandbox\'s user; the file is then served inside the container' -r
 complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand edit" -l old -d 'Text to find (exact, whitespace and newlines included)' -r
 complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand edit" -l new -d 'Replacement text (may be empty)' -r
 complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand edit" -l config -d 'Configuration file, used alone [default: $XDG_CONFIG_HOME/h9sandbox/config.toml; `up` and `mcp` layer a trusted ./sandbox.toml over it, see `h9sandbox trust`]' -r -F

@@ -969,6 +969,51 @@ impl WorkDir {
     }
 }
 
+/// `content` with `old` replaced by `new` (non-overlapping, left to right): exactly one
+/// occurrence, or at least one with `all`; returns the new content and the count. `path` names
+/// the file in errors. Errors: [`Error::EditMatch`] naming the count, an empty `old`, a result
+/// larger than [`EDIT_MAX_BYTES`].
+pub fn replace_in(
+    content: &[u8],
+    old: &[u8],
+    new: &[u8],
+    all: bool,
+    path: &str,
+) -> Result<(Vec<u8>, usize)> {
+    if old.is_empty() {
+        return Err(Error::Invalid(
+            "the text to replace (--old) is empty; give the text to find".into(),
+        )
+        .into());
+    }
+    let finder = memchr::memmem::Finder::new(old);
+    let count = finder.find_iter(content).count();
+    if count == 0 || (count > 1 && !all) {
+        return Err(Error::EditMatch {
+            path: path.to_string(),
+            count,
+        }
+        .into());
+    }
+    let size = content.len() as u128 - count as u128 * old.len() as u128
+        + count as u128 * new.len() as u128;
+    if size > EDIT_MAX_BYTES as u128 {
+        return Err(Error::Invalid(format!(
+            "cannot edit {path}: replacing {count} occurrence(s) would make it {size} bytes, more than edit's limit of {EDIT_MAX_BYTES}; use `exec` with sed or a script instead"
+        ))
+        .into());
+    }
+    let mut out = Vec::with_capacity(size as usize);
+    let mut at = 0;
+    for s in finder.find_iter(content) {
+        out.extend_from_slice(&content[at..s]);
+        out.extend_from_slice(new);
+        at = s + old.len();
+    }
+    out.extend_from_slice(&content[at..]);
+    Ok((out, count))
+}
+
 /// [`WorkDir::read_lines`] on any reader; `path` and `size` are left empty.
 fn scan_lines<R: BufRead>(mut r: R, first: u64, limit: u64, max_bytes: usize) -> io::Result<Lines> {
     let first = first.max(1);

@@ -103,3 +103,156 @@ fn a_root_sandbox_reads_and_writes_everything_in_its_work_dir() {
     assert_ok(&out);
     assert_eq!(stdout(&out), "s\n");
 }
+
+/// `args` through the agent, or (`engine`) through the engine's exec, with `input` on stdin.
+fn via(env: &TestEnv, engine: bool, args: &[&str], input: &[u8]) -> Output {
+    let mut c = env.cmd();
+    if engine {
+        c.env("H9SANDBOX_EXEC_AGENT", "false");
+    }
+    let mut child = c
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(input).unwrap();
+    child.wait_with_output().unwrap()
+}
+
+#[test]
+fn files_outside_the_work_dir_are_the_containers_both_ways_as_the_sandbox_user() {
+    require_container!("a local sandbox has no container to serve them");
+    let env = TestEnv::new();
+    let id = sandbox_of_1000(&env);
+    let canary = format!(
+        "/tmp/{}-canary",
+        env.root.path().file_name().unwrap().to_string_lossy()
+    );
+    for engine in [false, true] {
+        let path = if engine { "engine" } else { "agent" };
+        let ok = |args: &[&str], input: &[u8]| {
+            let out = via(&env, engine, args, input);
+            assert_ok(&out);
+            stdout(&out)
+        };
+        // Read anywhere, as the sandbox's user.
+        assert!(
+            ok(&["read", &id, "/etc/os-release"], b"").contains("Debian"),
+            "{path}"
+        );
+        let json: serde_json::Value = serde_json::from_str(&ok(
+            &["read", &id, "/etc/os-release", "--format", "json"],
+            b"",
+        ))
+        .unwrap();
+        assert_eq!(json["path"], "/etc/os-release");
+        assert!(json["content"]
+            .as_str()
+            .unwrap()
+            .starts_with("PRETTY_NAME="));
+        assert_eq!(
+            ok(&["read", &id, "/etc/os-release", "--max-bytes", "6"], b""),
+            "PRETTY"
+        );
+        // Write /tmp, read it back through exec; it is the user's, and never the host's /tmp.
+        ok(&["write", &id, &canary], b"hello\n");
+        assert!(
+            !std::path::Path::new(&canary).exists(),
+            "{path}: the host's /tmp was written"
+        );
+        assert_eq!(
+            ok(
+                &[
+                    "exec",
+                    &id,
+                    "--",
+                    &format!("cat {canary}; stat -c %u {canary}")
+                ],
+                b""
+            ),
+            "hello\n1000\n",
+            "{path}"
+        );
+        ok(&["write", &id, &canary, "--append"], b"more\n");
+        assert_eq!(ok(&["read", &id, &canary], b""), "hello\nmore\n", "{path}");
+        assert_eq!(
+            ok(
+                &["edit", &id, &canary, "--old", "more", "--new", "less"],
+                b""
+            ),
+            format!("replaced 1 occurrence in {canary}\n")
+        );
+        assert_eq!(
+            ok(&["exec", &id, "--", &format!("cat {canary}")], b""),
+            "hello\nless\n"
+        );
+        ok(
+            &[
+                "write",
+                &id,
+                "/var/tmp/deep/er/f",
+                "--parents",
+                "--mode",
+                "600",
+            ],
+            b"x",
+        );
+        assert_eq!(
+            ok(
+                &["exec", &id, "--", "stat -c '%a %U' /var/tmp/deep/er/f"],
+                b""
+            ),
+            "600 sandbox\n"
+        );
+        // Another user's home: root's, with --user root, and refused to the sandbox's user.
+        assert!(!ok(&["read", &id, "/root/.bashrc", "--user", "root"], b"").is_empty());
+        assert_refused(
+            &via(&env, engine, &["read", &id, "/root/.bashrc"], b""),
+            "permission denied",
+        );
+        // The same errors as on the host side.
+        assert_refused(
+            &via(&env, engine, &["read", &id, "/no/such"], b""),
+            "no such file",
+        );
+        assert_refused(
+            &via(&env, engine, &["read", &id, "/etc"], b""),
+            "a directory",
+        );
+        assert_refused(
+            &via(&env, engine, &["read", &id, "/etc/shadow"], b""),
+            "permission denied",
+        );
+        assert_refused(
+            &via(&env, engine, &["write", &id, "/etc/passwd"], b"x"),
+            "permission denied",
+        );
+        // A read-only file in a directory the user may write is not replaced.
+        ok(
+            &[
+                "exec",
+                &id,
+                "--",
+                "echo ro > /var/tmp/ro && chmod 444 /var/tmp/ro",
+            ],
+            b"",
+        );
+        assert_refused(
+            &via(&env, engine, &["write", &id, "/var/tmp/ro"], b"new"),
+            "permission denied",
+        );
+        assert_eq!(ok(&["read", &id, "/var/tmp/ro"], b""), "ro\n", "{path}");
+        ok(&["exec", &id, "--", "rm -f /var/tmp/ro"], b"");
+    }
+    let out = env.run(&[
+        "exec",
+        &id,
+        "-u",
+        "root",
+        "--",
+        "grep -c '^root:' /etc/passwd",
+    ]);
+    assert_eq!(stdout(&out), "1\n");
+}

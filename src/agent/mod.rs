@@ -9,6 +9,7 @@
 //! PID 1).
 
 pub mod client;
+pub mod files;
 pub mod init;
 pub mod proto;
 pub mod seccomp;
@@ -46,6 +47,12 @@ enum AgentCommand {
     Signal(supervise::SignalArgs),
     /// Kill an exec's processes found by their marker, and their descendants
     KillMarked(supervise::KillMarkedArgs),
+    /// Read or write a file of the container as the user it runs as (the file commands, for
+    /// paths outside the work dir)
+    File {
+        #[command(subcommand)]
+        command: files::FileCommand,
+    },
     /// Print the device and inode of a path, `DEV INO` (the host checks a mount with it)
     Stat {
         /// The path
@@ -72,6 +79,7 @@ pub fn main(args: &[std::ffi::OsString]) -> Option<i32> {
         AgentCommand::Supervise => supervise::run(),
         AgentCommand::Signal(a) => supervise::signal(a),
         AgentCommand::KillMarked(a) => supervise::kill_marked(a),
+        AgentCommand::File { command } => files::run(command),
         AgentCommand::Stat { path } => match std::fs::metadata(path) {
             Ok(m) => {
                 use std::os::unix::fs::MetadataExt;

@@ -544,8 +544,13 @@ pub struct DownArgs {
 pub struct ReadArgs {
     /// Sandbox ID, unique ID prefix, or name
     pub id: String,
-    /// File, relative to the work dir or absolute inside it
+    /// File: relative to the work dir, or absolute (inside the work dir: read on the host side;
+    /// elsewhere: the container's file, served inside it)
     pub path: PathBuf,
+    /// Act as this user of the container (name, or UID[:GID]) instead of the sandbox's user;
+    /// the file is then served inside the container
+    #[arg(long, short = 'u', value_name = "USER|UID[:GID]")]
+    pub user: Option<String>,
     /// Print at most this many bytes (JSON: the content holds at most this many)
     #[arg(long, value_name = "N")]
     pub max_bytes: Option<u64>,
@@ -556,8 +561,13 @@ pub struct ReadArgs {
 pub struct WriteArgs {
     /// Sandbox ID, unique ID prefix, or name
     pub id: String,
-    /// File, relative to the work dir or absolute inside it
+    /// File: relative to the work dir, or absolute (inside the work dir: read on the host side;
+    /// elsewhere: the container's file, served inside it)
     pub path: PathBuf,
+    /// Act as this user of the container (name, or UID[:GID]) instead of the sandbox's user;
+    /// the file is then served inside the container
+    #[arg(long, short = 'u', value_name = "USER|UID[:GID]")]
+    pub user: Option<String>,
     /// Take the content from this host file instead of stdin
     #[arg(long, value_name = "FILE")]
     pub from: Option<PathBuf>,
@@ -577,8 +587,13 @@ pub struct WriteArgs {
 pub struct EditArgs {
     /// Sandbox ID, unique ID prefix, or name
     pub id: String,
-    /// File, relative to the work dir or absolute inside it
+    /// File: relative to the work dir, or absolute (inside the work dir: read on the host side;
+    /// elsewhere: the container's file, served inside it)
     pub path: PathBuf,
+    /// Act as this user of the container (name, or UID[:GID]) instead of the sandbox's user;
+    /// the file is then served inside the container
+    #[arg(long, short = 'u', value_name = "USER|UID[:GID]")]
+    pub user: Option<String>,
     /// Text to find (exact, whitespace and newlines included)
     #[arg(long, value_name = "STR", allow_hyphen_values = true)]
     pub old: String,

@@ -12,6 +12,7 @@
 pub mod agent;
 pub mod background;
 pub mod bootstrap;
+pub mod container_files;
 pub mod create;
 pub mod down;
 pub mod exec;
