@@ -754,8 +754,14 @@ fn numeric_user_owns_files_made_in_the_sandbox_and_written_by_the_host() {
     let out = as_uid_1000(&env.workdir, &["rm", "-r", "made", "written.txt", "p"]);
     assert_ok(&out);
     assert_eq!(std::fs::read_dir(&env.workdir).unwrap().count(), 0);
-    // An existing file keeps its owner when the host replaces it.
+    // An existing file keeps its owner when the host replaces it (one the sandbox's user may
+    // write: the file commands act with its rights, see tests/files_as_user.rs).
     std::fs::write(env.path("rootfile"), "r").unwrap();
+    std::fs::set_permissions(
+        env.path("rootfile"),
+        std::os::unix::fs::PermissionsExt::from_mode(0o666),
+    )
+    .unwrap();
     assert_ok(&run_stdin(&env, &["write", &id, "rootfile"], b"R"));
     assert_eq!(std::fs::metadata(env.path("rootfile")).unwrap().uid(), 0);
 }
