@@ -1015,7 +1015,12 @@ pub fn replace_in(
 }
 
 /// [`WorkDir::read_lines`] on any reader; `path` and `size` are left empty.
-fn scan_lines<R: BufRead>(mut r: R, first: u64, limit: u64, max_bytes: usize) -> io::Result<Lines> {
+pub fn scan_lines<R: BufRead>(
+    mut r: R,
+    first: u64,
+    limit: u64,
+    max_bytes: usize,
+) -> io::Result<Lines> {
     let first = first.max(1);
     let mut out = Lines {
         path: PathBuf::new(),

@@ -423,6 +423,36 @@ fn stdout_carries_only_protocol_messages() {
         json!("4321:99 /\n"),
         "{r}"
     );
+    // A file outside the work dir: the container's, served inside it.
+    send(
+        &mut stdin,
+        call(
+            6,
+            "sandbox_write",
+            json!({"path": "/tmp/from-mcp.txt", "content": "one\ntwo\n"}),
+        ),
+    );
+    let r = response(&mut lines, 6);
+    assert_eq!(r["result"]["isError"], json!(false), "{r}");
+    send(
+        &mut stdin,
+        call(
+            7,
+            "sandbox_read",
+            json!({"path": "/tmp/from-mcp.txt", "offset": 2}),
+        ),
+    );
+    let r = response(&mut lines, 7);
+    let s = &r["result"]["structuredContent"];
+    assert_eq!(
+        (&s["content"], &s["total_lines"], &s["path"]),
+        (&json!("two\n"), &json!(2), &json!("/tmp/from-mcp.txt")),
+        "{r}"
+    );
+    assert!(
+        !Path::new("/tmp/from-mcp.txt").exists()
+            || std::fs::read_to_string("/tmp/from-mcp.txt").unwrap() != "one\ntwo\n"
+    );
     send(
         &mut stdin,
         call(3, "sandbox_down", json!({"id": "no-such-sandbox"})),

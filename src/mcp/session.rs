@@ -22,7 +22,7 @@ use crate::config::{Layers, MIN_MCP_OUTPUT};
 use crate::error::Error;
 use crate::sandbox::create::{self, UpRequest};
 use crate::sandbox::exec::{self, ExecRequest};
-use crate::sandbox::{background, down, files, list, workdir_of, Ctx};
+use crate::sandbox::{background, container_files, down, files, list, workdir_of, Ctx};
 use crate::state::{Record, State};
 use crate::types::{Isolation, Network};
 
@@ -546,13 +546,21 @@ impl Session {
     /// `sandbox_read`: [`crate::files::WorkDir::read_lines`], on a blocking thread.
     async fn read(&self, p: ReadParams) -> Result<Done> {
         let id = self.target(p.id).await?;
-        let (_, wd) = workdir_of(&self.ctx, &id)?;
+        let (rec, wd) = workdir_of(&self.ctx, &id)?;
         let max = usize::try_from(self.ctx.cfg.mcp_max_output_bytes).unwrap_or(usize::MAX);
         let first = p.offset.unwrap_or(1).max(1);
         let limit = p.limit.unwrap_or(DEFAULT_READ_LINES);
         let path = PathBuf::from(&p.path);
-        let lines =
-            tokio::task::spawn_blocking(move || wd.read_lines(&path, first, limit, max)).await??;
+        let lines = match container_files::place(&rec, &path, false) {
+            container_files::Place::WorkDir => {
+                tokio::task::spawn_blocking(move || wd.read_lines(&path, first, limit, max))
+                    .await??
+            }
+            container_files::Place::Container(path) => {
+                self.read_in_container(&rec, &path, first, limit, max)
+                    .await?
+            }
+        };
         if lines.binary {
             return Err(Error::Invalid(format!(
                 "{} is a binary file ({} bytes, NUL bytes in it), not text; read it with sandbox_exec, e.g. `base64 {}` or `xxd {} | head`",
@@ -610,17 +618,60 @@ impl Session {
         Done::new(&result, text)
     }
 
-    /// `sandbox_write`: [`files::write_from`] with `write`'s options for the sandbox.
+    /// The lines `sandbox_read` returns of the container's file `path` (outside the work dir):
+    /// its first bytes (at most `json_max_bytes`, and the scan's own limit), read inside the
+    /// container as the sandbox's user ([`container_files::read`]), scanned as on the host side.
+    async fn read_in_container(
+        &self,
+        rec: &crate::state::Record,
+        path: &std::path::Path,
+        first: u64,
+        limit: u64,
+        max: usize,
+    ) -> Result<crate::files::Lines> {
+        let cap = self
+            .ctx
+            .cfg
+            .json_max_bytes
+            .min(crate::files::SCAN_MAX_BYTES);
+        let mut bytes = Vec::new();
+        let mut out = |b: &[u8]| -> Result<()> {
+            bytes.extend_from_slice(b);
+            Ok(())
+        };
+        let user = container_files::acting(rec, None)?;
+        let size =
+            container_files::read(&self.ctx, rec, user, path, Some(cap), None, &mut out).await?;
+        let mut lines = crate::files::scan_lines(std::io::Cursor::new(bytes), first, limit, max)?;
+        lines.path = path.to_path_buf();
+        lines.size = size;
+        Ok(lines)
+    }
+
+    /// `sandbox_write`: [`files::write_from`] with `write`'s options for the sandbox (or, for a
+    /// path outside the work dir, [`container_files::write`]).
     async fn write(&self, p: WriteParams) -> Result<Done> {
         let id = self.target(p.id).await?;
         let (rec, wd) = workdir_of(&self.ctx, &id)?;
         let opts = files::options(&rec, None, p.parents, p.append);
         let data = std::io::Cursor::new(p.content.into_bytes());
-        let w = files::write_from(&self.ctx, wd, PathBuf::from(&p.path), data, opts).await?;
+        let path = PathBuf::from(&p.path);
+        let (path, bytes_written, size) = match container_files::place(&rec, &path, false) {
+            container_files::Place::WorkDir => {
+                let w = files::write_from(&self.ctx, wd, path, data, opts).await?;
+                (w.path, w.bytes_written, w.size)
+            }
+            container_files::Place::Container(path) => {
+                let user = container_files::acting(&rec, None)?;
+                let w = container_files::write(&self.ctx, &rec, user, &path, Box::new(data), &opts)
+                    .await?;
+                (w.path, w.bytes_written, w.size)
+            }
+        };
         let result = WriteResult {
-            path: w.path.display().to_string(),
-            bytes_written: w.bytes_written,
-            size: w.size,
+            path: path.display().to_string(),
+            bytes_written,
+            size,
         };
         let text = format!(
             "wrote {} bytes to {} (now {} bytes)",
@@ -632,13 +683,35 @@ impl Session {
     /// `sandbox_edit`: [`files::replace`].
     async fn edit(&self, p: EditParams) -> Result<Done> {
         let id = self.target(p.id).await?;
-        let (_, wd) = workdir_of(&self.ctx, &id)?;
+        let (rec, wd) = workdir_of(&self.ctx, &id)?;
         let path = PathBuf::from(&p.path);
-        let e = files::replace(&self.ctx, wd, path, p.old, p.new, p.replace_all).await?;
-        let result = EditResult {
-            path: e.path.display().to_string(),
-            replacements: e.replacements as u64,
-            size: e.size,
+        let result = match container_files::place(&rec, &path, false) {
+            container_files::Place::WorkDir => {
+                let e = files::replace(&self.ctx, wd, path, p.old, p.new, p.replace_all).await?;
+                EditResult {
+                    path: e.path.display().to_string(),
+                    replacements: e.replacements as u64,
+                    size: e.size,
+                }
+            }
+            container_files::Place::Container(path) => {
+                let user = container_files::acting(&rec, None)?;
+                let (count, size) = container_files::edit(
+                    &self.ctx,
+                    &rec,
+                    user,
+                    &path,
+                    p.old.as_bytes(),
+                    p.new.as_bytes(),
+                    p.replace_all,
+                )
+                .await?;
+                EditResult {
+                    path: path.display().to_string(),
+                    replacements: count as u64,
+                    size,
+                }
+            }
         };
         let text = format!(
             "replaced {} occurrence{} in {}",

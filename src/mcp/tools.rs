@@ -247,7 +247,8 @@ pub struct KillResult {
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ReadParams {
-    /// File: relative to the work dir, or absolute inside it.
+    /// File: relative to the work dir, or absolute (outside the work dir: the container's file,
+    /// read inside it as the sandbox's user).
     pub path: String,
     /// Sandbox ID, unique ID prefix, or name. Default: this session's sandbox.
     #[serde(default)]
@@ -268,7 +269,8 @@ pub struct ReadParams {
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct WriteParams {
-    /// File: relative to the work dir, or absolute inside it. It is created or replaced
+    /// File: relative to the work dir, or absolute (outside the work dir: the container's file,
+    /// written inside it as the sandbox's user). It is created or replaced
     /// atomically (readers see the old or the new content, never half).
     pub path: String,
     /// The whole new content (text).
@@ -292,7 +294,8 @@ fn yes() -> bool {
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct EditParams {
-    /// File: relative to the work dir, or absolute inside it.
+    /// File: relative to the work dir, or absolute (outside the work dir: the container's file,
+    /// edited inside it as the sandbox's user).
     pub path: String,
     /// Exact text to find, whitespace and line breaks included. It must occur exactly once,
     /// unless replace_all is true; give enough surrounding text to make it unique.
