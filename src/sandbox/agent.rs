@@ -166,9 +166,7 @@ pub async fn wait_ready(ctx: &Ctx, id: Uuid) -> Option<AgentRecord> {
     let mut delay = Duration::from_millis(1);
     let version = loop {
         if let Some(line) = read_ready(&dir.join(READY_FILE)) {
-            let Some(v) = line.strip_prefix("h9sandbox-agent ") else {
-                return None;
-            };
+            let v = line.strip_prefix("h9sandbox-agent ")?;
             break v.trim().parse::<u32>().ok();
         }
         if Instant::now() >= deadline {

@@ -75,15 +75,11 @@ pub async fn run(
     sink: Sink,
     stop: impl std::future::Future<Output = &'static str>,
 ) -> Result<Outcome> {
-    let user = spec.user.clone().unwrap_or_else(|| {
-        let u = rec.user.unwrap_or(Ids::ROOT);
-        RunAs::from((u.uid, u.gid))
-    });
     let start = Start {
         command: spec.command.clone(),
         cwd: spec.cwd.to_string_lossy().into_owned(),
         env: spec.env.clone(),
-        user,
+        user: run_as(rec, spec),
         stdin: spec.interactive,
         timeout_ms: timeout.map(|t| u64::try_from(t.as_millis()).unwrap_or(u64::MAX)),
         detach: false,
@@ -186,6 +182,14 @@ pub async fn run(
         interrupted,
         tree_killed: exit.killed,
         oom_killed: exit.oom_killed,
+    })
+}
+
+/// Who runs `spec`: its user (`exec --user`), else the sandbox's.
+fn run_as(rec: &Record, spec: &ExecSpec) -> RunAs {
+    spec.user.clone().unwrap_or_else(|| {
+        let u = rec.user.unwrap_or(Ids::ROOT);
+        RunAs::from((u.uid, u.gid))
     })
 }
 
