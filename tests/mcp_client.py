@@ -304,12 +304,16 @@ async def flow():
 
                 # Escapes: refused, one line, nothing touched (the Rust side checks the host).
                 error(await call(s, "sandbox_write", {"path": f"../escaped-{unique}.txt", "content": "no"}), "write ../", "outside")
-                error(await call(s, "sandbox_write", {"path": f"/tmp/escaped-{unique}.txt", "content": "no"}), "write /tmp", "outside")
+                # An absolute path outside the work dir is the container's, never the host's.
+                ok(await call(s, "sandbox_write", {"path": f"/tmp/escaped-{unique}.txt", "content": "in the container"}), "write the container's /tmp")
+                e = ok(await call(s, "sandbox_exec", {"command": f"cat /tmp/escaped-{unique}.txt"}), "the container's /tmp holds it")
+                check(e["stdout"] == "in the container", "written in the container", e)
                 ok(await call(s, "sandbox_exec", {"command": "ln -s / rootlink && ln -s ../.. up2"}), "plant symlinks")
                 error(await call(s, "sandbox_write", {"path": f"rootlink/tmp/escaped-{unique}.txt", "content": "no"}), "write through a symlink", "outside")
                 error(await call(s, "sandbox_write", {"path": f"up2/escaped-{unique}.txt", "content": "no"}), "write through ..", "outside")
                 error(await call(s, "sandbox_read", {"path": "rootlink/etc/hostname"}), "read through a symlink", "outside")
-                error(await call(s, "sandbox_read", {"path": "/etc/passwd"}), "read /etc/passwd", "outside")
+                r = ok(await call(s, "sandbox_read", {"path": "/etc/passwd"}), "read the container's /etc/passwd")
+                check(r["path"] == "/etc/passwd" and "root:" in r["content"], "the container's /etc/passwd", r)
                 error(await call(s, "sandbox_edit", {"path": "up2/etc/passwd", "old": "root", "new": "toor"}), "edit outside", "outside")
 
                 ok(await call(s, "sandbox_exec", {"command": "printf 'a\\000b' > bin.dat"}), "binary file")

@@ -43,20 +43,24 @@ pub enum Place {
     Container(PathBuf),
 }
 
-/// Where `path` of sandbox `rec` is served: relative, or absolute inside the work dir (`.` and
-/// `..` taken lexically), on the host side, unless `by_user` (a `--user`, which only the
-/// container can resolve) sends it into the container at the same path (the container sees the
-/// work dir there); any other absolute path inside the container. A local sandbox has no
+/// Where `path` of sandbox `rec` is served: relative (the work dir's side refuses `..` above
+/// it), or absolute inside the work dir (`.` and `..` taken lexically), on the host side, unless
+/// `by_user` (a `--user`, which only the container can resolve) sends it into the container at
+/// the same path (the container sees the work dir there); any other absolute path inside the
+/// container. A local sandbox has no
 /// container: its paths stay on the work dir's side (which refuses the ones outside).
 pub fn place(rec: &Record, path: &Path, by_user: bool) -> Place {
     if rec.isolation == Isolation::None {
         return Place::WorkDir;
     }
-    let abs = if path.is_absolute() {
-        lexical(path)
-    } else {
-        lexical(&rec.workdir.join(path))
-    };
+    if !path.is_absolute() {
+        // Relative paths start in the work dir, whose side refuses `..` above it.
+        return match by_user {
+            false => Place::WorkDir,
+            true => Place::Container(lexical(&rec.workdir.join(path))),
+        };
+    }
+    let abs = lexical(path);
     if abs.starts_with(&rec.workdir) && !by_user {
         Place::WorkDir
     } else {
