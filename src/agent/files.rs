@@ -192,11 +192,12 @@ fn write(path: &Path, mode: Option<&str>, parents: bool, append: bool) -> Result
         rustix::fs::access(&target, rustix::fs::Access::WRITE_OK)
             .map_err(|e| Fail::io("write", path, &e.into()))?;
     }
-    let temp = dir.join(format!(
-        ".h9tmp-{}-{}",
-        std::process::id(),
-        name.to_string_lossy()
-    ));
+    // A name of its own (at most 64 bytes of the target's kept: NAME_MAX is 255).
+    let mut short = name.to_string_lossy().into_owned();
+    while short.len() > 64 {
+        short.pop();
+    }
+    let temp = dir.join(format!(".h9tmp-{}-{short}", std::process::id()));
     let result = fill(&temp, &target, existing.as_ref(), mode, append);
     match result {
         Ok((written, size)) => {

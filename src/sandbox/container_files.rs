@@ -334,9 +334,20 @@ async fn via_engine(
     let status = child.wait().await?;
     let code = status.code().unwrap_or(255);
     if let Some(f) = engine.exec_failure(rec.container_ref(), &stderr, code) {
-        return Err(
-            Error::Invalid(format!("the engine could not run the file helper: {f:?}")).into(),
-        );
+        use crate::engine::ExecFailure as F;
+        let id = rec.short_id();
+        return Err(match f {
+            F::ContainerGone(reason) => Error::ContainerGone { id, reason },
+            F::ContainerStopped(reason) | F::ContainerPaused(reason) => Error::Invalid(format!(
+                "sandbox {id} cannot serve files outside its work dir: {reason}"
+            )),
+            F::EngineUnavailable(reason) => Error::EngineUnavailable {
+                bin: engine.kind().to_string(),
+                reason,
+            },
+            F::Other(reason) => Error::Invalid(reason),
+        }
+        .into());
     }
     Ok(Ended { code, stderr })
 }
