@@ -91,6 +91,27 @@ fn no_process_of_the_sandbox_can_make_a_set_id_file() {
 }
 
 #[test]
+fn no_command_can_trace_or_read_h9sandbox_in_the_container() {
+    require_container!("a local sandbox has no agent");
+    let env = TestEnv::new();
+    // Root in the sandbox has PID 1's and the supervisors' user and capabilities: only their
+    // being not dumpable keeps it from ptrace and from their memory and environment in /proc.
+    let id = env.up(&["--user", "root"]);
+    let out = sh(
+        &env,
+        &id,
+        "for p in 1 $PPID; do cat /proc/$p/environ >/dev/null 2>&1; echo environ=$?; \
+         cat /proc/$p/maps >/dev/null 2>&1; echo maps=$?; done; \
+         sleep 5 & cat /proc/$!/environ >/dev/null; echo child=$?; kill $!",
+    );
+    assert_eq!(
+        out,
+        "environ=1\nmaps=1\nenviron=1\nmaps=1\nchild=0\n",
+        "the agent's processes can be read from inside"
+    );
+}
+
+#[test]
 fn the_default_user_is_the_work_dirs_owner_with_a_name_and_a_home() {
     require_container!("a local sandbox runs as the invoking user");
     let env = TestEnv::new();
