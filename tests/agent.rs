@@ -105,8 +105,7 @@ fn no_command_can_trace_or_read_h9sandbox_in_the_container() {
          sleep 5 & cat /proc/$!/environ >/dev/null; echo child=$?; kill $!",
     );
     assert_eq!(
-        out,
-        "environ=1\nmaps=1\nenviron=1\nmaps=1\nchild=0\n",
+        out, "environ=1\nmaps=1\nenviron=1\nmaps=1\nchild=0\n",
         "the agent's processes can be read from inside"
     );
 }

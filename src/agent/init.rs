@@ -35,7 +35,9 @@ pub fn run(args: &InitArgs) -> i32 {
         return 2;
     }
     if let Err(e) = super::not_dumpable() {
-        log(&format!("cannot make PID 1 not dumpable: {e}; refusing to run the sandbox"));
+        log(&format!(
+            "cannot make PID 1 not dumpable: {e}; refusing to run the sandbox"
+        ));
         return 1;
     }
     let Some((uid, gid)) = parse_ids(&args.user) else {
