@@ -507,3 +507,54 @@ print "planted\n";
         stderr(&out)
     );
 }
+
+/// Runs `cmd` to its end or kills it after `limit`; the output, or `None` when it had to be
+/// killed (it hung).
+fn within(mut cmd: Command, limit: Duration) -> Option<std::process::Output> {
+    let mut child = cmd
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + limit;
+    while child.try_wait().unwrap().is_none() {
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    Some(child.wait_with_output().unwrap())
+}
+
+#[test]
+fn a_fifo_planted_for_a_log_never_hangs_the_agent() {
+    require_container!("background commands are kept by the in-container agent");
+    if exec_path_is_engine() {
+        return;
+    }
+    let env = TestEnv::new();
+    let id = env.up(&["--user", "root"]);
+    let out = env.run(&["exec", &id, "--detach", "--", "sleep 286"]);
+    assert_ok(&out);
+    let handle = stdout(&out).trim().to_string();
+    // Root in the sandbox swaps the command's log for a FIFO (no writer, no reader): opening it
+    // would block the agent's only thread, and every later command with it.
+    sh(
+        &env,
+        &id,
+        &format!(
+            "mkdir -p -m 700 /var/tmp/.h9sandbox-logs && cd /var/tmp/.h9sandbox-logs && rm -f {handle}.out && mkfifo {handle}.out && echo ok"
+        ),
+    );
+    let mut logs = env.cmd();
+    logs.args(["logs", &id, &handle]);
+    let out = within(logs, Duration::from_secs(20)).expect("`logs` hung on a planted FIFO");
+    assert!(!out.status.success(), "a FIFO passed for a log");
+    let mut exec = env.cmd();
+    exec.args(["exec", &id, "--", "echo alive"]);
+    let out = within(exec, Duration::from_secs(20)).expect("the agent hung after `logs`");
+    assert_eq!(stdout(&out), "alive\n", "{}", stderr(&out));
+}
