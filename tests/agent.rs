@@ -530,7 +530,7 @@ fn within(mut cmd: Command, limit: Duration) -> Option<std::process::Output> {
 }
 
 #[test]
-fn a_fifo_planted_for_a_log_never_hangs_the_agent() {
+fn fifos_planted_for_the_agent_never_hang_it() {
     require_container!("background commands are kept by the in-container agent");
     if exec_path_is_engine() {
         return;
@@ -557,4 +557,15 @@ fn a_fifo_planted_for_a_log_never_hangs_the_agent() {
     exec.args(["exec", &id, "--", "echo alive"]);
     let out = within(exec, Duration::from_secs(20)).expect("the agent hung after `logs`");
     assert_eq!(stdout(&out), "alive\n", "{}", stderr(&out));
+    // The account files the agent reads for every command it starts.
+    sh(
+        &env,
+        &id,
+        "rm -f /etc/passwd /etc/group && mkfifo /etc/passwd /etc/group && echo ok",
+    );
+    let mut exec = env.cmd();
+    // (argv mode: a shell would itself wait on the FIFO for its user's entry)
+    exec.args(["exec", &id, "--", "/bin/busybox", "echo", "still alive"]);
+    let out = within(exec, Duration::from_secs(20)).expect("the agent hung on /etc/passwd");
+    assert_eq!(stdout(&out), "still alive\n", "{}", stderr(&out));
 }
