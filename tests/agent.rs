@@ -569,3 +569,38 @@ fn fifos_planted_for_the_agent_never_hang_it() {
     let out = within(exec, Duration::from_secs(20)).expect("the agent hung on /etc/passwd");
     assert_eq!(stdout(&out), "still alive\n", "{}", stderr(&out));
 }
+
+#[test]
+fn a_command_that_kills_its_supervisor_is_told_and_its_tree_killed() {
+    require_container!("a local sandbox has no agent");
+    if exec_path_is_engine() {
+        return;
+    }
+    // Root in the sandbox shares the supervisor's user, so it may kill it; the tree must not
+    // then outlive the exec unsupervised.
+    let env = TestEnv::new();
+    let id = env.up(&["--user", "root"]);
+    let out = env.run(&[
+        "exec",
+        &id,
+        "--timeout",
+        "60",
+        "--",
+        "sleep 281 & kill -9 $PPID; sleep 282",
+    ]);
+    assert_eq!(out.status.code(), Some(125), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("supervisor was killed"),
+        "{}",
+        stderr(&out)
+    );
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let ps = env.sandbox_processes(&id);
+        if !ps.contains("sleep 28") {
+            break;
+        }
+        assert!(Instant::now() < deadline, "left running:\n{ps}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}

@@ -31,7 +31,7 @@ use tokio::sync::mpsc;
 use tokio_util::codec::Framed;
 
 use super::proto::{self, Codec, Detached, Exit, LogsRequest, Reply, Request, Start};
-use super::supervise::{Control, Event, Spec, CONTROL_FD};
+use super::supervise::{Control, Event, Spec, CONTROL_FD, MARKER_VAR};
 use super::user;
 
 /// Where the host's per-sandbox run directory is mounted (read-write) in the container.
@@ -200,10 +200,14 @@ impl Agent {
             message: m,
         };
         let home = user::home_of(start.uid);
+        let marker = uuid::Uuid::new_v4().simple().to_string();
+        let mut env = self.environment(start, &home);
+        env.retain(|(k, _)| k != MARKER_VAR);
+        env.push((MARKER_VAR.to_string(), marker.clone()));
         let spec = Spec {
             command: start.command.clone(),
             cwd: start.cwd.clone(),
-            env: self.environment(start, &home),
+            env,
             uid: start.uid,
             gid: start.gid,
             home: Some(home.to_string_lossy().into_owned()),
@@ -261,6 +265,7 @@ impl Agent {
             |fd: OwnedFd| pipe::Receiver::from_owned_fd(fd).map_err(|e| fail(e.to_string()));
         let running = Running {
             ctl,
+            marker,
             stdout: Some(to_pipe(out_r)?),
             stderr: Some(to_pipe(err_r)?),
             stdin: match stdin {
@@ -316,6 +321,7 @@ impl Agent {
             .timeout_ms
             .map(|ms| tokio::time::Instant::now() + Duration::from_millis(ms));
         let (mut timed_out, mut killed, mut caller_gone) = (false, false, false);
+        let mut supervisor_lost = false;
         let mut out_buf = vec![0u8; proto::CHUNK];
         let mut err_buf = vec![0u8; proto::CHUNK];
         let code = loop {
@@ -342,7 +348,8 @@ impl Agent {
                 ev = run.ctl.next() => match ev {
                     Some(Ok(Event::Exited { code, oom })) => break (code, oom),
                     Some(Ok(_)) => {}
-                    _ => break (255, false),
+                    // The supervisor died under the command (root in the sandbox may kill it).
+                    _ => { supervisor_lost = true; break (125, false) }
                 },
                 _ = &mut reader, if !reader_done => { reader_done = true; }
                 _ = sleep_until(deadline), if !killed => {
@@ -356,6 +363,18 @@ impl Agent {
                 let _ = run.ctl.send(Control::Kill).await;
             }
         };
+        if supervisor_lost {
+            kill_by_marker(&run.marker).await;
+            if !caller_gone {
+                let _ = sink
+                    .send(Reply::Stderr(
+                        b"h9sandbox: error: the command's supervisor was killed (by the command?); \
+                          its processes were killed\n"
+                            .to_vec(),
+                    ))
+                    .await;
+            }
+        }
         if !caller_gone {
             for (pipe, stdout) in [(&mut run.stdout, true), (&mut run.stderr, false)] {
                 for chunk in drain(pipe, DRAIN_CAP) {
@@ -475,6 +494,8 @@ impl Agent {
 /// A started command: its supervisor's control socket and its output pipes.
 struct Running {
     ctl: Ctl,
+    /// The value of [`MARKER_VAR`] every process of the command inherits.
+    marker: String,
     stdout: Option<pipe::Receiver>,
     stderr: Option<pipe::Receiver>,
     stdin: Option<pipe::Sender>,
@@ -533,7 +554,13 @@ impl Running {
                             e.info.lock().unwrap_or_else(|e| e.into_inner()).exit_code = Some(code);
                         }
                     }
-                    Some(Ok(_)) | Some(Err(_)) | None => break,
+                    Some(Ok(Event::Empty)) => break,
+                    Some(Ok(_)) => {}
+                    // The supervisor died under the command: nothing answers for the tree.
+                    Some(Err(_)) | None => {
+                        kill_by_marker(&self.marker).await;
+                        break;
+                    }
                 },
             }
         }
@@ -551,6 +578,15 @@ impl Running {
             info.exit_code.get_or_insert(255);
         }
     }
+}
+
+/// SIGKILLs every process carrying `marker` in [`MARKER_VAR`] and all their descendants
+/// ([`super::supervise::kill_marked`]): the tree of a command whose supervisor is gone.
+async fn kill_by_marker(marker: &str) {
+    let args = super::supervise::KillMarkedArgs {
+        marker: marker.to_string(),
+    };
+    let _ = tokio::task::spawn_blocking(move || super::supervise::kill_marked(&args)).await;
 }
 
 async fn recv_control(c: &mut Option<mpsc::Receiver<Control>>) -> Option<Control> {

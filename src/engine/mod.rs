@@ -45,7 +45,7 @@ pub const LABEL_PARENT: &str = "h9sandbox.parent";
 pub const SCRATCH_DIR: &str = "/var/tmp";
 /// Environment variable set on every `exec`'d process; its value identifies the exec so that
 /// its whole process tree (children inherit the environment) can be found and killed.
-pub const EXEC_MARKER_VAR: &str = "H9SANDBOX_EXEC_ID";
+pub const EXEC_MARKER_VAR: &str = crate::agent::supervise::MARKER_VAR;
 
 /// Environment variable set on every process of a local sandbox: the sandbox's name.
 /// With [`LOCAL_STATE_DIR_VAR`] it tells which processes `down` must end.
