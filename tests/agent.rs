@@ -604,3 +604,36 @@ fn a_command_that_kills_its_supervisor_is_told_and_its_tree_killed() {
         std::thread::sleep(Duration::from_millis(100));
     }
 }
+
+#[test]
+fn the_timeout_holds_while_the_caller_does_not_read() {
+    require_engine!();
+    let env = TestEnv::new();
+    let id = env.up(&[]);
+    // The caller's stdout is a pipe nobody reads: once it is full, the caller stops reading the
+    // command's output, which must not hold the command's timeout off.
+    let mut child = env
+        .cmd()
+        .args(["exec", &id, "--timeout", "2", "--", "yes 279"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    // (Through the engine's exec, the in-container wrapper's backstop takes it some seconds
+    // later.)
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        std::thread::sleep(Duration::from_millis(500));
+        let ps = env.sandbox_processes(&id);
+        if !ps.contains("yes 279") {
+            break;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("still running 30 s after a 2 s timeout:\n{ps}");
+        }
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+}

@@ -327,16 +327,28 @@ impl Agent {
         let code = loop {
             tokio::select! {
                 n = read_some(&mut run.stdout, &mut out_buf) => {
-                    if let Some(n) = n {
-                        if !caller_gone && sink.send(Reply::Stdout(out_buf[..n].to_vec())).await.is_err() {
-                            caller_gone = true;
+                    if let (Some(n), false) = (n, caller_gone) {
+                        let msg = Reply::Stdout(out_buf[..n].to_vec());
+                        match send_by(&mut sink, msg, deadline.filter(|_| !killed)).await {
+                            Sent::Yes => {}
+                            Sent::CallerGone => caller_gone = true,
+                            Sent::Deadline => {
+                                (timed_out, killed) = (true, true);
+                                let _ = run.ctl.send(Control::Kill).await;
+                            }
                         }
                     }
                 }
                 n = read_some(&mut run.stderr, &mut err_buf) => {
-                    if let Some(n) = n {
-                        if !caller_gone && sink.send(Reply::Stderr(err_buf[..n].to_vec())).await.is_err() {
-                            caller_gone = true;
+                    if let (Some(n), false) = (n, caller_gone) {
+                        let msg = Reply::Stderr(err_buf[..n].to_vec());
+                        match send_by(&mut sink, msg, deadline.filter(|_| !killed)).await {
+                            Sent::Yes => {}
+                            Sent::CallerGone => caller_gone = true,
+                            Sent::Deadline => {
+                                (timed_out, killed) = (true, true);
+                                let _ = run.ctl.send(Control::Kill).await;
+                            }
                         }
                     }
                 }
@@ -577,6 +589,26 @@ impl Running {
             info.running = false;
             info.exit_code.get_or_insert(255);
         }
+    }
+}
+
+/// How [`send_by`] ended.
+enum Sent {
+    Yes,
+    CallerGone,
+    /// The deadline came first: the message may be lost.
+    Deadline,
+}
+
+/// Sends `msg` to the caller, unless `deadline` passes first: a caller that stops reading
+/// (its own output blocked, say) must not hold the command's timeout off.
+async fn send_by<S>(sink: &mut S, msg: Reply, deadline: Option<tokio::time::Instant>) -> Sent
+where
+    S: futures_util::Sink<Reply> + Unpin,
+{
+    tokio::select! {
+        r = sink.send(msg) => if r.is_ok() { Sent::Yes } else { Sent::CallerGone },
+        _ = sleep_until(deadline) => Sent::Deadline,
     }
 }
 
