@@ -286,129 +286,52 @@ impl Agent {
         conn.send(Reply::Started { pid, handle: None })
             .await
             .map_err(|e| e.to_string())?;
-        let (mut sink, mut requests) = conn.split();
+        let (mut sink, requests) = conn.split();
         // Requests are read on their own, so a stdin write that waits for the command never
         // holds up its output.
         let (to_main, mut from_reader) = mpsc::channel::<Option<Request>>(4);
-        let mut stdin = run.stdin.take();
-        let reader = async move {
-            loop {
-                match requests.next().await {
-                    Some(Ok(Request::Stdin(bytes))) => {
-                        if let Some(s) = &mut stdin {
-                            if s.write_all(&bytes).await.is_err() {
-                                stdin = None;
-                            }
-                        }
-                    }
-                    Some(Ok(Request::CloseStdin)) => stdin = None,
-                    Some(Ok(r @ (Request::Signal(_) | Request::Cancel))) => {
-                        if to_main.send(Some(r)).await.is_err() {
-                            return;
-                        }
-                    }
-                    // The caller is gone (or broke the protocol).
-                    _ => {
-                        let _ = to_main.send(None).await;
-                        return;
-                    }
-                }
-            }
-        };
+        let reader = read_requests(requests, run.stdin.take(), to_main);
         tokio::pin!(reader);
         let mut reader_done = false;
         let deadline = start
             .timeout_ms
             .map(|ms| tokio::time::Instant::now() + Duration::from_millis(ms));
-        let (mut timed_out, mut killed, mut caller_gone) = (false, false, false);
-        let mut supervisor_lost = false;
+        let mut f = Flags::default();
         let mut out_buf = vec![0u8; proto::CHUNK];
         let mut err_buf = vec![0u8; proto::CHUNK];
         let code = loop {
             tokio::select! {
-                n = read_some(&mut run.stdout, &mut out_buf) => {
-                    if let (Some(n), false) = (n, caller_gone) {
-                        let msg = Reply::Stdout(out_buf[..n].to_vec());
-                        match send_by(&mut sink, msg, deadline.filter(|_| !killed)).await {
-                            Sent::Yes => {}
-                            Sent::CallerGone => caller_gone = true,
-                            Sent::Deadline => {
-                                (timed_out, killed) = (true, true);
-                                let _ = run.ctl.send(Control::Kill).await;
-                            }
-                        }
-                    }
-                }
-                n = read_some(&mut run.stderr, &mut err_buf) => {
-                    if let (Some(n), false) = (n, caller_gone) {
-                        let msg = Reply::Stderr(err_buf[..n].to_vec());
-                        match send_by(&mut sink, msg, deadline.filter(|_| !killed)).await {
-                            Sent::Yes => {}
-                            Sent::CallerGone => caller_gone = true,
-                            Sent::Deadline => {
-                                (timed_out, killed) = (true, true);
-                                let _ = run.ctl.send(Control::Kill).await;
-                            }
-                        }
-                    }
-                }
-                r = from_reader.recv(), if !caller_gone => match r {
+                n = read_some(&mut run.stdout, &mut out_buf) => if let Some(n) = n {
+                    let msg = Reply::Stdout(out_buf[..n].to_vec());
+                    f.forward(&mut sink, msg, deadline, &mut run.ctl).await;
+                },
+                n = read_some(&mut run.stderr, &mut err_buf) => if let Some(n) = n {
+                    let msg = Reply::Stderr(err_buf[..n].to_vec());
+                    f.forward(&mut sink, msg, deadline, &mut run.ctl).await;
+                },
+                r = from_reader.recv(), if !f.caller_gone => match r {
                     Some(Some(Request::Signal(sig))) => { let _ = run.ctl.send(Control::Signal(sig)).await; }
-                    Some(Some(Request::Cancel)) => { killed = true; let _ = run.ctl.send(Control::Kill).await; }
-                    _ => { caller_gone = true; }
+                    Some(Some(Request::Cancel)) => { f.killed = true; let _ = run.ctl.send(Control::Kill).await; }
+                    _ => { f.caller_gone = true; }
                 },
                 ev = run.ctl.next() => match ev {
                     Some(Ok(Event::Exited { code, oom })) => break (code, oom),
                     Some(Ok(_)) => {}
                     // The supervisor died under the command (root in the sandbox may kill it).
-                    _ => { supervisor_lost = true; break (125, false) }
+                    _ => { f.supervisor_lost = true; break (125, false) }
                 },
                 _ = &mut reader, if !reader_done => { reader_done = true; }
-                _ = sleep_until(deadline), if !killed => {
-                    timed_out = true;
-                    killed = true;
+                _ = sleep_until(deadline), if !f.killed => {
+                    (f.timed_out, f.killed) = (true, true);
                     let _ = run.ctl.send(Control::Kill).await;
                 }
             }
-            if caller_gone && !killed {
-                killed = true;
+            if f.caller_gone && !f.killed {
+                f.killed = true;
                 let _ = run.ctl.send(Control::Kill).await;
             }
         };
-        if supervisor_lost {
-            kill_by_marker(&run.marker).await;
-            if !caller_gone {
-                let _ = sink
-                    .send(Reply::Stderr(
-                        b"h9sandbox: error: the command's supervisor was killed (by the command?); \
-                          its processes were killed\n"
-                            .to_vec(),
-                    ))
-                    .await;
-            }
-        }
-        if !caller_gone {
-            for (pipe, stdout) in [(&mut run.stdout, true), (&mut run.stderr, false)] {
-                for chunk in drain(pipe, DRAIN_CAP) {
-                    let msg = if stdout {
-                        Reply::Stdout(chunk)
-                    } else {
-                        Reply::Stderr(chunk)
-                    };
-                    if sink.send(msg).await.is_err() {
-                        break;
-                    }
-                }
-            }
-            let _ = sink
-                .send(Reply::Exited(Exit {
-                    code: code.0,
-                    timed_out,
-                    killed,
-                    oom_killed: code.1 && !killed,
-                }))
-                .await;
-        }
+        finish(&mut sink, &mut run, code, &f).await;
         tokio::spawn(run.linger(None, None));
         Ok(())
     }
@@ -590,6 +513,115 @@ impl Running {
             info.exit_code.get_or_insert(255);
         }
     }
+}
+
+/// What happened to an attached command and its caller.
+#[derive(Debug, Default)]
+struct Flags {
+    timed_out: bool,
+    killed: bool,
+    caller_gone: bool,
+    supervisor_lost: bool,
+}
+
+impl Flags {
+    /// Sends `msg` to the caller (unless gone) by the deadline; at the deadline, kills the tree.
+    async fn forward<S>(
+        &mut self,
+        sink: &mut S,
+        msg: Reply,
+        deadline: Option<tokio::time::Instant>,
+        ctl: &mut Ctl,
+    ) where
+        S: futures_util::Sink<Reply> + Unpin,
+    {
+        if self.caller_gone {
+            return;
+        }
+        match send_by(sink, msg, deadline.filter(|_| !self.killed)).await {
+            Sent::Yes => {}
+            Sent::CallerGone => self.caller_gone = true,
+            Sent::Deadline => {
+                (self.timed_out, self.killed) = (true, true);
+                let _ = ctl.send(Control::Kill).await;
+            }
+        }
+    }
+}
+
+/// Reads the caller's requests of an attached command: stdin goes to the command's stdin,
+/// signals and cancellation to `to_main`; `None` there when the caller is gone.
+async fn read_requests(
+    mut requests: futures_util::stream::SplitStream<&mut Conn>,
+    mut stdin: Option<pipe::Sender>,
+    to_main: mpsc::Sender<Option<Request>>,
+) {
+    loop {
+        match requests.next().await {
+            Some(Ok(Request::Stdin(bytes))) => {
+                if let Some(s) = &mut stdin {
+                    if s.write_all(&bytes).await.is_err() {
+                        stdin = None;
+                    }
+                }
+            }
+            Some(Ok(Request::CloseStdin)) => stdin = None,
+            Some(Ok(r @ (Request::Signal(_) | Request::Cancel))) => {
+                if to_main.send(Some(r)).await.is_err() {
+                    return;
+                }
+            }
+            // The caller is gone (or broke the protocol).
+            _ => {
+                let _ = to_main.send(None).await;
+                return;
+            }
+        }
+    }
+}
+
+/// Ends an attached command once its own process exited with `code` (status, OOM-killed): kills
+/// its tree by the marker when its supervisor was lost, sends what is left in the pipes and the
+/// exit status (unless the caller is gone).
+async fn finish<S>(sink: &mut S, run: &mut Running, code: (i32, bool), f: &Flags)
+where
+    S: futures_util::Sink<Reply> + Unpin,
+{
+    if f.supervisor_lost {
+        kill_by_marker(&run.marker).await;
+        if !f.caller_gone {
+            let _ = sink
+                .send(Reply::Stderr(
+                    b"h9sandbox: error: the command's supervisor was killed (by the command?); \
+                      its processes were killed\n"
+                        .to_vec(),
+                ))
+                .await;
+        }
+    }
+    if f.caller_gone {
+        return;
+    }
+    for (pipe, stdout) in [(&mut run.stdout, true), (&mut run.stderr, false)] {
+        for chunk in drain(pipe, DRAIN_CAP) {
+            let msg = if stdout {
+                Reply::Stdout(chunk)
+            } else {
+                Reply::Stderr(chunk)
+            };
+            if sink.send(msg).await.is_err() {
+                return;
+            }
+        }
+    }
+    let _ = sink
+        .send(Reply::Exited(Exit {
+            code: code.0,
+            timed_out: f.timed_out,
+            killed: f.killed,
+            oom_killed: code.1 && !f.killed,
+        }))
+        .await;
 }
 
 /// How [`send_by`] ended.
