@@ -21,7 +21,7 @@ Register-ArgumentCompleter -Native -CommandName 'h9sandbox' -ScriptBlock {
 
     $completions = @(switch ($command) {
         'h9sandbox' {
-            [CompletionResult]::new('--config', '--config', [CompletionResultType]::ParameterName, 'Configuration file, used alone [default: $XDG_CONFIG_HOME/h9sandbox/config.toml; `up` and `mcp` layer a trusted ./sandbox.toml over it, see `h9sandbox trust`]')
+            [CompletionResult]::new('--config', '--config', [CompletionResultType]::ParameterName, 'Configuration file, used alone (instead of $XDG_CONFIG_HOME/h9sandbox/config.toml and ./sandbox.toml); the environment and the flags still override it. Without it: your $XDG_CONFIG_HOME/h9sandbox/config.toml, with, for `up` and `mcp`, a ./sandbox.toml you trusted layered over it (`h9sandbox trust`)')
             [CompletionResult]::new('--format', '--format', [CompletionResultType]::ParameterName, 'Output format')
             [CompletionResult]::new('--json', '--json', [CompletionResultType]::ParameterName, 'Same as --format json')
             [CompletionResult]::new('-v', '-v', [CompletionResultType]::ParameterName, 'Print every engine command line to stderr before running it')
@@ -66,11 +66,11 @@ Register-ArgumentCompleter -Native -CommandName 'h9sandbox' -ScriptBlock {
             [CompletionResult]::new('--label', '--label', [CompletionResultType]::ParameterName, 'Extra label on the container and record (repeatable)')
             [CompletionResult]::new('--parent', '--parent', [CompletionResultType]::ParameterName, 'Make this a sub-sandbox of ID: its image, limits, network and work dir, which the flags may only tighten')
             [CompletionResult]::new('--bootstrap', '--bootstrap', [CompletionResultType]::ParameterName, 'Shell command run once the container is ready; '''' for none [config: bootstrap_cmd]')
-            [CompletionResult]::new('--bootstrap-timeout', '--bootstrap-timeout', [CompletionResultType]::ParameterName, 'Seconds before the bootstrap''s process tree is killed; 0 = none [config: bootstrap_timeout_secs]')
+            [CompletionResult]::new('--bootstrap-timeout', '--bootstrap-timeout', [CompletionResultType]::ParameterName, 'Time before the bootstrap''s process tree is killed: seconds or a duration (600, 10m); 0 = none [config: bootstrap_timeout_secs]')
             [CompletionResult]::new('--user', '--user', [CompletionResultType]::ParameterName, 'User of the sandbox''s processes: root, host (your uid:gid) or UID:GID [config: user]')
             [CompletionResult]::new('--owner-pid', '--owner-pid', [CompletionResultType]::ParameterName, 'Tie the sandbox to a process: once it exits, `reap` removes the sandbox. A PID, or `parent` (the process that started h9sandbox) [default: none]')
             [CompletionResult]::new('--ttl', '--ttl', [CompletionResultType]::ParameterName, 'Lease: `reap` removes the sandbox this long after it started, unless `renew`ed (e.g. 90s, 30m, 2h, 1d) [default: none]')
-            [CompletionResult]::new('--config', '--config', [CompletionResultType]::ParameterName, 'Configuration file, used alone [default: $XDG_CONFIG_HOME/h9sandbox/config.toml; `up` and `mcp` layer a trusted ./sandbox.toml over it, see `h9sandbox trust`]')
+            [CompletionResult]::new('--config', '--config', [CompletionResultType]::ParameterName, 'Configuration file, used alone (instead of $XDG_CONFIG_HOME/h9sandbox/config.toml and ./sandbox.toml); the environment and the flags still override it. Without it: your $XDG_CONFIG_HOME/h9sandbox/config.toml, with, for `up` and `mcp`, a ./sandbox.toml you trusted layered over it (`h9sandbox trust`)')
             [CompletionResult]::new('--format', '--format', [CompletionResultType]::ParameterName, 'Output format')
             [CompletionResult]::new('--bootstrap-required', '--bootstrap-required', [CompletionResultType]::ParameterName, 'Fail, and remove the sandbox, when the bootstrap command fails [config: bootstrap_required]')
             [CompletionResult]::new('--reuse', '--reuse', [CompletionResultType]::ParameterName, 'With --name: when a Running sandbox of that name has the same image, limits and work dir, print its ID and change nothing (fail naming what differs)')
@@ -85,9 +85,9 @@ Register-ArgumentCompleter -Native -CommandName 'h9sandbox' -ScriptBlock {
             [CompletionResult]::new('--cwd', '--cwd', [CompletionResultType]::ParameterName, 'Working directory, relative to the work dir or absolute inside it [default: the work dir]')
             [CompletionResult]::new('-e', '-e', [CompletionResultType]::ParameterName, 'Environment variable for the command (repeatable)')
             [CompletionResult]::new('--env', '--env', [CompletionResultType]::ParameterName, 'Environment variable for the command (repeatable)')
-            [CompletionResult]::new('--timeout', '--timeout', [CompletionResultType]::ParameterName, 'Seconds before the command''s process tree is killed; 0 = none [config: exec_timeout_secs]')
+            [CompletionResult]::new('--timeout', '--timeout', [CompletionResultType]::ParameterName, 'Time before the command''s process tree is killed: seconds or a duration (30, 0.5, 500ms, 1m); 0 = none [config: exec_timeout_secs]')
             [CompletionResult]::new('--max-output', '--max-output', [CompletionResultType]::ParameterName, 'With --format json: bytes kept of each of stdout and stderr')
-            [CompletionResult]::new('--config', '--config', [CompletionResultType]::ParameterName, 'Configuration file, used alone [default: $XDG_CONFIG_HOME/h9sandbox/config.toml; `up` and `mcp` layer a trusted ./sandbox.toml over it, see `h9sandbox trust`]')
+            [CompletionResult]::new('--config', '--config', [CompletionResultType]::ParameterName, 'Configuration file, used alone (instead of $XDG_CONFIG_HOME/h9sandbox/config.toml and ./sandbox.toml); the environment and the flags still override it. Without it: your $XDG_CONFIG_HOME/h9sandbox/config.toml, with, for `up` and `mcp`, a ./sandbox.toml you trusted layered over it (`h9sandbox trust`)')
             [CompletionResult]::new('--format', '--format', [CompletionResultType]::ParameterName, 'Output format')
             [CompletionResult]::new('-i', '-i', [CompletionResultType]::ParameterName, 'Attach standard input to the command')
             [CompletionResult]::new('--interactive', '--interactive', [CompletionResultType]::ParameterName, 'Attach standard input to the command')
@@ -101,7 +101,7 @@ Register-ArgumentCompleter -Native -CommandName 'h9sandbox' -ScriptBlock {
             break
         }
         'h9sandbox;ps' {
-            [CompletionResult]::new('--config', '--config', [CompletionResultType]::ParameterName, 'Configuration file, used alone [default: $XDG_CONFIG_HOME/h9sandbox/config.toml; `up` and `mcp` layer a trusted ./sandbox.toml over it, see `h9sandbox trust`]')
+            [CompletionResult]::new('--config', '--config', [CompletionResultType]::ParameterName, 'Configuration file, used alone (instead of $XDG_CONFIG_HOME/h9sandbox/config.toml and ./sandbox.toml); the environment and the flags still override it. Without it: your $XDG_CONFIG_HOME/h9sandbox/config.toml, with, for `up` and `mcp`, a ./sandbox.toml you trusted layered over it (`h9sandbox trust`)')
             [CompletionResult]::new('--format', '--format', [CompletionResultType]::ParameterName, 'Output format')
             [CompletionResult]::new('--json', '--json', [CompletionResultType]::ParameterName, 'Same as --format json')
             [CompletionResult]::new('-v', '-v', [CompletionResultType]::ParameterName, 'Print every engine command line to stderr before running it')
@@ -111,7 +111,7 @@ Register-ArgumentCompleter -Native -CommandName 'h9sandbox' -ScriptBlock {
             break
         }
         'h9sandbox;logs' {
-            [CompletionResult]::new('--config', '--config', [CompletionResultType]::ParameterName, 'Configuration file, used alone [default: $XDG_CONFIG_HOME/h9sandbox/config.toml; `up` and `mcp` layer a trusted ./sandbox.toml over it, see `h9sandbox trust`]')
+            [CompletionResult]::new('--config', '--config', [CompletionResultType]::ParameterName, 'Configuration file, used alone (instead of $XDG_CONFIG_HOME/h9sandbox/config.toml and ./sandbox.toml); the environment and the flags still override it. Without it: your $XDG_CONFIG_HOME/h9sandbox/config.toml, with, for `up` and `mcp`, a ./sandbox.toml you trusted layered over it (`h9sandbox trust`)')
             [CompletionResult]::new('--format', '--format', [CompletionResultType]::ParameterName, 'Output format')
             [CompletionResult]::new('-f', '-f', [CompletionResultType]::ParameterName, 'Keep printing what it writes until its processes have exited (or Ctrl-C)')
             [CompletionResult]::new('--follow', '--follow', [CompletionResultType]::ParameterName, 'Keep printing what it writes until its processes have exited (or Ctrl-C)')
@@ -123,7 +123,7 @@ Register-ArgumentCompleter -Native -CommandName 'h9sandbox' -ScriptBlock {
             break
         }
         'h9sandbox;kill' {
-            [CompletionResult]::new('--config', '--config', [CompletionResultType]::ParameterName, 'Configuration file, used alone [default: $XDG_CONFIG_HOME/h9sandbox/config.toml; `up` and `mcp` layer a trusted ./sandbox.toml over it, see `h9sandbox trust`]')
+            [CompletionResult]::new('--config', '--config', [CompletionResultType]::ParameterName, 'Configuration file, used alone (instead of $XDG_CONFIG_HOME/h9sandbox/config.toml and ./sandbox.toml); the environment and the flags still override it. Without it: your $XDG_CONFIG_HOME/h9sandbox/config.toml, with, for `up` and `mcp`, a ./sandbox.toml you trusted layered over it (`h9sandbox trust`)')
             [CompletionResult]::new('--format', '--format', [CompletionResultType]::ParameterName, 'Output format')
             [CompletionResult]::new('--json', '--json', [CompletionResultType]::ParameterName, 'Same as --format json')
             [CompletionResult]::new('-v', '-v', [CompletionResultType]::ParameterName, 'Print every engine command line to stderr before running it')
@@ -133,8 +133,8 @@ Register-ArgumentCompleter -Native -CommandName 'h9sandbox' -ScriptBlock {
             break
         }
         'h9sandbox;bootstrap' {
-            [CompletionResult]::new('--timeout', '--timeout', [CompletionResultType]::ParameterName, 'Seconds before the command''s process tree is killed; 0 = none [config: bootstrap_timeout_secs]')
-            [CompletionResult]::new('--config', '--config', [CompletionResultType]::ParameterName, 'Configuration file, used alone [default: $XDG_CONFIG_HOME/h9sandbox/config.toml; `up` and `mcp` layer a trusted ./sandbox.toml over it, see `h9sandbox trust`]')
+            [CompletionResult]::new('--timeout', '--timeout', [CompletionResultType]::ParameterName, 'Time before the command''s process tree is killed: seconds or a duration (1800, 30m); 0 = none [config: bootstrap_timeout_secs]')
+            [CompletionResult]::new('--config', '--config', [CompletionResultType]::ParameterName, 'Configuration file, used alone (instead of $XDG_CONFIG_HOME/h9sandbox/config.toml and ./sandbox.toml); the environment and the flags still override it. Without it: your $XDG_CONFIG_HOME/h9sandbox/config.toml, with, for `up` and `mcp`, a ./sandbox.toml you trusted layered over it (`h9sandbox trust`)')
             [CompletionResult]::new('--format', '--format', [CompletionResultType]::ParameterName, 'Output format')
             [CompletionResult]::new('--json', '--json', [CompletionResultType]::ParameterName, 'Same as --format json')
             [CompletionResult]::new('-v', '-v', [CompletionResultType]::ParameterName, 'Print every engine command line to stderr before running it')
@@ -144,7 +144,7 @@ Register-ArgumentCompleter -Native -CommandName 'h9sandbox' -ScriptBlock {
             break
         }
         'h9sandbox;down' {
-            [CompletionResult]::new('--config', '--config', [CompletionResultType]::ParameterName, 'Configuration file, used alone [default: $XDG_CONFIG_HOME/h9sandbox/config.toml; `up` and `mcp` layer a trusted ./sandbox.toml over it, see `h9sandbox trust`]')
+            [CompletionResult]::new('--config', '--config', [CompletionResultType]::ParameterName, 'Configuration file, used alone (instead of $XDG_CONFIG_HOME/h9sandbox/config.toml and ./sandbox.toml); the environment and the flags still override it. Without it: your $XDG_CONFIG_HOME/h9sandbox/config.toml, with, for `up` and `mcp`, a ./sandbox.toml you trusted layered over it (`h9sandbox trust`)')
             [CompletionResult]::new('--format', '--format', [CompletionResultType]::ParameterName, 'Output format')
             [CompletionResult]::new('--all', '--all', [CompletionResultType]::ParameterName, 'Every sandbox of this state directory')
             [CompletionResult]::new('--json', '--json', [CompletionResultType]::ParameterName, 'Same as --format json')
@@ -155,7 +155,7 @@ Register-ArgumentCompleter -Native -CommandName 'h9sandbox' -ScriptBlock {
             break
         }
         'h9sandbox;reap' {
-            [CompletionResult]::new('--config', '--config', [CompletionResultType]::ParameterName, 'Configuration file, used alone [default: $XDG_CONFIG_HOME/h9sandbox/config.toml; `up` and `mcp` layer a trusted ./sandbox.toml over it, see `h9sandbox trust`]')
+            [CompletionResult]::new('--config', '--config', [CompletionResultType]::ParameterName, 'Configuration file, used alone (instead of $XDG_CONFIG_HOME/h9sandbox/config.toml and ./sandbox.toml); the environment and the flags still override it. Without it: your $XDG_CONFIG_HOME/h9sandbox/config.toml, with, for `up` and `mcp`, a ./sandbox.toml you trusted layered over it (`h9sandbox trust`)')
             [CompletionResult]::new('--format', '--format', [CompletionResultType]::ParameterName, 'Output format')
             [CompletionResult]::new('--dry-run', '--dry-run', [CompletionResultType]::ParameterName, 'Report what would be removed, and remove nothing')
             [CompletionResult]::new('--json', '--json', [CompletionResultType]::ParameterName, 'Same as --format json')
@@ -167,7 +167,7 @@ Register-ArgumentCompleter -Native -CommandName 'h9sandbox' -ScriptBlock {
         }
         'h9sandbox;renew' {
             [CompletionResult]::new('--ttl', '--ttl', [CompletionResultType]::ParameterName, 'New lease length from now, which later renewals keep (e.g. 30m, 2h) [default: the sandbox''s TTL]')
-            [CompletionResult]::new('--config', '--config', [CompletionResultType]::ParameterName, 'Configuration file, used alone [default: $XDG_CONFIG_HOME/h9sandbox/config.toml; `up` and `mcp` layer a trusted ./sandbox.toml over it, see `h9sandbox trust`]')
+            [CompletionResult]::new('--config', '--config', [CompletionResultType]::ParameterName, 'Configuration file, used alone (instead of $XDG_CONFIG_HOME/h9sandbox/config.toml and ./sandbox.toml); the environment and the flags still override it. Without it: your $XDG_CONFIG_HOME/h9sandbox/config.toml, with, for `up` and `mcp`, a ./sandbox.toml you trusted layered over it (`h9sandbox trust`)')
             [CompletionResult]::new('--format', '--format', [CompletionResultType]::ParameterName, 'Output format')
             [CompletionResult]::new('--json', '--json', [CompletionResultType]::ParameterName, 'Same as --format json')
             [CompletionResult]::new('-v', '-v', [CompletionResultType]::ParameterName, 'Print every engine command line to stderr before running it')
@@ -177,7 +177,7 @@ Register-ArgumentCompleter -Native -CommandName 'h9sandbox' -ScriptBlock {
             break
         }
         'h9sandbox;trust' {
-            [CompletionResult]::new('--config', '--config', [CompletionResultType]::ParameterName, 'Configuration file, used alone [default: $XDG_CONFIG_HOME/h9sandbox/config.toml; `up` and `mcp` layer a trusted ./sandbox.toml over it, see `h9sandbox trust`]')
+            [CompletionResult]::new('--config', '--config', [CompletionResultType]::ParameterName, 'Configuration file, used alone (instead of $XDG_CONFIG_HOME/h9sandbox/config.toml and ./sandbox.toml); the environment and the flags still override it. Without it: your $XDG_CONFIG_HOME/h9sandbox/config.toml, with, for `up` and `mcp`, a ./sandbox.toml you trusted layered over it (`h9sandbox trust`)')
             [CompletionResult]::new('--format', '--format', [CompletionResultType]::ParameterName, 'Output format')
             [CompletionResult]::new('--forget', '--forget', [CompletionResultType]::ParameterName, 'Stop trusting it (the file need not exist any more)')
             [CompletionResult]::new('--list', '--list', [CompletionResultType]::ParameterName, 'List the trusted files, and whether each still has the content trusted')
@@ -189,7 +189,7 @@ Register-ArgumentCompleter -Native -CommandName 'h9sandbox' -ScriptBlock {
             break
         }
         'h9sandbox;stop' {
-            [CompletionResult]::new('--config', '--config', [CompletionResultType]::ParameterName, 'Configuration file, used alone [default: $XDG_CONFIG_HOME/h9sandbox/config.toml; `up` and `mcp` layer a trusted ./sandbox.toml over it, see `h9sandbox trust`]')
+            [CompletionResult]::new('--config', '--config', [CompletionResultType]::ParameterName, 'Configuration file, used alone (instead of $XDG_CONFIG_HOME/h9sandbox/config.toml and ./sandbox.toml); the environment and the flags still override it. Without it: your $XDG_CONFIG_HOME/h9sandbox/config.toml, with, for `up` and `mcp`, a ./sandbox.toml you trusted layered over it (`h9sandbox trust`)')
             [CompletionResult]::new('--format', '--format', [CompletionResultType]::ParameterName, 'Output format')
             [CompletionResult]::new('--json', '--json', [CompletionResultType]::ParameterName, 'Same as --format json')
             [CompletionResult]::new('-v', '-v', [CompletionResultType]::ParameterName, 'Print every engine command line to stderr before running it')
@@ -199,7 +199,7 @@ Register-ArgumentCompleter -Native -CommandName 'h9sandbox' -ScriptBlock {
             break
         }
         'h9sandbox;start' {
-            [CompletionResult]::new('--config', '--config', [CompletionResultType]::ParameterName, 'Configuration file, used alone [default: $XDG_CONFIG_HOME/h9sandbox/config.toml; `up` and `mcp` layer a trusted ./sandbox.toml over it, see `h9sandbox trust`]')
+            [CompletionResult]::new('--config', '--config', [CompletionResultType]::ParameterName, 'Configuration file, used alone (instead of $XDG_CONFIG_HOME/h9sandbox/config.toml and ./sandbox.toml); the environment and the flags still override it. Without it: your $XDG_CONFIG_HOME/h9sandbox/config.toml, with, for `up` and `mcp`, a ./sandbox.toml you trusted layered over it (`h9sandbox trust`)')
             [CompletionResult]::new('--format', '--format', [CompletionResultType]::ParameterName, 'Output format')
             [CompletionResult]::new('--json', '--json', [CompletionResultType]::ParameterName, 'Same as --format json')
             [CompletionResult]::new('-v', '-v', [CompletionResultType]::ParameterName, 'Print every engine command line to stderr before running it')
@@ -209,7 +209,7 @@ Register-ArgumentCompleter -Native -CommandName 'h9sandbox' -ScriptBlock {
             break
         }
         'h9sandbox;pause' {
-            [CompletionResult]::new('--config', '--config', [CompletionResultType]::ParameterName, 'Configuration file, used alone [default: $XDG_CONFIG_HOME/h9sandbox/config.toml; `up` and `mcp` layer a trusted ./sandbox.toml over it, see `h9sandbox trust`]')
+            [CompletionResult]::new('--config', '--config', [CompletionResultType]::ParameterName, 'Configuration file, used alone (instead of $XDG_CONFIG_HOME/h9sandbox/config.toml and ./sandbox.toml); the environment and the flags still override it. Without it: your $XDG_CONFIG_HOME/h9sandbox/config.toml, with, for `up` and `mcp`, a ./sandbox.toml you trusted layered over it (`h9sandbox trust`)')
             [CompletionResult]::new('--format', '--format', [CompletionResultType]::ParameterName, 'Output format')
             [CompletionResult]::new('--json', '--json', [CompletionResultType]::ParameterName, 'Same as --format json')
             [CompletionResult]::new('-v', '-v', [CompletionResultType]::ParameterName, 'Print every engine command line to stderr before running it')
@@ -219,7 +219,7 @@ Register-ArgumentCompleter -Native -CommandName 'h9sandbox' -ScriptBlock {
             break
         }
         'h9sandbox;resume' {
-            [CompletionResult]::new('--config', '--config', [CompletionResultType]::ParameterName, 'Configuration file, used alone [default: $XDG_CONFIG_HOME/h9sandbox/config.toml; `up` and `mcp` layer a trusted ./sandbox.toml over it, see `h9sandbox trust`]')
+            [CompletionResult]::new('--config', '--config', [CompletionResultType]::ParameterName, 'Configuration file, used alone (instead of $XDG_CONFIG_HOME/h9sandbox/config.toml and ./sandbox.toml); the environment and the flags still override it. Without it: your $XDG_CONFIG_HOME/h9sandbox/config.toml, with, for `up` and `mcp`, a ./sandbox.toml you trusted layered over it (`h9sandbox trust`)')
             [CompletionResult]::new('--format', '--format', [CompletionResultType]::ParameterName, 'Output format')
             [CompletionResult]::new('--json', '--json', [CompletionResultType]::ParameterName, 'Same as --format json')
             [CompletionResult]::new('-v', '-v', [CompletionResultType]::ParameterName, 'Print every engine command line to stderr before running it')
@@ -230,7 +230,7 @@ Register-ArgumentCompleter -Native -CommandName 'h9sandbox' -ScriptBlock {
         }
         'h9sandbox;snapshot' {
             [CompletionResult]::new('--tag', '--tag', [CompletionResultType]::ParameterName, 'Name of the image to make, e.g. my-env:v1')
-            [CompletionResult]::new('--config', '--config', [CompletionResultType]::ParameterName, 'Configuration file, used alone [default: $XDG_CONFIG_HOME/h9sandbox/config.toml; `up` and `mcp` layer a trusted ./sandbox.toml over it, see `h9sandbox trust`]')
+            [CompletionResult]::new('--config', '--config', [CompletionResultType]::ParameterName, 'Configuration file, used alone (instead of $XDG_CONFIG_HOME/h9sandbox/config.toml and ./sandbox.toml); the environment and the flags still override it. Without it: your $XDG_CONFIG_HOME/h9sandbox/config.toml, with, for `up` and `mcp`, a ./sandbox.toml you trusted layered over it (`h9sandbox trust`)')
             [CompletionResult]::new('--format', '--format', [CompletionResultType]::ParameterName, 'Output format')
             [CompletionResult]::new('--json', '--json', [CompletionResultType]::ParameterName, 'Same as --format json')
             [CompletionResult]::new('-v', '-v', [CompletionResultType]::ParameterName, 'Print every engine command line to stderr before running it')
@@ -250,16 +250,16 @@ Register-ArgumentCompleter -Native -CommandName 'h9sandbox' -ScriptBlock {
             [CompletionResult]::new('--label', '--label', [CompletionResultType]::ParameterName, 'Extra label on the container and record (repeatable)')
             [CompletionResult]::new('--parent', '--parent', [CompletionResultType]::ParameterName, 'Make this a sub-sandbox of ID: its image, limits, network and work dir, which the flags may only tighten')
             [CompletionResult]::new('--bootstrap', '--bootstrap', [CompletionResultType]::ParameterName, 'Shell command run once the container is ready; '''' for none [config: bootstrap_cmd]')
-            [CompletionResult]::new('--bootstrap-timeout', '--bootstrap-timeout', [CompletionResultType]::ParameterName, 'Seconds before the bootstrap''s process tree is killed; 0 = none [config: bootstrap_timeout_secs]')
+            [CompletionResult]::new('--bootstrap-timeout', '--bootstrap-timeout', [CompletionResultType]::ParameterName, 'Time before the bootstrap''s process tree is killed: seconds or a duration (600, 10m); 0 = none [config: bootstrap_timeout_secs]')
             [CompletionResult]::new('--user', '--user', [CompletionResultType]::ParameterName, 'User of the sandbox''s processes: root, host (your uid:gid) or UID:GID [config: user]')
             [CompletionResult]::new('--owner-pid', '--owner-pid', [CompletionResultType]::ParameterName, 'Tie the sandbox to a process: once it exits, `reap` removes the sandbox. A PID, or `parent` (the process that started h9sandbox) [default: none]')
             [CompletionResult]::new('--ttl', '--ttl', [CompletionResultType]::ParameterName, 'Lease: `reap` removes the sandbox this long after it started, unless `renew`ed (e.g. 90s, 30m, 2h, 1d) [default: none]')
             [CompletionResult]::new('--cwd', '--cwd', [CompletionResultType]::ParameterName, 'Working directory, relative to the work dir or absolute inside it [default: the work dir]')
             [CompletionResult]::new('-e', '-e', [CompletionResultType]::ParameterName, 'Environment variable for the command (repeatable)')
             [CompletionResult]::new('--env', '--env', [CompletionResultType]::ParameterName, 'Environment variable for the command (repeatable)')
-            [CompletionResult]::new('--timeout', '--timeout', [CompletionResultType]::ParameterName, 'Seconds before the command''s process tree is killed; 0 = none [config: exec_timeout_secs]')
+            [CompletionResult]::new('--timeout', '--timeout', [CompletionResultType]::ParameterName, 'Time before the command''s process tree is killed: seconds or a duration (30, 0.5, 500ms, 1m); 0 = none [config: exec_timeout_secs]')
             [CompletionResult]::new('--max-output', '--max-output', [CompletionResultType]::ParameterName, 'With --format json: bytes kept of each of stdout and stderr')
-            [CompletionResult]::new('--config', '--config', [CompletionResultType]::ParameterName, 'Configuration file, used alone [default: $XDG_CONFIG_HOME/h9sandbox/config.toml; `up` and `mcp` layer a trusted ./sandbox.toml over it, see `h9sandbox trust`]')
+            [CompletionResult]::new('--config', '--config', [CompletionResultType]::ParameterName, 'Configuration file, used alone (instead of $XDG_CONFIG_HOME/h9sandbox/config.toml and ./sandbox.toml); the environment and the flags still override it. Without it: your $XDG_CONFIG_HOME/h9sandbox/config.toml, with, for `up` and `mcp`, a ./sandbox.toml you trusted layered over it (`h9sandbox trust`)')
             [CompletionResult]::new('--format', '--format', [CompletionResultType]::ParameterName, 'Output format')
             [CompletionResult]::new('--bootstrap-required', '--bootstrap-required', [CompletionResultType]::ParameterName, 'Fail, and remove the sandbox, when the bootstrap command fails [config: bootstrap_required]')
             [CompletionResult]::new('--reuse', '--reuse', [CompletionResultType]::ParameterName, 'With --name: when a Running sandbox of that name has the same image, limits and work dir, print its ID and change nothing (fail naming what differs)')
@@ -273,8 +273,8 @@ Register-ArgumentCompleter -Native -CommandName 'h9sandbox' -ScriptBlock {
             break
         }
         'h9sandbox;ls' {
-            [CompletionResult]::new('--interval', '--interval', [CompletionResultType]::ParameterName, 'With --watch: seconds between two looks at the sandboxes')
-            [CompletionResult]::new('--config', '--config', [CompletionResultType]::ParameterName, 'Configuration file, used alone [default: $XDG_CONFIG_HOME/h9sandbox/config.toml; `up` and `mcp` layer a trusted ./sandbox.toml over it, see `h9sandbox trust`]')
+            [CompletionResult]::new('--interval', '--interval', [CompletionResultType]::ParameterName, 'With --watch: time between two looks at the sandboxes (seconds, or 500ms, 2s)')
+            [CompletionResult]::new('--config', '--config', [CompletionResultType]::ParameterName, 'Configuration file, used alone (instead of $XDG_CONFIG_HOME/h9sandbox/config.toml and ./sandbox.toml); the environment and the flags still override it. Without it: your $XDG_CONFIG_HOME/h9sandbox/config.toml, with, for `up` and `mcp`, a ./sandbox.toml you trusted layered over it (`h9sandbox trust`)')
             [CompletionResult]::new('--format', '--format', [CompletionResultType]::ParameterName, 'Output format')
             [CompletionResult]::new('-w', '-w', [CompletionResultType]::ParameterName, 'Redraw the list whenever it changes, until Ctrl-C')
             [CompletionResult]::new('--watch', '--watch', [CompletionResultType]::ParameterName, 'Redraw the list whenever it changes, until Ctrl-C')
@@ -287,7 +287,7 @@ Register-ArgumentCompleter -Native -CommandName 'h9sandbox' -ScriptBlock {
         }
         'h9sandbox;read' {
             [CompletionResult]::new('--max-bytes', '--max-bytes', [CompletionResultType]::ParameterName, 'Print at most this many bytes (JSON: the content holds at most this many)')
-            [CompletionResult]::new('--config', '--config', [CompletionResultType]::ParameterName, 'Configuration file, used alone [default: $XDG_CONFIG_HOME/h9sandbox/config.toml; `up` and `mcp` layer a trusted ./sandbox.toml over it, see `h9sandbox trust`]')
+            [CompletionResult]::new('--config', '--config', [CompletionResultType]::ParameterName, 'Configuration file, used alone (instead of $XDG_CONFIG_HOME/h9sandbox/config.toml and ./sandbox.toml); the environment and the flags still override it. Without it: your $XDG_CONFIG_HOME/h9sandbox/config.toml, with, for `up` and `mcp`, a ./sandbox.toml you trusted layered over it (`h9sandbox trust`)')
             [CompletionResult]::new('--format', '--format', [CompletionResultType]::ParameterName, 'Output format')
             [CompletionResult]::new('--json', '--json', [CompletionResultType]::ParameterName, 'Same as --format json')
             [CompletionResult]::new('-v', '-v', [CompletionResultType]::ParameterName, 'Print every engine command line to stderr before running it')
@@ -299,7 +299,7 @@ Register-ArgumentCompleter -Native -CommandName 'h9sandbox' -ScriptBlock {
         'h9sandbox;write' {
             [CompletionResult]::new('--from', '--from', [CompletionResultType]::ParameterName, 'Take the content from this host file instead of stdin')
             [CompletionResult]::new('--mode', '--mode', [CompletionResultType]::ParameterName, 'Permission bits in octal [default: an existing file''s, else 644]')
-            [CompletionResult]::new('--config', '--config', [CompletionResultType]::ParameterName, 'Configuration file, used alone [default: $XDG_CONFIG_HOME/h9sandbox/config.toml; `up` and `mcp` layer a trusted ./sandbox.toml over it, see `h9sandbox trust`]')
+            [CompletionResult]::new('--config', '--config', [CompletionResultType]::ParameterName, 'Configuration file, used alone (instead of $XDG_CONFIG_HOME/h9sandbox/config.toml and ./sandbox.toml); the environment and the flags still override it. Without it: your $XDG_CONFIG_HOME/h9sandbox/config.toml, with, for `up` and `mcp`, a ./sandbox.toml you trusted layered over it (`h9sandbox trust`)')
             [CompletionResult]::new('--format', '--format', [CompletionResultType]::ParameterName, 'Output format')
             [CompletionResult]::new('--parents', '--parents', [CompletionResultType]::ParameterName, 'Create missing parent directories')
             [CompletionResult]::new('--append', '--append', [CompletionResultType]::ParameterName, 'Add to the end of the existing content (still replaced atomically)')
@@ -313,7 +313,7 @@ Register-ArgumentCompleter -Native -CommandName 'h9sandbox' -ScriptBlock {
         'h9sandbox;edit' {
             [CompletionResult]::new('--old', '--old', [CompletionResultType]::ParameterName, 'Text to find (exact, whitespace and newlines included)')
             [CompletionResult]::new('--new', '--new', [CompletionResultType]::ParameterName, 'Replacement text (may be empty)')
-            [CompletionResult]::new('--config', '--config', [CompletionResultType]::ParameterName, 'Configuration file, used alone [default: $XDG_CONFIG_HOME/h9sandbox/config.toml; `up` and `mcp` layer a trusted ./sandbox.toml over it, see `h9sandbox trust`]')
+            [CompletionResult]::new('--config', '--config', [CompletionResultType]::ParameterName, 'Configuration file, used alone (instead of $XDG_CONFIG_HOME/h9sandbox/config.toml and ./sandbox.toml); the environment and the flags still override it. Without it: your $XDG_CONFIG_HOME/h9sandbox/config.toml, with, for `up` and `mcp`, a ./sandbox.toml you trusted layered over it (`h9sandbox trust`)')
             [CompletionResult]::new('--format', '--format', [CompletionResultType]::ParameterName, 'Output format')
             [CompletionResult]::new('--all', '--all', [CompletionResultType]::ParameterName, 'Replace every occurrence (at least one must exist)')
             [CompletionResult]::new('--json', '--json', [CompletionResultType]::ParameterName, 'Same as --format json')
@@ -326,7 +326,7 @@ Register-ArgumentCompleter -Native -CommandName 'h9sandbox' -ScriptBlock {
         'h9sandbox;mcp' {
             [CompletionResult]::new('--workdir', '--workdir', [CompletionResultType]::ParameterName, 'Work dir of sandboxes made without one (--auto-up, sandbox_up), and where relative work dirs start [default: current directory]')
             [CompletionResult]::new('--image', '--image', [CompletionResultType]::ParameterName, 'Image of the sandboxes the session makes [config: image]')
-            [CompletionResult]::new('--config', '--config', [CompletionResultType]::ParameterName, 'Configuration file, used alone [default: $XDG_CONFIG_HOME/h9sandbox/config.toml; `up` and `mcp` layer a trusted ./sandbox.toml over it, see `h9sandbox trust`]')
+            [CompletionResult]::new('--config', '--config', [CompletionResultType]::ParameterName, 'Configuration file, used alone (instead of $XDG_CONFIG_HOME/h9sandbox/config.toml and ./sandbox.toml); the environment and the flags still override it. Without it: your $XDG_CONFIG_HOME/h9sandbox/config.toml, with, for `up` and `mcp`, a ./sandbox.toml you trusted layered over it (`h9sandbox trust`)')
             [CompletionResult]::new('--format', '--format', [CompletionResultType]::ParameterName, 'Output format')
             [CompletionResult]::new('--auto-up', '--auto-up', [CompletionResultType]::ParameterName, 'Make the session''s sandbox at start (the tools'' default), removed when the session ends')
             [CompletionResult]::new('--all-sandboxes', '--all-sandboxes', [CompletionResultType]::ParameterName, 'Let the tools list and act on every sandbox of the state directory, also those made elsewhere [default: only the sandboxes this session made, and their sub-sandboxes]')
@@ -338,7 +338,7 @@ Register-ArgumentCompleter -Native -CommandName 'h9sandbox' -ScriptBlock {
             break
         }
         'h9sandbox;generate' {
-            [CompletionResult]::new('--config', '--config', [CompletionResultType]::ParameterName, 'Configuration file, used alone [default: $XDG_CONFIG_HOME/h9sandbox/config.toml; `up` and `mcp` layer a trusted ./sandbox.toml over it, see `h9sandbox trust`]')
+            [CompletionResult]::new('--config', '--config', [CompletionResultType]::ParameterName, 'Configuration file, used alone (instead of $XDG_CONFIG_HOME/h9sandbox/config.toml and ./sandbox.toml); the environment and the flags still override it. Without it: your $XDG_CONFIG_HOME/h9sandbox/config.toml, with, for `up` and `mcp`, a ./sandbox.toml you trusted layered over it (`h9sandbox trust`)')
             [CompletionResult]::new('--format', '--format', [CompletionResultType]::ParameterName, 'Output format')
             [CompletionResult]::new('--json', '--json', [CompletionResultType]::ParameterName, 'Same as --format json')
             [CompletionResult]::new('-v', '-v', [CompletionResultType]::ParameterName, 'Print every engine command line to stderr before running it')
@@ -352,7 +352,7 @@ Register-ArgumentCompleter -Native -CommandName 'h9sandbox' -ScriptBlock {
         }
         'h9sandbox;generate;completions' {
             [CompletionResult]::new('--all', '--all', [CompletionResultType]::ParameterName, 'Write the scripts of every shell into this directory')
-            [CompletionResult]::new('--config', '--config', [CompletionResultType]::ParameterName, 'Configuration file, used alone [default: $XDG_CONFIG_HOME/h9sandbox/config.toml; `up` and `mcp` layer a trusted ./sandbox.toml over it, see `h9sandbox trust`]')
+            [CompletionResult]::new('--config', '--config', [CompletionResultType]::ParameterName, 'Configuration file, used alone (instead of $XDG_CONFIG_HOME/h9sandbox/config.toml and ./sandbox.toml); the environment and the flags still override it. Without it: your $XDG_CONFIG_HOME/h9sandbox/config.toml, with, for `up` and `mcp`, a ./sandbox.toml you trusted layered over it (`h9sandbox trust`)')
             [CompletionResult]::new('--format', '--format', [CompletionResultType]::ParameterName, 'Output format')
             [CompletionResult]::new('--json', '--json', [CompletionResultType]::ParameterName, 'Same as --format json')
             [CompletionResult]::new('-v', '-v', [CompletionResultType]::ParameterName, 'Print every engine command line to stderr before running it')
@@ -362,7 +362,7 @@ Register-ArgumentCompleter -Native -CommandName 'h9sandbox' -ScriptBlock {
             break
         }
         'h9sandbox;generate;man' {
-            [CompletionResult]::new('--config', '--config', [CompletionResultType]::ParameterName, 'Configuration file, used alone [default: $XDG_CONFIG_HOME/h9sandbox/config.toml; `up` and `mcp` layer a trusted ./sandbox.toml over it, see `h9sandbox trust`]')
+            [CompletionResult]::new('--config', '--config', [CompletionResultType]::ParameterName, 'Configuration file, used alone (instead of $XDG_CONFIG_HOME/h9sandbox/config.toml and ./sandbox.toml); the environment and the flags still override it. Without it: your $XDG_CONFIG_HOME/h9sandbox/config.toml, with, for `up` and `mcp`, a ./sandbox.toml you trusted layered over it (`h9sandbox trust`)')
             [CompletionResult]::new('--format', '--format', [CompletionResultType]::ParameterName, 'Output format')
             [CompletionResult]::new('--json', '--json', [CompletionResultType]::ParameterName, 'Same as --format json')
             [CompletionResult]::new('-v', '-v', [CompletionResultType]::ParameterName, 'Print every engine command line to stderr before running it')

@@ -18,7 +18,7 @@ set edit:completion:arg-completer[h9sandbox] = {|@words|
     }
     var completions = [
         &'h9sandbox'= {
-            cand --config 'Configuration file, used alone [default: $XDG_CONFIG_HOME/h9sandbox/config.toml; `up` and `mcp` layer a trusted ./sandbox.toml over it, see `h9sandbox trust`]'
+            cand --config 'Configuration file, used alone (instead of $XDG_CONFIG_HOME/h9sandbox/config.toml and ./sandbox.toml); the environment and the flags still override it. Without it: your $XDG_CONFIG_HOME/h9sandbox/config.toml, with, for `up` and `mcp`, a ./sandbox.toml you trusted layered over it (`h9sandbox trust`)'
             cand --format 'Output format'
             cand --json 'Same as --format json'
             cand -v 'Print every engine command line to stderr before running it'
@@ -62,11 +62,11 @@ set edit:completion:arg-completer[h9sandbox] = {|@words|
             cand --label 'Extra label on the container and record (repeatable)'
             cand --parent 'Make this a sub-sandbox of ID: its image, limits, network and work dir, which the flags may only tighten'
             cand --bootstrap 'Shell command run once the container is ready; '''' for none [config: bootstrap_cmd]'
-            cand --bootstrap-timeout 'Seconds before the bootstrap''s process tree is killed; 0 = none [config: bootstrap_timeout_secs]'
+            cand --bootstrap-timeout 'Time before the bootstrap''s process tree is killed: seconds or a duration (600, 10m); 0 = none [config: bootstrap_timeout_secs]'
             cand --user 'User of the sandbox''s processes: root, host (your uid:gid) or UID:GID [config: user]'
             cand --owner-pid 'Tie the sandbox to a process: once it exits, `reap` removes the sandbox. A PID, or `parent` (the process that started h9sandbox) [default: none]'
             cand --ttl 'Lease: `reap` removes the sandbox this long after it started, unless `renew`ed (e.g. 90s, 30m, 2h, 1d) [default: none]'
-            cand --config 'Configuration file, used alone [default: $XDG_CONFIG_HOME/h9sandbox/config.toml; `up` and `mcp` layer a trusted ./sandbox.toml over it, see `h9sandbox trust`]'
+            cand --config 'Configuration file, used alone (instead of $XDG_CONFIG_HOME/h9sandbox/config.toml and ./sandbox.toml); the environment and the flags still override it. Without it: your $XDG_CONFIG_HOME/h9sandbox/config.toml, with, for `up` and `mcp`, a ./sandbox.toml you trusted layered over it (`h9sandbox trust`)'
             cand --format 'Output format'
             cand --bootstrap-required 'Fail, and remove the sandbox, when the bootstrap command fails [config: bootstrap_required]'
             cand --reuse 'With --name: when a Running sandbox of that name has the same image, limits and work dir, print its ID and change nothing (fail naming what differs)'
@@ -80,9 +80,9 @@ set edit:completion:arg-completer[h9sandbox] = {|@words|
             cand --cwd 'Working directory, relative to the work dir or absolute inside it [default: the work dir]'
             cand -e 'Environment variable for the command (repeatable)'
             cand --env 'Environment variable for the command (repeatable)'
-            cand --timeout 'Seconds before the command''s process tree is killed; 0 = none [config: exec_timeout_secs]'
+            cand --timeout 'Time before the command''s process tree is killed: seconds or a duration (30, 0.5, 500ms, 1m); 0 = none [config: exec_timeout_secs]'
             cand --max-output 'With --format json: bytes kept of each of stdout and stderr'
-            cand --config 'Configuration file, used alone [default: $XDG_CONFIG_HOME/h9sandbox/config.toml; `up` and `mcp` layer a trusted ./sandbox.toml over it, see `h9sandbox trust`]'
+            cand --config 'Configuration file, used alone (instead of $XDG_CONFIG_HOME/h9sandbox/config.toml and ./sandbox.toml); the environment and the flags still override it. Without it: your $XDG_CONFIG_HOME/h9sandbox/config.toml, with, for `up` and `mcp`, a ./sandbox.toml you trusted layered over it (`h9sandbox trust`)'
             cand --format 'Output format'
             cand -i 'Attach standard input to the command'
             cand --interactive 'Attach standard input to the command'
@@ -95,7 +95,7 @@ set edit:completion:arg-completer[h9sandbox] = {|@words|
             cand --help 'Print help (see more with ''--help'')'
         }
         &'h9sandbox;ps'= {
-            cand --config 'Configuration file, used alone [default: $XDG_CONFIG_HOME/h9sandbox/config.toml; `up` and `mcp` layer a trusted ./sandbox.toml over it, see `h9sandbox trust`]'
+            cand --config 'Configuration file, used alone (instead of $XDG_CONFIG_HOME/h9sandbox/config.toml and ./sandbox.toml); the environment and the flags still override it. Without it: your $XDG_CONFIG_HOME/h9sandbox/config.toml, with, for `up` and `mcp`, a ./sandbox.toml you trusted layered over it (`h9sandbox trust`)'
             cand --format 'Output format'
             cand --json 'Same as --format json'
             cand -v 'Print every engine command line to stderr before running it'
@@ -104,7 +104,7 @@ set edit:completion:arg-completer[h9sandbox] = {|@words|
             cand --help 'Print help (see more with ''--help'')'
         }
         &'h9sandbox;logs'= {
-            cand --config 'Configuration file, used alone [default: $XDG_CONFIG_HOME/h9sandbox/config.toml; `up` and `mcp` layer a trusted ./sandbox.toml over it, see `h9sandbox trust`]'
+            cand --config 'Configuration file, used alone (instead of $XDG_CONFIG_HOME/h9sandbox/config.toml and ./sandbox.toml); the environment and the flags still override it. Without it: your $XDG_CONFIG_HOME/h9sandbox/config.toml, with, for `up` and `mcp`, a ./sandbox.toml you trusted layered over it (`h9sandbox trust`)'
             cand --format 'Output format'
             cand -f 'Keep printing what it writes until its processes have exited (or Ctrl-C)'
             cand --follow 'Keep printing what it writes until its processes have exited (or Ctrl-C)'
@@ -115,7 +115,7 @@ set edit:completion:arg-completer[h9sandbox] = {|@words|
             cand --help 'Print help (see more with ''--help'')'
         }
         &'h9sandbox;kill'= {
-            cand --config 'Configuration file, used alone [default: $XDG_CONFIG_HOME/h9sandbox/config.toml; `up` and `mcp` layer a trusted ./sandbox.toml over it, see `h9sandbox trust`]'
+            cand --config 'Configuration file, used alone (instead of $XDG_CONFIG_HOME/h9sandbox/config.toml and ./sandbox.toml); the environment and the flags still override it. Without it: your $XDG_CONFIG_HOME/h9sandbox/config.toml, with, for `up` and `mcp`, a ./sandbox.toml you trusted layered over it (`h9sandbox trust`)'
             cand --format 'Output format'
             cand --json 'Same as --format json'
             cand -v 'Print every engine command line to stderr before running it'
@@ -124,8 +124,8 @@ set edit:completion:arg-completer[h9sandbox] = {|@words|
             cand --help 'Print help (see more with ''--help'')'
         }
         &'h9sandbox;bootstrap'= {
-            cand --timeout 'Seconds before the command''s process tree is killed; 0 = none [config: bootstrap_timeout_secs]'
-            cand --config 'Configuration file, used alone [default: $XDG_CONFIG_HOME/h9sandbox/config.toml; `up` and `mcp` layer a trusted ./sandbox.toml over it, see `h9sandbox trust`]'
+            cand --timeout 'Time before the command''s process tree is killed: seconds or a duration (1800, 30m); 0 = none [config: bootstrap_timeout_secs]'
+            cand --config 'Configuration file, used alone (instead of $XDG_CONFIG_HOME/h9sandbox/config.toml and ./sandbox.toml); the environment and the flags still override it. Without it: your $XDG_CONFIG_HOME/h9sandbox/config.toml, with, for `up` and `mcp`, a ./sandbox.toml you trusted layered over it (`h9sandbox trust`)'
             cand --format 'Output format'
             cand --json 'Same as --format json'
             cand -v 'Print every engine command line to stderr before running it'
@@ -134,7 +134,7 @@ set edit:completion:arg-completer[h9sandbox] = {|@words|
             cand --help 'Print help (see more with ''--help'')'
         }
         &'h9sandbox;down'= {
-            cand --config 'Configuration file, used alone [default: $XDG_CONFIG_HOME/h9sandbox/config.toml; `up` and `mcp` layer a trusted ./sandbox.toml over it, see `h9sandbox trust`]'
+            cand --config 'Configuration file, used alone (instead of $XDG_CONFIG_HOME/h9sandbox/config.toml and ./sandbox.toml); the environment and the flags still override it. Without it: your $XDG_CONFIG_HOME/h9sandbox/config.toml, with, for `up` and `mcp`, a ./sandbox.toml you trusted layered over it (`h9sandbox trust`)'
             cand --format 'Output format'
             cand --all 'Every sandbox of this state directory'
             cand --json 'Same as --format json'
@@ -144,7 +144,7 @@ set edit:completion:arg-completer[h9sandbox] = {|@words|
             cand --help 'Print help (see more with ''--help'')'
         }
         &'h9sandbox;reap'= {
-            cand --config 'Configuration file, used alone [default: $XDG_CONFIG_HOME/h9sandbox/config.toml; `up` and `mcp` layer a trusted ./sandbox.toml over it, see `h9sandbox trust`]'
+            cand --config 'Configuration file, used alone (instead of $XDG_CONFIG_HOME/h9sandbox/config.toml and ./sandbox.toml); the environment and the flags still override it. Without it: your $XDG_CONFIG_HOME/h9sandbox/config.toml, with, for `up` and `mcp`, a ./sandbox.toml you trusted layered over it (`h9sandbox trust`)'
             cand --format 'Output format'
             cand --dry-run 'Report what would be removed, and remove nothing'
             cand --json 'Same as --format json'
@@ -155,7 +155,7 @@ set edit:completion:arg-completer[h9sandbox] = {|@words|
         }
         &'h9sandbox;renew'= {
             cand --ttl 'New lease length from now, which later renewals keep (e.g. 30m, 2h) [default: the sandbox''s TTL]'
-            cand --config 'Configuration file, used alone [default: $XDG_CONFIG_HOME/h9sandbox/config.toml; `up` and `mcp` layer a trusted ./sandbox.toml over it, see `h9sandbox trust`]'
+            cand --config 'Configuration file, used alone (instead of $XDG_CONFIG_HOME/h9sandbox/config.toml and ./sandbox.toml); the environment and the flags still override it. Without it: your $XDG_CONFIG_HOME/h9sandbox/config.toml, with, for `up` and `mcp`, a ./sandbox.toml you trusted layered over it (`h9sandbox trust`)'
             cand --format 'Output format'
             cand --json 'Same as --format json'
             cand -v 'Print every engine command line to stderr before running it'
@@ -164,7 +164,7 @@ set edit:completion:arg-completer[h9sandbox] = {|@words|
             cand --help 'Print help (see more with ''--help'')'
         }
         &'h9sandbox;trust'= {
-            cand --config 'Configuration file, used alone [default: $XDG_CONFIG_HOME/h9sandbox/config.toml; `up` and `mcp` layer a trusted ./sandbox.toml over it, see `h9sandbox trust`]'
+            cand --config 'Configuration file, used alone (instead of $XDG_CONFIG_HOME/h9sandbox/config.toml and ./sandbox.toml); the environment and the flags still override it. Without it: your $XDG_CONFIG_HOME/h9sandbox/config.toml, with, for `up` and `mcp`, a ./sandbox.toml you trusted layered over it (`h9sandbox trust`)'
             cand --format 'Output format'
             cand --forget 'Stop trusting it (the file need not exist any more)'
             cand --list 'List the trusted files, and whether each still has the content trusted'
@@ -175,7 +175,7 @@ set edit:completion:arg-completer[h9sandbox] = {|@words|
             cand --help 'Print help (see more with ''--help'')'
         }
         &'h9sandbox;stop'= {
-            cand --config 'Configuration file, used alone [default: $XDG_CONFIG_HOME/h9sandbox/config.toml; `up` and `mcp` layer a trusted ./sandbox.toml over it, see `h9sandbox trust`]'
+            cand --config 'Configuration file, used alone (instead of $XDG_CONFIG_HOME/h9sandbox/config.toml and ./sandbox.toml); the environment and the flags still override it. Without it: your $XDG_CONFIG_HOME/h9sandbox/config.toml, with, for `up` and `mcp`, a ./sandbox.toml you trusted layered over it (`h9sandbox trust`)'
             cand --format 'Output format'
             cand --json 'Same as --format json'
             cand -v 'Print every engine command line to stderr before running it'
@@ -184,7 +184,7 @@ set edit:completion:arg-completer[h9sandbox] = {|@words|
             cand --help 'Print help (see more with ''--help'')'
         }
         &'h9sandbox;start'= {
-            cand --config 'Configuration file, used alone [default: $XDG_CONFIG_HOME/h9sandbox/config.toml; `up` and `mcp` layer a trusted ./sandbox.toml over it, see `h9sandbox trust`]'
+            cand --config 'Configuration file, used alone (instead of $XDG_CONFIG_HOME/h9sandbox/config.toml and ./sandbox.toml); the environment and the flags still override it. Without it: your $XDG_CONFIG_HOME/h9sandbox/config.toml, with, for `up` and `mcp`, a ./sandbox.toml you trusted layered over it (`h9sandbox trust`)'
             cand --format 'Output format'
             cand --json 'Same as --format json'
             cand -v 'Print every engine command line to stderr before running it'
@@ -193,7 +193,7 @@ set edit:completion:arg-completer[h9sandbox] = {|@words|
             cand --help 'Print help (see more with ''--help'')'
         }
         &'h9sandbox;pause'= {
-            cand --config 'Configuration file, used alone [default: $XDG_CONFIG_HOME/h9sandbox/config.toml; `up` and `mcp` layer a trusted ./sandbox.toml over it, see `h9sandbox trust`]'
+            cand --config 'Configuration file, used alone (instead of $XDG_CONFIG_HOME/h9sandbox/config.toml and ./sandbox.toml); the environment and the flags still override it. Without it: your $XDG_CONFIG_HOME/h9sandbox/config.toml, with, for `up` and `mcp`, a ./sandbox.toml you trusted layered over it (`h9sandbox trust`)'
             cand --format 'Output format'
             cand --json 'Same as --format json'
             cand -v 'Print every engine command line to stderr before running it'
@@ -202,7 +202,7 @@ set edit:completion:arg-completer[h9sandbox] = {|@words|
             cand --help 'Print help (see more with ''--help'')'
         }
         &'h9sandbox;resume'= {
-            cand --config 'Configuration file, used alone [default: $XDG_CONFIG_HOME/h9sandbox/config.toml; `up` and `mcp` layer a trusted ./sandbox.toml over it, see `h9sandbox trust`]'
+            cand --config 'Configuration file, used alone (instead of $XDG_CONFIG_HOME/h9sandbox/config.toml and ./sandbox.toml); the environment and the flags still override it. Without it: your $XDG_CONFIG_HOME/h9sandbox/config.toml, with, for `up` and `mcp`, a ./sandbox.toml you trusted layered over it (`h9sandbox trust`)'
             cand --format 'Output format'
             cand --json 'Same as --format json'
             cand -v 'Print every engine command line to stderr before running it'
@@ -212,7 +212,7 @@ set edit:completion:arg-completer[h9sandbox] = {|@words|
         }
         &'h9sandbox;snapshot'= {
             cand --tag 'Name of the image to make, e.g. my-env:v1'
-            cand --config 'Configuration file, used alone [default: $XDG_CONFIG_HOME/h9sandbox/config.toml; `up` and `mcp` layer a trusted ./sandbox.toml over it, see `h9sandbox trust`]'
+            cand --config 'Configuration file, used alone (instead of $XDG_CONFIG_HOME/h9sandbox/config.toml and ./sandbox.toml); the environment and the flags still override it. Without it: your $XDG_CONFIG_HOME/h9sandbox/config.toml, with, for `up` and `mcp`, a ./sandbox.toml you trusted layered over it (`h9sandbox trust`)'
             cand --format 'Output format'
             cand --json 'Same as --format json'
             cand -v 'Print every engine command line to stderr before running it'
@@ -231,16 +231,16 @@ set edit:completion:arg-completer[h9sandbox] = {|@words|
             cand --label 'Extra label on the container and record (repeatable)'
             cand --parent 'Make this a sub-sandbox of ID: its image, limits, network and work dir, which the flags may only tighten'
             cand --bootstrap 'Shell command run once the container is ready; '''' for none [config: bootstrap_cmd]'
-            cand --bootstrap-timeout 'Seconds before the bootstrap''s process tree is killed; 0 = none [config: bootstrap_timeout_secs]'
+            cand --bootstrap-timeout 'Time before the bootstrap''s process tree is killed: seconds or a duration (600, 10m); 0 = none [config: bootstrap_timeout_secs]'
             cand --user 'User of the sandbox''s processes: root, host (your uid:gid) or UID:GID [config: user]'
             cand --owner-pid 'Tie the sandbox to a process: once it exits, `reap` removes the sandbox. A PID, or `parent` (the process that started h9sandbox) [default: none]'
             cand --ttl 'Lease: `reap` removes the sandbox this long after it started, unless `renew`ed (e.g. 90s, 30m, 2h, 1d) [default: none]'
             cand --cwd 'Working directory, relative to the work dir or absolute inside it [default: the work dir]'
             cand -e 'Environment variable for the command (repeatable)'
             cand --env 'Environment variable for the command (repeatable)'
-            cand --timeout 'Seconds before the command''s process tree is killed; 0 = none [config: exec_timeout_secs]'
+            cand --timeout 'Time before the command''s process tree is killed: seconds or a duration (30, 0.5, 500ms, 1m); 0 = none [config: exec_timeout_secs]'
             cand --max-output 'With --format json: bytes kept of each of stdout and stderr'
-            cand --config 'Configuration file, used alone [default: $XDG_CONFIG_HOME/h9sandbox/config.toml; `up` and `mcp` layer a trusted ./sandbox.toml over it, see `h9sandbox trust`]'
+            cand --config 'Configuration file, used alone (instead of $XDG_CONFIG_HOME/h9sandbox/config.toml and ./sandbox.toml); the environment and the flags still override it. Without it: your $XDG_CONFIG_HOME/h9sandbox/config.toml, with, for `up` and `mcp`, a ./sandbox.toml you trusted layered over it (`h9sandbox trust`)'
             cand --format 'Output format'
             cand --bootstrap-required 'Fail, and remove the sandbox, when the bootstrap command fails [config: bootstrap_required]'
             cand --reuse 'With --name: when a Running sandbox of that name has the same image, limits and work dir, print its ID and change nothing (fail naming what differs)'
@@ -253,8 +253,8 @@ set edit:completion:arg-completer[h9sandbox] = {|@words|
             cand --help 'Print help (see more with ''--help'')'
         }
         &'h9sandbox;ls'= {
-            cand --interval 'With --watch: seconds between two looks at the sandboxes'
-            cand --config 'Configuration file, used alone [default: $XDG_CONFIG_HOME/h9sandbox/config.toml; `up` and `mcp` layer a trusted ./sandbox.toml over it, see `h9sandbox trust`]'
+            cand --interval 'With --watch: time between two looks at the sandboxes (seconds, or 500ms, 2s)'
+            cand --config 'Configuration file, used alone (instead of $XDG_CONFIG_HOME/h9sandbox/config.toml and ./sandbox.toml); the environment and the flags still override it. Without it: your $XDG_CONFIG_HOME/h9sandbox/config.toml, with, for `up` and `mcp`, a ./sandbox.toml you trusted layered over it (`h9sandbox trust`)'
             cand --format 'Output format'
             cand -w 'Redraw the list whenever it changes, until Ctrl-C'
             cand --watch 'Redraw the list whenever it changes, until Ctrl-C'
@@ -266,7 +266,7 @@ set edit:completion:arg-completer[h9sandbox] = {|@words|
         }
         &'h9sandbox;read'= {
             cand --max-bytes 'Print at most this many bytes (JSON: the content holds at most this many)'
-            cand --config 'Configuration file, used alone [default: $XDG_CONFIG_HOME/h9sandbox/config.toml; `up` and `mcp` layer a trusted ./sandbox.toml over it, see `h9sandbox trust`]'
+            cand --config 'Configuration file, used alone (instead of $XDG_CONFIG_HOME/h9sandbox/config.toml and ./sandbox.toml); the environment and the flags still override it. Without it: your $XDG_CONFIG_HOME/h9sandbox/config.toml, with, for `up` and `mcp`, a ./sandbox.toml you trusted layered over it (`h9sandbox trust`)'
             cand --format 'Output format'
             cand --json 'Same as --format json'
             cand -v 'Print every engine command line to stderr before running it'
@@ -277,7 +277,7 @@ set edit:completion:arg-completer[h9sandbox] = {|@words|
         &'h9sandbox;write'= {
             cand --from 'Take the content from this host file instead of stdin'
             cand --mode 'Permission bits in octal [default: an existing file''s, else 644]'
-            cand --config 'Configuration file, used alone [default: $XDG_CONFIG_HOME/h9sandbox/config.toml; `up` and `mcp` layer a trusted ./sandbox.toml over it, see `h9sandbox trust`]'
+            cand --config 'Configuration file, used alone (instead of $XDG_CONFIG_HOME/h9sandbox/config.toml and ./sandbox.toml); the environment and the flags still override it. Without it: your $XDG_CONFIG_HOME/h9sandbox/config.toml, with, for `up` and `mcp`, a ./sandbox.toml you trusted layered over it (`h9sandbox trust`)'
             cand --format 'Output format'
             cand --parents 'Create missing parent directories'
             cand --append 'Add to the end of the existing content (still replaced atomically)'
@@ -290,7 +290,7 @@ set edit:completion:arg-completer[h9sandbox] = {|@words|
         &'h9sandbox;edit'= {
             cand --old 'Text to find (exact, whitespace and newlines included)'
             cand --new 'Replacement text (may be empty)'
-            cand --config 'Configuration file, used alone [default: $XDG_CONFIG_HOME/h9sandbox/config.toml; `up` and `mcp` layer a trusted ./sandbox.toml over it, see `h9sandbox trust`]'
+            cand --config 'Configuration file, used alone (instead of $XDG_CONFIG_HOME/h9sandbox/config.toml and ./sandbox.toml); the environment and the flags still override it. Without it: your $XDG_CONFIG_HOME/h9sandbox/config.toml, with, for `up` and `mcp`, a ./sandbox.toml you trusted layered over it (`h9sandbox trust`)'
             cand --format 'Output format'
             cand --all 'Replace every occurrence (at least one must exist)'
             cand --json 'Same as --format json'
@@ -302,7 +302,7 @@ set edit:completion:arg-completer[h9sandbox] = {|@words|
         &'h9sandbox;mcp'= {
             cand --workdir 'Work dir of sandboxes made without one (--auto-up, sandbox_up), and where relative work dirs start [default: current directory]'
             cand --image 'Image of the sandboxes the session makes [config: image]'
-            cand --config 'Configuration file, used alone [default: $XDG_CONFIG_HOME/h9sandbox/config.toml; `up` and `mcp` layer a trusted ./sandbox.toml over it, see `h9sandbox trust`]'
+            cand --config 'Configuration file, used alone (instead of $XDG_CONFIG_HOME/h9sandbox/config.toml and ./sandbox.toml); the environment and the flags still override it. Without it: your $XDG_CONFIG_HOME/h9sandbox/config.toml, with, for `up` and `mcp`, a ./sandbox.toml you trusted layered over it (`h9sandbox trust`)'
             cand --format 'Output format'
             cand --auto-up 'Make the session''s sandbox at start (the tools'' default), removed when the session ends'
             cand --all-sandboxes 'Let the tools list and act on every sandbox of the state directory, also those made elsewhere [default: only the sandboxes this session made, and their sub-sandboxes]'
@@ -313,7 +313,7 @@ set edit:completion:arg-completer[h9sandbox] = {|@words|
             cand --help 'Print help (see more with ''--help'')'
         }
         &'h9sandbox;generate'= {
-            cand --config 'Configuration file, used alone [default: $XDG_CONFIG_HOME/h9sandbox/config.toml; `up` and `mcp` layer a trusted ./sandbox.toml over it, see `h9sandbox trust`]'
+            cand --config 'Configuration file, used alone (instead of $XDG_CONFIG_HOME/h9sandbox/config.toml and ./sandbox.toml); the environment and the flags still override it. Without it: your $XDG_CONFIG_HOME/h9sandbox/config.toml, with, for `up` and `mcp`, a ./sandbox.toml you trusted layered over it (`h9sandbox trust`)'
             cand --format 'Output format'
             cand --json 'Same as --format json'
             cand -v 'Print every engine command line to stderr before running it'
@@ -326,7 +326,7 @@ set edit:completion:arg-completer[h9sandbox] = {|@words|
         }
         &'h9sandbox;generate;completions'= {
             cand --all 'Write the scripts of every shell into this directory'
-            cand --config 'Configuration file, used alone [default: $XDG_CONFIG_HOME/h9sandbox/config.toml; `up` and `mcp` layer a trusted ./sandbox.toml over it, see `h9sandbox trust`]'
+            cand --config 'Configuration file, used alone (instead of $XDG_CONFIG_HOME/h9sandbox/config.toml and ./sandbox.toml); the environment and the flags still override it. Without it: your $XDG_CONFIG_HOME/h9sandbox/config.toml, with, for `up` and `mcp`, a ./sandbox.toml you trusted layered over it (`h9sandbox trust`)'
             cand --format 'Output format'
             cand --json 'Same as --format json'
             cand -v 'Print every engine command line to stderr before running it'
@@ -335,7 +335,7 @@ set edit:completion:arg-completer[h9sandbox] = {|@words|
             cand --help 'Print help (see more with ''--help'')'
         }
         &'h9sandbox;generate;man'= {
-            cand --config 'Configuration file, used alone [default: $XDG_CONFIG_HOME/h9sandbox/config.toml; `up` and `mcp` layer a trusted ./sandbox.toml over it, see `h9sandbox trust`]'
+            cand --config 'Configuration file, used alone (instead of $XDG_CONFIG_HOME/h9sandbox/config.toml and ./sandbox.toml); the environment and the flags still override it. Without it: your $XDG_CONFIG_HOME/h9sandbox/config.toml, with, for `up` and `mcp`, a ./sandbox.toml you trusted layered over it (`h9sandbox trust`)'
             cand --format 'Output format'
             cand --json 'Same as --format json'
             cand -v 'Print every engine command line to stderr before running it'

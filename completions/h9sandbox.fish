@@ -24,7 +24,7 @@ function __fish_h9sandbox_using_subcommand
     contains -- $cmd[1] $argv
 end
 
-complete -c h9sandbox -n "__fish_h9sandbox_needs_command" -l config -d 'Configuration file, used alone [default: $XDG_CONFIG_HOME/h9sandbox/config.toml; `up` and `mcp` layer a trusted ./sandbox.toml over it, see `h9sandbox trust`]' -r -F
+complete -c h9sandbox -n "__fish_h9sandbox_needs_command" -l config -d 'Configuration file, used alone (instead of $XDG_CONFIG_HOME/h9sandbox/config.toml and ./sandbox.toml); the environment and the flags still override it. Without it: your $XDG_CONFIG_HOME/h9sandbox/config.toml, with, for `up` and `mcp`, a ./sandbox.toml you trusted layered over it (`h9sandbox trust`)' -r -F
 complete -c h9sandbox -n "__fish_h9sandbox_needs_command" -l format -d 'Output format' -r -f -a "table\t'For people: a table, or plain lines'
 json\t'For programs: one JSON document on stdout'"
 complete -c h9sandbox -n "__fish_h9sandbox_needs_command" -l json -d 'Same as --format json'
@@ -65,11 +65,11 @@ none\t'No network at all, only loopback'"
 complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand up" -l label -d 'Extra label on the container and record (repeatable)' -r
 complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand up" -l parent -d 'Make this a sub-sandbox of ID: its image, limits, network and work dir, which the flags may only tighten' -r
 complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand up" -l bootstrap -d 'Shell command run once the container is ready; \'\' for none [config: bootstrap_cmd]' -r
-complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand up" -l bootstrap-timeout -d 'Seconds before the bootstrap\'s process tree is killed; 0 = none [config: bootstrap_timeout_secs]' -r
+complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand up" -l bootstrap-timeout -d 'Time before the bootstrap\'s process tree is killed: seconds or a duration (600, 10m); 0 = none [config: bootstrap_timeout_secs]' -r
 complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand up" -l user -d 'User of the sandbox\'s processes: root, host (your uid:gid) or UID:GID [config: user]' -r
 complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand up" -l owner-pid -d 'Tie the sandbox to a process: once it exits, `reap` removes the sandbox. A PID, or `parent` (the process that started h9sandbox) [default: none]' -r
 complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand up" -l ttl -d 'Lease: `reap` removes the sandbox this long after it started, unless `renew`ed (e.g. 90s, 30m, 2h, 1d) [default: none]' -r
-complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand up" -l config -d 'Configuration file, used alone [default: $XDG_CONFIG_HOME/h9sandbox/config.toml; `up` and `mcp` layer a trusted ./sandbox.toml over it, see `h9sandbox trust`]' -r -F
+complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand up" -l config -d 'Configuration file, used alone (instead of $XDG_CONFIG_HOME/h9sandbox/config.toml and ./sandbox.toml); the environment and the flags still override it. Without it: your $XDG_CONFIG_HOME/h9sandbox/config.toml, with, for `up` and `mcp`, a ./sandbox.toml you trusted layered over it (`h9sandbox trust`)' -r -F
 complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand up" -l format -d 'Output format' -r -f -a "table\t'For people: a table, or plain lines'
 json\t'For programs: one JSON document on stdout'"
 complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand up" -l bootstrap-required -d 'Fail, and remove the sandbox, when the bootstrap command fails [config: bootstrap_required]'
@@ -79,9 +79,9 @@ complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand up" -s v -l verbose 
 complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand up" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand exec" -l cwd -d 'Working directory, relative to the work dir or absolute inside it [default: the work dir]' -r -F
 complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand exec" -s e -l env -d 'Environment variable for the command (repeatable)' -r
-complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand exec" -l timeout -d 'Seconds before the command\'s process tree is killed; 0 = none [config: exec_timeout_secs]' -r
+complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand exec" -l timeout -d 'Time before the command\'s process tree is killed: seconds or a duration (30, 0.5, 500ms, 1m); 0 = none [config: exec_timeout_secs]' -r
 complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand exec" -l max-output -d 'With --format json: bytes kept of each of stdout and stderr' -r
-complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand exec" -l config -d 'Configuration file, used alone [default: $XDG_CONFIG_HOME/h9sandbox/config.toml; `up` and `mcp` layer a trusted ./sandbox.toml over it, see `h9sandbox trust`]' -r -F
+complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand exec" -l config -d 'Configuration file, used alone (instead of $XDG_CONFIG_HOME/h9sandbox/config.toml and ./sandbox.toml); the environment and the flags still override it. Without it: your $XDG_CONFIG_HOME/h9sandbox/config.toml, with, for `up` and `mcp`, a ./sandbox.toml you trusted layered over it (`h9sandbox trust`)' -r -F
 complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand exec" -l format -d 'Output format' -r -f -a "table\t'For people: a table, or plain lines'
 json\t'For programs: one JSON document on stdout'"
 complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand exec" -s i -l interactive -d 'Attach standard input to the command'
@@ -89,40 +89,40 @@ complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand exec" -s d -l detach
 complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand exec" -l json -d 'Same as --format json'
 complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand exec" -s v -l verbose -d 'Print every engine command line to stderr before running it'
 complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand exec" -s h -l help -d 'Print help (see more with \'--help\')'
-complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand ps" -l config -d 'Configuration file, used alone [default: $XDG_CONFIG_HOME/h9sandbox/config.toml; `up` and `mcp` layer a trusted ./sandbox.toml over it, see `h9sandbox trust`]' -r -F
+complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand ps" -l config -d 'Configuration file, used alone (instead of $XDG_CONFIG_HOME/h9sandbox/config.toml and ./sandbox.toml); the environment and the flags still override it. Without it: your $XDG_CONFIG_HOME/h9sandbox/config.toml, with, for `up` and `mcp`, a ./sandbox.toml you trusted layered over it (`h9sandbox trust`)' -r -F
 complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand ps" -l format -d 'Output format' -r -f -a "table\t'For people: a table, or plain lines'
 json\t'For programs: one JSON document on stdout'"
 complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand ps" -l json -d 'Same as --format json'
 complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand ps" -s v -l verbose -d 'Print every engine command line to stderr before running it'
 complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand ps" -s h -l help -d 'Print help (see more with \'--help\')'
-complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand logs" -l config -d 'Configuration file, used alone [default: $XDG_CONFIG_HOME/h9sandbox/config.toml; `up` and `mcp` layer a trusted ./sandbox.toml over it, see `h9sandbox trust`]' -r -F
+complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand logs" -l config -d 'Configuration file, used alone (instead of $XDG_CONFIG_HOME/h9sandbox/config.toml and ./sandbox.toml); the environment and the flags still override it. Without it: your $XDG_CONFIG_HOME/h9sandbox/config.toml, with, for `up` and `mcp`, a ./sandbox.toml you trusted layered over it (`h9sandbox trust`)' -r -F
 complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand logs" -l format -d 'Output format' -r -f -a "table\t'For people: a table, or plain lines'
 json\t'For programs: one JSON document on stdout'"
 complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand logs" -s f -l follow -d 'Keep printing what it writes until its processes have exited (or Ctrl-C)'
 complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand logs" -l json -d 'Same as --format json'
 complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand logs" -s v -l verbose -d 'Print every engine command line to stderr before running it'
 complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand logs" -s h -l help -d 'Print help (see more with \'--help\')'
-complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand kill" -l config -d 'Configuration file, used alone [default: $XDG_CONFIG_HOME/h9sandbox/config.toml; `up` and `mcp` layer a trusted ./sandbox.toml over it, see `h9sandbox trust`]' -r -F
+complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand kill" -l config -d 'Configuration file, used alone (instead of $XDG_CONFIG_HOME/h9sandbox/config.toml and ./sandbox.toml); the environment and the flags still override it. Without it: your $XDG_CONFIG_HOME/h9sandbox/config.toml, with, for `up` and `mcp`, a ./sandbox.toml you trusted layered over it (`h9sandbox trust`)' -r -F
 complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand kill" -l format -d 'Output format' -r -f -a "table\t'For people: a table, or plain lines'
 json\t'For programs: one JSON document on stdout'"
 complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand kill" -l json -d 'Same as --format json'
 complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand kill" -s v -l verbose -d 'Print every engine command line to stderr before running it'
 complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand kill" -s h -l help -d 'Print help (see more with \'--help\')'
-complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand bootstrap" -l timeout -d 'Seconds before the command\'s process tree is killed; 0 = none [config: bootstrap_timeout_secs]' -r
-complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand bootstrap" -l config -d 'Configuration file, used alone [default: $XDG_CONFIG_HOME/h9sandbox/config.toml; `up` and `mcp` layer a trusted ./sandbox.toml over it, see `h9sandbox trust`]' -r -F
+complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand bootstrap" -l timeout -d 'Time before the command\'s process tree is killed: seconds or a duration (1800, 30m); 0 = none [config: bootstrap_timeout_secs]' -r
+complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand bootstrap" -l config -d 'Configuration file, used alone (instead of $XDG_CONFIG_HOME/h9sandbox/config.toml and ./sandbox.toml); the environment and the flags still override it. Without it: your $XDG_CONFIG_HOME/h9sandbox/config.toml, with, for `up` and `mcp`, a ./sandbox.toml you trusted layered over it (`h9sandbox trust`)' -r -F
 complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand bootstrap" -l format -d 'Output format' -r -f -a "table\t'For people: a table, or plain lines'
 json\t'For programs: one JSON document on stdout'"
 complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand bootstrap" -l json -d 'Same as --format json'
 complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand bootstrap" -s v -l verbose -d 'Print every engine command line to stderr before running it'
 complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand bootstrap" -s h -l help -d 'Print help (see more with \'--help\')'
-complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand down" -l config -d 'Configuration file, used alone [default: $XDG_CONFIG_HOME/h9sandbox/config.toml; `up` and `mcp` layer a trusted ./sandbox.toml over it, see `h9sandbox trust`]' -r -F
+complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand down" -l config -d 'Configuration file, used alone (instead of $XDG_CONFIG_HOME/h9sandbox/config.toml and ./sandbox.toml); the environment and the flags still override it. Without it: your $XDG_CONFIG_HOME/h9sandbox/config.toml, with, for `up` and `mcp`, a ./sandbox.toml you trusted layered over it (`h9sandbox trust`)' -r -F
 complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand down" -l format -d 'Output format' -r -f -a "table\t'For people: a table, or plain lines'
 json\t'For programs: one JSON document on stdout'"
 complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand down" -l all -d 'Every sandbox of this state directory'
 complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand down" -l json -d 'Same as --format json'
 complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand down" -s v -l verbose -d 'Print every engine command line to stderr before running it'
 complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand down" -s h -l help -d 'Print help (see more with \'--help\')'
-complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand reap" -l config -d 'Configuration file, used alone [default: $XDG_CONFIG_HOME/h9sandbox/config.toml; `up` and `mcp` layer a trusted ./sandbox.toml over it, see `h9sandbox trust`]' -r -F
+complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand reap" -l config -d 'Configuration file, used alone (instead of $XDG_CONFIG_HOME/h9sandbox/config.toml and ./sandbox.toml); the environment and the flags still override it. Without it: your $XDG_CONFIG_HOME/h9sandbox/config.toml, with, for `up` and `mcp`, a ./sandbox.toml you trusted layered over it (`h9sandbox trust`)' -r -F
 complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand reap" -l format -d 'Output format' -r -f -a "table\t'For people: a table, or plain lines'
 json\t'For programs: one JSON document on stdout'"
 complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand reap" -l dry-run -d 'Report what would be removed, and remove nothing'
@@ -130,13 +130,13 @@ complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand reap" -l json -d 'Sa
 complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand reap" -s v -l verbose -d 'Print every engine command line to stderr before running it'
 complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand reap" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand renew" -l ttl -d 'New lease length from now, which later renewals keep (e.g. 30m, 2h) [default: the sandbox\'s TTL]' -r
-complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand renew" -l config -d 'Configuration file, used alone [default: $XDG_CONFIG_HOME/h9sandbox/config.toml; `up` and `mcp` layer a trusted ./sandbox.toml over it, see `h9sandbox trust`]' -r -F
+complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand renew" -l config -d 'Configuration file, used alone (instead of $XDG_CONFIG_HOME/h9sandbox/config.toml and ./sandbox.toml); the environment and the flags still override it. Without it: your $XDG_CONFIG_HOME/h9sandbox/config.toml, with, for `up` and `mcp`, a ./sandbox.toml you trusted layered over it (`h9sandbox trust`)' -r -F
 complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand renew" -l format -d 'Output format' -r -f -a "table\t'For people: a table, or plain lines'
 json\t'For programs: one JSON document on stdout'"
 complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand renew" -l json -d 'Same as --format json'
 complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand renew" -s v -l verbose -d 'Print every engine command line to stderr before running it'
 complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand renew" -s h -l help -d 'Print help (see more with \'--help\')'
-complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand trust" -l config -d 'Configuration file, used alone [default: $XDG_CONFIG_HOME/h9sandbox/config.toml; `up` and `mcp` layer a trusted ./sandbox.toml over it, see `h9sandbox trust`]' -r -F
+complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand trust" -l config -d 'Configuration file, used alone (instead of $XDG_CONFIG_HOME/h9sandbox/config.toml and ./sandbox.toml); the environment and the flags still override it. Without it: your $XDG_CONFIG_HOME/h9sandbox/config.toml, with, for `up` and `mcp`, a ./sandbox.toml you trusted layered over it (`h9sandbox trust`)' -r -F
 complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand trust" -l format -d 'Output format' -r -f -a "table\t'For people: a table, or plain lines'
 json\t'For programs: one JSON document on stdout'"
 complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand trust" -l forget -d 'Stop trusting it (the file need not exist any more)'
@@ -144,32 +144,32 @@ complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand trust" -l list -d 'L
 complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand trust" -l json -d 'Same as --format json'
 complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand trust" -s v -l verbose -d 'Print every engine command line to stderr before running it'
 complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand trust" -s h -l help -d 'Print help (see more with \'--help\')'
-complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand stop" -l config -d 'Configuration file, used alone [default: $XDG_CONFIG_HOME/h9sandbox/config.toml; `up` and `mcp` layer a trusted ./sandbox.toml over it, see `h9sandbox trust`]' -r -F
+complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand stop" -l config -d 'Configuration file, used alone (instead of $XDG_CONFIG_HOME/h9sandbox/config.toml and ./sandbox.toml); the environment and the flags still override it. Without it: your $XDG_CONFIG_HOME/h9sandbox/config.toml, with, for `up` and `mcp`, a ./sandbox.toml you trusted layered over it (`h9sandbox trust`)' -r -F
 complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand stop" -l format -d 'Output format' -r -f -a "table\t'For people: a table, or plain lines'
 json\t'For programs: one JSON document on stdout'"
 complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand stop" -l json -d 'Same as --format json'
 complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand stop" -s v -l verbose -d 'Print every engine command line to stderr before running it'
 complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand stop" -s h -l help -d 'Print help (see more with \'--help\')'
-complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand start" -l config -d 'Configuration file, used alone [default: $XDG_CONFIG_HOME/h9sandbox/config.toml; `up` and `mcp` layer a trusted ./sandbox.toml over it, see `h9sandbox trust`]' -r -F
+complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand start" -l config -d 'Configuration file, used alone (instead of $XDG_CONFIG_HOME/h9sandbox/config.toml and ./sandbox.toml); the environment and the flags still override it. Without it: your $XDG_CONFIG_HOME/h9sandbox/config.toml, with, for `up` and `mcp`, a ./sandbox.toml you trusted layered over it (`h9sandbox trust`)' -r -F
 complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand start" -l format -d 'Output format' -r -f -a "table\t'For people: a table, or plain lines'
 json\t'For programs: one JSON document on stdout'"
 complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand start" -l json -d 'Same as --format json'
 complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand start" -s v -l verbose -d 'Print every engine command line to stderr before running it'
 complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand start" -s h -l help -d 'Print help (see more with \'--help\')'
-complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand pause" -l config -d 'Configuration file, used alone [default: $XDG_CONFIG_HOME/h9sandbox/config.toml; `up` and `mcp` layer a trusted ./sandbox.toml over it, see `h9sandbox trust`]' -r -F
+complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand pause" -l config -d 'Configuration file, used alone (instead of $XDG_CONFIG_HOME/h9sandbox/config.toml and ./sandbox.toml); the environment and the flags still override it. Without it: your $XDG_CONFIG_HOME/h9sandbox/config.toml, with, for `up` and `mcp`, a ./sandbox.toml you trusted layered over it (`h9sandbox trust`)' -r -F
 complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand pause" -l format -d 'Output format' -r -f -a "table\t'For people: a table, or plain lines'
 json\t'For programs: one JSON document on stdout'"
 complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand pause" -l json -d 'Same as --format json'
 complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand pause" -s v -l verbose -d 'Print every engine command line to stderr before running it'
 complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand pause" -s h -l help -d 'Print help (see more with \'--help\')'
-complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand resume" -l config -d 'Configuration file, used alone [default: $XDG_CONFIG_HOME/h9sandbox/config.toml; `up` and `mcp` layer a trusted ./sandbox.toml over it, see `h9sandbox trust`]' -r -F
+complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand resume" -l config -d 'Configuration file, used alone (instead of $XDG_CONFIG_HOME/h9sandbox/config.toml and ./sandbox.toml); the environment and the flags still override it. Without it: your $XDG_CONFIG_HOME/h9sandbox/config.toml, with, for `up` and `mcp`, a ./sandbox.toml you trusted layered over it (`h9sandbox trust`)' -r -F
 complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand resume" -l format -d 'Output format' -r -f -a "table\t'For people: a table, or plain lines'
 json\t'For programs: one JSON document on stdout'"
 complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand resume" -l json -d 'Same as --format json'
 complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand resume" -s v -l verbose -d 'Print every engine command line to stderr before running it'
 complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand resume" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand snapshot" -l tag -d 'Name of the image to make, e.g. my-env:v1' -r
-complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand snapshot" -l config -d 'Configuration file, used alone [default: $XDG_CONFIG_HOME/h9sandbox/config.toml; `up` and `mcp` layer a trusted ./sandbox.toml over it, see `h9sandbox trust`]' -r -F
+complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand snapshot" -l config -d 'Configuration file, used alone (instead of $XDG_CONFIG_HOME/h9sandbox/config.toml and ./sandbox.toml); the environment and the flags still override it. Without it: your $XDG_CONFIG_HOME/h9sandbox/config.toml, with, for `up` and `mcp`, a ./sandbox.toml you trusted layered over it (`h9sandbox trust`)' -r -F
 complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand snapshot" -l format -d 'Output format' -r -f -a "table\t'For people: a table, or plain lines'
 json\t'For programs: one JSON document on stdout'"
 complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand snapshot" -l json -d 'Same as --format json'
@@ -186,15 +186,15 @@ none\t'No network at all, only loopback'"
 complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand run" -l label -d 'Extra label on the container and record (repeatable)' -r
 complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand run" -l parent -d 'Make this a sub-sandbox of ID: its image, limits, network and work dir, which the flags may only tighten' -r
 complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand run" -l bootstrap -d 'Shell command run once the container is ready; \'\' for none [config: bootstrap_cmd]' -r
-complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand run" -l bootstrap-timeout -d 'Seconds before the bootstrap\'s process tree is killed; 0 = none [config: bootstrap_timeout_secs]' -r
+complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand run" -l bootstrap-timeout -d 'Time before the bootstrap\'s process tree is killed: seconds or a duration (600, 10m); 0 = none [config: bootstrap_timeout_secs]' -r
 complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand run" -l user -d 'User of the sandbox\'s processes: root, host (your uid:gid) or UID:GID [config: user]' -r
 complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand run" -l owner-pid -d 'Tie the sandbox to a process: once it exits, `reap` removes the sandbox. A PID, or `parent` (the process that started h9sandbox) [default: none]' -r
 complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand run" -l ttl -d 'Lease: `reap` removes the sandbox this long after it started, unless `renew`ed (e.g. 90s, 30m, 2h, 1d) [default: none]' -r
 complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand run" -l cwd -d 'Working directory, relative to the work dir or absolute inside it [default: the work dir]' -r -F
 complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand run" -s e -l env -d 'Environment variable for the command (repeatable)' -r
-complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand run" -l timeout -d 'Seconds before the command\'s process tree is killed; 0 = none [config: exec_timeout_secs]' -r
+complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand run" -l timeout -d 'Time before the command\'s process tree is killed: seconds or a duration (30, 0.5, 500ms, 1m); 0 = none [config: exec_timeout_secs]' -r
 complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand run" -l max-output -d 'With --format json: bytes kept of each of stdout and stderr' -r
-complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand run" -l config -d 'Configuration file, used alone [default: $XDG_CONFIG_HOME/h9sandbox/config.toml; `up` and `mcp` layer a trusted ./sandbox.toml over it, see `h9sandbox trust`]' -r -F
+complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand run" -l config -d 'Configuration file, used alone (instead of $XDG_CONFIG_HOME/h9sandbox/config.toml and ./sandbox.toml); the environment and the flags still override it. Without it: your $XDG_CONFIG_HOME/h9sandbox/config.toml, with, for `up` and `mcp`, a ./sandbox.toml you trusted layered over it (`h9sandbox trust`)' -r -F
 complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand run" -l format -d 'Output format' -r -f -a "table\t'For people: a table, or plain lines'
 json\t'For programs: one JSON document on stdout'"
 complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand run" -l bootstrap-required -d 'Fail, and remove the sandbox, when the bootstrap command fails [config: bootstrap_required]'
@@ -203,8 +203,8 @@ complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand run" -s i -l interac
 complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand run" -l json -d 'Same as --format json'
 complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand run" -s v -l verbose -d 'Print every engine command line to stderr before running it'
 complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand run" -s h -l help -d 'Print help (see more with \'--help\')'
-complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand ls" -l interval -d 'With --watch: seconds between two looks at the sandboxes' -r
-complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand ls" -l config -d 'Configuration file, used alone [default: $XDG_CONFIG_HOME/h9sandbox/config.toml; `up` and `mcp` layer a trusted ./sandbox.toml over it, see `h9sandbox trust`]' -r -F
+complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand ls" -l interval -d 'With --watch: time between two looks at the sandboxes (seconds, or 500ms, 2s)' -r
+complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand ls" -l config -d 'Configuration file, used alone (instead of $XDG_CONFIG_HOME/h9sandbox/config.toml and ./sandbox.toml); the environment and the flags still override it. Without it: your $XDG_CONFIG_HOME/h9sandbox/config.toml, with, for `up` and `mcp`, a ./sandbox.toml you trusted layered over it (`h9sandbox trust`)' -r -F
 complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand ls" -l format -d 'Output format' -r -f -a "table\t'For people: a table, or plain lines'
 json\t'For programs: one JSON document on stdout'"
 complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand ls" -s w -l watch -d 'Redraw the list whenever it changes, until Ctrl-C'
@@ -212,7 +212,7 @@ complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand ls" -l json -d 'Same
 complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand ls" -s v -l verbose -d 'Print every engine command line to stderr before running it'
 complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand ls" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand read" -l max-bytes -d 'Print at most this many bytes (JSON: the content holds at most this many)' -r
-complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand read" -l config -d 'Configuration file, used alone [default: $XDG_CONFIG_HOME/h9sandbox/config.toml; `up` and `mcp` layer a trusted ./sandbox.toml over it, see `h9sandbox trust`]' -r -F
+complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand read" -l config -d 'Configuration file, used alone (instead of $XDG_CONFIG_HOME/h9sandbox/config.toml and ./sandbox.toml); the environment and the flags still override it. Without it: your $XDG_CONFIG_HOME/h9sandbox/config.toml, with, for `up` and `mcp`, a ./sandbox.toml you trusted layered over it (`h9sandbox trust`)' -r -F
 complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand read" -l format -d 'Output format' -r -f -a "table\t'For people: a table, or plain lines'
 json\t'For programs: one JSON document on stdout'"
 complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand read" -l json -d 'Same as --format json'
@@ -220,7 +220,7 @@ complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand read" -s v -l verbos
 complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand read" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand write" -l from -d 'Take the content from this host file instead of stdin' -r -F
 complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand write" -l mode -d 'Permission bits in octal [default: an existing file\'s, else 644]' -r
-complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand write" -l config -d 'Configuration file, used alone [default: $XDG_CONFIG_HOME/h9sandbox/config.toml; `up` and `mcp` layer a trusted ./sandbox.toml over it, see `h9sandbox trust`]' -r -F
+complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand write" -l config -d 'Configuration file, used alone (instead of $XDG_CONFIG_HOME/h9sandbox/config.toml and ./sandbox.toml); the environment and the flags still override it. Without it: your $XDG_CONFIG_HOME/h9sandbox/config.toml, with, for `up` and `mcp`, a ./sandbox.toml you trusted layered over it (`h9sandbox trust`)' -r -F
 complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand write" -l format -d 'Output format' -r -f -a "table\t'For people: a table, or plain lines'
 json\t'For programs: one JSON document on stdout'"
 complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand write" -l parents -d 'Create missing parent directories'
@@ -230,7 +230,7 @@ complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand write" -s v -l verbo
 complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand write" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand edit" -l old -d 'Text to find (exact, whitespace and newlines included)' -r
 complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand edit" -l new -d 'Replacement text (may be empty)' -r
-complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand edit" -l config -d 'Configuration file, used alone [default: $XDG_CONFIG_HOME/h9sandbox/config.toml; `up` and `mcp` layer a trusted ./sandbox.toml over it, see `h9sandbox trust`]' -r -F
+complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand edit" -l config -d 'Configuration file, used alone (instead of $XDG_CONFIG_HOME/h9sandbox/config.toml and ./sandbox.toml); the environment and the flags still override it. Without it: your $XDG_CONFIG_HOME/h9sandbox/config.toml, with, for `up` and `mcp`, a ./sandbox.toml you trusted layered over it (`h9sandbox trust`)' -r -F
 complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand edit" -l format -d 'Output format' -r -f -a "table\t'For people: a table, or plain lines'
 json\t'For programs: one JSON document on stdout'"
 complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand edit" -l all -d 'Replace every occurrence (at least one must exist)'
@@ -239,7 +239,7 @@ complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand edit" -s v -l verbos
 complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand edit" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand mcp" -l workdir -d 'Work dir of sandboxes made without one (--auto-up, sandbox_up), and where relative work dirs start [default: current directory]' -r -F
 complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand mcp" -l image -d 'Image of the sandboxes the session makes [config: image]' -r
-complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand mcp" -l config -d 'Configuration file, used alone [default: $XDG_CONFIG_HOME/h9sandbox/config.toml; `up` and `mcp` layer a trusted ./sandbox.toml over it, see `h9sandbox trust`]' -r -F
+complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand mcp" -l config -d 'Configuration file, used alone (instead of $XDG_CONFIG_HOME/h9sandbox/config.toml and ./sandbox.toml); the environment and the flags still override it. Without it: your $XDG_CONFIG_HOME/h9sandbox/config.toml, with, for `up` and `mcp`, a ./sandbox.toml you trusted layered over it (`h9sandbox trust`)' -r -F
 complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand mcp" -l format -d 'Output format' -r -f -a "table\t'For people: a table, or plain lines'
 json\t'For programs: one JSON document on stdout'"
 complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand mcp" -l auto-up -d 'Make the session\'s sandbox at start (the tools\' default), removed when the session ends'
@@ -247,7 +247,7 @@ complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand mcp" -l all-sandboxe
 complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand mcp" -l json -d 'Same as --format json'
 complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand mcp" -s v -l verbose -d 'Print every engine command line to stderr before running it'
 complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand mcp" -s h -l help -d 'Print help (see more with \'--help\')'
-complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand generate; and not __fish_seen_subcommand_from completions man help" -l config -d 'Configuration file, used alone [default: $XDG_CONFIG_HOME/h9sandbox/config.toml; `up` and `mcp` layer a trusted ./sandbox.toml over it, see `h9sandbox trust`]' -r -F
+complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand generate; and not __fish_seen_subcommand_from completions man help" -l config -d 'Configuration file, used alone (instead of $XDG_CONFIG_HOME/h9sandbox/config.toml and ./sandbox.toml); the environment and the flags still override it. Without it: your $XDG_CONFIG_HOME/h9sandbox/config.toml, with, for `up` and `mcp`, a ./sandbox.toml you trusted layered over it (`h9sandbox trust`)' -r -F
 complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand generate; and not __fish_seen_subcommand_from completions man help" -l format -d 'Output format' -r -f -a "table\t'For people: a table, or plain lines'
 json\t'For programs: one JSON document on stdout'"
 complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand generate; and not __fish_seen_subcommand_from completions man help" -l json -d 'Same as --format json'
@@ -257,13 +257,13 @@ complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand generate; and not __
 complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand generate; and not __fish_seen_subcommand_from completions man help" -f -a "man" -d 'Man pages: h9sandbox.1 and one h9sandbox-SUBCOMMAND.1 per subcommand, into DIR'
 complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand generate; and not __fish_seen_subcommand_from completions man help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand generate; and __fish_seen_subcommand_from completions" -l all -d 'Write the scripts of every shell into this directory' -r -F
-complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand generate; and __fish_seen_subcommand_from completions" -l config -d 'Configuration file, used alone [default: $XDG_CONFIG_HOME/h9sandbox/config.toml; `up` and `mcp` layer a trusted ./sandbox.toml over it, see `h9sandbox trust`]' -r -F
+complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand generate; and __fish_seen_subcommand_from completions" -l config -d 'Configuration file, used alone (instead of $XDG_CONFIG_HOME/h9sandbox/config.toml and ./sandbox.toml); the environment and the flags still override it. Without it: your $XDG_CONFIG_HOME/h9sandbox/config.toml, with, for `up` and `mcp`, a ./sandbox.toml you trusted layered over it (`h9sandbox trust`)' -r -F
 complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand generate; and __fish_seen_subcommand_from completions" -l format -d 'Output format' -r -f -a "table\t'For people: a table, or plain lines'
 json\t'For programs: one JSON document on stdout'"
 complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand generate; and __fish_seen_subcommand_from completions" -l json -d 'Same as --format json'
 complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand generate; and __fish_seen_subcommand_from completions" -s v -l verbose -d 'Print every engine command line to stderr before running it'
 complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand generate; and __fish_seen_subcommand_from completions" -s h -l help -d 'Print help (see more with \'--help\')'
-complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand generate; and __fish_seen_subcommand_from man" -l config -d 'Configuration file, used alone [default: $XDG_CONFIG_HOME/h9sandbox/config.toml; `up` and `mcp` layer a trusted ./sandbox.toml over it, see `h9sandbox trust`]' -r -F
+complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand generate; and __fish_seen_subcommand_from man" -l config -d 'Configuration file, used alone (instead of $XDG_CONFIG_HOME/h9sandbox/config.toml and ./sandbox.toml); the environment and the flags still override it. Without it: your $XDG_CONFIG_HOME/h9sandbox/config.toml, with, for `up` and `mcp`, a ./sandbox.toml you trusted layered over it (`h9sandbox trust`)' -r -F
 complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand generate; and __fish_seen_subcommand_from man" -l format -d 'Output format' -r -f -a "table\t'For people: a table, or plain lines'
 json\t'For programs: one JSON document on stdout'"
 complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand generate; and __fish_seen_subcommand_from man" -l json -d 'Same as --format json'

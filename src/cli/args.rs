@@ -36,9 +36,23 @@ Examples:
 Exit status: 0 success, 1 failure, 2 bad usage; `exec` and `bootstrap` pass the command's status
 through (128+N for signal N), 124 on timeout and 125 when h9sandbox itself failed.";
 
+/// The top-level `--help` epilogue: the examples and the exit status, then the environment
+/// variables read (every configuration key's `H9SANDBOX_<KEY>`, from [`crate::config::KEYS`]).
+fn top_help() -> String {
+    let keys: Vec<String> = crate::config::KEYS
+        .iter()
+        .filter(|k| !crate::config::USER_FILE_ONLY_KEYS.contains(&k.name))
+        .map(|k| format!("H9SANDBOX_{}", k.name.to_ascii_uppercase()))
+        .collect();
+    format!(
+        "{EXAMPLES}\n\nEnvironment: H9SANDBOX_CONFIG (the configuration file), and one variable per configuration key (precedence: defaults < files < environment < flags): {}. Also SANDBOX_IMAGE, SANDBOX_CPUS, SANDBOX_MEMORY, SANDBOX_BOOTSTRAP_CMD, SANDBOX_BOOTSTRAP_TIMEOUT_SECS (when the H9SANDBOX_ one is unset), SANDBOX_ENABLED=false (engine local), NO_COLOR, HOME, XDG_CONFIG_HOME, XDG_STATE_HOME; see ENVIRONMENT in `man h9sandbox`.",
+        keys.join(", ")
+    )
+}
+
 /// h9sandbox command line.
 #[derive(Debug, Parser)]
-#[command(name = "h9sandbox", version, about = ABOUT, after_help = EXAMPLES)]
+#[command(name = "h9sandbox", version, about = ABOUT, after_help = top_help())]
 pub struct Cli {
     #[command(flatten)]
     pub global: GlobalArgs,
@@ -46,11 +60,14 @@ pub struct Cli {
     pub command: Command,
 }
 
-/// Options every subcommand accepts.
+/// Options every subcommand accepts (listed apart, under "Global options", in every `--help`).
 #[derive(Debug, Args)]
+#[command(next_help_heading = "Global options")]
 pub struct GlobalArgs {
-    /// Configuration file, used alone [default: $XDG_CONFIG_HOME/h9sandbox/config.toml; `up` and
-    /// `mcp` layer a trusted ./sandbox.toml over it, see `h9sandbox trust`]
+    /// Configuration file, used alone (instead of $XDG_CONFIG_HOME/h9sandbox/config.toml and
+    /// ./sandbox.toml); the environment and the flags still override it. Without it: your
+    /// $XDG_CONFIG_HOME/h9sandbox/config.toml, with, for `up` and `mcp`, a ./sandbox.toml you
+    /// trusted layered over it (`h9sandbox trust`)
     #[arg(long, global = true, env = "H9SANDBOX_CONFIG", value_name = "PATH")]
     pub config: Option<PathBuf>,
     /// Output format
@@ -104,7 +121,9 @@ commands directly on the host WITHOUT ISOLATION (so does `fallback = \"local\"` 
 unreachable); `up` warns on stderr when a sandbox is local.")]
     Up(UpArgs),
     /// Run a command in a sandbox: a program and its arguments, or one shell command line
-    #[command(after_help = "\
+    #[command(
+        override_usage = "h9sandbox exec [OPTIONS] <ID> -- <COMMAND>...",
+        after_help = "\
 Examples:
   h9sandbox exec 3f2a -- ls -la                   a program and its arguments, run exactly
   h9sandbox exec 3f2a -- 'make && make test'      ONE argument: a shell command line (bash -c)
@@ -118,7 +137,8 @@ Two or more words after `--` are a program and its arguments, passed as they are
 `docker exec` does); a single word is a command line for `bash -c` (`sh -c` without bash).
 
 Exit status: the command's (128+N when killed by signal N), 124 on timeout, 125 when h9sandbox
-itself failed (unknown sandbox, engine down, container gone).")]
+itself failed (unknown sandbox, engine down, container gone)."
+    )]
     Exec(ExecArgs),
     /// List the commands running in a sandbox's background (exec --detach)
     #[command(after_help = "\
@@ -140,7 +160,9 @@ Examples:
   h9sandbox kill 3f2a 9c1e04ab")]
     Kill(KillArgs),
     /// Run a one-time setup command in a sandbox (streams its output; recorded in the sandbox)
-    #[command(after_help = "\
+    #[command(
+        override_usage = "h9sandbox bootstrap [OPTIONS] <ID> [-- <COMMAND>...]",
+        after_help = "\
 Examples:
   h9sandbox bootstrap 3f2a -- pip install -e .
   h9sandbox bootstrap 3f2a --timeout 1800 -- 'apt-get update && apt-get install -y gcc'
@@ -152,7 +174,8 @@ The command runs in the work dir with TMPDIR on the sandbox's exec-capable scrat
 (`h9sandbox ls --format json`).
 
 Exit status: the command's (128+N when killed by signal N), 124 on timeout, 125 when h9sandbox
-itself failed.")]
+itself failed."
+    )]
     Bootstrap(BootstrapArgs),
     /// Stop and remove sandboxes and their sub-sandboxes (always removes, even when the stop fails)
     #[command(after_help = "\
@@ -240,7 +263,9 @@ The image holds what the sandbox changed outside its work dir and scratch volume
 tools), with the configuration of the image it came from (entrypoint, command, user).")]
     Snapshot(SnapshotArgs),
     /// Create a sandbox, run one command in it, remove it: the `docker run --rm` of sandboxes
-    #[command(after_help = "\
+    #[command(
+        override_usage = "h9sandbox run [OPTIONS] -- <COMMAND>...",
+        after_help = "\
 Examples:
   h9sandbox run -- make test                      exit with make's status; nothing left behind
   h9sandbox run --image debian:12 --memory 1g --network none -- ./ci.sh
@@ -253,7 +278,8 @@ SIGTERM / SIGHUP arrive; it is tied to this process (--owner-pid), so `reap` rem
 h9sandbox is killed with SIGKILL.
 
 Exit status: the command's (128+N when killed by signal N), 124 on timeout, 125 when h9sandbox
-itself failed.")]
+itself failed."
+    )]
     Run(RunArgs),
     /// List sandboxes with their real container state, sub-sandboxes under their parent
     #[command(after_help = "\
@@ -400,10 +426,10 @@ pub struct UpArgs {
     /// Fail, and remove the sandbox, when the bootstrap command fails [config: bootstrap_required]
     #[arg(long)]
     pub bootstrap_required: bool,
-    /// Seconds before the bootstrap's process tree is killed; 0 = none
-    /// [config: bootstrap_timeout_secs]
-    #[arg(long, value_name = "SECS")]
-    pub bootstrap_timeout: Option<u64>,
+    /// Time before the bootstrap's process tree is killed: seconds or a duration (600, 10m);
+    /// 0 = none [config: bootstrap_timeout_secs]
+    #[arg(long, value_name = "DURATION", value_parser = parse_timeout)]
+    pub bootstrap_timeout: Option<std::time::Duration>,
     /// User of the sandbox's processes: root, host (your uid:gid) or UID:GID [config: user]
     #[arg(long, value_name = "USER")]
     pub user: Option<String>,
@@ -451,9 +477,10 @@ pub struct ExecArgs {
     /// Environment variable for the command (repeatable)
     #[arg(long = "env", short = 'e', value_name = "K=V")]
     pub env: Vec<String>,
-    /// Seconds before the command's process tree is killed; 0 = none [config: exec_timeout_secs]
-    #[arg(long, value_name = "SECS")]
-    pub timeout: Option<u64>,
+    /// Time before the command's process tree is killed: seconds or a duration (30, 0.5, 500ms,
+    /// 1m); 0 = none [config: exec_timeout_secs]
+    #[arg(long, value_name = "DURATION", value_parser = parse_timeout)]
+    pub timeout: Option<std::time::Duration>,
     /// Attach standard input to the command
     #[arg(short, long)]
     pub interactive: bool,
@@ -506,10 +533,10 @@ pub struct KillArgs {
 pub struct BootstrapArgs {
     /// Sandbox ID, unique ID prefix, or name
     pub id: String,
-    /// Seconds before the command's process tree is killed; 0 = none
-    /// [config: bootstrap_timeout_secs]
-    #[arg(long, value_name = "SECS")]
-    pub timeout: Option<u64>,
+    /// Time before the command's process tree is killed: seconds or a duration (1800, 30m);
+    /// 0 = none [config: bootstrap_timeout_secs]
+    #[arg(long, value_name = "DURATION", value_parser = parse_timeout)]
+    pub timeout: Option<std::time::Duration>,
     /// The command; words are joined with spaces and run by `bash -c` [default: bootstrap_cmd]
     #[arg(
         trailing_var_arg = true,
@@ -638,9 +665,10 @@ pub struct RunArgs {
     /// Environment variable for the command (repeatable)
     #[arg(long = "env", short = 'e', value_name = "K=V")]
     pub env: Vec<String>,
-    /// Seconds before the command's process tree is killed; 0 = none [config: exec_timeout_secs]
-    #[arg(long, value_name = "SECS")]
-    pub timeout: Option<u64>,
+    /// Time before the command's process tree is killed: seconds or a duration (30, 0.5, 500ms,
+    /// 1m); 0 = none [config: exec_timeout_secs]
+    #[arg(long, value_name = "DURATION", value_parser = parse_timeout)]
+    pub timeout: Option<std::time::Duration>,
     /// Attach standard input to the command
     #[arg(short, long)]
     pub interactive: bool,
@@ -688,21 +716,24 @@ pub struct LsArgs {
     /// Redraw the list whenever it changes, until Ctrl-C
     #[arg(short, long)]
     pub watch: bool,
-    /// With --watch: seconds between two looks at the sandboxes
-    #[arg(long, value_name = "SECS", default_value = "1", value_parser = parse_interval, requires = "watch")]
+    /// With --watch: time between two looks at the sandboxes (seconds, or 500ms, 2s)
+    #[arg(long, value_name = "DURATION", default_value = "1", value_parser = parse_interval, requires = "watch")]
     pub interval: std::time::Duration,
 }
 
-/// Parses a positive number of seconds (decimals allowed) of at least 0.1.
+/// Parses a timeout: seconds or a duration, as `--ttl` takes it ([`crate::types::parse_duration`]).
+fn parse_timeout(s: &str) -> Result<std::time::Duration, String> {
+    crate::types::parse_duration(s)
+}
+
+/// Parses `ls --interval`: seconds or a duration ([`crate::types::parse_duration`]), from
+/// 0.1 s to 1 hour.
 fn parse_interval(s: &str) -> Result<std::time::Duration, String> {
-    let secs: f64 = s
-        .trim()
-        .parse()
-        .map_err(|_| format!("'{s}' is not a number of seconds"))?;
-    if !secs.is_finite() || !(0.1..=3600.0).contains(&secs) {
-        return Err(format!("{s} is out of range: give 0.1 to 3600 seconds"));
+    let d = crate::types::parse_duration(s)?;
+    if !(0.1..=3600.0).contains(&d.as_secs_f64()) {
+        return Err(format!("{s} is out of range: give 0.1s to 1h"));
     }
-    Ok(std::time::Duration::from_secs_f64(secs))
+    Ok(d)
 }
 
 /// `generate` arguments.

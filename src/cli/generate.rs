@@ -102,7 +102,10 @@ pub fn man_pages() -> Vec<(String, Vec<u8>)> {
             subs.iter()
                 .map(|s| format!("{}(1)", s.get_display_name().unwrap_or(s.get_name()))),
         );
-        out.push((format!("{name}.1"), man_page(cmd, &see_also)));
+        out.push((
+            format!("{name}.1"),
+            man_page(cmd, &see_also, parent.is_none()),
+        ));
         for sub in subs {
             walk(sub, Some(&name), out);
         }
@@ -116,10 +119,57 @@ pub fn man_pages() -> Vec<(String, Vec<u8>)> {
     out
 }
 
+/// The EXIT STATUS of a page whose `--help` says nothing of it.
+const EXIT_STATUS: &str = "0 on success, 1 on failure (one line on stderr: h9sandbox: error: CAUSE; FIX), 2 for a bad command line.";
+
+/// The FILES section of h9sandbox(1).
+const FILES: &[(&str, &str)] = &[
+    ("$XDG_CONFIG_HOME/h9sandbox/config.toml", "your configuration file (~/.config/h9sandbox/config.toml when XDG_CONFIG_HOME is unset); yours alone (owner, not writable by others); --config or H9SANDBOX_CONFIG names another file, used instead"),
+    ("./sandbox.toml", "a project's configuration, layered over yours by up and mcp only once you trusted its content (h9sandbox trust); it may not set engine, engine_bin, fallback, runtime, state_dir or allowed_workdirs"),
+    ("$XDG_STATE_HOME/h9sandbox/", "the state directory (~/.local/state/h9sandbox; config state_dir): state.json (the records), state.lock (the lock every update holds), trust.json (trusted project files), run/ID/ (each sandbox's agent socket and token); yours alone, mode 0700"),
+];
+
+/// The ENVIRONMENT section of h9sandbox(1): every variable h9sandbox reads.
+fn environment() -> Vec<(String, String)> {
+    use crate::config::{KEYS, USER_FILE_ONLY_KEYS};
+    let mut vars = vec![(
+        "H9SANDBOX_CONFIG".to_string(),
+        "the configuration file, used alone (as --config)".to_string(),
+    )];
+    for k in KEYS
+        .iter()
+        .filter(|k| !USER_FILE_ONLY_KEYS.contains(&k.name))
+    {
+        let seed = k
+            .seed_env
+            .map(|s| format!("; {s} when this one is unset"))
+            .unwrap_or_default();
+        vars.push((
+            format!("H9SANDBOX_{}", k.name.to_ascii_uppercase()),
+            format!(
+                "configuration key {} (over the files, under the flags){seed}",
+                k.name
+            ),
+        ));
+    }
+    vars.extend(
+        [
+            ("SANDBOX_ENABLED", "false (0, no, off) selects engine local when H9SANDBOX_ENGINE is unset"),
+            ("NO_COLOR", "set and not empty: no colours in tables"),
+            ("HOME, XDG_CONFIG_HOME, XDG_STATE_HOME", "where the configuration file and the state directory are (see FILES); another HOME (CI, sudo) means another state directory"),
+            ("DOCKER_HOST, CONTAINER_HOST, XDG_RUNTIME_DIR, XDG_DATA_HOME, XDG_CACHE_HOME, SSH_AUTH_SOCK, TMUX, DBUS_SESSION_BUS_ADDRESS", "read by up to refuse a work dir holding the engine's or your session's sockets; the engine's client reads DOCKER_HOST and CONTAINER_HOST itself"),
+            ("PATH", "where the engine's client (docker, podman) is found; with engine local, where commands are found"),
+        ]
+        .map(|(a, b)| (a.to_string(), b.to_string())),
+    );
+    vars
+}
+
 /// One man page: clap_mangen's sections (name, synopsis, description, options, subcommands),
 /// then the `after_help` text split at blank lines into EXAMPLES (verbatim, so examples keep their
-/// lines), EXIT STATUS and NOTES, then SEE ALSO.
-fn man_page(cmd: &clap::Command, see_also: &[String]) -> Vec<u8> {
+/// lines), EXIT STATUS (a generic one when it says nothing of it) and NOTES, then, on the
+/// top-level page (`top`), ENVIRONMENT and FILES, then SEE ALSO.
+fn man_page(cmd: &clap::Command, see_also: &[String], top: bool) -> Vec<u8> {
     use roff::{bold, roman, Roff};
     let after = cmd
         .get_after_help()
@@ -137,6 +187,7 @@ fn man_page(cmd: &clap::Command, see_also: &[String]) -> Vec<u8> {
         .render(&mut page)
         .expect("writing to memory cannot fail");
     let mut roff = Roff::new();
+    let mut exit_status = false;
     for block in after
         .split("\n\n")
         .map(str::trim_end)
@@ -149,10 +200,31 @@ fn man_page(cmd: &clap::Command, see_also: &[String]) -> Vec<u8> {
             }
             roff.control("fi", []);
         } else if let Some(status) = block.strip_prefix("Exit status:") {
+            exit_status = true;
             roff.control("SH", ["EXIT STATUS"])
                 .text([roman(status.trim())]);
+        } else if block.starts_with("Environment:") {
+            // The page's own ENVIRONMENT section below says it at length.
         } else {
             roff.control("SH", ["NOTES"]).text([roman(block)]);
+        }
+    }
+    if !exit_status {
+        roff.control("SH", ["EXIT STATUS"])
+            .text([roman(EXIT_STATUS)]);
+    }
+    if top {
+        roff.control("SH", ["ENVIRONMENT"]);
+        for (var, what) in environment() {
+            roff.control("TP", [])
+                .text([bold(var.as_str())])
+                .text([roman(what.as_str())]);
+        }
+        roff.control("SH", ["FILES"]);
+        for (path, what) in FILES {
+            roff.control("TP", [])
+                .text([bold(*path)])
+                .text([roman(*what)]);
         }
     }
     if !see_also.is_empty() {

@@ -24,7 +24,7 @@ pub fn request(args: &UpArgs) -> UpRequest {
         parent: args.parent.clone(),
         bootstrap: args.bootstrap.clone(),
         bootstrap_required: args.bootstrap_required,
-        bootstrap_timeout: args.bootstrap_timeout,
+        bootstrap_timeout: args.bootstrap_timeout.map(crate::types::ceil_secs),
         user: args.user.clone(),
         owner_pid: args.owner_pid.clone(),
         ttl: args.ttl.clone(),

@@ -115,6 +115,7 @@ async fn list_containers(ctx: &Ctx, before: &State) -> Result<Listings> {
 fn judge_all(before: &State, listings: &Listings, after: &State, now: SystemTime) -> Vec<Verdict> {
     let of_kind = |s: &State, kind: EngineKind| State {
         version: s.version,
+        dir: s.dir.clone(),
         sandboxes: s
             .sandboxes
             .iter()

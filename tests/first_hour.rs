@@ -1,0 +1,264 @@
+//! What a new user meets in the first hour (issue 14): one shape for every diagnostic line,
+//! messages that name what was killed and how to fix a value, durations wherever a time is
+//! asked for, piped stdin without `-i`, `--env NAME`, `reap` and `ls -q`, the owner-PID warning,
+//! and the README's Quick start run as written. Against the real engine, as `tests/core.rs`.
+
+mod common;
+
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::*;
+
+/// Every line of `err` is a diagnostic of the one shape.
+fn assert_shaped(err: &str) {
+    for line in err.lines() {
+        assert!(
+            line.starts_with("h9sandbox: error: ")
+                || line.starts_with("h9sandbox: warning: ")
+                || line.starts_with("h9sandbox: note: "),
+            "a diagnostic line of another shape: {line:?}\n{err}"
+        );
+    }
+}
+
+#[test]
+fn a_timeout_takes_durations_and_says_what_was_killed() {
+    require_engine!();
+    let env = TestEnv::new();
+    let id = env.up(&[]);
+    let started = Instant::now();
+    let out = env.run(&["exec", &id, "--timeout", "0.5", "--", "sleep 60"]);
+    assert_eq!(out.status.code(), Some(124), "{}", stderr(&out));
+    assert!(started.elapsed() < Duration::from_secs(15));
+    let err = stderr(&out);
+    assert_shaped(&err);
+    assert!(
+        err.contains("h9sandbox: error: the command timed out after 500ms")
+            && err.contains("`sleep 60` and its whole process tree in sandbox")
+            && err.contains("(exit 124)"),
+        "{err}"
+    );
+    for t in ["1m", "30s", "500ms", "2"] {
+        let out = env.run(&["exec", &id, "--timeout", t, "--", "true"]);
+        assert_ok(&out);
+    }
+    let out = env.run(&["exec", &id, "--timeout", "soon", "--", "true"]);
+    assert_eq!(out.status.code(), Some(125));
+    assert!(stderr(&out).contains("500ms, 30s, 1m"), "{}", stderr(&out));
+}
+
+#[test]
+fn timeout_keys_take_durations_too() {
+    require_engine!();
+    let env = TestEnv::new();
+    let cfg = env.root.path().join("c.toml");
+    std::fs::write(&cfg, "exec_timeout_secs = \"1s\"\n").unwrap();
+    let id = env.up(&["--config", cfg.to_str().unwrap()]);
+    assert_eq!(env.entry(&id)["settings"]["exec_timeout_secs"], 1);
+    let out = env.run(&["exec", &id, "--", "sleep 60"]);
+    assert_eq!(out.status.code(), Some(124), "{}", stderr(&out));
+    // From the environment: H9SANDBOX_EXEC_TIMEOUT_SECS=2m.
+    let out = env
+        .cmd()
+        .env("H9SANDBOX_EXEC_TIMEOUT_SECS", "2m")
+        .args(["up", "--format", "json"])
+        .output()
+        .unwrap();
+    assert_ok(&out);
+    let rec: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(rec["settings"]["exec_timeout_secs"], 120);
+}
+
+#[test]
+fn ctrl_c_during_exec_says_what_was_killed() {
+    require_engine!();
+    let env = TestEnv::new();
+    let id = env.up(&[]);
+    let child = env
+        .cmd()
+        .args(["exec", &id, "--", "sleep 77; echo never"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Wait until the command runs in the sandbox.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !env.sandbox_processes(&id).contains("sleep 77") {
+        assert!(Instant::now() < deadline, "the command never started");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let kill = Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(kill.success());
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(130), "{}", stderr(&out));
+    let err = stderr(&out);
+    assert_shaped(&err);
+    assert!(
+        err.contains("h9sandbox: error: interrupted by SIGINT: `sleep 77; echo never` and its whole process tree in sandbox")
+            && err.contains("(exit 130)"),
+        "{err}"
+    );
+    assert!(!env.sandbox_processes(&id).contains("sleep 77"));
+}
+
+#[test]
+fn value_errors_say_how_to_fix_them() {
+    let env = TestEnv::new();
+    let cfg = env.root.path().join("c.toml");
+    std::fs::write(&cfg, "cpus = \"2\"\n").unwrap();
+    let out = env.run(&["up", "--config", cfg.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = stderr(&out);
+    assert_shaped(&err);
+    assert!(
+        err.contains("\"2\" is a string, not a number; write it without quotes: cpus = 2"),
+        "{err}"
+    );
+    let out = env.run(&["up", "--memory", "512"]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = stderr(&out);
+    assert!(
+        err.contains("'512' is 512 bytes") && err.contains("did you mean 512m?"),
+        "{err}"
+    );
+    assert!(env.ls_raw().is_empty(), "a refused up left a record");
+}
+
+#[test]
+fn cpus_above_the_host_are_lowered_with_a_warning() {
+    require_container!("needs a container's CPU limit");
+    let env = TestEnv::new();
+    let ncpu = std::thread::available_parallelism().unwrap().get();
+    let out = env.run(&["up", "--cpus", "4096"]);
+    assert_ok(&out);
+    let err = stderr(&out);
+    assert!(
+        err.contains(&format!(
+            "h9sandbox: warning: cpus = 4096 (flag --cpus) is more than this host's {ncpu} CPUs; using {ncpu}"
+        )),
+        "{err}"
+    );
+    let id = stdout(&out).trim().to_string();
+    let nano = inspect(&env.container(&id), "{{.HostConfig.NanoCpus}}");
+    assert_eq!(nano, (ncpu as u64 * 1_000_000_000).to_string());
+}
+
+#[test]
+fn an_unknown_sandbox_names_the_state_directory() {
+    let env = TestEnv::new();
+    let out = env.run(&["exec", "nosuch", "--", "true"]);
+    assert_eq!(out.status.code(), Some(125));
+    let err = stderr(&out);
+    assert_shaped(&err);
+    assert!(
+        err.contains(&format!(
+            "no sandbox matches 'nosuch' in the state directory {}",
+            env.state_dir.display()
+        )),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_mistyped_variable_names_the_key_and_where_keys_are_listed() {
+    let env = TestEnv::new();
+    let out = env
+        .cmd()
+        .env("H9SANDBOX_MEMROY", "1g")
+        .args(["ls"])
+        .output()
+        .unwrap();
+    assert_ok(&out);
+    let err = stderr(&out);
+    assert!(
+        err.contains("environment variable H9SANDBOX_MEMROY is not a configuration key")
+            && err.contains("did you mean H9SANDBOX_MEMORY?")
+            && err.contains("man h9sandbox"),
+        "{err}"
+    );
+    assert!(!err.contains("sandbox.toml.example"), "{err}");
+    // And --help does list the variables it points at.
+    let help = env.run(&["--help"]);
+    assert!(stdout(&help).contains("H9SANDBOX_MEMORY"));
+}
+
+#[test]
+fn piped_stdin_without_dash_i_is_warned_about_once() {
+    require_engine!();
+    let env = TestEnv::new();
+    let id = env.up(&[]);
+    std::fs::write(env.root.path().join("in.txt"), "12345").unwrap();
+    let warning = "h9sandbox: warning: standard input holds data, which the command does not read";
+    // A pipe, and a file: not passed (as docker exec without -i), warned about once.
+    for redirect in ["printf 12345 |", "< ../in.txt"] {
+        let script = if redirect.starts_with('<') {
+            format!("\"$H9\" exec {id} -- 'wc -c' {redirect}")
+        } else {
+            format!("{redirect} \"$H9\" exec {id} -- 'wc -c'")
+        };
+        let out = env.shell(&script).output().unwrap();
+        assert_ok(&out);
+        assert_eq!(stdout(&out).trim(), "0", "{redirect}");
+        assert_eq!(
+            stderr(&out).matches(warning).count(),
+            1,
+            "{redirect}: {}",
+            stderr(&out)
+        );
+        assert_shaped(&stderr(&out));
+    }
+    // With -i it is passed, and nothing is said.
+    let out = env
+        .shell(&format!("\"$H9\" exec {id} -i -- 'wc -c' < ../in.txt"))
+        .output()
+        .unwrap();
+    assert_ok(&out);
+    assert_eq!(stdout(&out).trim(), "5");
+    assert!(!stderr(&out).contains("warning"), "{}", stderr(&out));
+    // Nothing to read: no warning.
+    let out = env
+        .shell(&format!(
+            "\"$H9\" exec {id} -- 'wc -c' < /dev/null; true | \"$H9\" exec {id} -- true"
+        ))
+        .output()
+        .unwrap();
+    assert_ok(&out);
+    assert!(!stderr(&out).contains("warning"), "{}", stderr(&out));
+}
+
+#[test]
+fn env_name_alone_passes_the_callers_value() {
+    require_engine!();
+    let env = TestEnv::new();
+    let id = env.up(&[]);
+    let out = env
+        .cmd()
+        .env("FIRST_HOUR", "from the caller")
+        .args([
+            "exec",
+            &id,
+            "--env",
+            "FIRST_HOUR",
+            "-e",
+            "OTHER=x",
+            "--",
+            "echo \"$FIRST_HOUR/$OTHER\"",
+        ])
+        .output()
+        .unwrap();
+    assert_ok(&out);
+    assert_eq!(stdout(&out), "from the caller/x\n");
+    let out = env.run(&["exec", &id, "--env", "FIRST_HOUR", "--", "true"]);
+    assert_eq!(out.status.code(), Some(125));
+    let err = stderr(&out);
+    assert_shaped(&err);
+    assert!(
+        err.contains("--env FIRST_HOUR: FIRST_HOUR is not set in this environment"),
+        "{err}"
+    );
+}
