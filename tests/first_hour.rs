@@ -262,3 +262,79 @@ fn env_name_alone_passes_the_callers_value() {
         "{err}"
     );
 }
+
+/// The directory of the built binary, to put first on `PATH` (the completion scripts call
+/// `h9sandbox` by name).
+fn bin_dir() -> String {
+    let bin = assert_cmd::cargo::cargo_bin("h9sandbox");
+    format!(
+        "{}:{}",
+        bin.parent().unwrap().display(),
+        std::env::var("PATH").unwrap_or_default()
+    )
+}
+
+#[test]
+fn completions_offer_the_live_sandboxes() {
+    require_engine!();
+    let env = TestEnv::new();
+    let id = env.up(&["--name", "first-hour-box"]);
+    let script =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("completions/h9sandbox.bash");
+    // bash: the committed script, as a shell runs it on TAB after `h9sandbox exec `.
+    let out = env
+        .shell(&format!(
+            "source {}; COMP_WORDS=(h9sandbox exec ''); COMP_CWORD=2; COMP_TYPE=9; \
+             _clap_complete_h9sandbox h9sandbox '' exec; printf '%s\\n' \"${{COMPREPLY[@]}}\"",
+            script.display()
+        ))
+        .env("PATH", bin_dir())
+        .output()
+        .unwrap();
+    assert_ok(&out);
+    let text = stdout(&out);
+    let words: Vec<&str> = text.lines().map(str::trim).collect();
+    assert!(words.contains(&id.as_str()), "{words:?}");
+    assert!(words.contains(&"first-hour-box"), "{words:?}");
+    // Options still complete, and an argument that is no ID gets no sandbox.
+    let out = env
+        .shell(&format!(
+            "source {}; COMP_WORDS=(h9sandbox exec --ti); COMP_CWORD=2; COMP_TYPE=9; \
+             _clap_complete_h9sandbox h9sandbox --ti exec; printf '%s\\n' \"${{COMPREPLY[@]}}\"",
+            script.display()
+        ))
+        .env("PATH", bin_dir())
+        .output()
+        .unwrap();
+    assert_eq!(stdout(&out).trim(), "--timeout", "{}", stderr(&out));
+    // zsh and fish ask the binary the same way: each protocol gives the ID with its name.
+    for (shell, index) in [("zsh", "2"), ("fish", "")] {
+        let out = env
+            .cmd()
+            .env("H9SANDBOX_COMPLETE", shell)
+            .env("_CLAP_COMPLETE_INDEX", index)
+            .args(["--", "h9sandbox", "down", ""])
+            .output()
+            .unwrap();
+        assert_ok(&out);
+        let text = stdout(&out);
+        assert!(
+            text.lines()
+                .any(|l| l.starts_with(&id) && l.contains("first-hour-box")),
+            "{shell}: {text}"
+        );
+    }
+}
+
+#[test]
+fn ls_quiet_prints_only_ids() {
+    require_engine!();
+    let env = TestEnv::new();
+    let a = env.up(&[]);
+    let b = env.up(&[]);
+    let out = env.run(&["ls", "-q"]);
+    assert_ok(&out);
+    assert_eq!(stdout(&out), format!("{a}\n{b}\n"));
+    let out = env.run(&["ls", "--quiet", "--format", "json"]);
+    assert_eq!(stdout(&out), format!("{a}\n{b}\n"));
+}

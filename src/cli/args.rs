@@ -50,6 +50,13 @@ fn top_help() -> String {
     )
 }
 
+/// Completion of an argument naming a sandbox: the live sandboxes' IDs and names, asked of the
+/// binary at completion time (clap_complete's dynamic completion, see
+/// [`crate::cli::generate::sandbox_candidates`]).
+fn sandboxes() -> clap_complete::engine::ArgValueCandidates {
+    clap_complete::engine::ArgValueCandidates::new(crate::cli::generate::sandbox_candidates)
+}
+
 /// h9sandbox command line.
 #[derive(Debug, Parser)]
 #[command(name = "h9sandbox", version, about = ABOUT, after_help = top_help())]
@@ -418,7 +425,7 @@ pub struct UpArgs {
     pub labels: Vec<String>,
     /// Make this a sub-sandbox of ID: its image, limits, network and work dir, which the flags
     /// may only tighten
-    #[arg(long, value_name = "ID")]
+    #[arg(long, value_name = "ID", add = sandboxes())]
     pub parent: Option<String>,
     /// Shell command run once the container is ready; '' for none [config: bootstrap_cmd]
     #[arg(long, value_name = "CMD")]
@@ -470,6 +477,7 @@ pub struct McpArgs {
 #[derive(Debug, Args)]
 pub struct ExecArgs {
     /// Sandbox ID, unique ID prefix, or name
+    #[arg(add = sandboxes())]
     pub id: String,
     /// Working directory, relative to the work dir or absolute inside it [default: the work dir]
     #[arg(long, value_name = "DIR")]
@@ -504,6 +512,7 @@ pub struct ExecArgs {
 #[derive(Debug, Args)]
 pub struct PsArgs {
     /// Sandbox ID, unique ID prefix, or name
+    #[arg(add = sandboxes())]
     pub id: String,
 }
 
@@ -511,6 +520,7 @@ pub struct PsArgs {
 #[derive(Debug, Args)]
 pub struct LogsArgs {
     /// Sandbox ID, unique ID prefix, or name
+    #[arg(add = sandboxes())]
     pub id: String,
     /// The background command's handle (printed by exec --detach; see `ps`)
     pub handle: String,
@@ -523,6 +533,7 @@ pub struct LogsArgs {
 #[derive(Debug, Args)]
 pub struct KillArgs {
     /// Sandbox ID, unique ID prefix, or name
+    #[arg(add = sandboxes())]
     pub id: String,
     /// The background command's handle
     pub handle: String,
@@ -532,6 +543,7 @@ pub struct KillArgs {
 #[derive(Debug, Args)]
 pub struct BootstrapArgs {
     /// Sandbox ID, unique ID prefix, or name
+    #[arg(add = sandboxes())]
     pub id: String,
     /// Time before the command's process tree is killed: seconds or a duration (1800, 30m);
     /// 0 = none [config: bootstrap_timeout_secs]
@@ -550,7 +562,7 @@ pub struct BootstrapArgs {
 #[derive(Debug, Args)]
 pub struct DownArgs {
     /// Sandbox IDs, unique ID prefixes, or names
-    #[arg(required_unless_present = "all", conflicts_with = "all")]
+    #[arg(required_unless_present = "all", conflicts_with = "all", add = sandboxes())]
     pub ids: Vec<String>,
     /// Every sandbox of this state directory
     #[arg(long)]
@@ -561,6 +573,7 @@ pub struct DownArgs {
 #[derive(Debug, Args)]
 pub struct ReadArgs {
     /// Sandbox ID, unique ID prefix, or name
+    #[arg(add = sandboxes())]
     pub id: String,
     /// File, relative to the work dir or absolute inside it
     pub path: PathBuf,
@@ -573,6 +586,7 @@ pub struct ReadArgs {
 #[derive(Debug, Args)]
 pub struct WriteArgs {
     /// Sandbox ID, unique ID prefix, or name
+    #[arg(add = sandboxes())]
     pub id: String,
     /// File, relative to the work dir or absolute inside it
     pub path: PathBuf,
@@ -594,6 +608,7 @@ pub struct WriteArgs {
 #[derive(Debug, Args)]
 pub struct EditArgs {
     /// Sandbox ID, unique ID prefix, or name
+    #[arg(add = sandboxes())]
     pub id: String,
     /// File, relative to the work dir or absolute inside it
     pub path: PathBuf,
@@ -620,6 +635,7 @@ pub struct ReapArgs {
 #[derive(Debug, Args)]
 pub struct StopArgs {
     /// Sandbox ID, unique ID prefix, or name
+    #[arg(add = sandboxes())]
     pub id: String,
 }
 
@@ -627,6 +643,7 @@ pub struct StopArgs {
 #[derive(Debug, Args)]
 pub struct StartArgs {
     /// Sandbox ID, unique ID prefix, or name
+    #[arg(add = sandboxes())]
     pub id: String,
 }
 
@@ -634,6 +651,7 @@ pub struct StartArgs {
 #[derive(Debug, Args)]
 pub struct PauseArgs {
     /// Sandbox ID, unique ID prefix, or name
+    #[arg(add = sandboxes())]
     pub id: String,
 }
 
@@ -641,6 +659,7 @@ pub struct PauseArgs {
 #[derive(Debug, Args)]
 pub struct ResumeArgs {
     /// Sandbox ID, unique ID prefix, or name
+    #[arg(add = sandboxes())]
     pub id: String,
 }
 
@@ -648,6 +667,7 @@ pub struct ResumeArgs {
 #[derive(Debug, Args)]
 pub struct SnapshotArgs {
     /// Sandbox ID, unique ID prefix, or name
+    #[arg(add = sandboxes())]
     pub id: String,
     /// Name of the image to make, e.g. my-env:v1
     #[arg(long, value_name = "NAME")]
@@ -689,6 +709,7 @@ pub struct RunArgs {
 #[derive(Debug, Args)]
 pub struct RenewArgs {
     /// Sandbox ID, unique ID prefix, or name
+    #[arg(add = sandboxes())]
     pub id: String,
     /// New lease length from now, which later renewals keep (e.g. 30m, 2h)
     /// [default: the sandbox's TTL]
@@ -716,6 +737,9 @@ pub struct LsArgs {
     /// Redraw the list whenever it changes, until Ctrl-C
     #[arg(short, long)]
     pub watch: bool,
+    /// Print only the sandboxes' IDs, one a line (as `docker ps -q`)
+    #[arg(short, long, conflicts_with = "watch")]
+    pub quiet: bool,
     /// With --watch: time between two looks at the sandboxes (seconds, or 500ms, 2s)
     #[arg(long, value_name = "DURATION", default_value = "1", value_parser = parse_interval, requires = "watch")]
     pub interval: std::time::Duration,

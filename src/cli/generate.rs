@@ -53,9 +53,72 @@ pub fn run(args: &GenerateArgs) -> Result<i32> {
     Ok(0)
 }
 
-/// Writes `shell`'s completion script to `out`.
+/// The environment variable that makes h9sandbox answer a shell's completion request instead of
+/// running (clap_complete's `CompleteEnv`; the scripts in `completions/` set it).
+pub const COMPLETE_VAR: &str = "H9SANDBOX_COMPLETE";
+
+/// Answers a shell's completion request and exits when [`COMPLETE_VAR`] is set; returns at once
+/// otherwise (one environment lookup).
+pub fn complete_if_asked() {
+    clap_complete::CompleteEnv::with_factory(Cli::command)
+        .var(COMPLETE_VAR)
+        .complete();
+}
+
+/// The sandboxes an ID argument may name, for completion: every record's full ID (described by
+/// its name and state) and name, from the state file the configuration in force names (the
+/// user's file or `$H9SANDBOX_CONFIG`, and the environment). Nothing when that fails or the
+/// state directory does not exist (completion never creates it).
+pub fn sandbox_candidates() -> Vec<clap_complete::engine::CompletionCandidate> {
+    use clap_complete::engine::CompletionCandidate;
+    let explicit = std::env::var_os("H9SANDBOX_CONFIG").map(PathBuf::from);
+    let Ok(cfg) = crate::config::Layers::load(explicit.as_deref()).and_then(|l| l.resolve()) else {
+        return vec![];
+    };
+    let Some(dir) = cfg.state_dir().ok().filter(|d| d.is_dir()) else {
+        return vec![];
+    };
+    let Ok(state) = crate::state::Store::open(&dir).and_then(|s| s.load()) else {
+        return vec![];
+    };
+    let mut out = Vec::new();
+    for r in &state.sandboxes {
+        out.push(
+            CompletionCandidate::new(r.id.to_string())
+                .help(Some(format!("{} ({})", r.name, r.state).into())),
+        );
+        out.push(CompletionCandidate::new(&r.name).help(Some(r.short_id().into())));
+    }
+    out
+}
+
+/// Writes `shell`'s completion script to `out`: the registration of clap_complete's dynamic
+/// completion, which asks `h9sandbox` (on `PATH`) for the candidates at every TAB, with
+/// [`COMPLETE_VAR`] set; so subcommands, options and the live sandboxes' IDs are always those of
+/// the installed binary and state.
 pub fn completion(shell: Shell, out: &mut Vec<u8>) {
-    clap_complete::generate(shell, &mut Cli::command(), BIN, out);
+    use clap_complete::env::{Bash, Elvish, EnvCompleter, Fish, Powershell, Zsh};
+    let completer: &dyn EnvCompleter = match shell {
+        Shell::Bash => &Bash,
+        Shell::Zsh => &Zsh,
+        Shell::Fish => &Fish,
+        Shell::Elvish => &Elvish,
+        _ => &Powershell,
+    };
+    completer
+        .write_registration(COMPLETE_VAR, BIN, BIN, BIN, out)
+        .expect("writing to memory cannot fail");
+}
+
+/// The conventional file name of `shell`'s completion script.
+fn completion_file(shell: Shell) -> &'static str {
+    match shell {
+        Shell::Bash => "h9sandbox.bash",
+        Shell::Zsh => "_h9sandbox",
+        Shell::Fish => "h9sandbox.fish",
+        Shell::Elvish => "h9sandbox.elv",
+        _ => "_h9sandbox.ps1",
+    }
 }
 
 /// Writes every shell's completion script into `dir` (created when missing) under the shell's
@@ -63,16 +126,15 @@ pub fn completion(shell: Shell, out: &mut Vec<u8>) {
 /// `_h9sandbox.ps1`). Returns the paths written.
 pub fn completions_into(dir: &Path) -> Result<Vec<PathBuf>> {
     std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
-    let mut cmd = Cli::command();
     SHELLS
         .iter()
         .map(|&shell| {
-            clap_complete::generate_to(shell, &mut cmd, BIN, dir).with_context(|| {
-                format!(
-                    "cannot write the {shell} completions into {}",
-                    dir.display()
-                )
-            })
+            let path = dir.join(completion_file(shell));
+            let mut buf = Vec::new();
+            completion(shell, &mut buf);
+            std::fs::write(&path, buf)
+                .with_context(|| format!("cannot write {}", path.display()))?;
+            Ok(path)
         })
         .collect()
 }

@@ -41,6 +41,7 @@ use progress::CliReporter;
 
 /// Parses the command line, runs the subcommand and returns the process exit status.
 pub fn run() -> i32 {
+    generate::complete_if_asked();
     let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
     let cli = match Cli::try_parse_from(&args) {
         Ok(cli) => cli,
