@@ -338,3 +338,77 @@ fn ls_quiet_prints_only_ids() {
     let out = env.run(&["ls", "--quiet", "--format", "json"]);
     assert_eq!(stdout(&out), format!("{a}\n{b}\n"));
 }
+
+#[test]
+fn up_warns_when_the_owner_has_already_exited() {
+    require_container!("needs a bootstrap in a container");
+    let env = TestEnv::new();
+    // The owner exits while `up` still runs its 2-second bootstrap.
+    let out = env
+        .shell("sleep 0.5 & \"$H9\" up --owner-pid $! --bootstrap 'sleep 2'")
+        .output()
+        .unwrap();
+    assert_ok(&out);
+    let err = stderr(&out);
+    assert_shaped(&err);
+    assert!(
+        err.contains(
+            "has already exited, so the next `h9sandbox reap` or `up` removes the sandbox"
+        ) && err.contains("--owner-pid $$PPID"),
+        "{err}"
+    );
+    // A live owner draws nothing.
+    let out = env.run(&["up", "--owner-pid", "parent"]);
+    assert_ok(&out);
+    assert!(!stderr(&out).contains("already exited"), "{}", stderr(&out));
+}
+
+#[test]
+fn the_documented_makefile_pattern_keeps_the_sandbox_for_the_whole_make_run() {
+    require_engine!();
+    let env = TestEnv::new();
+    // The pattern of `up --help`, as a Makefile: a sandbox named after make's PID, owned by make.
+    std::fs::write(
+        env.path("Makefile"),
+        "sandbox: ; \"$$H9\" up --name build-$$PPID --owner-pid $$PPID --ttl 2h\n\
+         test: sandbox\n\
+         \t\"$$H9\" reap\n\
+         \t\"$$H9\" exec build-$$PPID -- echo in-the-sandbox\n",
+    )
+    .unwrap();
+    let out = env.shell("make -s test").output().unwrap();
+    assert_ok(&out);
+    assert!(stdout(&out).contains("in-the-sandbox"), "{}", stdout(&out));
+    // make has exited: its sandbox goes with the next reap.
+    let out = env.run(&["reap"]);
+    assert_ok(&out);
+    assert!(stdout(&out).contains("owner-dead"), "{}", stdout(&out));
+    assert!(env.ls_raw().is_empty());
+}
+
+#[test]
+fn reap_with_nothing_to_do_says_so_in_one_line() {
+    require_container!("counts containers");
+    let env = TestEnv::new();
+    let out = env.run(&["reap"]);
+    assert_ok(&out);
+    assert_eq!(
+        stdout(&out),
+        format!(
+            "nothing to reap: 0 sandbox records and 0 containers of {} looked at\n",
+            env.state_dir.display()
+        )
+    );
+    let _id = env.up(&[]);
+    let out = env.run(&["reap", "--dry-run"]);
+    assert_eq!(
+        stdout(&out),
+        format!(
+            "nothing to reap: 1 sandbox record and 1 container of {} looked at, all in use\n",
+            env.state_dir.display()
+        )
+    );
+    // JSON keeps its documented shape: the array of what was removed (its length the count).
+    let out = env.run(&["reap", "--format", "json"]);
+    assert_eq!(stdout(&out).trim(), "[]");
+}

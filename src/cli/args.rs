@@ -121,6 +121,12 @@ Examples:
   h9sandbox up --parent 3f2a --memory 256m       sub-sandbox: parent's image, limits, work dir
   h9sandbox up --owner-pid $$ --ttl 30m          reaped once this shell exits or after 30 minutes
 
+In a Makefile, tie a sandbox that several recipe lines use to make itself (each line runs in a
+shell of its own, which exits at once; `parent` would be that shell), and name it:
+  sandbox: ; h9sandbox up --name build-$$PPID --owner-pid $$PPID --ttl 2h
+  test: sandbox ; h9sandbox exec build-$$PPID -- make check
+`up` warns when the owner has already exited by the time it returns.
+
 Prints the sandbox ID (a UUID; any unique prefix names it), or the whole record with --format json.
 A sub-sandbox (--parent) may only tighten its parent's limits; `down` of the parent removes it.
 The engine is config `engine` (H9SANDBOX_ENGINE): docker (default), podman, or local, which runs
@@ -441,7 +447,8 @@ pub struct UpArgs {
     #[arg(long, value_name = "USER")]
     pub user: Option<String>,
     /// Tie the sandbox to a process: once it exits, `reap` removes the sandbox. A PID, or
-    /// `parent` (the process that started h9sandbox) [default: none]
+    /// `parent` (the process that started h9sandbox). In a Makefile each recipe line runs in its
+    /// own shell, which exits at once: give make's PID, `--owner-pid $$PPID` [default: none]
     #[arg(long, value_name = "PID|parent")]
     pub owner_pid: Option<String>,
     /// Lease: `reap` removes the sandbox this long after it started, unless `renew`ed
