@@ -412,3 +412,84 @@ fn reap_with_nothing_to_do_says_so_in_one_line() {
     let out = env.run(&["reap", "--format", "json"]);
     assert_eq!(stdout(&out).trim(), "[]");
 }
+
+#[test]
+fn mcp_lists_the_auto_up_sandbox_while_it_is_still_being_made() {
+    use std::io::{BufRead, BufReader, Write};
+    require_container!("the MCP tests drive container sandboxes");
+    let env = TestEnv::new();
+    // A bootstrap keeps --auto-up busy for seconds after its record exists.
+    let mut child = env
+        .cmd()
+        .env("H9SANDBOX_BOOTSTRAP_CMD", "sleep 5")
+        .args(["mcp", "--auto-up"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap())
+        .lines()
+        .map(|l| l.unwrap());
+    let mut send = |v: serde_json::Value| {
+        writeln!(stdin, "{v}").unwrap();
+        stdin.flush().unwrap();
+    };
+    let mut answer = |id: u64| -> serde_json::Value {
+        for line in lines.by_ref() {
+            let v: serde_json::Value = serde_json::from_str(&line).unwrap();
+            if v["id"] == serde_json::json!(id) {
+                return v;
+            }
+        }
+        panic!("no answer to {id}");
+    };
+    send(
+        serde_json::json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {},
+        "clientInfo": {"name": "by-hand", "version": "0"}}}),
+    );
+    answer(0);
+    send(serde_json::json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+    let list = |id: u64| {
+        serde_json::json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+                           "params": {"name": "sandbox_list", "arguments": {}}})
+    };
+    let deadline = Instant::now() + Duration::from_secs(4);
+    let mut id = 1;
+    let listed = loop {
+        send(list(id));
+        let r = answer(id);
+        let s = r["result"]["structuredContent"].clone();
+        if let Some(first) = s["sandboxes"].as_array().and_then(|a| a.first()).cloned() {
+            // Still being made: not yet the session's default.
+            assert!(s["default"].is_null(), "{s}");
+            break first;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "sandbox_list never showed the --auto-up sandbox: {s}"
+        );
+        id += 1;
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    // Once made, it is the one the session uses.
+    send(
+        serde_json::json!({"jsonrpc": "2.0", "id": 900, "method": "tools/call",
+        "params": {"name": "sandbox_exec", "arguments": {"command": "true", "timeout_secs": 0.5}}}),
+    );
+    assert_eq!(answer(900)["result"]["isError"], serde_json::json!(false));
+    send(list(901));
+    let s = answer(901)["result"]["structuredContent"].clone();
+    assert_eq!(s["sandboxes"].as_array().unwrap().len(), 1, "{s}");
+    assert_eq!(s["default"], listed["id"], "{s}");
+    drop(send);
+    drop(stdin);
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

@@ -130,13 +130,23 @@ impl Session {
     }
 
     /// The sandboxes the tools may act on: those the session made and their sub-sandboxes (made
-    /// by anyone, e.g. `h9sandbox up --parent`), as `state` records them now; `None` with
+    /// by anyone, e.g. `h9sandbox up --parent`), as `state` records them now, and those this
+    /// server process is making right now (`creator`: the `--auto-up` sandbox while Pending, so
+    /// that `sandbox_list` shows it and an agent does not make a second one); `None` with
     /// `--all-sandboxes` (every sandbox of the state directory).
     fn scope(&self, state: &State) -> Option<HashSet<Uuid>> {
         if self.all_sandboxes {
             return None;
         }
-        let created = self.state().created.clone();
+        let me = crate::state::ProcessRef::current();
+        let mut created = self.state().created.clone();
+        created.extend(
+            state
+                .sandboxes
+                .iter()
+                .filter(|r| r.creator == me)
+                .map(|r| r.id),
+        );
         let mut scope: HashSet<Uuid> = created.iter().copied().collect();
         for id in created {
             scope.extend(state.descendants(id).into_iter().flatten());
