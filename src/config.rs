@@ -1362,4 +1362,20 @@ mod tests {
         let t: toml::Table = uncommented.parse().unwrap();
         assert!(t.len() >= KEYS.len() - 1);
     }
+
+    #[test]
+    fn example_file_marks_the_keys_a_project_file_may_not_set() {
+        let example = include_str!("../sandbox.toml.example");
+        let lines: Vec<&str> = example.lines().collect();
+        for key in KEYS {
+            let at = lines
+                .iter()
+                .position(|l| l.starts_with(&format!("# {} = ", key.name)))
+                .unwrap();
+            let marked = lines[at - 1].starts_with("# NOT in a project's ./sandbox.toml");
+            let refused =
+                HOST_SIDE_KEYS.contains(&key.name) || USER_FILE_ONLY_KEYS.contains(&key.name);
+            assert_eq!(marked, refused, "{}", key.name);
+        }
+    }
 }

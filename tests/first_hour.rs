@@ -493,3 +493,48 @@ fn mcp_lists_the_auto_up_sandbox_while_it_is_still_being_made() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// The README's Quick start block: the fenced block after the `<!-- quick-start` marker.
+fn quick_start_block() -> String {
+    let readme =
+        std::fs::read_to_string(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md"))
+            .unwrap();
+    let after = readme
+        .split_once("<!-- quick-start")
+        .expect("README.md has a quick-start marker")
+        .1;
+    let body = after.split_once("```sh\n").unwrap().1;
+    body.split_once("\n```").unwrap().0.to_string()
+}
+
+#[test]
+fn the_readme_quick_start_runs_as_written() {
+    require_container!("the Quick start runs a container");
+    let env = TestEnv::new();
+    let block = quick_start_block();
+    assert!(block.contains("h9sandbox up"), "{block}");
+    // As pasted into a shell at the repository's root, with h9sandbox on PATH; any failing line
+    // fails the test.
+    let out = env
+        .shell(&format!("set -e\n{block}"))
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .env("PATH", bin_dir())
+        .output()
+        .unwrap();
+    assert_ok(&out);
+    let text = stdout(&out);
+    assert!(text.contains("PRETTY_NAME=\"Debian GNU/Linux 12"), "{text}");
+    assert!(text.contains("\"exit_code\": 0"), "{text}");
+    assert!(text.contains("exit 124"), "{text}");
+    assert!(text.contains("Running"), "{text}");
+    assert_shaped(
+        &stderr(&out)
+            .lines()
+            .filter(|l| l.starts_with("h9sandbox"))
+            .collect::<Vec<_>>()
+            .join("\n"),
+    );
+    // `down` removed what `up` made.
+    assert!(env.ls_raw().is_empty(), "{:?}", env.ls_raw());
+    assert!(env.containers().is_empty(), "{:?}", env.containers());
+}
