@@ -484,7 +484,6 @@ fn mcp_lists_the_auto_up_sandbox_while_it_is_still_being_made() {
     let s = answer(901)["result"]["structuredContent"].clone();
     assert_eq!(s["sandboxes"].as_array().unwrap().len(), 1, "{s}");
     assert_eq!(s["default"], listed["id"], "{s}");
-    drop(send);
     drop(stdin);
     let out = child.wait_with_output().unwrap();
     assert!(
