@@ -114,8 +114,30 @@ fn live() -> Option<Arc<dyn StatusLine>> {
 /// Forwarded output without a line break is written anyway once this much has piled up.
 const MAX_PENDING: usize = 8 * 1024;
 
-/// Prints `line` and a newline on stderr, above the status line when one is drawn.
+/// `text` safe to show on a terminal: every control character but newline and tab (C0, DEL, C1:
+/// terminal escape sequences, carriage returns, bells) written as a Rust escape (`\u{1b}`).
+/// Diagnostics carry text that a sandbox controls (file names, the agent's messages, the
+/// commands a sandbox lists), which must not be able to rewrite the caller's screen.
+pub fn printable(text: &str) -> std::borrow::Cow<'_, str> {
+    let unsafe_char = |c: char| c.is_control() && c != '\n' && c != '\t';
+    if !text.chars().any(unsafe_char) {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len() + 8);
+    for c in text.chars() {
+        if unsafe_char(c) {
+            out.extend(c.escape_default());
+        } else {
+            out.push(c);
+        }
+    }
+    std::borrow::Cow::Owned(out)
+}
+
+/// Prints `line` and a newline on stderr, above the status line when one is drawn. Control
+/// characters are escaped ([`printable`]).
 pub fn eprintln(line: &str) {
+    let line = printable(line);
     match live() {
         Some(status) => status.suspend(&mut || eprintln!("{line}")),
         None => eprintln!("{line}"),
@@ -240,5 +262,17 @@ mod tests {
         s.step("dropped");
         assert!(!s.verbose());
         assert!(Stderr { verbose: true }.verbose());
+    }
+
+    #[test]
+    fn control_characters_are_escaped_lines_and_tabs_kept() {
+        assert!(matches!(
+            printable("plain é\tx\ny"),
+            std::borrow::Cow::Borrowed(_)
+        ));
+        assert_eq!(
+            printable("a\u{1b}]0;pwned\u{7}b\rc\u{9b}d\u{7f}"),
+            "a\\u{1b}]0;pwned\\u{7}b\\rc\\u{9b}d\\u{7f}"
+        );
     }
 }

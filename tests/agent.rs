@@ -91,6 +91,26 @@ fn no_process_of_the_sandbox_can_make_a_set_id_file() {
 }
 
 #[test]
+fn no_command_can_trace_or_read_h9sandbox_in_the_container() {
+    require_container!("a local sandbox has no agent");
+    let env = TestEnv::new();
+    // Root in the sandbox has PID 1's and the supervisors' user and capabilities: only their
+    // being not dumpable keeps it from ptrace and from their memory and environment in /proc.
+    let id = env.up(&["--user", "root"]);
+    let out = sh(
+        &env,
+        &id,
+        "for p in 1 $PPID; do cat /proc/$p/environ >/dev/null 2>&1; echo environ=$?; \
+         cat /proc/$p/maps >/dev/null 2>&1; echo maps=$?; done; \
+         sleep 5 & cat /proc/$!/environ >/dev/null; echo child=$?; kill $!",
+    );
+    assert_eq!(
+        out, "environ=1\nmaps=1\nenviron=1\nmaps=1\nchild=0\n",
+        "the agent's processes can be read from inside"
+    );
+}
+
+#[test]
 fn the_default_user_is_the_work_dirs_owner_with_a_name_and_a_home() {
     require_container!("a local sandbox runs as the invoking user");
     let env = TestEnv::new();
@@ -486,4 +506,66 @@ print "planted\n";
         "{}",
         stderr(&out)
     );
+}
+
+/// Runs `cmd` to its end or kills it after `limit`; the output, or `None` when it had to be
+/// killed (it hung).
+fn within(mut cmd: Command, limit: Duration) -> Option<std::process::Output> {
+    let mut child = cmd
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + limit;
+    while child.try_wait().unwrap().is_none() {
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    Some(child.wait_with_output().unwrap())
+}
+
+#[test]
+fn fifos_planted_for_the_agent_never_hang_it() {
+    require_container!("background commands are kept by the in-container agent");
+    if exec_path_is_engine() {
+        return;
+    }
+    let env = TestEnv::new();
+    let id = env.up(&["--user", "root"]);
+    let out = env.run(&["exec", &id, "--detach", "--", "sleep 286"]);
+    assert_ok(&out);
+    let handle = stdout(&out).trim().to_string();
+    // Root in the sandbox swaps the command's log for a FIFO (no writer, no reader): opening it
+    // would block the agent's only thread, and every later command with it.
+    sh(
+        &env,
+        &id,
+        &format!(
+            "mkdir -p -m 700 /var/tmp/.h9sandbox-logs && cd /var/tmp/.h9sandbox-logs && rm -f {handle}.out && mkfifo {handle}.out && echo ok"
+        ),
+    );
+    let mut logs = env.cmd();
+    logs.args(["logs", &id, &handle]);
+    let out = within(logs, Duration::from_secs(20)).expect("`logs` hung on a planted FIFO");
+    assert!(!out.status.success(), "a FIFO passed for a log");
+    let mut exec = env.cmd();
+    exec.args(["exec", &id, "--", "echo alive"]);
+    let out = within(exec, Duration::from_secs(20)).expect("the agent hung after `logs`");
+    assert_eq!(stdout(&out), "alive\n", "{}", stderr(&out));
+    // The account files the agent reads for every command it starts.
+    sh(
+        &env,
+        &id,
+        "rm -f /etc/passwd /etc/group && mkfifo /etc/passwd /etc/group && echo ok",
+    );
+    let mut exec = env.cmd();
+    // (argv mode: a shell would itself wait on the FIFO for its user's entry)
+    exec.args(["exec", &id, "--", "/bin/busybox", "echo", "still alive"]);
+    let out = within(exec, Duration::from_secs(20)).expect("the agent hung on /etc/passwd");
+    assert_eq!(stdout(&out), "still alive\n", "{}", stderr(&out));
 }

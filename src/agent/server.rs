@@ -449,7 +449,8 @@ impl Agent {
         loop {
             let running = b.info.lock().unwrap_or_else(|e| e.into_inner()).running;
             for (i, path) in [&out, &err].into_iter().enumerate() {
-                let chunks = read_from(path, &mut offsets[i]).map_err(|e| e.to_string())?;
+                let chunks = read_from(path, &mut offsets[i])
+                    .map_err(|e| format!("cannot read the log {}: {e}", path.display()))?;
                 for c in chunks {
                     let msg = if i == 0 {
                         Reply::Stdout(c)
@@ -678,27 +679,42 @@ fn open_log(path: &Path) -> std::io::Result<std::fs::File> {
         }
         Err(_) => std::fs::DirBuilder::new().mode(0o700).create(dir)?,
     }
-    std::fs::OpenOptions::new()
+    let f = std::fs::OpenOptions::new()
         .append(true)
         .create(true)
         .mode(0o600)
-        .custom_flags(libc::O_NOFOLLOW)
-        .open(path)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+        .open(path)?;
+    regular(f)
 }
 
-/// The bytes of `path` from `offset` on, in chunks; advances `offset`.
+/// `f` if it is a regular file: a FIFO or a device planted in its place (the sandbox's root can
+/// write [`LOG_DIR`]) would block the agent's only thread or feed it without end.
+fn regular(f: std::fs::File) -> std::io::Result<std::fs::File> {
+    if f.metadata()?.is_file() {
+        Ok(f)
+    } else {
+        Err(std::io::Error::other("not a regular file"))
+    }
+}
+
+/// The bytes of `path` from `offset` on, in chunks, at most [`LOG_CAP`] and one chunk (what the
+/// agent ever writes to one file; more was written by someone else); advances `offset`.
+/// Errors: a FIFO, device or symlink at `path`, and I/O errors.
 fn read_from(path: &Path, offset: &mut u64) -> std::io::Result<Vec<Vec<u8>>> {
     use std::io::{Read, Seek, SeekFrom};
     use std::os::unix::fs::OpenOptionsExt;
     let mut f = match std::fs::OpenOptions::new()
         .read(true)
-        .custom_flags(libc::O_NOFOLLOW)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
         .open(path)
+        .and_then(regular)
     {
         Ok(f) => f,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(vec![]),
         Err(e) => return Err(e),
     };
+    let mut budget = LOG_CAP + proto::CHUNK as u64;
     let len = f.metadata()?.len();
     if len < *offset {
         // Rotated meanwhile: start over.
@@ -706,7 +722,7 @@ fn read_from(path: &Path, offset: &mut u64) -> std::io::Result<Vec<Vec<u8>>> {
     }
     f.seek(SeekFrom::Start(*offset))?;
     let mut out = Vec::new();
-    loop {
+    while budget > 0 {
         let mut buf = vec![0u8; proto::CHUNK];
         let n = f.read(&mut buf)?;
         if n == 0 {
@@ -714,6 +730,7 @@ fn read_from(path: &Path, offset: &mut u64) -> std::io::Result<Vec<Vec<u8>>> {
         }
         buf.truncate(n);
         *offset += n as u64;
+        budget = budget.saturating_sub(n as u64);
         out.push(buf);
     }
     Ok(out)

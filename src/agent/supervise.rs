@@ -113,6 +113,9 @@ fn exit_code(status: i32) -> i32 {
 
 /// Runs the supervisor; returns its own exit status (0 once the tree is gone).
 pub fn run() -> i32 {
+    if super::not_dumpable().is_err() {
+        return 125;
+    }
     // SAFETY: descriptor 3 is the control socket the agent passed (checked below).
     let ctl = unsafe { UnixStream::from_raw_fd(CONTROL_FD) };
     if ctl.peer_addr().is_err() {

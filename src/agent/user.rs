@@ -95,7 +95,7 @@ pub fn prepare(uid: u32, gid: u32, name: Option<&str>) -> std::io::Result<()> {
         }
     }
     std::fs::create_dir_all("/etc")?;
-    let passwd = std::fs::read_to_string("/etc/passwd").unwrap_or_default();
+    let passwd = read_account_file("/etc/passwd");
     let entries = parse_passwd(&passwd);
     if !entries.iter().any(|e| e.uid == uid) {
         let name = free_name(&entries, name, uid);
@@ -105,7 +105,7 @@ pub fn prepare(uid: u32, gid: u32, name: Option<&str>) -> std::io::Result<()> {
             &format!("{name}:x:{uid}:{gid}:h9sandbox:{FALLBACK_HOME}:/bin/sh"),
         )?;
     }
-    let group = std::fs::read_to_string("/etc/group").unwrap_or_default();
+    let group = read_account_file("/etc/group");
     let groups = parse_group(&group);
     if !groups.iter().any(|(_, g)| *g == gid) {
         let gname = if groups.iter().any(|(n, _)| n == "sandbox") {
@@ -122,12 +122,41 @@ pub fn prepare(uid: u32, gid: u32, name: Option<&str>) -> std::io::Result<()> {
     Ok(())
 }
 
+/// The most of an account file (`/etc/passwd`, `/etc/group`) that is read: far more than any
+/// real one holds.
+const ACCOUNTS_MAX: u64 = 4 << 20;
+
+/// `path` as text, at most [`ACCOUNTS_MAX`] bytes; empty when it is missing, unreadable or not a
+/// regular file. Root in the sandbox can put a FIFO or a device in its place, which must never
+/// block or flood the agent (it reads these files for every command).
+fn read_account_file(path: &str) -> String {
+    use std::io::Read;
+    let mut text = String::new();
+    if let Ok(f) = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(path)
+    {
+        if f.metadata().is_ok_and(|m| m.is_file()) {
+            let _ = f.take(ACCOUNTS_MAX).read_to_string(&mut text);
+        }
+    }
+    text
+}
+
 fn append_line(path: &Path, old: &str, line: &str) -> std::io::Result<()> {
     let mut f = std::fs::OpenOptions::new()
         .append(true)
         .create(true)
         .mode(0o644)
+        .custom_flags(libc::O_NONBLOCK)
         .open(path)?;
+    if !f.metadata()?.is_file() {
+        return Err(std::io::Error::other(format!(
+            "{} is not a regular file",
+            path.display()
+        )));
+    }
     let sep = if old.is_empty() || old.ends_with('\n') {
         ""
     } else {
@@ -139,7 +168,7 @@ fn append_line(path: &Path, old: &str, line: &str) -> std::io::Result<()> {
 /// The home directory of `uid`: its `/etc/passwd` home when that directory exists and belongs
 /// to it (or, for root, exists), else [`FALLBACK_HOME`] (created by [`ensure_home`]).
 pub fn home_of(uid: u32) -> PathBuf {
-    let passwd = std::fs::read_to_string("/etc/passwd").unwrap_or_default();
+    let passwd = read_account_file("/etc/passwd");
     let home = parse_passwd(&passwd)
         .into_iter()
         .find(|e| e.uid == uid)

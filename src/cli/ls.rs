@@ -117,7 +117,10 @@ pub async fn watch(ctx: &Ctx, format: Format, interval: Duration) -> Result<i32>
             );
             match &looked {
                 Ok(entries) => screen.push_str(&table(entries, colour).to_string()),
-                Err(e) => screen.push_str(&format!("h9sandbox: error: {e}")),
+                Err(e) => screen.push_str(&format!(
+                    "h9sandbox: error: {}",
+                    crate::report::printable(&e.to_string())
+                )),
             }
             let mut out = String::from("\x1b[H");
             for line in screen.lines() {

@@ -67,7 +67,10 @@ pub fn run() -> i32 {
     match result {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("h9sandbox: error: {e:#}");
+            eprintln!(
+                "h9sandbox: error: {}",
+                crate::report::printable(&format!("{e:#}"))
+            );
             error::exit_code(name, &e)
         }
     }

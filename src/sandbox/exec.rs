@@ -488,7 +488,10 @@ async fn local_program_missing(engine: &AnyEngine, spec: &ExecSpec, sink: Sink) 
     if crate::agent::wrap::find_on(&path, &argv[0]).is_some() {
         return None;
     }
-    let message = format!("h9sandbox: error: {}: command not found\n", argv[0]);
+    let message = format!(
+        "h9sandbox: error: {}: command not found\n",
+        crate::report::printable(&argv[0])
+    );
     let mut stderr = Captured::default();
     match sink.caps() {
         Some((head, tail)) => {
