@@ -489,8 +489,9 @@ pub struct ExecArgs {
     /// Working directory, relative to the work dir or absolute inside it [default: the work dir]
     #[arg(long, value_name = "DIR")]
     pub cwd: Option<PathBuf>,
-    /// Environment variable for the command (repeatable)
-    #[arg(long = "env", short = 'e', value_name = "K=V")]
+    /// Environment variable for the command (repeatable); NAME alone passes your own value of
+    /// NAME (as `docker exec -e NAME`), and is refused when NAME is unset
+    #[arg(long = "env", short = 'e', value_name = "K=V|NAME")]
     pub env: Vec<String>,
     /// Time before the command's process tree is killed: seconds or a duration (30, 0.5, 500ms,
     /// 1m); 0 = none [config: exec_timeout_secs]
@@ -689,8 +690,9 @@ pub struct RunArgs {
     /// Working directory, relative to the work dir or absolute inside it [default: the work dir]
     #[arg(long, value_name = "DIR")]
     pub cwd: Option<PathBuf>,
-    /// Environment variable for the command (repeatable)
-    #[arg(long = "env", short = 'e', value_name = "K=V")]
+    /// Environment variable for the command (repeatable); NAME alone passes your own value of
+    /// NAME (as `docker exec -e NAME`), and is refused when NAME is unset
+    #[arg(long = "env", short = 'e', value_name = "K=V|NAME")]
     pub env: Vec<String>,
     /// Time before the command's process tree is killed: seconds or a duration (30, 0.5, 500ms,
     /// 1m); 0 = none [config: exec_timeout_secs]
