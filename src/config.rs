@@ -295,6 +295,18 @@ pub struct Layers {
     pub file: Option<PathBuf>,
 }
 
+/// The `H9SANDBOX_*` variables that are no configuration key: the configuration file, the
+/// shells' completion requests (`cli::generate::COMPLETE_VAR`), and the marks the local engine
+/// puts on its commands' processes (`engine::EXEC_MARKER_VAR`, `LOCAL_SANDBOX_VAR`,
+/// `LOCAL_STATE_DIR_VAR`), which an h9sandbox run inside a local sandbox inherits.
+pub const OTHER_ENV: &[&str] = &[
+    "H9SANDBOX_CONFIG",
+    "H9SANDBOX_COMPLETE",
+    "H9SANDBOX_EXEC_ID",
+    "H9SANDBOX_SANDBOX",
+    "H9SANDBOX_SANDBOX_STATE_DIR",
+];
+
 /// Keys that act on the host (what runs there, where records live), which the project file
 /// `./sandbox.toml` may not set, even once trusted: it usually sits in a work directory, which
 /// code inside a sandbox can write, and it travels with a repository; these keys belong to the
@@ -502,12 +514,12 @@ impl Layers {
     }
 
     /// Names of `H9SANDBOX_*` environment variables that are neither a configuration key nor
-    /// `H9SANDBOX_CONFIG` (likely typos), from `vars`.
+    /// one of [`OTHER_ENV`] (likely typos), from `vars`.
     pub fn unknown_env_vars(vars: impl Iterator<Item = String>) -> Vec<String> {
         vars.filter(|v| {
-            v.strip_prefix("H9SANDBOX_").is_some_and(|k| {
-                k != "CONFIG" && !KEYS.iter().any(|key| key.name.eq_ignore_ascii_case(k))
-            })
+            !OTHER_ENV.contains(&v.as_str())
+                && v.strip_prefix("H9SANDBOX_")
+                    .is_some_and(|k| !KEYS.iter().any(|key| key.name.eq_ignore_ascii_case(k)))
         })
         .collect()
     }

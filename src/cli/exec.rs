@@ -186,6 +186,8 @@ pub async fn run(ctx: &Ctx, format: Format, args: &ExecArgs) -> Result<i32> {
     }
     let req = request(args)?;
     if args.detach {
+        // A background command never reads our stdin either.
+        UnreadStdin::default().check(false);
         let started = crate::sandbox::background::detach(ctx, &req).await?;
         match format {
             Format::Json => output::print_json(&started)?,

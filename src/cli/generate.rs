@@ -194,10 +194,16 @@ const FILES: &[(&str, &str)] = &[
 /// The ENVIRONMENT section of h9sandbox(1): every variable h9sandbox reads.
 fn environment() -> Vec<(String, String)> {
     use crate::config::{KEYS, USER_FILE_ONLY_KEYS};
-    let mut vars = vec![(
-        "H9SANDBOX_CONFIG".to_string(),
-        "the configuration file, used alone (as --config)".to_string(),
-    )];
+    let mut vars = vec![
+        (
+            "H9SANDBOX_CONFIG".to_string(),
+            "the configuration file, used alone (as --config)".to_string(),
+        ),
+        (
+            COMPLETE_VAR.to_string(),
+            "set by the completion scripts: answer the shell's completion request (bash, zsh, fish, elvish, powershell) instead of running".to_string(),
+        ),
+    ];
     for k in KEYS
         .iter()
         .filter(|k| !USER_FILE_ONLY_KEYS.contains(&k.name))
@@ -216,6 +222,7 @@ fn environment() -> Vec<(String, String)> {
     }
     vars.extend(
         [
+            ("H9SANDBOX_EXEC_ID, H9SANDBOX_SANDBOX, H9SANDBOX_SANDBOX_STATE_DIR", "set by h9sandbox on the processes of a local sandbox's commands (to find them again); not configuration"),
             ("SANDBOX_ENABLED", "false (0, no, off) selects engine local when H9SANDBOX_ENGINE is unset"),
             ("NO_COLOR", "set and not empty: no colours in tables"),
             ("HOME, XDG_CONFIG_HOME, XDG_STATE_HOME", "where the configuration file and the state directory are (see FILES); another HOME (CI, sudo) means another state directory"),
