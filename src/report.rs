@@ -24,7 +24,7 @@ use tokio::io::AsyncWriteExt;
 pub trait Reporter: Send + Sync {
     /// A warning for a person (the CLI prints `h9sandbox: warning: MSG` on stderr).
     fn warn(&self, msg: &str);
-    /// Information for a person (the CLI prints `h9sandbox: MSG` on stderr). Callers send
+    /// Information for a person (the CLI prints `h9sandbox: note: MSG` on stderr). Callers send
     /// details meant for `-v` only when [`Reporter::verbose`] is true.
     fn note(&self, _msg: &str) {}
     /// The step a slow operation (`up`, a bootstrap) is at now, e.g. `creating container`.
@@ -47,7 +47,7 @@ impl Reporter for Silent {
 }
 
 /// A reporter writing to stderr (above the status line, if one is drawn): warnings as
-/// `h9sandbox: warning: MSG`, notes as `h9sandbox: MSG`, engine command lines as they are.
+/// `h9sandbox: warning: MSG`, notes as `h9sandbox: note: MSG`, engine command lines as they are.
 /// Steps are not shown.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Stderr {
@@ -61,7 +61,7 @@ impl Reporter for Stderr {
     }
 
     fn note(&self, msg: &str) {
-        eprintln(&format!("h9sandbox: {msg}"));
+        eprintln(&format!("h9sandbox: note: {msg}"));
     }
 
     fn command(&self, line: &str) {

@@ -21,6 +21,12 @@ pub async fn run(ctx: &Ctx, format: Format, args: &LsArgs) -> Result<i32> {
         return watch(ctx, format, args.interval).await;
     }
     let entries = entries(ctx).await?;
+    if args.quiet {
+        for e in &entries {
+            output::print_line(&e.record.id.to_string())?;
+        }
+        return Ok(0);
+    }
     let local = entries
         .iter()
         .filter(|e| e.record.isolation == Isolation::None)

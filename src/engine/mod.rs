@@ -554,6 +554,13 @@ pub enum ExecFailure {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn the_marks_are_not_taken_for_mistyped_configuration() {
+        for var in [EXEC_MARKER_VAR, LOCAL_SANDBOX_VAR, LOCAL_STATE_DIR_VAR] {
+            assert!(crate::config::OTHER_ENV.contains(&var), "{var}");
+        }
+    }
+
     use super::*;
     use crate::types::Network;
 

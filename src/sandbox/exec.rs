@@ -219,9 +219,9 @@ pub struct ExecRequest {
     pub cwd: Option<PathBuf>,
     /// Extra environment variables, `K=V` each.
     pub env: Vec<String>,
-    /// Seconds before the command's process tree is killed; 0 = none (default: config
+    /// Time before the command's process tree is killed; zero = none (default: config
     /// `exec_timeout_secs`).
-    pub timeout: Option<u64>,
+    pub timeout: Option<Duration>,
     /// Attach our standard input to the command.
     pub interactive: bool,
     /// Bytes kept of each of stdout and stderr when captured (the caller passes it to the
@@ -278,9 +278,10 @@ pub async fn execute(
     let env = parse_env(&req.env)?;
     let timeout = req
         .timeout
-        .unwrap_or(ctx.settings_for(rec).exec_timeout_secs);
+        .unwrap_or(Duration::from_secs(ctx.settings_for(rec).exec_timeout_secs));
     // Beyond ~136 years is "none" (and keeps Instant arithmetic from overflowing).
-    let timeout = (timeout > 0 && timeout < u32::MAX as u64).then(|| Duration::from_secs(timeout));
+    let timeout =
+        (!timeout.is_zero() && timeout < Duration::from_secs(u32::MAX as u64)).then_some(timeout);
     let spec = ExecSpec {
         command: req.to_command(),
         cwd,
