@@ -171,6 +171,9 @@ pub enum Kind {
     Str,
     /// A non-negative integer.
     Int,
+    /// A time in whole seconds: an integer, or a duration as `--ttl` takes it (`0.5`, `500ms`,
+    /// `30s`, `1m`, `2h`; [`crate::types::parse_duration`]) rounded up to whole seconds.
+    Secs,
     /// A number (an integer is accepted).
     Float,
     /// A filesystem path.
@@ -223,10 +226,10 @@ pub const KEYS: &[Key] = &[
     key("tmp_size", Kind::Str),
     key("network", Kind::OneOf(&["bridge", "none"])),
     key("caps", Kind::OneOf(&["minimal", "standard"])),
-    key("start_timeout_secs", Kind::Int),
-    key("exec_timeout_secs", Kind::Int),
-    key("stop_timeout_secs", Kind::Int),
-    key("pull_timeout_secs", Kind::Int),
+    key("start_timeout_secs", Kind::Secs),
+    key("exec_timeout_secs", Kind::Secs),
+    key("stop_timeout_secs", Kind::Secs),
+    key("pull_timeout_secs", Kind::Secs),
     key("engine", Kind::OneOf(&["docker", "podman", "local"])),
     key("engine_bin", Kind::Str),
     key("fallback", Kind::OneOf(&["fail", "local"])),
@@ -243,7 +246,7 @@ pub const KEYS: &[Key] = &[
     },
     Key {
         name: "bootstrap_timeout_secs",
-        kind: Kind::Int,
+        kind: Kind::Secs,
         seed_env: Some("SANDBOX_BOOTSTRAP_TIMEOUT_SECS"),
     },
     key("bootstrap_required", Kind::Bool),
@@ -295,6 +298,18 @@ pub struct Layers {
     /// The configuration file that was read, if any.
     pub file: Option<PathBuf>,
 }
+
+/// The `H9SANDBOX_*` variables that are no configuration key: the configuration file, the
+/// shells' completion requests (`cli::generate::COMPLETE_VAR`), and the marks the local engine
+/// puts on its commands' processes (`engine::EXEC_MARKER_VAR`, `LOCAL_SANDBOX_VAR`,
+/// `LOCAL_STATE_DIR_VAR`), which an h9sandbox run inside a local sandbox inherits.
+pub const OTHER_ENV: &[&str] = &[
+    "H9SANDBOX_CONFIG",
+    "H9SANDBOX_COMPLETE",
+    "H9SANDBOX_EXEC_ID",
+    "H9SANDBOX_SANDBOX",
+    "H9SANDBOX_SANDBOX_STATE_DIR",
+];
 
 /// Keys that act on the host (what runs there, where records live), which the project file
 /// `./sandbox.toml` may not set, even once trusted: it usually sits in a work directory, which
@@ -512,12 +527,12 @@ impl Layers {
     }
 
     /// Names of `H9SANDBOX_*` environment variables that are neither a configuration key nor
-    /// `H9SANDBOX_CONFIG` (likely typos), from `vars`.
+    /// one of [`OTHER_ENV`] (likely typos), from `vars`.
     pub fn unknown_env_vars(vars: impl Iterator<Item = String>) -> Vec<String> {
         vars.filter(|v| {
-            v.strip_prefix("H9SANDBOX_").is_some_and(|k| {
-                k != "CONFIG" && !KEYS.iter().any(|key| key.name.eq_ignore_ascii_case(k))
-            })
+            !OTHER_ENV.contains(&v.as_str())
+                && v.strip_prefix("H9SANDBOX_")
+                    .is_some_and(|k| !KEYS.iter().any(|key| key.name.eq_ignore_ascii_case(k)))
         })
         .collect()
     }
@@ -691,17 +706,49 @@ fn coerce(key: &Key, v: toml::Value) -> Result<toml::Value, String> {
             }
             Ok(V::Array(items))
         }
+        (Kind::Secs, V::Integer(i)) if i >= 0 => Ok(V::Integer(i)),
+        (Kind::Secs, V::Integer(i)) => Err(format!("{i} is negative; expected seconds >= 0")),
+        (Kind::Secs, V::Float(f)) => secs_value(&f.to_string()),
+        (Kind::Secs, V::String(s)) => secs_value(&s),
+        (Kind::Int, V::String(s)) if s.trim().parse::<u64>().is_ok() => {
+            Err(unquote_hint(key, &s, "a whole number"))
+        }
         (Kind::Int, V::String(s)) => Err(format!("'{s}' is not a whole number")),
+        (Kind::Float, V::String(s)) if s.trim().parse::<f64>().is_ok() => {
+            Err(unquote_hint(key, &s, "a number"))
+        }
         (Kind::Float, V::String(s)) => Err(format!("'{s}' is not a number")),
+        (Kind::Bool, V::String(s)) if matches!(s.trim(), "true" | "false") => {
+            Err(unquote_hint(key, &s, "true or false"))
+        }
         (Kind::Bool, V::String(s)) => Err(format!("'{s}' is not true or false")),
         (kind, _) => Err(format!("expected {}, found {got}", kind_name(kind))),
     }
+}
+
+/// A `*_secs` key's value from a duration text, in whole seconds (rounded up).
+fn secs_value(text: &str) -> Result<toml::Value, String> {
+    let d = crate::types::parse_duration(text)?;
+    i64::try_from(crate::types::ceil_secs(d))
+        .map(toml::Value::Integer)
+        .map_err(|_| format!("'{text}' is too long a time"))
+}
+
+/// The error for a value of `key` written as a TOML string (`cpus = "2"`) that would be right
+/// without the quotes.
+fn unquote_hint(key: &Key, s: &str, what: &str) -> String {
+    format!(
+        "\"{s}\" is a string, not {what}; write it without quotes: {} = {}",
+        key.name,
+        s.trim()
+    )
 }
 
 fn kind_name(k: Kind) -> &'static str {
     match k {
         Kind::Str => "a string",
         Kind::Int => "a whole number",
+        Kind::Secs => "seconds or a duration (30, 0.5, 500ms, 1m)",
         Kind::Float => "a number",
         Kind::Path => "a path (string)",
         Kind::Bool => "true or false",
@@ -771,21 +818,36 @@ impl Config {
                 ),
             ));
         }
-        let ncpu = host_cpus();
-        if !self.cpus.is_finite() || self.cpus < 0.01 || self.cpus > ncpu as f64 {
+        // Above the host's CPU count is lowered by `fit_to_host` (a committed file travels
+        // between machines), not refused.
+        if !self.cpus.is_finite() || self.cpus < 0.01 {
             return Err(fail(
                 "cpus",
                 format!(
-                    "{} is out of range: give a number of cores from 0.01 to {ncpu} (this host's CPUs)",
-                    self.cpus
+                    "{} is out of range: give a number of cores of at least 0.01 (more than this host's {} are lowered to {})",
+                    self.cpus,
+                    host_cpus(),
+                    host_cpus()
                 ),
             ));
         }
         let mem = parse_size(&self.memory).map_err(|m| fail("memory", m))?;
         if mem < 6 << 20 {
+            let unitless = self
+                .memory
+                .trim()
+                .chars()
+                .all(|c| c.is_ascii_digit() || c == '.');
             return Err(fail(
                 "memory",
-                format!("'{}' is below Docker's minimum of 6m", self.memory),
+                if unitless {
+                    format!(
+                        "'{m}' is {m} bytes (a size without a unit counts bytes), below Docker's minimum of 6m; did you mean {m}m?",
+                        m = self.memory.trim()
+                    )
+                } else {
+                    format!("'{}' is below Docker's minimum of 6m", self.memory)
+                },
             ));
         }
         parse_size(&self.tmp_size).map_err(|m| fail("tmp_size", m))?;
@@ -844,6 +906,21 @@ impl Config {
             }
         }
         Ok(())
+    }
+
+    /// Lowers `cpus` to this host's CPU count when it asks for more (the engine would refuse
+    /// it, and a committed configuration file must work on smaller machines too); returns the
+    /// warning to show, naming `origin` (where the value came from).
+    pub fn fit_to_host(&mut self, origin: &Origin) -> Option<String> {
+        let ncpu = host_cpus() as f64;
+        if self.cpus <= ncpu {
+            return None;
+        }
+        let asked = self.cpus;
+        self.cpus = ncpu;
+        Some(format!(
+            "cpus = {asked} ({origin}) is more than this host's {ncpu} CPUs; using {ncpu}"
+        ))
     }
 
     /// The bootstrap command `up` runs, if one is configured (blank counts as none).
@@ -1354,5 +1431,21 @@ mod tests {
             .collect();
         let t: toml::Table = uncommented.parse().unwrap();
         assert!(t.len() >= KEYS.len() - 1);
+    }
+
+    #[test]
+    fn example_file_marks_the_keys_a_project_file_may_not_set() {
+        let example = include_str!("../sandbox.toml.example");
+        let lines: Vec<&str> = example.lines().collect();
+        for key in KEYS {
+            let at = lines
+                .iter()
+                .position(|l| l.starts_with(&format!("# {} = ", key.name)))
+                .unwrap();
+            let marked = lines[at - 1].starts_with("# NOT in a project's ./sandbox.toml");
+            let refused =
+                HOST_SIDE_KEYS.contains(&key.name) || USER_FILE_ONLY_KEYS.contains(&key.name);
+            assert_eq!(marked, refused, "{}", key.name);
+        }
     }
 }

@@ -21,9 +21,9 @@ pub const EXIT_USAGE: i32 = 2;
 /// Failures that callers (and tests) tell apart.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
-    /// No record's ID, ID prefix or name matches.
-    #[error("no sandbox matches '{0}' (see `h9sandbox ls`)")]
-    NotFound(String),
+    /// No record's ID, ID prefix or name matches, in the state directory `state_dir`.
+    #[error("no sandbox matches '{query}' in the state directory {state_dir} (see `h9sandbox ls`; another HOME, XDG_STATE_HOME or H9SANDBOX_STATE_DIR, as in a CI job or under sudo, means another state directory)")]
+    NotFound { query: String, state_dir: String },
     /// An ID prefix matches several records.
     #[error("'{prefix}' matches {count} sandboxes ({ids}); give more characters of the ID")]
     Ambiguous {

@@ -322,6 +322,9 @@ pub struct State {
     pub version: u32,
     /// All records, oldest first.
     pub sandboxes: Vec<Record>,
+    /// The state directory it was read from (not stored; named when a query matches nothing).
+    #[serde(skip)]
+    pub dir: Option<PathBuf>,
 }
 
 impl State {
@@ -330,6 +333,17 @@ impl State {
     pub fn resolve(&self, query: &str) -> Result<&Record, Error> {
         let idx = self.resolve_index(query)?;
         Ok(&self.sandboxes[idx])
+    }
+
+    /// [`Error::NotFound`] for `query`, naming the state directory looked in.
+    pub fn not_found(&self, query: &str) -> Error {
+        Error::NotFound {
+            query: query.to_string(),
+            state_dir: self
+                .dir
+                .as_ref()
+                .map_or_else(|| "(unknown)".into(), |d| d.display().to_string()),
+        }
     }
 
     /// As [`State::resolve`], returning the index into `sandboxes`.
@@ -345,7 +359,7 @@ impl State {
         }
         let q = query.to_ascii_lowercase().replace('-', "");
         if q.is_empty() || !q.chars().all(|c| c.is_ascii_hexdigit()) {
-            return Err(Error::NotFound(query.to_string()));
+            return Err(self.not_found(query));
         }
         let hits: Vec<usize> = self
             .sandboxes
@@ -355,7 +369,7 @@ impl State {
             .map(|(i, _)| i)
             .collect();
         match hits.len() {
-            0 => Err(Error::NotFound(query.to_string())),
+            0 => Err(self.not_found(query)),
             1 => Ok(hits[0]),
             n => Err(Error::Ambiguous {
                 prefix: query.to_string(),
@@ -704,9 +718,10 @@ impl Store {
             return Ok(State {
                 version: SCHEMA_VERSION,
                 sandboxes: vec![],
+                dir: Some(self.dir.clone()),
             });
         };
-        let state: State = serde_json::from_slice(&bytes).map_err(|e| Error::StateCorrupt {
+        let mut state: State = serde_json::from_slice(&bytes).map_err(|e| Error::StateCorrupt {
             path: self.file.clone(),
             reason: e.to_string(),
         })?;
@@ -720,6 +735,7 @@ impl Store {
             }
             .into());
         }
+        state.dir = Some(self.dir.clone());
         Ok(state)
     }
 
@@ -942,8 +958,8 @@ pub(crate) mod tests {
             s.resolve("aaaa"),
             Err(Error::Ambiguous { count: 2, .. })
         ));
-        assert!(matches!(s.resolve("ffff"), Err(Error::NotFound(_))));
-        assert!(matches!(s.resolve(""), Err(Error::NotFound(_))));
+        assert!(matches!(s.resolve("ffff"), Err(Error::NotFound { .. })));
+        assert!(matches!(s.resolve(""), Err(Error::NotFound { .. })));
     }
 
     #[test]

@@ -91,6 +91,26 @@ fn no_process_of_the_sandbox_can_make_a_set_id_file() {
 }
 
 #[test]
+fn no_command_can_trace_or_read_h9sandbox_in_the_container() {
+    require_container!("a local sandbox has no agent");
+    let env = TestEnv::new();
+    // Root in the sandbox has PID 1's and the supervisors' user and capabilities: only their
+    // being not dumpable keeps it from ptrace and from their memory and environment in /proc.
+    let id = env.up(&["--user", "root"]);
+    let out = sh(
+        &env,
+        &id,
+        "for p in 1 $PPID; do cat /proc/$p/environ >/dev/null 2>&1; echo environ=$?; \
+         cat /proc/$p/maps >/dev/null 2>&1; echo maps=$?; done; \
+         sleep 5 & cat /proc/$!/environ >/dev/null; echo child=$?; kill $!",
+    );
+    assert_eq!(
+        out, "environ=1\nmaps=1\nenviron=1\nmaps=1\nchild=0\n",
+        "the agent's processes can be read from inside"
+    );
+}
+
+#[test]
 fn the_default_user_is_the_work_dirs_owner_with_a_name_and_a_home() {
     require_container!("a local sandbox runs as the invoking user");
     let env = TestEnv::new();
@@ -486,6 +506,136 @@ print "planted\n";
         "{}",
         stderr(&out)
     );
+}
+
+/// Runs `cmd` to its end or kills it after `limit`; the output, or `None` when it had to be
+/// killed (it hung).
+fn within(mut cmd: Command, limit: Duration) -> Option<std::process::Output> {
+    let mut child = cmd
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + limit;
+    while child.try_wait().unwrap().is_none() {
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    Some(child.wait_with_output().unwrap())
+}
+
+#[test]
+fn fifos_planted_for_the_agent_never_hang_it() {
+    require_container!("background commands are kept by the in-container agent");
+    if exec_path_is_engine() {
+        return;
+    }
+    let env = TestEnv::new();
+    let id = env.up(&["--user", "root"]);
+    let out = env.run(&["exec", &id, "--detach", "--", "sleep 286"]);
+    assert_ok(&out);
+    let handle = stdout(&out).trim().to_string();
+    // Root in the sandbox swaps the command's log for a FIFO (no writer, no reader): opening it
+    // would block the agent's only thread, and every later command with it.
+    sh(
+        &env,
+        &id,
+        &format!(
+            "mkdir -p -m 700 /var/tmp/.h9sandbox-logs && cd /var/tmp/.h9sandbox-logs && rm -f {handle}.out && mkfifo {handle}.out && echo ok"
+        ),
+    );
+    let mut logs = env.cmd();
+    logs.args(["logs", &id, &handle]);
+    let out = within(logs, Duration::from_secs(20)).expect("`logs` hung on a planted FIFO");
+    assert!(!out.status.success(), "a FIFO passed for a log");
+    let mut exec = env.cmd();
+    exec.args(["exec", &id, "--", "echo alive"]);
+    let out = within(exec, Duration::from_secs(20)).expect("the agent hung after `logs`");
+    assert_eq!(stdout(&out), "alive\n", "{}", stderr(&out));
+    // The account files the agent reads for every command it starts.
+    sh(
+        &env,
+        &id,
+        "rm -f /etc/passwd /etc/group && mkfifo /etc/passwd /etc/group && echo ok",
+    );
+    let mut exec = env.cmd();
+    // (argv mode: a shell would itself wait on the FIFO for its user's entry)
+    exec.args(["exec", &id, "--", "/bin/busybox", "echo", "still alive"]);
+    let out = within(exec, Duration::from_secs(20)).expect("the agent hung on /etc/passwd");
+    assert_eq!(stdout(&out), "still alive\n", "{}", stderr(&out));
+}
+
+#[test]
+fn a_command_that_kills_its_supervisor_is_told_and_its_tree_killed() {
+    require_container!("a local sandbox has no agent");
+    if exec_path_is_engine() {
+        return;
+    }
+    // Root in the sandbox shares the supervisor's user, so it may kill it; the tree must not
+    // then outlive the exec unsupervised.
+    let env = TestEnv::new();
+    let id = env.up(&["--user", "root"]);
+    let out = env.run(&[
+        "exec",
+        &id,
+        "--timeout",
+        "60",
+        "--",
+        "sleep 281 & kill -9 $PPID; sleep 282",
+    ]);
+    assert_eq!(out.status.code(), Some(125), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("supervisor was killed"),
+        "{}",
+        stderr(&out)
+    );
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let ps = env.sandbox_processes(&id);
+        if !ps.contains("sleep 28") {
+            break;
+        }
+        assert!(Instant::now() < deadline, "left running:\n{ps}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+#[test]
+fn the_timeout_holds_while_the_caller_does_not_read() {
+    require_engine!();
+    let env = TestEnv::new();
+    let id = env.up(&[]);
+    // The caller's stdout is a pipe nobody reads: once it is full, the caller stops reading the
+    // command's output, which must not hold the command's timeout off.
+    let mut child = env
+        .cmd()
+        .args(["exec", &id, "--timeout", "2", "--", "yes 279"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    // (Through the engine's exec, the in-container wrapper's backstop takes it some seconds
+    // later.)
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        std::thread::sleep(Duration::from_millis(500));
+        let ps = env.sandbox_processes(&id);
+        if !ps.contains("yes 279") {
+            break;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("still running 30 s after a 2 s timeout:\n{ps}");
+        }
+    }
+    let _ = child.kill();
+    let _ = child.wait();
 }
 
 /// `exec` of `env`'s sandbox through the agent, or (`engine`) through the engine's exec.

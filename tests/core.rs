@@ -742,3 +742,29 @@ fn a_limit_the_engine_did_not_apply_fails_up_and_leaves_nothing() {
     );
     assert_eq!(env.ls()[0]["state"], "Failed");
 }
+
+#[test]
+fn another_state_directorys_up_down_and_reap_leave_this_ones_sandbox_alone() {
+    require_container!("a local sandbox has no container or volume");
+    let mine = TestEnv::new();
+    let id = mine.up(&[]);
+    let volume = format!("h9sandbox-{}", id.replace('-', ""));
+    // Another state directory's every sweep of containers and scratch volumes (Podman 4 ORs
+    // repeated label filters of `volume ls`, and its `volume rm --force` removes the containers
+    // using a volume).
+    let other = TestEnv::new();
+    let theirs = other.up(&[]);
+    assert_ok(&other.run(&["down", &theirs]));
+    assert_ok(&other.run(&["reap"]));
+    let out = mine.run(&["exec", &id, "--", "echo still here"]);
+    assert_ok(&out);
+    assert_eq!(stdout(&out), "still here\n");
+    let inspect = std::process::Command::new(cli())
+        .args(["volume", "inspect", &volume])
+        .output()
+        .unwrap();
+    assert!(
+        inspect.status.success(),
+        "the scratch volume {volume} is gone"
+    );
+}

@@ -21,6 +21,17 @@ pub mod wrap;
 /// Where the static h9sandbox binary is bind-mounted (read-only) in every container.
 pub const BIN: &str = "/.h9sandbox/h9sandbox";
 
+/// Makes this process not dumpable (`prctl(PR_SET_DUMPABLE, 0)`, see `prctl(2)`): no process
+/// without `CAP_SYS_PTRACE` (which no sandbox has) may then `ptrace` it or read its memory,
+/// environment or descriptors through `/proc/PID`, even one running as the same user. PID 1 and
+/// every supervisor call this first: a command running as the container's root has the same
+/// user and capabilities as they do, and would otherwise be let in (the kernel's
+/// `ptrace_may_access`). A command's own `execve` makes it dumpable again, as usual.
+pub fn not_dumpable() -> std::io::Result<()> {
+    rustix::process::set_dumpable_behavior(rustix::process::DumpableBehavior::NotDumpable)
+        .map_err(std::io::Error::from)
+}
+
 /// The first argument that selects the in-container entry points.
 pub const ARG: &str = "agent";
 

@@ -118,6 +118,9 @@ fn exit_code(status: i32) -> i32 {
 
 /// Runs the supervisor; returns its own exit status (0 once the tree is gone).
 pub fn run() -> i32 {
+    if super::not_dumpable().is_err() {
+        return 125;
+    }
     // SAFETY: descriptor 3 is the control socket the agent passed (checked below).
     let ctl = unsafe { UnixStream::from_raw_fd(CONTROL_FD) };
     if ctl.peer_addr().is_err() {
@@ -517,6 +520,11 @@ pub fn environ_has(pid: i32, needle: &[u8]) -> bool {
         .is_ok_and(|env| env.split(|b| *b == 0).any(|v| v == needle))
 }
 
+/// The variable every process of an exec carries, its value unique to that exec, by which its
+/// tree is found when nothing else answers for it (the engine's exec; a supervisor that was
+/// killed). The host side calls it `engine::EXEC_MARKER_VAR`.
+pub const MARKER_VAR: &str = "H9SANDBOX_EXEC_ID";
+
 /// Options of `h9sandbox agent kill-marked`, the engine path's in-container kill helper.
 #[derive(Debug, Clone, clap::Args)]
 pub struct KillMarkedArgs {
@@ -528,7 +536,7 @@ pub struct KillMarkedArgs {
 /// pass ([`marked_kill_pass`]), as far as this user may; returns 0, or 1 when some could not be
 /// signalled.
 pub fn kill_marked(args: &KillMarkedArgs) -> i32 {
-    let needle = format!("H9SANDBOX_EXEC_ID={}", args.marker);
+    let needle = format!("{MARKER_VAR}={}", args.marker);
     let me = std::process::id() as i32;
     let mut failed = false;
     for _ in 0..200 {

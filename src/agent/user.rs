@@ -17,47 +17,15 @@ use std::path::{Path, PathBuf};
 /// (`/var/tmp`), which outlives `stop`/`start` and is removed with the sandbox.
 pub const FALLBACK_HOME: &str = "/var/tmp/home";
 
-/// The most bytes read of `/etc/passwd` or `/etc/group`: the sandbox may have made them huge (or
-/// links to `/dev/zero`), and the agent reads them for every command with a named user.
-pub const DB_MAX: u64 = 4 << 20;
-
-/// The text of the user database file `path` (`/etc/passwd`, `/etc/group`), read the way code in
-/// the sandbox cannot steer: only when `/etc` is a directory (not a symlink) and `path` a regular
-/// file that is no symlink (`O_NOFOLLOW`; `O_NONBLOCK`, so a FIFO planted there never blocks the
-/// agent), at most [`DB_MAX`] bytes (the rest is ignored). Missing or refused: empty.
-pub fn read_db(path: &Path) -> String {
-    use std::io::Read;
-    let dir_ok = path
-        .parent()
-        .and_then(|d| std::fs::symlink_metadata(d).ok())
-        .is_some_and(|m| m.is_dir());
-    if !dir_ok {
-        return String::new();
-    }
-    let Ok(f) = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC)
-        .open(path)
-    else {
-        return String::new();
-    };
-    if !f.metadata().is_ok_and(|m| m.is_file()) {
-        return String::new();
-    }
-    let mut bytes = Vec::new();
-    let _ = f.take(DB_MAX).read_to_end(&mut bytes);
-    String::from_utf8_lossy(&bytes).into_owned()
-}
-
 /// The `uid:gid` a command runs as, for `run_as`: numeric IDs as they are; a login name looked up
-/// in the container's `/etc/passwd` ([`read_db`]), with its primary group unless one is given
+/// in the container's `/etc/passwd` ([`read_account_file`]), with its primary group unless one is given
 /// (`root` is 0:0 even in an image without the file). Errors: the name is unknown.
 pub fn resolve(run_as: &super::proto::RunAs) -> Result<(u32, u32), String> {
     use super::proto::RunAs;
     match run_as {
         RunAs::Ids { uid, gid } => Ok((*uid, *gid)),
         RunAs::Name { name, gid } => {
-            let entries = parse_passwd(&read_db(Path::new("/etc/passwd")));
+            let entries = parse_passwd(&read_account_file("/etc/passwd"));
             match entries.iter().find(|e| &e.name == name) {
                 Some(e) => Ok((e.uid, gid.unwrap_or(e.gid))),
                 None if name == "root" => Ok((0, gid.unwrap_or(0))),
@@ -147,7 +115,7 @@ pub fn prepare(uid: u32, gid: u32, name: Option<&str>) -> std::io::Result<()> {
         }
     }
     std::fs::create_dir_all("/etc")?;
-    let passwd = read_db(Path::new("/etc/passwd"));
+    let passwd = read_account_file("/etc/passwd");
     let entries = parse_passwd(&passwd);
     if !entries.iter().any(|e| e.uid == uid) {
         let name = free_name(&entries, name, uid);
@@ -157,7 +125,7 @@ pub fn prepare(uid: u32, gid: u32, name: Option<&str>) -> std::io::Result<()> {
             &format!("{name}:x:{uid}:{gid}:h9sandbox:{FALLBACK_HOME}:/bin/sh"),
         )?;
     }
-    let group = read_db(Path::new("/etc/group"));
+    let group = read_account_file("/etc/group");
     let groups = parse_group(&group);
     if !groups.iter().any(|(_, g)| *g == gid) {
         let gname = if groups.iter().any(|(n, _)| n == "sandbox") {
@@ -174,12 +142,50 @@ pub fn prepare(uid: u32, gid: u32, name: Option<&str>) -> std::io::Result<()> {
     Ok(())
 }
 
+/// The most of an account file (`/etc/passwd`, `/etc/group`) that is read: far more than any
+/// real one holds.
+const ACCOUNTS_MAX: u64 = 4 << 20;
+
+/// `path` as text, at most [`ACCOUNTS_MAX`] bytes; empty when it is missing, unreadable or not a
+/// regular file. Root in the sandbox can put a FIFO or a device in its place, which must never
+/// block or flood the agent (it reads these files for every command), or a symlink to a file it
+/// should not stand for: `path` is opened only when its directory is a directory (not a
+/// symlink), and never through a symlink of its own (`O_NOFOLLOW`).
+fn read_account_file(path: &str) -> String {
+    use std::io::Read;
+    let mut text = String::new();
+    let dir_ok = Path::new(path)
+        .parent()
+        .and_then(|d| std::fs::symlink_metadata(d).ok())
+        .is_some_and(|m| m.is_dir());
+    if !dir_ok {
+        return text;
+    }
+    if let Ok(f) = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_NOFOLLOW)
+        .open(path)
+    {
+        if f.metadata().is_ok_and(|m| m.is_file()) {
+            let _ = f.take(ACCOUNTS_MAX).read_to_string(&mut text);
+        }
+    }
+    text
+}
+
 fn append_line(path: &Path, old: &str, line: &str) -> std::io::Result<()> {
     let mut f = std::fs::OpenOptions::new()
         .append(true)
         .create(true)
         .mode(0o644)
+        .custom_flags(libc::O_NONBLOCK)
         .open(path)?;
+    if !f.metadata()?.is_file() {
+        return Err(std::io::Error::other(format!(
+            "{} is not a regular file",
+            path.display()
+        )));
+    }
     let sep = if old.is_empty() || old.ends_with('\n') {
         ""
     } else {
@@ -193,7 +199,7 @@ fn append_line(path: &Path, old: &str, line: &str) -> std::io::Result<()> {
 /// the container's `/etc/passwd` does not know (`exec --user UID:GID`), `FALLBACK_HOME-UID`, so
 /// that two users never share one.
 pub fn home_of(uid: u32) -> PathBuf {
-    let passwd = read_db(Path::new("/etc/passwd"));
+    let passwd = read_account_file("/etc/passwd");
     let Some(entry) = parse_passwd(&passwd).into_iter().find(|e| e.uid == uid) else {
         return PathBuf::from(match uid {
             0 => FALLBACK_HOME.to_string(),

@@ -78,6 +78,10 @@ pub fn find_on(path: &str, name: &str) -> Option<String> {
 /// be started (126 when it cannot be run, 127 when it is not found, as shells do; 125 for our
 /// own failure).
 pub fn run(args: &ExecArgs) -> i32 {
+    // The timeout's backstop must not be traced by the command it watches.
+    if let Err(e) = super::not_dumpable() {
+        return fail(125, &format!("cannot make the wrapper not dumpable: {e}"));
+    }
     let progs = match seccomp::programs() {
         Ok(p) => p,
         Err(e) => return fail(125, &format!("cannot build the set-ID filter: {e}")),

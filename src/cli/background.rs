@@ -6,6 +6,7 @@ use comfy_table::Cell;
 
 use super::output;
 use super::{Format, KillArgs, LogsArgs, PsArgs};
+use crate::report::printable;
 use crate::sandbox::background::{self, LogSink};
 use crate::sandbox::Ctx;
 
@@ -25,15 +26,19 @@ pub async fn ps(ctx: &Ctx, format: Format, args: &PsArgs) -> Result<i32> {
                     (true, Some(c)) => format!("exited {c}, children running"),
                     (false, c) => format!("exited {}", c.unwrap_or(255)),
                 };
-                let started = std::time::UNIX_EPOCH + std::time::Duration::from_secs(d.started);
+                // What the agent reports is data: a time past what SystemTime holds is shown as
+                // unknown, control characters escaped.
+                let started = std::time::UNIX_EPOCH
+                    .checked_add(std::time::Duration::from_secs(d.started))
+                    .map(output::age_since)
+                    .unwrap_or_else(|| "?".into());
+                let command = crate::sandbox::bootstrap::abbreviate(&d.command, 60);
                 t.add_row(vec![
-                    Cell::new(&d.handle),
+                    Cell::new(printable(&d.handle)),
                     Cell::new(d.pid),
                     Cell::new(state),
-                    Cell::new(output::age(
-                        &humantime::format_rfc3339_seconds(started).to_string(),
-                    )),
-                    Cell::new(crate::sandbox::bootstrap::abbreviate(&d.command, 60)),
+                    Cell::new(started),
+                    Cell::new(printable(&command)),
                 ]);
             }
             output::print_table(&t)?;

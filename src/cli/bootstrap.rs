@@ -11,7 +11,6 @@ use super::output;
 use super::progress::CliReporter;
 use super::{BootstrapArgs, Format};
 use crate::error::Error;
-use crate::report::Reporter;
 use crate::sandbox::exec::Sink;
 use crate::sandbox::{bootstrap, Ctx};
 use crate::state::BootstrapRun;
@@ -48,10 +47,16 @@ pub async fn run(
     progress.finish();
     let (rec, done) = ran?;
     let code = done.run.exit_code;
-    if done.run.timed_out && format == Format::Table {
-        progress.warn(&format!(
-            "bootstrap timed out after {}s; its process tree was killed",
-            ctx.settings_for(&rec).bootstrap_timeout_secs
+    if done.run.timed_out {
+        crate::report::eprintln(&format!(
+            "h9sandbox: error: the bootstrap timed out after {}s (--timeout, else the sandbox's bootstrap_timeout_secs): it and its whole process tree in sandbox {} were killed (exit {code})",
+            ctx.settings_for(&rec).bootstrap_timeout_secs,
+            rec.short_id()
+        ));
+    } else if let Some(sig) = done.interrupted {
+        crate::report::eprintln(&format!(
+            "h9sandbox: error: interrupted by {sig}: the bootstrap and its whole process tree in sandbox {} were killed (exit {code})",
+            rec.short_id()
         ));
     }
     if format == Format::Json {

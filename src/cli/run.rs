@@ -35,6 +35,7 @@ pub fn up_request(args: &RunArgs) -> crate::sandbox::create::UpRequest {
 /// Runs `run` (`ctx` built with the up request's configuration flags); returns the command's
 /// exit status.
 pub async fn run(ctx: &Ctx, format: Format, progress: &CliReporter, args: &RunArgs) -> Result<i32> {
+    let env = super::exec::env_assignments(&args.env, |k| std::env::var_os(k))?;
     let created = create(ctx, &up_request(args)).await;
     progress.finish();
     let rec = created?;
@@ -42,7 +43,7 @@ pub async fn run(ctx: &Ctx, format: Format, progress: &CliReporter, args: &RunAr
         id: rec.id.to_string(),
         cwd: args.cwd.clone(),
         user: None,
-        env: args.env.clone(),
+        env,
         timeout: args.timeout,
         interactive: args.interactive,
         max_output: args.max_output,
@@ -53,16 +54,16 @@ pub async fn run(ctx: &Ctx, format: Format, progress: &CliReporter, args: &RunAr
         Format::Json => Sink::Capture(args.max_output),
         Format::Table => Sink::Forward,
     };
+    let mut unread = super::exec::UnreadStdin::default();
+    unread.check(args.interactive);
     let done = execute(ctx, &req, sink, std::future::pending()).await;
+    unread.check(args.interactive);
     // Removed whatever happened to the command.
     let removed = take_down(ctx, &[rec.id.to_string()], false).await;
     let done = done?;
     let out = &done.outcome;
-    if out.timed_out && format == Format::Table {
-        ctx.reporter.warn(&format!(
-            "command timed out after {}s; its process tree was killed",
-            done.timeout.map_or(0, |t| t.as_secs())
-        ));
+    if let Some(line) = super::exec::ended_message(out, done.timeout, &done.record, &args.command) {
+        crate::report::eprintln(&line);
     }
     if out.oom_killed {
         ctx.reporter.warn(&super::exec::oom_message(&done.record));

@@ -414,7 +414,11 @@ impl Environment for Docker {
 
     async fn list(&self, labels: &[(&str, &str)]) -> Result<Vec<ContainerSummary>> {
         let out = self.checked(ps_args(self.flavor, labels)).await?;
-        parse_ps(self.flavor, &out)
+        let mut found = parse_ps(self.flavor, &out)?;
+        // The engine's filtering is checked, not trusted: how several filters combine differs
+        // between engines and versions (Podman 4 ORs repeated `label=` filters of `volume ls`).
+        found.retain(|c| summary_has_labels(c, labels));
+        Ok(found)
     }
 
     fn exec_command(&self, container: &str, spec: &ExecSpec) -> Command {
@@ -508,24 +512,48 @@ impl Environment for Docker {
         for (k, v) in labels {
             args.extend(["--filter".into(), format!("label={k}={v}")]);
         }
-        let names = self.checked(args).await?;
-        Ok(names
+        let names: Vec<String> = self
+            .checked(args)
+            .await?
             .lines()
             .filter(|l| !l.is_empty())
-            .map(|name| VolumeSummary {
-                name: name.to_string(),
+            .map(str::to_string)
+            .collect();
+        if names.is_empty() {
+            return Ok(Vec::new());
+        }
+        // The filter is not trusted (Podman 4 ORs repeated `label=` filters, which would hand
+        // over every sandbox's volume): each volume's labels are read back and checked.
+        let mut args: Vec<String> = vec![
+            "volume".into(),
+            "inspect".into(),
+            "--format".into(),
+            "{{.Name}}\t{{json .Labels}}".into(),
+        ];
+        args.extend(names);
+        let out = self.checked(args).await?;
+        Ok(parse_volume_labels(&out)
+            .into_iter()
+            .filter(|(_, have)| {
+                labels
+                    .iter()
+                    .all(|(k, v)| have.get(*k).map(String::as_str) == Some(*v))
+            })
+            .map(|(name, _)| VolumeSummary {
                 // Our volumes are named after their sandbox (`h9sandbox-<32 hex>`).
                 sandbox_id: name
                     .strip_prefix("h9sandbox-")
                     .and_then(|h| uuid::Uuid::parse_str(h).ok())
                     .map(|u| u.to_string()),
+                name,
             })
             .collect())
     }
 
     async fn remove_volume(&self, name: &str) -> Result<()> {
+        // Never `--force`: Podman's removes every container using the volume first.
         let (code, _, stderr) = self
-            .output(vec!["volume".into(), "rm".into(), "-f".into(), name.into()])
+            .output(vec!["volume".into(), "rm".into(), name.into()])
             .await?;
         if code != 0 && !stderr.contains("no such volume") && !stderr.contains("No such volume") {
             return Err(anyhow!(
@@ -1082,6 +1110,35 @@ pub fn parse_inspect(json: &str) -> Result<ContainerStatus> {
         applied,
         pid: u32::try_from(s.pid).unwrap_or(0),
     })
+}
+
+/// Whether `c` carries every `key=value` of `labels` that a summary holds (the sandbox ID and
+/// the state directory; other labels are left to the engine's filter).
+fn summary_has_labels(c: &ContainerSummary, labels: &[(&str, &str)]) -> bool {
+    let holds = |have: &Option<String>, want: &str| match have {
+        Some(h) => want.is_empty() || h == want,
+        None => false,
+    };
+    labels.iter().all(|(k, v)| match *k {
+        LABEL_STATE_DIR => holds(&c.state_dir, v),
+        LABEL_ID => holds(&c.sandbox_id, v),
+        _ => true,
+    })
+}
+
+/// Parses `volume inspect --format '{{.Name}}\t{{json .Labels}}'`: one volume a line, its
+/// name and labels (`null` or unparsable labels: none).
+fn parse_volume_labels(out: &str) -> Vec<(String, std::collections::BTreeMap<String, String>)> {
+    out.lines()
+        .filter_map(|l| {
+            let (name, json) = l.split_once('\t')?;
+            let labels = serde_json::from_str::<Option<_>>(json.trim())
+                .ok()
+                .flatten()
+                .unwrap_or_default();
+            Some((name.to_string(), labels))
+        })
+        .collect()
 }
 
 fn parse_ps_line(line: &str) -> Option<ContainerSummary> {
@@ -1646,5 +1703,30 @@ mod tests {
         assert!(!is_removal_in_progress(
             "Error response from daemon: No such container: x"
         ));
+    }
+
+    #[test]
+    fn listings_are_checked_against_the_labels_asked_for() {
+        let c = |dir: Option<&str>| ContainerSummary {
+            id: "c".into(),
+            name: "n".into(),
+            state: "running".into(),
+            status: "Up".into(),
+            sandbox_id: Some("s".into()),
+            state_dir: dir.map(str::to_string),
+        };
+        let want = [(LABEL_MANAGED, "1"), (LABEL_STATE_DIR, "/a")];
+        assert!(summary_has_labels(&c(Some("/a")), &want));
+        assert!(!summary_has_labels(&c(Some("/b")), &want));
+        assert!(!summary_has_labels(&c(None), &want));
+        assert!(summary_has_labels(&c(Some("/b")), &[(LABEL_ID, "")]));
+        assert!(!summary_has_labels(&c(Some("/b")), &[(LABEL_ID, "t")]));
+        let v = parse_volume_labels(
+            "va\t{\"h9sandbox\":\"1\",\"h9sandbox.state_dir\":\"/a\"}\nvb\tnull\nbad line\n",
+        );
+        assert_eq!(v.len(), 2);
+        assert_eq!(v[0].0, "va");
+        assert_eq!(v[0].1.get(LABEL_STATE_DIR).map(String::as_str), Some("/a"));
+        assert!(v[1].1.is_empty());
     }
 }

@@ -45,7 +45,7 @@ pub const LABEL_PARENT: &str = "h9sandbox.parent";
 pub const SCRATCH_DIR: &str = "/var/tmp";
 /// Environment variable set on every `exec`'d process; its value identifies the exec so that
 /// its whole process tree (children inherit the environment) can be found and killed.
-pub const EXEC_MARKER_VAR: &str = "H9SANDBOX_EXEC_ID";
+pub const EXEC_MARKER_VAR: &str = crate::agent::supervise::MARKER_VAR;
 
 /// Environment variable set on every process of a local sandbox: the sandbox's name.
 /// With [`LOCAL_STATE_DIR_VAR`] it tells which processes `down` must end.
@@ -555,6 +555,13 @@ pub enum ExecFailure {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn the_marks_are_not_taken_for_mistyped_configuration() {
+        for var in [EXEC_MARKER_VAR, LOCAL_SANDBOX_VAR, LOCAL_STATE_DIR_VAR] {
+            assert!(crate::config::OTHER_ENV.contains(&var), "{var}");
+        }
+    }
+
     use super::*;
     use crate::types::Network;
 

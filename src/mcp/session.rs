@@ -130,13 +130,23 @@ impl Session {
     }
 
     /// The sandboxes the tools may act on: those the session made and their sub-sandboxes (made
-    /// by anyone, e.g. `h9sandbox up --parent`), as `state` records them now; `None` with
+    /// by anyone, e.g. `h9sandbox up --parent`), as `state` records them now, and those this
+    /// server process is making right now (`creator`: the `--auto-up` sandbox while Pending, so
+    /// that `sandbox_list` shows it and an agent does not make a second one); `None` with
     /// `--all-sandboxes` (every sandbox of the state directory).
     fn scope(&self, state: &State) -> Option<HashSet<Uuid>> {
         if self.all_sandboxes {
             return None;
         }
-        let created = self.state().created.clone();
+        let me = crate::state::ProcessRef::current();
+        let mut created = self.state().created.clone();
+        created.extend(
+            state
+                .sandboxes
+                .iter()
+                .filter(|r| r.creator == me)
+                .map(|r| r.id),
+        );
         let mut scope: HashSet<Uuid> = created.iter().copied().collect();
         for id in created {
             scope.extend(state.descendants(id).into_iter().flatten());
@@ -156,6 +166,7 @@ impl Session {
         let scope = self.scope(&state).unwrap_or_default();
         let mine = State {
             version: state.version,
+            dir: state.dir.clone(),
             sandboxes: state
                 .sandboxes
                 .into_iter()
@@ -164,7 +175,7 @@ impl Session {
         };
         match mine.resolve(query) {
             Ok(r) => Ok(r.id.to_string()),
-            Err(Error::NotFound(_)) => Err(Error::Invalid(format!(
+            Err(Error::NotFound { .. }) => Err(Error::Invalid(format!(
                 "no sandbox matches '{query}' among this session's (the server acts only on the sandboxes its session made and their sub-sandboxes, unless started with --all-sandboxes; see sandbox_list)"
             ))
             .into()),
@@ -342,7 +353,7 @@ impl Session {
             cwd: p.cwd.map(PathBuf::from),
             user: p.user,
             env: env_assignments(p.env)?,
-            timeout: p.timeout_secs,
+            timeout: timeout_of(p.timeout_secs)?,
             interactive: false,
             max_output: usize::try_from(max).unwrap_or(usize::MAX),
             command,
@@ -402,8 +413,9 @@ impl Session {
         }
         let error = out.timed_out.then(|| {
             format!(
-                "the command timed out after {}s and {}; exit code 124",
-                done.timeout.map_or(0, |t| t.as_secs()),
+                "the command timed out after {} and {}; exit code 124",
+                done.timeout
+                    .map_or("0s".into(), crate::types::show_duration),
                 if out.tree_killed {
                     "its process tree was killed"
                 } else {
@@ -424,7 +436,7 @@ impl Session {
             cwd: p.cwd.map(PathBuf::from),
             user: p.user,
             env: env_assignments(p.env)?,
-            timeout: p.timeout_secs,
+            timeout: timeout_of(p.timeout_secs)?,
             interactive: false,
             max_output: 0,
             command,
@@ -909,4 +921,17 @@ fn env_assignments(env: Option<std::collections::BTreeMap<String, String>>) -> R
             }
         })
         .collect()
+}
+
+/// A tool's `timeout_secs` (seconds, fractions allowed) as a duration. Errors: a negative or
+/// non-finite number.
+fn timeout_of(secs: Option<f64>) -> Result<Option<std::time::Duration>, Error> {
+    secs.map(|s| {
+        std::time::Duration::try_from_secs_f64(s).map_err(|_| {
+            Error::Invalid(format!(
+                "timeout_secs {s} is not a number of seconds >= 0 (0 = no limit)"
+            ))
+        })
+    })
+    .transpose()
 }

@@ -111,9 +111,9 @@ pub struct ExecParams {
     #[serde(default)]
     pub env: Option<BTreeMap<String, String>>,
     /// Seconds before the command's whole process tree is killed (the result then says
-    /// timed_out, exit code 124); 0 = no limit. Default: configured (600).
+    /// timed_out, exit code 124); fractions allowed (0.5); 0 = no limit. Default: configured (600).
     #[serde(default)]
-    pub timeout_secs: Option<u64>,
+    pub timeout_secs: Option<f64>,
     /// Bytes returned of each of stdout and stderr, at least 256 and at most the server's
     /// json_max_bytes (16 MiB by default): longer output keeps its first and last halves with a
     /// marker saying how many bytes were cut between them. Default: configured (30000).
@@ -146,9 +146,9 @@ pub struct SpawnParams {
     #[serde(default)]
     pub env: Option<BTreeMap<String, String>>,
     /// Seconds before its whole process tree is killed; default: none (it runs until
-    /// sandbox_kill or the sandbox's end).
+    /// sandbox_kill or the sandbox's end). Fractions allowed (0.5).
     #[serde(default)]
-    pub timeout_secs: Option<u64>,
+    pub timeout_secs: Option<f64>,
 }
 
 /// Arguments of `sandbox_ps`.

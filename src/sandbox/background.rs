@@ -68,8 +68,8 @@ pub async fn detach(ctx: &Ctx, req: &ExecRequest) -> anyhow::Result<Started> {
         stdin: false,
         timeout_ms: req
             .timeout
-            .filter(|t| *t > 0)
-            .map(|t| t.saturating_mul(1000)),
+            .filter(|t| !t.is_zero())
+            .map(|t| u64::try_from(t.as_millis()).unwrap_or(u64::MAX).max(1)),
         detach: true,
     };
     conn.send(Request::Start(start))

@@ -470,9 +470,7 @@ fn record_pending(ctx: &Ctx, plan: &Plan) -> Result<()> {
             return Err(Error::NameInUse(name.clone()).into());
         }
         if let Some(p) = &plan.parent {
-            let now = s
-                .get(p.id)
-                .ok_or_else(|| Error::NotFound(p.id.to_string()))?;
+            let now = s.get(p.id).ok_or_else(|| s.not_found(&p.id.to_string()))?;
             ensure_running(now).map_err(|e| {
                 Error::Invalid(format!("cannot create a sub-sandbox: the parent {e}"))
             })?;

@@ -225,9 +225,9 @@ pub struct ExecRequest {
     pub user: Option<String>,
     /// Extra environment variables, `K=V` each.
     pub env: Vec<String>,
-    /// Seconds before the command's process tree is killed; 0 = none (default: config
+    /// Time before the command's process tree is killed; zero = none (default: config
     /// `exec_timeout_secs`).
-    pub timeout: Option<u64>,
+    pub timeout: Option<Duration>,
     /// Attach our standard input to the command.
     pub interactive: bool,
     /// Bytes kept of each of stdout and stderr when captured (the caller passes it to the
@@ -286,9 +286,10 @@ pub async fn execute(
     let env = parse_env(&req.env)?;
     let timeout = req
         .timeout
-        .unwrap_or(ctx.settings_for(rec).exec_timeout_secs);
+        .unwrap_or(Duration::from_secs(ctx.settings_for(rec).exec_timeout_secs));
     // Beyond ~136 years is "none" (and keeps Instant arithmetic from overflowing).
-    let timeout = (timeout > 0 && timeout < u32::MAX as u64).then(|| Duration::from_secs(timeout));
+    let timeout =
+        (!timeout.is_zero() && timeout < Duration::from_secs(u32::MAX as u64)).then_some(timeout);
     let spec = ExecSpec {
         command: req.to_command(),
         cwd,
@@ -538,7 +539,10 @@ async fn local_program_missing(engine: &AnyEngine, spec: &ExecSpec, sink: Sink) 
     if crate::agent::wrap::find_on(&path, &argv[0]).is_some() {
         return None;
     }
-    let message = format!("h9sandbox: error: {}: command not found\n", argv[0]);
+    let message = format!(
+        "h9sandbox: error: {}: command not found\n",
+        crate::report::printable(&argv[0])
+    );
     let mut stderr = Captured::default();
     match sink.caps() {
         Some((head, tail)) => {

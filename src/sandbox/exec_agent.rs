@@ -120,6 +120,7 @@ pub async fn run(
                 Some(Ok(Reply::Exited(e))) => break e,
                 // The program could not be started: what a shell says, with its status.
                 Some(Ok(Reply::Failed { code, message })) if code == 126 || code == 127 => {
+                    let message = crate::report::printable(&message);
                     err.write(format!("h9sandbox: error: {message}\n").as_bytes()).await;
                     break crate::agent::proto::Exit { code, timed_out: false, killed: false, oom_killed: false };
                 }

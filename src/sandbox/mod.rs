@@ -72,7 +72,10 @@ impl Ctx {
                 layers.set_str(key, v, Origin::Flag((*flag).to_string()))?;
             }
         }
-        let cfg = layers.resolve()?;
+        let mut cfg = layers.resolve()?;
+        if let Some(warning) = cfg.fit_to_host(&layers.origin("cpus")) {
+            reporter.warn(&warning);
+        }
         let store = Store::open(&cfg.state_dir()?)?;
         let engine = AnyEngine::for_kind(cfg.engine, &cfg, store.dir(), &reporter);
         let explicit = Settings::KEYS
