@@ -826,3 +826,46 @@ print "uid: $<\n";
         stderr(&out)
     );
 }
+
+#[test]
+fn a_sandbox_of_an_older_agent_protocol_goes_through_the_engines_exec() {
+    require_container!("no agent without a container");
+    let env = TestEnv::new();
+    std::os::unix::fs::chown(&env.workdir, Some(1000), Some(1000)).unwrap();
+    let id = env.up(&["--image", DEBIAN]);
+    // A record as an older h9sandbox wrote it: no agent protocol version.
+    let file = env.state_dir.join("state.json");
+    let mut state: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&file).unwrap()).unwrap();
+    let mut found = 0;
+    for s in state["sandboxes"].as_array_mut().unwrap() {
+        if let Some(agent) = s.get_mut("agent").and_then(|a| a.as_object_mut()) {
+            found += usize::from(agent.remove("version").is_some());
+        }
+    }
+    assert_eq!(found, 1, "{state}");
+    std::fs::write(&file, serde_json::to_vec(&state).unwrap()).unwrap();
+    // Its commands still run, through the engine's exec, with the flags its wrapper knows.
+    let out = env.run(&[
+        "-v",
+        "exec",
+        &id,
+        "--user",
+        "nobody",
+        "--cwd",
+        "/etc",
+        "--",
+        "echo $(id -u) $(pwd)",
+    ]);
+    assert_ok(&out);
+    assert_eq!(stdout(&out), "65534 /etc\n");
+    assert!(
+        stderr(&out).contains(&format!("{} exec", cli())) && stderr(&out).contains("-w /etc"),
+        "{}",
+        stderr(&out)
+    );
+    // Files outside the work dir need the file helper it does not have: told, not tried.
+    let out = env.run(&["read", &id, "/etc/os-release"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(stderr(&out).contains("made before"), "{}", stderr(&out));
+}

@@ -938,15 +938,16 @@ pub fn exec_args(container: &str, spec: &ExecSpec) -> Vec<String> {
         a.push("-e".into());
         a.push(format!("{k}={v}"));
     }
-    // The wrapper enters the directory itself, as the user ([`agent::wrap`]).
-    if !spec.wrapped {
+    // A current wrapper enters the directory itself, as the user ([`agent::wrap`]).
+    let enters = spec.wrapped && spec.wrapper_enters;
+    if !enters {
         a.push("-w".into());
         a.push(spec.cwd.to_string_lossy().into_owned());
     }
     // A name is looked up by the wrapper, started as root, as the agent does; else the engine
     // starts the command as the user.
     let by_name = match &spec.user {
-        Some(u @ RunAs::Name { .. }) if spec.wrapped => Some(u.to_string()),
+        Some(u @ RunAs::Name { .. }) if enters => Some(u.to_string()),
         _ => None,
     };
     match (&spec.user, &by_name) {
@@ -960,7 +961,9 @@ pub fn exec_args(container: &str, spec: &ExecSpec) -> Vec<String> {
         if let Some(name) = &by_name {
             a.extend(["--user".into(), name.clone()]);
         }
-        a.extend(["--cwd".into(), spec.cwd.to_string_lossy().into_owned()]);
+        if enters {
+            a.extend(["--cwd".into(), spec.cwd.to_string_lossy().into_owned()]);
+        }
         if let Some(t) = spec.backstop {
             a.extend(["--timeout-ms".into(), t.as_millis().to_string()]);
         }
@@ -1545,6 +1548,7 @@ mod tests {
                 gid: 1000,
             }),
             wrapped: true,
+            wrapper_enters: true,
             backstop: None,
         };
         let a = exec_args("c1", &spec);
@@ -1587,7 +1591,16 @@ mod tests {
                 "a b"
             ]
         );
-        // A name goes to the engine, which looks it up in the container's /etc/passwd.
+        // An older sandbox's wrapper knows neither --cwd nor --user: the engine does both.
+        let older = ExecSpec {
+            user: Some(RunAs::parse("nobody").unwrap()),
+            wrapper_enters: false,
+            ..spec.clone()
+        };
+        let a = exec_args("c1", &older);
+        assert_eq!(a[5..9], ["-w", "/w/sub", "--user", "nobody"]);
+        assert!(!a.contains(&"--cwd".to_string()), "{a:?}");
+        // A name goes to a current wrapper, started as root, which looks it up as the agent does.
         let named = ExecSpec {
             user: Some(RunAs::parse("nobody:50").unwrap()),
             ..spec.clone()
@@ -1599,6 +1612,7 @@ mod tests {
         let legacy = ExecSpec {
             user: None,
             wrapped: false,
+            wrapper_enters: false,
             ..spec.clone()
         };
         let a = exec_args("c1", &legacy);
@@ -1607,6 +1621,7 @@ mod tests {
         let legacy_argv = ExecSpec {
             user: None,
             wrapped: false,
+            wrapper_enters: false,
             ..argv
         };
         assert_eq!(

@@ -248,6 +248,10 @@ pub struct ExecSpec {
     /// command (`h9sandbox agent exec`: the set-ID filter, a home); sandboxes made before it
     /// existed run it through [`docker::SHELL_WRAPPER`].
     pub wrapped: bool,
+    /// Whether that wrapper enters the working directory and looks a user name up itself
+    /// (`agent exec --cwd --user`, agent protocol 3 and later), as the agent does; an older one
+    /// (a sandbox made by an older h9sandbox) gets `docker exec -w` and `--user` instead.
+    pub wrapper_enters: bool,
     /// The wrapper's own timeout (`agent exec --timeout-ms`): a backstop that kills the command's
     /// tree inside the container when the host's process died before its own timeout could.
     pub backstop: Option<Duration>,

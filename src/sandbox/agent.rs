@@ -220,6 +220,14 @@ fn read_ready(path: &Path) -> Option<String> {
     text.lines().next().map(str::to_string)
 }
 
+/// Whether sandbox `rec`'s in-container side speaks this h9sandbox's agent protocol
+/// ([`crate::agent::proto::VERSION`], recorded by `up`): its agent, its exec wrapper and its file
+/// helper take what this h9sandbox sends. A sandbox made by an older h9sandbox runs its commands
+/// through the engine's exec, with the flags its wrapper knows, and has no file helper.
+pub fn speaks_current(rec: &Record) -> bool {
+    rec.agent.and_then(|a| a.version) == Some(crate::agent::proto::VERSION)
+}
+
 /// A connection to the agent of sandbox `rec`, when it has one the host can reach: `Ok(None)`
 /// when commands go through the engine's exec (no agent, a socket the host cannot reach, or an
 /// agent of another protocol version: a sandbox made by an older h9sandbox).
@@ -230,7 +238,7 @@ pub async fn connect(ctx: &Ctx, rec: &Record) -> Result<Option<Connection>, Conn
         return Ok(None);
     };
     // An agent of an older h9sandbox speaks another protocol: the engine's exec serves it.
-    if rec.agent.and_then(|a| a.version) != Some(crate::agent::proto::VERSION) {
+    if !speaks_current(rec) {
         return Ok(None);
     }
     let token = read_token(ctx, rec.id).map_err(|e| ConnectError::Unreachable(format!("{e:#}")))?;

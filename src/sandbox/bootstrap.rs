@@ -77,6 +77,7 @@ pub async fn execute(ctx: &Ctx, rec: &Record, cmd: &str, sink: Sink) -> Done {
         marker: Uuid::new_v4().simple().to_string(),
         user: rec.agent.is_some().then_some(RunAs::ROOT),
         wrapped: rec.agent.is_some(),
+        wrapper_enters: super::agent::speaks_current(rec),
         backstop: super::exec::backstop(timeout),
     };
     let started = std::time::Instant::now();

@@ -157,7 +157,7 @@ async fn run_helper(
 ) -> Result<Ended> {
     ensure_running(rec)?;
     super::lifecycle::check_workdir(rec)?;
-    if rec.agent.is_none() {
+    if !super::agent::speaks_current(rec) {
         return Err(Error::Invalid(format!(
             "sandbox {} was made before h9sandbox served files outside the work dir; use `exec` (cat, tee), or `down` it and `up` a new one",
             rec.short_id()
@@ -286,6 +286,7 @@ async fn via_engine(
         marker: Uuid::new_v4().simple().to_string(),
         user: Some(user),
         wrapped: true,
+        wrapper_enters: true,
         backstop: None,
     };
     let mut cmd = engine.exec_command(rec.container_ref(), &spec);

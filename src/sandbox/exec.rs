@@ -302,6 +302,7 @@ pub async fn execute(
                 .map(|u| RunAs::from((u.uid, u.gid)))
         }),
         wrapped: rec.agent.is_some(),
+        wrapper_enters: super::agent::speaks_current(rec),
         backstop: backstop(timeout),
     };
     let outcome = run_command_until(ctx, rec, &spec, timeout, sink, stop).await?;
