@@ -637,3 +637,17 @@ fn the_timeout_holds_while_the_caller_does_not_read() {
     let _ = child.kill();
     let _ = child.wait();
 }
+
+#[test]
+fn long_command_lines_run_as_any_user() {
+    require_container!("a local sandbox runs the caller's own shell");
+    // Past what the agent passes as `-c` (96 KiB), under what one argument of ours may hold
+    // (MAX_ARG_STRLEN, 128 KiB).
+    let line = format!("echo {} | wc -c", "a".repeat(120_000));
+    for user in ["1000:1000", "root"] {
+        let env = TestEnv::new();
+        let id = env.up(&["--user", user]);
+        let out = env.run(&["exec", &id, "--", &line]);
+        assert_eq!(stdout(&out).trim(), "120001", "{user}: {}", stderr(&out));
+    }
+}
