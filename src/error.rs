@@ -58,7 +58,7 @@ pub enum Error {
     )]
     NameInUse(String),
     /// The image is not present locally and could not be pulled.
-    #[error("image '{image}' is not present locally and could not be pulled: {reason}; build or load it locally (`docker build`, `docker load`) or check the registry")]
+    #[error("image '{image}' is not present locally and could not be pulled: {reason}; choose a local image (`--image`, `H9SANDBOX_IMAGE`; `docker image ls` lists them), build or load it locally (`docker build`, `docker load`), or check the registry")]
     ImageUnavailable { image: String, reason: String },
     /// A configuration value (file, environment or flag) is invalid.
     #[error("{origin}: {message}")]

@@ -651,3 +651,42 @@ fn long_command_lines_run_as_any_user() {
         assert_eq!(stdout(&out).trim(), "120001", "{user}: {}", stderr(&out));
     }
 }
+
+#[test]
+fn logs_and_kill_answer_in_json() {
+    require_container!("background commands are kept by the in-container agent");
+    if exec_path_is_engine() {
+        return;
+    }
+    let env = TestEnv::new();
+    let id = env.up(&[]);
+    let out = env.run(&[
+        "exec",
+        &id,
+        "--detach",
+        "--",
+        "echo out; echo err >&2; sleep 285",
+    ]);
+    assert_ok(&out);
+    let handle = stdout(&out).trim().to_string();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let out = env.run(&["logs", &id, &handle, "--format", "json"]);
+        assert_ok(&out);
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        if v["stdout"] == "out\n" && v["stderr"] == "err\n" {
+            assert_eq!(v["handle"], handle.as_str());
+            assert_eq!(v["stdout_cut"], 0);
+            break;
+        }
+        assert!(Instant::now() < deadline, "{v}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let out = env.run(&["logs", &id, &handle, "--follow", "--format", "json"]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert_eq!(stdout(&out), "");
+    let out = env.run(&["kill", &id, &handle, "--format", "json"]);
+    assert_ok(&out);
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["killed"], true);
+}

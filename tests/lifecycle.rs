@@ -423,3 +423,13 @@ fn run_refuses_a_mistyped_option_and_leaves_nothing_when_up_fails() {
         assert!(env.containers().is_empty());
     }
 }
+
+#[test]
+fn a_down_that_removes_nothing_prints_nothing() {
+    let env = TestEnv::new();
+    for format in ["table", "json"] {
+        let out = env.run(&["down", "deadbeefdead", "--format", format]);
+        assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+        assert_eq!(stdout(&out), "", "{format}");
+    }
+}

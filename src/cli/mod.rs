@@ -139,8 +139,8 @@ async fn dispatch(cli: Cli) -> Result<i32> {
         }
         Command::Exec(a) => exec::run(&ctx(&[])?, format, a).await,
         Command::Ps(a) => background::ps(&ctx(&[])?, format, a).await,
-        Command::Logs(a) => background::logs(&ctx(&[])?, a).await,
-        Command::Kill(a) => background::kill(&ctx(&[])?, a).await,
+        Command::Logs(a) => background::logs(&ctx(&[])?, format, a).await,
+        Command::Kill(a) => background::kill(&ctx(&[])?, format, a).await,
         Command::Bootstrap(a) => {
             let timeout = a.timeout.map(|t| crate::types::ceil_secs(t).to_string());
             let ctx = ctx(&[("bootstrap_timeout_secs", timeout, "--timeout")])?;
