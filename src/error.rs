@@ -91,9 +91,9 @@ pub enum Error {
 
 fn edit_match_message(path: &str, count: usize) -> String {
     if count == 0 {
-        format!("the text to replace does not occur in {path}; check --old (it must match exactly, whitespace included)")
+        format!("the text to replace does not occur in {path}; check the old text (`--old`; MCP: `old`): it must match exactly, whitespace included")
     } else {
-        format!("the text to replace occurs {count} times in {path}; give more surrounding text in --old to make it unique, or pass --all to replace every occurrence")
+        format!("the text to replace occurs {count} times in {path}; give more surrounding text in the old text (`--old`; MCP: `old`) to make it unique, or replace every occurrence (`--all`; MCP: `replace_all`)")
     }
 }
 
