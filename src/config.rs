@@ -572,7 +572,13 @@ impl Layers {
         for (name, value) in parsed {
             let key = lookup(&name).ok_or_else(|| Error::Config {
                 origin: origin.to_string(),
-                message: format!("unknown key `{name}` (known keys: {})", key_names()),
+                message: match nearest_key(&name) {
+                    Some(k) => format!(
+                        "unknown key `{name}`; did you mean `{k}`? (known keys: {})",
+                        key_names()
+                    ),
+                    None => format!("unknown key `{name}` (known keys: {})", key_names()),
+                },
             })?;
             if project && USER_FILE_ONLY_KEYS.contains(&name.as_str()) {
                 return Err(Error::Config {
@@ -678,6 +684,31 @@ fn key_names() -> String {
     KEYS.iter().map(|k| k.name).collect::<Vec<_>>().join(", ")
 }
 
+/// The configuration key closest to `name` (at most two edits away), for a typo's message.
+pub fn nearest_key(name: &str) -> Option<&'static str> {
+    KEYS.iter()
+        .map(|k| (edit_distance(name, k.name), k.name))
+        .filter(|(d, _)| *d <= 2)
+        .min()
+        .map(|(_, k)| k)
+}
+
+/// Levenshtein distance between `a` and `b` (bytes; the names are ASCII).
+pub fn edit_distance(a: &str, b: &str) -> usize {
+    let b = b.as_bytes();
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.bytes().enumerate() {
+        let mut prev = row[0];
+        row[0] = i + 1;
+        for (j, &cb) in b.iter().enumerate() {
+            let cur = row[j + 1];
+            row[j + 1] = (prev + usize::from(ca != cb)).min(row[j] + 1).min(cur + 1);
+            prev = cur;
+        }
+    }
+    row[b.len()]
+}
+
 fn coerce(key: &Key, v: toml::Value) -> Result<toml::Value, String> {
     use toml::Value as V;
     let got = v.type_str();
@@ -722,6 +753,14 @@ fn coerce(key: &Key, v: toml::Value) -> Result<toml::Value, String> {
             Err(unquote_hint(key, &s, "true or false"))
         }
         (Kind::Bool, V::String(s)) => Err(format!("'{s}' is not true or false")),
+        (
+            Kind::Str | Kind::Path | Kind::OneOf(_),
+            v @ (V::Integer(_) | V::Float(_) | V::Boolean(_)),
+        ) => Err(format!(
+            "expected {}, found {got}; write it in quotes: {} = \"{v}\"",
+            kind_name(key.kind),
+            key.name
+        )),
         (kind, _) => Err(format!("expected {}, found {got}", kind_name(kind))),
     }
 }
@@ -1049,6 +1088,19 @@ mod tests {
             .set_str("cpus", "0.25", Origin::Flag("--cpus".into()))
             .unwrap();
         assert_eq!(layers.resolve().unwrap().cpus, 0.25);
+    }
+
+    #[test]
+    fn typos_and_unquoted_strings_say_how_to_fix_them() {
+        let err = load(Some("memroy = \"1g\"\n"), &[])
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("did you mean `memory`?"), "{err}");
+        let err = load(Some("memory = 512\n"), &[]).unwrap_err().to_string();
+        assert!(
+            err.contains("write it in quotes: memory = \"512\""),
+            "{err}"
+        );
     }
 
     #[test]

@@ -638,6 +638,59 @@ fn the_timeout_holds_while_the_caller_does_not_read() {
     let _ = child.wait();
 }
 
+#[test]
+fn long_command_lines_run_as_any_user() {
+    require_container!("a local sandbox runs the caller's own shell");
+    // Past what the agent passes as `-c` (96 KiB), under what one argument of ours may hold
+    // (MAX_ARG_STRLEN, 128 KiB).
+    let line = format!("echo {} | wc -c", "a".repeat(120_000));
+    for user in ["1000:1000", "root"] {
+        let env = TestEnv::new();
+        let id = env.up(&["--user", user]);
+        let out = env.run(&["exec", &id, "--", &line]);
+        assert_eq!(stdout(&out).trim(), "120001", "{user}: {}", stderr(&out));
+    }
+}
+
+#[test]
+fn logs_and_kill_answer_in_json() {
+    require_container!("background commands are kept by the in-container agent");
+    if exec_path_is_engine() {
+        return;
+    }
+    let env = TestEnv::new();
+    let id = env.up(&[]);
+    let out = env.run(&[
+        "exec",
+        &id,
+        "--detach",
+        "--",
+        "echo out; echo err >&2; sleep 285",
+    ]);
+    assert_ok(&out);
+    let handle = stdout(&out).trim().to_string();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let out = env.run(&["logs", &id, &handle, "--format", "json"]);
+        assert_ok(&out);
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        if v["stdout"] == "out\n" && v["stderr"] == "err\n" {
+            assert_eq!(v["handle"], handle.as_str());
+            assert_eq!(v["stdout_cut"], 0);
+            break;
+        }
+        assert!(Instant::now() < deadline, "{v}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let out = env.run(&["logs", &id, &handle, "--follow", "--format", "json"]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert_eq!(stdout(&out), "");
+    let out = env.run(&["kill", &id, &handle, "--format", "json"]);
+    assert_ok(&out);
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["killed"], true);
+}
+
 /// `exec` of `env`'s sandbox through the agent, or (`engine`) through the engine's exec.
 fn exec_via(env: &TestEnv, engine: bool, args: &[&str]) -> std::process::Output {
     let mut c = env.cmd();

@@ -234,19 +234,31 @@ fn spawn(spec: &Spec) -> Result<i32, (i32, String)> {
         .find(|(k, _)| k == "PATH")
         .map(|(_, v)| v.clone())
         .unwrap_or_else(|| "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin".into());
-    let mut script_pipe: Option<(OwnedFd, String)> = None;
+    let mut script_file: Option<(OwnedFd, String)> = None;
     let (program, args): (String, Vec<String>) = match &spec.command {
         CommandLine::Shell(line) => {
             let shell = super::wrap::shell().map_err(|why| (127, why))?;
             if line.len() > ARGV_SCRIPT_MAX {
-                let (r, w) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)
-                    .map_err(|e| (125, format!("cannot make a pipe: {e}")))?;
-                script_pipe = Some((r, line.clone()));
-                let text = line.clone();
-                std::thread::spawn(move || {
-                    let mut f = std::fs::File::from(w);
-                    let _ = f.write_all(text.as_bytes());
-                });
+                // In a memory file (`memfd_create(2)`, mode 0777 whoever made it), not a pipe:
+                // the shell opens `/dev/fd/3` anew, which checks a pipe's owner and mode (the
+                // supervisor's, 0600), so a command of another user could not read it.
+                let fd = rustix::fs::memfd_create(
+                    "h9sandbox-command",
+                    rustix::fs::MemfdFlags::CLOEXEC | rustix::fs::MemfdFlags::ALLOW_SEALING,
+                )
+                .map_err(|e| (125, format!("cannot make a memory file: {e}")))?;
+                let mut f = std::fs::File::from(fd);
+                f.write_all(line.as_bytes())
+                    .map_err(|e| (125, format!("cannot write the command line: {e}")))?;
+                // Sealed: the command cannot change the script its shell is reading.
+                let _ = rustix::fs::fcntl_add_seals(
+                    &f,
+                    rustix::fs::SealFlags::WRITE
+                        | rustix::fs::SealFlags::GROW
+                        | rustix::fs::SealFlags::SHRINK
+                        | rustix::fs::SealFlags::SEAL,
+                );
+                script_file = Some((OwnedFd::from(f), line.clone()));
                 (shell, vec!["/dev/fd/3".into()])
             } else {
                 (shell, vec!["-c".into(), line.clone()])
@@ -278,7 +290,7 @@ fn spawn(spec: &Spec) -> Result<i32, (i32, String)> {
         .home
         .as_ref()
         .and_then(|h| std::ffi::CString::new(h.as_bytes()).ok());
-    let script_fd = script_pipe.as_ref().map(|(r, _)| r.as_raw_fd());
+    let script_fd = script_file.as_ref().map(|(r, _)| r.as_raw_fd());
     let cwd = std::ffi::CString::new(spec.cwd.as_bytes())
         .map_err(|_| (125, "the working directory holds a NUL byte".to_string()))?;
     // SAFETY: only async-signal-safe calls (setsid, mkdir, chdir, dup2) between fork and exec.

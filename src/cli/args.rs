@@ -564,8 +564,8 @@ pub struct BootstrapArgs {
     /// Sandbox ID, unique ID prefix, or name
     #[arg(add = sandboxes())]
     pub id: String,
-    /// Time before the command's process tree is killed: seconds or a duration (1800, 30m);
-    /// 0 = none [config: bootstrap_timeout_secs]
+    /// Time before the command's process tree is killed: seconds or a duration (1800, 30m),
+    /// counted in whole seconds (rounded up); 0 = none [config: bootstrap_timeout_secs]
     #[arg(long, value_name = "DURATION", value_parser = parse_timeout)]
     pub timeout: Option<std::time::Duration>,
     /// The command; words are joined with spaces and run by `bash -c` [default: bootstrap_cmd]

@@ -8,6 +8,7 @@ use super::output;
 use super::{Format, KillArgs, LogsArgs, PsArgs};
 use crate::report::printable;
 use crate::sandbox::background::{self, LogSink};
+use crate::sandbox::exec::Capture;
 use crate::sandbox::Ctx;
 
 /// Runs `ps`: one row per background command (or a JSON array).
@@ -47,14 +48,62 @@ pub async fn ps(ctx: &Ctx, format: Format, args: &PsArgs) -> Result<i32> {
     Ok(0)
 }
 
-/// Runs `logs`: the command's output on our stdout and stderr.
-pub async fn logs(ctx: &Ctx, args: &LogsArgs) -> Result<i32> {
-    background::logs(ctx, &args.id, &args.handle, args.follow, LogSink::Forward).await?;
+/// `logs --format json`: what the command wrote so far, each stream's first and last bytes
+/// within `json_max_bytes` (the middle cut out, `*_cut` bytes of it, as MCP's `sandbox_logs`).
+#[derive(Debug, serde::Serialize)]
+struct LogsJson {
+    handle: String,
+    stdout: String,
+    stderr: String,
+    stdout_cut: u64,
+    stderr_cut: u64,
+}
+
+/// Runs `logs`: the command's output on our stdout and stderr, or with `--format json` one
+/// document ([`LogsJson`]; not with `--follow`, which streams).
+pub async fn logs(ctx: &Ctx, format: Format, args: &LogsArgs) -> Result<i32> {
+    if format == Format::Table {
+        background::logs(ctx, &args.id, &args.handle, args.follow, LogSink::Forward).await?;
+        return Ok(0);
+    }
+    if args.follow {
+        return Err(crate::error::Error::Invalid(
+            "--follow streams the output as it comes; use it without --format json".into(),
+        )
+        .into());
+    }
+    let max = usize::try_from(ctx.cfg.json_max_bytes).unwrap_or(usize::MAX);
+    let (mut out, mut err) = (Capture::ends(max), Capture::ends(max));
+    let mut collect = |s: crate::report::Stream, b: &[u8]| match s {
+        crate::report::Stream::Stdout => out.push(b),
+        crate::report::Stream::Stderr => err.push(b),
+    };
+    background::logs(
+        ctx,
+        &args.id,
+        &args.handle,
+        false,
+        LogSink::Collect(&mut collect),
+    )
+    .await?;
+    let (stdout, stdout_cut) = out.captured().text_ends();
+    let (stderr, stderr_cut) = err.captured().text_ends();
+    output::print_json(&LogsJson {
+        handle: args.handle.clone(),
+        stdout,
+        stderr,
+        stdout_cut,
+        stderr_cut,
+    })?;
     Ok(0)
 }
 
-/// Runs `kill`: prints nothing; 0 once the tree is being killed.
-pub async fn kill(ctx: &Ctx, args: &KillArgs) -> Result<i32> {
+/// Runs `kill`: prints nothing (with `--format json`, `{"handle": H, "killed": true}`); 0 once
+/// the tree is being killed.
+pub async fn kill(ctx: &Ctx, format: Format, args: &KillArgs) -> Result<i32> {
     background::kill(ctx, &args.id, &args.handle).await?;
+    if format == Format::Json {
+        output::print_json(&serde_json::json!({"handle": args.handle, "killed": true}))?;
+    }
     Ok(0)
 }

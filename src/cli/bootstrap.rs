@@ -10,7 +10,6 @@ use uuid::Uuid;
 use super::output;
 use super::progress::CliReporter;
 use super::{BootstrapArgs, Format};
-use crate::error::Error;
 use crate::sandbox::exec::Sink;
 use crate::sandbox::{bootstrap, Ctx};
 use crate::state::BootstrapRun;
@@ -32,12 +31,7 @@ pub async fn run(
     progress: &CliReporter,
     args: &BootstrapArgs,
 ) -> Result<i32> {
-    if let Some(opt) = args.command.first().filter(|w| w.starts_with('-')) {
-        return Err(Error::Invalid(format!(
-            "unexpected option '{opt}': options go before the command (see `h9sandbox bootstrap --help`)"
-        ))
-        .into());
-    }
+    super::exec::refuse_option_as_command("bootstrap", &args.command)?;
     // The command's stdout stays on stdout for people; JSON mode keeps stdout for the document.
     let sink = match format {
         Format::Table => Sink::Forward,

@@ -177,14 +177,21 @@ fn stdin_has_bytes() -> bool {
     }
 }
 
+/// Refuses a command whose first word looks like an option: a mistyped or unknown option of
+/// `sub` that clap's trailing argument took for the command (`exec ID --bogus -- true`).
+pub fn refuse_option_as_command(sub: &str, command: &[String]) -> Result<()> {
+    match command.first().filter(|w| w.starts_with('-')) {
+        Some(opt) => Err(Error::Invalid(format!(
+            "unknown option '{opt}' (h9sandbox's options go before `--`, the command after it); see `h9sandbox {sub} --help`"
+        ))
+        .into()),
+        None => Ok(()),
+    }
+}
+
 /// Runs `exec`; returns the command's exit status.
 pub async fn run(ctx: &Ctx, format: Format, args: &ExecArgs) -> Result<i32> {
-    if let Some(opt) = args.command.first().filter(|w| w.starts_with('-')) {
-        return Err(Error::Invalid(format!(
-            "unknown option '{opt}' (h9sandbox's options go before `--`, the command after it); see `h9sandbox exec --help`"
-        ))
-        .into());
-    }
+    refuse_option_as_command("exec", &args.command)?;
     let req = request(args)?;
     if args.detach {
         // A background command never reads our stdin either.

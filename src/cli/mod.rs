@@ -139,8 +139,8 @@ async fn dispatch(cli: Cli) -> Result<i32> {
         }
         Command::Exec(a) => exec::run(&ctx(&[])?, format, a).await,
         Command::Ps(a) => background::ps(&ctx(&[])?, format, a).await,
-        Command::Logs(a) => background::logs(&ctx(&[])?, a).await,
-        Command::Kill(a) => background::kill(&ctx(&[])?, a).await,
+        Command::Logs(a) => background::logs(&ctx(&[])?, format, a).await,
+        Command::Kill(a) => background::kill(&ctx(&[])?, format, a).await,
         Command::Bootstrap(a) => {
             let timeout = a.timeout.map(|t| crate::types::ceil_secs(t).to_string());
             let ctx = ctx(&[("bootstrap_timeout_secs", timeout, "--timeout")])?;
@@ -199,26 +199,10 @@ fn nearest_key(var: &str) -> Option<String> {
         .iter()
         .map(|k| format!("H9SANDBOX_{}", k.name.to_ascii_uppercase()))
         .chain(std::iter::once("H9SANDBOX_CONFIG".to_string()))
-        .map(|k| (edit_distance(var, &k), k))
+        .map(|k| (crate::config::edit_distance(var, &k), k))
         .filter(|(d, _)| *d <= 2)
         .min()
         .map(|(_, k)| k)
-}
-
-/// Levenshtein distance between `a` and `b` (bytes; the names are ASCII).
-fn edit_distance(a: &str, b: &str) -> usize {
-    let b = b.as_bytes();
-    let mut row: Vec<usize> = (0..=b.len()).collect();
-    for (i, ca) in a.bytes().enumerate() {
-        let mut prev = row[0];
-        row[0] = i + 1;
-        for (j, &cb) in b.iter().enumerate() {
-            let cur = row[j + 1];
-            row[j + 1] = (prev + usize::from(ca != cb)).min(row[j] + 1).min(cur + 1);
-            prev = cur;
-        }
-    }
-    row[b.len()]
 }
 
 #[cfg(test)]

@@ -32,13 +32,42 @@ pub fn up_request(args: &RunArgs) -> crate::sandbox::create::UpRequest {
     req
 }
 
+/// Removes the Failed records this process made: a `run` leaves nothing behind, not even the
+/// record of a sandbox that failed to start (which `up` keeps to show why).
+async fn drop_my_failed_records(ctx: &Ctx) {
+    let me = crate::state::ProcessRef::current();
+    let Ok(state) = ctx.store.load() else {
+        return;
+    };
+    let ids: Vec<String> = state
+        .sandboxes
+        .iter()
+        .filter(|r| r.creator == me && r.state == crate::state::Lifecycle::Failed)
+        .map(|r| r.id.to_string())
+        .collect();
+    if !ids.is_empty() {
+        if let Err(e) = take_down(ctx, &ids, false).await {
+            ctx.reporter.warn(&format!(
+                "{e:#}; `h9sandbox reap` removes the failed sandbox"
+            ));
+        }
+    }
+}
+
 /// Runs `run` (`ctx` built with the up request's configuration flags); returns the command's
 /// exit status.
 pub async fn run(ctx: &Ctx, format: Format, progress: &CliReporter, args: &RunArgs) -> Result<i32> {
+    super::exec::refuse_option_as_command("run", &args.command)?;
     let env = super::exec::env_assignments(&args.env, |k| std::env::var_os(k))?;
     let created = create(ctx, &up_request(args)).await;
     progress.finish();
-    let rec = created?;
+    let rec = match created {
+        Ok(rec) => rec,
+        Err(e) => {
+            drop_my_failed_records(ctx).await;
+            return Err(e);
+        }
+    };
     let req = ExecRequest {
         id: rec.id.to_string(),
         cwd: args.cwd.clone(),
