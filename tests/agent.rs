@@ -922,3 +922,34 @@ fn a_sandbox_of_an_older_agent_protocol_goes_through_the_engines_exec() {
     assert_eq!(out.status.code(), Some(1));
     assert!(stderr(&out).contains("made before"), "{}", stderr(&out));
 }
+
+#[test]
+fn root_in_the_sandbox_cannot_swap_the_binary_the_engines_exec_starts() {
+    require_container!("a local sandbox has no in-container binary");
+    let env = TestEnv::new();
+    let id = env.up(&["--user", "root"]);
+    // Renaming the directory of the mounts (a mount point: EBUSY) or writing into it (read-only)
+    // would let the next `docker exec` start a program of the sandbox's, without the set-ID
+    // filter.
+    let out = sh(
+        &env,
+        &id,
+        "mv /.h9sandbox /.h9x 2>/dev/null; echo mv=$?; \
+         cp /bin/busybox /.h9sandbox/h9sandbox 2>/dev/null; echo cp=$?; \
+         mkdir /.h9sandbox/x 2>/dev/null; echo mkdir=$?",
+    );
+    assert_eq!(out, "mv=1\ncp=1\nmkdir=1\n");
+    let fallback = env
+        .cmd()
+        .env("H9SANDBOX_EXEC_AGENT", "false")
+        .args([
+            "exec",
+            &id,
+            "--",
+            "cp /bin/busybox s; chmod 4755 s; echo $?",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(stdout(&fallback), "1\n", "{}", stderr(&fallback));
+    assert_eq!(mode(&env.path("s")) & 0o6000, 0);
+}

@@ -18,6 +18,9 @@ pub mod supervise;
 pub mod user;
 pub mod wrap;
 
+/// The directory of h9sandbox's mounts in every container (itself a read-only mount).
+pub const ROOT: &str = "/.h9sandbox";
+
 /// Where the static h9sandbox binary is bind-mounted (read-only) in every container.
 pub const BIN: &str = "/.h9sandbox/h9sandbox";
 

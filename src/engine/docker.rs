@@ -720,6 +720,8 @@ pub fn run_args(flavor: Flavor, spec: &ContainerSpec, extra: &[String]) -> Vec<S
         "--workdir".into(),
         workdir.to_string(),
         "--mount".into(),
+        bind_mount_arg(&spec.agent.root.to_string_lossy(), agent::ROOT, true),
+        "--mount".into(),
         bind_mount_arg(&spec.agent.binary.to_string_lossy(), agent::BIN, true),
         "--mount".into(),
         bind_mount_arg(
@@ -1239,6 +1241,7 @@ mod tests {
             labels: BTreeMap::from([("h9sandbox".into(), "1".into())]),
             user: Ids::ROOT,
             agent: AgentMount {
+                root: "/state/mounts/abc".into(),
                 binary: "/opt/h9/h9sandbox".into(),
                 run_dir: "/state/run/abc".into(),
                 user_name: None,
@@ -1265,6 +1268,7 @@ mod tests {
              --mount type=volume,source=h9sandbox-abc,destination=/var/tmp,volume-label=h9sandbox=1 \
              --env TMPDIR=/var/tmp \
              --mount type=bind,source=/w,target=/w --workdir /w \
+             --mount type=bind,source=/state/mounts/abc,target=/.h9sandbox,readonly \
              --mount type=bind,source=/opt/h9/h9sandbox,target=/.h9sandbox/h9sandbox,readonly \
              --mount type=bind,source=/state/run/abc,target=/.h9sandbox/run \
              --entrypoint /.h9sandbox/h9sandbox --pull never -- ubuntu:22.04 \

@@ -218,6 +218,11 @@ pub struct VolumeSummary {
 /// [`crate::agent::server::RUN_DIR`] (the agent's socket, the token handed over at start).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AgentMount {
+    /// The directory mounted read-only at `/.h9sandbox` (holding only the empty mount points of
+    /// the binary and the run directory): a mount point cannot be renamed or replaced from
+    /// inside (`EBUSY`), so root in the sandbox cannot swap in a binary of its own for the one
+    /// the engine's exec starts.
+    pub root: PathBuf,
     /// The static h9sandbox binary on the host.
     pub binary: PathBuf,
     /// The sandbox's run directory on the host (owner-only).

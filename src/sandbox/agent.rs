@@ -34,6 +34,12 @@ pub fn run_dir(ctx: &Ctx, id: Uuid) -> PathBuf {
     ctx.store.dir().join("run").join(id.to_string())
 }
 
+/// Sandbox `id`'s mount root: the directory mounted read-only at [`crate::agent::ROOT`], holding
+/// the empty mount points `h9sandbox` and `run` ([`crate::engine::AgentMount::root`]).
+pub fn mount_root(ctx: &Ctx, id: Uuid) -> PathBuf {
+    ctx.store.dir().join("mounts").join(id.to_string())
+}
+
 fn token_path(ctx: &Ctx, id: Uuid) -> PathBuf {
     ctx.store.dir().join("tokens").join(id.to_string())
 }
@@ -97,6 +103,7 @@ pub fn prepare(ctx: &Ctx, id: Uuid) -> Result<PathBuf> {
         std::fs::remove_dir_all(&dir).with_context(|| format!("cannot clear {}", dir.display()))?;
     }
     private_dir(&dir)?;
+    make_mount_root(&mount_root(ctx, id))?;
     let token = format!("{}{}", Uuid::new_v4().simple(), Uuid::new_v4().simple());
     write_new(&token_path(ctx, id), &token)?;
     write_new(&dir.join(TOKEN_FILE), &token)?;
@@ -115,6 +122,35 @@ pub fn hand_over(ctx: &Ctx, id: Uuid) -> Result<()> {
         _ => {}
     }
     write_new(&path, &token)
+}
+
+/// Makes `root` afresh (mode 0755: the sandbox's user must reach the binary through it; its
+/// parent, in the state directory, is owner-only) with the empty mount points in it.
+fn make_mount_root(root: &Path) -> Result<()> {
+    if let Some(parent) = root.parent() {
+        private_dir(parent)?;
+    }
+    if root.exists() {
+        std::fs::remove_dir_all(root)
+            .with_context(|| format!("cannot clear {}", root.display()))?;
+    }
+    let made = std::fs::DirBuilder::new()
+        .mode(0o755)
+        .create(root)
+        .and_then(|_| {
+            std::fs::DirBuilder::new()
+                .mode(0o755)
+                .create(root.join("run"))
+        })
+        .and_then(|_| {
+            std::fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .mode(0o755)
+                .open(root.join("h9sandbox"))
+                .map(|_| ())
+        });
+    made.with_context(|| format!("cannot make {}", root.display()))
 }
 
 fn private_dir(d: &Path) -> Result<()> {
@@ -153,6 +189,7 @@ fn read_token(ctx: &Ctx, id: Uuid) -> Result<String> {
 /// made there as another user) is left.
 pub fn forget(ctx: &Ctx, id: Uuid) {
     let _ = std::fs::remove_dir_all(run_dir(ctx, id));
+    let _ = std::fs::remove_dir_all(mount_root(ctx, id));
     let _ = std::fs::remove_file(token_path(ctx, id));
 }
 

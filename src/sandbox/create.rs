@@ -436,6 +436,7 @@ fn container_spec(ctx: &Ctx, record: &Record, user: Ids, binary: PathBuf) -> Con
         user,
         scratch_volume: scratch_volume_name(&record.id),
         agent: AgentMount {
+            root: super::agent::mount_root(ctx, record.id),
             binary,
             run_dir: super::agent::run_dir(ctx, record.id),
             user_name: (user == Ids::current() && !user.is_root())

@@ -317,7 +317,11 @@ fn forget_agents(ctx: &Ctx) -> Result<()> {
             })
             .unwrap_or_default()
     };
-    let found: Vec<uuid::Uuid> = ids("run").into_iter().chain(ids("tokens")).collect();
+    let found: Vec<uuid::Uuid> = ids("run")
+        .into_iter()
+        .chain(ids("tokens"))
+        .chain(ids("mounts"))
+        .collect();
     if found.is_empty() {
         return Ok(());
     }
