@@ -182,6 +182,11 @@ async def flow():
 
                 error(await call(s, "sandbox_exec", {"command": "true"}), "exec before any up", "sandbox_up")
 
+                # The server's configuration is a ceiling: a client may ask for less, never more.
+                for ask in ({"memory": "100g"}, {"pids_limit": 1000000}, {"cpus": 64}):
+                    error(await call(s, "sandbox_up", ask), f"sandbox_up {ask}", "exceeds what this server grants")
+                check(not cli("ls"), "nothing made by refused ups", cli("ls"))
+
                 sb = ok(await call(s, "sandbox_up", {"memory": "256m", "network": "none"}), "up")
                 check(sb["state"] == "Running" and sb["default"] and sb["session_owned"], "up's sandbox", sb)
                 check(sb["workdir"] == workdir and sb["memory"] == "256m" and sb["network"] == "none", "up's limits", sb)

@@ -240,6 +240,7 @@ impl Session {
     /// `sandbox_up`: [`create::create`] with a context built from the session's configuration
     /// and the call's limits, exactly as `up`'s flags would set them.
     async fn up(&self, p: UpParams) -> Result<Done> {
+        within_grant(&self.ctx.cfg, &p)?;
         let workdir = match (&p.workdir, &p.parent) {
             (Some(w), _) => Some(self.confined(w)?),
             (None, None) => Some(self.workdir.clone()),
@@ -935,3 +936,44 @@ fn timeout_of(secs: Option<f64>) -> Result<Option<std::time::Duration>, Error> {
     })
     .transpose()
 }
+
+/// Refuses a `sandbox_up` asking for more than the server's configuration gives (CPUs,
+/// memory, processes, network): an MCP client gets what the operator granted, never more. It
+/// may ask for less.
+fn within_grant(cfg: &crate::config::Config, p: &UpParams) -> Result<(), Error> {
+    let refuse = |what: &str, asked: String, has: String| {
+        Error::Invalid(format!(
+            "{what} {asked} exceeds what this server grants ({has}, from its configuration); ask for at most {has}, or leave {what} out"
+        ))
+    };
+    if let Some(c) = p.cpus {
+        if !(c > 0.0 && c <= cfg.cpus + 1e-9) {
+            return Err(refuse("cpus", c.to_string(), cfg.cpus.to_string()));
+        }
+    }
+    if let Some(m) = &p.memory {
+        let asked = crate::config::parse_size(m).map_err(|e| Error::Invalid(format!("memory: {e}")))?;
+        let has = crate::config::parse_size(&cfg.memory).unwrap_or(0);
+        if asked > has {
+            return Err(refuse("memory", m.clone(), cfg.memory.clone()));
+        }
+    }
+    if let Some(n) = p.pids_limit {
+        if n > cfg.pids_limit {
+            return Err(refuse("pids_limit", n.to_string(), cfg.pids_limit.to_string()));
+        }
+    }
+    if let Some(n) = p.network {
+        // `none`, or what the configuration says.
+        let asked = Network::from(n);
+        if asked != Network::None && asked != cfg.network {
+            return Err(refuse(
+                "network",
+                asked.as_str().to_string(),
+                cfg.network.as_str().to_string(),
+            ));
+        }
+    }
+    Ok(())
+}
+
