@@ -953,3 +953,31 @@ fn root_in_the_sandbox_cannot_swap_the_binary_the_engines_exec_starts() {
     assert_eq!(stdout(&fallback), "1\n", "{}", stderr(&fallback));
     assert_eq!(mode(&env.path("s")) & 0o6000, 0);
 }
+
+#[test]
+fn the_timeout_holds_when_the_command_stops_its_supervisor() {
+    require_container!("a local sandbox has no agent");
+    if exec_path_is_engine() {
+        return;
+    }
+    let env = TestEnv::new();
+    let id = env.up(&["--user", "root"]);
+    let out = env.run(&[
+        "exec",
+        &id,
+        "--timeout",
+        "2",
+        "--",
+        "kill -STOP $PPID; while :; do sleep 278; done",
+    ]);
+    assert_eq!(out.status.code(), Some(124), "{}", stderr(&out));
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let ps = env.sandbox_processes(&id);
+        if !ps.contains("sleep 278") {
+            break;
+        }
+        assert!(Instant::now() < deadline, "left running:\n{ps}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}

@@ -240,8 +240,10 @@ impl Agent {
             });
         }
         // PID 1 reaps it ([`super::init`]); its status travels on the control socket.
-        cmd.spawn()
-            .map_err(|e| fail(format!("cannot start the supervisor: {e}")))?;
+        let supervisor = cmd
+            .spawn()
+            .map_err(|e| fail(format!("cannot start the supervisor: {e}")))?
+            .id();
         drop(cmd);
         drop(theirs);
         ours.set_nonblocking(true)
@@ -266,6 +268,7 @@ impl Agent {
             |fd: OwnedFd| pipe::Receiver::from_owned_fd(fd).map_err(|e| fail(e.to_string()));
         let running = Running {
             ctl,
+            supervisor,
             marker,
             stdout: Some(to_pipe(out_r)?),
             stderr: Some(to_pipe(err_r)?),
@@ -298,6 +301,7 @@ impl Agent {
             .timeout_ms
             .map(|ms| tokio::time::Instant::now() + Duration::from_millis(ms));
         let mut f = Flags::default();
+        let mut killed_at: Option<tokio::time::Instant> = None;
         let mut out_buf = vec![0u8; proto::CHUNK];
         let mut err_buf = vec![0u8; proto::CHUNK];
         let code = loop {
@@ -326,6 +330,17 @@ impl Agent {
                     (f.timed_out, f.killed) = (true, true);
                     let _ = run.ctl.send(Control::Kill).await;
                 }
+                _ = sleep_until(killed_at.map(|t| t + KILL_PATIENCE)), if !f.escalated => {
+                    // A supervisor that does not act (root in the sandbox may SIGSTOP it): the
+                    // tree by its marker, then the supervisor, whose end ends this loop.
+                    f.escalated = true;
+                    kill_by_marker(&run.marker).await;
+                    // SAFETY: kill(2) of our own child.
+                    unsafe { libc::kill(run.supervisor as i32, libc::SIGKILL) };
+                }
+            }
+            if f.killed && killed_at.is_none() {
+                killed_at = Some(tokio::time::Instant::now());
             }
             if f.caller_gone && !f.killed {
                 f.killed = true;
@@ -430,6 +445,8 @@ impl Agent {
 /// A started command: its supervisor's control socket and its output pipes.
 struct Running {
     ctl: Ctl,
+    /// The supervisor's PID.
+    supervisor: u32,
     /// The value of [`MARKER_VAR`] every process of the command inherits.
     marker: String,
     stdout: Option<pipe::Receiver>,
@@ -516,6 +533,9 @@ impl Running {
     }
 }
 
+/// How long the supervisor has to end a tree it was told to kill before the agent does it.
+const KILL_PATIENCE: Duration = Duration::from_secs(1);
+
 /// What happened to an attached command and its caller.
 #[derive(Debug, Default)]
 struct Flags {
@@ -523,6 +543,9 @@ struct Flags {
     killed: bool,
     caller_gone: bool,
     supervisor_lost: bool,
+    /// The supervisor did not end the tree in [`KILL_PATIENCE`] (stopped, say): the agent killed
+    /// the tree by its marker and the supervisor itself.
+    escalated: bool,
 }
 
 impl Flags {
@@ -590,7 +613,7 @@ where
 {
     if f.supervisor_lost {
         kill_by_marker(&run.marker).await;
-        if !f.caller_gone {
+        if !f.caller_gone && !f.escalated {
             let _ = sink
                 .send(Reply::Stderr(
                     b"h9sandbox: error: the command's supervisor was killed (by the command?); \
@@ -617,7 +640,12 @@ where
     }
     let _ = sink
         .send(Reply::Exited(Exit {
-            code: code.0,
+            // Killed by us at its timeout, however the supervisor ended.
+            code: if f.escalated && f.timed_out {
+                124
+            } else {
+                code.0
+            },
             timed_out: f.timed_out,
             killed: f.killed,
             oom_killed: code.1 && !f.killed,

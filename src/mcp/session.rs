@@ -952,7 +952,8 @@ fn within_grant(cfg: &crate::config::Config, p: &UpParams) -> Result<(), Error> 
         }
     }
     if let Some(m) = &p.memory {
-        let asked = crate::config::parse_size(m).map_err(|e| Error::Invalid(format!("memory: {e}")))?;
+        let asked =
+            crate::config::parse_size(m).map_err(|e| Error::Invalid(format!("memory: {e}")))?;
         let has = crate::config::parse_size(&cfg.memory).unwrap_or(0);
         if asked > has {
             return Err(refuse("memory", m.clone(), cfg.memory.clone()));
@@ -960,7 +961,11 @@ fn within_grant(cfg: &crate::config::Config, p: &UpParams) -> Result<(), Error> 
     }
     if let Some(n) = p.pids_limit {
         if n > cfg.pids_limit {
-            return Err(refuse("pids_limit", n.to_string(), cfg.pids_limit.to_string()));
+            return Err(refuse(
+                "pids_limit",
+                n.to_string(),
+                cfg.pids_limit.to_string(),
+            ));
         }
     }
     if let Some(n) = p.network {
@@ -976,4 +981,3 @@ fn within_grant(cfg: &crate::config::Config, p: &UpParams) -> Result<(), Error> 
     }
     Ok(())
 }
-
