@@ -87,7 +87,17 @@ pub async fn run(
     let started = Instant::now();
     let (mut tx, mut rx) = conn.split();
     let lost = |e: std::io::Error| Error::Invalid(format!("the sandbox's agent failed: {e}"));
-    tx.send(Request::Start(start)).await.map_err(lost)?;
+    tx.send(Request::Start(start)).await.map_err(|e| {
+        // The codec refuses a frame past the protocol's bound before anything is sent.
+        if e.to_string().contains("frame size too big") {
+            Error::Invalid(format!(
+                "the command, its arguments and environment come to more than the {} MiB the sandbox's agent takes in one request; pass large data on stdin (-i) or in a file of the work dir",
+                crate::agent::proto::MAX_FRAME >> 20
+            ))
+        } else {
+            lost(e)
+        }
+    })?;
     let mut out = Out::new(sink.stdout_target(), sink.caps());
     let mut err = Out::new(
         if sink.caps().is_some() {
