@@ -534,6 +534,7 @@ mod tests {
             stopper: (state == Lifecycle::Stopping).then(|| p(ALIVE)),
             agent: None,
             workdir_id: None,
+            runtime: None,
             engine: EngineKind::Docker,
             isolation: Isolation::Container,
             parent: None,

@@ -200,7 +200,18 @@ fn hardening_is_applied_and_holds_inside() {
         }
     }
     assert!(inspect(&c, "{{json .HostConfig.SecurityOpt}}").contains("no-new-privileges"));
-    assert_eq!(inspect(&c, "{{.HostConfig.PidsLimit}}"), "40");
+    assert_eq!(
+        inspect(&c, "{{.HostConfig.PidsLimit}}"),
+        host_pids_limit(40)
+    );
+    if gvisor() {
+        // gVisor's kernel enforces the process limit as the nproc rlimit.
+        let nproc = inspect(
+            &c,
+            "{{range .HostConfig.Ulimits}}{{.Name}}={{.Soft}}:{{.Hard}} {{end}}",
+        );
+        assert!(nproc.contains("nproc=40:40"), "{nproc}");
+    }
     assert_eq!(inspect(&c, "{{.HostConfig.NanoCpus}}"), "500000000");
     assert_eq!(
         inspect(&c, "{{.HostConfig.Memory}}"),
@@ -225,7 +236,9 @@ fn hardening_is_applied_and_holds_inside() {
     // From inside: only DAC_OVERRIDE (bit 1), SETGID (6), SETUID (7) are effective.
     let status = stdout(&env.run(&["exec", &id, "--", "cat /proc/self/status"]));
     assert!(status.contains("CapEff:\t00000000000000c2"), "{status}");
-    assert!(status.contains("NoNewPrivs:\t1"), "{status}");
+    // gVisor's /proc/PID/status has no NoNewPrivs line (its kernel still applies the flag it
+    // gets from the OCI spec, checked above in SecurityOpt).
+    assert!(gvisor() || status.contains("NoNewPrivs:\t1"), "{status}");
     // /tmp is noexec.
     let out = env.run(&[
         "exec",
@@ -594,7 +607,10 @@ fn config_file_and_env_reach_the_container() {
         inspect(&c, "{{.HostConfig.Memory}}"),
         (300u64 << 20).to_string()
     );
-    assert_eq!(inspect(&c, "{{.HostConfig.PidsLimit}}"), "77");
+    assert_eq!(
+        inspect(&c, "{{.HostConfig.PidsLimit}}"),
+        host_pids_limit(77)
+    );
     // The environment beats the file, the flag beats the environment.
     let id = String::from_utf8(
         env.cmd()
@@ -606,7 +622,10 @@ fn config_file_and_env_reach_the_container() {
     )
     .unwrap();
     let c = env.container(id.trim());
-    assert_eq!(inspect(&c, "{{.HostConfig.PidsLimit}}"), "88");
+    assert_eq!(
+        inspect(&c, "{{.HostConfig.PidsLimit}}"),
+        host_pids_limit(88)
+    );
     assert_eq!(
         inspect(&c, "{{.HostConfig.Memory}}"),
         (200u64 << 20).to_string()
@@ -634,7 +653,9 @@ fn rlimits_reach_the_container() {
         "ulimit -Sn; ulimit -Hn; ulimit -Su",
     ]);
     assert_ok(&out);
-    assert_eq!(stdout(&out), "1000\n1000\n10000\n");
+    // Under gVisor the nproc rlimit is the process limit (pids_limit, 256 by default) at most.
+    let nproc = if gvisor() { "256" } else { "10000" };
+    assert_eq!(stdout(&out), format!("1000\n1000\n{nproc}\n"));
     if engine() == Engine::Podman {
         // Automatic: Podman's containers get this host's hard open-files limit, which is what
         // lets them start at all where Podman's default (1048576) exceeds it.

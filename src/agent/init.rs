@@ -92,12 +92,16 @@ async fn serve(run_dir: std::path::PathBuf, token: Option<String>) -> i32 {
             }
         });
     }
+    // Also every second: gVisor (runsc 20221219) sends no SIGCHLD for a zombie reparented to
+    // PID 1, which would otherwise stay, counting against the process limit.
+    let mut tick = tokio::time::interval(std::time::Duration::from_secs(1));
     loop {
         tokio::select! {
             _ = term.recv() => return 0,
             _ = int.recv() => return 0,
             _ = hup.recv() => return 0,
             _ = chld.recv() => reap_all(),
+            _ = tick.tick() => reap_all(),
         }
     }
 }

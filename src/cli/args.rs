@@ -387,6 +387,10 @@ pub struct UpArgs {
     /// Network mode [config: network]
     #[arg(long, value_enum)]
     pub network: Option<Network>,
+    /// OCI runtime of the container, e.g. runsc for gVisor (see scripts/setup-gvisor.sh)
+    /// [config: runtime]
+    #[arg(long, value_name = "NAME")]
+    pub runtime: Option<String>,
     /// Extra label on the container and record (repeatable)
     #[arg(long = "label", value_name = "K=V")]
     pub labels: Vec<String>,

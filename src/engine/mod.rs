@@ -161,6 +161,10 @@ pub struct ContainerSpec {
     /// the container, so that it can be found and removed even when the container was removed
     /// without its volumes.
     pub scratch_volume: String,
+    /// OCI runtime (`docker run --runtime`, e.g. `runc`, `runsc`); `None` is the engine's
+    /// default. gVisor's `runsc` changes how the process limit is applied
+    /// ([`docker::gvisor_host_pids`]).
+    pub runtime: Option<String>,
 }
 
 /// The name of sandbox `id`'s scratch volume.
@@ -434,7 +438,6 @@ impl AnyEngine {
         reporter: &Arc<dyn Reporter>,
     ) -> AnyEngine {
         let options = RunOptions {
-            runtime: cfg.runtime.clone(),
             ulimit_nofile: cfg.ulimit_nofile,
             ulimit_nproc: cfg.ulimit_nproc,
         };

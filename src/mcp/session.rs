@@ -242,6 +242,7 @@ impl Session {
             memory: p.memory,
             pids_limit: p.pids_limit.map(|n| n.to_string()),
             network: p.network.map(Network::from),
+            runtime: None,
             labels: Vec::new(),
             parent: p.parent,
             bootstrap: None,

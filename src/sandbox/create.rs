@@ -54,6 +54,8 @@ pub struct UpRequest {
     pub pids_limit: Option<String>,
     /// Network mode.
     pub network: Option<Network>,
+    /// OCI runtime (`runsc` for gVisor); a sub-sandbox may only name its parent's.
+    pub runtime: Option<String>,
     /// Extra labels, `K=V` each.
     pub labels: Vec<String>,
     /// The parent sandbox (ID, prefix or name) of a sub-sandbox.
@@ -90,6 +92,7 @@ impl UpRequest {
             ("memory", self.memory.clone(), "--memory"),
             ("pids_limit", self.pids_limit.clone(), "--pids-limit"),
             ("network", self.network.map(|n| n.to_string()), "--network"),
+            ("runtime", self.runtime.clone(), "--runtime"),
             ("bootstrap_cmd", self.bootstrap.clone(), "--bootstrap"),
             (
                 "bootstrap_required",
@@ -212,6 +215,11 @@ fn differences(have: &Record, want: &Record) -> Vec<String> {
     differ("tmp_size", h.tmp_size.clone(), w.tmp_size.clone());
     differ("network", h.network.to_string(), w.network.to_string());
     differ(
+        "runtime",
+        have.runtime.clone().unwrap_or_else(|| "default".into()),
+        want.runtime.clone().unwrap_or_else(|| "default".into()),
+    );
+    differ(
         "user",
         have.user.map(|u| u.to_string()).unwrap_or_default(),
         want.user.map(|u| u.to_string()).unwrap_or_default(),
@@ -251,6 +259,7 @@ async fn resolve_spec(ctx: &Ctx, req: &UpRequest) -> Result<Plan> {
     };
     let mount = check_workdir(ctx, req, &workdir)?;
     let user = resolve_user(ctx, req, parent.as_ref(), &workdir)?;
+    let runtime = resolve_runtime(ctx, req, parent.as_ref())?;
     if let Some(why) = unwritable_for(&workdir, user) {
         ctx.reporter.warn(&why);
     }
@@ -288,6 +297,7 @@ async fn resolve_spec(ctx: &Ctx, req: &UpRequest) -> Result<Plan> {
         stopper: None,
         agent: None,
         workdir_id: Some(mount.identity()),
+        runtime,
     };
     record.start_lease(SystemTime::now())?;
     let binary = match engine.kind().isolation() {
@@ -411,6 +421,27 @@ fn resolve_user(
     }
 }
 
+/// The OCI runtime of the new sandbox: config `runtime` (`up --runtime`), or for a sub-sandbox
+/// its parent's, which `req.runtime` may not change (a sub-sandbox is never looser: a gVisor
+/// parent has gVisor children). `None` for a local sandbox (no container).
+fn resolve_runtime(ctx: &Ctx, req: &UpRequest, parent: Option<&Record>) -> Result<Option<String>> {
+    let Some(p) = parent else {
+        return Ok(ctx
+            .cfg
+            .runtime
+            .clone()
+            .filter(|_| ctx.engine.kind().isolation() == Isolation::Container));
+    };
+    match &req.runtime {
+        Some(r) if Some(r) != p.runtime.as_ref() => Err(Error::Invalid(format!(
+            "--runtime {r} differs from the parent's {}; a sub-sandbox runs on its parent's runtime (leave --runtime out)",
+            p.runtime.as_deref().unwrap_or("default runtime")
+        ))
+        .into()),
+        _ => Ok(p.runtime.clone()),
+    }
+}
+
 /// The container of the sandbox `record`: its name, image, work dir, limits and user, its
 /// labels with h9sandbox's own (managed, ID, state directory, parent), and the agent's mounts
 /// (`binary`, the sandbox's run directory).
@@ -430,6 +461,7 @@ fn container_spec(ctx: &Ctx, record: &Record, user: Ids, binary: PathBuf) -> Con
         labels,
         user,
         scratch_volume: scratch_volume_name(&record.id),
+        runtime: record.runtime.clone(),
         agent: AgentMount {
             binary,
             run_dir: super::agent::run_dir(ctx, record.id),
