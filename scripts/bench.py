@@ -7,6 +7,10 @@
   up:   `h9sandbox up`                     vs `docker run -d` with the same flags (printed by `up -v`)
   down: `h9sandbox down ID`                vs `docker stop -t 5 C && docker rm -f -v C`
 
+With --runtime runsc (gVisor, see scripts/setup-gvisor.sh), the same under that OCI runtime: the
+raw `docker run` gets the same `--runtime` (it copies the flags `up -v` prints) and `docker exec`
+runs in the same gVisor container (h9sandbox's commands go through the engine's exec there).
+
 With --engine podman, the same against `podman` (the test image must be loaded into Podman, see
 .ci/run); with --engine local, only exec, against `bash -c true` run directly.
 
@@ -34,7 +38,8 @@ slow the next.
 
 Runs alternate (ours, theirs, ours, ...) so drift hits both alike; prints medians and the ratio
 ours/theirs. Usage:
-  scripts/bench.py [--binary PATH] [--image IMG] [--runs N] [--engine E] [--only core|files|mcp]
+  scripts/bench.py [--binary PATH] [--image IMG] [--runs N] [--engine E] [--runtime R]
+                   [--only core|files|mcp]
 """
 import argparse, os, re, shlex, statistics, subprocess, sys, tempfile, time
 
@@ -198,6 +203,7 @@ def main():
     ap.add_argument("--image", default="h9sandbox-test/tiny:latest")
     ap.add_argument("--runs", type=int, default=30)
     ap.add_argument("--engine", choices=["docker", "podman", "local"], default="docker")
+    ap.add_argument("--runtime", help="OCI runtime of the sandboxes and raw containers (runsc)")
     ap.add_argument("--only", choices=["core", "files", "mcp"])
     a = ap.parse_args()
     if a.binary is None:
@@ -208,7 +214,9 @@ def main():
     work = tempfile.mkdtemp(prefix="h9bench-work")
     env = dict(os.environ, H9SANDBOX_STATE_DIR=state, H9SANDBOX_IMAGE=a.image,
                H9SANDBOX_ENGINE=a.engine)
-    if a.engine == "podman":
+    if a.runtime:
+        env["H9SANDBOX_RUNTIME"] = a.runtime
+    elif a.engine == "podman":
         env["H9SANDBOX_RUNTIME"] = "runc"
     h9 = [a.binary]
     if a.engine != "local" and a.only in (None, "mcp"):

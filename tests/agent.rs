@@ -281,7 +281,10 @@ fn the_timeout_kills_descendants_that_left_the_tree() {
         let left: Vec<&str> = ["sleep 291", "sleep 292", "sleep 293", "sleep 294"]
             .into_iter()
             // Locally an env-cleared process loses the marker; the sandbox is no boundary.
-            .filter(|s| !(engine() == Engine::Local && *s == "sleep 292"))
+            // Under gVisor (runsc 20221219) orphans go to PID 1, not to the command's subreaper,
+            // so one that also cleared its environment cannot be told from another command's
+            // (README, Isolation tiers); it lives until `down`.
+            .filter(|s| !((engine() == Engine::Local || gvisor()) && *s == "sleep 292"))
             .filter(|s| ps.contains(s))
             .collect();
         if left.is_empty() {
@@ -347,7 +350,7 @@ fn parallel_execs_never_mix_their_output() {
 #[test]
 fn detached_commands_are_listed_logged_and_killed() {
     require_container!("background commands are kept by the in-container agent");
-    if exec_path_is_engine() {
+    if agent_socket_unreachable() {
         return;
     }
     let env = TestEnv::new();
@@ -438,7 +441,7 @@ print "none: ", ask("\x01\x00\x04true\x01/\x00\x00\x00\x00\x00\x00"), "\n";
 #[test]
 fn a_socket_planted_in_the_run_dir_never_gets_the_hosts_connection() {
     require_container!("no agent without a container");
-    if exec_path_is_engine() {
+    if agent_socket_unreachable() {
         return;
     }
     let env = TestEnv::new();

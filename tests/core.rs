@@ -753,3 +753,68 @@ fn a_limit_the_engine_did_not_apply_fails_up_and_leaves_nothing() {
     );
     assert_eq!(env.ls()[0]["state"], "Failed");
 }
+
+#[test]
+fn the_runtime_is_recorded_checked_and_inherited() {
+    require_container!("a local sandbox has no container, so no OCI runtime");
+    let env = TestEnv::new();
+    // The harness passes H9SANDBOX_RUNTIME (runsc under H9SANDBOX_TEST_RUNTIME=runsc, runc with
+    // Podman), which the record and the container carry.
+    let want = runtime().or_else(|| (engine() == Engine::Podman).then(|| "runc".to_string()));
+    let id = env.up(&[]);
+    let rec = env.entry(&id);
+    assert_eq!(rec["runtime"].as_str(), want.as_deref(), "{rec}");
+    if let Some(r) = &want {
+        assert_eq!(inspect(&env.container(&id), "{{.HostConfig.Runtime}}"), *r);
+    }
+    let out = env.run(&["exec", &id, "--", "uname -r"]);
+    assert_ok(&out);
+    // gVisor's own kernel says it is Linux 4.4.0, whatever the host runs.
+    assert_eq!(gvisor(), stdout(&out).trim() == "4.4.0", "{}", stdout(&out));
+    // A sub-sandbox runs on its parent's runtime, even when the configuration names another.
+    let sub = String::from_utf8(
+        env.cmd()
+            .env("H9SANDBOX_RUNTIME", "h9sandbox-other-runtime")
+            .args(["up", "--parent", &id])
+            .output()
+            .unwrap()
+            .stdout,
+    )
+    .unwrap();
+    let sub = sub.trim();
+    assert_eq!(env.entry(sub)["runtime"], rec["runtime"]);
+    let out = env.run(&[
+        "up",
+        "--parent",
+        &id,
+        "--runtime",
+        "h9sandbox-other-runtime",
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stderr(&out).contains("differs from the parent's"),
+        "{}",
+        stderr(&out)
+    );
+    // A runtime the engine does not know: one line naming it, exit status 1, nothing left.
+    let before = env.containers().len();
+    let out = env.run(&["up", "--runtime", "h9sandbox-no-such-runtime"]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = stderr(&out);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.contains("no OCI runtime named 'h9sandbox-no-such-runtime'"),
+        "{err}"
+    );
+    let out = env.run(&["up", "--runtime", "runsc-h9sandbox-test-missing"]);
+    assert!(
+        stderr(&out).contains("scripts/setup-gvisor.sh"),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(
+        env.containers().len(),
+        before,
+        "a refused up left a container"
+    );
+}

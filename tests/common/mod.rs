@@ -87,6 +87,20 @@ pub fn gvisor() -> bool {
     runtime().as_deref() == Some("runsc")
 }
 
+/// Whether the host reaches no sandbox's agent socket in this run: with `H9TEST_EXEC_PATH=engine`
+/// (silently: every test runs the other way too), or under gVisor, whose unix sockets do not
+/// cross a bind mount (announced as a skip: what needs the socket is unavailable there).
+pub fn agent_socket_unreachable() -> bool {
+    if exec_path_is_engine() {
+        return true;
+    }
+    if gvisor() {
+        announce("under gVisor the host cannot reach the agent's socket (commands go through the engine's exec)");
+        return true;
+    }
+    false
+}
+
 /// The `HostConfig.PidsLimit` a sandbox with process limit `n` gets: `n`, or under gVisor the
 /// host ceiling h9sandbox sets above it (64 + 16 × n; the limit itself is then the nproc
 /// rlimit gVisor's kernel enforces).
