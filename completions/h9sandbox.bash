@@ -1057,7 +1057,7 @@ _h9sandbox() {
             return 0
             ;;
         h9sandbox__subcmd__run)
-            opts="-e -i -v -h --workdir --image --name --cpus --memory --pids-limit --network --label --parent --bootstrap --bootstrap-required --bootstrap-timeout --user --owner-pid --ttl --reuse --cwd --env --timeout --interactive --max-output --config --format --json --verbose --help"
+            opts="-e -i -v -h --workdir --image --name --cpus --memory --pids-limit --network --runtime --label --parent --bootstrap --bootstrap-required --bootstrap-timeout --user --owner-pid --ttl --reuse --cwd --env --timeout --interactive --max-output --config --format --json --verbose --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1089,6 +1089,10 @@ _h9sandbox() {
                     ;;
                 --network)
                     COMPREPLY=($(compgen -W "bridge none" -- "${cur}"))
+                    return 0
+                    ;;
+                --runtime)
+                    COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
                 --label)
@@ -1247,7 +1251,7 @@ _h9sandbox() {
             return 0
             ;;
         h9sandbox__subcmd__up)
-            opts="-v -h --workdir --image --name --cpus --memory --pids-limit --network --label --parent --bootstrap --bootstrap-required --bootstrap-timeout --user --owner-pid --ttl --reuse --config --format --json --verbose --help"
+            opts="-v -h --workdir --image --name --cpus --memory --pids-limit --network --runtime --label --parent --bootstrap --bootstrap-required --bootstrap-timeout --user --owner-pid --ttl --reuse --config --format --json --verbose --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1279,6 +1283,10 @@ _h9sandbox() {
                     ;;
                 --network)
                     COMPREPLY=($(compgen -W "bridge none" -- "${cur}"))
+                    return 0
+                    ;;
+                --runtime)
+                    COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
                 --label)

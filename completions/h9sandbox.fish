@@ -62,6 +62,7 @@ complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand up" -l memory -d 'Me
 complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand up" -l pids-limit -d 'Maximum number of processes [config: pids_limit]' -r
 complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand up" -l network -d 'Network mode [config: network]' -r -f -a "bridge\t'Docker\'s default bridge: outbound access, no published ports'
 none\t'No network at all, only loopback'"
+complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand up" -l runtime -d 'OCI runtime of the container, e.g. runsc for gVisor (see scripts/setup-gvisor.sh) [config: runtime]' -r
 complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand up" -l label -d 'Extra label on the container and record (repeatable)' -r
 complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand up" -l parent -d 'Make this a sub-sandbox of ID: its image, limits, network and work dir, which the flags may only tighten' -r
 complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand up" -l bootstrap -d 'Shell command run once the container is ready; \'\' for none [config: bootstrap_cmd]' -r
@@ -183,6 +184,7 @@ complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand run" -l memory -d 'M
 complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand run" -l pids-limit -d 'Maximum number of processes [config: pids_limit]' -r
 complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand run" -l network -d 'Network mode [config: network]' -r -f -a "bridge\t'Docker\'s default bridge: outbound access, no published ports'
 none\t'No network at all, only loopback'"
+complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand run" -l runtime -d 'OCI runtime of the container, e.g. runsc for gVisor (see scripts/setup-gvisor.sh) [config: runtime]' -r
 complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand run" -l label -d 'Extra label on the container and record (repeatable)' -r
 complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand run" -l parent -d 'Make this a sub-sandbox of ID: its image, limits, network and work dir, which the flags may only tighten' -r
 complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand run" -l bootstrap -d 'Shell command run once the container is ready; \'\' for none [config: bootstrap_cmd]' -r
