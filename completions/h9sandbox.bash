@@ -839,7 +839,7 @@ _h9sandbox() {
             return 0
             ;;
         h9sandbox__subcmd__logs)
-            opts="-f -v -h --follow --config --format --json --verbose --help"
+            opts="-f -v -h --network --follow --config --format --json --verbose --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1057,7 +1057,7 @@ _h9sandbox() {
             return 0
             ;;
         h9sandbox__subcmd__run)
-            opts="-e -i -v -h --workdir --image --name --cpus --memory --pids-limit --network --runtime --label --parent --bootstrap --bootstrap-required --bootstrap-timeout --user --owner-pid --ttl --reuse --cwd --env --timeout --interactive --max-output --config --format --json --verbose --help"
+            opts="-e -i -v -h --workdir --image --name --cpus --memory --pids-limit --network --allow --runtime --label --parent --bootstrap --bootstrap-required --bootstrap-timeout --user --owner-pid --ttl --reuse --cwd --env --timeout --interactive --max-output --config --format --json --verbose --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1088,7 +1088,11 @@ _h9sandbox() {
                     return 0
                     ;;
                 --network)
-                    COMPREPLY=($(compgen -W "bridge none" -- "${cur}"))
+                    COMPREPLY=($(compgen -W "bridge none allowlist" -- "${cur}"))
+                    return 0
+                    ;;
+                --allow)
+                    COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
                 --runtime)
@@ -1251,7 +1255,7 @@ _h9sandbox() {
             return 0
             ;;
         h9sandbox__subcmd__up)
-            opts="-v -h --workdir --image --name --cpus --memory --pids-limit --network --runtime --label --parent --bootstrap --bootstrap-required --bootstrap-timeout --user --owner-pid --ttl --reuse --config --format --json --verbose --help"
+            opts="-v -h --workdir --image --name --cpus --memory --pids-limit --network --allow --runtime --label --parent --bootstrap --bootstrap-required --bootstrap-timeout --user --owner-pid --ttl --reuse --config --format --json --verbose --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1282,7 +1286,11 @@ _h9sandbox() {
                     return 0
                     ;;
                 --network)
-                    COMPREPLY=($(compgen -W "bridge none" -- "${cur}"))
+                    COMPREPLY=($(compgen -W "bridge none allowlist" -- "${cur}"))
+                    return 0
+                    ;;
+                --allow)
+                    COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
                 --runtime)

@@ -34,7 +34,7 @@ complete -c h9sandbox -n "__fish_h9sandbox_needs_command" -s V -l version -d 'Pr
 complete -c h9sandbox -n "__fish_h9sandbox_needs_command" -f -a "up" -d 'Start a sandbox: a hardened container with the work directory bind-mounted'
 complete -c h9sandbox -n "__fish_h9sandbox_needs_command" -f -a "exec" -d 'Run a command in a sandbox: a program and its arguments, or one shell command line'
 complete -c h9sandbox -n "__fish_h9sandbox_needs_command" -f -a "ps" -d 'List the commands running in a sandbox\'s background (exec --detach)'
-complete -c h9sandbox -n "__fish_h9sandbox_needs_command" -f -a "logs" -d 'Print the output of a background command (exec --detach)'
+complete -c h9sandbox -n "__fish_h9sandbox_needs_command" -f -a "logs" -d 'Print the output of a background command (exec --detach), or the egress proxy\'s decisions'
 complete -c h9sandbox -n "__fish_h9sandbox_needs_command" -f -a "kill" -d 'Kill a background command\'s whole process tree (exec --detach)'
 complete -c h9sandbox -n "__fish_h9sandbox_needs_command" -f -a "bootstrap" -d 'Run a one-time setup command in a sandbox (streams its output; recorded in the sandbox)'
 complete -c h9sandbox -n "__fish_h9sandbox_needs_command" -f -a "down" -d 'Stop and remove sandboxes and their sub-sandboxes (always removes, even when the stop fails)'
@@ -60,8 +60,10 @@ complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand up" -l name -d 'Cont
 complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand up" -l cpus -d 'CPU limit in cores [config: cpus]' -r
 complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand up" -l memory -d 'Memory limit, e.g. 512m or 2g [config: memory]' -r
 complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand up" -l pids-limit -d 'Maximum number of processes [config: pids_limit]' -r
-complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand up" -l network -d 'Network mode [config: network]' -r -f -a "bridge\t'Docker\'s default bridge: outbound access, no published ports'
-none\t'No network at all, only loopback'"
+complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand up" -l network -d 'Network mode; allowlist: HTTP and HTTPS to the --allow hosts only [config: network]' -r -f -a "bridge\t'Docker\'s default bridge: outbound access, no published ports'
+none\t'No network at all, only loopback'
+allowlist\t'Only loopback, where the agent relays `127.0.0.1:3128` to a proxy sidecar that forwards HTTP and HTTPS to the allowed hosts only (config `allow`; see `sandbox::egress`)'"
+complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand up" -l allow -d 'Host an allowlist sandbox may reach: a name, or *.domain (repeatable; implies --network allowlist) [config: allow]' -r
 complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand up" -l runtime -d 'OCI runtime of the container, e.g. runsc for gVisor (see scripts/setup-gvisor.sh) [config: runtime]' -r
 complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand up" -l label -d 'Extra label on the container and record (repeatable)' -r
 complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand up" -l parent -d 'Make this a sub-sandbox of ID: its image, limits, network and work dir, which the flags may only tighten' -r
@@ -99,6 +101,7 @@ complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand ps" -s h -l help -d 
 complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand logs" -l config -d 'Configuration file, used alone [default: $XDG_CONFIG_HOME/h9sandbox/config.toml; `up` and `mcp` layer a trusted ./sandbox.toml over it, see `h9sandbox trust`]' -r -F
 complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand logs" -l format -d 'Output format' -r -f -a "table\t'For people: a table, or plain lines'
 json\t'For programs: one JSON document on stdout'"
+complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand logs" -l network -d 'The egress proxy\'s decisions instead (network = "allowlist")'
 complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand logs" -s f -l follow -d 'Keep printing what it writes until its processes have exited (or Ctrl-C)'
 complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand logs" -l json -d 'Same as --format json'
 complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand logs" -s v -l verbose -d 'Print every engine command line to stderr before running it'
@@ -182,8 +185,10 @@ complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand run" -l name -d 'Con
 complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand run" -l cpus -d 'CPU limit in cores [config: cpus]' -r
 complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand run" -l memory -d 'Memory limit, e.g. 512m or 2g [config: memory]' -r
 complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand run" -l pids-limit -d 'Maximum number of processes [config: pids_limit]' -r
-complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand run" -l network -d 'Network mode [config: network]' -r -f -a "bridge\t'Docker\'s default bridge: outbound access, no published ports'
-none\t'No network at all, only loopback'"
+complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand run" -l network -d 'Network mode; allowlist: HTTP and HTTPS to the --allow hosts only [config: network]' -r -f -a "bridge\t'Docker\'s default bridge: outbound access, no published ports'
+none\t'No network at all, only loopback'
+allowlist\t'Only loopback, where the agent relays `127.0.0.1:3128` to a proxy sidecar that forwards HTTP and HTTPS to the allowed hosts only (config `allow`; see `sandbox::egress`)'"
+complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand run" -l allow -d 'Host an allowlist sandbox may reach: a name, or *.domain (repeatable; implies --network allowlist) [config: allow]' -r
 complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand run" -l runtime -d 'OCI runtime of the container, e.g. runsc for gVisor (see scripts/setup-gvisor.sh) [config: runtime]' -r
 complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand run" -l label -d 'Extra label on the container and record (repeatable)' -r
 complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand run" -l parent -d 'Make this a sub-sandbox of ID: its image, limits, network and work dir, which the flags may only tighten' -r
@@ -277,7 +282,7 @@ complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand generate; and __fish
 complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand help; and not __fish_seen_subcommand_from up exec ps logs kill bootstrap down reap renew trust stop start pause resume snapshot run ls read write edit mcp generate help" -f -a "up" -d 'Start a sandbox: a hardened container with the work directory bind-mounted'
 complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand help; and not __fish_seen_subcommand_from up exec ps logs kill bootstrap down reap renew trust stop start pause resume snapshot run ls read write edit mcp generate help" -f -a "exec" -d 'Run a command in a sandbox: a program and its arguments, or one shell command line'
 complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand help; and not __fish_seen_subcommand_from up exec ps logs kill bootstrap down reap renew trust stop start pause resume snapshot run ls read write edit mcp generate help" -f -a "ps" -d 'List the commands running in a sandbox\'s background (exec --detach)'
-complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand help; and not __fish_seen_subcommand_from up exec ps logs kill bootstrap down reap renew trust stop start pause resume snapshot run ls read write edit mcp generate help" -f -a "logs" -d 'Print the output of a background command (exec --detach)'
+complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand help; and not __fish_seen_subcommand_from up exec ps logs kill bootstrap down reap renew trust stop start pause resume snapshot run ls read write edit mcp generate help" -f -a "logs" -d 'Print the output of a background command (exec --detach), or the egress proxy\'s decisions'
 complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand help; and not __fish_seen_subcommand_from up exec ps logs kill bootstrap down reap renew trust stop start pause resume snapshot run ls read write edit mcp generate help" -f -a "kill" -d 'Kill a background command\'s whole process tree (exec --detach)'
 complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand help; and not __fish_seen_subcommand_from up exec ps logs kill bootstrap down reap renew trust stop start pause resume snapshot run ls read write edit mcp generate help" -f -a "bootstrap" -d 'Run a one-time setup command in a sandbox (streams its output; recorded in the sandbox)'
 complete -c h9sandbox -n "__fish_h9sandbox_using_subcommand help; and not __fish_seen_subcommand_from up exec ps logs kill bootstrap down reap renew trust stop start pause resume snapshot run ls read write edit mcp generate help" -f -a "down" -d 'Stop and remove sandboxes and their sub-sandboxes (always removes, even when the stop fails)'

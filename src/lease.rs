@@ -522,6 +522,7 @@ mod tests {
                 pids_limit: 1,
                 tmp_size: "1m".into(),
                 network: Network::None,
+                allow: Vec::new(),
             },
             labels: Default::default(),
             created_at: at(-60),

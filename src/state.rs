@@ -905,6 +905,7 @@ pub(crate) mod tests {
                 pids_limit: 256,
                 tmp_size: "256m".into(),
                 network: Network::Bridge,
+                allow: Vec::new(),
             },
             labels: Default::default(),
             created_at: now_rfc3339(),

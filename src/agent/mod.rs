@@ -11,6 +11,7 @@
 pub mod client;
 pub mod init;
 pub mod proto;
+pub mod proxy;
 pub mod seccomp;
 pub mod server;
 pub mod supervise;
@@ -46,6 +47,8 @@ enum AgentCommand {
     Signal(supervise::SignalArgs),
     /// Kill an exec's processes found by their marker, and their descendants
     KillMarked(supervise::KillMarkedArgs),
+    /// Forward HTTP and HTTPS (CONNECT) to allowed hosts only (the allowlist sidecar)
+    Proxy(proxy::ProxyArgs),
     /// Print the device and inode of a path, `DEV INO` (the host checks a mount with it)
     Stat {
         /// The path
@@ -72,6 +75,7 @@ pub fn main(args: &[std::ffi::OsString]) -> Option<i32> {
         AgentCommand::Supervise => supervise::run(),
         AgentCommand::Signal(a) => supervise::signal(a),
         AgentCommand::KillMarked(a) => supervise::kill_marked(a),
+        AgentCommand::Proxy(a) => proxy::run(a),
         AgentCommand::Stat { path } => match std::fs::metadata(path) {
             Ok(m) => {
                 use std::os::unix::fs::MetadataExt;

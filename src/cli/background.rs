@@ -42,9 +42,38 @@ pub async fn ps(ctx: &Ctx, format: Format, args: &PsArgs) -> Result<i32> {
     Ok(0)
 }
 
-/// Runs `logs`: the command's output on our stdout and stderr.
-pub async fn logs(ctx: &Ctx, args: &LogsArgs) -> Result<i32> {
-    background::logs(ctx, &args.id, &args.handle, args.follow, LogSink::Forward).await?;
+/// Runs `logs`: the command's output on our stdout and stderr; with `--network`, the egress
+/// proxy's decisions (a table, or a JSON array of `{ts, method, host, port, decision,
+/// bytes_out, bytes_in}`).
+pub async fn logs(ctx: &Ctx, format: Format, args: &LogsArgs) -> Result<i32> {
+    let Some(handle) = args.handle.as_deref().filter(|_| !args.network) else {
+        let rec = ctx.store.load()?.resolve(&args.id)?.clone();
+        let entries = crate::sandbox::egress::read_log(ctx, &rec)?;
+        match format {
+            Format::Json => output::print_json(&entries)?,
+            Format::Table => {
+                let mut t = output::table(
+                    &["TIME", "METHOD", "HOST", "PORT", "DECISION", "OUT", "IN"],
+                    output::colour_enabled(),
+                );
+                for e in &entries {
+                    let at = std::time::UNIX_EPOCH + std::time::Duration::from_secs(e.ts);
+                    t.add_row(vec![
+                        Cell::new(humantime::format_rfc3339_seconds(at)),
+                        Cell::new(&e.method),
+                        Cell::new(&e.host),
+                        Cell::new(e.port),
+                        Cell::new(&e.decision),
+                        Cell::new(e.bytes_out),
+                        Cell::new(e.bytes_in),
+                    ]);
+                }
+                output::print_table(&t)?;
+            }
+        }
+        return Ok(0);
+    };
+    background::logs(ctx, &args.id, handle, args.follow, LogSink::Forward).await?;
     Ok(0)
 }
 

@@ -135,7 +135,7 @@ async fn dispatch(cli: Cli) -> Result<i32> {
         }
         Command::Exec(a) => exec::run(&ctx(&[])?, format, a).await,
         Command::Ps(a) => background::ps(&ctx(&[])?, format, a).await,
-        Command::Logs(a) => background::logs(&ctx(&[])?, a).await,
+        Command::Logs(a) => background::logs(&ctx(&[])?, format, a).await,
         Command::Kill(a) => background::kill(&ctx(&[])?, a).await,
         Command::Bootstrap(a) => {
             let timeout = a.timeout.map(|t| t.to_string());

@@ -20,6 +20,7 @@ pub fn request(args: &UpArgs) -> UpRequest {
         memory: args.memory.clone(),
         pids_limit: args.pids_limit.clone(),
         network: args.network,
+        allow: args.allow.clone(),
         runtime: args.runtime.clone(),
         labels: args.labels.clone(),
         parent: args.parent.clone(),

@@ -233,6 +233,13 @@ impl Docker {
         Ok(stdout)
     }
 
+    /// Runs the client with `args` (argv built by the caller's pure function, as
+    /// `sandbox::egress` does for the proxy sidecar), returning its stdout. Errors: a non-zero
+    /// exit, with the client's first error line.
+    pub async fn run_client(&self, args: Vec<String>) -> Result<String> {
+        self.checked(args).await
+    }
+
     /// Polls `inspect` (10 ms doubling to 200 ms) until the container no longer exists.
     async fn wait_gone(&self, container: &str, timeout: Duration) -> Result<()> {
         let deadline = tokio::time::Instant::now() + timeout;
@@ -724,7 +731,7 @@ pub fn run_args(flavor: Flavor, spec: &ContainerSpec, extra: &[String]) -> Vec<S
         "--tmpfs".into(),
         format!("/tmp:size={},nosuid,noexec,nodev", l.tmp_size),
         "--network".into(),
-        l.network.as_str().into(),
+        l.network.engine_mode().into(),
         // The scratch dir: a volume of its own, removed with the sandbox.
         "--mount".into(),
         scratch_mount_arg(flavor, spec),
@@ -745,6 +752,15 @@ pub fn run_args(flavor: Flavor, spec: &ContainerSpec, extra: &[String]) -> Vec<S
         "--entrypoint".into(),
         agent::BIN.into(),
     ]);
+    if let Some(dir) = &spec.proxy {
+        a.extend([
+            "--mount".into(),
+            bind_mount_arg(&dir.to_string_lossy(), agent::proxy::DIR, true),
+        ]);
+        for (k, v) in proxy_env() {
+            a.extend(["--env".into(), format!("{k}={v}")]);
+        }
+    }
     a.extend(extra.iter().cloned());
     a.extend(runtime_args(spec.runtime.as_deref()));
     a.extend([
@@ -760,7 +776,26 @@ pub fn run_args(flavor: Flavor, spec: &ContainerSpec, extra: &[String]) -> Vec<S
     if let Some(n) = &spec.agent.user_name {
         a.extend(["--user-name".into(), n.clone()]);
     }
+    if spec.proxy.is_some() {
+        a.push("--proxy-relay".into());
+    }
     a
+}
+
+/// The environment of every process of an allowlist sandbox: `HTTP_PROXY`, `HTTPS_PROXY` (and
+/// their lower-case forms, which curl, apt and Python read) name the relay on its loopback;
+/// `NO_PROXY`/`no_proxy` keep loopback direct.
+pub fn proxy_env() -> Vec<(&'static str, String)> {
+    let url = format!("http://127.0.0.1:{}", agent::proxy::PORT);
+    let direct = "localhost,127.0.0.1,::1".to_string();
+    vec![
+        ("HTTP_PROXY", url.clone()),
+        ("http_proxy", url.clone()),
+        ("HTTPS_PROXY", url.clone()),
+        ("https_proxy", url),
+        ("NO_PROXY", direct.clone()),
+        ("no_proxy", direct),
+    ]
 }
 
 /// `--ulimit` arguments for the open-files and processes rlimits (`setrlimit(2)`), where
@@ -1272,6 +1307,7 @@ mod tests {
                 pids_limit: 256,
                 tmp_size: "256m".into(),
                 network: Network::None,
+                allow: Vec::new(),
             },
             labels: BTreeMap::from([("h9sandbox".into(), "1".into())]),
             user: Ids::ROOT,
@@ -1282,6 +1318,7 @@ mod tests {
             },
             scratch_volume: "h9sandbox-abc".into(),
             runtime: None,
+            proxy: None,
         }
     }
 

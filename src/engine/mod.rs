@@ -165,6 +165,11 @@ pub struct ContainerSpec {
     /// default. gVisor's `runsc` changes how the process limit is applied
     /// ([`docker::gvisor_host_pids`]).
     pub runtime: Option<String>,
+    /// With `network = "allowlist"`: the host directory holding the proxy sidecar's socket,
+    /// mounted read-only at [`crate::agent::proxy::DIR`]; the container's PID 1 relays
+    /// `127.0.0.1:3128` to it and every process gets `HTTP_PROXY` and its kin
+    /// ([`docker::proxy_env`]).
+    pub proxy: Option<std::path::PathBuf>,
 }
 
 /// The name of sandbox `id`'s scratch volume.
@@ -599,6 +604,7 @@ mod tests {
             pids_limit: 40,
             tmp_size: "64m".into(),
             network: Network::None,
+            allow: Vec::new(),
         }
     }
 

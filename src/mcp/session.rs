@@ -243,6 +243,7 @@ impl Session {
             pids_limit: p.pids_limit.map(|n| n.to_string()),
             network: p.network.map(Network::from),
             runtime: None,
+            allow: Vec::new(),
             labels: Vec::new(),
             parent: p.parent,
             bootstrap: None,

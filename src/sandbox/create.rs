@@ -56,6 +56,9 @@ pub struct UpRequest {
     pub network: Option<Network>,
     /// OCI runtime (`runsc` for gVisor); a sub-sandbox may only name its parent's.
     pub runtime: Option<String>,
+    /// Hosts an allowlist sandbox may reach (`--allow`, replacing config `allow`; implies
+    /// `network = "allowlist"` unless `network` says otherwise).
+    pub allow: Vec<String>,
     /// Extra labels, `K=V` each.
     pub labels: Vec<String>,
     /// The parent sandbox (ID, prefix or name) of a sub-sandbox.
@@ -91,7 +94,18 @@ impl UpRequest {
             ("cpus", self.cpus.clone(), "--cpus"),
             ("memory", self.memory.clone(), "--memory"),
             ("pids_limit", self.pids_limit.clone(), "--pids-limit"),
-            ("network", self.network.map(|n| n.to_string()), "--network"),
+            (
+                "network",
+                self.network
+                    .or((!self.allow.is_empty()).then_some(Network::Allowlist))
+                    .map(|n| n.to_string()),
+                "--network",
+            ),
+            (
+                "allow",
+                (!self.allow.is_empty()).then(|| self.allow.join(",")),
+                "--allow",
+            ),
             ("runtime", self.runtime.clone(), "--runtime"),
             ("bootstrap_cmd", self.bootstrap.clone(), "--bootstrap"),
             (
@@ -260,6 +274,20 @@ async fn resolve_spec(ctx: &Ctx, req: &UpRequest) -> Result<Plan> {
     let mount = check_workdir(ctx, req, &workdir)?;
     let user = resolve_user(ctx, req, parent.as_ref(), &workdir)?;
     let runtime = resolve_runtime(ctx, req, parent.as_ref())?;
+    if !req.allow.is_empty() && limits.network != Network::Allowlist {
+        return Err(Error::Invalid(format!(
+            "--allow needs network allowlist, not {}; leave --network out (--allow implies allowlist)",
+            limits.network
+        ))
+        .into());
+    }
+    if limits.network == Network::Allowlist {
+        let engine = match &parent {
+            Some(p) => ctx.runner_for(p)?,
+            None => ctx.engine.clone(),
+        };
+        super::egress::check_supported(&engine, runtime.as_deref())?;
+    }
     if let Some(why) = unwritable_for(&workdir, user) {
         ctx.reporter.warn(&why);
     }
@@ -382,6 +410,11 @@ fn configured_limits(cfg: &Config) -> Limits {
         pids_limit: cfg.pids_limit,
         tmp_size: cfg.tmp_size.clone(),
         network: cfg.network,
+        allow: if cfg.network == Network::Allowlist {
+            cfg.allow.clone()
+        } else {
+            Vec::new()
+        },
     }
 }
 
@@ -462,6 +495,8 @@ fn container_spec(ctx: &Ctx, record: &Record, user: Ids, binary: PathBuf) -> Con
         user,
         scratch_volume: scratch_volume_name(&record.id),
         runtime: record.runtime.clone(),
+        proxy: (record.limits.network == Network::Allowlist)
+            .then(|| super::egress::socket_dir(ctx, record.id)),
         agent: AgentMount {
             binary,
             run_dir: super::agent::run_dir(ctx, record.id),
@@ -820,7 +855,9 @@ async fn start_container(
                 .labels
                 .get(LABEL_ID)
                 .and_then(|i| Uuid::parse_str(i).ok());
-            super::agent::prepare(ctx, id.context("the container has no sandbox ID label")?)?;
+            let id = id.context("the container has no sandbox ID label")?;
+            super::agent::prepare(ctx, id)?;
+            super::egress::start(ctx, engine, spec, id).await?;
             create_container(ctx, engine, spec).await?
         }
         Isolation::None => create_container(ctx, engine, spec).await?,

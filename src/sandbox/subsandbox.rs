@@ -75,12 +75,16 @@ pub fn child_limits(parent: &Limits, req: &Tighten) -> Result<Limits, Error> {
         out.pids_limit = p;
     }
     if let Some(n) = req.network {
-        if n == Network::Bridge && parent.network == Network::None {
-            return Err(Error::Invalid(
-                "--network bridge would give network access the parent does not have (its network is none); a sub-sandbox may only tighten its parent's limits (leave --network out)".into(),
-            ));
+        if n.reach() > parent.network.reach() {
+            return Err(Error::Invalid(format!(
+                "--network {n} would give network access the parent does not have (its network is {}); a sub-sandbox may only tighten its parent's limits (leave --network out)",
+                parent.network
+            )));
         }
         out.network = n;
+        if n != Network::Allowlist {
+            out.allow.clear();
+        }
     }
     Ok(out)
 }
@@ -113,6 +117,7 @@ mod tests {
             pids_limit: 100,
             tmp_size: "64m".into(),
             network: Network::Bridge,
+            allow: Vec::new(),
         }
     }
 
