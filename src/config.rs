@@ -1123,6 +1123,62 @@ mod tests {
     }
 
     #[test]
+    fn a_project_file_may_only_narrow_the_network() {
+        let dir = tempfile::tempdir().unwrap();
+        let user = dir.path().join("config.toml");
+        std::fs::write(
+            &user,
+            "network = \"allowlist\"\nallow = [\"*.debian.org\", \"pypi.org\"]\n",
+        )
+        .unwrap();
+        let project = |text: &str| ProjectText {
+            path: dir.path().join("sandbox.toml"),
+            text: text.into(),
+        };
+        let load = |text: &str| Layers::load_opts(Some(&user), |_| None, Some(&project(text)));
+        let cfg = load("allow = [\"deb.debian.org\", \"*.security.debian.org\", \"pypi.org\"]\n")
+            .unwrap()
+            .resolve()
+            .unwrap();
+        assert_eq!(cfg.network, Network::Allowlist);
+        assert_eq!(cfg.allow.len(), 3);
+        assert!(load("network = \"none\"\n").is_ok());
+        for (text, why) in [
+            ("network = \"bridge\"\n", "may only narrow the network"),
+            (
+                "allow = [\"evil.com\"]\n",
+                "'evil.com' is not in your own allow list",
+            ),
+            (
+                "allow = [\"debian.org\"]\n",
+                "'debian.org' is not in your own allow list",
+            ),
+            (
+                "allow = [\"*.org\"]\n",
+                "'*.org' is not in your own allow list",
+            ),
+        ] {
+            let err = load(text).unwrap_err().to_string();
+            assert!(
+                err.contains(why) && err.contains("sandbox.toml"),
+                "{text}: {err}"
+            );
+        }
+        // Under a user's bridge (everything reachable) any list narrows; the environment and
+        // flags are the user's own.
+        std::fs::write(&user, "network = \"none\"\n").unwrap();
+        assert!(load("network = \"allowlist\"\n").is_err());
+        let env = |k: &str| (k == "H9SANDBOX_ALLOW").then(|| "a.org, *.b.org".to_string());
+        let cfg = Layers::load_opts(None, env, None)
+            .unwrap()
+            .resolve()
+            .unwrap();
+        assert_eq!(cfg.allow, ["a.org", "*.b.org"]);
+        let bad = |k: &str| (k == "H9SANDBOX_ALLOW").then(|| "http://x/".to_string());
+        assert!(Layers::load_opts(None, bad, None).is_err());
+    }
+
+    #[test]
     fn a_project_file_lies_between_the_users_file_and_the_environment() {
         let dir = tempfile::tempdir().unwrap();
         let user = dir.path().join("config.toml");
