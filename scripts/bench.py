@@ -11,6 +11,9 @@ With --runtime runsc (gVisor, see scripts/setup-gvisor.sh), the same under that 
 raw `docker run` gets the same `--runtime` (it copies the flags `up -v` prints) and `docker exec`
 runs in the same gVisor container (h9sandbox's commands go through the engine's exec there).
 
+With --only allowlist: `h9sandbox up --allow deb.debian.org` (a proxy sidecar started first) and
+its `down` against plain `h9sandbox up` / `down` (network bridge), the sidecar's cost.
+
 With --engine podman, the same against `podman` (the test image must be loaded into Podman, see
 .ci/run); with --engine local, only exec, against `bash -c true` run directly.
 
@@ -197,6 +200,21 @@ def bench_mcp(a, env, h9, work):
     os.remove(os.path.join(work, "bench-lines.txt"))
 
 
+def bench_allowlist(a, env, h9, work):
+    up_a, up_b, down_a, down_b = [], [], [], []
+    runs = max(5, a.runs // 3)
+    for _ in range(runs + 1):
+        dt, p = timed(h9 + ["up", "--workdir", work, "--allow", "deb.debian.org"], env=env)
+        up_a.append(dt)
+        down_a.append(timed(h9 + ["down", p.stdout.decode().strip()], env=env)[0])
+        dt, p = timed(h9 + ["up", "--workdir", work], env=env)
+        up_b.append(dt)
+        down_b.append(timed(h9 + ["down", p.stdout.decode().strip()], env=env)[0])
+    # The first round warms caches; it is left out.
+    report("up --allow", up_a[1:], up_b[1:], "up (bridge)")
+    report("down (allowlist)", down_a[1:], down_b[1:], "down (bridge)")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--binary", help="h9sandbox to measure [default: cargo's release build]")
@@ -204,7 +222,7 @@ def main():
     ap.add_argument("--runs", type=int, default=30)
     ap.add_argument("--engine", choices=["docker", "podman", "local"], default="docker")
     ap.add_argument("--runtime", help="OCI runtime of the sandboxes and raw containers (runsc)")
-    ap.add_argument("--only", choices=["core", "files", "mcp"])
+    ap.add_argument("--only", choices=["core", "files", "mcp", "allowlist"])
     a = ap.parse_args()
     if a.binary is None:
         sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -219,6 +237,10 @@ def main():
     elif a.engine == "podman":
         env["H9SANDBOX_RUNTIME"] = "runc"
     h9 = [a.binary]
+    if a.only == "allowlist":
+        bench_allowlist(a, env, h9, work)
+        subprocess.run(["rm", "-rf", state, work])
+        return
     if a.engine != "local" and a.only in (None, "mcp"):
         bench_mcp(a, env, h9, work)
         if a.only == "mcp":
