@@ -665,9 +665,7 @@ impl Layers {
                 .flatten()
                 .filter_map(|v| v.as_str())
             {
-                let covered = user.iter().any(|u| u == h)
-                    || crate::agent::proxy::allowed(&user, h.strip_prefix("*.").unwrap_or(h));
-                if !covered {
+                if !crate::agent::proxy::covers(&user, h) {
                     return Err(fail(format!(
                         "'{h}' is not in your own allow list; a project's sandbox.toml may only narrow it"
                     )));

@@ -94,6 +94,29 @@ pub fn allowed(patterns: &[String], host: &str) -> bool {
     })
 }
 
+/// Whether every host the entry `pattern` allows is allowed by `patterns` too (a narrower list
+/// may hold it): the same entry, a name `patterns` allows, or `*.d` where `patterns` allows `d`'s
+/// whole subtree (`*.d` or `*.` a parent of `d`).
+pub fn covers(patterns: &[String], pattern: &str) -> bool {
+    let p = normalize(pattern);
+    if patterns.iter().any(|q| normalize(q) == p) {
+        return true;
+    }
+    match p.strip_prefix("*.") {
+        Some(d) => {
+            allowed(patterns, d) && patterns.iter().any(|q| q.starts_with("*.")) && {
+                // `*.d` is covered by `*.e` when d is e or below e; `allowed(d)` alone would
+                // also accept a plain entry `d` (which covers d only, not its subtree).
+                patterns
+                    .iter()
+                    .filter_map(|q| normalize(q).strip_prefix("*.").map(String::from))
+                    .any(|e| d == e || d.ends_with(&format!(".{e}")))
+            }
+        }
+        None => allowed(patterns, &p),
+    }
+}
+
 /// A host name as compared: lower case, no trailing dot, no IPv6 brackets.
 fn normalize(h: &str) -> String {
     h.trim()
@@ -431,6 +454,24 @@ mod tests {
             assert!(!allowed(&allow, no), "{no}");
         }
         assert!(!allowed(&["*.".into()], "x"));
+        let user: Vec<String> = ["*.debian.org", "pypi.org"].map(String::from).to_vec();
+        for ok in [
+            "deb.debian.org",
+            "*.debian.org",
+            "*.security.debian.org",
+            "pypi.org",
+        ] {
+            assert!(covers(&user, ok), "{ok}");
+        }
+        for no in [
+            "debian.org",
+            "*.org",
+            "*.pypi.org",
+            "files.pypi.org",
+            "evil.com",
+        ] {
+            assert!(!covers(&user, no), "{no}");
+        }
         assert!(check_pattern("*.debian.org").is_ok());
         assert!(check_pattern("deb.debian.org").is_ok());
         for bad in ["*", "*.", "a b", "a/b", ".x", "a..b", "*.*.x", "http://x"] {

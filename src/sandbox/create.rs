@@ -228,6 +228,7 @@ fn differences(have: &Record, want: &Record) -> Vec<String> {
     );
     differ("tmp_size", h.tmp_size.clone(), w.tmp_size.clone());
     differ("network", h.network.to_string(), w.network.to_string());
+    differ("allow", h.allow.join(","), w.allow.join(","));
     differ(
         "runtime",
         have.runtime.clone().unwrap_or_else(|| "default".into()),
