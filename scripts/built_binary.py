@@ -18,4 +18,5 @@ def built_binary(profile="release"):
 
 
 if __name__ == "__main__":
-    print(built_binary())
+    import sys
+    print(built_binary(sys.argv[1] if len(sys.argv) > 1 else "release"))

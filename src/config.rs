@@ -24,7 +24,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use crate::error::Error;
-use crate::types::{EngineKind, Network, User};
+use crate::types::{Caps, EngineKind, Network, User};
 
 /// The seed documents' switch: `SANDBOX_ENABLED=false` (or `0`, `no`, `off`) selects
 /// `engine = "local"` when `H9SANDBOX_ENGINE` is unset; `true` leaves the engine as configured.
@@ -61,6 +61,8 @@ pub struct Config {
     /// (every name below the domain). A project file may only narrow it (and `network`).
     #[serde(default)]
     pub allow: Vec<String>,
+    /// Capability profile of new containers: `minimal` or `standard` ([`Caps`]).
+    pub caps: Caps,
     /// Seconds `up` waits for the container to report `State.Running`.
     pub start_timeout_secs: u64,
     /// Default timeout of `exec` in seconds; 0 means none.
@@ -143,6 +145,7 @@ impl Default for Config {
             tmp_size: "256m".into(),
             network: Network::Bridge,
             allow: Vec::new(),
+            caps: Caps::Standard,
             start_timeout_secs: 30,
             exec_timeout_secs: 600,
             stop_timeout_secs: 5,
@@ -174,6 +177,9 @@ pub enum Kind {
     Str,
     /// A non-negative integer.
     Int,
+    /// A time in whole seconds: an integer, or a duration as `--ttl` takes it (`0.5`, `500ms`,
+    /// `30s`, `1m`, `2h`; [`crate::types::parse_duration`]) rounded up to whole seconds.
+    Secs,
     /// A number (an integer is accepted).
     Float,
     /// A filesystem path.
@@ -229,10 +235,11 @@ pub const KEYS: &[Key] = &[
     key("tmp_size", Kind::Str),
     key("network", Kind::OneOf(&["bridge", "none", "allowlist"])),
     key("allow", Kind::HostList),
-    key("start_timeout_secs", Kind::Int),
-    key("exec_timeout_secs", Kind::Int),
-    key("stop_timeout_secs", Kind::Int),
-    key("pull_timeout_secs", Kind::Int),
+    key("caps", Kind::OneOf(&["minimal", "standard"])),
+    key("start_timeout_secs", Kind::Secs),
+    key("exec_timeout_secs", Kind::Secs),
+    key("stop_timeout_secs", Kind::Secs),
+    key("pull_timeout_secs", Kind::Secs),
     key("engine", Kind::OneOf(&["docker", "podman", "local"])),
     key("engine_bin", Kind::Str),
     key("fallback", Kind::OneOf(&["fail", "local"])),
@@ -249,7 +256,7 @@ pub const KEYS: &[Key] = &[
     },
     Key {
         name: "bootstrap_timeout_secs",
-        kind: Kind::Int,
+        kind: Kind::Secs,
         seed_env: Some("SANDBOX_BOOTSTRAP_TIMEOUT_SECS"),
     },
     key("bootstrap_required", Kind::Bool),
@@ -302,6 +309,18 @@ pub struct Layers {
     pub file: Option<PathBuf>,
 }
 
+/// The `H9SANDBOX_*` variables that are no configuration key: the configuration file, the
+/// shells' completion requests (`cli::generate::COMPLETE_VAR`), and the marks the local engine
+/// puts on its commands' processes (`engine::EXEC_MARKER_VAR`, `LOCAL_SANDBOX_VAR`,
+/// `LOCAL_STATE_DIR_VAR`), which an h9sandbox run inside a local sandbox inherits.
+pub const OTHER_ENV: &[&str] = &[
+    "H9SANDBOX_CONFIG",
+    "H9SANDBOX_COMPLETE",
+    "H9SANDBOX_EXEC_ID",
+    "H9SANDBOX_SANDBOX",
+    "H9SANDBOX_SANDBOX_STATE_DIR",
+];
+
 /// Keys that act on the host (what runs there, where records live), which the project file
 /// `./sandbox.toml` may not set, even once trusted: it usually sits in a work directory, which
 /// code inside a sandbox can write, and it travels with a repository; these keys belong to the
@@ -313,6 +332,15 @@ pub const HOST_SIDE_KEYS: &[&str] = &["engine_bin", "state_dir", "engine", "fall
 /// `./sandbox.toml` (a sandbox may write it), not the environment (which every program a
 /// session starts, a Makefile, a CI step, passes on and may set), and not a flag or an MCP client.
 pub const USER_FILE_ONLY_KEYS: &[&str] = &["allowed_workdirs"];
+
+/// Whether setting `caps` to `new` over `old` (the layers below) gives more capabilities.
+fn widens_caps(old: Option<&toml::Value>, new: &toml::Value) -> bool {
+    let rank = |v: Option<&toml::Value>| match v.and_then(|v| v.as_str()) {
+        Some("minimal") => 0,
+        _ => 1,
+    };
+    rank(Some(new)) > rank(old)
+}
 
 /// Where the configuration file is looked for (see the module documentation); `None` when
 /// there is none. The project file is not among them: see [`Layers::load_with_project`].
@@ -509,12 +537,12 @@ impl Layers {
     }
 
     /// Names of `H9SANDBOX_*` environment variables that are neither a configuration key nor
-    /// `H9SANDBOX_CONFIG` (likely typos), from `vars`.
+    /// one of [`OTHER_ENV`] (likely typos), from `vars`.
     pub fn unknown_env_vars(vars: impl Iterator<Item = String>) -> Vec<String> {
         vars.filter(|v| {
-            v.strip_prefix("H9SANDBOX_").is_some_and(|k| {
-                k != "CONFIG" && !KEYS.iter().any(|key| key.name.eq_ignore_ascii_case(k))
-            })
+            !OTHER_ENV.contains(&v.as_str())
+                && v.strip_prefix("H9SANDBOX_")
+                    .is_some_and(|k| !KEYS.iter().any(|key| key.name.eq_ignore_ascii_case(k)))
         })
         .collect()
     }
@@ -554,7 +582,13 @@ impl Layers {
         for (name, value) in parsed {
             let key = lookup(&name).ok_or_else(|| Error::Config {
                 origin: origin.to_string(),
-                message: format!("unknown key `{name}` (known keys: {})", key_names()),
+                message: match nearest_key(&name) {
+                    Some(k) => format!(
+                        "unknown key `{name}`; did you mean `{k}`? (known keys: {})",
+                        key_names()
+                    ),
+                    None => format!("unknown key `{name}` (known keys: {})", key_names()),
+                },
             })?;
             if project && USER_FILE_ONLY_KEYS.contains(&name.as_str()) {
                 return Err(Error::Config {
@@ -578,6 +612,12 @@ impl Layers {
                 origin: format!("{origin}, key `{name}`"),
                 message: m,
             })?;
+            if project && name == "caps" && widens_caps(self.table.get("caps"), &value) {
+                return Err(Error::Config {
+                    origin: format!("{origin}, key `{name}`"),
+                    message: "a project's sandbox.toml may only narrow the capability profile (caps = \"minimal\"), never widen it; set caps = \"standard\" in your configuration file, H9SANDBOX_CAPS or with up --caps".into(),
+                });
+            }
             self.table.insert(name.clone(), value.clone());
             self.origins.insert(name.clone(), origin.clone());
             set.insert(name, value);
@@ -712,6 +752,31 @@ fn key_names() -> String {
     KEYS.iter().map(|k| k.name).collect::<Vec<_>>().join(", ")
 }
 
+/// The configuration key closest to `name` (at most two edits away), for a typo's message.
+pub fn nearest_key(name: &str) -> Option<&'static str> {
+    KEYS.iter()
+        .map(|k| (edit_distance(name, k.name), k.name))
+        .filter(|(d, _)| *d <= 2)
+        .min()
+        .map(|(_, k)| k)
+}
+
+/// Levenshtein distance between `a` and `b` (bytes; the names are ASCII).
+pub fn edit_distance(a: &str, b: &str) -> usize {
+    let b = b.as_bytes();
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.bytes().enumerate() {
+        let mut prev = row[0];
+        row[0] = i + 1;
+        for (j, &cb) in b.iter().enumerate() {
+            let cur = row[j + 1];
+            row[j + 1] = (prev + usize::from(ca != cb)).min(row[j] + 1).min(cur + 1);
+            prev = cur;
+        }
+    }
+    row[b.len()]
+}
+
 fn coerce(key: &Key, v: toml::Value) -> Result<toml::Value, String> {
     use toml::Value as V;
     let got = v.type_str();
@@ -754,17 +819,57 @@ fn coerce(key: &Key, v: toml::Value) -> Result<toml::Value, String> {
             }
             Ok(V::Array(items))
         }
+        (Kind::Secs, V::Integer(i)) if i >= 0 => Ok(V::Integer(i)),
+        (Kind::Secs, V::Integer(i)) => Err(format!("{i} is negative; expected seconds >= 0")),
+        (Kind::Secs, V::Float(f)) => secs_value(&f.to_string()),
+        (Kind::Secs, V::String(s)) => secs_value(&s),
+        (Kind::Int, V::String(s)) if s.trim().parse::<u64>().is_ok() => {
+            Err(unquote_hint(key, &s, "a whole number"))
+        }
         (Kind::Int, V::String(s)) => Err(format!("'{s}' is not a whole number")),
+        (Kind::Float, V::String(s)) if s.trim().parse::<f64>().is_ok() => {
+            Err(unquote_hint(key, &s, "a number"))
+        }
         (Kind::Float, V::String(s)) => Err(format!("'{s}' is not a number")),
+        (Kind::Bool, V::String(s)) if matches!(s.trim(), "true" | "false") => {
+            Err(unquote_hint(key, &s, "true or false"))
+        }
         (Kind::Bool, V::String(s)) => Err(format!("'{s}' is not true or false")),
+        (
+            Kind::Str | Kind::Path | Kind::OneOf(_),
+            v @ (V::Integer(_) | V::Float(_) | V::Boolean(_)),
+        ) => Err(format!(
+            "expected {}, found {got}; write it in quotes: {} = \"{v}\"",
+            kind_name(key.kind),
+            key.name
+        )),
         (kind, _) => Err(format!("expected {}, found {got}", kind_name(kind))),
     }
+}
+
+/// A `*_secs` key's value from a duration text, in whole seconds (rounded up).
+fn secs_value(text: &str) -> Result<toml::Value, String> {
+    let d = crate::types::parse_duration(text)?;
+    i64::try_from(crate::types::ceil_secs(d))
+        .map(toml::Value::Integer)
+        .map_err(|_| format!("'{text}' is too long a time"))
+}
+
+/// The error for a value of `key` written as a TOML string (`cpus = "2"`) that would be right
+/// without the quotes.
+fn unquote_hint(key: &Key, s: &str, what: &str) -> String {
+    format!(
+        "\"{s}\" is a string, not {what}; write it without quotes: {} = {}",
+        key.name,
+        s.trim()
+    )
 }
 
 fn kind_name(k: Kind) -> &'static str {
     match k {
         Kind::Str => "a string",
         Kind::Int => "a whole number",
+        Kind::Secs => "seconds or a duration (30, 0.5, 500ms, 1m)",
         Kind::Float => "a number",
         Kind::Path => "a path (string)",
         Kind::Bool => "true or false",
@@ -835,21 +940,36 @@ impl Config {
                 ),
             ));
         }
-        let ncpu = host_cpus();
-        if !self.cpus.is_finite() || self.cpus < 0.01 || self.cpus > ncpu as f64 {
+        // Above the host's CPU count is lowered by `fit_to_host` (a committed file travels
+        // between machines), not refused.
+        if !self.cpus.is_finite() || self.cpus < 0.01 {
             return Err(fail(
                 "cpus",
                 format!(
-                    "{} is out of range: give a number of cores from 0.01 to {ncpu} (this host's CPUs)",
-                    self.cpus
+                    "{} is out of range: give a number of cores of at least 0.01 (more than this host's {} are lowered to {})",
+                    self.cpus,
+                    host_cpus(),
+                    host_cpus()
                 ),
             ));
         }
         let mem = parse_size(&self.memory).map_err(|m| fail("memory", m))?;
         if mem < 6 << 20 {
+            let unitless = self
+                .memory
+                .trim()
+                .chars()
+                .all(|c| c.is_ascii_digit() || c == '.');
             return Err(fail(
                 "memory",
-                format!("'{}' is below Docker's minimum of 6m", self.memory),
+                if unitless {
+                    format!(
+                        "'{m}' is {m} bytes (a size without a unit counts bytes), below Docker's minimum of 6m; did you mean {m}m?",
+                        m = self.memory.trim()
+                    )
+                } else {
+                    format!("'{}' is below Docker's minimum of 6m", self.memory)
+                },
             ));
         }
         parse_size(&self.tmp_size).map_err(|m| fail("tmp_size", m))?;
@@ -908,6 +1028,21 @@ impl Config {
             }
         }
         Ok(())
+    }
+
+    /// Lowers `cpus` to this host's CPU count when it asks for more (the engine would refuse
+    /// it, and a committed configuration file must work on smaller machines too); returns the
+    /// warning to show, naming `origin` (where the value came from).
+    pub fn fit_to_host(&mut self, origin: &Origin) -> Option<String> {
+        let ncpu = host_cpus() as f64;
+        if self.cpus <= ncpu {
+            return None;
+        }
+        let asked = self.cpus;
+        self.cpus = ncpu;
+        Some(format!(
+            "cpus = {asked} ({origin}) is more than this host's {ncpu} CPUs; using {ncpu}"
+        ))
     }
 
     /// The bootstrap command `up` runs, if one is configured (blank counts as none).
@@ -1036,6 +1171,19 @@ mod tests {
             .set_str("cpus", "0.25", Origin::Flag("--cpus".into()))
             .unwrap();
         assert_eq!(layers.resolve().unwrap().cpus, 0.25);
+    }
+
+    #[test]
+    fn typos_and_unquoted_strings_say_how_to_fix_them() {
+        let err = load(Some("memroy = \"1g\"\n"), &[])
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("did you mean `memory`?"), "{err}");
+        let err = load(Some("memory = 512\n"), &[]).unwrap_err().to_string();
+        assert!(
+            err.contains("write it in quotes: memory = \"512\""),
+            "{err}"
+        );
     }
 
     #[test]
@@ -1174,6 +1322,45 @@ mod tests {
         assert_eq!(cfg.allow, ["a.org", "*.b.org"]);
         let bad = |k: &str| (k == "H9SANDBOX_ALLOW").then(|| "http://x/".to_string());
         assert!(Layers::load_opts(None, bad, None).is_err());
+    }
+
+    #[test]
+    fn a_project_file_may_only_narrow_the_capability_profile() {
+        let dir = tempfile::tempdir().unwrap();
+        let project = |text: &str| ProjectText {
+            path: dir.path().join("sandbox.toml"),
+            text: text.into(),
+        };
+        let no_env = |_: &str| None;
+        // Over the default (standard): minimal narrows, standard changes nothing.
+        for (text, want) in [
+            ("caps = \"minimal\"\n", Caps::Minimal),
+            ("caps = \"standard\"\n", Caps::Standard),
+        ] {
+            let cfg = Layers::load_opts(None, no_env, Some(&project(text)))
+                .unwrap()
+                .resolve()
+                .unwrap();
+            assert_eq!(cfg.caps, want);
+        }
+        // Over a user's minimal: standard is refused, naming where to set it.
+        let user = dir.path().join("config.toml");
+        std::fs::write(&user, "caps = \"minimal\"\n").unwrap();
+        let err = Layers::load_opts(Some(&user), no_env, Some(&project("caps = \"standard\"\n")))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("may only narrow") && err.contains("--caps"),
+            "{err}"
+        );
+        // The environment (and a flag) may widen it.
+        let env = |k: &str| (k == "H9SANDBOX_CAPS").then(|| "standard".to_string());
+        let cfg = Layers::load_opts(Some(&user), env, None)
+            .unwrap()
+            .resolve()
+            .unwrap();
+        assert_eq!(cfg.caps, Caps::Standard);
+        assert!(load(Some("caps = \"all\"\n"), &[]).is_err());
     }
 
     #[test]
@@ -1435,5 +1622,21 @@ mod tests {
             .collect();
         let t: toml::Table = uncommented.parse().unwrap();
         assert!(t.len() >= KEYS.len() - 1);
+    }
+
+    #[test]
+    fn example_file_marks_the_keys_a_project_file_may_not_set() {
+        let example = include_str!("../sandbox.toml.example");
+        let lines: Vec<&str> = example.lines().collect();
+        for key in KEYS {
+            let at = lines
+                .iter()
+                .position(|l| l.starts_with(&format!("# {} = ", key.name)))
+                .unwrap();
+            let marked = lines[at - 1].starts_with("# NOT in a project's ./sandbox.toml");
+            let refused =
+                HOST_SIDE_KEYS.contains(&key.name) || USER_FILE_ONLY_KEYS.contains(&key.name);
+            assert_eq!(marked, refused, "{}", key.name);
+        }
     }
 }

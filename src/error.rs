@@ -21,9 +21,9 @@ pub const EXIT_USAGE: i32 = 2;
 /// Failures that callers (and tests) tell apart.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
-    /// No record's ID, ID prefix or name matches.
-    #[error("no sandbox matches '{0}' (see `h9sandbox ls`)")]
-    NotFound(String),
+    /// No record's ID, ID prefix or name matches, in the state directory `state_dir`.
+    #[error("no sandbox matches '{query}' in the state directory {state_dir} (see `h9sandbox ls`; another HOME, XDG_STATE_HOME or H9SANDBOX_STATE_DIR, as in a CI job or under sudo, means another state directory)")]
+    NotFound { query: String, state_dir: String },
     /// An ID prefix matches several records.
     #[error("'{prefix}' matches {count} sandboxes ({ids}); give more characters of the ID")]
     Ambiguous {
@@ -58,7 +58,7 @@ pub enum Error {
     )]
     NameInUse(String),
     /// The image is not present locally and could not be pulled.
-    #[error("image '{image}' is not present locally and could not be pulled: {reason}; build or load it locally (`docker build`, `docker load`) or check the registry")]
+    #[error("image '{image}' is not present locally and could not be pulled: {reason}; choose a local image (`--image`, `H9SANDBOX_IMAGE`; `docker image ls` lists them), build or load it locally (`docker build`, `docker load`), or check the registry")]
     ImageUnavailable { image: String, reason: String },
     /// A configuration value (file, environment or flag) is invalid.
     #[error("{origin}: {message}")]
@@ -91,9 +91,9 @@ pub enum Error {
 
 fn edit_match_message(path: &str, count: usize) -> String {
     if count == 0 {
-        format!("the text to replace does not occur in {path}; check --old (it must match exactly, whitespace included)")
+        format!("the text to replace does not occur in {path}; check the old text (`--old`; MCP: `old`): it must match exactly, whitespace included")
     } else {
-        format!("the text to replace occurs {count} times in {path}; give more surrounding text in --old to make it unique, or pass --all to replace every occurrence")
+        format!("the text to replace occurs {count} times in {path}; give more surrounding text in the old text (`--old`; MCP: `old`) to make it unique, or replace every occurrence (`--all`; MCP: `replace_all`)")
     }
 }
 

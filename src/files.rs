@@ -64,6 +64,36 @@ fn beneath() -> ResolveFlags {
 pub struct WorkDir {
     fd: OwnedFd,
     path: PathBuf,
+    /// Whose rights the file operations check ([`WorkDir::acting_as`]); `None`: the invoking
+    /// user's alone.
+    acting: Option<Ids>,
+}
+
+/// Permission bits [`permits`] checks: read.
+pub const MAY_READ: u32 = 4;
+/// Permission bits [`permits`] checks: write.
+pub const MAY_WRITE: u32 = 2;
+/// Permission bits [`permits`] checks: search (a directory) or execute.
+pub const MAY_SEARCH: u32 = 1;
+
+/// Whether a process running as `who` (no supplementary groups, as the sandbox's commands run)
+/// may access a file of status `st` for `want` ([`MAY_READ`], [`MAY_WRITE`], [`MAY_SEARCH`]
+/// or'ed), by its permission bits as the kernel checks them (`inode_permission`): the owner's
+/// bits for its owner, else the group's for its group, else the others'. Root may always: it
+/// holds `CAP_DAC_OVERRIDE` in every sandbox. POSIX ACLs are not read.
+pub fn permits(who: Ids, st: &Stat, want: u32) -> bool {
+    if who.is_root() {
+        return true;
+    }
+    let mode = st.st_mode;
+    let bits = if st.st_uid == who.uid {
+        (mode >> 6) & 7
+    } else if st.st_gid == who.gid {
+        (mode >> 3) & 7
+    } else {
+        mode & 7
+    };
+    bits & want == want
 }
 
 /// What [`WorkDir::read_to`] read.
@@ -362,6 +392,7 @@ impl WorkDir {
         let wd = WorkDir {
             fd,
             path: path.to_path_buf(),
+            acting: None,
         };
         match rustix::fs::openat2(
             &wd.fd,
@@ -375,6 +406,51 @@ impl WorkDir {
             Err(e) => Err(io::Error::from(e))
                 .with_context(|| format!("cannot open the work dir {}", path.display())),
         }
+    }
+
+    /// Checks every file operation against the rights of `who` (the sandbox's user, which the
+    /// container's commands run as) besides the invoking user's: what `who` could not read is
+    /// not read, what it could not write is not written ([`permits`]). `None` or root: no check
+    /// beyond the invoking user's own.
+    pub fn acting_as(mut self, who: Option<Ids>) -> WorkDir {
+        self.acting = who.filter(|w| !w.is_root());
+        self
+    }
+
+    /// Fails with "permission denied" (`EACCES`) unless the acting user may access `st` for
+    /// `want`; `what` says what was tried ("read", "write").
+    fn check_access(&self, user: &Path, st: &Stat, want: u32, what: &str) -> Result<()> {
+        let Some(who) = self.acting else {
+            return Ok(());
+        };
+        if permits(who, st, want) {
+            return Ok(());
+        }
+        Err(
+            anyhow::Error::from(io::Error::from(Errno::ACCESS)).context(format!(
+                "cannot {what} {}: the sandbox's user {who} may not (mode {:04o}, owner {}:{})",
+                self.host_path(user).display(),
+                st.st_mode & 0o7777,
+                st.st_uid,
+                st.st_gid
+            )),
+        )
+    }
+
+    /// [`WorkDir::check_access`] of the directory `dir` a file is made or replaced in: write and
+    /// search.
+    fn check_dir_access(&self, user: &Path, dir: &OwnedFd) -> Result<()> {
+        if self.acting.is_none() {
+            return Ok(());
+        }
+        let st = rustix::fs::fstat(dir).map_err(io::Error::from)?;
+        let parent = user.parent().unwrap_or(Path::new("."));
+        self.check_access(
+            parent,
+            &st,
+            MAY_WRITE | MAY_SEARCH,
+            "write in the directory",
+        )
     }
 
     /// The work directory's host path.
@@ -486,7 +562,9 @@ impl WorkDir {
             &rel,
             OFlags::RDONLY | OFlags::NONBLOCK | OFlags::NOCTTY,
         )?;
-        regular_file(user, fd)
+        let (file, st) = regular_file(user, fd)?;
+        self.check_access(user, &st, MAY_READ, "read")?;
+        Ok((file, st))
     }
 
     /// Copies the file `user` (at most `max` bytes) to the descriptor `out` (a file, pipe, socket
@@ -729,6 +807,16 @@ impl WorkDir {
             }
             r => r?,
         };
+        // As the sandbox's user: an existing file must be writable (a read-only file is not
+        // replaced, though the rename could: as `>` in a shell), and the file is replaced by a
+        // rename in its directory, which needs the directory too.
+        if let Some(st) = &t.existing {
+            self.check_access(user, st, MAY_WRITE, "write")?;
+            if opts.append {
+                self.check_access(user, st, MAY_READ, "append to")?;
+            }
+        }
+        self.check_dir_access(user, &t.dir)?;
         let fail =
             |what: &str| format!("cannot {what} {}; it keeps its old content", host.display());
         let mut temp = Temp::create(&t.dir, abort).with_context(|| fail("write"))?;
@@ -805,6 +893,8 @@ impl WorkDir {
                 .context(format!("cannot edit {}", host.display())));
         }
         let (mut file, st) = self.open_existing(user, &t)?;
+        self.check_access(user, &st, MAY_READ | MAY_WRITE, "edit")?;
+        self.check_dir_access(user, &t.dir)?;
         if st.st_size as u64 > EDIT_MAX_BYTES {
             return Err(Error::Invalid(format!(
                 "cannot edit {}: it is {} bytes, more than edit's limit of {} (edit loads the file into memory); use `exec` with sed or a script instead",
@@ -879,8 +969,58 @@ impl WorkDir {
     }
 }
 
+/// `content` with `old` replaced by `new` (non-overlapping, left to right): exactly one
+/// occurrence, or at least one with `all`; returns the new content and the count. `path` names
+/// the file in errors. Errors: [`Error::EditMatch`] naming the count, an empty `old`, a result
+/// larger than [`EDIT_MAX_BYTES`].
+pub fn replace_in(
+    content: &[u8],
+    old: &[u8],
+    new: &[u8],
+    all: bool,
+    path: &str,
+) -> Result<(Vec<u8>, usize)> {
+    if old.is_empty() {
+        return Err(Error::Invalid(
+            "the text to replace (--old) is empty; give the text to find".into(),
+        )
+        .into());
+    }
+    let finder = memchr::memmem::Finder::new(old);
+    let count = finder.find_iter(content).count();
+    if count == 0 || (count > 1 && !all) {
+        return Err(Error::EditMatch {
+            path: path.to_string(),
+            count,
+        }
+        .into());
+    }
+    let size = content.len() as u128 - count as u128 * old.len() as u128
+        + count as u128 * new.len() as u128;
+    if size > EDIT_MAX_BYTES as u128 {
+        return Err(Error::Invalid(format!(
+            "cannot edit {path}: replacing {count} occurrence(s) would make it {size} bytes, more than edit's limit of {EDIT_MAX_BYTES}; use `exec` with sed or a script instead"
+        ))
+        .into());
+    }
+    let mut out = Vec::with_capacity(size as usize);
+    let mut at = 0;
+    for s in finder.find_iter(content) {
+        out.extend_from_slice(&content[at..s]);
+        out.extend_from_slice(new);
+        at = s + old.len();
+    }
+    out.extend_from_slice(&content[at..]);
+    Ok((out, count))
+}
+
 /// [`WorkDir::read_lines`] on any reader; `path` and `size` are left empty.
-fn scan_lines<R: BufRead>(mut r: R, first: u64, limit: u64, max_bytes: usize) -> io::Result<Lines> {
+pub fn scan_lines<R: BufRead>(
+    mut r: R,
+    first: u64,
+    limit: u64,
+    max_bytes: usize,
+) -> io::Result<Lines> {
     let first = first.max(1);
     let mut out = Lines {
         path: PathBuf::new(),

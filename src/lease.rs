@@ -387,19 +387,17 @@ pub fn still_holds(
     }
 }
 
-/// Parses a TTL (`30m`, `2h`, `1h 30m`, `90s`; humantime syntax) into whole seconds, at least 1.
+/// Parses a TTL (`30m`, `2h`, `1h 30m`, `90s`, or bare seconds: [`crate::types::parse_duration`])
+/// into whole seconds (rounded up), at least 1.
 pub fn parse_ttl(text: &str) -> Result<u64, Error> {
-    let d: Duration = humantime::parse_duration(text.trim()).map_err(|e| {
-        Error::Invalid(format!(
-            "invalid --ttl '{text}': {e}; give a duration such as 90s, 30m, 2h or 1d"
-        ))
-    })?;
+    let d: Duration = crate::types::parse_duration(text)
+        .map_err(|e| Error::Invalid(format!("invalid --ttl: {e}")))?;
     if d < Duration::from_secs(1) {
         return Err(Error::Invalid(format!(
             "invalid --ttl '{text}': a lease lasts at least 1s"
         )));
     }
-    Ok(d.as_secs())
+    Ok(crate::types::ceil_secs(d))
 }
 
 /// Resolves `--owner-pid`: `parent` is the process that started h9sandbox
@@ -523,6 +521,7 @@ mod tests {
                 tmp_size: "1m".into(),
                 network: Network::None,
                 allow: Vec::new(),
+                caps: crate::types::Caps::Minimal,
             },
             labels: Default::default(),
             created_at: at(-60),
@@ -562,6 +561,7 @@ mod tests {
     fn state(records: &[Record]) -> State {
         State {
             version: 1,
+            dir: None,
             sandboxes: records.to_vec(),
         }
     }
@@ -1000,7 +1000,9 @@ mod tests {
         assert_eq!(parse_ttl("30m").unwrap(), 1800);
         assert_eq!(parse_ttl("1h 30m").unwrap(), 5400);
         assert_eq!(parse_ttl(" 2s ").unwrap(), 2);
-        for bad in ["", "0s", "500ms", "soon", "-5m", "30"] {
+        assert_eq!(parse_ttl("30").unwrap(), 30);
+        assert_eq!(parse_ttl("1.5").unwrap(), 2);
+        for bad in ["", "0s", "500ms", "soon", "-5m", "0.2"] {
             assert!(parse_ttl(bad).is_err(), "{bad}");
         }
         let me = parse_owner(&std::process::id().to_string()).unwrap();

@@ -24,7 +24,7 @@ use tokio::io::AsyncWriteExt;
 pub trait Reporter: Send + Sync {
     /// A warning for a person (the CLI prints `h9sandbox: warning: MSG` on stderr).
     fn warn(&self, msg: &str);
-    /// Information for a person (the CLI prints `h9sandbox: MSG` on stderr). Callers send
+    /// Information for a person (the CLI prints `h9sandbox: note: MSG` on stderr). Callers send
     /// details meant for `-v` only when [`Reporter::verbose`] is true.
     fn note(&self, _msg: &str) {}
     /// The step a slow operation (`up`, a bootstrap) is at now, e.g. `creating container`.
@@ -47,7 +47,7 @@ impl Reporter for Silent {
 }
 
 /// A reporter writing to stderr (above the status line, if one is drawn): warnings as
-/// `h9sandbox: warning: MSG`, notes as `h9sandbox: MSG`, engine command lines as they are.
+/// `h9sandbox: warning: MSG`, notes as `h9sandbox: note: MSG`, engine command lines as they are.
 /// Steps are not shown.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Stderr {
@@ -61,7 +61,7 @@ impl Reporter for Stderr {
     }
 
     fn note(&self, msg: &str) {
-        eprintln(&format!("h9sandbox: {msg}"));
+        eprintln(&format!("h9sandbox: note: {msg}"));
     }
 
     fn command(&self, line: &str) {
@@ -114,8 +114,30 @@ fn live() -> Option<Arc<dyn StatusLine>> {
 /// Forwarded output without a line break is written anyway once this much has piled up.
 const MAX_PENDING: usize = 8 * 1024;
 
-/// Prints `line` and a newline on stderr, above the status line when one is drawn.
+/// `text` safe to show on a terminal: every control character but newline and tab (C0, DEL, C1:
+/// terminal escape sequences, carriage returns, bells) written as a Rust escape (`\u{1b}`).
+/// Diagnostics carry text that a sandbox controls (file names, the agent's messages, the
+/// commands a sandbox lists), which must not be able to rewrite the caller's screen.
+pub fn printable(text: &str) -> std::borrow::Cow<'_, str> {
+    let unsafe_char = |c: char| c.is_control() && c != '\n' && c != '\t';
+    if !text.chars().any(unsafe_char) {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len() + 8);
+    for c in text.chars() {
+        if unsafe_char(c) {
+            out.extend(c.escape_default());
+        } else {
+            out.push(c);
+        }
+    }
+    std::borrow::Cow::Owned(out)
+}
+
+/// Prints `line` and a newline on stderr, above the status line when one is drawn. Control
+/// characters are escaped ([`printable`]).
 pub fn eprintln(line: &str) {
+    let line = printable(line);
     match live() {
         Some(status) => status.suspend(&mut || eprintln!("{line}")),
         None => eprintln!("{line}"),
@@ -240,5 +262,17 @@ mod tests {
         s.step("dropped");
         assert!(!s.verbose());
         assert!(Stderr { verbose: true }.verbose());
+    }
+
+    #[test]
+    fn control_characters_are_escaped_lines_and_tabs_kept() {
+        assert!(matches!(
+            printable("plain é\tx\ny"),
+            std::borrow::Cow::Borrowed(_)
+        ));
+        assert_eq!(
+            printable("a\u{1b}]0;pwned\u{7}b\rc\u{9b}d\u{7f}"),
+            "a\\u{1b}]0;pwned\\u{7}b\\rc\\u{9b}d\\u{7f}"
+        );
     }
 }

@@ -205,6 +205,12 @@ pub struct AgentRecord {
     /// the host cannot reach the socket (gVisor, a daemon in a VM): commands then go through the
     /// engine's exec, wrapped by the in-container binary.
     pub socket: Option<[u64; 2]>,
+    /// The protocol version the agent said it speaks (its `ready` file). The host connects only
+    /// to an agent of its own version ([`crate::agent::proto::VERSION`]); a sandbox made by an
+    /// older h9sandbox (no version recorded, or another one) runs its commands through the
+    /// engine's exec.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version: Option<u32>,
 }
 
 /// The configuration a sandbox keeps for the commands run on it later, recorded by `up`
@@ -320,6 +326,9 @@ pub struct State {
     pub version: u32,
     /// All records, oldest first.
     pub sandboxes: Vec<Record>,
+    /// The state directory it was read from (not stored; named when a query matches nothing).
+    #[serde(skip)]
+    pub dir: Option<PathBuf>,
 }
 
 impl State {
@@ -328,6 +337,17 @@ impl State {
     pub fn resolve(&self, query: &str) -> Result<&Record, Error> {
         let idx = self.resolve_index(query)?;
         Ok(&self.sandboxes[idx])
+    }
+
+    /// [`Error::NotFound`] for `query`, naming the state directory looked in.
+    pub fn not_found(&self, query: &str) -> Error {
+        Error::NotFound {
+            query: query.to_string(),
+            state_dir: self
+                .dir
+                .as_ref()
+                .map_or_else(|| "(unknown)".into(), |d| d.display().to_string()),
+        }
     }
 
     /// As [`State::resolve`], returning the index into `sandboxes`.
@@ -343,7 +363,7 @@ impl State {
         }
         let q = query.to_ascii_lowercase().replace('-', "");
         if q.is_empty() || !q.chars().all(|c| c.is_ascii_hexdigit()) {
-            return Err(Error::NotFound(query.to_string()));
+            return Err(self.not_found(query));
         }
         let hits: Vec<usize> = self
             .sandboxes
@@ -353,7 +373,7 @@ impl State {
             .map(|(i, _)| i)
             .collect();
         match hits.len() {
-            0 => Err(Error::NotFound(query.to_string())),
+            0 => Err(self.not_found(query)),
             1 => Ok(hits[0]),
             n => Err(Error::Ambiguous {
                 prefix: query.to_string(),
@@ -702,9 +722,10 @@ impl Store {
             return Ok(State {
                 version: SCHEMA_VERSION,
                 sandboxes: vec![],
+                dir: Some(self.dir.clone()),
             });
         };
-        let state: State = serde_json::from_slice(&bytes).map_err(|e| Error::StateCorrupt {
+        let mut state: State = serde_json::from_slice(&bytes).map_err(|e| Error::StateCorrupt {
             path: self.file.clone(),
             reason: e.to_string(),
         })?;
@@ -718,6 +739,7 @@ impl Store {
             }
             .into());
         }
+        state.dir = Some(self.dir.clone());
         Ok(state)
     }
 
@@ -906,6 +928,7 @@ pub(crate) mod tests {
                 tmp_size: "256m".into(),
                 network: Network::Bridge,
                 allow: Vec::new(),
+                caps: crate::types::Caps::Minimal,
             },
             labels: Default::default(),
             created_at: now_rfc3339(),
@@ -941,8 +964,8 @@ pub(crate) mod tests {
             s.resolve("aaaa"),
             Err(Error::Ambiguous { count: 2, .. })
         ));
-        assert!(matches!(s.resolve("ffff"), Err(Error::NotFound(_))));
-        assert!(matches!(s.resolve(""), Err(Error::NotFound(_))));
+        assert!(matches!(s.resolve("ffff"), Err(Error::NotFound { .. })));
+        assert!(matches!(s.resolve(""), Err(Error::NotFound { .. })));
     }
 
     #[test]

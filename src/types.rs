@@ -107,6 +107,58 @@ impl fmt::Display for Network {
     }
 }
 
+/// Which capabilities a sandbox's container gets back after `--cap-drop all`
+/// (`capabilities(7)`). They are effective only for processes running as root in the sandbox
+/// (bootstraps, `exec --user root`): a command of a non-root user has none.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum Caps {
+    /// DAC_OVERRIDE (write files one does not own), SETUID and SETGID (package managers drop to
+    /// their service users).
+    Minimal,
+    /// Minimal's, and CHOWN, FOWNER, FSETID: `groupadd`, `useradd`, `adduser` and package
+    /// post-install scripts that give files to a system user work. Safe next to the set-ID
+    /// filter, which refuses every set-user/group-ID mode bit, whatever the capabilities
+    /// (`chown` itself clears those bits); file capabilities need SETFCAP, which is not granted.
+    Standard,
+}
+
+impl Caps {
+    /// The capabilities `--cap-add` gives back, in that order.
+    pub fn added(self) -> &'static [&'static str] {
+        match self {
+            Caps::Minimal => &["DAC_OVERRIDE", "SETUID", "SETGID"],
+            Caps::Standard => &[
+                "DAC_OVERRIDE",
+                "SETUID",
+                "SETGID",
+                "CHOWN",
+                "FOWNER",
+                "FSETID",
+            ],
+        }
+    }
+
+    /// The profile of sandboxes recorded before profiles existed: [`Caps::Minimal`].
+    pub fn recorded_before() -> Caps {
+        Caps::Minimal
+    }
+
+    /// The configuration's spelling: `minimal`, `standard`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Caps::Minimal => "minimal",
+            Caps::Standard => "standard",
+        }
+    }
+}
+
+impl fmt::Display for Caps {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// A numeric user and group, written `uid:gid` (the form `docker run --user` takes, and the form
 /// recorded in the state file).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -238,6 +290,47 @@ pub struct Limits {
     /// With `allowlist`: the hosts its proxy lets through (config `allow`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub allow: Vec<String>,
+    /// The capability profile (`minimal` in records made before profiles existed).
+    #[serde(default = "Caps::recorded_before")]
+    pub caps: Caps,
+}
+
+/// Parses a duration as every time option and key takes it: a bare number is seconds
+/// (`30`, `0.5`), anything else humantime's syntax (`500ms`, `30s`, `1m`, `2h`, `1d`,
+/// `1h 30m`). Errors: a one-line reason naming accepted forms.
+pub fn parse_duration(text: &str) -> Result<std::time::Duration, String> {
+    let t = text.trim();
+    let bad = || {
+        format!("'{text}' is not a duration; give seconds (30, 0.5) or a duration with a unit (500ms, 30s, 1m, 2h, 1d)")
+    };
+    if t.is_empty() {
+        return Err(bad());
+    }
+    if t.chars().all(|c| c.is_ascii_digit() || c == '.') {
+        let secs: f64 = t.parse().map_err(|_| bad())?;
+        // Beyond ~136 years is refused (it would overflow deadlines); 0 stays 0.
+        if !secs.is_finite() || secs > u32::MAX as f64 {
+            return Err(bad());
+        }
+        return Ok(std::time::Duration::from_secs_f64(secs));
+    }
+    humantime::parse_duration(t).map_err(|_| bad())
+}
+
+/// `d` in whole seconds, rounded up (a timeout of 500ms kept in a `*_secs` key is 1 second).
+pub fn ceil_secs(d: std::time::Duration) -> u64 {
+    d.as_secs() + u64::from(d.subsec_nanos() > 0)
+}
+
+/// `d` as a person reads it: `2s`, `1.5s`, `500ms`, `1m 30s` (humantime's notation).
+pub fn show_duration(d: std::time::Duration) -> String {
+    if d < std::time::Duration::from_secs(1) {
+        return format!("{}ms", d.as_millis());
+    }
+    if d.subsec_millis() > 0 && d < std::time::Duration::from_secs(60) {
+        return format!("{:.1}s", d.as_secs_f64());
+    }
+    humantime::format_duration(std::time::Duration::from_secs(d.as_secs())).to_string()
 }
 
 #[cfg(test)]
@@ -250,5 +343,25 @@ mod tests {
         assert_eq!(EngineKind::Podman.isolation(), Isolation::Container);
         assert_eq!(EngineKind::Local.isolation(), Isolation::None);
         assert_eq!(EngineKind::Podman.to_string(), "podman");
+    }
+
+    #[test]
+    fn durations_take_seconds_or_units() {
+        use std::time::Duration as D;
+        assert_eq!(parse_duration("30").unwrap(), D::from_secs(30));
+        assert_eq!(parse_duration("0.5").unwrap(), D::from_millis(500));
+        assert_eq!(parse_duration("500ms").unwrap(), D::from_millis(500));
+        assert_eq!(parse_duration(" 1m ").unwrap(), D::from_secs(60));
+        assert_eq!(parse_duration("1h 30m").unwrap(), D::from_secs(5400));
+        assert_eq!(parse_duration("0").unwrap(), D::ZERO);
+        for bad in ["", "soon", "-5", "1.2.3", "5 parsecs", "1e99"] {
+            let e = parse_duration(bad).unwrap_err();
+            assert!(e.contains("500ms, 30s, 1m"), "{bad}: {e}");
+        }
+        assert_eq!(ceil_secs(D::from_millis(500)), 1);
+        assert_eq!(ceil_secs(D::from_secs(2)), 2);
+        assert_eq!(show_duration(D::from_millis(500)), "500ms");
+        assert_eq!(show_duration(D::from_millis(1500)), "1.5s");
+        assert_eq!(show_duration(D::from_secs(90)), "1m 30s");
     }
 }

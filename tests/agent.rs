@@ -91,6 +91,26 @@ fn no_process_of_the_sandbox_can_make_a_set_id_file() {
 }
 
 #[test]
+fn no_command_can_trace_or_read_h9sandbox_in_the_container() {
+    require_container!("a local sandbox has no agent");
+    let env = TestEnv::new();
+    // Root in the sandbox has PID 1's and the supervisors' user and capabilities: only their
+    // being not dumpable keeps it from ptrace and from their memory and environment in /proc.
+    let id = env.up(&["--user", "root"]);
+    let out = sh(
+        &env,
+        &id,
+        "for p in 1 $PPID; do cat /proc/$p/environ >/dev/null 2>&1; echo environ=$?; \
+         cat /proc/$p/maps >/dev/null 2>&1; echo maps=$?; done; \
+         sleep 5 & cat /proc/$!/environ >/dev/null; echo child=$?; kill $!",
+    );
+    assert_eq!(
+        out, "environ=1\nmaps=1\nenviron=1\nmaps=1\nchild=0\n",
+        "the agent's processes can be read from inside"
+    );
+}
+
+#[test]
 fn the_default_user_is_the_work_dirs_owner_with_a_name_and_a_home() {
     require_container!("a local sandbox runs as the invoking user");
     let env = TestEnv::new();
@@ -418,7 +438,7 @@ fn a_peer_inside_without_the_token_is_refused() {
     let id = debian_root(&env);
     // From inside, connect to the agent and ask it to run a command as root, with a wrong token
     // and with none (a Start frame first): postcard messages, each behind a 4-byte length (the
-    // hello names protocol version 2).
+    // hello names protocol version 3).
     let perl = r#"
 use IO::Socket::UNIX;
 sub ask { my ($bytes) = @_;
@@ -426,8 +446,8 @@ sub ask { my ($bytes) = @_;
   print $s pack("N", length $bytes) . $bytes; $s->flush;
   my $n = read($s, my $len, 4); return "closed" unless $n;
   read($s, my $body, unpack("N", $len)); return $body; }
-print "wrong: ", ask("\x00\x02\x05guess"), "\n";
-print "none: ", ask("\x01\x00\x04true\x01/\x00\x00\x00\x00\x00\x00"), "\n";
+print "wrong: ", ask("\x00\x03\x05guess"), "\n";
+print "none: ", ask("\x01\x00\x04true\x01/\x00\x00\x00\x00\x00\x00\x00"), "\n";
 "#;
     let out = env.run(&["exec", &id, "--", "perl", "-e", perl]);
     assert_ok(&out);
@@ -489,4 +509,450 @@ print "planted\n";
         "{}",
         stderr(&out)
     );
+}
+
+/// Runs `cmd` to its end or kills it after `limit`; the output, or `None` when it had to be
+/// killed (it hung).
+fn within(mut cmd: Command, limit: Duration) -> Option<std::process::Output> {
+    let mut child = cmd
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + limit;
+    while child.try_wait().unwrap().is_none() {
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    Some(child.wait_with_output().unwrap())
+}
+
+#[test]
+fn fifos_planted_for_the_agent_never_hang_it() {
+    require_container!("background commands are kept by the in-container agent");
+    if exec_path_is_engine() {
+        return;
+    }
+    let env = TestEnv::new();
+    let id = env.up(&["--user", "root"]);
+    let out = env.run(&["exec", &id, "--detach", "--", "sleep 286"]);
+    assert_ok(&out);
+    let handle = stdout(&out).trim().to_string();
+    // Root in the sandbox swaps the command's log for a FIFO (no writer, no reader): opening it
+    // would block the agent's only thread, and every later command with it.
+    sh(
+        &env,
+        &id,
+        &format!(
+            "mkdir -p -m 700 /var/tmp/.h9sandbox-logs && cd /var/tmp/.h9sandbox-logs && rm -f {handle}.out && mkfifo {handle}.out && echo ok"
+        ),
+    );
+    let mut logs = env.cmd();
+    logs.args(["logs", &id, &handle]);
+    let out = within(logs, Duration::from_secs(20)).expect("`logs` hung on a planted FIFO");
+    assert!(!out.status.success(), "a FIFO passed for a log");
+    let mut exec = env.cmd();
+    exec.args(["exec", &id, "--", "echo alive"]);
+    let out = within(exec, Duration::from_secs(20)).expect("the agent hung after `logs`");
+    assert_eq!(stdout(&out), "alive\n", "{}", stderr(&out));
+    // The account files the agent reads for every command it starts.
+    sh(
+        &env,
+        &id,
+        "rm -f /etc/passwd /etc/group && mkfifo /etc/passwd /etc/group && echo ok",
+    );
+    let mut exec = env.cmd();
+    // (argv mode: a shell would itself wait on the FIFO for its user's entry)
+    exec.args(["exec", &id, "--", "/bin/busybox", "echo", "still alive"]);
+    let out = within(exec, Duration::from_secs(20)).expect("the agent hung on /etc/passwd");
+    assert_eq!(stdout(&out), "still alive\n", "{}", stderr(&out));
+}
+
+#[test]
+fn a_command_that_kills_its_supervisor_is_told_and_its_tree_killed() {
+    require_container!("a local sandbox has no agent");
+    if exec_path_is_engine() {
+        return;
+    }
+    // Root in the sandbox shares the supervisor's user, so it may kill it; the tree must not
+    // then outlive the exec unsupervised.
+    let env = TestEnv::new();
+    let id = env.up(&["--user", "root"]);
+    let out = env.run(&[
+        "exec",
+        &id,
+        "--timeout",
+        "60",
+        "--",
+        "sleep 281 & kill -9 $PPID; sleep 282",
+    ]);
+    assert_eq!(out.status.code(), Some(125), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("supervisor was killed"),
+        "{}",
+        stderr(&out)
+    );
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let ps = env.sandbox_processes(&id);
+        if !ps.contains("sleep 28") {
+            break;
+        }
+        assert!(Instant::now() < deadline, "left running:\n{ps}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+#[test]
+fn the_timeout_holds_while_the_caller_does_not_read() {
+    require_engine!();
+    let env = TestEnv::new();
+    let id = env.up(&[]);
+    // The caller's stdout is a pipe nobody reads: once it is full, the caller stops reading the
+    // command's output, which must not hold the command's timeout off.
+    let mut child = env
+        .cmd()
+        .args(["exec", &id, "--timeout", "2", "--", "yes 279"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    // (Through the engine's exec, the in-container wrapper's backstop takes it some seconds
+    // later.)
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        std::thread::sleep(Duration::from_millis(500));
+        let ps = env.sandbox_processes(&id);
+        if !ps.contains("yes 279") {
+            break;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("still running 30 s after a 2 s timeout:\n{ps}");
+        }
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+}
+
+#[test]
+fn long_command_lines_run_as_any_user() {
+    require_container!("a local sandbox runs the caller's own shell");
+    // Past what the agent passes as `-c` (96 KiB), under what one argument of ours may hold
+    // (MAX_ARG_STRLEN, 128 KiB).
+    let line = format!("echo {} | wc -c", "a".repeat(120_000));
+    for user in ["1000:1000", "root"] {
+        let env = TestEnv::new();
+        let id = env.up(&["--user", user]);
+        let out = env.run(&["exec", &id, "--", &line]);
+        assert_eq!(stdout(&out).trim(), "120001", "{user}: {}", stderr(&out));
+    }
+}
+
+#[test]
+fn logs_and_kill_answer_in_json() {
+    require_container!("background commands are kept by the in-container agent");
+    if exec_path_is_engine() {
+        return;
+    }
+    let env = TestEnv::new();
+    let id = env.up(&[]);
+    let out = env.run(&[
+        "exec",
+        &id,
+        "--detach",
+        "--",
+        "echo out; echo err >&2; sleep 285",
+    ]);
+    assert_ok(&out);
+    let handle = stdout(&out).trim().to_string();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let out = env.run(&["logs", &id, &handle, "--format", "json"]);
+        assert_ok(&out);
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        if v["stdout"] == "out\n" && v["stderr"] == "err\n" {
+            assert_eq!(v["handle"], handle.as_str());
+            assert_eq!(v["stdout_cut"], 0);
+            break;
+        }
+        assert!(Instant::now() < deadline, "{v}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let out = env.run(&["logs", &id, &handle, "--follow", "--format", "json"]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert_eq!(stdout(&out), "");
+    let out = env.run(&["kill", &id, &handle, "--format", "json"]);
+    assert_ok(&out);
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["killed"], true);
+}
+
+/// `exec` of `env`'s sandbox through the agent, or (`engine`) through the engine's exec.
+fn exec_via(env: &TestEnv, engine: bool, args: &[&str]) -> std::process::Output {
+    let mut c = env.cmd();
+    if engine {
+        c.env("H9SANDBOX_EXEC_AGENT", "false");
+    }
+    c.arg("exec")
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn exec_runs_as_any_user_in_any_directory_of_the_container_on_both_paths() {
+    require_container!("a local sandbox runs commands as you, on the host");
+    let env = TestEnv::new();
+    std::os::unix::fs::chown(&env.workdir, Some(1000), Some(1000)).unwrap();
+    let id = env.up(&["--image", DEBIAN]);
+    for engine in [false, true] {
+        let ok = |args: &[&str]| {
+            let mut a = vec![id.as_str()];
+            a.extend_from_slice(args);
+            let out = exec_via(&env, engine, &a);
+            assert_ok(&out);
+            stdout(&out)
+        };
+        let ids = "echo $(id -u):$(id -g)";
+        let path = if engine { "engine" } else { "agent" };
+        assert_eq!(ok(&["--", ids]), "1000:1000\n", "{path}");
+        assert_eq!(ok(&["--user", "root", "--", ids]), "0:0\n", "{path}");
+        assert_eq!(ok(&["-u", "0", "--", "whoami"]), "root\n", "{path}");
+        // A name of the container's /etc/passwd, with its primary group or the one given.
+        assert_eq!(
+            ok(&["--user", "nobody", "--", ids]),
+            "65534:65534\n",
+            "{path}"
+        );
+        assert_eq!(
+            ok(&["--user", "nobody:50", "--", ids]),
+            "65534:50\n",
+            "{path}"
+        );
+        // A user the image does not know: the group of its number, and a home of its own.
+        assert_eq!(
+            ok(&[
+                "--user",
+                "1234",
+                "--",
+                "echo $(id -u):$(id -g); cd && touch mine && pwd"
+            ]),
+            "1234:1234\n/var/tmp/home-1234\n",
+            "{path}"
+        );
+        // Any directory of the container, entered as the command's user.
+        assert_eq!(ok(&["--cwd", "/etc", "--", "pwd"]), "/etc\n", "{path}");
+        assert_eq!(
+            ok(&[
+                "--cwd",
+                "/etc",
+                "--user",
+                "nobody",
+                "--",
+                "head",
+                "-c",
+                "12",
+                "os-release"
+            ]),
+            "PRETTY_NAME=",
+            "{path}"
+        );
+        assert_eq!(
+            ok(&["--cwd", "/root", "-u", "root", "--", "pwd"]),
+            "/root\n"
+        );
+        // What the user cannot enter, what does not exist, who does not exist: h9sandbox's own
+        // failure (125), one line naming the cause.
+        for (args, says) in [
+            (vec!["--cwd", "/root", "--", "pwd"], "--cwd"),
+            (vec!["--cwd", "/no/such/dir", "--", "pwd"], "--cwd"),
+            (vec!["--user", "nosuchuser", "--", "true"], "nosuchuser"),
+            (vec!["--user", "a b", "--", "true"], "--user"),
+            (vec!["--user", "1:x", "--", "true"], "--user"),
+        ] {
+            let mut a = vec![id.as_str()];
+            a.extend_from_slice(&args);
+            let out = exec_via(&env, engine, &a);
+            assert_eq!(
+                out.status.code(),
+                Some(125),
+                "{path} {args:?}: {}",
+                stderr(&out)
+            );
+            let err = stderr(&out);
+            assert!(
+                err.starts_with("h9sandbox: error: ") && err.contains(says),
+                "{path} {args:?}: {err}"
+            );
+            assert_eq!(err.lines().count(), 1, "{path} {args:?}: {err}");
+        }
+    }
+    // The work dir's own paths are still checked on the host: a symlink out is refused.
+    std::os::unix::fs::symlink("/etc", env.path("esc")).unwrap();
+    let out = env.run(&["exec", &id, "--cwd", "esc", "--", "pwd"]);
+    assert_eq!(out.status.code(), Some(125), "{}", stderr(&out));
+}
+
+#[test]
+fn a_user_inside_cannot_make_the_agent_run_a_command_as_root() {
+    require_container!("no agent without a container");
+    if exec_path_is_engine() {
+        return;
+    }
+    let env = TestEnv::new();
+    std::os::unix::fs::chown(&env.workdir, Some(1000), Some(1000)).unwrap();
+    let id = env.up(&["--image", DEBIAN]);
+    // The run dir is the invoker's, 0700: a sandbox user of another uid cannot even reach the
+    // socket. The default user is the invoker's own uid, which can: open it up as for that one.
+    let full = env.entry(&id)["id"].as_str().unwrap().to_string();
+    let run_dir = env.state_dir.join("run").join(&full);
+    let out = env.run(&[
+        "exec",
+        &id,
+        "--",
+        "test -x /.h9sandbox/run || echo unreachable",
+    ]);
+    assert_eq!(stdout(&out), "unreachable\n", "{}", stderr(&out));
+    std::fs::set_permissions(&run_dir, std::fs::Permissions::from_mode(0o711)).unwrap();
+    // As the sandbox's user (uid 1000): look for the token wherever it could be, then ask the
+    // agent to run `touch /var/tmp/by-root` as root (0:0), with a guessed token, with an empty
+    // one, and with none (the Start first).
+    let perl = r#"
+use IO::Socket::UNIX;
+$SIG{PIPE} = "IGNORE";
+for my $f ("/.h9sandbox/run/token", "/proc/1/environ", "/proc/1/cmdline", "/proc/1/mem") {
+  if (open(my $h, "<", $f)) { my $n = read($h, my $b, 4096); print "read $f\n" if $n && $b =~ /[0-9a-f]{64}/; }
+}
+my $start = "\x01\x00\x15touch /var/tmp/by-root\x01/\x00\x00\x00\x00\x00\x00\x00";
+sub ask { my @frames = @_;
+  my $s = IO::Socket::UNIX->new(Type => SOCK_STREAM, Peer => "/.h9sandbox/run/agent.sock") or die "connect: $!";
+  print $s pack("N", length $_) . $_ for @frames; $s->flush;
+  my $all = ""; while (read($s, my $len, 4) == 4) { read($s, my $body, unpack("N", $len)); $all .= "[$body]"; }
+  return $all; }
+print "guess: ", ask("\x00\x03\x40" . ("0" x 64), $start), "\n";
+print "empty: ", ask("\x00\x03\x00", $start), "\n";
+print "none: ", ask($start), "\n";
+print "uid: $<\n";
+"#;
+    let out = env.run(&["exec", &id, "--", "perl", "-e", perl]);
+    assert_ok(&out);
+    let said = stdout(&out);
+    assert!(!said.contains("read "), "the token was found: {said:?}");
+    assert!(said.contains("guess: [\x01\x0bwrong token]\n"), "{said:?}");
+    assert!(said.contains("empty: [\x01\x0bwrong token]\n"), "{said:?}");
+    assert!(
+        said.contains("none: [\x01\x0eexpected hello]\n"),
+        "{said:?}"
+    );
+    assert!(said.contains("uid: 1000\n"), "{said:?}");
+    std::thread::sleep(Duration::from_millis(300));
+    let out = env.run(&[
+        "exec",
+        &id,
+        "-u",
+        "root",
+        "--",
+        "test ! -e /var/tmp/by-root && echo none",
+    ]);
+    assert_eq!(
+        stdout(&out),
+        "none\n",
+        "a command ran as root: {}",
+        stderr(&out)
+    );
+    // The agent's own binary, run by the user, gives no way up either.
+    let out = env.run(&[
+        "exec",
+        &id,
+        "--",
+        "/.h9sandbox/h9sandbox agent init --user 0:0; id -u",
+    ]);
+    assert_eq!(
+        stdout(&out).lines().last(),
+        Some("1000"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+#[test]
+fn a_sandbox_of_an_older_agent_protocol_goes_through_the_engines_exec() {
+    require_container!("no agent without a container");
+    let env = TestEnv::new();
+    std::os::unix::fs::chown(&env.workdir, Some(1000), Some(1000)).unwrap();
+    let id = env.up(&["--image", DEBIAN]);
+    // A record as an older h9sandbox wrote it: no agent protocol version.
+    let file = env.state_dir.join("state.json");
+    let mut state: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&file).unwrap()).unwrap();
+    let mut found = 0;
+    for s in state["sandboxes"].as_array_mut().unwrap() {
+        if let Some(agent) = s.get_mut("agent").and_then(|a| a.as_object_mut()) {
+            found += usize::from(agent.remove("version").is_some());
+        }
+    }
+    assert_eq!(found, 1, "{state}");
+    std::fs::write(&file, serde_json::to_vec(&state).unwrap()).unwrap();
+    // Its commands still run, through the engine's exec, with the flags its wrapper knows.
+    let out = env.run(&[
+        "-v",
+        "exec",
+        &id,
+        "--user",
+        "nobody",
+        "--cwd",
+        "/etc",
+        "--",
+        "echo $(id -u) $(pwd)",
+    ]);
+    assert_ok(&out);
+    assert_eq!(stdout(&out), "65534 /etc\n");
+    assert!(
+        stderr(&out).contains(&format!("{} exec", cli())) && stderr(&out).contains("-w /etc"),
+        "{}",
+        stderr(&out)
+    );
+    // Files outside the work dir need the file helper it does not have: told, not tried.
+    let out = env.run(&["read", &id, "/etc/os-release"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(stderr(&out).contains("made before"), "{}", stderr(&out));
+}
+
+#[test]
+fn root_in_the_sandbox_cannot_swap_the_binary_the_engines_exec_starts() {
+    require_container!("a local sandbox has no in-container binary");
+    let env = TestEnv::new();
+    let id = env.up(&["--user", "root"]);
+    // Renaming the directory of the mounts (a mount point: EBUSY) or writing into it (read-only)
+    // would let the next `docker exec` start a program of the sandbox's, without the set-ID
+    // filter.
+    let out = sh(
+        &env,
+        &id,
+        "mv /.h9sandbox /.h9x 2>/dev/null; echo mv=$?; \
+         cp /bin/busybox /.h9sandbox/h9sandbox 2>/dev/null; echo cp=$?; \
+         mkdir /.h9sandbox/x 2>/dev/null; echo mkdir=$?",
+    );
+    assert_eq!(out, "mv=1\ncp=1\nmkdir=1\n");
+    let fallback = env
+        .cmd()
+        .env("H9SANDBOX_EXEC_AGENT", "false")
+        .args([
+            "exec",
+            &id,
+            "--",
+            "cp /bin/busybox s; chmod 4755 s; echo $?",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(stdout(&fallback), "1\n", "{}", stderr(&fallback));
+    assert_eq!(mode(&env.path("s")) & 0o6000, 0);
 }

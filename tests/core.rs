@@ -181,21 +181,30 @@ fn hardening_is_applied_and_holds_inside() {
     );
     if engine() == Engine::Docker {
         assert!(caps.to_lowercase().starts_with("[\"all\"]"), "{caps}");
-        for cap in ["DAC_OVERRIDE", "SETUID", "SETGID"] {
+        // The default profile, standard.
+        for cap in [
+            "DAC_OVERRIDE",
+            "SETUID",
+            "SETGID",
+            "CHOWN",
+            "FOWNER",
+            "FSETID",
+        ] {
             assert!(caps.contains(cap), "{caps}");
         }
     } else {
         // Podman lists the dropped capabilities one by one; the kept ones are not among them.
-        for cap in [
-            "CAP_CHOWN",
-            "CAP_FOWNER",
-            "CAP_KILL",
-            "CAP_NET_RAW",
-            "CAP_SYS_CHROOT",
-        ] {
+        for cap in ["CAP_KILL", "CAP_NET_RAW", "CAP_SYS_CHROOT", "CAP_SETFCAP"] {
             assert!(caps.contains(cap), "{caps}");
         }
-        for cap in ["DAC_OVERRIDE", "SETUID", "SETGID"] {
+        for cap in [
+            "DAC_OVERRIDE",
+            "SETUID",
+            "SETGID",
+            "CHOWN",
+            "FOWNER",
+            "FSETID",
+        ] {
             assert!(!caps.contains(cap), "{caps}");
         }
     }
@@ -233,9 +242,10 @@ fn hardening_is_applied_and_holds_inside() {
     assert_eq!(inspect(&c, "{{index .Config.Labels \"h9sandbox\"}}"), "1");
     assert_eq!(inspect(&c, "{{index .Config.Labels \"h9sandbox.id\"}}"), id);
 
-    // From inside: only DAC_OVERRIDE (bit 1), SETGID (6), SETUID (7) are effective.
+    // From inside: only CHOWN (bit 0), DAC_OVERRIDE (1), FOWNER (3), FSETID (4), SETGID (6),
+    // SETUID (7) are effective, for root (the default user here: the work dir is root's).
     let status = stdout(&env.run(&["exec", &id, "--", "cat /proc/self/status"]));
-    assert!(status.contains("CapEff:\t00000000000000c2"), "{status}");
+    assert!(status.contains("CapEff:\t00000000000000db"), "{status}");
     // gVisor's /proc/PID/status has no NoNewPrivs line (its kernel still applies the flag it
     // gets from the OCI spec, checked above in SecurityOpt).
     assert!(gvisor() || status.contains("NoNewPrivs:\t1"), "{status}");
@@ -816,5 +826,31 @@ fn the_runtime_is_recorded_checked_and_inherited() {
         env.containers().len(),
         before,
         "a refused up left a container"
+    );
+}
+
+#[test]
+fn another_state_directorys_up_down_and_reap_leave_this_ones_sandbox_alone() {
+    require_container!("a local sandbox has no container or volume");
+    let mine = TestEnv::new();
+    let id = mine.up(&[]);
+    let volume = format!("h9sandbox-{}", id.replace('-', ""));
+    // Another state directory's every sweep of containers and scratch volumes (Podman 4 ORs
+    // repeated label filters of `volume ls`, and its `volume rm --force` removes the containers
+    // using a volume).
+    let other = TestEnv::new();
+    let theirs = other.up(&[]);
+    assert_ok(&other.run(&["down", &theirs]));
+    assert_ok(&other.run(&["reap"]));
+    let out = mine.run(&["exec", &id, "--", "echo still here"]);
+    assert_ok(&out);
+    assert_eq!(stdout(&out), "still here\n");
+    let inspect = std::process::Command::new(cli())
+        .args(["volume", "inspect", &volume])
+        .output()
+        .unwrap();
+    assert!(
+        inspect.status.success(),
+        "the scratch volume {volume} is gone"
     );
 }

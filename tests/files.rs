@@ -449,9 +449,17 @@ fn symlink_to_parent_is_refused_and_so_is_dotdot() {
     let mut outs = attack(&env, &id, "up/canary.txt", &outside.secret);
     outs.extend(attack(&env, &id, "../canary.txt", &outside.secret));
     outs.extend(attack(&env, &id, "sub/../../canary.txt", &outside.secret));
-    // An absolute path outside the work dir is refused before anything is resolved.
+    // An absolute path outside the work dir is the container's: the host's file of that path
+    // is never read nor written (the container has none there: not found; a write makes the
+    // container's own).
     let canary = outside.canary.to_str().unwrap().to_string();
-    outs.extend(attack(&env, &id, &canary, &outside.secret));
+    let read = env.run(&["read", &id, &canary]);
+    assert_eq!(read.status.code(), Some(1), "{}", stderr(&read));
+    assert!(stderr(&read).contains("No such file"), "{}", stderr(&read));
+    let write = run_stdin(&env, &["write", &id, &canary, "--parents"], b"container's");
+    assert_ok(&write);
+    assert_eq!(sh(&env, &id, &format!("cat {canary}")), "container's");
+    outs.extend([read, write]);
     outside.assert_untouched(&env, &outs.iter().collect::<Vec<_>>());
 }
 
@@ -754,8 +762,14 @@ fn numeric_user_owns_files_made_in_the_sandbox_and_written_by_the_host() {
     let out = as_uid_1000(&env.workdir, &["rm", "-r", "made", "written.txt", "p"]);
     assert_ok(&out);
     assert_eq!(std::fs::read_dir(&env.workdir).unwrap().count(), 0);
-    // An existing file keeps its owner when the host replaces it.
+    // An existing file keeps its owner when the host replaces it (one the sandbox's user may
+    // write: the file commands act with its rights, see tests/files_as_user.rs).
     std::fs::write(env.path("rootfile"), "r").unwrap();
+    std::fs::set_permissions(
+        env.path("rootfile"),
+        std::os::unix::fs::PermissionsExt::from_mode(0o666),
+    )
+    .unwrap();
     assert_ok(&run_stdin(&env, &["write", &id, "rootfile"], b"R"));
     assert_eq!(std::fs::metadata(env.path("rootfile")).unwrap().uid(), 0);
 }

@@ -390,3 +390,46 @@ fn up_reuse_is_idempotent_and_names_what_differs() {
     assert!(ids.iter().all(|i| *i == ids[0]), "{ids:?}");
     assert_eq!(env.ls().len(), 2);
 }
+
+#[test]
+fn run_refuses_a_mistyped_option_and_leaves_nothing_when_up_fails() {
+    require_engine!();
+    let env = TestEnv::new();
+    // Taken for the command, a mistyped option would have made a sandbox with defaults.
+    let out = env.run(&["run", "--memroy", "1g", "--", "true"]);
+    assert_eq!(out.status.code(), Some(125), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("unknown option '--memroy'"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(env.ls_raw().is_empty());
+    // A sandbox that fails to start leaves no Failed record either.
+    if engine() != Engine::Local {
+        let out = env.run(&[
+            "run",
+            "--image",
+            "h9sandbox-test/does-not-exist:1",
+            "--",
+            "true",
+        ]);
+        assert!(!out.status.success());
+        assert!(
+            stderr(&out).contains("could not be pulled"),
+            "{}",
+            stderr(&out)
+        );
+        assert!(env.ls_raw().is_empty(), "{:?}", env.ls_raw());
+        assert!(env.containers().is_empty());
+    }
+}
+
+#[test]
+fn a_down_that_removes_nothing_prints_nothing() {
+    let env = TestEnv::new();
+    for format in ["table", "json"] {
+        let out = env.run(&["down", "deadbeefdead", "--format", format]);
+        assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+        assert_eq!(stdout(&out), "", "{format}");
+    }
+}

@@ -158,12 +158,21 @@ fn the_tools_are_listed_with_schemas_a_model_can_follow() {
                 "id",
                 "max_output_bytes",
                 "timeout_secs",
+                "user",
             ],
             vec![],
         ),
         (
             "sandbox_spawn",
-            vec!["argv", "command", "cwd", "env", "id", "timeout_secs"],
+            vec![
+                "argv",
+                "command",
+                "cwd",
+                "env",
+                "id",
+                "timeout_secs",
+                "user",
+            ],
             vec![],
         ),
         ("sandbox_ps", vec!["id"], vec![]),
@@ -397,6 +406,52 @@ fn stdout_carries_only_protocol_messages() {
     assert_eq!(
         (&s["exit_code"], &s["stdout"], &s["stderr"]),
         (&json!(3), &json!("to-stdout\n"), &json!("to-stderr\n"))
+    );
+    // Another user, another directory of the container.
+    send(
+        &mut stdin,
+        call(
+            5,
+            "sandbox_exec",
+            json!({"command": "echo $(id -u):$(id -g) $(pwd)", "user": "4321:99", "cwd": "/"}),
+        ),
+    );
+    let r = response(&mut lines, 5);
+    assert_eq!(r["result"]["isError"], json!(false), "{r}");
+    assert_eq!(
+        r["result"]["structuredContent"]["stdout"],
+        json!("4321:99 /\n"),
+        "{r}"
+    );
+    // A file outside the work dir: the container's, served inside it.
+    send(
+        &mut stdin,
+        call(
+            6,
+            "sandbox_write",
+            json!({"path": "/tmp/from-mcp.txt", "content": "one\ntwo\n"}),
+        ),
+    );
+    let r = response(&mut lines, 6);
+    assert_eq!(r["result"]["isError"], json!(false), "{r}");
+    send(
+        &mut stdin,
+        call(
+            7,
+            "sandbox_read",
+            json!({"path": "/tmp/from-mcp.txt", "offset": 2}),
+        ),
+    );
+    let r = response(&mut lines, 7);
+    let s = &r["result"]["structuredContent"];
+    assert_eq!(
+        (&s["content"], &s["total_lines"], &s["path"]),
+        (&json!("two\n"), &json!(2), &json!("/tmp/from-mcp.txt")),
+        "{r}"
+    );
+    assert!(
+        !Path::new("/tmp/from-mcp.txt").exists()
+            || std::fs::read_to_string("/tmp/from-mcp.txt").unwrap() != "one\ntwo\n"
     );
     send(
         &mut stdin,

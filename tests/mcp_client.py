@@ -182,6 +182,11 @@ async def flow():
 
                 error(await call(s, "sandbox_exec", {"command": "true"}), "exec before any up", "sandbox_up")
 
+                # The server's configuration is a ceiling: a client may ask for less, never more.
+                for ask in ({"memory": "100g"}, {"pids_limit": 1000000}, {"cpus": 64}):
+                    error(await call(s, "sandbox_up", ask), f"sandbox_up {ask}", "exceeds what this server grants")
+                check(not cli("ls"), "nothing made by refused ups", cli("ls"))
+
                 sb = ok(await call(s, "sandbox_up", {"memory": "256m", "network": "none"}), "up")
                 check(sb["state"] == "Running" and sb["default"] and sb["session_owned"], "up's sandbox", sb)
                 check(sb["workdir"] == workdir and sb["memory"] == "256m" and sb["network"] == "none", "up's limits", sb)
@@ -304,12 +309,16 @@ async def flow():
 
                 # Escapes: refused, one line, nothing touched (the Rust side checks the host).
                 error(await call(s, "sandbox_write", {"path": f"../escaped-{unique}.txt", "content": "no"}), "write ../", "outside")
-                error(await call(s, "sandbox_write", {"path": f"/tmp/escaped-{unique}.txt", "content": "no"}), "write /tmp", "outside")
+                # An absolute path outside the work dir is the container's, never the host's.
+                ok(await call(s, "sandbox_write", {"path": f"/tmp/escaped-{unique}.txt", "content": "in the container"}), "write the container's /tmp")
+                e = ok(await call(s, "sandbox_exec", {"command": f"cat /tmp/escaped-{unique}.txt"}), "the container's /tmp holds it")
+                check(e["stdout"] == "in the container", "written in the container", e)
                 ok(await call(s, "sandbox_exec", {"command": "ln -s / rootlink && ln -s ../.. up2"}), "plant symlinks")
                 error(await call(s, "sandbox_write", {"path": f"rootlink/tmp/escaped-{unique}.txt", "content": "no"}), "write through a symlink", "outside")
                 error(await call(s, "sandbox_write", {"path": f"up2/escaped-{unique}.txt", "content": "no"}), "write through ..", "outside")
                 error(await call(s, "sandbox_read", {"path": "rootlink/etc/hostname"}), "read through a symlink", "outside")
-                error(await call(s, "sandbox_read", {"path": "/etc/passwd"}), "read /etc/passwd", "outside")
+                r = ok(await call(s, "sandbox_read", {"path": "/etc/passwd"}), "read the container's /etc/passwd")
+                check(r["path"] == "/etc/passwd" and "root:" in r["content"], "the container's /etc/passwd", r)
                 error(await call(s, "sandbox_edit", {"path": "up2/etc/passwd", "old": "root", "new": "toor"}), "edit outside", "outside")
 
                 ok(await call(s, "sandbox_exec", {"command": "printf 'a\\000b' > bin.dat"}), "binary file")

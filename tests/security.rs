@@ -50,7 +50,8 @@ fn timeout_holds_when_the_container_tools_are_replaced() {
     let out = env.run(&["exec", &id, "--timeout", "2", "--", "sleep 500 & sleep 501"]);
     assert_eq!(out.status.code(), Some(124), "{}", stderr(&out));
     assert!(
-        stderr(&out).contains("process tree was killed"),
+        stderr(&out).contains("and its whole process tree in sandbox")
+            && stderr(&out).contains("were killed (exit 124)"),
         "{}",
         stderr(&out)
     );

@@ -37,6 +37,12 @@ pub fn run(args: &InitArgs) -> i32 {
         log("refusing to run: `agent init` is the PID 1 of a sandbox container, not a command");
         return 2;
     }
+    if let Err(e) = super::not_dumpable() {
+        log(&format!(
+            "cannot make PID 1 not dumpable: {e}; refusing to run the sandbox"
+        ));
+        return 1;
+    }
     let Some((uid, gid)) = parse_ids(&args.user) else {
         log(&format!("--user {}: expected UID:GID", args.user));
         return 2;

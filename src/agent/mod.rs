@@ -9,6 +9,7 @@
 //! PID 1).
 
 pub mod client;
+pub mod files;
 pub mod init;
 pub mod proto;
 pub mod proxy;
@@ -18,8 +19,22 @@ pub mod supervise;
 pub mod user;
 pub mod wrap;
 
+/// The directory of h9sandbox's mounts in every container (itself a read-only mount).
+pub const ROOT: &str = "/.h9sandbox";
+
 /// Where the static h9sandbox binary is bind-mounted (read-only) in every container.
 pub const BIN: &str = "/.h9sandbox/h9sandbox";
+
+/// Makes this process not dumpable (`prctl(PR_SET_DUMPABLE, 0)`, see `prctl(2)`): no process
+/// without `CAP_SYS_PTRACE` (which no sandbox has) may then `ptrace` it or read its memory,
+/// environment or descriptors through `/proc/PID`, even one running as the same user. PID 1 and
+/// every supervisor call this first: a command running as the container's root has the same
+/// user and capabilities as they do, and would otherwise be let in (the kernel's
+/// `ptrace_may_access`). A command's own `execve` makes it dumpable again, as usual.
+pub fn not_dumpable() -> std::io::Result<()> {
+    rustix::process::set_dumpable_behavior(rustix::process::DumpableBehavior::NotDumpable)
+        .map_err(std::io::Error::from)
+}
 
 /// The first argument that selects the in-container entry points.
 pub const ARG: &str = "agent";
@@ -49,6 +64,12 @@ enum AgentCommand {
     KillMarked(supervise::KillMarkedArgs),
     /// Forward HTTP and HTTPS (CONNECT) to allowed hosts only (the allowlist sidecar)
     Proxy(proxy::ProxyArgs),
+    /// Read or write a file of the container as the user it runs as (the file commands, for
+    /// paths outside the work dir)
+    File {
+        #[command(subcommand)]
+        command: files::FileCommand,
+    },
     /// Print the device and inode of a path, `DEV INO` (the host checks a mount with it)
     Stat {
         /// The path
@@ -76,6 +97,7 @@ pub fn main(args: &[std::ffi::OsString]) -> Option<i32> {
         AgentCommand::Signal(a) => supervise::signal(a),
         AgentCommand::KillMarked(a) => supervise::kill_marked(a),
         AgentCommand::Proxy(a) => proxy::run(a),
+        AgentCommand::File { command } => files::run(command),
         AgentCommand::Stat { path } => match std::fs::metadata(path) {
             Ok(m) => {
                 use std::os::unix::fs::MetadataExt;

@@ -19,7 +19,11 @@ use serde::{Deserialize, Serialize};
 use tokio_util::codec::{Decoder, Encoder, LengthDelimitedCodec};
 
 /// Version of this protocol; a peer speaking another one is refused at `Hello`.
-pub const VERSION: u32 = 2;
+pub const VERSION: u32 = 3;
+
+/// The protocol versions of agents the host still knows but no longer speaks to (their sandboxes'
+/// commands go through the engine's exec): 2 had no [`RunAs`].
+pub const OLD_VERSIONS: [u32; 1] = [2];
 
 /// The largest frame either end accepts (bytes after the length prefix): a command line and its
 /// environment must fit in one [`Start`].
@@ -114,10 +118,8 @@ pub struct Start {
     pub cwd: String,
     /// Variables added to (or replacing) the container's environment, in order.
     pub env: Vec<(String, String)>,
-    /// `uid:gid` to run as.
-    pub uid: u32,
-    /// Group ID.
-    pub gid: u32,
+    /// Who runs it.
+    pub user: RunAs,
     /// Whether the host streams standard input (`Stdin` frames); otherwise it reads `/dev/null`.
     pub stdin: bool,
     /// Kill the process tree after this many milliseconds (the agent enforces it, so it holds
@@ -128,9 +130,89 @@ pub struct Start {
     pub detach: bool,
 }
 
+/// Who a command runs as: `exec --user USER|UID[:GID]`, or the sandbox's user.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum RunAs {
+    /// These numeric IDs (the sandbox's user; `--user UID:GID`; a bare `--user UID` has the
+    /// group of the same number).
+    Ids { uid: u32, gid: u32 },
+    /// A login name of the container's `/etc/passwd` (resolved inside the container, where the
+    /// name means something), with its primary group unless `gid` is given.
+    Name { name: String, gid: Option<u32> },
+}
+
+impl RunAs {
+    /// `0:0`.
+    pub const ROOT: RunAs = RunAs::Ids { uid: 0, gid: 0 };
+
+    /// Parses `USER|UID[:GID]`: a login name (letters, digits, `_`, `.`, `-`, not starting with
+    /// `-`, at most 32 bytes) or a numeric user ID, then optionally `:` and a numeric group ID.
+    /// Errors: the reason, for a one-line message.
+    pub fn parse(s: &str) -> Result<RunAs, String> {
+        let (user, group) = match s.split_once(':') {
+            Some((u, g)) => (u, Some(g)),
+            None => (s, None),
+        };
+        let gid = match group {
+            None => None,
+            Some(g) => Some(g.parse::<u32>().map_err(|_| {
+                format!("the group {g:?} is not a numeric group ID (give USER, UID or UID:GID)")
+            })?),
+        };
+        if let Ok(uid) = user.parse::<u32>() {
+            return Ok(RunAs::Ids {
+                uid,
+                gid: gid.unwrap_or(uid),
+            });
+        }
+        if !valid_name(user) {
+            return Err(format!(
+                "{user:?} is neither a user ID nor a login name (letters, digits, '_', '.', '-')"
+            ));
+        }
+        Ok(RunAs::Name {
+            name: user.to_string(),
+            gid,
+        })
+    }
+}
+
+impl From<(u32, u32)> for RunAs {
+    fn from((uid, gid): (u32, u32)) -> RunAs {
+        RunAs::Ids { uid, gid }
+    }
+}
+
+/// `UID:GID`, `NAME` or `NAME:GID`: what `docker exec --user` takes.
+impl std::fmt::Display for RunAs {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            RunAs::Ids { uid, gid } => write!(f, "{uid}:{gid}"),
+            RunAs::Name { name, gid: None } => write!(f, "{name}"),
+            RunAs::Name { name, gid: Some(g) } => write!(f, "{name}:{g}"),
+        }
+    }
+}
+
+/// Whether `name` is a login name [`RunAs::parse`] takes.
+pub fn valid_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 32
+        && !name.starts_with('-')
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"_.-".contains(&b))
+        && !name.bytes().all(|b| b.is_ascii_digit())
+}
+
 impl Start {
     /// Checks what the agent must not take on trust. Errors name the field.
     pub fn check(&self) -> Result<(), String> {
+        if let RunAs::Name { name, .. } = &self.user {
+            if !valid_name(name) {
+                return Err(format!("user {name:?} is not a valid login name"));
+            }
+        }
         if !self.cwd.starts_with('/') || self.cwd.contains('\0') {
             return Err(format!("cwd {:?} is not an absolute path", self.cwd));
         }
@@ -237,8 +319,10 @@ mod tests {
             ]),
             cwd: "/w".into(),
             env: vec![("spring.profiles.active".into(), "dev".into())],
-            uid: 1000,
-            gid: 1000,
+            user: RunAs::Ids {
+                uid: 1000,
+                gid: 1000,
+            },
             stdin: false,
             timeout_ms: Some(3000),
             detach: false,
@@ -246,6 +330,35 @@ mod tests {
         assert_eq!(round_trip(start.clone()), start);
         let data = Request::Stdin(vec![0, 1, 2, 255]);
         assert_eq!(round_trip(data.clone()), data);
+    }
+
+    #[test]
+    fn users_parse_as_names_or_ids() {
+        assert_eq!(
+            RunAs::parse("1000").unwrap(),
+            RunAs::Ids {
+                uid: 1000,
+                gid: 1000
+            }
+        );
+        assert_eq!(
+            RunAs::parse("0:50").unwrap(),
+            RunAs::Ids { uid: 0, gid: 50 }
+        );
+        assert_eq!(
+            RunAs::parse("nobody").unwrap(),
+            RunAs::Name {
+                name: "nobody".into(),
+                gid: None
+            }
+        );
+        assert_eq!(
+            RunAs::parse("www-data:33").unwrap().to_string(),
+            "www-data:33"
+        );
+        for bad in ["", "-x", "a b", "a:b", "1:", "../x", "a/b", "x:1:2"] {
+            assert!(RunAs::parse(bad).is_err(), "{bad:?}");
+        }
     }
 
     #[test]
@@ -264,8 +377,7 @@ mod tests {
             command: CommandLine::Shell("true".into()),
             cwd: "/".into(),
             env: vec![],
-            uid: 0,
-            gid: 0,
+            user: RunAs::Ids { uid: 0, gid: 0 },
             stdin: false,
             timeout_ms: None,
             detach: false,
@@ -286,6 +398,13 @@ mod tests {
             },
             Start {
                 command: CommandLine::Argv(vec![]),
+                ..ok.clone()
+            },
+            Start {
+                user: RunAs::Name {
+                    name: "a:b".into(),
+                    gid: None,
+                },
                 ..ok.clone()
             },
         ] {

@@ -31,7 +31,7 @@ use tokio::sync::mpsc;
 use tokio_util::codec::Framed;
 
 use super::proto::{self, Codec, Detached, Exit, LogsRequest, Reply, Request, Start};
-use super::supervise::{Control, Event, Spec, CONTROL_FD};
+use super::supervise::{Control, Event, Spec, CONTROL_FD, MARKER_VAR};
 use super::user;
 
 /// Where the host's per-sandbox run directory is mounted (read-write) in the container.
@@ -199,13 +199,18 @@ impl Agent {
             code: 125,
             message: m,
         };
-        let home = user::home_of(start.uid);
+        let (uid, gid) = user::resolve(&start.user).map_err(fail)?;
+        let home = user::home_of(uid);
+        let marker = uuid::Uuid::new_v4().simple().to_string();
+        let mut env = self.environment(start, &home);
+        env.retain(|(k, _)| k != MARKER_VAR);
+        env.push((MARKER_VAR.to_string(), marker.clone()));
         let spec = Spec {
             command: start.command.clone(),
             cwd: start.cwd.clone(),
-            env: self.environment(start, &home),
-            uid: start.uid,
-            gid: start.gid,
+            env,
+            uid,
+            gid,
             home: Some(home.to_string_lossy().into_owned()),
         };
         let (out_r, out_w) = pipe_pair().map_err(|e| fail(format!("cannot make a pipe: {e}")))?;
@@ -261,6 +266,7 @@ impl Agent {
             |fd: OwnedFd| pipe::Receiver::from_owned_fd(fd).map_err(|e| fail(e.to_string()));
         let running = Running {
             ctl,
+            marker,
             stdout: Some(to_pipe(out_r)?),
             stderr: Some(to_pipe(err_r)?),
             stdin: match stdin {
@@ -281,103 +287,52 @@ impl Agent {
         conn.send(Reply::Started { pid, handle: None })
             .await
             .map_err(|e| e.to_string())?;
-        let (mut sink, mut requests) = conn.split();
+        let (mut sink, requests) = conn.split();
         // Requests are read on their own, so a stdin write that waits for the command never
         // holds up its output.
         let (to_main, mut from_reader) = mpsc::channel::<Option<Request>>(4);
-        let mut stdin = run.stdin.take();
-        let reader = async move {
-            loop {
-                match requests.next().await {
-                    Some(Ok(Request::Stdin(bytes))) => {
-                        if let Some(s) = &mut stdin {
-                            if s.write_all(&bytes).await.is_err() {
-                                stdin = None;
-                            }
-                        }
-                    }
-                    Some(Ok(Request::CloseStdin)) => stdin = None,
-                    Some(Ok(r @ (Request::Signal(_) | Request::Cancel))) => {
-                        if to_main.send(Some(r)).await.is_err() {
-                            return;
-                        }
-                    }
-                    // The caller is gone (or broke the protocol).
-                    _ => {
-                        let _ = to_main.send(None).await;
-                        return;
-                    }
-                }
-            }
-        };
+        let reader = read_requests(requests, run.stdin.take(), to_main);
         tokio::pin!(reader);
         let mut reader_done = false;
         let deadline = start
             .timeout_ms
             .map(|ms| tokio::time::Instant::now() + Duration::from_millis(ms));
-        let (mut timed_out, mut killed, mut caller_gone) = (false, false, false);
+        let mut f = Flags::default();
         let mut out_buf = vec![0u8; proto::CHUNK];
         let mut err_buf = vec![0u8; proto::CHUNK];
         let code = loop {
             tokio::select! {
-                n = read_some(&mut run.stdout, &mut out_buf) => {
-                    if let Some(n) = n {
-                        if !caller_gone && sink.send(Reply::Stdout(out_buf[..n].to_vec())).await.is_err() {
-                            caller_gone = true;
-                        }
-                    }
-                }
-                n = read_some(&mut run.stderr, &mut err_buf) => {
-                    if let Some(n) = n {
-                        if !caller_gone && sink.send(Reply::Stderr(err_buf[..n].to_vec())).await.is_err() {
-                            caller_gone = true;
-                        }
-                    }
-                }
-                r = from_reader.recv(), if !caller_gone => match r {
+                n = read_some(&mut run.stdout, &mut out_buf) => if let Some(n) = n {
+                    let msg = Reply::Stdout(out_buf[..n].to_vec());
+                    f.forward(&mut sink, msg, deadline, &mut run.ctl).await;
+                },
+                n = read_some(&mut run.stderr, &mut err_buf) => if let Some(n) = n {
+                    let msg = Reply::Stderr(err_buf[..n].to_vec());
+                    f.forward(&mut sink, msg, deadline, &mut run.ctl).await;
+                },
+                r = from_reader.recv(), if !f.caller_gone => match r {
                     Some(Some(Request::Signal(sig))) => { let _ = run.ctl.send(Control::Signal(sig)).await; }
-                    Some(Some(Request::Cancel)) => { killed = true; let _ = run.ctl.send(Control::Kill).await; }
-                    _ => { caller_gone = true; }
+                    Some(Some(Request::Cancel)) => { f.killed = true; let _ = run.ctl.send(Control::Kill).await; }
+                    _ => { f.caller_gone = true; }
                 },
                 ev = run.ctl.next() => match ev {
                     Some(Ok(Event::Exited { code, oom })) => break (code, oom),
                     Some(Ok(_)) => {}
-                    _ => break (255, false),
+                    // The supervisor died under the command (root in the sandbox may kill it).
+                    _ => { f.supervisor_lost = true; break (125, false) }
                 },
                 _ = &mut reader, if !reader_done => { reader_done = true; }
-                _ = sleep_until(deadline), if !killed => {
-                    timed_out = true;
-                    killed = true;
+                _ = sleep_until(deadline), if !f.killed => {
+                    (f.timed_out, f.killed) = (true, true);
                     let _ = run.ctl.send(Control::Kill).await;
                 }
             }
-            if caller_gone && !killed {
-                killed = true;
+            if f.caller_gone && !f.killed {
+                f.killed = true;
                 let _ = run.ctl.send(Control::Kill).await;
             }
         };
-        if !caller_gone {
-            for (pipe, stdout) in [(&mut run.stdout, true), (&mut run.stderr, false)] {
-                for chunk in drain(pipe, DRAIN_CAP) {
-                    let msg = if stdout {
-                        Reply::Stdout(chunk)
-                    } else {
-                        Reply::Stderr(chunk)
-                    };
-                    if sink.send(msg).await.is_err() {
-                        break;
-                    }
-                }
-            }
-            let _ = sink
-                .send(Reply::Exited(Exit {
-                    code: code.0,
-                    timed_out,
-                    killed,
-                    oom_killed: code.1 && !killed,
-                }))
-                .await;
-        }
+        finish(&mut sink, &mut run, code, &f).await;
         tokio::spawn(run.linger(None, None));
         Ok(())
     }
@@ -449,7 +404,8 @@ impl Agent {
         loop {
             let running = b.info.lock().unwrap_or_else(|e| e.into_inner()).running;
             for (i, path) in [&out, &err].into_iter().enumerate() {
-                let chunks = read_from(path, &mut offsets[i]).map_err(|e| e.to_string())?;
+                let chunks = read_from(path, &mut offsets[i])
+                    .map_err(|e| format!("cannot read the log {}: {e}", path.display()))?;
                 for c in chunks {
                     let msg = if i == 0 {
                         Reply::Stdout(c)
@@ -474,6 +430,8 @@ impl Agent {
 /// A started command: its supervisor's control socket and its output pipes.
 struct Running {
     ctl: Ctl,
+    /// The value of [`MARKER_VAR`] every process of the command inherits.
+    marker: String,
     stdout: Option<pipe::Receiver>,
     stderr: Option<pipe::Receiver>,
     stdin: Option<pipe::Sender>,
@@ -532,7 +490,13 @@ impl Running {
                             e.info.lock().unwrap_or_else(|e| e.into_inner()).exit_code = Some(code);
                         }
                     }
-                    Some(Ok(_)) | Some(Err(_)) | None => break,
+                    Some(Ok(Event::Empty)) => break,
+                    Some(Ok(_)) => {}
+                    // The supervisor died under the command: nothing answers for the tree.
+                    Some(Err(_)) | None => {
+                        kill_by_marker(&self.marker).await;
+                        break;
+                    }
                 },
             }
         }
@@ -550,6 +514,144 @@ impl Running {
             info.exit_code.get_or_insert(255);
         }
     }
+}
+
+/// What happened to an attached command and its caller.
+#[derive(Debug, Default)]
+struct Flags {
+    timed_out: bool,
+    killed: bool,
+    caller_gone: bool,
+    supervisor_lost: bool,
+}
+
+impl Flags {
+    /// Sends `msg` to the caller (unless gone) by the deadline; at the deadline, kills the tree.
+    async fn forward<S>(
+        &mut self,
+        sink: &mut S,
+        msg: Reply,
+        deadline: Option<tokio::time::Instant>,
+        ctl: &mut Ctl,
+    ) where
+        S: futures_util::Sink<Reply> + Unpin,
+    {
+        if self.caller_gone {
+            return;
+        }
+        match send_by(sink, msg, deadline.filter(|_| !self.killed)).await {
+            Sent::Yes => {}
+            Sent::CallerGone => self.caller_gone = true,
+            Sent::Deadline => {
+                (self.timed_out, self.killed) = (true, true);
+                let _ = ctl.send(Control::Kill).await;
+            }
+        }
+    }
+}
+
+/// Reads the caller's requests of an attached command: stdin goes to the command's stdin,
+/// signals and cancellation to `to_main`; `None` there when the caller is gone.
+async fn read_requests(
+    mut requests: futures_util::stream::SplitStream<&mut Conn>,
+    mut stdin: Option<pipe::Sender>,
+    to_main: mpsc::Sender<Option<Request>>,
+) {
+    loop {
+        match requests.next().await {
+            Some(Ok(Request::Stdin(bytes))) => {
+                if let Some(s) = &mut stdin {
+                    if s.write_all(&bytes).await.is_err() {
+                        stdin = None;
+                    }
+                }
+            }
+            Some(Ok(Request::CloseStdin)) => stdin = None,
+            Some(Ok(r @ (Request::Signal(_) | Request::Cancel))) => {
+                if to_main.send(Some(r)).await.is_err() {
+                    return;
+                }
+            }
+            // The caller is gone (or broke the protocol).
+            _ => {
+                let _ = to_main.send(None).await;
+                return;
+            }
+        }
+    }
+}
+
+/// Ends an attached command once its own process exited with `code` (status, OOM-killed): kills
+/// its tree by the marker when its supervisor was lost, sends what is left in the pipes and the
+/// exit status (unless the caller is gone).
+async fn finish<S>(sink: &mut S, run: &mut Running, code: (i32, bool), f: &Flags)
+where
+    S: futures_util::Sink<Reply> + Unpin,
+{
+    if f.supervisor_lost {
+        kill_by_marker(&run.marker).await;
+        if !f.caller_gone {
+            let _ = sink
+                .send(Reply::Stderr(
+                    b"h9sandbox: error: the command's supervisor was killed (by the command?); \
+                      its processes were killed\n"
+                        .to_vec(),
+                ))
+                .await;
+        }
+    }
+    if f.caller_gone {
+        return;
+    }
+    for (pipe, stdout) in [(&mut run.stdout, true), (&mut run.stderr, false)] {
+        for chunk in drain(pipe, DRAIN_CAP) {
+            let msg = if stdout {
+                Reply::Stdout(chunk)
+            } else {
+                Reply::Stderr(chunk)
+            };
+            if sink.send(msg).await.is_err() {
+                return;
+            }
+        }
+    }
+    let _ = sink
+        .send(Reply::Exited(Exit {
+            code: code.0,
+            timed_out: f.timed_out,
+            killed: f.killed,
+            oom_killed: code.1 && !f.killed,
+        }))
+        .await;
+}
+
+/// How [`send_by`] ended.
+enum Sent {
+    Yes,
+    CallerGone,
+    /// The deadline came first: the message may be lost.
+    Deadline,
+}
+
+/// Sends `msg` to the caller, unless `deadline` passes first: a caller that stops reading
+/// (its own output blocked, say) must not hold the command's timeout off.
+async fn send_by<S>(sink: &mut S, msg: Reply, deadline: Option<tokio::time::Instant>) -> Sent
+where
+    S: futures_util::Sink<Reply> + Unpin,
+{
+    tokio::select! {
+        r = sink.send(msg) => if r.is_ok() { Sent::Yes } else { Sent::CallerGone },
+        _ = sleep_until(deadline) => Sent::Deadline,
+    }
+}
+
+/// SIGKILLs every process carrying `marker` in [`MARKER_VAR`] and all their descendants
+/// ([`super::supervise::kill_marked`]): the tree of a command whose supervisor is gone.
+async fn kill_by_marker(marker: &str) {
+    let args = super::supervise::KillMarkedArgs {
+        marker: marker.to_string(),
+    };
+    let _ = tokio::task::spawn_blocking(move || super::supervise::kill_marked(&args)).await;
 }
 
 async fn recv_control(c: &mut Option<mpsc::Receiver<Control>>) -> Option<Control> {
@@ -678,27 +780,42 @@ fn open_log(path: &Path) -> std::io::Result<std::fs::File> {
         }
         Err(_) => std::fs::DirBuilder::new().mode(0o700).create(dir)?,
     }
-    std::fs::OpenOptions::new()
+    let f = std::fs::OpenOptions::new()
         .append(true)
         .create(true)
         .mode(0o600)
-        .custom_flags(libc::O_NOFOLLOW)
-        .open(path)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+        .open(path)?;
+    regular(f)
 }
 
-/// The bytes of `path` from `offset` on, in chunks; advances `offset`.
+/// `f` if it is a regular file: a FIFO or a device planted in its place (the sandbox's root can
+/// write [`LOG_DIR`]) would block the agent's only thread or feed it without end.
+fn regular(f: std::fs::File) -> std::io::Result<std::fs::File> {
+    if f.metadata()?.is_file() {
+        Ok(f)
+    } else {
+        Err(std::io::Error::other("not a regular file"))
+    }
+}
+
+/// The bytes of `path` from `offset` on, in chunks, at most [`LOG_CAP`] and one chunk (what the
+/// agent ever writes to one file; more was written by someone else); advances `offset`.
+/// Errors: a FIFO, device or symlink at `path`, and I/O errors.
 fn read_from(path: &Path, offset: &mut u64) -> std::io::Result<Vec<Vec<u8>>> {
     use std::io::{Read, Seek, SeekFrom};
     use std::os::unix::fs::OpenOptionsExt;
     let mut f = match std::fs::OpenOptions::new()
         .read(true)
-        .custom_flags(libc::O_NOFOLLOW)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
         .open(path)
+        .and_then(regular)
     {
         Ok(f) => f,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(vec![]),
         Err(e) => return Err(e),
     };
+    let mut budget = LOG_CAP + proto::CHUNK as u64;
     let len = f.metadata()?.len();
     if len < *offset {
         // Rotated meanwhile: start over.
@@ -706,7 +823,7 @@ fn read_from(path: &Path, offset: &mut u64) -> std::io::Result<Vec<Vec<u8>>> {
     }
     f.seek(SeekFrom::Start(*offset))?;
     let mut out = Vec::new();
-    loop {
+    while budget > 0 {
         let mut buf = vec![0u8; proto::CHUNK];
         let n = f.read(&mut buf)?;
         if n == 0 {
@@ -714,6 +831,7 @@ fn read_from(path: &Path, offset: &mut u64) -> std::io::Result<Vec<Vec<u8>>> {
         }
         buf.truncate(n);
         *offset += n as u64;
+        budget = budget.saturating_sub(n as u64);
         out.push(buf);
     }
     Ok(out)

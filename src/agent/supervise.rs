@@ -26,6 +26,10 @@ use tokio_util::codec::{Decoder, Encoder};
 
 use super::proto::{Codec, CommandLine};
 
+/// Added to the `errno` of a failed `chdir` into the command's working directory, to tell it from
+/// a failed `exec` (reported as [`Event::Failed`] with status 125: the caller's mistake).
+const CWD_ERRNO: i32 = 1 << 20;
+
 /// Descriptor the supervisor's control socket arrives on.
 pub const CONTROL_FD: i32 = 3;
 
@@ -55,7 +59,8 @@ pub struct Spec {
 pub enum Event {
     /// The command's process runs, with this PID.
     Started(u32),
-    /// It could not be started: 127 not found, 126 not executable, with the reason.
+    /// It could not be started: 127 not found, 126 not executable, 125 its working directory
+    /// cannot be entered or its user is unknown, with the reason.
     Failed { code: i32, message: String },
     /// Its own process ended with this status (128+N for signal N); `oom` when the kernel's OOM
     /// killer ended it ([`oom_kills`] went up while it ran, and it ended with 137: killed by
@@ -113,6 +118,9 @@ fn exit_code(status: i32) -> i32 {
 
 /// Runs the supervisor; returns its own exit status (0 once the tree is gone).
 pub fn run() -> i32 {
+    if super::not_dumpable().is_err() {
+        return 125;
+    }
     // SAFETY: descriptor 3 is the control socket the agent passed (checked below).
     let ctl = unsafe { UnixStream::from_raw_fd(CONTROL_FD) };
     if ctl.peer_addr().is_err() {
@@ -226,19 +234,31 @@ fn spawn(spec: &Spec) -> Result<i32, (i32, String)> {
         .find(|(k, _)| k == "PATH")
         .map(|(_, v)| v.clone())
         .unwrap_or_else(|| "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin".into());
-    let mut script_pipe: Option<(OwnedFd, String)> = None;
+    let mut script_file: Option<(OwnedFd, String)> = None;
     let (program, args): (String, Vec<String>) = match &spec.command {
         CommandLine::Shell(line) => {
             let shell = super::wrap::shell().map_err(|why| (127, why))?;
             if line.len() > ARGV_SCRIPT_MAX {
-                let (r, w) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)
-                    .map_err(|e| (125, format!("cannot make a pipe: {e}")))?;
-                script_pipe = Some((r, line.clone()));
-                let text = line.clone();
-                std::thread::spawn(move || {
-                    let mut f = std::fs::File::from(w);
-                    let _ = f.write_all(text.as_bytes());
-                });
+                // In a memory file (`memfd_create(2)`, mode 0777 whoever made it), not a pipe:
+                // the shell opens `/dev/fd/3` anew, which checks a pipe's owner and mode (the
+                // supervisor's, 0600), so a command of another user could not read it.
+                let fd = rustix::fs::memfd_create(
+                    "h9sandbox-command",
+                    rustix::fs::MemfdFlags::CLOEXEC | rustix::fs::MemfdFlags::ALLOW_SEALING,
+                )
+                .map_err(|e| (125, format!("cannot make a memory file: {e}")))?;
+                let mut f = std::fs::File::from(fd);
+                f.write_all(line.as_bytes())
+                    .map_err(|e| (125, format!("cannot write the command line: {e}")))?;
+                // Sealed: the command cannot change the script its shell is reading.
+                let _ = rustix::fs::fcntl_add_seals(
+                    &f,
+                    rustix::fs::SealFlags::WRITE
+                        | rustix::fs::SealFlags::GROW
+                        | rustix::fs::SealFlags::SHRINK
+                        | rustix::fs::SealFlags::SEAL,
+                );
+                script_file = Some((OwnedFd::from(f), line.clone()));
                 (shell, vec!["/dev/fd/3".into()])
             } else {
                 (shell, vec!["-c".into(), line.clone()])
@@ -257,8 +277,7 @@ fn spawn(spec: &Spec) -> Result<i32, (i32, String)> {
     let mut cmd = std::process::Command::new(&program);
     cmd.args(&args)
         .env_clear()
-        .envs(spec.env.iter().map(|(k, v)| (k, v)))
-        .current_dir(&spec.cwd);
+        .envs(spec.env.iter().map(|(k, v)| (k, v)));
     if let CommandLine::Argv(argv) = &spec.command {
         cmd.arg0(&argv[0]);
     }
@@ -271,8 +290,10 @@ fn spawn(spec: &Spec) -> Result<i32, (i32, String)> {
         .home
         .as_ref()
         .and_then(|h| std::ffi::CString::new(h.as_bytes()).ok());
-    let script_fd = script_pipe.as_ref().map(|(r, _)| r.as_raw_fd());
-    // SAFETY: only async-signal-safe calls (setsid, mkdir, dup2) between fork and exec.
+    let script_fd = script_file.as_ref().map(|(r, _)| r.as_raw_fd());
+    let cwd = std::ffi::CString::new(spec.cwd.as_bytes())
+        .map_err(|_| (125, "the working directory holds a NUL byte".to_string()))?;
+    // SAFETY: only async-signal-safe calls (setsid, mkdir, chdir, dup2) between fork and exec.
     unsafe {
         cmd.pre_exec(move || {
             if libc::setsid() < 0 {
@@ -280,6 +301,12 @@ fn spawn(spec: &Spec) -> Result<i32, (i32, String)> {
             }
             if let Some(h) = &home {
                 libc::mkdir(h.as_ptr(), 0o700);
+            }
+            // Entered here, as the user (std's own `current_dir` would fail alike but could not
+            // be told from a failed exec): the error travels offset by CWD_ERRNO.
+            if libc::chdir(cwd.as_ptr()) < 0 {
+                let errno = std::io::Error::last_os_error().raw_os_error().unwrap_or(0);
+                return Err(std::io::Error::from_raw_os_error(CWD_ERRNO + errno));
             }
             if let Some(fd) = script_fd {
                 if libc::dup2(fd, 3) < 0 {
@@ -291,21 +318,26 @@ fn spawn(spec: &Spec) -> Result<i32, (i32, String)> {
     }
     match cmd.spawn() {
         Ok(child) => Ok(child.id() as i32),
-        Err(e) => {
-            let code = if e.kind() == std::io::ErrorKind::NotFound {
-                127
-            } else {
-                126
-            };
-            let what = if e.raw_os_error() == Some(libc::ENOENT)
-                && !std::path::Path::new(&spec.cwd).is_dir()
-            {
-                format!("cannot enter the working directory {}: {e}", spec.cwd)
-            } else {
-                format!("cannot run {program}: {e}")
-            };
-            Err((code, what))
-        }
+        Err(e) => match e.raw_os_error() {
+            Some(n) if n >= CWD_ERRNO => {
+                let why = std::io::Error::from_raw_os_error(n - CWD_ERRNO);
+                Err((
+                    125,
+                    format!(
+                        "--cwd {}: uid {} cannot enter it in the container: {why}",
+                        spec.cwd, spec.uid
+                    ),
+                ))
+            }
+            _ => {
+                let code = if e.kind() == std::io::ErrorKind::NotFound {
+                    127
+                } else {
+                    126
+                };
+                Err((code, format!("cannot run {program}: {e}")))
+            }
+        },
     }
 }
 
@@ -500,6 +532,11 @@ pub fn environ_has(pid: i32, needle: &[u8]) -> bool {
         .is_ok_and(|env| env.split(|b| *b == 0).any(|v| v == needle))
 }
 
+/// The variable every process of an exec carries, its value unique to that exec, by which its
+/// tree is found when nothing else answers for it (the engine's exec; a supervisor that was
+/// killed). The host side calls it `engine::EXEC_MARKER_VAR`.
+pub const MARKER_VAR: &str = "H9SANDBOX_EXEC_ID";
+
 /// Options of `h9sandbox agent kill-marked`, the engine path's in-container kill helper.
 #[derive(Debug, Clone, clap::Args)]
 pub struct KillMarkedArgs {
@@ -511,7 +548,7 @@ pub struct KillMarkedArgs {
 /// pass ([`marked_kill_pass`]), as far as this user may; returns 0, or 1 when some could not be
 /// signalled.
 pub fn kill_marked(args: &KillMarkedArgs) -> i32 {
-    let needle = format!("H9SANDBOX_EXEC_ID={}", args.marker);
+    let needle = format!("{MARKER_VAR}={}", args.marker);
     let me = std::process::id() as i32;
     let mut failed = false;
     for _ in 0..200 {

@@ -17,6 +17,26 @@ use std::path::{Path, PathBuf};
 /// (`/var/tmp`), which outlives `stop`/`start` and is removed with the sandbox.
 pub const FALLBACK_HOME: &str = "/var/tmp/home";
 
+/// The `uid:gid` a command runs as, for `run_as`: numeric IDs as they are; a login name looked up
+/// in the container's `/etc/passwd` ([`read_account_file`]), with its primary group unless one is given
+/// (`root` is 0:0 even in an image without the file). Errors: the name is unknown.
+pub fn resolve(run_as: &super::proto::RunAs) -> Result<(u32, u32), String> {
+    use super::proto::RunAs;
+    match run_as {
+        RunAs::Ids { uid, gid } => Ok((*uid, *gid)),
+        RunAs::Name { name, gid } => {
+            let entries = parse_passwd(&read_account_file("/etc/passwd"));
+            match entries.iter().find(|e| &e.name == name) {
+                Some(e) => Ok((e.uid, gid.unwrap_or(e.gid))),
+                None if name == "root" => Ok((0, gid.unwrap_or(0))),
+                None => Err(format!(
+                    "--user {name}: no such user in the container's /etc/passwd; give a user it has, or numeric IDs (UID:GID)"
+                )),
+            }
+        }
+    }
+}
+
 /// One line of `/etc/passwd` (`passwd(5)`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PasswdEntry {
@@ -95,7 +115,7 @@ pub fn prepare(uid: u32, gid: u32, name: Option<&str>) -> std::io::Result<()> {
         }
     }
     std::fs::create_dir_all("/etc")?;
-    let passwd = std::fs::read_to_string("/etc/passwd").unwrap_or_default();
+    let passwd = read_account_file("/etc/passwd");
     let entries = parse_passwd(&passwd);
     if !entries.iter().any(|e| e.uid == uid) {
         let name = free_name(&entries, name, uid);
@@ -105,7 +125,7 @@ pub fn prepare(uid: u32, gid: u32, name: Option<&str>) -> std::io::Result<()> {
             &format!("{name}:x:{uid}:{gid}:h9sandbox:{FALLBACK_HOME}:/bin/sh"),
         )?;
     }
-    let group = std::fs::read_to_string("/etc/group").unwrap_or_default();
+    let group = read_account_file("/etc/group");
     let groups = parse_group(&group);
     if !groups.iter().any(|(_, g)| *g == gid) {
         let gname = if groups.iter().any(|(n, _)| n == "sandbox") {
@@ -122,12 +142,50 @@ pub fn prepare(uid: u32, gid: u32, name: Option<&str>) -> std::io::Result<()> {
     Ok(())
 }
 
+/// The most of an account file (`/etc/passwd`, `/etc/group`) that is read: far more than any
+/// real one holds.
+const ACCOUNTS_MAX: u64 = 4 << 20;
+
+/// `path` as text, at most [`ACCOUNTS_MAX`] bytes; empty when it is missing, unreadable or not a
+/// regular file. Root in the sandbox can put a FIFO or a device in its place, which must never
+/// block or flood the agent (it reads these files for every command), or a symlink to a file it
+/// should not stand for: `path` is opened only when its directory is a directory (not a
+/// symlink), and never through a symlink of its own (`O_NOFOLLOW`).
+fn read_account_file(path: &str) -> String {
+    use std::io::Read;
+    let mut text = String::new();
+    let dir_ok = Path::new(path)
+        .parent()
+        .and_then(|d| std::fs::symlink_metadata(d).ok())
+        .is_some_and(|m| m.is_dir());
+    if !dir_ok {
+        return text;
+    }
+    if let Ok(f) = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_NOFOLLOW)
+        .open(path)
+    {
+        if f.metadata().is_ok_and(|m| m.is_file()) {
+            let _ = f.take(ACCOUNTS_MAX).read_to_string(&mut text);
+        }
+    }
+    text
+}
+
 fn append_line(path: &Path, old: &str, line: &str) -> std::io::Result<()> {
     let mut f = std::fs::OpenOptions::new()
         .append(true)
         .create(true)
         .mode(0o644)
+        .custom_flags(libc::O_NONBLOCK)
         .open(path)?;
+    if !f.metadata()?.is_file() {
+        return Err(std::io::Error::other(format!(
+            "{} is not a regular file",
+            path.display()
+        )));
+    }
     let sep = if old.is_empty() || old.ends_with('\n') {
         ""
     } else {
@@ -137,14 +195,18 @@ fn append_line(path: &Path, old: &str, line: &str) -> std::io::Result<()> {
 }
 
 /// The home directory of `uid`: its `/etc/passwd` home when that directory exists and belongs
-/// to it (or, for root, exists), else [`FALLBACK_HOME`] (created by [`ensure_home`]).
+/// to it (or, for root, exists), else [`FALLBACK_HOME`] (created by [`ensure_home`]); for a user
+/// the container's `/etc/passwd` does not know (`exec --user UID:GID`), `FALLBACK_HOME-UID`, so
+/// that two users never share one.
 pub fn home_of(uid: u32) -> PathBuf {
-    let passwd = std::fs::read_to_string("/etc/passwd").unwrap_or_default();
-    let home = parse_passwd(&passwd)
-        .into_iter()
-        .find(|e| e.uid == uid)
-        .map(|e| PathBuf::from(e.home))
-        .filter(|h| h.is_absolute() && h != Path::new("/"));
+    let passwd = read_account_file("/etc/passwd");
+    let Some(entry) = parse_passwd(&passwd).into_iter().find(|e| e.uid == uid) else {
+        return PathBuf::from(match uid {
+            0 => FALLBACK_HOME.to_string(),
+            _ => format!("{FALLBACK_HOME}-{uid}"),
+        });
+    };
+    let home = Some(PathBuf::from(entry.home)).filter(|h| h.is_absolute() && h != Path::new("/"));
     match home {
         Some(h)
             if std::fs::metadata(&h).is_ok_and(|m| m.is_dir() && (uid == 0 || m.uid() == uid)) =>

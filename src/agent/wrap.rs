@@ -31,6 +31,13 @@ pub struct ExecArgs {
     /// Kill the command's whole process tree after this many milliseconds (exit 124)
     #[arg(long, value_name = "MS")]
     pub timeout_ms: Option<u64>,
+    /// Run as this user of the container's /etc/passwd, NAME[:GID] (the engine's exec starts
+    /// this wrapper as root then; exit 125 when there is no such user)
+    #[arg(long, value_name = "NAME[:GID]")]
+    pub user: Option<String>,
+    /// Enter this directory, as the command's user, first (exit 125 when it cannot)
+    #[arg(long, value_name = "DIR")]
+    pub cwd: Option<std::path::PathBuf>,
     /// The program and its arguments (with --shell: one command line)
     #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true)]
     pub command: Vec<OsString>,
@@ -71,6 +78,10 @@ pub fn find_on(path: &str, name: &str) -> Option<String> {
 /// be started (126 when it cannot be run, 127 when it is not found, as shells do; 125 for our
 /// own failure).
 pub fn run(args: &ExecArgs) -> i32 {
+    // The timeout's backstop must not be traced by the command it watches.
+    if let Err(e) = super::not_dumpable() {
+        return fail(125, &format!("cannot make the wrapper not dumpable: {e}"));
+    }
     let progs = match seccomp::programs() {
         Ok(p) => p,
         Err(e) => return fail(125, &format!("cannot build the set-ID filter: {e}")),
@@ -78,7 +89,26 @@ pub fn run(args: &ExecArgs) -> i32 {
     if let Err(e) = seccomp::install(&progs) {
         return fail(125, &format!("cannot install the set-ID filter: {e}"));
     }
+    if let Some(name) = &args.user {
+        if let Err(why) = become_user(name) {
+            return fail(125, &why);
+        }
+    }
     let uid = rustix::process::getuid().as_raw();
+    // Entered here, as the user, rather than by the engine, which enters it before it drops to
+    // the user (runc) and reports its failure as the command's output: the same check and the
+    // same error as through the agent.
+    if let Some(dir) = &args.cwd {
+        if let Err(e) = std::env::set_current_dir(dir) {
+            return fail(
+                125,
+                &format!(
+                    "--cwd {}: uid {uid} cannot enter it in the container: {e}",
+                    dir.display()
+                ),
+            );
+        }
+    }
     let usable = std::env::var_os("HOME")
         .as_deref()
         .is_some_and(|h| h != "/" && std::path::Path::new(h).is_dir());
@@ -100,6 +130,26 @@ pub fn run(args: &ExecArgs) -> i32 {
     let mut cmd = std::process::Command::new(&program);
     cmd.args(&argv);
     supervise(cmd, &program, args.timeout_ms.map(Duration::from_millis))
+}
+
+/// Looks `spec` (`NAME[:GID]`) up as the agent does ([`user::resolve`]) and drops to that user
+/// and group, without supplementary groups (as through the agent). Errors: the reason.
+fn become_user(spec: &str) -> Result<(), String> {
+    let run_as = super::proto::RunAs::parse(spec).map_err(|why| format!("--user: {why}"))?;
+    let (uid, gid) = user::resolve(&run_as)?;
+    // SAFETY: plain system calls; single-threaded here.
+    unsafe {
+        if libc::setgroups(0, std::ptr::null()) != 0
+            || libc::setgid(gid) != 0
+            || libc::setuid(uid) != 0
+        {
+            return Err(format!(
+                "cannot become {uid}:{gid}: {}",
+                std::io::Error::last_os_error()
+            ));
+        }
+    }
+    Ok(())
 }
 
 fn not_started(program: &OsString, e: &std::io::Error) -> i32 {

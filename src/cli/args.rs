@@ -6,7 +6,7 @@ use std::path::PathBuf;
 
 use clap::{ArgAction, Args, Parser, Subcommand, ValueEnum};
 
-use crate::types::Network;
+use crate::types::{Caps, Network};
 
 /// Output format of every subcommand.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Default)]
@@ -36,9 +36,30 @@ Examples:
 Exit status: 0 success, 1 failure, 2 bad usage; `exec` and `bootstrap` pass the command's status
 through (128+N for signal N), 124 on timeout and 125 when h9sandbox itself failed.";
 
+/// The top-level `--help` epilogue: the examples and the exit status, then the environment
+/// variables read (every configuration key's `H9SANDBOX_<KEY>`, from [`crate::config::KEYS`]).
+fn top_help() -> String {
+    let keys: Vec<String> = crate::config::KEYS
+        .iter()
+        .filter(|k| !crate::config::USER_FILE_ONLY_KEYS.contains(&k.name))
+        .map(|k| format!("H9SANDBOX_{}", k.name.to_ascii_uppercase()))
+        .collect();
+    format!(
+        "{EXAMPLES}\n\nEnvironment: H9SANDBOX_CONFIG (the configuration file), and one variable per configuration key (precedence: defaults < files < environment < flags): {}. Also SANDBOX_IMAGE, SANDBOX_CPUS, SANDBOX_MEMORY, SANDBOX_BOOTSTRAP_CMD, SANDBOX_BOOTSTRAP_TIMEOUT_SECS (when the H9SANDBOX_ one is unset), SANDBOX_ENABLED=false (engine local), NO_COLOR, HOME, XDG_CONFIG_HOME, XDG_STATE_HOME; see ENVIRONMENT in `man h9sandbox`.",
+        keys.join(", ")
+    )
+}
+
+/// Completion of an argument naming a sandbox: the live sandboxes' IDs and names, asked of the
+/// binary at completion time (clap_complete's dynamic completion, see
+/// [`crate::cli::generate::sandbox_candidates`]).
+fn sandboxes() -> clap_complete::engine::ArgValueCandidates {
+    clap_complete::engine::ArgValueCandidates::new(crate::cli::generate::sandbox_candidates)
+}
+
 /// h9sandbox command line.
 #[derive(Debug, Parser)]
-#[command(name = "h9sandbox", version, about = ABOUT, after_help = EXAMPLES)]
+#[command(name = "h9sandbox", version, about = ABOUT, after_help = top_help())]
 pub struct Cli {
     #[command(flatten)]
     pub global: GlobalArgs,
@@ -46,11 +67,14 @@ pub struct Cli {
     pub command: Command,
 }
 
-/// Options every subcommand accepts.
+/// Options every subcommand accepts (listed apart, under "Global options", in every `--help`).
 #[derive(Debug, Args)]
+#[command(next_help_heading = "Global options")]
 pub struct GlobalArgs {
-    /// Configuration file, used alone [default: $XDG_CONFIG_HOME/h9sandbox/config.toml; `up` and
-    /// `mcp` layer a trusted ./sandbox.toml over it, see `h9sandbox trust`]
+    /// Configuration file, used alone (instead of $XDG_CONFIG_HOME/h9sandbox/config.toml and
+    /// ./sandbox.toml); the environment and the flags still override it. Without it: your
+    /// $XDG_CONFIG_HOME/h9sandbox/config.toml, with, for `up` and `mcp`, a ./sandbox.toml you
+    /// trusted layered over it (`h9sandbox trust`)
     #[arg(long, global = true, env = "H9SANDBOX_CONFIG", value_name = "PATH")]
     pub config: Option<PathBuf>,
     /// Output format
@@ -97,6 +121,12 @@ Examples:
   h9sandbox up --parent 3f2a --memory 256m       sub-sandbox: parent's image, limits, work dir
   h9sandbox up --owner-pid $$ --ttl 30m          reaped once this shell exits or after 30 minutes
 
+In a Makefile, tie a sandbox that several recipe lines use to make itself (each line runs in a
+shell of its own, which exits at once; `parent` would be that shell), and name it:
+  sandbox: ; h9sandbox up --name build-$$PPID --owner-pid $$PPID --ttl 2h
+  test: sandbox ; h9sandbox exec build-$$PPID -- make check
+`up` warns when the owner has already exited by the time it returns.
+
 Prints the sandbox ID (a UUID; any unique prefix names it), or the whole record with --format json.
 A sub-sandbox (--parent) may only tighten its parent's limits; `down` of the parent removes it.
 The engine is config `engine` (H9SANDBOX_ENGINE): docker (default), podman, or local, which runs
@@ -104,7 +134,9 @@ commands directly on the host WITHOUT ISOLATION (so does `fallback = \"local\"` 
 unreachable); `up` warns on stderr when a sandbox is local.")]
     Up(UpArgs),
     /// Run a command in a sandbox: a program and its arguments, or one shell command line
-    #[command(after_help = "\
+    #[command(
+        override_usage = "h9sandbox exec [OPTIONS] <ID> -- <COMMAND>...",
+        after_help = "\
 Examples:
   h9sandbox exec 3f2a -- ls -la                   a program and its arguments, run exactly
   h9sandbox exec 3f2a -- 'make && make test'      ONE argument: a shell command line (bash -c)
@@ -118,7 +150,8 @@ Two or more words after `--` are a program and its arguments, passed as they are
 `docker exec` does); a single word is a command line for `bash -c` (`sh -c` without bash).
 
 Exit status: the command's (128+N when killed by signal N), 124 on timeout, 125 when h9sandbox
-itself failed (unknown sandbox, engine down, container gone).")]
+itself failed (unknown sandbox, engine down, container gone)."
+    )]
     Exec(ExecArgs),
     /// List the commands running in a sandbox's background (exec --detach)
     #[command(after_help = "\
@@ -142,7 +175,9 @@ Examples:
   h9sandbox kill 3f2a 9c1e04ab")]
     Kill(KillArgs),
     /// Run a one-time setup command in a sandbox (streams its output; recorded in the sandbox)
-    #[command(after_help = "\
+    #[command(
+        override_usage = "h9sandbox bootstrap [OPTIONS] <ID> [-- <COMMAND>...]",
+        after_help = "\
 Examples:
   h9sandbox bootstrap 3f2a -- pip install -e .
   h9sandbox bootstrap 3f2a --timeout 1800 -- 'apt-get update && apt-get install -y gcc'
@@ -154,7 +189,8 @@ The command runs in the work dir with TMPDIR on the sandbox's exec-capable scrat
 (`h9sandbox ls --format json`).
 
 Exit status: the command's (128+N when killed by signal N), 124 on timeout, 125 when h9sandbox
-itself failed.")]
+itself failed."
+    )]
     Bootstrap(BootstrapArgs),
     /// Stop and remove sandboxes and their sub-sandboxes (always removes, even when the stop fails)
     #[command(after_help = "\
@@ -242,7 +278,9 @@ The image holds what the sandbox changed outside its work dir and scratch volume
 tools), with the configuration of the image it came from (entrypoint, command, user).")]
     Snapshot(SnapshotArgs),
     /// Create a sandbox, run one command in it, remove it: the `docker run --rm` of sandboxes
-    #[command(after_help = "\
+    #[command(
+        override_usage = "h9sandbox run [OPTIONS] -- <COMMAND>...",
+        after_help = "\
 Examples:
   h9sandbox run -- make test                      exit with make's status; nothing left behind
   h9sandbox run --image debian:12 --memory 1g --network none -- ./ci.sh
@@ -255,7 +293,8 @@ SIGTERM / SIGHUP arrive; it is tied to this process (--owner-pid), so `reap` rem
 h9sandbox is killed with SIGKILL.
 
 Exit status: the command's (128+N when killed by signal N), 124 on timeout, 125 when h9sandbox
-itself failed.")]
+itself failed."
+    )]
     Run(RunArgs),
     /// List sandboxes with their real container state, sub-sandboxes under their parent
     #[command(after_help = "\
@@ -272,8 +311,10 @@ Examples:
   h9sandbox read 3f2a build.log --max-bytes 4096  only the first 4 KiB
   h9sandbox read 3f2a out.png --format json       {path, size, content_base64, truncated}
 
-Paths are relative to the work dir, or absolute inside it. Symlinks that stay inside are followed;
-'..' above the work dir and symlinks that lead out of it are refused (exit 1). Plain read streams
+Paths are relative to the work dir, or absolute inside it (read on the host side; symlinks that stay
+inside are followed, '..' above the work dir and symlinks that lead out of it are refused, exit 1),
+or any other absolute path: the container's file, read inside it (the container must run). Always
+as the sandbox's user, or --user: a file it may not read is refused. Plain read streams
 any size; --format json holds the content in memory, so a file over json_max_bytes (16 MiB by
 default; H9SANDBOX_JSON_MAX_BYTES) is refused (exit 1) unless --max-bytes takes its start.")]
     Read(ReadArgs),
@@ -397,12 +438,16 @@ pub struct UpArgs {
     /// [config: runtime]
     #[arg(long, value_name = "NAME")]
     pub runtime: Option<String>,
+    /// Capabilities of root in the sandbox: minimal (DAC_OVERRIDE, SETUID, SETGID) or standard
+    /// (also CHOWN, FOWNER, FSETID: adduser, groupadd) [config: caps]
+    #[arg(long, value_enum, value_name = "PROFILE")]
+    pub caps: Option<Caps>,
     /// Extra label on the container and record (repeatable)
     #[arg(long = "label", value_name = "K=V")]
     pub labels: Vec<String>,
     /// Make this a sub-sandbox of ID: its image, limits, network and work dir, which the flags
     /// may only tighten
-    #[arg(long, value_name = "ID")]
+    #[arg(long, value_name = "ID", add = sandboxes())]
     pub parent: Option<String>,
     /// Shell command run once the container is ready; '' for none [config: bootstrap_cmd]
     #[arg(long, value_name = "CMD")]
@@ -410,15 +455,16 @@ pub struct UpArgs {
     /// Fail, and remove the sandbox, when the bootstrap command fails [config: bootstrap_required]
     #[arg(long)]
     pub bootstrap_required: bool,
-    /// Seconds before the bootstrap's process tree is killed; 0 = none
-    /// [config: bootstrap_timeout_secs]
-    #[arg(long, value_name = "SECS")]
-    pub bootstrap_timeout: Option<u64>,
+    /// Time before the bootstrap's process tree is killed: seconds or a duration (600, 10m);
+    /// 0 = none [config: bootstrap_timeout_secs]
+    #[arg(long, value_name = "DURATION", value_parser = parse_timeout)]
+    pub bootstrap_timeout: Option<std::time::Duration>,
     /// User of the sandbox's processes: root, host (your uid:gid) or UID:GID [config: user]
     #[arg(long, value_name = "USER")]
     pub user: Option<String>,
     /// Tie the sandbox to a process: once it exits, `reap` removes the sandbox. A PID, or
-    /// `parent` (the process that started h9sandbox) [default: none]
+    /// `parent` (the process that started h9sandbox). In a Makefile each recipe line runs in its
+    /// own shell, which exits at once: give make's PID, `--owner-pid $$PPID` [default: none]
     #[arg(long, value_name = "PID|parent")]
     pub owner_pid: Option<String>,
     /// Lease: `reap` removes the sandbox this long after it started, unless `renew`ed
@@ -454,16 +500,24 @@ pub struct McpArgs {
 #[derive(Debug, Args)]
 pub struct ExecArgs {
     /// Sandbox ID, unique ID prefix, or name
+    #[arg(add = sandboxes())]
     pub id: String,
-    /// Working directory, relative to the work dir or absolute inside it [default: the work dir]
+    /// Working directory: relative to the work dir, or absolute (any directory of the container)
+    /// [default: the work dir]
     #[arg(long, value_name = "DIR")]
     pub cwd: Option<PathBuf>,
-    /// Environment variable for the command (repeatable)
-    #[arg(long = "env", short = 'e', value_name = "K=V")]
+    /// Run it as this user: a name of the container's /etc/passwd, or UID[:GID] [default: the
+    /// sandbox's user]
+    #[arg(long, short = 'u', value_name = "USER|UID[:GID]")]
+    pub user: Option<String>,
+    /// Environment variable for the command (repeatable); NAME alone passes your own value of
+    /// NAME (as `docker exec -e NAME`), and is refused when NAME is unset
+    #[arg(long = "env", short = 'e', value_name = "K=V|NAME")]
     pub env: Vec<String>,
-    /// Seconds before the command's process tree is killed; 0 = none [config: exec_timeout_secs]
-    #[arg(long, value_name = "SECS")]
-    pub timeout: Option<u64>,
+    /// Time before the command's process tree is killed: seconds or a duration (30, 0.5, 500ms,
+    /// 1m); 0 = none [config: exec_timeout_secs]
+    #[arg(long, value_name = "DURATION", value_parser = parse_timeout)]
+    pub timeout: Option<std::time::Duration>,
     /// Attach standard input to the command
     #[arg(short, long)]
     pub interactive: bool,
@@ -487,6 +541,7 @@ pub struct ExecArgs {
 #[derive(Debug, Args)]
 pub struct PsArgs {
     /// Sandbox ID, unique ID prefix, or name
+    #[arg(add = sandboxes())]
     pub id: String,
 }
 
@@ -494,6 +549,7 @@ pub struct PsArgs {
 #[derive(Debug, Args)]
 pub struct LogsArgs {
     /// Sandbox ID, unique ID prefix, or name
+    #[arg(add = sandboxes())]
     pub id: String,
     /// The background command's handle (printed by exec --detach; see `ps`)
     #[arg(required_unless_present = "network")]
@@ -510,6 +566,7 @@ pub struct LogsArgs {
 #[derive(Debug, Args)]
 pub struct KillArgs {
     /// Sandbox ID, unique ID prefix, or name
+    #[arg(add = sandboxes())]
     pub id: String,
     /// The background command's handle
     pub handle: String,
@@ -519,11 +576,12 @@ pub struct KillArgs {
 #[derive(Debug, Args)]
 pub struct BootstrapArgs {
     /// Sandbox ID, unique ID prefix, or name
+    #[arg(add = sandboxes())]
     pub id: String,
-    /// Seconds before the command's process tree is killed; 0 = none
-    /// [config: bootstrap_timeout_secs]
-    #[arg(long, value_name = "SECS")]
-    pub timeout: Option<u64>,
+    /// Time before the command's process tree is killed: seconds or a duration (1800, 30m),
+    /// counted in whole seconds (rounded up); 0 = none [config: bootstrap_timeout_secs]
+    #[arg(long, value_name = "DURATION", value_parser = parse_timeout)]
+    pub timeout: Option<std::time::Duration>,
     /// The command; words are joined with spaces and run by `bash -c` [default: bootstrap_cmd]
     #[arg(
         trailing_var_arg = true,
@@ -537,7 +595,7 @@ pub struct BootstrapArgs {
 #[derive(Debug, Args)]
 pub struct DownArgs {
     /// Sandbox IDs, unique ID prefixes, or names
-    #[arg(required_unless_present = "all", conflicts_with = "all")]
+    #[arg(required_unless_present = "all", conflicts_with = "all", add = sandboxes())]
     pub ids: Vec<String>,
     /// Every sandbox of this state directory
     #[arg(long)]
@@ -548,9 +606,15 @@ pub struct DownArgs {
 #[derive(Debug, Args)]
 pub struct ReadArgs {
     /// Sandbox ID, unique ID prefix, or name
+    #[arg(add = sandboxes())]
     pub id: String,
-    /// File, relative to the work dir or absolute inside it
+    /// File: relative to the work dir, or absolute (inside the work dir: read on the host side;
+    /// elsewhere: the container's file, served inside it)
     pub path: PathBuf,
+    /// Act as this user of the container (name, or UID[:GID]) instead of the sandbox's user;
+    /// the file is then served inside the container
+    #[arg(long, short = 'u', value_name = "USER|UID[:GID]")]
+    pub user: Option<String>,
     /// Print at most this many bytes (JSON: the content holds at most this many)
     #[arg(long, value_name = "N")]
     pub max_bytes: Option<u64>,
@@ -560,9 +624,15 @@ pub struct ReadArgs {
 #[derive(Debug, Args)]
 pub struct WriteArgs {
     /// Sandbox ID, unique ID prefix, or name
+    #[arg(add = sandboxes())]
     pub id: String,
-    /// File, relative to the work dir or absolute inside it
+    /// File: relative to the work dir, or absolute (inside the work dir: read on the host side;
+    /// elsewhere: the container's file, served inside it)
     pub path: PathBuf,
+    /// Act as this user of the container (name, or UID[:GID]) instead of the sandbox's user;
+    /// the file is then served inside the container
+    #[arg(long, short = 'u', value_name = "USER|UID[:GID]")]
+    pub user: Option<String>,
     /// Take the content from this host file instead of stdin
     #[arg(long, value_name = "FILE")]
     pub from: Option<PathBuf>,
@@ -581,9 +651,15 @@ pub struct WriteArgs {
 #[derive(Debug, Args)]
 pub struct EditArgs {
     /// Sandbox ID, unique ID prefix, or name
+    #[arg(add = sandboxes())]
     pub id: String,
-    /// File, relative to the work dir or absolute inside it
+    /// File: relative to the work dir, or absolute (inside the work dir: read on the host side;
+    /// elsewhere: the container's file, served inside it)
     pub path: PathBuf,
+    /// Act as this user of the container (name, or UID[:GID]) instead of the sandbox's user;
+    /// the file is then served inside the container
+    #[arg(long, short = 'u', value_name = "USER|UID[:GID]")]
+    pub user: Option<String>,
     /// Text to find (exact, whitespace and newlines included)
     #[arg(long, value_name = "STR", allow_hyphen_values = true)]
     pub old: String,
@@ -607,6 +683,7 @@ pub struct ReapArgs {
 #[derive(Debug, Args)]
 pub struct StopArgs {
     /// Sandbox ID, unique ID prefix, or name
+    #[arg(add = sandboxes())]
     pub id: String,
 }
 
@@ -614,6 +691,7 @@ pub struct StopArgs {
 #[derive(Debug, Args)]
 pub struct StartArgs {
     /// Sandbox ID, unique ID prefix, or name
+    #[arg(add = sandboxes())]
     pub id: String,
 }
 
@@ -621,6 +699,7 @@ pub struct StartArgs {
 #[derive(Debug, Args)]
 pub struct PauseArgs {
     /// Sandbox ID, unique ID prefix, or name
+    #[arg(add = sandboxes())]
     pub id: String,
 }
 
@@ -628,6 +707,7 @@ pub struct PauseArgs {
 #[derive(Debug, Args)]
 pub struct ResumeArgs {
     /// Sandbox ID, unique ID prefix, or name
+    #[arg(add = sandboxes())]
     pub id: String,
 }
 
@@ -635,6 +715,7 @@ pub struct ResumeArgs {
 #[derive(Debug, Args)]
 pub struct SnapshotArgs {
     /// Sandbox ID, unique ID prefix, or name
+    #[arg(add = sandboxes())]
     pub id: String,
     /// Name of the image to make, e.g. my-env:v1
     #[arg(long, value_name = "NAME")]
@@ -646,15 +727,18 @@ pub struct SnapshotArgs {
 pub struct RunArgs {
     #[command(flatten)]
     pub up: UpArgs,
-    /// Working directory, relative to the work dir or absolute inside it [default: the work dir]
+    /// Working directory: relative to the work dir, or absolute (any directory of the container)
+    /// [default: the work dir]
     #[arg(long, value_name = "DIR")]
     pub cwd: Option<PathBuf>,
-    /// Environment variable for the command (repeatable)
-    #[arg(long = "env", short = 'e', value_name = "K=V")]
+    /// Environment variable for the command (repeatable); NAME alone passes your own value of
+    /// NAME (as `docker exec -e NAME`), and is refused when NAME is unset
+    #[arg(long = "env", short = 'e', value_name = "K=V|NAME")]
     pub env: Vec<String>,
-    /// Seconds before the command's process tree is killed; 0 = none [config: exec_timeout_secs]
-    #[arg(long, value_name = "SECS")]
-    pub timeout: Option<u64>,
+    /// Time before the command's process tree is killed: seconds or a duration (30, 0.5, 500ms,
+    /// 1m); 0 = none [config: exec_timeout_secs]
+    #[arg(long, value_name = "DURATION", value_parser = parse_timeout)]
+    pub timeout: Option<std::time::Duration>,
     /// Attach standard input to the command
     #[arg(short, long)]
     pub interactive: bool,
@@ -675,6 +759,7 @@ pub struct RunArgs {
 #[derive(Debug, Args)]
 pub struct RenewArgs {
     /// Sandbox ID, unique ID prefix, or name
+    #[arg(add = sandboxes())]
     pub id: String,
     /// New lease length from now, which later renewals keep (e.g. 30m, 2h)
     /// [default: the sandbox's TTL]
@@ -702,21 +787,27 @@ pub struct LsArgs {
     /// Redraw the list whenever it changes, until Ctrl-C
     #[arg(short, long)]
     pub watch: bool,
-    /// With --watch: seconds between two looks at the sandboxes
-    #[arg(long, value_name = "SECS", default_value = "1", value_parser = parse_interval, requires = "watch")]
+    /// Print only the sandboxes' IDs, one a line (as `docker ps -q`)
+    #[arg(short, long, conflicts_with = "watch")]
+    pub quiet: bool,
+    /// With --watch: time between two looks at the sandboxes (seconds, or 500ms, 2s)
+    #[arg(long, value_name = "DURATION", default_value = "1", value_parser = parse_interval, requires = "watch")]
     pub interval: std::time::Duration,
 }
 
-/// Parses a positive number of seconds (decimals allowed) of at least 0.1.
+/// Parses a timeout: seconds or a duration, as `--ttl` takes it ([`crate::types::parse_duration`]).
+fn parse_timeout(s: &str) -> Result<std::time::Duration, String> {
+    crate::types::parse_duration(s)
+}
+
+/// Parses `ls --interval`: seconds or a duration ([`crate::types::parse_duration`]), from
+/// 0.1 s to 1 hour.
 fn parse_interval(s: &str) -> Result<std::time::Duration, String> {
-    let secs: f64 = s
-        .trim()
-        .parse()
-        .map_err(|_| format!("'{s}' is not a number of seconds"))?;
-    if !secs.is_finite() || !(0.1..=3600.0).contains(&secs) {
-        return Err(format!("{s} is out of range: give 0.1 to 3600 seconds"));
+    let d = crate::types::parse_duration(s)?;
+    if !(0.1..=3600.0).contains(&d.as_secs_f64()) {
+        return Err(format!("{s} is out of range: give 0.1s to 1h"));
     }
-    Ok(std::time::Duration::from_secs_f64(secs))
+    Ok(d)
 }
 
 /// `generate` arguments.

@@ -6,7 +6,9 @@ use comfy_table::Cell;
 
 use super::output;
 use super::{Format, KillArgs, LogsArgs, PsArgs};
+use crate::report::printable;
 use crate::sandbox::background::{self, LogSink};
+use crate::sandbox::exec::Capture;
 use crate::sandbox::Ctx;
 
 /// Runs `ps`: one row per background command (or a JSON array).
@@ -25,15 +27,19 @@ pub async fn ps(ctx: &Ctx, format: Format, args: &PsArgs) -> Result<i32> {
                     (true, Some(c)) => format!("exited {c}, children running"),
                     (false, c) => format!("exited {}", c.unwrap_or(255)),
                 };
-                let started = std::time::UNIX_EPOCH + std::time::Duration::from_secs(d.started);
+                // What the agent reports is data: a time past what SystemTime holds is shown as
+                // unknown, control characters escaped.
+                let started = std::time::UNIX_EPOCH
+                    .checked_add(std::time::Duration::from_secs(d.started))
+                    .map(output::age_since)
+                    .unwrap_or_else(|| "?".into());
+                let command = crate::sandbox::bootstrap::abbreviate(&d.command, 60);
                 t.add_row(vec![
-                    Cell::new(&d.handle),
+                    Cell::new(printable(&d.handle)),
                     Cell::new(d.pid),
                     Cell::new(state),
-                    Cell::new(output::age(
-                        &humantime::format_rfc3339_seconds(started).to_string(),
-                    )),
-                    Cell::new(crate::sandbox::bootstrap::abbreviate(&d.command, 60)),
+                    Cell::new(started),
+                    Cell::new(printable(&command)),
                 ]);
             }
             output::print_table(&t)?;
@@ -42,11 +48,23 @@ pub async fn ps(ctx: &Ctx, format: Format, args: &PsArgs) -> Result<i32> {
     Ok(0)
 }
 
-/// Runs `logs`: the command's output on our stdout and stderr; with `--network`, the egress
+/// `logs --format json`: what the command wrote so far, each stream's first and last bytes
+/// within `json_max_bytes` (the middle cut out, `*_cut` bytes of it, as MCP's `sandbox_logs`).
+#[derive(Debug, serde::Serialize)]
+struct LogsJson {
+    handle: String,
+    stdout: String,
+    stderr: String,
+    stdout_cut: u64,
+    stderr_cut: u64,
+}
+
+/// Runs `logs`: the command's output on our stdout and stderr, or with `--format json` one
+/// document ([`LogsJson`]; not with `--follow`, which streams); with `--network`, the egress
 /// proxy's decisions (a table, or a JSON array of `{ts, method, host, port, decision,
 /// bytes_out, bytes_in}`).
 pub async fn logs(ctx: &Ctx, format: Format, args: &LogsArgs) -> Result<i32> {
-    let Some(handle) = args.handle.as_deref().filter(|_| !args.network) else {
+    let Some(handle) = args.handle.clone().filter(|_| !args.network) else {
         let rec = ctx.store.load()?.resolve(&args.id)?.clone();
         let entries = crate::sandbox::egress::read_log(ctx, &rec)?;
         match format {
@@ -73,12 +91,48 @@ pub async fn logs(ctx: &Ctx, format: Format, args: &LogsArgs) -> Result<i32> {
         }
         return Ok(0);
     };
-    background::logs(ctx, &args.id, handle, args.follow, LogSink::Forward).await?;
+    if format == Format::Table {
+        background::logs(ctx, &args.id, &handle, args.follow, LogSink::Forward).await?;
+        return Ok(0);
+    }
+    if args.follow {
+        return Err(crate::error::Error::Invalid(
+            "--follow streams the output as it comes; use it without --format json".into(),
+        )
+        .into());
+    }
+    let max = usize::try_from(ctx.cfg.json_max_bytes).unwrap_or(usize::MAX);
+    let (mut out, mut err) = (Capture::ends(max), Capture::ends(max));
+    let mut collect = |s: crate::report::Stream, b: &[u8]| match s {
+        crate::report::Stream::Stdout => out.push(b),
+        crate::report::Stream::Stderr => err.push(b),
+    };
+    background::logs(
+        ctx,
+        &args.id,
+        &handle,
+        false,
+        LogSink::Collect(&mut collect),
+    )
+    .await?;
+    let (stdout, stdout_cut) = out.captured().text_ends();
+    let (stderr, stderr_cut) = err.captured().text_ends();
+    output::print_json(&LogsJson {
+        handle,
+        stdout,
+        stderr,
+        stdout_cut,
+        stderr_cut,
+    })?;
     Ok(0)
 }
 
-/// Runs `kill`: prints nothing; 0 once the tree is being killed.
-pub async fn kill(ctx: &Ctx, args: &KillArgs) -> Result<i32> {
+/// Runs `kill`: prints nothing (with `--format json`, `{"handle": H, "killed": true}`); 0 once
+/// the tree is being killed.
+pub async fn kill(ctx: &Ctx, format: Format, args: &KillArgs) -> Result<i32> {
     background::kill(ctx, &args.id, &args.handle).await?;
+    if format == Format::Json {
+        output::print_json(&serde_json::json!({"handle": args.handle, "killed": true}))?;
+    }
     Ok(0)
 }

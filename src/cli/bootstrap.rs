@@ -10,8 +10,6 @@ use uuid::Uuid;
 use super::output;
 use super::progress::CliReporter;
 use super::{BootstrapArgs, Format};
-use crate::error::Error;
-use crate::report::Reporter;
 use crate::sandbox::exec::Sink;
 use crate::sandbox::{bootstrap, Ctx};
 use crate::state::BootstrapRun;
@@ -33,12 +31,7 @@ pub async fn run(
     progress: &CliReporter,
     args: &BootstrapArgs,
 ) -> Result<i32> {
-    if let Some(opt) = args.command.first().filter(|w| w.starts_with('-')) {
-        return Err(Error::Invalid(format!(
-            "unexpected option '{opt}': options go before the command (see `h9sandbox bootstrap --help`)"
-        ))
-        .into());
-    }
+    super::exec::refuse_option_as_command("bootstrap", &args.command)?;
     // The command's stdout stays on stdout for people; JSON mode keeps stdout for the document.
     let sink = match format {
         Format::Table => Sink::Forward,
@@ -48,10 +41,16 @@ pub async fn run(
     progress.finish();
     let (rec, done) = ran?;
     let code = done.run.exit_code;
-    if done.run.timed_out && format == Format::Table {
-        progress.warn(&format!(
-            "bootstrap timed out after {}s; its process tree was killed",
-            ctx.settings_for(&rec).bootstrap_timeout_secs
+    if done.run.timed_out {
+        crate::report::eprintln(&format!(
+            "h9sandbox: error: the bootstrap timed out after {}s (--timeout, else the sandbox's bootstrap_timeout_secs): it and its whole process tree in sandbox {} were killed (exit {code})",
+            ctx.settings_for(&rec).bootstrap_timeout_secs,
+            rec.short_id()
+        ));
+    } else if let Some(sig) = done.interrupted {
+        crate::report::eprintln(&format!(
+            "h9sandbox: error: interrupted by {sig}: the bootstrap and its whole process tree in sandbox {} were killed (exit {code})",
+            rec.short_id()
         ));
     }
     if format == Format::Json {

@@ -11,7 +11,11 @@ use crate::sandbox::Ctx;
 /// Runs `down`; returns 0 when every sandbox was removed.
 pub async fn run(ctx: &Ctx, format: Format, args: &DownArgs) -> Result<i32> {
     let report = take_down(ctx, &args.ids, args.all).await?;
+    let failed = !report.unresolved.is_empty() || report.error.is_some();
     match format {
+        // A failure prints nothing on stdout, unless some sandboxes were removed all the same:
+        // then the document lists those.
+        Format::Json if failed && report.removed.is_empty() => {}
         Format::Json => output::print_json(&report.removed)?,
         Format::Table => {
             for r in &report.removed {

@@ -6,6 +6,7 @@ use serde::Serialize;
 
 use super::output;
 use super::{EditArgs, Format};
+use crate::sandbox::container_files::{self, acting, place, Place};
 use crate::sandbox::files::replace;
 use crate::sandbox::{workdir_of, Ctx};
 
@@ -20,26 +21,45 @@ pub struct EditJson {
 
 /// Runs `edit`; prints the number of replacements and returns 0.
 pub async fn run(ctx: &Ctx, format: Format, args: &EditArgs) -> Result<i32> {
-    let (_, wd) = workdir_of(ctx, &args.id)?;
-    let edited = replace(
-        ctx,
-        wd,
-        args.path.clone(),
-        args.old.clone(),
-        args.new.clone(),
-        args.all,
-    )
-    .await?;
+    let (rec, wd) = workdir_of(ctx, &args.id)?;
+    let (path, replacements) = match place(&rec, &args.path, args.user.is_some()) {
+        Place::WorkDir => {
+            let edited = replace(
+                ctx,
+                wd,
+                args.path.clone(),
+                args.old.clone(),
+                args.new.clone(),
+                args.all,
+            )
+            .await?;
+            (edited.path, edited.replacements)
+        }
+        Place::Container(path) => {
+            let user = acting(&rec, args.user.as_deref())?;
+            let (count, _) = container_files::edit(
+                ctx,
+                &rec,
+                user,
+                &path,
+                args.old.as_bytes(),
+                args.new.as_bytes(),
+                args.all,
+            )
+            .await?;
+            (path, count)
+        }
+    };
     match format {
         Format::Json => output::print_json(&EditJson {
-            path: edited.path.display().to_string(),
-            replacements: edited.replacements,
+            path: path.display().to_string(),
+            replacements,
         })?,
         Format::Table => output::print_line(&format!(
             "replaced {} occurrence{} in {}",
-            edited.replacements,
-            if edited.replacements == 1 { "" } else { "s" },
-            edited.path.display()
+            replacements,
+            if replacements == 1 { "" } else { "s" },
+            path.display()
         ))?,
     }
     Ok(0)

@@ -52,30 +52,151 @@ pub fn oom_message(rec: &crate::state::Record) -> String {
     )
 }
 
-/// The core's request for `exec`'s arguments.
-pub fn request(args: &ExecArgs) -> ExecRequest {
-    ExecRequest {
+/// The core's request for `exec`'s arguments. Errors: an `--env NAME` whose NAME is unset.
+pub fn request(args: &ExecArgs) -> Result<ExecRequest, Error> {
+    Ok(ExecRequest {
         id: args.id.clone(),
         cwd: args.cwd.clone(),
-        env: args.env.clone(),
+        user: args.user.clone(),
+        env: env_assignments(&args.env, |k| std::env::var_os(k))?,
         timeout: args.timeout,
         interactive: args.interactive,
         max_output: args.max_output,
         command: args.command.clone(),
         argv: false,
+    })
+}
+
+/// `--env` words as the core takes them (`K=V`): a bare `NAME` takes the value NAME has in our
+/// own environment, read through `lookup` (docker's `-e NAME` convention). Only the command line
+/// does this: an MCP client never reads the server's environment. Errors: NAME is unset (or
+/// not UTF-8).
+pub fn env_assignments(
+    raw: &[String],
+    lookup: impl Fn(&str) -> Option<std::ffi::OsString>,
+) -> Result<Vec<String>, Error> {
+    raw.iter()
+        .map(|word| {
+            if word.contains('=') {
+                return Ok(word.clone());
+            }
+            match lookup(word).map(|v| v.into_string()) {
+                Some(Ok(v)) => Ok(format!("{word}={v}")),
+                Some(Err(_)) => Err(Error::Invalid(format!(
+                    "--env {word}: its value in this environment is not UTF-8; give --env {word}=VALUE"
+                ))),
+                None => Err(Error::Invalid(format!(
+                    "--env {word}: {word} is not set in this environment (a bare NAME passes your value of it, as `docker exec -e NAME` does); export {word} first, or give --env {word}=VALUE"
+                ))),
+            }
+        })
+        .collect()
+}
+
+/// The `h9sandbox: error: …` line for a command that its timeout or a signal to us ended
+/// (what was killed, and the exit status), or `None` when it ended by itself. `command` is
+/// the command as given.
+pub fn ended_message(
+    out: &crate::sandbox::exec::Outcome,
+    timeout: Option<std::time::Duration>,
+    rec: &crate::state::Record,
+    command: &[String],
+) -> Option<String> {
+    let what = format!("`{}`", shorten(&command.join(" "), 60));
+    let killed = if out.tree_killed {
+        format!(
+            "{what} and its whole process tree in sandbox {} were killed",
+            rec.short_id()
+        )
+    } else {
+        format!(
+            "killing {what} and its process tree in sandbox {} failed (see above; `h9sandbox down {}` ends them)",
+            rec.short_id(),
+            rec.short_id()
+        )
+    };
+    if out.timed_out {
+        return Some(format!(
+            "h9sandbox: error: the command timed out after {} (--timeout, else the sandbox's exec_timeout_secs): {killed} (exit {})",
+            timeout.map_or("0s".into(), crate::types::show_duration),
+            out.exit_code
+        ));
+    }
+    let why = match out.interrupted? {
+        "SIGPIPE" => "our standard output was closed".to_string(),
+        sig => format!("interrupted by {sig}"),
+    };
+    Some(format!(
+        "h9sandbox: error: {why}: {killed} (exit {})",
+        out.exit_code
+    ))
+}
+
+/// `s` cut to at most `max` characters, with `…` where it was cut.
+fn shorten(s: &str, max: usize) -> String {
+    match s.char_indices().nth(max) {
+        Some((i, _)) => format!("{}…", &s[..i]),
+        None => s.to_string(),
+    }
+}
+
+/// Watches for input on our standard input that a command run without `-i` leaves unread:
+/// warns once (`h9sandbox: warning: …`) when stdin is a file or a pipe holding bytes. A pipe
+/// nobody writes to, a terminal and `/dev/null` draw nothing.
+#[derive(Debug, Default)]
+pub struct UnreadStdin {
+    warned: bool,
+}
+
+impl UnreadStdin {
+    /// Looks now; warns the first time bytes wait on stdin.
+    pub fn check(&mut self, interactive: bool) {
+        if self.warned || interactive || !stdin_has_bytes() {
+            return;
+        }
+        self.warned = true;
+        crate::report::eprintln(
+            "h9sandbox: warning: standard input holds data, which the command does not read: stdin is attached only with -i (as with `docker exec`); add -i to pass it",
+        );
+    }
+}
+
+/// Whether our stdin is a regular file with bytes after the current offset, or a pipe or
+/// socket with bytes ready to read (`FIONREAD`).
+fn stdin_has_bytes() -> bool {
+    use rustix::fs::FileType;
+    let fd = rustix::stdio::stdin();
+    let Ok(st) = rustix::fs::fstat(fd) else {
+        return false;
+    };
+    match FileType::from_raw_mode(st.st_mode) {
+        FileType::RegularFile => rustix::fs::seek(fd, rustix::fs::SeekFrom::Current(0))
+            .is_ok_and(|pos| (pos as i64) < st.st_size),
+        FileType::Fifo | FileType::Socket => rustix::io::ioctl_fionread(fd).is_ok_and(|n| n > 0),
+        _ => false,
+    }
+}
+
+/// Refuses a command whose first word looks like an option: a mistyped or unknown option of
+/// `sub` that clap's trailing argument took for the command (`exec ID --bogus -- true`).
+pub fn refuse_option_as_command(sub: &str, command: &[String]) -> Result<()> {
+    match command.first().filter(|w| w.starts_with('-')) {
+        Some(opt) => Err(Error::Invalid(format!(
+            "unknown option '{opt}' (h9sandbox's options go before `--`, the command after it); see `h9sandbox {sub} --help`"
+        ))
+        .into()),
+        None => Ok(()),
     }
 }
 
 /// Runs `exec`; returns the command's exit status.
 pub async fn run(ctx: &Ctx, format: Format, args: &ExecArgs) -> Result<i32> {
-    if let Some(opt) = args.command.first().filter(|w| w.starts_with('-')) {
-        return Err(Error::Invalid(format!(
-            "unknown option '{opt}' (h9sandbox's options go before `--`, the command after it); see `h9sandbox exec --help`"
-        ))
-        .into());
-    }
+    refuse_option_as_command("exec", &args.command)?;
+    let req = request(args)?;
     if args.detach {
-        let started = crate::sandbox::background::detach(ctx, &request(args)).await?;
+        // A background command never reads our stdin either.
+        UnreadStdin::default().check(false);
+        let started = crate::sandbox::background::detach(ctx, &req).await?;
         match format {
             Format::Json => output::print_json(&started)?,
             Format::Table => output::print_line(&started.handle)?,
@@ -86,24 +207,19 @@ pub async fn run(ctx: &Ctx, format: Format, args: &ExecArgs) -> Result<i32> {
         Format::Json => Sink::Capture(args.max_output),
         Format::Table => Sink::Forward,
     };
-    let done = execute(ctx, &request(args), sink, std::future::pending()).await?;
-    let (out, timeout) = (done.outcome, done.timeout);
-    if out.timed_out && format == Format::Table {
-        eprintln!(
-            "h9sandbox: command timed out after {}s{}",
-            timeout.map_or(0, |t| t.as_secs()),
-            if out.tree_killed {
-                "; its process tree was killed"
-            } else {
-                ""
-            }
-        );
+    let mut unread = UnreadStdin::default();
+    unread.check(args.interactive);
+    let done = execute(ctx, &req, sink, std::future::pending()).await?;
+    unread.check(args.interactive);
+    let (out, timeout) = (&done.outcome, done.timeout);
+    if let Some(line) = ended_message(out, timeout, &done.record, &args.command) {
+        crate::report::eprintln(&line);
     }
     if out.oom_killed {
         ctx.reporter.warn(&oom_message(&done.record));
     }
     if format == Format::Json {
-        output::print_json(&json(&out))?;
+        output::print_json(&json(out))?;
     }
     Ok(out.exit_code)
 }

@@ -53,9 +53,72 @@ pub fn run(args: &GenerateArgs) -> Result<i32> {
     Ok(0)
 }
 
-/// Writes `shell`'s completion script to `out`.
+/// The environment variable that makes h9sandbox answer a shell's completion request instead of
+/// running (clap_complete's `CompleteEnv`; the scripts in `completions/` set it).
+pub const COMPLETE_VAR: &str = "H9SANDBOX_COMPLETE";
+
+/// Answers a shell's completion request and exits when [`COMPLETE_VAR`] is set; returns at once
+/// otherwise (one environment lookup).
+pub fn complete_if_asked() {
+    clap_complete::CompleteEnv::with_factory(Cli::command)
+        .var(COMPLETE_VAR)
+        .complete();
+}
+
+/// The sandboxes an ID argument may name, for completion: every record's full ID (described by
+/// its name and state) and name, from the state file the configuration in force names (the
+/// user's file or `$H9SANDBOX_CONFIG`, and the environment). Nothing when that fails or the
+/// state directory does not exist (completion never creates it).
+pub fn sandbox_candidates() -> Vec<clap_complete::engine::CompletionCandidate> {
+    use clap_complete::engine::CompletionCandidate;
+    let explicit = std::env::var_os("H9SANDBOX_CONFIG").map(PathBuf::from);
+    let Ok(cfg) = crate::config::Layers::load(explicit.as_deref()).and_then(|l| l.resolve()) else {
+        return vec![];
+    };
+    let Some(dir) = cfg.state_dir().ok().filter(|d| d.is_dir()) else {
+        return vec![];
+    };
+    let Ok(state) = crate::state::Store::open(&dir).and_then(|s| s.load()) else {
+        return vec![];
+    };
+    let mut out = Vec::new();
+    for r in &state.sandboxes {
+        out.push(
+            CompletionCandidate::new(r.id.to_string())
+                .help(Some(format!("{} ({})", r.name, r.state).into())),
+        );
+        out.push(CompletionCandidate::new(&r.name).help(Some(r.short_id().into())));
+    }
+    out
+}
+
+/// Writes `shell`'s completion script to `out`: the registration of clap_complete's dynamic
+/// completion, which asks `h9sandbox` (on `PATH`) for the candidates at every TAB, with
+/// [`COMPLETE_VAR`] set; so subcommands, options and the live sandboxes' IDs are always those of
+/// the installed binary and state.
 pub fn completion(shell: Shell, out: &mut Vec<u8>) {
-    clap_complete::generate(shell, &mut Cli::command(), BIN, out);
+    use clap_complete::env::{Bash, Elvish, EnvCompleter, Fish, Powershell, Zsh};
+    let completer: &dyn EnvCompleter = match shell {
+        Shell::Bash => &Bash,
+        Shell::Zsh => &Zsh,
+        Shell::Fish => &Fish,
+        Shell::Elvish => &Elvish,
+        _ => &Powershell,
+    };
+    completer
+        .write_registration(COMPLETE_VAR, BIN, BIN, BIN, out)
+        .expect("writing to memory cannot fail");
+}
+
+/// The conventional file name of `shell`'s completion script.
+fn completion_file(shell: Shell) -> &'static str {
+    match shell {
+        Shell::Bash => "h9sandbox.bash",
+        Shell::Zsh => "_h9sandbox",
+        Shell::Fish => "h9sandbox.fish",
+        Shell::Elvish => "h9sandbox.elv",
+        _ => "_h9sandbox.ps1",
+    }
 }
 
 /// Writes every shell's completion script into `dir` (created when missing) under the shell's
@@ -63,16 +126,15 @@ pub fn completion(shell: Shell, out: &mut Vec<u8>) {
 /// `_h9sandbox.ps1`). Returns the paths written.
 pub fn completions_into(dir: &Path) -> Result<Vec<PathBuf>> {
     std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
-    let mut cmd = Cli::command();
     SHELLS
         .iter()
         .map(|&shell| {
-            clap_complete::generate_to(shell, &mut cmd, BIN, dir).with_context(|| {
-                format!(
-                    "cannot write the {shell} completions into {}",
-                    dir.display()
-                )
-            })
+            let path = dir.join(completion_file(shell));
+            let mut buf = Vec::new();
+            completion(shell, &mut buf);
+            std::fs::write(&path, buf)
+                .with_context(|| format!("cannot write {}", path.display()))?;
+            Ok(path)
         })
         .collect()
 }
@@ -102,7 +164,10 @@ pub fn man_pages() -> Vec<(String, Vec<u8>)> {
             subs.iter()
                 .map(|s| format!("{}(1)", s.get_display_name().unwrap_or(s.get_name()))),
         );
-        out.push((format!("{name}.1"), man_page(cmd, &see_also)));
+        out.push((
+            format!("{name}.1"),
+            man_page(cmd, &see_also, parent.is_none()),
+        ));
         for sub in subs {
             walk(sub, Some(&name), out);
         }
@@ -116,10 +181,64 @@ pub fn man_pages() -> Vec<(String, Vec<u8>)> {
     out
 }
 
+/// The EXIT STATUS of a page whose `--help` says nothing of it.
+const EXIT_STATUS: &str = "0 on success, 1 on failure (one line on stderr: h9sandbox: error: CAUSE; FIX), 2 for a bad command line.";
+
+/// The FILES section of h9sandbox(1).
+const FILES: &[(&str, &str)] = &[
+    ("$XDG_CONFIG_HOME/h9sandbox/config.toml", "your configuration file (~/.config/h9sandbox/config.toml when XDG_CONFIG_HOME is unset); yours alone (owner, not writable by others); --config or H9SANDBOX_CONFIG names another file, used instead"),
+    ("./sandbox.toml", "a project's configuration, layered over yours by up and mcp only once you trusted its content (h9sandbox trust); it may not set engine, engine_bin, fallback, runtime, state_dir or allowed_workdirs"),
+    ("$XDG_STATE_HOME/h9sandbox/", "the state directory (~/.local/state/h9sandbox; config state_dir): state.json (the records), state.lock (the lock every update holds), trust.json (trusted project files), run/ID/ (each sandbox's agent socket and token); yours alone, mode 0700"),
+];
+
+/// The ENVIRONMENT section of h9sandbox(1): every variable h9sandbox reads.
+fn environment() -> Vec<(String, String)> {
+    use crate::config::{KEYS, USER_FILE_ONLY_KEYS};
+    let mut vars = vec![
+        (
+            "H9SANDBOX_CONFIG".to_string(),
+            "the configuration file, used alone (as --config)".to_string(),
+        ),
+        (
+            COMPLETE_VAR.to_string(),
+            "set by the completion scripts: answer the shell's completion request (bash, zsh, fish, elvish, powershell) instead of running".to_string(),
+        ),
+    ];
+    for k in KEYS
+        .iter()
+        .filter(|k| !USER_FILE_ONLY_KEYS.contains(&k.name))
+    {
+        let seed = k
+            .seed_env
+            .map(|s| format!("; {s} when this one is unset"))
+            .unwrap_or_default();
+        vars.push((
+            format!("H9SANDBOX_{}", k.name.to_ascii_uppercase()),
+            format!(
+                "configuration key {} (over the files, under the flags){seed}",
+                k.name
+            ),
+        ));
+    }
+    vars.extend(
+        [
+            ("H9SANDBOX_EXEC_ID, H9SANDBOX_SANDBOX, H9SANDBOX_SANDBOX_STATE_DIR", "set by h9sandbox on the processes of a local sandbox's commands (to find them again); not configuration"),
+            ("SANDBOX_ENABLED", "false (0, no, off) selects engine local when H9SANDBOX_ENGINE is unset"),
+            ("NO_COLOR", "set and not empty: no colours in tables"),
+            ("HOME, XDG_CONFIG_HOME, XDG_STATE_HOME", "where the configuration file and the state directory are (see FILES); another HOME (CI, sudo) means another state directory"),
+            ("DOCKER_HOST, CONTAINER_HOST, XDG_RUNTIME_DIR, XDG_DATA_HOME, XDG_CACHE_HOME, SSH_AUTH_SOCK, TMUX, DBUS_SESSION_BUS_ADDRESS", "read by up to refuse a work dir holding the engine's or your session's sockets; the engine's client reads DOCKER_HOST and CONTAINER_HOST itself"),
+            ("PATH", "where the engine's client (docker, podman) is found; with engine local, where commands are found"),
+        ]
+        .map(|(a, b)| (a.to_string(), b.to_string())),
+    );
+    vars
+}
+
 /// One man page: clap_mangen's sections (name, synopsis, description, options, subcommands),
 /// then the `after_help` text split at blank lines into EXAMPLES (verbatim, so examples keep their
-/// lines), EXIT STATUS and NOTES, then SEE ALSO.
-fn man_page(cmd: &clap::Command, see_also: &[String]) -> Vec<u8> {
+/// lines), EXIT STATUS (a generic one when it says nothing of it) and NOTES, then, on the
+/// top-level page (`top`), ENVIRONMENT and FILES, then SEE ALSO.
+fn man_page(cmd: &clap::Command, see_also: &[String], top: bool) -> Vec<u8> {
     use roff::{bold, roman, Roff};
     let after = cmd
         .get_after_help()
@@ -137,6 +256,7 @@ fn man_page(cmd: &clap::Command, see_also: &[String]) -> Vec<u8> {
         .render(&mut page)
         .expect("writing to memory cannot fail");
     let mut roff = Roff::new();
+    let mut exit_status = false;
     for block in after
         .split("\n\n")
         .map(str::trim_end)
@@ -149,10 +269,31 @@ fn man_page(cmd: &clap::Command, see_also: &[String]) -> Vec<u8> {
             }
             roff.control("fi", []);
         } else if let Some(status) = block.strip_prefix("Exit status:") {
+            exit_status = true;
             roff.control("SH", ["EXIT STATUS"])
                 .text([roman(status.trim())]);
+        } else if block.starts_with("Environment:") {
+            // The page's own ENVIRONMENT section below says it at length.
         } else {
             roff.control("SH", ["NOTES"]).text([roman(block)]);
+        }
+    }
+    if !exit_status {
+        roff.control("SH", ["EXIT STATUS"])
+            .text([roman(EXIT_STATUS)]);
+    }
+    if top {
+        roff.control("SH", ["ENVIRONMENT"]);
+        for (var, what) in environment() {
+            roff.control("TP", [])
+                .text([bold(var.as_str())])
+                .text([roman(what.as_str())]);
+        }
+        roff.control("SH", ["FILES"]);
+        for (path, what) in FILES {
+            roff.control("TP", [])
+                .text([bold(*path)])
+                .text([roman(*what)]);
         }
     }
     if !see_also.is_empty() {

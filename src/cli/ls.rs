@@ -21,6 +21,12 @@ pub async fn run(ctx: &Ctx, format: Format, args: &LsArgs) -> Result<i32> {
         return watch(ctx, format, args.interval).await;
     }
     let entries = entries(ctx).await?;
+    if args.quiet {
+        for e in &entries {
+            output::print_line(&e.record.id.to_string())?;
+        }
+        return Ok(0);
+    }
     let local = entries
         .iter()
         .filter(|e| e.record.isolation == Isolation::None)
@@ -111,7 +117,10 @@ pub async fn watch(ctx: &Ctx, format: Format, interval: Duration) -> Result<i32>
             );
             match &looked {
                 Ok(entries) => screen.push_str(&table(entries, colour).to_string()),
-                Err(e) => screen.push_str(&format!("h9sandbox: error: {e}")),
+                Err(e) => screen.push_str(&format!(
+                    "h9sandbox: error: {}",
+                    crate::report::printable(&e.to_string())
+                )),
             }
             let mut out = String::from("\x1b[H");
             for line in screen.lines() {

@@ -41,6 +41,7 @@ use progress::CliReporter;
 
 /// Parses the command line, runs the subcommand and returns the process exit status.
 pub fn run() -> i32 {
+    generate::complete_if_asked();
     let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
     let cli = match Cli::try_parse_from(&args) {
         Ok(cli) => cli,
@@ -66,7 +67,10 @@ pub fn run() -> i32 {
     match result {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("h9sandbox: error: {e:#}");
+            eprintln!(
+                "h9sandbox: error: {}",
+                crate::report::printable(&format!("{e:#}"))
+            );
             error::exit_code(name, &e)
         }
     }
@@ -136,9 +140,9 @@ async fn dispatch(cli: Cli) -> Result<i32> {
         Command::Exec(a) => exec::run(&ctx(&[])?, format, a).await,
         Command::Ps(a) => background::ps(&ctx(&[])?, format, a).await,
         Command::Logs(a) => background::logs(&ctx(&[])?, format, a).await,
-        Command::Kill(a) => background::kill(&ctx(&[])?, a).await,
+        Command::Kill(a) => background::kill(&ctx(&[])?, format, a).await,
         Command::Bootstrap(a) => {
-            let timeout = a.timeout.map(|t| t.to_string());
+            let timeout = a.timeout.map(|t| crate::types::ceil_secs(t).to_string());
             let ctx = ctx(&[("bootstrap_timeout_secs", timeout, "--timeout")])?;
             bootstrap::run(&ctx, format, &progress, a).await
         }
@@ -179,9 +183,36 @@ pub fn load_layers(cli: &Cli, reporter: &dyn Reporter) -> Result<Layers> {
         _ => Layers::load(explicit)?,
     };
     for var in Layers::unknown_env_vars(std::env::vars().map(|(k, _)| k)) {
+        let hint = nearest_key(&var)
+            .map(|k| format!("did you mean {k}? "))
+            .unwrap_or_default();
         reporter.warn(&format!(
-            "environment variable {var} is not a configuration key; ignored (see sandbox.toml.example)"
+            "environment variable {var} is not a configuration key; ignored ({hint}the variables are listed under Environment in `h9sandbox --help` and ENVIRONMENT in `man h9sandbox`)"
         ));
     }
     Ok(layers)
+}
+
+/// The `H9SANDBOX_*` variable closest to `var` (at most two edits away), for a typo's warning.
+fn nearest_key(var: &str) -> Option<String> {
+    crate::config::KEYS
+        .iter()
+        .map(|k| format!("H9SANDBOX_{}", k.name.to_ascii_uppercase()))
+        .chain(std::iter::once("H9SANDBOX_CONFIG".to_string()))
+        .map(|k| (crate::config::edit_distance(var, &k), k))
+        .filter(|(d, _)| *d <= 2)
+        .min()
+        .map(|(_, k)| k)
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_mistyped_variable_is_matched_to_its_key() {
+        assert_eq!(
+            super::nearest_key("H9SANDBOX_MEMROY").as_deref(),
+            Some("H9SANDBOX_MEMORY")
+        );
+        assert_eq!(super::nearest_key("H9SANDBOX_WHATEVER"), None);
+    }
 }

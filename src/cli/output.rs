@@ -87,6 +87,11 @@ pub fn age(rfc3339: &str) -> String {
     let Ok(t) = humantime::parse_rfc3339_weak(rfc3339) else {
         return "?".into();
     };
+    age_since(t)
+}
+
+/// How long ago `t` was, as [`age`] shows it (a time in the future is `0s`).
+pub fn age_since(t: SystemTime) -> String {
     let d = SystemTime::now()
         .duration_since(t)
         .unwrap_or(Duration::ZERO)

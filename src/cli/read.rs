@@ -11,6 +11,7 @@ use serde::Serialize;
 use super::output;
 use super::{Format, ReadArgs};
 use crate::error::Error;
+use crate::sandbox::container_files::{self, acting, place, Place};
 use crate::sandbox::{workdir_of, Ctx};
 
 /// `read --format json` document: `content` for UTF-8 text, `content_base64` otherwise.
@@ -33,7 +34,10 @@ pub struct ReadJson {
 
 /// Runs `read`; returns 0.
 pub async fn run(ctx: &Ctx, format: Format, args: &ReadArgs) -> Result<i32> {
-    let (_, wd) = workdir_of(ctx, &args.id)?;
+    let (rec, wd) = workdir_of(ctx, &args.id)?;
+    if let Place::Container(path) = place(&rec, &args.path, args.user.is_some()) {
+        return in_container(ctx, format, args, &rec, &path).await;
+    }
     match format {
         Format::Table => {
             // Straight to the descriptor (not through std's line-buffered Stdout), in the kernel.
@@ -56,6 +60,67 @@ pub async fn run(ctx: &Ctx, format: Format, args: &ReadArgs) -> Result<i32> {
                 bytes,
                 truncated,
             ))?;
+            Ok(0)
+        }
+    }
+}
+
+/// `read` of the container's file `path` (outside the work dir, or with `--user`), served
+/// inside the container as the sandbox's user (or `--user`).
+async fn in_container(
+    ctx: &Ctx,
+    format: Format,
+    args: &ReadArgs,
+    rec: &crate::state::Record,
+    path: &std::path::Path,
+) -> Result<i32> {
+    let user = acting(rec, args.user.as_deref())?;
+    match format {
+        Format::Table => {
+            use std::io::Write;
+            let mut broken = false;
+            let mut out = |b: &[u8]| -> Result<()> {
+                if broken {
+                    return Ok(());
+                }
+                let mut stdout = std::io::stdout().lock();
+                match stdout.write_all(b).and_then(|_| stdout.flush()) {
+                    Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => {
+                        broken = true;
+                        Ok(())
+                    }
+                    r => Ok(r?),
+                }
+            };
+            container_files::read(ctx, rec, user, path, args.max_bytes, None, &mut out).await?;
+            Ok(0)
+        }
+        Format::Json => {
+            let cap = ctx.cfg.json_max_bytes;
+            let mut bytes = Vec::new();
+            let mut out = |b: &[u8]| -> Result<()> {
+                bytes.extend_from_slice(b);
+                Ok(())
+            };
+            let size = match container_files::read(
+                ctx,
+                rec,
+                user,
+                path,
+                args.max_bytes,
+                Some(cap),
+                &mut out,
+            )
+            .await
+            {
+                Err(e) => match e.downcast_ref::<container_files::TooLarge>() {
+                    Some(t) => return Err(too_large(path, t.0, cap).into()),
+                    None => return Err(e),
+                },
+                Ok(size) => size,
+            };
+            let truncated = args.max_bytes.is_some_and(|m| size > m);
+            output::print_json(&json(path.display().to_string(), size, bytes, truncated))?;
             Ok(0)
         }
     }

@@ -38,6 +38,9 @@ pub async fn run(ctx: &Ctx, format: Format, args: &ReapArgs) -> Result<i32> {
         }
         Format::Table => {}
     }
+    if format == Format::Table {
+        output::print_line(&summary(ctx, &sweep, args.dry_run))?;
+    }
     let mut first = None;
     for (v, e) in sweep.failed {
         ctx.reporter.warn(&format!(
@@ -51,6 +54,28 @@ pub async fn run(ctx: &Ctx, format: Format, args: &ReapArgs) -> Result<i32> {
         Some(e) => Err(e.context("some abandoned containers could not be removed; run `h9sandbox reap` again, or `docker rm -f` them")),
         None => Ok(0),
     }
+}
+
+/// The line `reap` ends with on a table: what it did, out of what it looked at, where.
+fn summary(ctx: &Ctx, sweep: &crate::sandbox::reap::Sweep, dry_run: bool) -> String {
+    let n = sweep.reaped.len();
+    let did = match (n, dry_run) {
+        (0, _) => "nothing to reap".to_string(),
+        (n, true) => format!("would reap {n}"),
+        (n, false) => format!("reaped {n}"),
+    };
+    let plural = |k: usize, what: &str| format!("{k} {what}{}", if k == 1 { "" } else { "s" });
+    format!(
+        "{did}: {} and {} of {} looked at{}",
+        plural(sweep.records, "sandbox record"),
+        plural(sweep.containers, "container"),
+        ctx.store.dir().display(),
+        if n == 0 && sweep.records > 0 {
+            ", all in use"
+        } else {
+            ""
+        }
+    )
 }
 
 /// The first 12 characters of an ID (container or sandbox), as `docker ps` shows them.

@@ -32,16 +32,47 @@ pub fn up_request(args: &RunArgs) -> crate::sandbox::create::UpRequest {
     req
 }
 
+/// Removes the Failed records this process made: a `run` leaves nothing behind, not even the
+/// record of a sandbox that failed to start (which `up` keeps to show why).
+async fn drop_my_failed_records(ctx: &Ctx) {
+    let me = crate::state::ProcessRef::current();
+    let Ok(state) = ctx.store.load() else {
+        return;
+    };
+    let ids: Vec<String> = state
+        .sandboxes
+        .iter()
+        .filter(|r| r.creator == me && r.state == crate::state::Lifecycle::Failed)
+        .map(|r| r.id.to_string())
+        .collect();
+    if !ids.is_empty() {
+        if let Err(e) = take_down(ctx, &ids, false).await {
+            ctx.reporter.warn(&format!(
+                "{e:#}; `h9sandbox reap` removes the failed sandbox"
+            ));
+        }
+    }
+}
+
 /// Runs `run` (`ctx` built with the up request's configuration flags); returns the command's
 /// exit status.
 pub async fn run(ctx: &Ctx, format: Format, progress: &CliReporter, args: &RunArgs) -> Result<i32> {
+    super::exec::refuse_option_as_command("run", &args.command)?;
+    let env = super::exec::env_assignments(&args.env, |k| std::env::var_os(k))?;
     let created = create(ctx, &up_request(args)).await;
     progress.finish();
-    let rec = created?;
+    let rec = match created {
+        Ok(rec) => rec,
+        Err(e) => {
+            drop_my_failed_records(ctx).await;
+            return Err(e);
+        }
+    };
     let req = ExecRequest {
         id: rec.id.to_string(),
         cwd: args.cwd.clone(),
-        env: args.env.clone(),
+        user: None,
+        env,
         timeout: args.timeout,
         interactive: args.interactive,
         max_output: args.max_output,
@@ -52,16 +83,16 @@ pub async fn run(ctx: &Ctx, format: Format, progress: &CliReporter, args: &RunAr
         Format::Json => Sink::Capture(args.max_output),
         Format::Table => Sink::Forward,
     };
+    let mut unread = super::exec::UnreadStdin::default();
+    unread.check(args.interactive);
     let done = execute(ctx, &req, sink, std::future::pending()).await;
+    unread.check(args.interactive);
     // Removed whatever happened to the command.
     let removed = take_down(ctx, &[rec.id.to_string()], false).await;
     let done = done?;
     let out = &done.outcome;
-    if out.timed_out && format == Format::Table {
-        ctx.reporter.warn(&format!(
-            "command timed out after {}s; its process tree was killed",
-            done.timeout.map_or(0, |t| t.as_secs())
-        ));
+    if let Some(line) = super::exec::ended_message(out, done.timeout, &done.record, &args.command) {
+        crate::report::eprintln(&line);
     }
     if out.oom_killed {
         ctx.reporter.warn(&super::exec::oom_message(&done.record));

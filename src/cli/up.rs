@@ -22,17 +22,27 @@ pub fn request(args: &UpArgs) -> UpRequest {
         network: args.network,
         allow: args.allow.clone(),
         runtime: args.runtime.clone(),
+        caps: args.caps,
         labels: args.labels.clone(),
         parent: args.parent.clone(),
         bootstrap: args.bootstrap.clone(),
         bootstrap_required: args.bootstrap_required,
-        bootstrap_timeout: args.bootstrap_timeout,
+        bootstrap_timeout: args.bootstrap_timeout.map(crate::types::ceil_secs),
         user: args.user.clone(),
         owner_pid: args.owner_pid.clone(),
         ttl: args.ttl.clone(),
         within: None,
         reuse: args.reuse,
     }
+}
+
+/// The warning when the owner process (`--owner-pid`) of the new sandbox `rec` has exited
+/// before `up` returned: the next `reap` (or anyone's `up`) removes it.
+pub fn owner_gone(rec: &crate::state::Record, pid: u32) -> String {
+    format!(
+        "the owner of sandbox {} (--owner-pid, PID {pid}) has already exited, so the next `h9sandbox reap` or `up` removes the sandbox; give the PID of a process that outlives its use (in a Makefile recipe, make's own: --owner-pid $$PPID), or use --ttl",
+        rec.short_id()
+    )
 }
 
 /// Runs `up` (`ctx` built with [`UpRequest::config_flags`] of `req`); clears the spinner of
@@ -46,6 +56,9 @@ pub async fn run(
     let created = create(ctx, req).await;
     progress.finish();
     let rec = created?;
+    if let Some(o) = rec.owner.filter(|o| !o.is_alive()) {
+        ctx.reporter.warn(&owner_gone(&rec, o.pid));
+    }
     match format {
         Format::Json => output::print_json(&rec)?,
         Format::Table => output::print_line(&rec.id.to_string())?,

@@ -11,6 +11,7 @@ use super::output;
 use super::{Format, WriteArgs};
 use crate::error::Error;
 use crate::files;
+use crate::sandbox::container_files::{self, acting, place, Place};
 use crate::sandbox::files::{open_source, options, write_from};
 use crate::sandbox::{workdir_of, Ctx};
 
@@ -42,12 +43,22 @@ pub async fn run(ctx: &Ctx, format: Format, args: &WriteArgs) -> Result<i32> {
         // copy_file_range or splice.
         None => std::fs::File::from(std::io::stdin().as_fd().try_clone_to_owned()?),
     };
-    let written = write_from(ctx, wd, args.path.clone(), from, opts).await?;
+    let (path, bytes_written, size) = match place(&rec, &args.path, args.user.is_some()) {
+        Place::WorkDir => {
+            let w = write_from(ctx, wd, args.path.clone(), from, opts).await?;
+            (w.path, w.bytes_written, w.size)
+        }
+        Place::Container(path) => {
+            let user = acting(&rec, args.user.as_deref())?;
+            let w = container_files::write(ctx, &rec, user, &path, Box::new(from), &opts).await?;
+            (w.path, w.bytes_written, w.size)
+        }
+    };
     if format == Format::Json {
         output::print_json(&WriteJson {
-            path: written.path.display().to_string(),
-            bytes_written: written.bytes_written,
-            size: written.size,
+            path: path.display().to_string(),
+            bytes_written,
+            size,
         })?;
     }
     Ok(0)

@@ -20,18 +20,13 @@ use super::shell::shell_line;
 use super::{bounded_output, ENGINE_OUTPUT_MAX};
 use super::{
     AppliedLimits, CommandLine, ContainerSpec, ContainerStatus, ContainerSummary, ContainerVerb,
-    Environment, ExecFailure, ExecSpec, ImageConfig, VolumeSummary, EXEC_MARKER_VAR, LABEL_ID,
-    LABEL_MANAGED, LABEL_STATE_DIR, SCRATCH_DIR,
+    Environment, ExecFailure, ExecSpec, ImageConfig, RunAs, VolumeSummary, EXEC_MARKER_VAR,
+    LABEL_ID, LABEL_MANAGED, LABEL_STATE_DIR, SCRATCH_DIR,
 };
 use crate::agent;
 use crate::error::Error;
 use crate::report::{Reporter, Silent};
 use crate::types::EngineKind;
-
-/// Capabilities added back after `--cap-drop all`: the minimum package managers need
-/// (see `capabilities(7)`): DAC_OVERRIDE to write files they do not own, SETUID/SETGID to drop to
-/// their service users.
-pub const CAPS_ADDED: [&str; 3] = ["DAC_OVERRIDE", "SETUID", "SETGID"];
 
 /// Runs the user's command with bash when the image has it, else with sh.
 /// Invoked as `sh -c SHELL_WRAPPER h9sandbox COMMAND`, so `$1` is the command.
@@ -467,7 +462,11 @@ impl Environment for Docker {
 
     async fn list(&self, labels: &[(&str, &str)]) -> Result<Vec<ContainerSummary>> {
         let out = self.checked(ps_args(self.flavor, labels)).await?;
-        parse_ps(self.flavor, &out)
+        let mut found = parse_ps(self.flavor, &out)?;
+        // The engine's filtering is checked, not trusted: how several filters combine differs
+        // between engines and versions (Podman 4 ORs repeated `label=` filters of `volume ls`).
+        found.retain(|c| summary_has_labels(c, labels));
+        Ok(found)
     }
 
     fn exec_command(&self, container: &str, spec: &ExecSpec) -> Command {
@@ -565,24 +564,48 @@ impl Environment for Docker {
         for (k, v) in labels {
             args.extend(["--filter".into(), format!("label={k}={v}")]);
         }
-        let names = self.checked(args).await?;
-        Ok(names
+        let names: Vec<String> = self
+            .checked(args)
+            .await?
             .lines()
             .filter(|l| !l.is_empty())
-            .map(|name| VolumeSummary {
-                name: name.to_string(),
+            .map(str::to_string)
+            .collect();
+        if names.is_empty() {
+            return Ok(Vec::new());
+        }
+        // The filter is not trusted (Podman 4 ORs repeated `label=` filters, which would hand
+        // over every sandbox's volume): each volume's labels are read back and checked.
+        let mut args: Vec<String> = vec![
+            "volume".into(),
+            "inspect".into(),
+            "--format".into(),
+            "{{.Name}}\t{{json .Labels}}".into(),
+        ];
+        args.extend(names);
+        let out = self.checked(args).await?;
+        Ok(parse_volume_labels(&out)
+            .into_iter()
+            .filter(|(_, have)| {
+                labels
+                    .iter()
+                    .all(|(k, v)| have.get(*k).map(String::as_str) == Some(*v))
+            })
+            .map(|(name, _)| VolumeSummary {
                 // Our volumes are named after their sandbox (`h9sandbox-<32 hex>`).
                 sandbox_id: name
                     .strip_prefix("h9sandbox-")
                     .and_then(|h| uuid::Uuid::parse_str(h).ok())
                     .map(|u| u.to_string()),
+                name,
             })
             .collect())
     }
 
     async fn remove_volume(&self, name: &str) -> Result<()> {
+        // Never `--force`: Podman's removes every container using the volume first.
         let (code, _, stderr) = self
-            .output(vec!["volume".into(), "rm".into(), "-f".into(), name.into()])
+            .output(vec!["volume".into(), "rm".into(), name.into()])
             .await?;
         if code != 0 && !stderr.contains("no such volume") && !stderr.contains("No such volume") {
             return Err(anyhow!(
@@ -610,6 +633,13 @@ impl Environment for Docker {
         if let Some(reason) = unreachable_reason(&text) {
             return Some(ExecFailure::EngineUnavailable(reason));
         }
+        // `exec --user NAME` the container's /etc/passwd does not know.
+        if text.starts_with("unable to find user") || text.starts_with("Error: unable to find user")
+        {
+            return Some(ExecFailure::Other(format!(
+                "--user: {line}; give a user the container has, or numeric IDs (UID:GID)"
+            )));
+        }
         if !(text.starts_with("Error") || text.starts_with("OCI runtime")) {
             return None;
         }
@@ -629,6 +659,11 @@ impl Environment for Docker {
         {
             return Some(ExecFailure::ContainerStopped(format!(
                 "its container {container} is not running (stopped outside h9sandbox: `docker stop`, a daemon restart, a reboot)"
+            )));
+        }
+        if text.contains("chdir to cwd") {
+            return Some(ExecFailure::Other(format!(
+                "--cwd: the command's user cannot enter it in the container: {line}"
             )));
         }
         if text.contains("OCI runtime exec failed") || text.contains("executable file not found") {
@@ -712,8 +747,8 @@ pub fn run_args(flavor: Flavor, spec: &ContainerSpec, extra: &[String]) -> Vec<S
     // runs each command as `spec.user` (the engine's exec passes `--user` itself).
     a.extend(["--user".into(), "0:0".into()]);
     a.extend(["--cap-drop".into(), "all".into()]);
-    for cap in CAPS_ADDED {
-        a.extend(["--cap-add".into(), cap.into()]);
+    for cap in l.caps.added() {
+        a.extend(["--cap-add".into(), (*cap).into()]);
     }
     a.extend([
         "--security-opt".into(),
@@ -741,6 +776,8 @@ pub fn run_args(flavor: Flavor, spec: &ContainerSpec, extra: &[String]) -> Vec<S
         bind_mount_arg(&workdir, &workdir, false),
         "--workdir".into(),
         workdir.to_string(),
+        "--mount".into(),
+        bind_mount_arg(&spec.agent.root.to_string_lossy(), agent::ROOT, true),
         "--mount".into(),
         bind_mount_arg(&spec.agent.binary.to_string_lossy(), agent::BIN, true),
         "--mount".into(),
@@ -1033,14 +1070,32 @@ pub fn exec_args(container: &str, spec: &ExecSpec) -> Vec<String> {
         a.push("-e".into());
         a.push(format!("{k}={v}"));
     }
-    a.push("-w".into());
-    a.push(spec.cwd.to_string_lossy().into_owned());
-    if let Some(u) = spec.user {
-        a.extend(["--user".into(), u.to_string()]);
+    // A current wrapper enters the directory itself, as the user ([`agent::wrap`]).
+    let enters = spec.wrapped && spec.wrapper_enters;
+    if !enters {
+        a.push("-w".into());
+        a.push(spec.cwd.to_string_lossy().into_owned());
+    }
+    // A name is looked up by the wrapper, started as root, as the agent does; else the engine
+    // starts the command as the user.
+    let by_name = match &spec.user {
+        Some(u @ RunAs::Name { .. }) if enters => Some(u.to_string()),
+        _ => None,
+    };
+    match (&spec.user, &by_name) {
+        (_, Some(_)) => a.extend(["--user".into(), RunAs::ROOT.to_string()]),
+        (Some(u), None) => a.extend(["--user".into(), u.to_string()]),
+        (None, None) => {}
     }
     a.push(container.into());
     let wrapper = |a: &mut Vec<String>| {
         a.extend([agent::BIN.into(), agent::ARG.into(), "exec".into()]);
+        if let Some(name) = &by_name {
+            a.extend(["--user".into(), name.clone()]);
+        }
+        if enters {
+            a.extend(["--cwd".into(), spec.cwd.to_string_lossy().into_owned()]);
+        }
         if let Some(t) = spec.backstop {
             a.extend(["--timeout-ms".into(), t.as_millis().to_string()]);
         }
@@ -1074,7 +1129,7 @@ pub fn exec_args(container: &str, spec: &ExecSpec) -> Vec<String> {
 pub fn kill_args(container: &str, spec: &ExecSpec) -> Vec<String> {
     if spec.wrapped {
         let mut a: Vec<String> = vec!["exec".into()];
-        if let Some(u) = spec.user {
+        if let Some(u) = &spec.user {
             a.extend(["--user".into(), u.to_string()]);
         }
         a.extend([
@@ -1217,6 +1272,35 @@ pub fn parse_inspect(json: &str) -> Result<ContainerStatus> {
     })
 }
 
+/// Whether `c` carries every `key=value` of `labels` that a summary holds (the sandbox ID and
+/// the state directory; other labels are left to the engine's filter).
+fn summary_has_labels(c: &ContainerSummary, labels: &[(&str, &str)]) -> bool {
+    let holds = |have: &Option<String>, want: &str| match have {
+        Some(h) => want.is_empty() || h == want,
+        None => false,
+    };
+    labels.iter().all(|(k, v)| match *k {
+        LABEL_STATE_DIR => holds(&c.state_dir, v),
+        LABEL_ID => holds(&c.sandbox_id, v),
+        _ => true,
+    })
+}
+
+/// Parses `volume inspect --format '{{.Name}}\t{{json .Labels}}'`: one volume a line, its
+/// name and labels (`null` or unparsable labels: none).
+fn parse_volume_labels(out: &str) -> Vec<(String, std::collections::BTreeMap<String, String>)> {
+    out.lines()
+        .filter_map(|l| {
+            let (name, json) = l.split_once('\t')?;
+            let labels = serde_json::from_str::<Option<_>>(json.trim())
+                .ok()
+                .flatten()
+                .unwrap_or_default();
+            Some((name.to_string(), labels))
+        })
+        .collect()
+}
+
 fn parse_ps_line(line: &str) -> Option<ContainerSummary> {
     let mut f = line.split('\t');
     let id = f.next()?.to_string();
@@ -1308,10 +1392,12 @@ mod tests {
                 tmp_size: "256m".into(),
                 network: Network::None,
                 allow: Vec::new(),
+                caps: crate::types::Caps::Minimal,
             },
             labels: BTreeMap::from([("h9sandbox".into(), "1".into())]),
             user: Ids::ROOT,
             agent: AgentMount {
+                root: "/state/mounts/abc".into(),
                 binary: "/opt/h9/h9sandbox".into(),
                 run_dir: "/state/run/abc".into(),
                 user_name: None,
@@ -1340,6 +1426,7 @@ mod tests {
              --mount type=volume,source=h9sandbox-abc,destination=/var/tmp,volume-label=h9sandbox=1 \
              --env TMPDIR=/var/tmp \
              --mount type=bind,source=/w,target=/w --workdir /w \
+             --mount type=bind,source=/state/mounts/abc,target=/.h9sandbox,readonly \
              --mount type=bind,source=/opt/h9/h9sandbox,target=/.h9sandbox/h9sandbox,readonly \
              --mount type=bind,source=/state/run/abc,target=/.h9sandbox/run \
              --entrypoint /.h9sandbox/h9sandbox --pull never -- ubuntu:22.04 \
@@ -1654,11 +1741,12 @@ mod tests {
             env: vec![("A".into(), "1".into())],
             interactive: false,
             marker: "m1".into(),
-            user: Some(Ids {
+            user: Some(RunAs::Ids {
                 uid: 1000,
                 gid: 1000,
             }),
             wrapped: true,
+            wrapper_enters: true,
             backstop: None,
         };
         let a = exec_args("c1", &spec);
@@ -1670,14 +1758,14 @@ mod tests {
                 "H9SANDBOX_EXEC_ID=m1",
                 "-e",
                 "A=1",
-                "-w",
-                "/w/sub",
                 "--user",
                 "1000:1000",
                 "c1",
                 "/.h9sandbox/h9sandbox",
                 "agent",
                 "exec",
+                "--cwd",
+                "/w/sub",
                 "--shell",
                 "--",
                 "echo hi"
@@ -1688,21 +1776,41 @@ mod tests {
             ..spec.clone()
         };
         assert_eq!(
-            exec_args("c1", &argv)[10..],
+            exec_args("c1", &argv)[8..],
             [
                 "/.h9sandbox/h9sandbox",
                 "agent",
                 "exec",
+                "--cwd",
+                "/w/sub",
                 "--",
                 "printf",
                 "%s\n",
                 "a b"
             ]
         );
-        // Sandboxes made before the agent: the shell wrapper, the container's user.
+        // An older sandbox's wrapper knows neither --cwd nor --user: the engine does both.
+        let older = ExecSpec {
+            user: Some(RunAs::parse("nobody").unwrap()),
+            wrapper_enters: false,
+            ..spec.clone()
+        };
+        let a = exec_args("c1", &older);
+        assert_eq!(a[5..9], ["-w", "/w/sub", "--user", "nobody"]);
+        assert!(!a.contains(&"--cwd".to_string()), "{a:?}");
+        // A name goes to a current wrapper, started as root, which looks it up as the agent does.
+        let named = ExecSpec {
+            user: Some(RunAs::parse("nobody:50").unwrap()),
+            ..spec.clone()
+        };
+        let a = exec_args("c1", &named);
+        assert_eq!(a[5..7], ["--user", "0:0"]);
+        assert_eq!(a[11..13], ["--user", "nobody:50"]);
+        // Sandboxes made before the agent: the shell wrapper, the container's user, `-w`.
         let legacy = ExecSpec {
             user: None,
             wrapped: false,
+            wrapper_enters: false,
             ..spec.clone()
         };
         let a = exec_args("c1", &legacy);
@@ -1711,6 +1819,7 @@ mod tests {
         let legacy_argv = ExecSpec {
             user: None,
             wrapped: false,
+            wrapper_enters: false,
             ..argv
         };
         assert_eq!(
@@ -1763,6 +1872,14 @@ mod tests {
         assert!(matches!(stopped, Some(ExecFailure::ContainerStopped(_))));
         let down = d.exec_failure("c", b"Cannot connect to the Docker daemon at unix:///x.sock. Is the docker daemon running?\n", 1);
         assert!(matches!(down, Some(ExecFailure::EngineUnavailable(_))));
+        let user = d.exec_failure(
+            "c",
+            b"unable to find user nosuch: no matching entries in passwd file\n",
+            126,
+        );
+        assert!(matches!(user, Some(ExecFailure::Other(m)) if m.contains("--user")));
+        let cwd = d.exec_failure("c", b"OCI runtime exec failed: exec failed: unable to start container process: chdir to cwd (\"/x\") set in config.json failed: no such file or directory: unknown\n", 126);
+        assert!(matches!(cwd, Some(ExecFailure::Other(m)) if m.contains("--cwd")));
         // A command that fails with its own message is the command's business.
         assert_eq!(d.exec_failure("c", b"grep: x: No such file\n", 1), None);
         // Podman's messages and statuses.
@@ -1799,5 +1916,30 @@ mod tests {
         assert!(!is_removal_in_progress(
             "Error response from daemon: No such container: x"
         ));
+    }
+
+    #[test]
+    fn listings_are_checked_against_the_labels_asked_for() {
+        let c = |dir: Option<&str>| ContainerSummary {
+            id: "c".into(),
+            name: "n".into(),
+            state: "running".into(),
+            status: "Up".into(),
+            sandbox_id: Some("s".into()),
+            state_dir: dir.map(str::to_string),
+        };
+        let want = [(LABEL_MANAGED, "1"), (LABEL_STATE_DIR, "/a")];
+        assert!(summary_has_labels(&c(Some("/a")), &want));
+        assert!(!summary_has_labels(&c(Some("/b")), &want));
+        assert!(!summary_has_labels(&c(None), &want));
+        assert!(summary_has_labels(&c(Some("/b")), &[(LABEL_ID, "")]));
+        assert!(!summary_has_labels(&c(Some("/b")), &[(LABEL_ID, "t")]));
+        let v = parse_volume_labels(
+            "va\t{\"h9sandbox\":\"1\",\"h9sandbox.state_dir\":\"/a\"}\nvb\tnull\nbad line\n",
+        );
+        assert_eq!(v.len(), 2);
+        assert_eq!(v[0].0, "va");
+        assert_eq!(v[0].1.get(LABEL_STATE_DIR).map(String::as_str), Some("/a"));
+        assert!(v[1].1.is_empty());
     }
 }

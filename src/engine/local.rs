@@ -381,6 +381,7 @@ mod tests {
             marker: "m".into(),
             user: None,
             wrapped: false,
+            wrapper_enters: false,
             backstop: None,
         };
         assert_eq!(
@@ -407,6 +408,7 @@ mod tests {
             marker: uuid::Uuid::new_v4().simple().to_string(),
             user: None,
             wrapped: false,
+            wrapper_enters: false,
             backstop: None,
         };
         let mut child = local

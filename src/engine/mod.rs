@@ -45,7 +45,7 @@ pub const LABEL_PARENT: &str = "h9sandbox.parent";
 pub const SCRATCH_DIR: &str = "/var/tmp";
 /// Environment variable set on every `exec`'d process; its value identifies the exec so that
 /// its whole process tree (children inherit the environment) can be found and killed.
-pub const EXEC_MARKER_VAR: &str = "H9SANDBOX_EXEC_ID";
+pub const EXEC_MARKER_VAR: &str = crate::agent::supervise::MARKER_VAR;
 
 /// Environment variable set on every process of a local sandbox: the sandbox's name.
 /// With [`LOCAL_STATE_DIR_VAR`] it tells which processes `down` must end.
@@ -227,6 +227,11 @@ pub struct VolumeSummary {
 /// [`crate::agent::server::RUN_DIR`] (the agent's socket, the token handed over at start).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AgentMount {
+    /// The directory mounted read-only at `/.h9sandbox` (holding only the empty mount points of
+    /// the binary and the run directory): a mount point cannot be renamed or replaced from
+    /// inside (`EBUSY`), so root in the sandbox cannot swap in a binary of its own for the one
+    /// the engine's exec starts.
+    pub root: PathBuf,
     /// The static h9sandbox binary on the host.
     pub binary: PathBuf,
     /// The sandbox's run directory on the host (owner-only).
@@ -249,19 +254,24 @@ pub struct ExecSpec {
     pub interactive: bool,
     /// Value of [`EXEC_MARKER_VAR`] for this exec.
     pub marker: String,
-    /// Who runs it (`docker exec --user`); `None`: the container's user (sandboxes made before
-    /// the agent existed).
-    pub user: Option<Ids>,
+    /// Who runs it (`docker exec --user`, which looks a name up in the container's
+    /// `/etc/passwd`): `exec --user`, else the sandbox's user; `None`: the container's user
+    /// (sandboxes made before the agent existed).
+    pub user: Option<RunAs>,
     /// Whether the container has h9sandbox's binary ([`AgentMount`]), which then wraps the
     /// command (`h9sandbox agent exec`: the set-ID filter, a home); sandboxes made before it
     /// existed run it through [`docker::SHELL_WRAPPER`].
     pub wrapped: bool,
+    /// Whether that wrapper enters the working directory and looks a user name up itself
+    /// (`agent exec --cwd --user`, agent protocol 3 and later), as the agent does; an older one
+    /// (a sandbox made by an older h9sandbox) gets `docker exec -w` and `--user` instead.
+    pub wrapper_enters: bool,
     /// The wrapper's own timeout (`agent exec --timeout-ms`): a backstop that kills the command's
     /// tree inside the container when the host's process died before its own timeout could.
     pub backstop: Option<Duration>,
 }
 
-pub use crate::agent::proto::CommandLine;
+pub use crate::agent::proto::{CommandLine, RunAs};
 
 /// A container's state as the engine reports it (`docker inspect` `.State`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -562,6 +572,13 @@ pub enum ExecFailure {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn the_marks_are_not_taken_for_mistyped_configuration() {
+        for var in [EXEC_MARKER_VAR, LOCAL_SANDBOX_VAR, LOCAL_STATE_DIR_VAR] {
+            assert!(crate::config::OTHER_ENV.contains(&var), "{var}");
+        }
+    }
+
     use super::*;
     use crate::types::Network;
 
@@ -605,6 +622,7 @@ mod tests {
             tmp_size: "64m".into(),
             network: Network::None,
             allow: Vec::new(),
+            caps: crate::types::Caps::Minimal,
         }
     }
 

@@ -22,7 +22,7 @@ use crate::config::{Layers, MIN_MCP_OUTPUT};
 use crate::error::Error;
 use crate::sandbox::create::{self, UpRequest};
 use crate::sandbox::exec::{self, ExecRequest};
-use crate::sandbox::{background, down, files, list, workdir_of, Ctx};
+use crate::sandbox::{background, container_files, down, files, list, workdir_of, Ctx};
 use crate::state::{Record, State};
 use crate::types::{Isolation, Network};
 
@@ -130,13 +130,23 @@ impl Session {
     }
 
     /// The sandboxes the tools may act on: those the session made and their sub-sandboxes (made
-    /// by anyone, e.g. `h9sandbox up --parent`), as `state` records them now; `None` with
+    /// by anyone, e.g. `h9sandbox up --parent`), as `state` records them now, and those this
+    /// server process is making right now (`creator`: the `--auto-up` sandbox while Pending, so
+    /// that `sandbox_list` shows it and an agent does not make a second one); `None` with
     /// `--all-sandboxes` (every sandbox of the state directory).
     fn scope(&self, state: &State) -> Option<HashSet<Uuid>> {
         if self.all_sandboxes {
             return None;
         }
-        let created = self.state().created.clone();
+        let me = crate::state::ProcessRef::current();
+        let mut created = self.state().created.clone();
+        created.extend(
+            state
+                .sandboxes
+                .iter()
+                .filter(|r| r.creator == me)
+                .map(|r| r.id),
+        );
         let mut scope: HashSet<Uuid> = created.iter().copied().collect();
         for id in created {
             scope.extend(state.descendants(id).into_iter().flatten());
@@ -156,6 +166,7 @@ impl Session {
         let scope = self.scope(&state).unwrap_or_default();
         let mine = State {
             version: state.version,
+            dir: state.dir.clone(),
             sandboxes: state
                 .sandboxes
                 .into_iter()
@@ -164,7 +175,7 @@ impl Session {
         };
         match mine.resolve(query) {
             Ok(r) => Ok(r.id.to_string()),
-            Err(Error::NotFound(_)) => Err(Error::Invalid(format!(
+            Err(Error::NotFound { .. }) => Err(Error::Invalid(format!(
                 "no sandbox matches '{query}' among this session's (the server acts only on the sandboxes its session made and their sub-sandboxes, unless started with --all-sandboxes; see sandbox_list)"
             ))
             .into()),
@@ -229,6 +240,7 @@ impl Session {
     /// `sandbox_up`: [`create::create`] with a context built from the session's configuration
     /// and the call's limits, exactly as `up`'s flags would set them.
     async fn up(&self, p: UpParams) -> Result<Done> {
+        within_grant(&self.ctx.cfg, &p)?;
         let workdir = match (&p.workdir, &p.parent) {
             (Some(w), _) => Some(self.confined(w)?),
             (None, None) => Some(self.workdir.clone()),
@@ -244,6 +256,7 @@ impl Session {
             network: p.network.map(Network::from),
             runtime: None,
             allow: Vec::new(),
+            caps: None,
             labels: Vec::new(),
             parent: p.parent,
             bootstrap: None,
@@ -341,8 +354,9 @@ impl Session {
         let req = ExecRequest {
             id: self.target(p.id).await?,
             cwd: p.cwd.map(PathBuf::from),
+            user: p.user,
             env: env_assignments(p.env)?,
-            timeout: p.timeout_secs,
+            timeout: timeout_of(p.timeout_secs)?,
             interactive: false,
             max_output: usize::try_from(max).unwrap_or(usize::MAX),
             command,
@@ -402,8 +416,9 @@ impl Session {
         }
         let error = out.timed_out.then(|| {
             format!(
-                "the command timed out after {}s and {}; exit code 124",
-                done.timeout.map_or(0, |t| t.as_secs()),
+                "the command timed out after {} and {}; exit code 124",
+                done.timeout
+                    .map_or("0s".into(), crate::types::show_duration),
                 if out.tree_killed {
                     "its process tree was killed"
                 } else {
@@ -422,8 +437,9 @@ impl Session {
         let req = ExecRequest {
             id: self.target(p.id).await?,
             cwd: p.cwd.map(PathBuf::from),
+            user: p.user,
             env: env_assignments(p.env)?,
-            timeout: p.timeout_secs,
+            timeout: timeout_of(p.timeout_secs)?,
             interactive: false,
             max_output: 0,
             command,
@@ -545,13 +561,21 @@ impl Session {
     /// `sandbox_read`: [`crate::files::WorkDir::read_lines`], on a blocking thread.
     async fn read(&self, p: ReadParams) -> Result<Done> {
         let id = self.target(p.id).await?;
-        let (_, wd) = workdir_of(&self.ctx, &id)?;
+        let (rec, wd) = workdir_of(&self.ctx, &id)?;
         let max = usize::try_from(self.ctx.cfg.mcp_max_output_bytes).unwrap_or(usize::MAX);
         let first = p.offset.unwrap_or(1).max(1);
         let limit = p.limit.unwrap_or(DEFAULT_READ_LINES);
         let path = PathBuf::from(&p.path);
-        let lines =
-            tokio::task::spawn_blocking(move || wd.read_lines(&path, first, limit, max)).await??;
+        let lines = match container_files::place(&rec, &path, false) {
+            container_files::Place::WorkDir => {
+                tokio::task::spawn_blocking(move || wd.read_lines(&path, first, limit, max))
+                    .await??
+            }
+            container_files::Place::Container(path) => {
+                self.read_in_container(&rec, &path, first, limit, max)
+                    .await?
+            }
+        };
         if lines.binary {
             return Err(Error::Invalid(format!(
                 "{} is a binary file ({} bytes, NUL bytes in it), not text; read it with sandbox_exec, e.g. `base64 {}` or `xxd {} | head`",
@@ -609,17 +633,60 @@ impl Session {
         Done::new(&result, text)
     }
 
-    /// `sandbox_write`: [`files::write_from`] with `write`'s options for the sandbox.
+    /// The lines `sandbox_read` returns of the container's file `path` (outside the work dir):
+    /// its first bytes (at most `json_max_bytes`, and the scan's own limit), read inside the
+    /// container as the sandbox's user ([`container_files::read`]), scanned as on the host side.
+    async fn read_in_container(
+        &self,
+        rec: &crate::state::Record,
+        path: &std::path::Path,
+        first: u64,
+        limit: u64,
+        max: usize,
+    ) -> Result<crate::files::Lines> {
+        let cap = self
+            .ctx
+            .cfg
+            .json_max_bytes
+            .min(crate::files::SCAN_MAX_BYTES);
+        let mut bytes = Vec::new();
+        let mut out = |b: &[u8]| -> Result<()> {
+            bytes.extend_from_slice(b);
+            Ok(())
+        };
+        let user = container_files::acting(rec, None)?;
+        let size =
+            container_files::read(&self.ctx, rec, user, path, Some(cap), None, &mut out).await?;
+        let mut lines = crate::files::scan_lines(std::io::Cursor::new(bytes), first, limit, max)?;
+        lines.path = path.to_path_buf();
+        lines.size = size;
+        Ok(lines)
+    }
+
+    /// `sandbox_write`: [`files::write_from`] with `write`'s options for the sandbox (or, for a
+    /// path outside the work dir, [`container_files::write`]).
     async fn write(&self, p: WriteParams) -> Result<Done> {
         let id = self.target(p.id).await?;
         let (rec, wd) = workdir_of(&self.ctx, &id)?;
         let opts = files::options(&rec, None, p.parents, p.append);
         let data = std::io::Cursor::new(p.content.into_bytes());
-        let w = files::write_from(&self.ctx, wd, PathBuf::from(&p.path), data, opts).await?;
+        let path = PathBuf::from(&p.path);
+        let (path, bytes_written, size) = match container_files::place(&rec, &path, false) {
+            container_files::Place::WorkDir => {
+                let w = files::write_from(&self.ctx, wd, path, data, opts).await?;
+                (w.path, w.bytes_written, w.size)
+            }
+            container_files::Place::Container(path) => {
+                let user = container_files::acting(&rec, None)?;
+                let w = container_files::write(&self.ctx, &rec, user, &path, Box::new(data), &opts)
+                    .await?;
+                (w.path, w.bytes_written, w.size)
+            }
+        };
         let result = WriteResult {
-            path: w.path.display().to_string(),
-            bytes_written: w.bytes_written,
-            size: w.size,
+            path: path.display().to_string(),
+            bytes_written,
+            size,
         };
         let text = format!(
             "wrote {} bytes to {} (now {} bytes)",
@@ -631,13 +698,35 @@ impl Session {
     /// `sandbox_edit`: [`files::replace`].
     async fn edit(&self, p: EditParams) -> Result<Done> {
         let id = self.target(p.id).await?;
-        let (_, wd) = workdir_of(&self.ctx, &id)?;
+        let (rec, wd) = workdir_of(&self.ctx, &id)?;
         let path = PathBuf::from(&p.path);
-        let e = files::replace(&self.ctx, wd, path, p.old, p.new, p.replace_all).await?;
-        let result = EditResult {
-            path: e.path.display().to_string(),
-            replacements: e.replacements as u64,
-            size: e.size,
+        let result = match container_files::place(&rec, &path, false) {
+            container_files::Place::WorkDir => {
+                let e = files::replace(&self.ctx, wd, path, p.old, p.new, p.replace_all).await?;
+                EditResult {
+                    path: e.path.display().to_string(),
+                    replacements: e.replacements as u64,
+                    size: e.size,
+                }
+            }
+            container_files::Place::Container(path) => {
+                let user = container_files::acting(&rec, None)?;
+                let (count, size) = container_files::edit(
+                    &self.ctx,
+                    &rec,
+                    user,
+                    &path,
+                    p.old.as_bytes(),
+                    p.new.as_bytes(),
+                    p.replace_all,
+                )
+                .await?;
+                EditResult {
+                    path: path.display().to_string(),
+                    replacements: count as u64,
+                    size,
+                }
+            }
         };
         let text = format!(
             "replaced {} occurrence{} in {}",
@@ -835,4 +924,62 @@ fn env_assignments(env: Option<std::collections::BTreeMap<String, String>>) -> R
             }
         })
         .collect()
+}
+
+/// A tool's `timeout_secs` (seconds, fractions allowed) as a duration. Errors: a negative or
+/// non-finite number.
+fn timeout_of(secs: Option<f64>) -> Result<Option<std::time::Duration>, Error> {
+    secs.map(|s| {
+        std::time::Duration::try_from_secs_f64(s).map_err(|_| {
+            Error::Invalid(format!(
+                "timeout_secs {s} is not a number of seconds >= 0 (0 = no limit)"
+            ))
+        })
+    })
+    .transpose()
+}
+
+/// Refuses a `sandbox_up` asking for more than the server's configuration gives (CPUs,
+/// memory, processes, network): an MCP client gets what the operator granted, never more. It
+/// may ask for less.
+fn within_grant(cfg: &crate::config::Config, p: &UpParams) -> Result<(), Error> {
+    let refuse = |what: &str, asked: String, has: String| {
+        Error::Invalid(format!(
+            "{what} {asked} exceeds what this server grants ({has}, from its configuration); ask for at most {has}, or leave {what} out"
+        ))
+    };
+    if let Some(c) = p.cpus {
+        if !(c > 0.0 && c <= cfg.cpus + 1e-9) {
+            return Err(refuse("cpus", c.to_string(), cfg.cpus.to_string()));
+        }
+    }
+    if let Some(m) = &p.memory {
+        let asked =
+            crate::config::parse_size(m).map_err(|e| Error::Invalid(format!("memory: {e}")))?;
+        let has = crate::config::parse_size(&cfg.memory).unwrap_or(0);
+        if asked > has {
+            return Err(refuse("memory", m.clone(), cfg.memory.clone()));
+        }
+    }
+    if let Some(n) = p.pids_limit {
+        if n > cfg.pids_limit {
+            return Err(refuse(
+                "pids_limit",
+                n.to_string(),
+                cfg.pids_limit.to_string(),
+            ));
+        }
+    }
+    if let Some(n) = p.network {
+        // `none`, or what the configuration says.
+        let asked = Network::from(n);
+        if asked != Network::None && asked != cfg.network {
+            return Err(refuse(
+                "network",
+                asked.as_str().to_string(),
+                cfg.network.as_str().to_string(),
+            ));
+        }
+    }
+    Ok(())
 }

@@ -99,16 +99,21 @@ pub struct ExecParams {
     /// Sandbox ID, unique ID prefix, or name. Default: this session's sandbox.
     #[serde(default)]
     pub id: Option<String>,
-    /// Working directory: relative to the work dir, or absolute inside it. Default: the work dir.
+    /// Working directory: relative to the work dir, or absolute (any directory of the
+    /// container). Default: the work dir.
     #[serde(default)]
     pub cwd: Option<String>,
+    /// Run as this user: a login name of the container (e.g. "root", "nobody"), or "UID" or
+    /// "UID:GID". Default: the sandbox's user.
+    #[serde(default)]
+    pub user: Option<String>,
     /// Extra environment variables, e.g. {"RUST_LOG": "debug"}.
     #[serde(default)]
     pub env: Option<BTreeMap<String, String>>,
     /// Seconds before the command's whole process tree is killed (the result then says
-    /// timed_out, exit code 124); 0 = no limit. Default: configured (600).
+    /// timed_out, exit code 124); fractions allowed (0.5); 0 = no limit. Default: configured (600).
     #[serde(default)]
-    pub timeout_secs: Option<u64>,
+    pub timeout_secs: Option<f64>,
     /// Bytes returned of each of stdout and stderr, at least 256 and at most the server's
     /// json_max_bytes (16 MiB by default): longer output keeps its first and last halves with a
     /// marker saying how many bytes were cut between them. Default: configured (30000).
@@ -129,16 +134,21 @@ pub struct SpawnParams {
     /// Sandbox ID, unique ID prefix, or name. Default: this session's sandbox.
     #[serde(default)]
     pub id: Option<String>,
-    /// Working directory: relative to the work dir, or absolute inside it. Default: the work dir.
+    /// Working directory: relative to the work dir, or absolute (any directory of the
+    /// container). Default: the work dir.
     #[serde(default)]
     pub cwd: Option<String>,
+    /// Run as this user: a login name of the container (e.g. "root", "nobody"), or "UID" or
+    /// "UID:GID". Default: the sandbox's user.
+    #[serde(default)]
+    pub user: Option<String>,
     /// Extra environment variables, e.g. {"PORT": "8000"}.
     #[serde(default)]
     pub env: Option<BTreeMap<String, String>>,
     /// Seconds before its whole process tree is killed; default: none (it runs until
-    /// sandbox_kill or the sandbox's end).
+    /// sandbox_kill or the sandbox's end). Fractions allowed (0.5).
     #[serde(default)]
-    pub timeout_secs: Option<u64>,
+    pub timeout_secs: Option<f64>,
 }
 
 /// Arguments of `sandbox_ps`.
@@ -237,7 +247,8 @@ pub struct KillResult {
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ReadParams {
-    /// File: relative to the work dir, or absolute inside it.
+    /// File: relative to the work dir, or absolute (outside the work dir: the container's file,
+    /// read inside it as the sandbox's user).
     pub path: String,
     /// Sandbox ID, unique ID prefix, or name. Default: this session's sandbox.
     #[serde(default)]
@@ -258,7 +269,8 @@ pub struct ReadParams {
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct WriteParams {
-    /// File: relative to the work dir, or absolute inside it. It is created or replaced
+    /// File: relative to the work dir, or absolute (outside the work dir: the container's file,
+    /// written inside it as the sandbox's user). It is created or replaced
     /// atomically (readers see the old or the new content, never half).
     pub path: String,
     /// The whole new content (text).
@@ -282,7 +294,8 @@ fn yes() -> bool {
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct EditParams {
-    /// File: relative to the work dir, or absolute inside it.
+    /// File: relative to the work dir, or absolute (outside the work dir: the container's file,
+    /// edited inside it as the sandbox's user).
     pub path: String,
     /// Exact text to find, whitespace and line breaks included. It must occur exactly once,
     /// unless replace_all is true; give enough surrounding text to make it unique.

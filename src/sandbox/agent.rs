@@ -34,6 +34,12 @@ pub fn run_dir(ctx: &Ctx, id: Uuid) -> PathBuf {
     ctx.store.dir().join("run").join(id.to_string())
 }
 
+/// Sandbox `id`'s mount root: the directory mounted read-only at [`crate::agent::ROOT`], holding
+/// the empty mount points `h9sandbox` and `run` ([`crate::engine::AgentMount::root`]).
+pub fn mount_root(ctx: &Ctx, id: Uuid) -> PathBuf {
+    ctx.store.dir().join("mounts").join(id.to_string())
+}
+
 fn token_path(ctx: &Ctx, id: Uuid) -> PathBuf {
     ctx.store.dir().join("tokens").join(id.to_string())
 }
@@ -97,6 +103,7 @@ pub fn prepare(ctx: &Ctx, id: Uuid) -> Result<PathBuf> {
         std::fs::remove_dir_all(&dir).with_context(|| format!("cannot clear {}", dir.display()))?;
     }
     private_dir(&dir)?;
+    make_mount_root(&mount_root(ctx, id))?;
     let token = format!("{}{}", Uuid::new_v4().simple(), Uuid::new_v4().simple());
     write_new(&token_path(ctx, id), &token)?;
     write_new(&dir.join(TOKEN_FILE), &token)?;
@@ -115,6 +122,35 @@ pub fn hand_over(ctx: &Ctx, id: Uuid) -> Result<()> {
         _ => {}
     }
     write_new(&path, &token)
+}
+
+/// Makes `root` afresh (mode 0755: the sandbox's user must reach the binary through it; its
+/// parent, in the state directory, is owner-only) with the empty mount points in it.
+fn make_mount_root(root: &Path) -> Result<()> {
+    if let Some(parent) = root.parent() {
+        private_dir(parent)?;
+    }
+    if root.exists() {
+        std::fs::remove_dir_all(root)
+            .with_context(|| format!("cannot clear {}", root.display()))?;
+    }
+    let made = std::fs::DirBuilder::new()
+        .mode(0o755)
+        .create(root)
+        .and_then(|_| {
+            std::fs::DirBuilder::new()
+                .mode(0o755)
+                .create(root.join("run"))
+        })
+        .and_then(|_| {
+            std::fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .mode(0o755)
+                .open(root.join("h9sandbox"))
+                .map(|_| ())
+        });
+    made.with_context(|| format!("cannot make {}", root.display()))
 }
 
 fn private_dir(d: &Path) -> Result<()> {
@@ -153,6 +189,7 @@ fn read_token(ctx: &Ctx, id: Uuid) -> Result<String> {
 /// made there as another user) is left.
 pub fn forget(ctx: &Ctx, id: Uuid) {
     let _ = std::fs::remove_dir_all(run_dir(ctx, id));
+    let _ = std::fs::remove_dir_all(mount_root(ctx, id));
     let _ = std::fs::remove_file(token_path(ctx, id));
 }
 
@@ -164,12 +201,10 @@ pub async fn wait_ready(ctx: &Ctx, id: Uuid) -> Option<AgentRecord> {
     let dir = run_dir(ctx, id);
     let deadline = Instant::now() + READY_TIMEOUT;
     let mut delay = Duration::from_millis(1);
-    loop {
+    let version = loop {
         if let Some(line) = read_ready(&dir.join(READY_FILE)) {
-            if !line.starts_with("h9sandbox-agent ") {
-                return None;
-            }
-            break;
+            let v = line.strip_prefix("h9sandbox-agent ")?;
+            break v.trim().parse::<u32>().ok();
         }
         if Instant::now() >= deadline {
             if ctx.verbose() {
@@ -183,12 +218,13 @@ pub async fn wait_ready(ctx: &Ctx, id: Uuid) -> Option<AgentRecord> {
         }
         tokio::time::sleep(delay).await;
         delay = (delay * 2).min(Duration::from_millis(50));
-    }
+    };
     let token = read_token(ctx, id).ok()?;
     let socket = dir.join(SOCKET_FILE);
     match client::connect(&socket, &token, None).await {
         Ok(_) => Some(AgentRecord {
             socket: client::identity(&socket).ok().map(|(d, i)| [d, i]),
+            version,
         }),
         Err(e) => {
             if ctx.verbose() {
@@ -197,7 +233,10 @@ pub async fn wait_ready(ctx: &Ctx, id: Uuid) -> Option<AgentRecord> {
                     &id.simple().to_string()[..12]
                 ));
             }
-            Some(AgentRecord { socket: None })
+            Some(AgentRecord {
+                socket: None,
+                version,
+            })
         }
     }
 }
@@ -218,14 +257,27 @@ fn read_ready(path: &Path) -> Option<String> {
     text.lines().next().map(str::to_string)
 }
 
+/// Whether sandbox `rec`'s in-container side speaks this h9sandbox's agent protocol
+/// ([`crate::agent::proto::VERSION`], recorded by `up`): its agent, its exec wrapper and its file
+/// helper take what this h9sandbox sends. A sandbox made by an older h9sandbox runs its commands
+/// through the engine's exec, with the flags its wrapper knows, and has no file helper.
+pub fn speaks_current(rec: &Record) -> bool {
+    rec.agent.and_then(|a| a.version) == Some(crate::agent::proto::VERSION)
+}
+
 /// A connection to the agent of sandbox `rec`, when it has one the host can reach: `Ok(None)`
-/// when commands go through the engine's exec (no agent, or a socket the host cannot reach).
+/// when commands go through the engine's exec (no agent, a socket the host cannot reach, or an
+/// agent of another protocol version: a sandbox made by an older h9sandbox).
 /// A socket found replaced, or an agent that refuses the token, is an error for the caller to
 /// report before it falls back.
 pub async fn connect(ctx: &Ctx, rec: &Record) -> Result<Option<Connection>, ConnectError> {
     let Some(socket) = rec.agent.and_then(|a| a.socket) else {
         return Ok(None);
     };
+    // An agent of an older h9sandbox speaks another protocol: the engine's exec serves it.
+    if !speaks_current(rec) {
+        return Ok(None);
+    }
     let token = read_token(ctx, rec.id).map_err(|e| ConnectError::Unreachable(format!("{e:#}")))?;
     let path = run_dir(ctx, rec.id).join(SOCKET_FILE);
     client::connect(&path, &token, Some((socket[0], socket[1])))

@@ -10,7 +10,7 @@ use futures_util::{SinkExt, StreamExt};
 use super::exec::{ensure_running, resolve_cwd, ExecRequest};
 use super::Ctx;
 use crate::agent::client::Connection;
-use crate::agent::proto::{Detached, LogsRequest, Reply, Request, Start};
+use crate::agent::proto::{Detached, LogsRequest, Reply, Request, RunAs, Start};
 use crate::error::Error;
 use crate::report::{Forward, Stream};
 use crate::state::Record;
@@ -50,25 +50,26 @@ fn agent_failed(e: impl std::fmt::Display) -> anyhow::Error {
 }
 
 /// Starts `req` in the background (`exec --detach`): returns its handle at once. The command
-/// runs with `req`'s working directory and environment, as the sandbox's user, without a
+/// runs with `req`'s working directory and environment, as `req.user` or the sandbox's user, without a
 /// timeout unless `req.timeout` gives one, its output going to its log files. Errors: as
 /// [`agent_of`], a bad working directory or variable, the agent's refusal.
 pub async fn detach(ctx: &Ctx, req: &ExecRequest) -> anyhow::Result<Started> {
     let (rec, mut conn) = agent_of(ctx, &req.id).await?;
-    let cwd = resolve_cwd(&rec.workdir, req.cwd.as_deref())?;
+    let cwd = resolve_cwd(&rec.workdir, req.cwd.as_deref(), true)?;
     let env = super::exec::parse_env(&req.env)?;
     let user = rec.user.unwrap_or(Ids::ROOT);
+    let user = super::exec::run_as(req.user.as_deref(), true)?
+        .unwrap_or(RunAs::from((user.uid, user.gid)));
     let start = Start {
         command: req.to_command(),
         cwd: cwd.to_string_lossy().into_owned(),
         env,
-        uid: user.uid,
-        gid: user.gid,
+        user,
         stdin: false,
         timeout_ms: req
             .timeout
-            .filter(|t| *t > 0)
-            .map(|t| t.saturating_mul(1000)),
+            .filter(|t| !t.is_zero())
+            .map(|t| u64::try_from(t.as_millis()).unwrap_or(u64::MAX).max(1)),
         detach: true,
     };
     conn.send(Request::Start(start))

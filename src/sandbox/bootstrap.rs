@@ -14,10 +14,9 @@ use uuid::Uuid;
 
 use super::exec::{ensure_running, run_command, Sink};
 use super::Ctx;
-use crate::engine::{CommandLine, ExecSpec};
+use crate::engine::{CommandLine, ExecSpec, RunAs};
 use crate::error::{Error, EXIT_OWN_FAILURE};
 use crate::state::{now_rfc3339, BootstrapRun, Record};
-use crate::types::Ids;
 
 /// Runs a bootstrap in the sandbox `query` (ID, prefix or name) as `bootstrap` does: `command`
 /// (its words joined with spaces), or without one the sandbox's `bootstrap_cmd`
@@ -76,8 +75,9 @@ pub async fn execute(ctx: &Ctx, rec: &Record, cmd: &str, sink: Sink) -> Done {
         env: vec![],
         interactive: false,
         marker: Uuid::new_v4().simple().to_string(),
-        user: rec.agent.is_some().then_some(Ids::ROOT),
+        user: rec.agent.is_some().then_some(RunAs::ROOT),
         wrapped: rec.agent.is_some(),
+        wrapper_enters: super::agent::speaks_current(rec),
         backstop: super::exec::backstop(timeout),
     };
     let started = std::time::Instant::now();

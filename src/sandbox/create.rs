@@ -32,7 +32,7 @@ use crate::engine::{
 use crate::error::Error;
 use crate::lease::{parse_owner, parse_ttl};
 use crate::state::{now_rfc3339, AgentRecord, BootstrapRun, Lifecycle, ProcessRef, Record};
-use crate::types::{EngineKind, Ids, Isolation, Limits, Network};
+use crate::types::{Caps, EngineKind, Ids, Isolation, Limits, Network};
 
 /// What to create: `up`'s arguments, each `None` (or empty, or false) when not given. The limits,
 /// image, user and bootstrap settings reach [`create`] through the configuration
@@ -59,6 +59,8 @@ pub struct UpRequest {
     /// Hosts an allowlist sandbox may reach (`--allow`, replacing config `allow`; implies
     /// `network = "allowlist"` unless `network` says otherwise).
     pub allow: Vec<String>,
+    /// Capability profile.
+    pub caps: Option<Caps>,
     /// Extra labels, `K=V` each.
     pub labels: Vec<String>,
     /// The parent sandbox (ID, prefix or name) of a sub-sandbox.
@@ -107,6 +109,8 @@ impl UpRequest {
                 "--allow",
             ),
             ("runtime", self.runtime.clone(), "--runtime"),
+            ("network", self.network.map(|n| n.to_string()), "--network"),
+            ("caps", self.caps.map(|c| c.to_string()), "--caps"),
             ("bootstrap_cmd", self.bootstrap.clone(), "--bootstrap"),
             (
                 "bootstrap_required",
@@ -234,6 +238,7 @@ fn differences(have: &Record, want: &Record) -> Vec<String> {
         have.runtime.clone().unwrap_or_else(|| "default".into()),
         want.runtime.clone().unwrap_or_else(|| "default".into()),
     );
+    differ("caps", h.caps.to_string(), w.caps.to_string());
     differ(
         "user",
         have.user.map(|u| u.to_string()).unwrap_or_default(),
@@ -416,6 +421,7 @@ fn configured_limits(cfg: &Config) -> Limits {
         } else {
             Vec::new()
         },
+        caps: cfg.caps,
     }
 }
 
@@ -499,6 +505,7 @@ fn container_spec(ctx: &Ctx, record: &Record, user: Ids, binary: PathBuf) -> Con
         proxy: (record.limits.network == Network::Allowlist)
             .then(|| super::egress::socket_dir(ctx, record.id)),
         agent: AgentMount {
+            root: super::agent::mount_root(ctx, record.id),
             binary,
             run_dir: super::agent::run_dir(ctx, record.id),
             user_name: (user == Ids::current() && !user.is_root())
@@ -533,9 +540,7 @@ fn record_pending(ctx: &Ctx, plan: &Plan) -> Result<()> {
             return Err(Error::NameInUse(name.clone()).into());
         }
         if let Some(p) = &plan.parent {
-            let now = s
-                .get(p.id)
-                .ok_or_else(|| Error::NotFound(p.id.to_string()))?;
+            let now = s.get(p.id).ok_or_else(|| s.not_found(&p.id.to_string()))?;
             ensure_running(now).map_err(|e| {
                 Error::Invalid(format!("cannot create a sub-sandbox: the parent {e}"))
             })?;

@@ -62,7 +62,7 @@ pub async fn take_down(ctx: &Ctx, ids: &[String], all: bool) -> Result<Report> {
                     // A full ID that is gone was removed already (by a concurrent `down`, or
                     // `reap`): `down` is idempotent. A prefix or name that matches nothing is
                     // still an error (likely a typo).
-                    Err(Error::NotFound(_)) if Uuid::parse_str(q).is_ok() => {
+                    Err(Error::NotFound { .. }) if Uuid::parse_str(q).is_ok() => {
                         ctx.reporter.note(&format!("sandbox {q} is already gone"));
                         continue;
                     }
@@ -235,6 +235,7 @@ mod tests {
         let other = rec("other", None);
         let state = State {
             version: 1,
+            dir: None,
             sandboxes: vec![
                 main.clone(),
                 a.clone(),

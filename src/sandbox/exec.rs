@@ -18,7 +18,9 @@ use uuid::Uuid;
 
 use super::Ctx;
 use crate::agent::client::ConnectError;
-use crate::engine::{AnyEngine, CommandLine, Environment, ExecFailure, ExecSpec, EXEC_MARKER_VAR};
+use crate::engine::{
+    AnyEngine, CommandLine, Environment, ExecFailure, ExecSpec, RunAs, EXEC_MARKER_VAR,
+};
 use crate::error::{Error, EXIT_TIMEOUT};
 use crate::report::{self, Forward, Stream};
 use crate::state::{Lifecycle, Record};
@@ -215,13 +217,17 @@ impl Capture {
 pub struct ExecRequest {
     /// The sandbox: ID, unique ID prefix, or name.
     pub id: String,
-    /// Working directory, relative to the work dir or absolute inside it (default: the work dir).
+    /// Working directory: relative to the work dir, absolute inside it, or (a container's) any
+    /// absolute directory of the container (default: the work dir).
     pub cwd: Option<PathBuf>,
+    /// Who runs it, `USER|UID[:GID]` ([`RunAs::parse`]; a name is looked up in the container's
+    /// `/etc/passwd`); default: the sandbox's user.
+    pub user: Option<String>,
     /// Extra environment variables, `K=V` each.
     pub env: Vec<String>,
-    /// Seconds before the command's process tree is killed; 0 = none (default: config
+    /// Time before the command's process tree is killed; zero = none (default: config
     /// `exec_timeout_secs`).
-    pub timeout: Option<u64>,
+    pub timeout: Option<Duration>,
     /// Attach our standard input to the command.
     pub interactive: bool,
     /// Bytes kept of each of stdout and stderr when captured (the caller passes it to the
@@ -274,21 +280,29 @@ pub async fn execute(
     let rec = state.resolve(&req.id)?;
     ensure_running(rec)?;
     super::lifecycle::check_workdir(rec)?;
-    let cwd = resolve_cwd(&rec.workdir, req.cwd.as_deref())?;
+    let container = ctx.runner_for(rec)?.kind().isolation() != Isolation::None;
+    let cwd = resolve_cwd(&rec.workdir, req.cwd.as_deref(), container)?;
+    let run_as = run_as(req.user.as_deref(), container)?;
     let env = parse_env(&req.env)?;
     let timeout = req
         .timeout
-        .unwrap_or(ctx.settings_for(rec).exec_timeout_secs);
+        .unwrap_or(Duration::from_secs(ctx.settings_for(rec).exec_timeout_secs));
     // Beyond ~136 years is "none" (and keeps Instant arithmetic from overflowing).
-    let timeout = (timeout > 0 && timeout < u32::MAX as u64).then(|| Duration::from_secs(timeout));
+    let timeout =
+        (!timeout.is_zero() && timeout < Duration::from_secs(u32::MAX as u64)).then_some(timeout);
     let spec = ExecSpec {
         command: req.to_command(),
         cwd,
         env,
         interactive: req.interactive,
         marker: Uuid::new_v4().simple().to_string(),
-        user: rec.user.filter(|_| rec.agent.is_some()),
+        user: run_as.or_else(|| {
+            rec.user
+                .filter(|_| rec.agent.is_some())
+                .map(|u| RunAs::from((u.uid, u.gid)))
+        }),
         wrapped: rec.agent.is_some(),
+        wrapper_enters: super::agent::speaks_current(rec),
         backstop: backstop(timeout),
     };
     let outcome = run_command_until(ctx, rec, &spec, timeout, sink, stop).await?;
@@ -325,11 +339,35 @@ pub fn ensure_running(rec: &Record) -> Result<(), Error> {
     })
 }
 
-/// Resolves `--cwd` against the work dir; the result must be a directory inside it.
-pub fn resolve_cwd(workdir: &Path, cwd: Option<&Path>) -> Result<PathBuf, Error> {
+/// `--user` parsed ([`RunAs::parse`]); `None` without one. Errors: a malformed one, or one for
+/// a local sandbox (its commands run as the invoking user, on the host).
+pub fn run_as(user: Option<&str>, container: bool) -> Result<Option<RunAs>, Error> {
+    let Some(u) = user else { return Ok(None) };
+    if !container {
+        return Err(Error::Invalid(format!(
+            "--user {u}: a local sandbox runs its commands as you, on the host; use a container engine to run them as another user"
+        )));
+    }
+    RunAs::parse(u)
+        .map(Some)
+        .map_err(|why| Error::Invalid(format!("invalid --user {u:?}: {why}")))
+}
+
+/// Resolves `--cwd`: relative to the work dir, or absolute inside it, it must be a directory
+/// inside the work dir (checked on the host, through symlinks); any other absolute path is a
+/// directory of the container when `container` (the container checks it, as the command's user:
+/// never a host path), and refused for a local sandbox.
+pub fn resolve_cwd(workdir: &Path, cwd: Option<&Path>, container: bool) -> Result<PathBuf, Error> {
     let Some(cwd) = cwd else {
         return Ok(workdir.to_path_buf());
     };
+    if container && cwd.is_absolute() && !lexically_inside(workdir, cwd) {
+        use std::os::unix::ffi::OsStrExt;
+        if cwd.as_os_str().as_bytes().contains(&0) {
+            return Err(Error::Invalid("--cwd holds a NUL byte".into()));
+        }
+        return Ok(cwd.to_path_buf());
+    }
     let joined = workdir.join(cwd);
     let canon = joined.canonicalize().map_err(|e| {
         Error::Invalid(format!(
@@ -346,6 +384,21 @@ pub fn resolve_cwd(workdir: &Path, cwd: Option<&Path>) -> Result<PathBuf, Error>
         )));
     }
     Ok(canon)
+}
+
+/// Whether the absolute `path`, its `.` and `..` taken lexically, is `dir` or lies inside it.
+fn lexically_inside(dir: &Path, path: &Path) -> bool {
+    let mut lexical = PathBuf::new();
+    for c in path.components() {
+        match c {
+            std::path::Component::ParentDir => {
+                lexical.pop();
+            }
+            std::path::Component::CurDir => {}
+            c => lexical.push(c),
+        }
+    }
+    lexical.starts_with(dir)
 }
 
 /// Parses `K=V` environment assignments.
@@ -487,7 +540,10 @@ async fn local_program_missing(engine: &AnyEngine, spec: &ExecSpec, sink: Sink) 
     if crate::agent::wrap::find_on(&path, &argv[0]).is_some() {
         return None;
     }
-    let message = format!("h9sandbox: error: {}: command not found\n", argv[0]);
+    let message = format!(
+        "h9sandbox: error: {}: command not found\n",
+        crate::report::printable(&argv[0])
+    );
     let mut stderr = Captured::default();
     match sink.caps() {
         Some((head, tail)) => {
@@ -851,8 +907,9 @@ async fn stderr_pump<R: AsyncRead + Unpin>(
 }
 
 fn looks_like_engine_message(chunk: &[u8]) -> bool {
-    const PREFIXES: [&[u8]; 5] = [
+    const PREFIXES: [&[u8]; 6] = [
         b"Error",
+        b"unable to find user",
         b"OCI runtime",
         b"Cannot connect",
         b"error during connect",
@@ -962,16 +1019,26 @@ mod tests {
         let d = tempfile::tempdir().unwrap();
         let w = d.path().canonicalize().unwrap();
         std::fs::create_dir(w.join("sub")).unwrap();
+        for container in [false, true] {
+            assert_eq!(
+                resolve_cwd(&w, Some(Path::new("sub")), container).unwrap(),
+                w.join("sub")
+            );
+            assert_eq!(
+                resolve_cwd(&w, Some(&w.join("sub")), container).unwrap(),
+                w.join("sub")
+            );
+            assert!(resolve_cwd(&w, Some(Path::new("..")), container).is_err());
+            assert!(resolve_cwd(&w, Some(Path::new("missing")), container).is_err());
+            // Inside the work dir lexically: checked on the host.
+            std::os::unix::fs::symlink("/etc", w.join("esc")).unwrap_or(());
+            assert!(resolve_cwd(&w, Some(&w.join("esc")), container).is_err());
+        }
+        // Elsewhere: the container's directory (never the host's), or refused for a local one.
+        assert!(resolve_cwd(&w, Some(Path::new("/etc")), false).is_err());
         assert_eq!(
-            resolve_cwd(&w, Some(Path::new("sub"))).unwrap(),
-            w.join("sub")
+            resolve_cwd(&w, Some(Path::new("/etc")), true).unwrap(),
+            Path::new("/etc")
         );
-        assert_eq!(
-            resolve_cwd(&w, Some(&w.join("sub"))).unwrap(),
-            w.join("sub")
-        );
-        assert!(resolve_cwd(&w, Some(Path::new(".."))).is_err());
-        assert!(resolve_cwd(&w, Some(Path::new("/etc"))).is_err());
-        assert!(resolve_cwd(&w, Some(Path::new("missing"))).is_err());
     }
 }

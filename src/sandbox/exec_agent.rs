@@ -16,7 +16,7 @@ use tokio::io::AsyncReadExt;
 
 use super::exec::{Captured, Outcome, Sink};
 use crate::agent::client::Connection;
-use crate::agent::proto::{Reply, Request, Start};
+use crate::agent::proto::{Reply, Request, RunAs, Start};
 use crate::engine::ExecSpec;
 use crate::error::{Error, EXIT_TIMEOUT};
 use crate::report::{Forward, Stream};
@@ -75,13 +75,11 @@ pub async fn run(
     sink: Sink,
     stop: impl std::future::Future<Output = &'static str>,
 ) -> Result<Outcome> {
-    let user = spec.user.or(rec.user).unwrap_or(Ids::ROOT);
     let start = Start {
         command: spec.command.clone(),
         cwd: spec.cwd.to_string_lossy().into_owned(),
         env: spec.env.clone(),
-        uid: user.uid,
-        gid: user.gid,
+        user: run_as(rec, spec),
         stdin: spec.interactive,
         timeout_ms: timeout.map(|t| u64::try_from(t.as_millis()).unwrap_or(u64::MAX)),
         detach: false,
@@ -122,8 +120,14 @@ pub async fn run(
                 Some(Ok(Reply::Exited(e))) => break e,
                 // The program could not be started: what a shell says, with its status.
                 Some(Ok(Reply::Failed { code, message })) if code == 126 || code == 127 => {
+                    let message = crate::report::printable(&message);
                     err.write(format!("h9sandbox: error: {message}\n").as_bytes()).await;
                     break crate::agent::proto::Exit { code, timed_out: false, killed: false, oom_killed: false };
+                }
+                // The caller's mistake (an unknown user, a working directory the user cannot
+                // enter): h9sandbox's own failure, named as such.
+                Some(Ok(Reply::Failed { code: 125, message })) => {
+                    return Err(Error::Invalid(message).into());
                 }
                 Some(Ok(Reply::Failed { message, .. })) | Some(Ok(Reply::Refused(message))) => {
                     return Err(lost(std::io::Error::other(message)).into());
@@ -179,6 +183,14 @@ pub async fn run(
         interrupted,
         tree_killed: exit.killed,
         oom_killed: exit.oom_killed,
+    })
+}
+
+/// Who runs `spec`: its user (`exec --user`), else the sandbox's.
+fn run_as(rec: &Record, spec: &ExecSpec) -> RunAs {
+    spec.user.clone().unwrap_or_else(|| {
+        let u = rec.user.unwrap_or(Ids::ROOT);
+        RunAs::from((u.uid, u.gid))
     })
 }
 

@@ -67,9 +67,8 @@ fn container_record(ctx: &Ctx, query: &str, verb: &str) -> Result<Record> {
 /// Sets the state of `rec` to `to` if it still is `from` (one of them); returns the record.
 fn transition(ctx: &Ctx, rec: &Record, from: &[Lifecycle], to: Lifecycle) -> Result<Record> {
     ctx.store.update(|s| {
-        let r = s
-            .get_mut(rec.id)
-            .ok_or_else(|| Error::NotFound(rec.id.to_string()))?;
+        let missing = s.not_found(&rec.id.to_string());
+        let r = s.get_mut(rec.id).ok_or(missing)?;
         if !from.contains(&r.state) {
             return Err(Error::Invalid(format!(
                 "sandbox {} changed meanwhile: it is {} now",
@@ -177,9 +176,8 @@ pub async fn start(ctx: &Ctx, query: &str) -> Result<Record> {
         None => None,
     };
     ctx.store.update(|s| {
-        let r = s
-            .get_mut(rec.id)
-            .ok_or_else(|| Error::NotFound(rec.id.to_string()))?;
+        let missing = s.not_found(&rec.id.to_string());
+        let r = s.get_mut(rec.id).ok_or(missing)?;
         r.set_state(Lifecycle::Running, None);
         if r.agent.is_some() {
             r.agent = agent;

@@ -12,6 +12,7 @@
 pub mod agent;
 pub mod background;
 pub mod bootstrap;
+pub mod container_files;
 pub mod create;
 pub mod down;
 pub mod egress;
@@ -72,7 +73,10 @@ impl Ctx {
                 layers.set_str(key, v, Origin::Flag((*flag).to_string()))?;
             }
         }
-        let cfg = layers.resolve()?;
+        let mut cfg = layers.resolve()?;
+        if let Some(warning) = cfg.fit_to_host(&layers.origin("cpus")) {
+            reporter.warn(&warning);
+        }
         let store = Store::open(&cfg.state_dir()?)?;
         let engine = AnyEngine::for_kind(cfg.engine, &cfg, store.dir(), &reporter);
         let explicit = Settings::KEYS
@@ -187,7 +191,9 @@ pub fn workdir_of(ctx: &Ctx, query: &str) -> Result<(Record, WorkDir)> {
     let state = ctx.store.load()?;
     let rec = state.resolve(query)?.clone();
     lifecycle::check_workdir(&rec)?;
-    let wd = WorkDir::open(&rec.workdir)?;
+    // The container's commands run as the sandbox's user: the file commands act with its
+    // rights too.
+    let wd = WorkDir::open(&rec.workdir)?.acting_as(rec.user);
     Ok((rec, wd))
 }
 

@@ -38,6 +38,10 @@ pub struct Sweep {
     pub reaped: Vec<Verdict>,
     /// What could not be removed, with the engine's error.
     pub failed: Vec<(Verdict, anyhow::Error)>,
+    /// How many records the sweep judged (those of the state file when it listed).
+    pub records: usize,
+    /// How many containers of this state directory the engines listed.
+    pub containers: usize,
 }
 
 /// The containers of this state directory, as each container engine in use lists them.
@@ -51,6 +55,10 @@ pub async fn sweep(ctx: &Ctx, dry_run: bool) -> Result<Sweep> {
     let listings = list_containers(ctx, &before).await?;
     let after = ctx.store.load()?;
     let verdicts = judge_all(&before, &listings, &after, SystemTime::now());
+    let (records, containers) = (
+        after.sandboxes.len(),
+        listings.iter().map(|(_, l)| l.len()).sum::<usize>(),
+    );
     if !dry_run {
         // A writer killed mid-write leaves its temporary file; it is garbage too, and so are
         // the agent directories of sandboxes without a record.
@@ -73,11 +81,18 @@ pub async fn sweep(ctx: &Ctx, dry_run: bool) -> Result<Sweep> {
         return Ok(Sweep {
             reaped: verdicts,
             failed: vec![],
+            records,
+            containers,
         });
     }
     let me = ProcessRef::current();
     let (dropped, claimed) = claim(ctx, verdicts, me)?;
-    remove_claimed(ctx, &listings, dropped, claimed, me).await
+    let sweep = remove_claimed(ctx, &listings, dropped, claimed, me).await?;
+    Ok(Sweep {
+        records,
+        containers,
+        ..sweep
+    })
 }
 
 /// Whether the process `p` still runs (the liveness oracle of the judgement).
@@ -126,6 +141,7 @@ async fn list_containers(ctx: &Ctx, before: &State) -> Result<Listings> {
 fn judge_all(before: &State, listings: &Listings, after: &State, now: SystemTime) -> Vec<Verdict> {
     let of_kind = |s: &State, kind: EngineKind| State {
         version: s.version,
+        dir: s.dir.clone(),
         sandboxes: s
             .sandboxes
             .iter()
@@ -269,7 +285,7 @@ async fn remove_claimed(
         futures_util::future::join_all(claimed.iter().map(|v| remove_one(ctx, listings, v))).await;
     let mut sweep = Sweep {
         reaped: dropped,
-        failed: vec![],
+        ..Sweep::default()
     };
     let mut removed = Vec::new();
     for (v, r) in claimed.into_iter().zip(results) {
@@ -312,7 +328,11 @@ fn forget_agents(ctx: &Ctx) -> Result<()> {
             })
             .unwrap_or_default()
     };
-    let found: Vec<uuid::Uuid> = ids("run").into_iter().chain(ids("tokens")).collect();
+    let found: Vec<uuid::Uuid> = ids("run")
+        .into_iter()
+        .chain(ids("tokens"))
+        .chain(ids("mounts"))
+        .collect();
     if found.is_empty() {
         return Ok(());
     }

@@ -11,7 +11,7 @@ use super::workdir::resolve_workdir;
 use crate::config::{parse_size, Config};
 use crate::error::Error;
 use crate::state::Record;
-use crate::types::{Limits, Network};
+use crate::types::{Caps, Limits, Network};
 
 /// Limits a sub-sandbox asks for with explicit flags (`None`: inherit the parent's).
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -26,6 +26,8 @@ pub struct Tighten {
     pub network: Option<Network>,
     /// `--allow`: a list no wider than the parent's.
     pub allow: Vec<String>,
+    /// `--caps`.
+    pub caps: Option<Caps>,
 }
 
 impl Tighten {
@@ -41,6 +43,7 @@ impl Tighten {
                 .network
                 .or((!req.allow.is_empty()).then_some(Network::Allowlist)),
             allow: req.allow.clone(),
+            caps: req.caps,
         }
     }
 }
@@ -101,6 +104,14 @@ pub fn child_limits(parent: &Limits, req: &Tighten) -> Result<Limits, Error> {
         }
         out.allow = req.allow.clone();
     }
+    if let Some(c) = req.caps {
+        if c == Caps::Standard && parent.caps == Caps::Minimal {
+            return Err(Error::Invalid(
+                "--caps standard would give capabilities the parent does not have (its profile is minimal); a sub-sandbox may only tighten its parent's limits (leave --caps out)".into(),
+            ));
+        }
+        out.caps = c;
+    }
     Ok(out)
 }
 
@@ -133,6 +144,7 @@ mod tests {
             tmp_size: "64m".into(),
             network: Network::Bridge,
             allow: Vec::new(),
+            caps: Caps::Standard,
         }
     }
 
@@ -148,6 +160,7 @@ mod tests {
                 pids_limit: Some(100),
                 network: Some(Network::None),
                 allow: Vec::new(),
+                caps: Some(Caps::Minimal),
             },
         )
         .unwrap();
@@ -225,5 +238,20 @@ mod tests {
             "{e}"
         );
         assert!(ask(Some(Network::None), &[]).unwrap().allow.is_empty());
+        assert_eq!(tight.caps, Caps::Minimal);
+        let minimal = Limits {
+            caps: Caps::Minimal,
+            ..limits()
+        };
+        let e = child_limits(
+            &minimal,
+            &Tighten {
+                caps: Some(Caps::Standard),
+                ..Default::default()
+            },
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("--caps standard"), "{e}");
     }
 }

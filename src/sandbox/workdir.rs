@@ -663,8 +663,9 @@ impl MountCheck {
                 env: vec![],
                 interactive: false,
                 marker: Uuid::new_v4().simple().to_string(),
-                user: Some(Ids::ROOT),
+                user: Some(crate::engine::RunAs::ROOT),
                 wrapped: false,
+                wrapper_enters: false,
                 backstop: None,
             };
             // What the container prints is the sandbox's: hold at most a few KiB of it.
