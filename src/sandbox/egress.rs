@@ -233,14 +233,23 @@ pub async fn reap_orphans(ctx: &Ctx, known: &[Uuid]) -> Result<usize> {
             "--filter".into(),
             format!("label={LABEL_STATE_DIR}={}", ctx.state_label()),
             "--format".into(),
-            format!("{{{{.ID}}}}\t{{{{.Label \"{LABEL_PROXY_OF}\"}}}}"),
+            format!(
+                "{{{{.ID}}}}\t{{{{.Label \"{LABEL_PROXY_OF}\"}}}}\t{{{{.Label \"{LABEL_STATE_DIR}\"}}}}"
+            ),
         ])
         .await?;
+    let state = ctx.state_label();
     let mut n = 0;
     for line in out.lines() {
-        let Some((cid, of)) = line.split_once('\t') else {
+        // The engine's filtering is checked, not trusted (as `Environment::list` does): only
+        // this state directory's sidecars are removed.
+        let mut fields = line.split('\t');
+        let (Some(cid), Some(of), Some(dir)) = (fields.next(), fields.next(), fields.next()) else {
             continue;
         };
+        if dir != state {
+            continue;
+        }
         if of.parse::<Uuid>().is_ok_and(|id| known.contains(&id)) {
             continue;
         }
