@@ -163,13 +163,13 @@ fn sigkill_during_up_then_reap_leaves_nothing() {
                 .entry(format!("{} {}", r.action, r.reason))
                 .or_insert(0) += 1;
         }
-        // No half-written state file is left behind either, nor an agent's run directory or
-        // token.
+        // No half-written state file is left behind either, nor an agent's run directory,
+        // token or mount root (their parent directories stay, empty).
         for f in std::fs::read_dir(&env.state_dir).unwrap() {
             let f = f.unwrap();
             let name = f.file_name().to_string_lossy().into_owned();
             assert!(
-                ["state.json", "state.lock", "run", "tokens"].contains(&name.as_str()),
+                ["state.json", "state.lock", "run", "tokens", "mounts"].contains(&name.as_str()),
                 "round {round}: {name}"
             );
             if f.path().is_dir() {

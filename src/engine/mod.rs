@@ -228,7 +228,7 @@ pub struct VolumeSummary {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AgentMount {
     /// The directory mounted read-only at `/.h9sandbox` (holding only the empty mount points of
-    /// the binary and the run directory): a mount point cannot be renamed or replaced from
+    /// the binary, the run directory and an allowlist sandbox's proxy socket directory): a mount point cannot be renamed or replaced from
     /// inside (`EBUSY`), so root in the sandbox cannot swap in a binary of its own for the one
     /// the engine's exec starts.
     pub root: PathBuf,
