@@ -775,7 +775,13 @@ fn the_runtime_is_recorded_checked_and_inherited() {
     let rec = env.entry(&id);
     assert_eq!(rec["runtime"].as_str(), want.as_deref(), "{rec}");
     if let Some(r) = &want {
-        assert_eq!(inspect(&env.container(&id), "{{.HostConfig.Runtime}}"), *r);
+        // Podman's HostConfig.Runtime is always "oci"; its runtime is OCIRuntime.
+        let field = if engine() == Engine::Podman {
+            "{{.OCIRuntime}}"
+        } else {
+            "{{.HostConfig.Runtime}}"
+        };
+        assert_eq!(inspect(&env.container(&id), field), *r);
     }
     let out = env.run(&["exec", &id, "--", "uname -r"]);
     assert_ok(&out);
