@@ -54,8 +54,13 @@ pub struct Config {
     pub pids_limit: u32,
     /// Size of the `/tmp` tmpfs (`--tmpfs /tmp:size=...`).
     pub tmp_size: String,
-    /// Network mode: `bridge` or `none`.
+    /// Network mode: `bridge`, `none`, or `allowlist` (HTTP and HTTPS to the hosts of `allow`
+    /// only, through a proxy sidecar).
     pub network: Network,
+    /// Hosts an `allowlist` sandbox may reach: names (`deb.debian.org`) and `*.domain` patterns
+    /// (every name below the domain). A project file may only narrow it (and `network`).
+    #[serde(default)]
+    pub allow: Vec<String>,
     /// Capability profile of new containers: `minimal` or `standard` ([`Caps`]).
     pub caps: Caps,
     /// Seconds `up` waits for the container to report `State.Running`.
@@ -139,6 +144,7 @@ impl Default for Config {
             pids_limit: 256,
             tmp_size: "256m".into(),
             network: Network::Bridge,
+            allow: Vec::new(),
             caps: Caps::Standard,
             start_timeout_secs: 30,
             exec_timeout_secs: 600,
@@ -182,6 +188,9 @@ pub enum Kind {
     Bool,
     /// A list of absolute paths (TOML array of strings); files only, no environment variable.
     PathList,
+    /// A list of host names or `*.domain` patterns (TOML array of strings; in the environment,
+    /// separated by commas).
+    HostList,
     /// One of these strings.
     OneOf(&'static [&'static str]),
 }
@@ -224,7 +233,8 @@ pub const KEYS: &[Key] = &[
     },
     key("pids_limit", Kind::Int),
     key("tmp_size", Kind::Str),
-    key("network", Kind::OneOf(&["bridge", "none"])),
+    key("network", Kind::OneOf(&["bridge", "none", "allowlist"])),
+    key("allow", Kind::HostList),
     key("caps", Kind::OneOf(&["minimal", "standard"])),
     key("start_timeout_secs", Kind::Secs),
     key("exec_timeout_secs", Kind::Secs),
@@ -586,6 +596,9 @@ impl Layers {
                     message: "not allowed in a project's sandbox.toml, which a sandbox may be able to write: it widens which host directories a sandbox may mount; set it in your own configuration file ($XDG_CONFIG_HOME/h9sandbox/config.toml) or a --config file".into(),
                 });
             }
+            if project {
+                self.check_narrows(&origin, &name, &value)?;
+            }
             if project && HOST_SIDE_KEYS.contains(&name.as_str()) {
                 return Err(Error::Config {
                     origin: format!("{origin}, key `{name}`"),
@@ -628,6 +641,14 @@ impl Layers {
         }
         let v = match key.kind {
             Kind::Str | Kind::Path | Kind::OneOf(_) => toml::Value::String(value.to_string()),
+            Kind::HostList => toml::Value::Array(
+                value
+                    .split(',')
+                    .map(str::trim)
+                    .filter(|h| !h.is_empty())
+                    .map(|h| toml::Value::String(h.to_string()))
+                    .collect(),
+            ),
             _ => {
                 let parsed = value.trim().parse::<toml::Value>().ok().or_else(|| {
                     // A bare scalar is not a TOML document; parse it as a value.
@@ -644,6 +665,53 @@ impl Layers {
         })?;
         self.table.insert(name.to_string(), v);
         self.origins.insert(name.to_string(), origin);
+        Ok(())
+    }
+
+    /// A project file may only narrow the network: `network` no wider than the value layered
+    /// so far (`none` < `allowlist` < `bridge`), and, under a user's `allowlist`, `allow` only
+    /// of hosts the user's list already allows.
+    fn check_narrows(&self, origin: &Origin, name: &str, value: &toml::Value) -> Result<(), Error> {
+        let reach = |v: Option<&toml::Value>| match v.and_then(|v| v.as_str()) {
+            Some("none") => 0,
+            Some("allowlist") => 1,
+            _ => 2,
+        };
+        let fail = |message: String| Error::Config {
+            origin: format!("{origin}, key `{name}`"),
+            message,
+        };
+        let have = reach(self.table.get("network"));
+        if name == "network" && reach(Some(value)) > have {
+            return Err(fail(format!(
+                "a project's sandbox.toml may only narrow the network, not widen it from {}; change network in your own configuration",
+                self.table.get("network").and_then(|v| v.as_str()).unwrap_or("bridge")
+            )));
+        }
+        if name == "allow" && have == 1 {
+            let user: Vec<String> = self
+                .table
+                .get("allow")
+                .and_then(|v| v.as_array())
+                .map(|a| {
+                    a.iter()
+                        .filter_map(|v| v.as_str().map(String::from))
+                        .collect()
+                })
+                .unwrap_or_default();
+            for h in value
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|v| v.as_str())
+            {
+                if !crate::agent::proxy::covers(&user, h) {
+                    return Err(fail(format!(
+                        "'{h}' is not in your own allow list; a project's sandbox.toml may only narrow it"
+                    )));
+                }
+            }
+        }
         Ok(())
     }
 
@@ -737,6 +805,20 @@ fn coerce(key: &Key, v: toml::Value) -> Result<toml::Value, String> {
             }
             Ok(V::Array(items))
         }
+        (Kind::HostList, V::Array(items)) => {
+            for item in &items {
+                match item.as_str() {
+                    Some(h) => crate::agent::proxy::check_pattern(h)?,
+                    None => {
+                        return Err(format!(
+                            "expected host names (strings), found {}",
+                            item.type_str()
+                        ))
+                    }
+                }
+            }
+            Ok(V::Array(items))
+        }
         (Kind::Secs, V::Integer(i)) if i >= 0 => Ok(V::Integer(i)),
         (Kind::Secs, V::Integer(i)) => Err(format!("{i} is negative; expected seconds >= 0")),
         (Kind::Secs, V::Float(f)) => secs_value(&f.to_string()),
@@ -792,6 +874,7 @@ fn kind_name(k: Kind) -> &'static str {
         Kind::Path => "a path (string)",
         Kind::Bool => "true or false",
         Kind::PathList => "a list of absolute paths",
+        Kind::HostList => "a list of host names",
         Kind::OneOf(_) => "a string",
     }
 }
@@ -1183,6 +1266,62 @@ mod tests {
         assert!(load(Some("engine_bin = \"podman\"\n"), &[]).is_ok());
         let err = load(None, &[("H9SANDBOX_IMAGE", "--privileged")]).unwrap_err();
         assert!(err.to_string().contains("not an image reference"), "{err}");
+    }
+
+    #[test]
+    fn a_project_file_may_only_narrow_the_network() {
+        let dir = tempfile::tempdir().unwrap();
+        let user = dir.path().join("config.toml");
+        std::fs::write(
+            &user,
+            "network = \"allowlist\"\nallow = [\"*.debian.org\", \"pypi.org\"]\n",
+        )
+        .unwrap();
+        let project = |text: &str| ProjectText {
+            path: dir.path().join("sandbox.toml"),
+            text: text.into(),
+        };
+        let load = |text: &str| Layers::load_opts(Some(&user), |_| None, Some(&project(text)));
+        let cfg = load("allow = [\"deb.debian.org\", \"*.security.debian.org\", \"pypi.org\"]\n")
+            .unwrap()
+            .resolve()
+            .unwrap();
+        assert_eq!(cfg.network, Network::Allowlist);
+        assert_eq!(cfg.allow.len(), 3);
+        assert!(load("network = \"none\"\n").is_ok());
+        for (text, why) in [
+            ("network = \"bridge\"\n", "may only narrow the network"),
+            (
+                "allow = [\"evil.com\"]\n",
+                "'evil.com' is not in your own allow list",
+            ),
+            (
+                "allow = [\"debian.org\"]\n",
+                "'debian.org' is not in your own allow list",
+            ),
+            (
+                "allow = [\"*.org\"]\n",
+                "'*.org' is not in your own allow list",
+            ),
+        ] {
+            let err = load(text).unwrap_err().to_string();
+            assert!(
+                err.contains(why) && err.contains("sandbox.toml"),
+                "{text}: {err}"
+            );
+        }
+        // Under a user's bridge (everything reachable) any list narrows; the environment and
+        // flags are the user's own.
+        std::fs::write(&user, "network = \"none\"\n").unwrap();
+        assert!(load("network = \"allowlist\"\n").is_err());
+        let env = |k: &str| (k == "H9SANDBOX_ALLOW").then(|| "a.org, *.b.org".to_string());
+        let cfg = Layers::load_opts(None, env, None)
+            .unwrap()
+            .resolve()
+            .unwrap();
+        assert_eq!(cfg.allow, ["a.org", "*.b.org"]);
+        let bad = |k: &str| (k == "H9SANDBOX_ALLOW").then(|| "http://x/".to_string());
+        assert!(Layers::load_opts(None, bad, None).is_err());
     }
 
     #[test]

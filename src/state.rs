@@ -191,6 +191,10 @@ pub struct Record {
     /// Absent in records made before it was recorded.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub workdir_id: Option<[u64; 2]>,
+    /// The OCI runtime the container was created with (config `runtime`, `up --runtime`; a
+    /// sub-sandbox's is its parent's), e.g. `runsc` for gVisor; absent: the engine's default.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub runtime: Option<String>,
 }
 
 /// What `up` found of a sandbox's in-container agent.
@@ -923,6 +927,7 @@ pub(crate) mod tests {
                 pids_limit: 256,
                 tmp_size: "256m".into(),
                 network: Network::Bridge,
+                allow: Vec::new(),
                 caps: crate::types::Caps::Minimal,
             },
             labels: Default::default(),
@@ -940,6 +945,7 @@ pub(crate) mod tests {
             stopper: None,
             agent: None,
             workdir_id: None,
+            runtime: None,
         }
     }
 

@@ -66,14 +66,37 @@ pub enum Network {
     Bridge,
     /// No network at all, only loopback.
     None,
+    /// Only loopback, where the agent relays `127.0.0.1:3128` to a proxy sidecar that forwards
+    /// HTTP and HTTPS to the allowed hosts only (config `allow`; see `sandbox::egress`).
+    Allowlist,
 }
 
 impl Network {
-    /// The value passed to `--network`.
+    /// The mode's name (config `network`, `up --network`).
     pub fn as_str(self) -> &'static str {
         match self {
             Network::Bridge => "bridge",
             Network::None => "none",
+            Network::Allowlist => "allowlist",
+        }
+    }
+
+    /// The value passed to the engine's `--network`: an allowlist sandbox has no network of its
+    /// own (`none`); it reaches the outside only through its proxy.
+    pub fn engine_mode(self) -> &'static str {
+        match self {
+            Network::Bridge => "bridge",
+            Network::None | Network::Allowlist => "none",
+        }
+    }
+
+    /// How much it lets through: `none` < `allowlist` < `bridge` (a sub-sandbox or a project
+    /// file may only go down).
+    pub fn reach(self) -> u8 {
+        match self {
+            Network::None => 0,
+            Network::Allowlist => 1,
+            Network::Bridge => 2,
         }
     }
 }
@@ -262,8 +285,11 @@ pub struct Limits {
     pub pids_limit: u32,
     /// Size of the `/tmp` tmpfs.
     pub tmp_size: String,
-    /// `bridge` or `none`.
+    /// `bridge`, `none` or `allowlist`.
     pub network: Network,
+    /// With `allowlist`: the hosts its proxy lets through (config `allow`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub allow: Vec<String>,
     /// The capability profile (`minimal` in records made before profiles existed).
     #[serde(default = "Caps::recorded_before")]
     pub caps: Caps,

@@ -96,6 +96,10 @@ fn no_command_can_trace_or_read_h9sandbox_in_the_container() {
     let env = TestEnv::new();
     // Root in the sandbox has PID 1's and the supervisors' user and capabilities: only their
     // being not dumpable keeps it from ptrace and from their memory and environment in /proc.
+    if gvisor() {
+        announce("gVisor's own /proc lets root read a process's environ and maps whatever its dumpable flag (see README, Isolation tiers)");
+        return;
+    }
     let id = env.up(&["--user", "root"]);
     let out = sh(
         &env,
@@ -301,7 +305,10 @@ fn the_timeout_kills_descendants_that_left_the_tree() {
         let left: Vec<&str> = ["sleep 291", "sleep 292", "sleep 293", "sleep 294"]
             .into_iter()
             // Locally an env-cleared process loses the marker; the sandbox is no boundary.
-            .filter(|s| !(engine() == Engine::Local && *s == "sleep 292"))
+            // Under gVisor (runsc 20221219) orphans go to PID 1, not to the command's subreaper,
+            // so one that also cleared its environment cannot be told from another command's
+            // (README, Isolation tiers); it lives until `down`.
+            .filter(|s| !((engine() == Engine::Local || gvisor()) && *s == "sleep 292"))
             .filter(|s| ps.contains(s))
             .collect();
         if left.is_empty() {
@@ -367,7 +374,7 @@ fn parallel_execs_never_mix_their_output() {
 #[test]
 fn detached_commands_are_listed_logged_and_killed() {
     require_container!("background commands are kept by the in-container agent");
-    if exec_path_is_engine() {
+    if agent_socket_unreachable() {
         return;
     }
     let env = TestEnv::new();
@@ -458,7 +465,7 @@ print "none: ", ask("\x01\x00\x04true\x01/\x00\x00\x00\x00\x00\x00\x00"), "\n";
 #[test]
 fn a_socket_planted_in_the_run_dir_never_gets_the_hosts_connection() {
     require_container!("no agent without a container");
-    if exec_path_is_engine() {
+    if agent_socket_unreachable() {
         return;
     }
     let env = TestEnv::new();
@@ -532,7 +539,7 @@ fn within(mut cmd: Command, limit: Duration) -> Option<std::process::Output> {
 #[test]
 fn fifos_planted_for_the_agent_never_hang_it() {
     require_container!("background commands are kept by the in-container agent");
-    if exec_path_is_engine() {
+    if agent_socket_unreachable() {
         return;
     }
     let env = TestEnv::new();
@@ -573,7 +580,7 @@ fn fifos_planted_for_the_agent_never_hang_it() {
 #[test]
 fn a_command_that_kills_its_supervisor_is_told_and_its_tree_killed() {
     require_container!("a local sandbox has no agent");
-    if exec_path_is_engine() {
+    if agent_socket_unreachable() {
         return;
     }
     // Root in the sandbox shares the supervisor's user, so it may kill it; the tree must not
@@ -655,7 +662,7 @@ fn long_command_lines_run_as_any_user() {
 #[test]
 fn logs_and_kill_answer_in_json() {
     require_container!("background commands are kept by the in-container agent");
-    if exec_path_is_engine() {
+    if agent_socket_unreachable() {
         return;
     }
     let env = TestEnv::new();
@@ -769,12 +776,17 @@ fn exec_runs_as_any_user_in_any_directory_of_the_container_on_both_paths() {
         // What the user cannot enter, what does not exist, who does not exist: h9sandbox's own
         // failure (125), one line naming the cause.
         for (args, says) in [
+            // gVisor lets a user's chdir into a directory it may not search (/root, 0700);
+            // what is in it stays unreadable (see README, Isolation tiers).
             (vec!["--cwd", "/root", "--", "pwd"], "--cwd"),
             (vec!["--cwd", "/no/such/dir", "--", "pwd"], "--cwd"),
             (vec!["--user", "nosuchuser", "--", "true"], "nosuchuser"),
             (vec!["--user", "a b", "--", "true"], "--user"),
             (vec!["--user", "1:x", "--", "true"], "--user"),
         ] {
+            if gvisor() && args[..2] == ["--cwd", "/root"] {
+                continue;
+            }
             let mut a = vec![id.as_str()];
             a.extend_from_slice(&args);
             let out = exec_via(&env, engine, &a);

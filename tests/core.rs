@@ -209,7 +209,18 @@ fn hardening_is_applied_and_holds_inside() {
         }
     }
     assert!(inspect(&c, "{{json .HostConfig.SecurityOpt}}").contains("no-new-privileges"));
-    assert_eq!(inspect(&c, "{{.HostConfig.PidsLimit}}"), "40");
+    assert_eq!(
+        inspect(&c, "{{.HostConfig.PidsLimit}}"),
+        host_pids_limit(40)
+    );
+    if gvisor() {
+        // gVisor's kernel enforces the process limit as the nproc rlimit.
+        let nproc = inspect(
+            &c,
+            "{{range .HostConfig.Ulimits}}{{.Name}}={{.Soft}}:{{.Hard}} {{end}}",
+        );
+        assert!(nproc.contains("nproc=40:40"), "{nproc}");
+    }
     assert_eq!(inspect(&c, "{{.HostConfig.NanoCpus}}"), "500000000");
     assert_eq!(
         inspect(&c, "{{.HostConfig.Memory}}"),
@@ -235,7 +246,9 @@ fn hardening_is_applied_and_holds_inside() {
     // SETUID (7) are effective, for root (the default user here: the work dir is root's).
     let status = stdout(&env.run(&["exec", &id, "--", "cat /proc/self/status"]));
     assert!(status.contains("CapEff:\t00000000000000db"), "{status}");
-    assert!(status.contains("NoNewPrivs:\t1"), "{status}");
+    // gVisor's /proc/PID/status has no NoNewPrivs line (its kernel still applies the flag it
+    // gets from the OCI spec, checked above in SecurityOpt).
+    assert!(gvisor() || status.contains("NoNewPrivs:\t1"), "{status}");
     // /tmp is noexec.
     let out = env.run(&[
         "exec",
@@ -604,7 +617,10 @@ fn config_file_and_env_reach_the_container() {
         inspect(&c, "{{.HostConfig.Memory}}"),
         (300u64 << 20).to_string()
     );
-    assert_eq!(inspect(&c, "{{.HostConfig.PidsLimit}}"), "77");
+    assert_eq!(
+        inspect(&c, "{{.HostConfig.PidsLimit}}"),
+        host_pids_limit(77)
+    );
     // The environment beats the file, the flag beats the environment.
     let id = String::from_utf8(
         env.cmd()
@@ -616,7 +632,10 @@ fn config_file_and_env_reach_the_container() {
     )
     .unwrap();
     let c = env.container(id.trim());
-    assert_eq!(inspect(&c, "{{.HostConfig.PidsLimit}}"), "88");
+    assert_eq!(
+        inspect(&c, "{{.HostConfig.PidsLimit}}"),
+        host_pids_limit(88)
+    );
     assert_eq!(
         inspect(&c, "{{.HostConfig.Memory}}"),
         (200u64 << 20).to_string()
@@ -644,7 +663,9 @@ fn rlimits_reach_the_container() {
         "ulimit -Sn; ulimit -Hn; ulimit -Su",
     ]);
     assert_ok(&out);
-    assert_eq!(stdout(&out), "1000\n1000\n10000\n");
+    // Under gVisor the nproc rlimit is the process limit (pids_limit, 256 by default) at most.
+    let nproc = if gvisor() { "256" } else { "10000" };
+    assert_eq!(stdout(&out), format!("1000\n1000\n{nproc}\n"));
     if engine() == Engine::Podman {
         // Automatic: Podman's containers get this host's hard open-files limit, which is what
         // lets them start at all where Podman's default (1048576) exceeds it.
@@ -741,6 +762,77 @@ fn a_limit_the_engine_did_not_apply_fails_up_and_leaves_nothing() {
         "the unlimited container was left"
     );
     assert_eq!(env.ls()[0]["state"], "Failed");
+}
+
+#[test]
+fn the_runtime_is_recorded_checked_and_inherited() {
+    require_container!("a local sandbox has no container, so no OCI runtime");
+    let env = TestEnv::new();
+    // The harness passes H9SANDBOX_RUNTIME (runsc under H9SANDBOX_TEST_RUNTIME=runsc, runc with
+    // Podman), which the record and the container carry.
+    let want = runtime().or_else(|| (engine() == Engine::Podman).then(|| "runc".to_string()));
+    let id = env.up(&[]);
+    let rec = env.entry(&id);
+    assert_eq!(rec["runtime"].as_str(), want.as_deref(), "{rec}");
+    if let Some(r) = &want {
+        // Podman's HostConfig.Runtime is always "oci"; its runtime is OCIRuntime.
+        let field = if engine() == Engine::Podman {
+            "{{.OCIRuntime}}"
+        } else {
+            "{{.HostConfig.Runtime}}"
+        };
+        assert_eq!(inspect(&env.container(&id), field), *r);
+    }
+    let out = env.run(&["exec", &id, "--", "uname -r"]);
+    assert_ok(&out);
+    // gVisor's own kernel says it is Linux 4.4.0, whatever the host runs.
+    assert_eq!(gvisor(), stdout(&out).trim() == "4.4.0", "{}", stdout(&out));
+    // A sub-sandbox runs on its parent's runtime, even when the configuration names another.
+    let sub = String::from_utf8(
+        env.cmd()
+            .env("H9SANDBOX_RUNTIME", "h9sandbox-other-runtime")
+            .args(["up", "--parent", &id])
+            .output()
+            .unwrap()
+            .stdout,
+    )
+    .unwrap();
+    let sub = sub.trim();
+    assert_eq!(env.entry(sub)["runtime"], rec["runtime"]);
+    let out = env.run(&[
+        "up",
+        "--parent",
+        &id,
+        "--runtime",
+        "h9sandbox-other-runtime",
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stderr(&out).contains("differs from the parent's"),
+        "{}",
+        stderr(&out)
+    );
+    // A runtime the engine does not know: one line naming it, exit status 1, nothing left.
+    let before = env.containers().len();
+    let out = env.run(&["up", "--runtime", "h9sandbox-no-such-runtime"]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = stderr(&out);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.contains("no OCI runtime named 'h9sandbox-no-such-runtime'"),
+        "{err}"
+    );
+    let out = env.run(&["up", "--runtime", "runsc-h9sandbox-test-missing"]);
+    assert!(
+        stderr(&out).contains("scripts/setup-gvisor.sh"),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(
+        env.containers().len(),
+        before,
+        "a refused up left a container"
+    );
 }
 
 #[test]

@@ -21,6 +21,9 @@ pub struct InitArgs {
     /// Login name for that user when the image has none for its UID.
     #[arg(long, value_name = "NAME")]
     pub user_name: Option<String>,
+    /// Relay 127.0.0.1:3128 to the allowlist proxy's socket (network = "allowlist")
+    #[arg(long)]
+    pub proxy_relay: bool,
 }
 
 /// Prints `msg` to stderr (the container's log, `docker logs`) as `h9sandbox-init: msg`.
@@ -75,7 +78,33 @@ pub fn run(args: &InitArgs) -> i32 {
             return 1;
         }
     };
-    rt.block_on(serve(run_dir, token))
+    rt.block_on(async move {
+        if args.proxy_relay {
+            match tokio::net::TcpListener::bind(("127.0.0.1", super::proxy::PORT)).await {
+                Ok(l) => {
+                    tokio::spawn(relay(l));
+                }
+                Err(e) => log(&format!("cannot listen for the proxy relay: {e}")),
+            }
+        }
+        serve(run_dir, token).await
+    })
+}
+
+/// Relays every connection to 127.0.0.1:[`super::proxy::PORT`] to the allowlist proxy's socket
+/// ([`super::proxy::RELAY_SOCKET`]), byte for byte: the sandbox has no network but loopback,
+/// and the proxy decides.
+async fn relay(listener: tokio::net::TcpListener) {
+    loop {
+        let Ok((mut client, _)) = listener.accept().await else {
+            continue;
+        };
+        tokio::spawn(async move {
+            if let Ok(mut up) = tokio::net::UnixStream::connect(super::proxy::RELAY_SOCKET).await {
+                let _ = tokio::io::copy_bidirectional(&mut client, &mut up).await;
+            }
+        });
+    }
 }
 
 async fn serve(run_dir: std::path::PathBuf, token: Option<String>) -> i32 {
@@ -98,12 +127,16 @@ async fn serve(run_dir: std::path::PathBuf, token: Option<String>) -> i32 {
             }
         });
     }
+    // Also every second: gVisor (runsc 20221219) sends no SIGCHLD for a zombie reparented to
+    // PID 1, which would otherwise stay, counting against the process limit.
+    let mut tick = tokio::time::interval(std::time::Duration::from_secs(1));
     loop {
         tokio::select! {
             _ = term.recv() => return 0,
             _ = int.recv() => return 0,
             _ = hup.recv() => return 0,
             _ = chld.recv() => reap_all(),
+            _ = tick.tick() => reap_all(),
         }
     }
 }

@@ -12,6 +12,7 @@ pub mod client;
 pub mod files;
 pub mod init;
 pub mod proto;
+pub mod proxy;
 pub mod seccomp;
 pub mod server;
 pub mod supervise;
@@ -61,6 +62,8 @@ enum AgentCommand {
     Signal(supervise::SignalArgs),
     /// Kill an exec's processes found by their marker, and their descendants
     KillMarked(supervise::KillMarkedArgs),
+    /// Forward HTTP and HTTPS (CONNECT) to allowed hosts only (the allowlist sidecar)
+    Proxy(proxy::ProxyArgs),
     /// Read or write a file of the container as the user it runs as (the file commands, for
     /// paths outside the work dir)
     File {
@@ -93,6 +96,7 @@ pub fn main(args: &[std::ffi::OsString]) -> Option<i32> {
         AgentCommand::Supervise => supervise::run(),
         AgentCommand::Signal(a) => supervise::signal(a),
         AgentCommand::KillMarked(a) => supervise::kill_marked(a),
+        AgentCommand::Proxy(a) => proxy::run(a),
         AgentCommand::File { command } => files::run(command),
         AgentCommand::Stat { path } => match std::fs::metadata(path) {
             Ok(m) => {

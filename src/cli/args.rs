@@ -159,11 +159,13 @@ Examples:
   h9sandbox ps 3f2a
   h9sandbox ps 3f2a --format json                 [{handle, pid, command, started, exit_code, running}]")]
     Ps(PsArgs),
-    /// Print the output of a background command (exec --detach)
+    /// Print the output of a background command (exec --detach), or the egress proxy's decisions
     #[command(after_help = "\
 Examples:
   h9sandbox logs 3f2a 9c1e04ab                    what it wrote so far (stdout, then stderr)
   h9sandbox logs 3f2a 9c1e04ab --follow           and what it writes, until its processes exit
+  h9sandbox logs 3f2a --network --format json     network = \"allowlist\": every request's host,
+                                                  decision (allowed/denied/failed/bad) and bytes
 
 Each stream keeps its last 8 to 16 MiB (log files in the sandbox's scratch volume).")]
     Logs(LogsArgs),
@@ -425,9 +427,17 @@ pub struct UpArgs {
     /// Maximum number of processes [config: pids_limit]
     #[arg(long, value_name = "N")]
     pub pids_limit: Option<String>,
-    /// Network mode [config: network]
+    /// Network mode; allowlist: HTTP and HTTPS to the --allow hosts only [config: network]
     #[arg(long, value_enum)]
     pub network: Option<Network>,
+    /// Host an allowlist sandbox may reach: a name, or *.domain (repeatable; implies --network
+    /// allowlist) [config: allow]
+    #[arg(long = "allow", value_name = "HOST")]
+    pub allow: Vec<String>,
+    /// OCI runtime of the container, e.g. runsc for gVisor (see scripts/setup-gvisor.sh)
+    /// [config: runtime]
+    #[arg(long, value_name = "NAME")]
+    pub runtime: Option<String>,
     /// Capabilities of root in the sandbox: minimal (DAC_OVERRIDE, SETUID, SETGID) or standard
     /// (also CHOWN, FOWNER, FSETID: adduser, groupadd) [config: caps]
     #[arg(long, value_enum, value_name = "PROFILE")]
@@ -542,7 +552,11 @@ pub struct LogsArgs {
     #[arg(add = sandboxes())]
     pub id: String,
     /// The background command's handle (printed by exec --detach; see `ps`)
-    pub handle: String,
+    #[arg(required_unless_present = "network")]
+    pub handle: Option<String>,
+    /// The egress proxy's decisions instead (network = "allowlist")
+    #[arg(long, conflicts_with_all = ["handle", "follow"])]
+    pub network: bool,
     /// Keep printing what it writes until its processes have exited (or Ctrl-C)
     #[arg(short, long)]
     pub follow: bool,

@@ -60,10 +60,39 @@ struct LogsJson {
 }
 
 /// Runs `logs`: the command's output on our stdout and stderr, or with `--format json` one
-/// document ([`LogsJson`]; not with `--follow`, which streams).
+/// document ([`LogsJson`]; not with `--follow`, which streams); with `--network`, the egress
+/// proxy's decisions (a table, or a JSON array of `{ts, method, host, port, decision,
+/// bytes_out, bytes_in}`).
 pub async fn logs(ctx: &Ctx, format: Format, args: &LogsArgs) -> Result<i32> {
+    let Some(handle) = args.handle.clone().filter(|_| !args.network) else {
+        let rec = ctx.store.load()?.resolve(&args.id)?.clone();
+        let entries = crate::sandbox::egress::read_log(ctx, &rec)?;
+        match format {
+            Format::Json => output::print_json(&entries)?,
+            Format::Table => {
+                let mut t = output::table(
+                    &["TIME", "METHOD", "HOST", "PORT", "DECISION", "OUT", "IN"],
+                    output::colour_enabled(),
+                );
+                for e in &entries {
+                    let at = std::time::UNIX_EPOCH + std::time::Duration::from_secs(e.ts);
+                    t.add_row(vec![
+                        Cell::new(humantime::format_rfc3339_seconds(at)),
+                        Cell::new(&e.method),
+                        Cell::new(&e.host),
+                        Cell::new(e.port),
+                        Cell::new(&e.decision),
+                        Cell::new(e.bytes_out),
+                        Cell::new(e.bytes_in),
+                    ]);
+                }
+                output::print_table(&t)?;
+            }
+        }
+        return Ok(0);
+    };
     if format == Format::Table {
-        background::logs(ctx, &args.id, &args.handle, args.follow, LogSink::Forward).await?;
+        background::logs(ctx, &args.id, &handle, args.follow, LogSink::Forward).await?;
         return Ok(0);
     }
     if args.follow {
@@ -81,7 +110,7 @@ pub async fn logs(ctx: &Ctx, format: Format, args: &LogsArgs) -> Result<i32> {
     background::logs(
         ctx,
         &args.id,
-        &args.handle,
+        &handle,
         false,
         LogSink::Collect(&mut collect),
     )
@@ -89,7 +118,7 @@ pub async fn logs(ctx: &Ctx, format: Format, args: &LogsArgs) -> Result<i32> {
     let (stdout, stdout_cut) = out.captured().text_ends();
     let (stderr, stderr_cut) = err.captured().text_ends();
     output::print_json(&LogsJson {
-        handle: args.handle.clone(),
+        handle,
         stdout,
         stderr,
         stdout_cut,

@@ -20,6 +20,8 @@ pub fn request(args: &UpArgs) -> UpRequest {
         memory: args.memory.clone(),
         pids_limit: args.pids_limit.clone(),
         network: args.network,
+        allow: args.allow.clone(),
+        runtime: args.runtime.clone(),
         caps: args.caps,
         labels: args.labels.clone(),
         parent: args.parent.clone(),

@@ -61,12 +61,10 @@ pub enum Flavor {
     Podman,
 }
 
-/// Engine options of `run` beyond the sandbox's own limits (configuration keys `runtime`,
-/// `ulimit_nofile`, `ulimit_nproc`).
+/// Engine options of `run` beyond the sandbox's own limits (configuration keys
+/// `ulimit_nofile`, `ulimit_nproc`; the OCI runtime is the container's, [`ContainerSpec::runtime`]).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct RunOptions {
-    /// OCI runtime (`--runtime`, e.g. `runc`, `crun`, `runsc`); `None` is the engine's default.
-    pub runtime: Option<String>,
     /// Open-files rlimit (`--ulimit nofile=N:N`); 0 = automatic (see [`ulimit_args`]).
     pub ulimit_nofile: u64,
     /// Processes rlimit (`--ulimit nproc=N:N`); 0 = automatic (see [`ulimit_args`]).
@@ -230,6 +228,13 @@ impl Docker {
         Ok(stdout)
     }
 
+    /// Runs the client with `args` (argv built by the caller's pure function, as
+    /// `sandbox::egress` does for the proxy sidecar), returning its stdout. Errors: a non-zero
+    /// exit, with the client's first error line.
+    pub async fn run_client(&self, args: Vec<String>) -> Result<String> {
+        self.checked(args).await
+    }
+
     /// Polls `inspect` (10 ms doubling to 200 ms) until the container no longer exists.
     async fn wait_gone(&self, container: &str, timeout: Duration) -> Result<()> {
         let deadline = tokio::time::Instant::now() + timeout;
@@ -243,6 +248,37 @@ impl Docker {
             }
             tokio::time::sleep(delay).await;
             delay = (delay * 2).min(Duration::from_millis(200));
+        }
+        Ok(())
+    }
+
+    /// Checks that the daemon has the OCI runtime `name` registered (`docker info`'s
+    /// `.Runtimes`) and that it enforces the sandbox's limits: a runtime registered with
+    /// `--ignore-cgroups` (gVisor's flag to leave the host's cgroups alone) would run the
+    /// container without its memory, CPU and process limits, which the engine still reports as
+    /// set, so it is refused. Errors: [`Error::Invalid`] naming `scripts/setup-gvisor.sh`.
+    async fn check_runtime(&self, name: &str) -> Result<()> {
+        let out = self
+            .checked(vec![
+                "info".into(),
+                "--format".into(),
+                "{{json .Runtimes}}".into(),
+            ])
+            .await?;
+        let runtimes: std::collections::BTreeMap<String, serde_json::Value> =
+            serde_json::from_str(&out)
+                .with_context(|| format!("cannot parse `{} info`'s runtimes: {out}", self.bin))?;
+        let Some(rt) = runtimes.get(name) else {
+            return Err(unknown_runtime(&self.bin, name).into());
+        };
+        let ignores_cgroups = rt["runtimeArgs"]
+            .as_array()
+            .is_some_and(|a| a.iter().any(|v| v.as_str() == Some("--ignore-cgroups")));
+        if ignores_cgroups {
+            return Err(Error::Invalid(format!(
+                "the OCI runtime '{name}' is registered with --ignore-cgroups, so the sandbox's memory, CPU and process limits would not be enforced; register it without that flag (scripts/setup-gvisor.sh does when the host allows)"
+            ))
+            .into());
         }
         Ok(())
     }
@@ -281,14 +317,23 @@ impl Environment for Docker {
     }
 
     async fn create(&self, spec: &ContainerSpec) -> Result<String> {
-        let mut extra = ulimit_args(
+        let runtime = spec.runtime.as_deref();
+        // gVisor's kernel enforces the process limit as the rlimit (see gvisor_host_pids).
+        let nproc = match (is_gvisor(runtime), self.options.ulimit_nproc) {
+            (true, 0) => u64::from(spec.limits.pids_limit),
+            (true, n) => n.min(u64::from(spec.limits.pids_limit)),
+            (false, n) => n,
+        };
+        let extra = ulimit_args(
             self.flavor,
             self.options.ulimit_nofile,
-            self.options.ulimit_nproc,
+            nproc,
             &HostLimits::read(),
         )
         .map_err(Error::Invalid)?;
-        extra.extend(runtime_args(self.options.runtime.as_deref()));
+        if let (Some(r), Flavor::Docker) = (runtime, self.flavor) {
+            self.check_runtime(r).await?;
+        }
         if self.flavor == Flavor::Podman {
             // Podman's --mount has no volume-label: the labelled volume is made first.
             self.checked(volume_create_args(spec)).await?;
@@ -310,6 +355,9 @@ impl Environment for Docker {
         }
         if stderr.contains("is already in use") {
             return Err(Error::NameInUse(spec.name.clone()).into());
+        }
+        if let Some(r) = runtime.filter(|_| is_unknown_runtime(&stderr)) {
+            return Err(unknown_runtime(&self.bin, r).into());
         }
         Err(anyhow!(
             "`{} run` failed: {}{}",
@@ -440,7 +488,11 @@ impl Environment for Docker {
             .await?;
         if let Some(pid) = pid.parse::<u32>().ok().filter(|p| code == 0 && *p > 0) {
             match super::marker::kill_marked(Some(pid), marker) {
-                Ok(s) if s.failed == 0 => return Ok(()),
+                // Nothing found is also what the host sees of a gVisor sandbox, whose processes
+                // live in its own kernel: the helper inside then looks (it finds nothing either
+                // when all had ended).
+                Ok(s) if s.failed == 0 && s.killed > 0 => return Ok(()),
+                Ok(s) if s.failed == 0 => {}
                 Ok(s) => {
                     return Err(anyhow!(
                         "{} of the command's processes could not be signalled",
@@ -675,7 +727,8 @@ fn csv_field(f: String) -> String {
 }
 
 /// `docker run` arguments for `spec`: hardened, labelled, detached, never pulling. `extra`
-/// (engine options: [`ulimit_args`], [`runtime_args`]) goes before `--pull`.
+/// (engine options: [`ulimit_args`]) and then [`runtime_args`] go before `--pull`. With gVisor
+/// the host's `--pids-limit` is [`gvisor_host_pids`].
 pub fn run_args(flavor: Flavor, spec: &ContainerSpec, extra: &[String]) -> Vec<String> {
     let l = &spec.limits;
     let workdir = spec.workdir.to_string_lossy();
@@ -701,7 +754,11 @@ pub fn run_args(flavor: Flavor, spec: &ContainerSpec, extra: &[String]) -> Vec<S
         "--security-opt".into(),
         "no-new-privileges:true".into(),
         "--pids-limit".into(),
-        l.pids_limit.to_string(),
+        if is_gvisor(spec.runtime.as_deref()) {
+            gvisor_host_pids(l.pids_limit).to_string()
+        } else {
+            l.pids_limit.to_string()
+        },
         "--cpus".into(),
         format_cpus(l.cpus),
         "--memory".into(),
@@ -709,7 +766,7 @@ pub fn run_args(flavor: Flavor, spec: &ContainerSpec, extra: &[String]) -> Vec<S
         "--tmpfs".into(),
         format!("/tmp:size={},nosuid,noexec,nodev", l.tmp_size),
         "--network".into(),
-        l.network.as_str().into(),
+        l.network.engine_mode().into(),
         // The scratch dir: a volume of its own, removed with the sandbox.
         "--mount".into(),
         scratch_mount_arg(flavor, spec),
@@ -732,7 +789,17 @@ pub fn run_args(flavor: Flavor, spec: &ContainerSpec, extra: &[String]) -> Vec<S
         "--entrypoint".into(),
         agent::BIN.into(),
     ]);
+    if let Some(dir) = &spec.proxy {
+        a.extend([
+            "--mount".into(),
+            bind_mount_arg(&dir.to_string_lossy(), agent::proxy::DIR, true),
+        ]);
+        for (k, v) in proxy_env() {
+            a.extend(["--env".into(), format!("{k}={v}")]);
+        }
+    }
     a.extend(extra.iter().cloned());
+    a.extend(runtime_args(spec.runtime.as_deref()));
     a.extend([
         "--pull".into(),
         "never".into(),
@@ -746,7 +813,26 @@ pub fn run_args(flavor: Flavor, spec: &ContainerSpec, extra: &[String]) -> Vec<S
     if let Some(n) = &spec.agent.user_name {
         a.extend(["--user-name".into(), n.clone()]);
     }
+    if spec.proxy.is_some() {
+        a.push("--proxy-relay".into());
+    }
     a
+}
+
+/// The environment of every process of an allowlist sandbox: `HTTP_PROXY`, `HTTPS_PROXY` (and
+/// their lower-case forms, which curl, apt and Python read) name the relay on its loopback;
+/// `NO_PROXY`/`no_proxy` keep loopback direct.
+pub fn proxy_env() -> Vec<(&'static str, String)> {
+    let url = format!("http://127.0.0.1:{}", agent::proxy::PORT);
+    let direct = "localhost,127.0.0.1,::1".to_string();
+    vec![
+        ("HTTP_PROXY", url.clone()),
+        ("http_proxy", url.clone()),
+        ("HTTPS_PROXY", url.clone()),
+        ("https_proxy", url),
+        ("NO_PROXY", direct.clone()),
+        ("no_proxy", direct),
+    ]
 }
 
 /// `--ulimit` arguments for the open-files and processes rlimits (`setrlimit(2)`), where
@@ -811,6 +897,50 @@ pub fn runtime_args(runtime: Option<&str>) -> Vec<String> {
     runtime
         .map(|r| vec!["--runtime".to_string(), r.to_string()])
         .unwrap_or_default()
+}
+
+/// Whether the OCI runtime `runtime` is gVisor: named `runsc`, or `runsc-` something (as
+/// `runsc-kvm`), the names gVisor's documentation registers it under.
+pub fn is_gvisor(runtime: Option<&str>) -> bool {
+    runtime.is_some_and(|r| r == "runsc" || r.starts_with("runsc-"))
+}
+
+/// Host tasks gVisor's own processes take before the sandbox runs anything (the Sentry's and
+/// the Gofer's threads: 38 measured with runsc 20221219, `--platform=ptrace`).
+pub const GVISOR_HOST_TASKS_BASE: u64 = 64;
+/// Host tasks each process inside a gVisor sandbox may take (with `--platform=ptrace` every
+/// process of the sandbox is a host stub process with threads of its own, and the Sentry adds
+/// threads as it serves them: about 11 each, measured).
+pub const GVISOR_HOST_TASKS_PER_PROCESS: u64 = 16;
+
+/// The host `--pids-limit` of a gVisor sandbox whose process limit is `pids`: the host's pids
+/// cgroup counts every task of the gVisor sandbox (Sentry, Gofer, stub processes), not the
+/// processes inside it, and a gVisor sandbox that reaches it dies whole. So the limit of the
+/// sandbox's processes is the rlimit gVisor's kernel enforces (`--ulimit nproc=N:N`: a fork
+/// past it fails with EAGAIN, as on Linux), and the host's cgroup is a ceiling above it
+/// ([`GVISOR_HOST_TASKS_BASE`] + [`GVISOR_HOST_TASKS_PER_PROCESS`] × `pids`) that still stops
+/// a runaway sandbox from exhausting the host's PIDs.
+pub fn gvisor_host_pids(pids: u32) -> u64 {
+    GVISOR_HOST_TASKS_BASE + GVISOR_HOST_TASKS_PER_PROCESS * u64::from(pids)
+}
+
+/// Whether `run`'s stderr says the engine has no runtime of the requested name (Docker:
+/// "Unknown runtime specified", Podman: "OCI runtime ... not found").
+fn is_unknown_runtime(stderr: &str) -> bool {
+    stderr.contains("Unknown runtime specified")
+        || stderr.contains("unknown or invalid runtime name")
+        || (stderr.contains("OCI runtime") && stderr.contains("not found"))
+}
+
+fn unknown_runtime(bin: &str, name: &str) -> Error {
+    let fix = if is_gvisor(Some(name)) {
+        "run scripts/setup-gvisor.sh (as root) to install and register gVisor's runsc".to_string()
+    } else {
+        format!("register it in the engine's configuration (`{bin} info` lists its runtimes), or fix runtime / --runtime")
+    };
+    Error::Invalid(format!(
+        "the container engine `{bin}` has no OCI runtime named '{name}' (runtime / --runtime); {fix}"
+    ))
 }
 
 /// A hint for a `run` failure whose cause h9sandbox knows, starting with "; ", or "".
@@ -1073,6 +1203,17 @@ pub fn parse_inspect(json: &str) -> Result<ContainerStatus> {
         cpu_period: Option<i64>,
         #[serde(default)]
         pids_limit: Option<i64>,
+        #[serde(default)]
+        runtime: Option<String>,
+        #[serde(default)]
+        ulimits: Option<Vec<Ulimit>>,
+    }
+    #[derive(serde::Deserialize)]
+    #[serde(rename_all = "PascalCase")]
+    struct Ulimit {
+        name: String,
+        #[serde(default)]
+        soft: i64,
     }
     #[derive(serde::Deserialize)]
     #[serde(rename_all = "PascalCase")]
@@ -1103,7 +1244,21 @@ pub fn parse_inspect(json: &str) -> Result<ContainerStatus> {
             } else {
                 quota * 1_000_000_000 / period
             },
-            pids_limit: pos(h.pids_limit),
+            // gVisor: the limit of the sandbox's processes is the nproc rlimit its kernel
+            // enforces; the host's cgroup is only a ceiling (see gvisor_host_pids).
+            // (and counts only while that ceiling is in force).
+            pids_limit: if is_gvisor(h.runtime.as_deref()) {
+                let nproc = h.ulimits.iter().flatten().find(|u| u.name == "nproc");
+                let nproc = pos(nproc.map(|u| u.soft));
+                let ceiling = u32::try_from(nproc).map_or(u64::MAX, gvisor_host_pids);
+                if nproc > 0 && pos(h.pids_limit) == ceiling {
+                    nproc
+                } else {
+                    0
+                }
+            } else {
+                pos(h.pids_limit)
+            },
         }
     });
     Ok(ContainerStatus {
@@ -1236,6 +1391,7 @@ mod tests {
                 pids_limit: 256,
                 tmp_size: "256m".into(),
                 network: Network::None,
+                allow: Vec::new(),
                 caps: crate::types::Caps::Minimal,
             },
             labels: BTreeMap::from([("h9sandbox".into(), "1".into())]),
@@ -1247,6 +1403,8 @@ mod tests {
                 user_name: None,
             },
             scratch_volume: "h9sandbox-abc".into(),
+            runtime: None,
+            proxy: None,
         }
     }
 
@@ -1278,15 +1436,17 @@ mod tests {
 
     #[test]
     fn engine_options_go_before_pull() {
-        let extra = vec![
-            "--ulimit".to_string(),
-            "nofile=10:10".into(),
-            "--runtime".into(),
-            "runc".into(),
-        ];
-        let a = run_args(Flavor::Docker, &spec("/w"), &extra);
+        let extra = vec!["--ulimit".to_string(), "nofile=10:10".into()];
+        let spec = ContainerSpec {
+            runtime: Some("runc".into()),
+            ..spec("/w")
+        };
+        let a = run_args(Flavor::Docker, &spec, &extra);
         let at = a.iter().position(|w| w == "--pull").unwrap();
-        assert_eq!(a[at - 4..at], extra[..]);
+        assert_eq!(
+            a[at - 4..at],
+            ["--ulimit", "nofile=10:10", "--runtime", "runc"]
+        );
         assert_eq!(
             a[at..],
             [
@@ -1300,6 +1460,40 @@ mod tests {
                 "0:0"
             ]
         );
+    }
+
+    #[test]
+    fn gvisor_gets_a_host_ceiling_and_its_own_process_limit() {
+        assert!(is_gvisor(Some("runsc")) && is_gvisor(Some("runsc-kvm")));
+        assert!(!is_gvisor(Some("runc")) && !is_gvisor(Some("myrunsc")) && !is_gvisor(None));
+        let spec = ContainerSpec {
+            runtime: Some("runsc".into()),
+            ..spec("/w")
+        };
+        let a = run_args(Flavor::Docker, &spec, &[]);
+        let at = a.iter().position(|w| w == "--pids-limit").unwrap();
+        assert_eq!(a[at + 1], (64 + 16 * 256).to_string());
+        // What inspect reports as applied under gVisor is the nproc rlimit, not the ceiling.
+        let json = r#"{"State":{"Status":"running","Running":true},"HostConfig":{"Memory":1,"NanoCpus":1,"PidsLimit":4160,"Runtime":"runsc","Ulimits":[{"Name":"nofile","Hard":9,"Soft":9},{"Name":"nproc","Hard":256,"Soft":256}]}}"#;
+        assert_eq!(
+            parse_inspect(json).unwrap().applied.unwrap().pids_limit,
+            256
+        );
+        let json = json
+            .replace("Soft\":256", "Soft\":0")
+            .replace(r#""Soft":256"#, r#""Soft":0"#);
+        assert_eq!(parse_inspect(&json).unwrap().applied.unwrap().pids_limit, 0);
+        let runc = r#"{"State":{"Status":"running","Running":true},"HostConfig":{"PidsLimit":40,"Runtime":"runc","Ulimits":null}}"#;
+        assert_eq!(parse_inspect(runc).unwrap().applied.unwrap().pids_limit, 40);
+        assert!(is_unknown_runtime(
+            "docker: Error response from daemon: Unknown runtime specified runsx."
+        ));
+        assert!(is_unknown_runtime(
+            "Error: default OCI runtime \"runsx\" not found: invalid argument"
+        ));
+        assert!(unknown_runtime("docker", "runsc")
+            .to_string()
+            .contains("scripts/setup-gvisor.sh"));
     }
 
     #[test]

@@ -161,6 +161,15 @@ pub struct ContainerSpec {
     /// the container, so that it can be found and removed even when the container was removed
     /// without its volumes.
     pub scratch_volume: String,
+    /// OCI runtime (`docker run --runtime`, e.g. `runc`, `runsc`); `None` is the engine's
+    /// default. gVisor's `runsc` changes how the process limit is applied
+    /// ([`docker::gvisor_host_pids`]).
+    pub runtime: Option<String>,
+    /// With `network = "allowlist"`: the host directory holding the proxy sidecar's socket,
+    /// mounted read-only at [`crate::agent::proxy::DIR`]; the container's PID 1 relays
+    /// `127.0.0.1:3128` to it and every process gets `HTTP_PROXY` and its kin
+    /// ([`docker::proxy_env`]).
+    pub proxy: Option<std::path::PathBuf>,
 }
 
 /// The name of sandbox `id`'s scratch volume.
@@ -219,7 +228,7 @@ pub struct VolumeSummary {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AgentMount {
     /// The directory mounted read-only at `/.h9sandbox` (holding only the empty mount points of
-    /// the binary and the run directory): a mount point cannot be renamed or replaced from
+    /// the binary, the run directory and an allowlist sandbox's proxy socket directory): a mount point cannot be renamed or replaced from
     /// inside (`EBUSY`), so root in the sandbox cannot swap in a binary of its own for the one
     /// the engine's exec starts.
     pub root: PathBuf,
@@ -444,7 +453,6 @@ impl AnyEngine {
         reporter: &Arc<dyn Reporter>,
     ) -> AnyEngine {
         let options = RunOptions {
-            runtime: cfg.runtime.clone(),
             ulimit_nofile: cfg.ulimit_nofile,
             ulimit_nproc: cfg.ulimit_nproc,
         };
@@ -613,6 +621,7 @@ mod tests {
             pids_limit: 40,
             tmp_size: "64m".into(),
             network: Network::None,
+            allow: Vec::new(),
             caps: crate::types::Caps::Minimal,
         }
     }

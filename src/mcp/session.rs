@@ -254,6 +254,8 @@ impl Session {
             memory: p.memory,
             pids_limit: p.pids_limit.map(|n| n.to_string()),
             network: p.network.map(Network::from),
+            runtime: None,
+            allow: Vec::new(),
             caps: None,
             labels: Vec::new(),
             parent: p.parent,

@@ -35,7 +35,8 @@ pub fn run_dir(ctx: &Ctx, id: Uuid) -> PathBuf {
 }
 
 /// Sandbox `id`'s mount root: the directory mounted read-only at [`crate::agent::ROOT`], holding
-/// the empty mount points `h9sandbox` and `run` ([`crate::engine::AgentMount::root`]).
+/// the empty mount points `h9sandbox`, `run` and `proxy` (an allowlist sandbox's socket
+/// directory, [`crate::agent::proxy::DIR`]) ([`crate::engine::AgentMount::root`]).
 pub fn mount_root(ctx: &Ctx, id: Uuid) -> PathBuf {
     ctx.store.dir().join("mounts").join(id.to_string())
 }
@@ -141,6 +142,12 @@ fn make_mount_root(root: &Path) -> Result<()> {
             std::fs::DirBuilder::new()
                 .mode(0o755)
                 .create(root.join("run"))
+        })
+        // Under the read-only root the engine cannot make a mount point itself.
+        .and_then(|_| {
+            std::fs::DirBuilder::new()
+                .mode(0o755)
+                .create(root.join("proxy"))
         })
         .and_then(|_| {
             std::fs::OpenOptions::new()

@@ -54,6 +54,11 @@ pub struct UpRequest {
     pub pids_limit: Option<String>,
     /// Network mode.
     pub network: Option<Network>,
+    /// OCI runtime (`runsc` for gVisor); a sub-sandbox may only name its parent's.
+    pub runtime: Option<String>,
+    /// Hosts an allowlist sandbox may reach (`--allow`, replacing config `allow`; implies
+    /// `network = "allowlist"` unless `network` says otherwise).
+    pub allow: Vec<String>,
     /// Capability profile.
     pub caps: Option<Caps>,
     /// Extra labels, `K=V` each.
@@ -91,6 +96,19 @@ impl UpRequest {
             ("cpus", self.cpus.clone(), "--cpus"),
             ("memory", self.memory.clone(), "--memory"),
             ("pids_limit", self.pids_limit.clone(), "--pids-limit"),
+            (
+                "network",
+                self.network
+                    .or((!self.allow.is_empty()).then_some(Network::Allowlist))
+                    .map(|n| n.to_string()),
+                "--network",
+            ),
+            (
+                "allow",
+                (!self.allow.is_empty()).then(|| self.allow.join(",")),
+                "--allow",
+            ),
+            ("runtime", self.runtime.clone(), "--runtime"),
             ("network", self.network.map(|n| n.to_string()), "--network"),
             ("caps", self.caps.map(|c| c.to_string()), "--caps"),
             ("bootstrap_cmd", self.bootstrap.clone(), "--bootstrap"),
@@ -214,6 +232,12 @@ fn differences(have: &Record, want: &Record) -> Vec<String> {
     );
     differ("tmp_size", h.tmp_size.clone(), w.tmp_size.clone());
     differ("network", h.network.to_string(), w.network.to_string());
+    differ("allow", h.allow.join(","), w.allow.join(","));
+    differ(
+        "runtime",
+        have.runtime.clone().unwrap_or_else(|| "default".into()),
+        want.runtime.clone().unwrap_or_else(|| "default".into()),
+    );
     differ("caps", h.caps.to_string(), w.caps.to_string());
     differ(
         "user",
@@ -255,6 +279,21 @@ async fn resolve_spec(ctx: &Ctx, req: &UpRequest) -> Result<Plan> {
     };
     let mount = check_workdir(ctx, req, &workdir)?;
     let user = resolve_user(ctx, req, parent.as_ref(), &workdir)?;
+    let runtime = resolve_runtime(ctx, req, parent.as_ref())?;
+    if !req.allow.is_empty() && limits.network != Network::Allowlist {
+        return Err(Error::Invalid(format!(
+            "--allow needs network allowlist, not {}; leave --network out (--allow implies allowlist)",
+            limits.network
+        ))
+        .into());
+    }
+    if limits.network == Network::Allowlist {
+        let engine = match &parent {
+            Some(p) => ctx.runner_for(p)?,
+            None => ctx.engine.clone(),
+        };
+        super::egress::check_supported(&engine, runtime.as_deref())?;
+    }
     if let Some(why) = unwritable_for(&workdir, user) {
         ctx.reporter.warn(&why);
     }
@@ -292,6 +331,7 @@ async fn resolve_spec(ctx: &Ctx, req: &UpRequest) -> Result<Plan> {
         stopper: None,
         agent: None,
         workdir_id: Some(mount.identity()),
+        runtime,
     };
     record.start_lease(SystemTime::now())?;
     let binary = match engine.kind().isolation() {
@@ -376,6 +416,11 @@ fn configured_limits(cfg: &Config) -> Limits {
         pids_limit: cfg.pids_limit,
         tmp_size: cfg.tmp_size.clone(),
         network: cfg.network,
+        allow: if cfg.network == Network::Allowlist {
+            cfg.allow.clone()
+        } else {
+            Vec::new()
+        },
         caps: cfg.caps,
     }
 }
@@ -416,6 +461,27 @@ fn resolve_user(
     }
 }
 
+/// The OCI runtime of the new sandbox: config `runtime` (`up --runtime`), or for a sub-sandbox
+/// its parent's, which `req.runtime` may not change (a sub-sandbox is never looser: a gVisor
+/// parent has gVisor children). `None` for a local sandbox (no container).
+fn resolve_runtime(ctx: &Ctx, req: &UpRequest, parent: Option<&Record>) -> Result<Option<String>> {
+    let Some(p) = parent else {
+        return Ok(ctx
+            .cfg
+            .runtime
+            .clone()
+            .filter(|_| ctx.engine.kind().isolation() == Isolation::Container));
+    };
+    match &req.runtime {
+        Some(r) if Some(r) != p.runtime.as_ref() => Err(Error::Invalid(format!(
+            "--runtime {r} differs from the parent's {}; a sub-sandbox runs on its parent's runtime (leave --runtime out)",
+            p.runtime.as_deref().unwrap_or("default runtime")
+        ))
+        .into()),
+        _ => Ok(p.runtime.clone()),
+    }
+}
+
 /// The container of the sandbox `record`: its name, image, work dir, limits and user, its
 /// labels with h9sandbox's own (managed, ID, state directory, parent), and the agent's mounts
 /// (`binary`, the sandbox's run directory).
@@ -435,6 +501,9 @@ fn container_spec(ctx: &Ctx, record: &Record, user: Ids, binary: PathBuf) -> Con
         labels,
         user,
         scratch_volume: scratch_volume_name(&record.id),
+        runtime: record.runtime.clone(),
+        proxy: (record.limits.network == Network::Allowlist)
+            .then(|| super::egress::socket_dir(ctx, record.id)),
         agent: AgentMount {
             root: super::agent::mount_root(ctx, record.id),
             binary,
@@ -792,7 +861,9 @@ async fn start_container(
                 .labels
                 .get(LABEL_ID)
                 .and_then(|i| Uuid::parse_str(i).ok());
-            super::agent::prepare(ctx, id.context("the container has no sandbox ID label")?)?;
+            let id = id.context("the container has no sandbox ID label")?;
+            super::agent::prepare(ctx, id)?;
+            super::egress::start(ctx, engine, spec, id).await?;
             create_container(ctx, engine, spec).await?
         }
         Isolation::None => create_container(ctx, engine, spec).await?,

@@ -15,6 +15,7 @@ pub mod bootstrap;
 pub mod container_files;
 pub mod create;
 pub mod down;
+pub mod egress;
 pub mod exec;
 pub mod exec_agent;
 pub mod files;
@@ -236,6 +237,14 @@ pub async fn release(ctx: &Ctx, engine: &AnyEngine, id: uuid::Uuid) {
                     &id.simple().to_string()[..12]
                 ));
             }
+        }
+    }
+    if let Err(e) = egress::remove(ctx, engine, id).await {
+        if ctx.verbose() {
+            ctx.reporter.note(&format!(
+                "could not remove the egress proxy of {}: {e:#} (`h9sandbox reap` retries)",
+                &id.simple().to_string()[..12]
+            ));
         }
     }
     agent::forget(ctx, id);

@@ -65,6 +65,17 @@ pub async fn sweep(ctx: &Ctx, dry_run: bool) -> Result<Sweep> {
         ctx.store.remove_stale_temp_files()?;
         forget_agents(ctx)?;
         remove_orphan_volumes(ctx, &listings).await;
+        // Proxy sidecars of sandboxes without a record (those of sandboxes reaped below go
+        // with them, see `super::release`).
+        if ctx.store.dir().join("proxy").exists() {
+            let known: Vec<_> = after.sandboxes.iter().map(|r| r.id).collect();
+            if let Err(e) = super::egress::reap_orphans(ctx, &known).await {
+                if ctx.verbose() {
+                    ctx.reporter
+                        .note(&format!("could not reap proxy sidecars: {e:#}"));
+                }
+            }
+        }
     }
     if dry_run || verdicts.is_empty() {
         return Ok(Sweep {

@@ -22,8 +22,10 @@ pub struct Tighten {
     pub memory: Option<String>,
     /// `--pids-limit`.
     pub pids_limit: Option<u32>,
-    /// `--network`.
+    /// `--network` (`allowlist` when only `--allow` is given).
     pub network: Option<Network>,
+    /// `--allow`: a list no wider than the parent's.
+    pub allow: Vec<String>,
     /// `--caps`.
     pub caps: Option<Caps>,
 }
@@ -37,7 +39,10 @@ impl Tighten {
             cpus: req.cpus.is_some().then_some(cfg.cpus),
             memory: req.memory.is_some().then(|| cfg.memory.clone()),
             pids_limit: req.pids_limit.is_some().then_some(cfg.pids_limit),
-            network: req.network,
+            network: req
+                .network
+                .or((!req.allow.is_empty()).then_some(Network::Allowlist)),
+            allow: req.allow.clone(),
             caps: req.caps,
         }
     }
@@ -78,12 +83,26 @@ pub fn child_limits(parent: &Limits, req: &Tighten) -> Result<Limits, Error> {
         out.pids_limit = p;
     }
     if let Some(n) = req.network {
-        if n == Network::Bridge && parent.network == Network::None {
-            return Err(Error::Invalid(
-                "--network bridge would give network access the parent does not have (its network is none); a sub-sandbox may only tighten its parent's limits (leave --network out)".into(),
-            ));
+        if n.reach() > parent.network.reach() {
+            return Err(Error::Invalid(format!(
+                "--network {n} would give network access the parent does not have (its network is {}); a sub-sandbox may only tighten its parent's limits (leave --network out)",
+                parent.network
+            )));
         }
         out.network = n;
+        if n != Network::Allowlist {
+            out.allow.clear();
+        }
+    }
+    if !req.allow.is_empty() {
+        if let Some(h) = req.allow.iter().find(|h| {
+            parent.network == Network::Allowlist && !crate::agent::proxy::covers(&parent.allow, h)
+        }) {
+            return Err(Error::Invalid(format!(
+                "--allow {h} is not in the parent's allow list; a sub-sandbox may only tighten its parent's limits"
+            )));
+        }
+        out.allow = req.allow.clone();
     }
     if let Some(c) = req.caps {
         if c == Caps::Standard && parent.caps == Caps::Minimal {
@@ -124,6 +143,7 @@ mod tests {
             pids_limit: 100,
             tmp_size: "64m".into(),
             network: Network::Bridge,
+            allow: Vec::new(),
             caps: Caps::Standard,
         }
     }
@@ -139,6 +159,7 @@ mod tests {
                 memory: Some("0.5g".into()),
                 pids_limit: Some(100),
                 network: Some(Network::None),
+                allow: Vec::new(),
                 caps: Some(Caps::Minimal),
             },
         )
@@ -189,6 +210,34 @@ mod tests {
         .unwrap_err()
         .to_string();
         assert!(e.contains("--network bridge"), "{e}");
+        // Under an allowlist parent: no bridge, and only a narrower list.
+        let listed = Limits {
+            network: Network::Allowlist,
+            allow: vec!["*.debian.org".into()],
+            ..limits()
+        };
+        let ask = |network: Option<Network>, allow: &[&str]| {
+            child_limits(
+                &listed,
+                &Tighten {
+                    network,
+                    allow: allow.iter().map(|h| h.to_string()).collect(),
+                    ..Default::default()
+                },
+            )
+        };
+        assert_eq!(ask(None, &[]).unwrap().allow, ["*.debian.org"]);
+        let narrower = ask(Some(Network::Allowlist), &["deb.debian.org"]).unwrap();
+        assert_eq!(narrower.allow, ["deb.debian.org"]);
+        assert!(ask(Some(Network::Bridge), &[]).is_err());
+        let e = ask(Some(Network::Allowlist), &["pypi.org"])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("--allow pypi.org is not in the parent's allow list"),
+            "{e}"
+        );
+        assert!(ask(Some(Network::None), &[]).unwrap().allow.is_empty());
         assert_eq!(tight.caps, Caps::Minimal);
         let minimal = Limits {
             caps: Caps::Minimal,

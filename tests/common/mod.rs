@@ -65,6 +65,53 @@ pub fn engine() -> Engine {
     }
 }
 
+/// The OCI runtime under test: `H9SANDBOX_TEST_RUNTIME` (e.g. `runsc`, registered by
+/// scripts/setup-gvisor.sh), passed to every command as `H9SANDBOX_RUNTIME`; `None` when unset
+/// (the engine's default; `runc` with Podman). Only with a container engine.
+pub fn runtime() -> Option<String> {
+    match std::env::var("H9SANDBOX_TEST_RUNTIME").as_deref() {
+        Err(_) | Ok("") => None,
+        Ok(r) => {
+            assert!(
+                engine() != Engine::Local,
+                "H9SANDBOX_TEST_RUNTIME={r} needs a container engine"
+            );
+            Some(r.to_string())
+        }
+    }
+}
+
+/// Whether the runtime under test is gVisor's `runsc` (see README, Isolation tiers, for what
+/// differs there).
+pub fn gvisor() -> bool {
+    runtime().as_deref() == Some("runsc")
+}
+
+/// Whether the host reaches no sandbox's agent socket in this run: with `H9TEST_EXEC_PATH=engine`
+/// (silently: every test runs the other way too), or under gVisor, whose unix sockets do not
+/// cross a bind mount (announced as a skip: what needs the socket is unavailable there).
+pub fn agent_socket_unreachable() -> bool {
+    if exec_path_is_engine() {
+        return true;
+    }
+    if gvisor() {
+        announce("under gVisor the host cannot reach the agent's socket (commands go through the engine's exec)");
+        return true;
+    }
+    false
+}
+
+/// The `HostConfig.PidsLimit` a sandbox with process limit `n` gets: `n`, or under gVisor the
+/// host ceiling h9sandbox sets above it (64 + 16 × n; the limit itself is then the nproc
+/// rlimit gVisor's kernel enforces).
+pub fn host_pids_limit(n: u64) -> String {
+    if gvisor() {
+        (64 + 16 * n).to_string()
+    } else {
+        n.to_string()
+    }
+}
+
 /// Whether `H9TEST_EXEC_PATH=engine` asks for commands through the engine's exec rather than
 /// the sandbox's agent.
 pub fn exec_path_is_engine() -> bool {
@@ -88,9 +135,10 @@ pub fn announce(msg: &str) {
         .name()
         .unwrap_or("<test>")
         .to_string();
+    let runtime = runtime().map(|r| format!(", {r}")).unwrap_or_default();
     let _ = writeln!(
         std::io::stderr(),
-        "SKIPPED {test} [{}]: {msg}",
+        "SKIPPED {test} [{}{runtime}]: {msg}",
         engine().name()
     );
 }
@@ -212,7 +260,9 @@ impl TestEnv {
             .env("H9SANDBOX_CPUS", "0.5")
             .env("H9SANDBOX_START_TIMEOUT_SECS", "60")
             .env("NO_COLOR", "1");
-        if engine() == Engine::Podman {
+        if let Some(r) = runtime() {
+            c.env("H9SANDBOX_RUNTIME", r);
+        } else if engine() == Engine::Podman {
             c.env("H9SANDBOX_RUNTIME", "runc");
         }
         // `H9TEST_EXEC_PATH=engine` runs the suites with every command through the engine's

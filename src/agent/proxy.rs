@@ -1,0 +1,481 @@
+//! The egress proxy of `network = "allowlist"` (`h9sandbox agent proxy`): the static binary run
+//! in a hardened sidecar container that sits on the sandbox's internal network (no route out)
+//! and on the engine's default bridge. It forwards, to allowed host names only:
+//!
+//! - HTTP requests in absolute form (`GET http://host/path HTTP/1.1`, what a client configured
+//!   with `HTTP_PROXY` sends), rewritten to origin form on a fresh connection to the host;
+//! - HTTPS through `CONNECT host:port` (RFC 9110 §9.3.6): a byte tunnel, no TLS interception, so
+//!   the decision rests on the name the client asked for.
+//!
+//! Everything else is answered `403 Forbidden` (a host off the list) or `400 Bad Request` (a
+//! request in origin form: the sandbox tried to use the proxy as a server). HTTP parsing is
+//! hyper's (HTTP/1.1 only). Every decision is appended to the log file as one JSON line
+//! ([`Entry`]); the log stops growing at [`LOG_MAX`] bytes.
+//!
+//! The allow list holds host names (`deb.debian.org`) and suffix patterns (`*.debian.org`: every
+//! name below `debian.org`, not `debian.org` itself); an IP address is allowed only when listed
+//! as such. Names are compared in lower case without a trailing dot; any port is allowed.
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use bytes::Bytes;
+use http_body_util::{combinators::BoxBody, BodyExt, Full};
+use hyper::body::Incoming;
+use hyper::service::service_fn;
+use hyper::{Method, Request, Response, StatusCode};
+use hyper_util::rt::TokioIo;
+use serde::Serialize;
+
+/// The port on the sandbox's loopback where its PID 1 relays to the proxy (`HTTP_PROXY`).
+pub const PORT: u16 = 3128;
+/// Where the proxy's socket directory is mounted: read-write in the sidecar, read-only in the
+/// sandbox.
+pub const DIR: &str = "/.h9sandbox/proxy";
+/// The proxy's socket as the sandbox sees it (its directory is mounted there read-only).
+pub const RELAY_SOCKET: &str = "/.h9sandbox/proxy/proxy.sock";
+/// Bytes the decision log may grow to; later decisions are not written (the last line says so).
+pub const LOG_MAX: u64 = 16 << 20;
+
+/// Options of `h9sandbox agent proxy`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct ProxyArgs {
+    /// Unix socket to listen on (made afresh)
+    #[arg(long, value_name = "PATH")]
+    pub listen: PathBuf,
+    /// Allowed host: a name, or *.domain for every name below domain (repeatable)
+    #[arg(long = "allow", value_name = "HOST")]
+    pub allow: Vec<String>,
+    /// File the decisions are appended to, one JSON object a line
+    #[arg(long, value_name = "PATH")]
+    pub log: PathBuf,
+}
+
+/// One decision of the proxy, a line of its log.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
+pub struct Entry {
+    /// Seconds since the Unix epoch when the request came.
+    pub ts: u64,
+    /// `CONNECT`, or the HTTP method of a forwarded request.
+    pub method: String,
+    /// The host name (or address) asked for, in lower case.
+    pub host: String,
+    /// The port asked for.
+    pub port: u16,
+    /// `allowed`, `denied` (not on the list: 403), `failed` (allowed, but the host could not be
+    /// reached: 502) or `bad` (not a proxy request: 400).
+    pub decision: String,
+    /// Bytes sent from the sandbox to the host (request bodies, or the tunnel's upstream).
+    pub bytes_out: u64,
+    /// Bytes from the host to the sandbox (response bodies, or the tunnel's downstream).
+    pub bytes_in: u64,
+}
+
+type Body = BoxBody<Bytes, hyper::Error>;
+
+/// Whether `host` is allowed by `patterns` (see the module documentation).
+pub fn allowed(patterns: &[String], host: &str) -> bool {
+    let host = normalize(host);
+    if host.is_empty() {
+        return false;
+    }
+    patterns.iter().any(|p| {
+        let p = normalize(p);
+        match p.strip_prefix("*.") {
+            Some(suffix) => {
+                !suffix.is_empty()
+                    && host.len() > suffix.len() + 1
+                    && host.ends_with(suffix)
+                    && host.as_bytes()[host.len() - suffix.len() - 1] == b'.'
+            }
+            None => p == host,
+        }
+    })
+}
+
+/// Whether every host the entry `pattern` allows is allowed by `patterns` too (a narrower list
+/// may hold it): the same entry, a name `patterns` allows, or `*.d` where `patterns` allows `d`'s
+/// whole subtree (`*.d` or `*.` a parent of `d`).
+pub fn covers(patterns: &[String], pattern: &str) -> bool {
+    let p = normalize(pattern);
+    if patterns.iter().any(|q| normalize(q) == p) {
+        return true;
+    }
+    match p.strip_prefix("*.") {
+        Some(d) => {
+            allowed(patterns, d) && patterns.iter().any(|q| q.starts_with("*.")) && {
+                // `*.d` is covered by `*.e` when d is e or below e; `allowed(d)` alone would
+                // also accept a plain entry `d` (which covers d only, not its subtree).
+                patterns
+                    .iter()
+                    .filter_map(|q| normalize(q).strip_prefix("*.").map(String::from))
+                    .any(|e| d == e || d.ends_with(&format!(".{e}")))
+            }
+        }
+        None => allowed(patterns, &p),
+    }
+}
+
+/// A host name as compared: lower case, no trailing dot, no IPv6 brackets.
+fn normalize(h: &str) -> String {
+    h.trim()
+        .trim_start_matches('[')
+        .trim_end_matches(']')
+        .trim_end_matches('.')
+        .to_ascii_lowercase()
+}
+
+/// Checks an allow-list entry: a host name or address, or `*.` and a name. Returns the reason
+/// when it is none of those.
+pub fn check_pattern(p: &str) -> Result<(), String> {
+    let name = p.strip_prefix("*.").unwrap_or(p);
+    let ok = !name.is_empty()
+        && name.len() <= 253
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"-.:".contains(&b))
+        && !name.starts_with('.')
+        && !name.contains("..");
+    if ok {
+        Ok(())
+    } else {
+        Err(format!(
+            "'{p}' is not a host name, an address, or *. and a domain (e.g. deb.debian.org, *.pypi.org)"
+        ))
+    }
+}
+
+/// The decision log: appended to by every connection, bounded by [`LOG_MAX`].
+struct Log {
+    file: Mutex<std::fs::File>,
+    written: AtomicU64,
+}
+
+impl Log {
+    fn record(&self, e: &Entry) {
+        let Ok(mut line) = serde_json::to_vec(e) else {
+            return;
+        };
+        line.push(b'\n');
+        let n = line.len() as u64;
+        let before = self.written.fetch_add(n, Ordering::Relaxed);
+        if before + n > LOG_MAX {
+            if before <= LOG_MAX {
+                line = b"{\"log_full\":true}\n".to_vec();
+            } else {
+                return;
+            }
+        }
+        use std::io::Write;
+        let mut f = self.file.lock().unwrap_or_else(|e| e.into_inner());
+        let _ = f.write_all(&line);
+    }
+}
+
+/// Writes its entry to the log when dropped (after a response body or a tunnel ended).
+struct Pending {
+    log: Arc<Log>,
+    entry: Entry,
+    out: Arc<AtomicU64>,
+    inn: Arc<AtomicU64>,
+}
+
+impl Drop for Pending {
+    fn drop(&mut self) {
+        self.entry.bytes_out = self.out.load(Ordering::Relaxed);
+        self.entry.bytes_in = self.inn.load(Ordering::Relaxed);
+        self.log.record(&self.entry);
+    }
+}
+
+/// Runs the proxy until killed; returns 1 when it cannot start.
+pub fn run(args: &ProxyArgs) -> i32 {
+    for p in &args.allow {
+        if let Err(e) = check_pattern(p) {
+            eprintln!("h9sandbox: error: --allow {e}");
+            return 2;
+        }
+    }
+    let file = match std::fs::OpenOptions::new()
+        .append(true)
+        .create(true)
+        .open(&args.log)
+    {
+        Ok(f) => f,
+        Err(e) => {
+            eprintln!("h9sandbox: error: cannot open {}: {e}", args.log.display());
+            return 1;
+        }
+    };
+    let written = file.metadata().map(|m| m.len()).unwrap_or(0);
+    let log = Arc::new(Log {
+        file: Mutex::new(file),
+        written: AtomicU64::new(written),
+    });
+    let rt = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("h9sandbox: error: cannot start the proxy: {e}");
+            return 1;
+        }
+    };
+    let allow = Arc::new(args.allow.clone());
+    rt.block_on(async move {
+        let _ = std::fs::remove_file(&args.listen);
+        let listener = match tokio::net::UnixListener::bind(&args.listen) {
+            Ok(l) => l,
+            Err(e) => {
+                eprintln!(
+                    "h9sandbox: error: cannot listen on {}: {e}",
+                    args.listen.display()
+                );
+                return 1;
+            }
+        };
+        // The sandbox's PID 1 (root, without CAP_DAC_OVERRIDE's help needed) connects to it.
+        use std::os::unix::fs::PermissionsExt;
+        let _ = std::fs::set_permissions(&args.listen, std::fs::Permissions::from_mode(0o666));
+        loop {
+            let Ok((stream, _)) = listener.accept().await else {
+                continue;
+            };
+            let (allow, log) = (Arc::clone(&allow), Arc::clone(&log));
+            tokio::spawn(async move {
+                let service =
+                    service_fn(move |req| handle(req, Arc::clone(&allow), Arc::clone(&log)));
+                let _ = hyper::server::conn::http1::Builder::new()
+                    .serve_connection(TokioIo::new(stream), service)
+                    .with_upgrades()
+                    .await;
+            });
+        }
+    })
+}
+
+fn now() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
+fn text(status: StatusCode, msg: String) -> Response<Body> {
+    let mut r = Response::new(Full::new(Bytes::from(msg)).map_err(|n| match n {}).boxed());
+    *r.status_mut() = status;
+    r.headers_mut().insert(
+        hyper::header::CONTENT_TYPE,
+        hyper::header::HeaderValue::from_static("text/plain"),
+    );
+    r
+}
+
+async fn handle(
+    req: Request<Incoming>,
+    allow: Arc<Vec<String>>,
+    log: Arc<Log>,
+) -> Result<Response<Body>, hyper::Error> {
+    let connect = req.method() == Method::CONNECT;
+    let host = req.uri().host().map(normalize).unwrap_or_default();
+    let port = req
+        .uri()
+        .port_u16()
+        .unwrap_or(if connect { 443 } else { 80 });
+    let mut entry = Entry {
+        ts: now(),
+        method: req.method().to_string(),
+        host: host.clone(),
+        port,
+        decision: "allowed".into(),
+        bytes_out: 0,
+        bytes_in: 0,
+    };
+    let proxy_form = if connect {
+        req.uri().authority().is_some()
+    } else {
+        req.uri().scheme_str() == Some("http") && !host.is_empty()
+    };
+    if !proxy_form {
+        entry.decision = "bad".into();
+        log.record(&entry);
+        return Ok(text(
+            StatusCode::BAD_REQUEST,
+            "h9sandbox proxy: send requests in absolute form (http://host/...) or CONNECT host:port\n".into(),
+        ));
+    }
+    if !allowed(&allow, &host) {
+        entry.decision = "denied".into();
+        log.record(&entry);
+        return Ok(text(
+            StatusCode::FORBIDDEN,
+            format!("h9sandbox proxy: {host} is not in the sandbox's allow list\n"),
+        ));
+    }
+    let upstream = match tokio::net::TcpStream::connect((host.as_str(), port)).await {
+        Ok(s) => s,
+        Err(e) => {
+            entry.decision = "failed".into();
+            log.record(&entry);
+            return Ok(text(
+                StatusCode::BAD_GATEWAY,
+                format!("h9sandbox proxy: cannot reach {host}:{port}: {e}\n"),
+            ));
+        }
+    };
+    let pending = Pending {
+        log,
+        entry,
+        out: Arc::new(AtomicU64::new(0)),
+        inn: Arc::new(AtomicU64::new(0)),
+    };
+    if connect {
+        tokio::spawn(tunnel(req, upstream, pending));
+        return Ok(Response::new(
+            http_body_util::Empty::new().map_err(|n| match n {}).boxed(),
+        ));
+    }
+    forward(req, upstream, pending).await
+}
+
+/// Pipes the upgraded CONNECT connection to `upstream` both ways until either side closes.
+async fn tunnel(req: Request<Incoming>, mut upstream: tokio::net::TcpStream, p: Pending) {
+    let Ok(upgraded) = hyper::upgrade::on(req).await else {
+        return;
+    };
+    let mut client = TokioIo::new(upgraded);
+    if let Ok((out, inn)) = tokio::io::copy_bidirectional(&mut client, &mut upstream).await {
+        p.out.store(out, Ordering::Relaxed);
+        p.inn.store(inn, Ordering::Relaxed);
+    }
+}
+
+/// Sends `req`, in origin form without hop-by-hop headers, over `upstream`, and returns the
+/// response, whose body counts the bytes and writes the log entry when it ends.
+async fn forward(
+    mut req: Request<Incoming>,
+    upstream: tokio::net::TcpStream,
+    p: Pending,
+) -> Result<Response<Body>, hyper::Error> {
+    let (mut sender, conn) =
+        match hyper::client::conn::http1::handshake::<_, Body>(TokioIo::new(upstream)).await {
+            Ok(c) => c,
+            Err(e) => {
+                let mut p = p;
+                p.entry.decision = "failed".into();
+                return Ok(text(
+                    StatusCode::BAD_GATEWAY,
+                    format!("h9sandbox proxy: {}: {e}\n", p.entry.host),
+                ));
+            }
+        };
+    tokio::spawn(conn);
+    let path = req
+        .uri()
+        .path_and_query()
+        .map_or("/".to_string(), |pq| pq.to_string());
+    if let Ok(uri) = path.parse() {
+        *req.uri_mut() = uri;
+    }
+    for h in [
+        "proxy-connection",
+        "proxy-authorization",
+        "connection",
+        "keep-alive",
+        "te",
+        "trailer",
+        "upgrade",
+    ] {
+        req.headers_mut().remove(h);
+    }
+    let out = Arc::clone(&p.out);
+    let req = req.map(|b| {
+        b.map_frame(move |f| {
+            if let Some(d) = f.data_ref() {
+                out.fetch_add(d.len() as u64, Ordering::Relaxed);
+            }
+            f
+        })
+        .boxed()
+    });
+    let resp = match sender.send_request(req).await {
+        Ok(r) => r,
+        Err(e) => {
+            let mut p = p;
+            p.entry.decision = "failed".into();
+            return Ok(text(
+                StatusCode::BAD_GATEWAY,
+                format!("h9sandbox proxy: {}: {e}\n", p.entry.host),
+            ));
+        }
+    };
+    let inn = Arc::clone(&p.inn);
+    Ok(resp.map(move |b| {
+        b.map_frame(move |f| {
+            let _ = &p;
+            if let Some(d) = f.data_ref() {
+                inn.fetch_add(d.len() as u64, Ordering::Relaxed);
+            }
+            f
+        })
+        .boxed()
+    }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_and_suffix_patterns() {
+        let allow: Vec<String> = ["deb.debian.org", "*.pypi.org", "10.0.0.1"]
+            .map(String::from)
+            .to_vec();
+        for ok in [
+            "deb.debian.org",
+            "DEB.Debian.ORG.",
+            "files.pypi.org",
+            "a.b.pypi.org",
+            "10.0.0.1",
+        ] {
+            assert!(allowed(&allow, ok), "{ok}");
+        }
+        for no in [
+            "debian.org",
+            "security.debian.org",
+            "pypi.org",
+            "evilpypi.org",
+            "pypi.org.evil.com",
+            "deb.debian.org.evil.com",
+            "10.0.0.2",
+            "",
+        ] {
+            assert!(!allowed(&allow, no), "{no}");
+        }
+        assert!(!allowed(&["*.".into()], "x"));
+        let user: Vec<String> = ["*.debian.org", "pypi.org"].map(String::from).to_vec();
+        for ok in [
+            "deb.debian.org",
+            "*.debian.org",
+            "*.security.debian.org",
+            "pypi.org",
+        ] {
+            assert!(covers(&user, ok), "{ok}");
+        }
+        for no in [
+            "debian.org",
+            "*.org",
+            "*.pypi.org",
+            "files.pypi.org",
+            "evil.com",
+        ] {
+            assert!(!covers(&user, no), "{no}");
+        }
+        assert!(check_pattern("*.debian.org").is_ok());
+        assert!(check_pattern("deb.debian.org").is_ok());
+        for bad in ["*", "*.", "a b", "a/b", ".x", "a..b", "*.*.x", "http://x"] {
+            assert!(check_pattern(bad).is_err(), "{bad}");
+        }
+    }
+}

@@ -1,0 +1,295 @@
+//! `network = "allowlist"`: the proxy sidecar of a sandbox, started by `up` before the sandbox's
+//! container and removed with it (`down`, `reap`, a failed `up`).
+//!
+//! The sandbox's container runs with `--network none` (loopback only: no route out, not even
+//! to the host). Its PID 1 relays `127.0.0.1:3128` to a unix socket in
+//! `<state dir>/proxy/<id>/sock/`, mounted read-only into it; behind that socket, a second
+//! container, the sidecar, runs `h9sandbox agent proxy` ([`crate::agent::proxy`]) on the
+//! engine's default bridge and forwards HTTP and HTTPS (CONNECT) to the allowed hosts only. The
+//! sidecar is hardened like a sandbox and more: read-only root file system, every capability
+//! dropped, no-new-privileges, the invoking user's IDs, 64 MiB, 64 processes, half a core. It
+//! writes every decision to `<state dir>/proxy/<id>/log.jsonl` (`h9sandbox logs ID --network`).
+//!
+//! It carries `h9sandbox.proxy_of=<sandbox ID>` and `h9sandbox.state_dir` (not `h9sandbox=1`, so
+//! it is never taken for a sandbox's container); `reap` removes the sidecars whose sandbox has no
+//! record.
+
+use std::io::Read;
+use std::os::unix::fs::DirBuilderExt;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use anyhow::{anyhow, Result};
+use uuid::Uuid;
+
+use super::Ctx;
+use crate::agent::proxy::{Entry, LOG_MAX};
+use crate::engine::docker::bind_mount_arg;
+use crate::engine::{AnyEngine, ContainerSpec, Environment, LABEL_STATE_DIR};
+use crate::error::Error;
+use crate::state::Record;
+use crate::types::{Ids, Network};
+
+/// The label naming the sandbox a proxy sidecar serves.
+pub const LABEL_PROXY_OF: &str = "h9sandbox.proxy_of";
+
+/// Where the sidecar mounts its directory (socket and log).
+const SIDECAR_DIR: &str = "/.h9sandbox/proxy";
+
+/// `<state dir>/proxy/<id>`: the sidecar's directory (owner-only).
+pub fn proxy_dir(ctx: &Ctx, id: Uuid) -> PathBuf {
+    ctx.store.dir().join("proxy").join(id.to_string())
+}
+
+/// The directory of the proxy's socket, which the sandbox mounts read-only.
+pub fn socket_dir(ctx: &Ctx, id: Uuid) -> PathBuf {
+    proxy_dir(ctx, id).join("sock")
+}
+
+/// The decision log of sandbox `id`'s proxy.
+pub fn log_path(ctx: &Ctx, id: Uuid) -> PathBuf {
+    proxy_dir(ctx, id).join("log.jsonl")
+}
+
+/// The sidecar's container name: `h9sandbox-proxy-` and 12 hex digits of the sandbox's ID.
+pub fn sidecar_name(id: Uuid) -> String {
+    format!("h9sandbox-proxy-{}", &id.simple().to_string()[..12])
+}
+
+/// `docker run` arguments of the sidecar of sandbox `id`, whose container is `spec`: hardened,
+/// labelled, detached, never pulling, in the sandbox's image; the static binary mounted
+/// read-only, the proxy's directory `dir` read-write, the allowed hosts of `spec.limits`.
+pub fn sidecar_args(
+    spec: &ContainerSpec,
+    id: Uuid,
+    state_dir: &str,
+    dir: &str,
+    user: Ids,
+) -> Vec<String> {
+    let mut a: Vec<String> = vec![
+        "run".into(),
+        "-d".into(),
+        "--name".into(),
+        sidecar_name(id),
+        "--label".into(),
+        format!("{LABEL_PROXY_OF}={id}"),
+        "--label".into(),
+        format!("{LABEL_STATE_DIR}={state_dir}"),
+        "--network".into(),
+        "bridge".into(),
+        "--read-only".into(),
+        "--cap-drop".into(),
+        "all".into(),
+        "--security-opt".into(),
+        "no-new-privileges:true".into(),
+        "--user".into(),
+        user.to_string(),
+        "--memory".into(),
+        "64m".into(),
+        "--pids-limit".into(),
+        "64".into(),
+        "--cpus".into(),
+        "0.5".into(),
+        "--mount".into(),
+        bind_mount_arg(
+            &spec.agent.binary.to_string_lossy(),
+            crate::agent::BIN,
+            true,
+        ),
+        "--mount".into(),
+        bind_mount_arg(dir, SIDECAR_DIR, false),
+        "--entrypoint".into(),
+        crate::agent::BIN.into(),
+        "--pull".into(),
+        "never".into(),
+        "--".into(),
+        spec.image.clone(),
+        crate::agent::ARG.into(),
+        "proxy".into(),
+        "--listen".into(),
+        format!("{SIDECAR_DIR}/sock/proxy.sock"),
+        "--log".into(),
+        format!("{SIDECAR_DIR}/log.jsonl"),
+    ];
+    for h in &spec.limits.allow {
+        a.extend(["--allow".into(), h.clone()]);
+    }
+    a
+}
+
+/// Checks that `engine` can run an allowlist sandbox with `runtime`: Docker only (the tested
+/// engine), and not under gVisor, whose unix sockets do not cross the bind mount the relay
+/// needs.
+pub fn check_supported(engine: &AnyEngine, runtime: Option<&str>) -> Result<(), Error> {
+    if engine.kind() != crate::types::EngineKind::Docker {
+        return Err(Error::Invalid(format!(
+            "network = \"allowlist\" needs engine = \"docker\" (this sandbox's engine is {}); use network = \"none\" or \"bridge\"",
+            engine.kind()
+        )));
+    }
+    if crate::engine::docker::is_gvisor(runtime) {
+        return Err(Error::Invalid(
+            "network = \"allowlist\" does not work under gVisor (runtime runsc): its unix sockets do not cross the bind mount that joins the sandbox to its proxy; use network = \"none\" there, or the default runtime".into(),
+        ));
+    }
+    Ok(())
+}
+
+/// Starts the sidecar of sandbox `id` (whose container is `spec`) when its network is
+/// `allowlist`, and waits (at most 10 s) for its socket. Errors: the engine's, or a sidecar that
+/// never listened (its own message, from the engine's log, included); the caller removes what
+/// was made ([`remove`]).
+pub async fn start(ctx: &Ctx, engine: &AnyEngine, spec: &ContainerSpec, id: Uuid) -> Result<()> {
+    if spec.limits.network != Network::Allowlist {
+        return Ok(());
+    }
+    check_supported(engine, spec.runtime.as_deref())?;
+    let AnyEngine::Docker(docker) = engine else {
+        return Ok(());
+    };
+    let dir = proxy_dir(ctx, id);
+    for d in [
+        dir.parent().map(PathBuf::from),
+        Some(dir.clone()),
+        Some(socket_dir(ctx, id)),
+    ]
+    .into_iter()
+    .flatten()
+    {
+        match std::fs::DirBuilder::new().mode(0o700).create(&d) {
+            Err(e) if e.kind() != std::io::ErrorKind::AlreadyExists => {
+                return Err(anyhow!("cannot create {}: {e}", d.display()))
+            }
+            _ => {}
+        }
+    }
+    ctx.reporter.step("starting the egress proxy");
+    let args = sidecar_args(
+        spec,
+        id,
+        &ctx.state_label(),
+        &dir.to_string_lossy(),
+        Ids::current(),
+    );
+    let container = docker.run_client(args).await?;
+    let sock = socket_dir(ctx, id).join("proxy.sock");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while std::fs::symlink_metadata(&sock).is_err() {
+        if Instant::now() >= deadline {
+            let why = docker
+                .run_client(vec![
+                    "logs".into(),
+                    "--tail".into(),
+                    "3".into(),
+                    container.clone(),
+                ])
+                .await
+                .unwrap_or_default();
+            return Err(anyhow!(
+                "the egress proxy ({}) did not listen within 10s{}",
+                sidecar_name(id),
+                if why.is_empty() {
+                    String::new()
+                } else {
+                    format!(": {}", why.replace('\n', "; "))
+                }
+            ));
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    Ok(())
+}
+
+/// Removes sandbox `id`'s sidecar and its directory, if it has them. Best effort on the
+/// directory; the container's removal error is returned (`reap` retries).
+pub async fn remove(ctx: &Ctx, engine: &AnyEngine, id: Uuid) -> Result<()> {
+    let dir = proxy_dir(ctx, id);
+    if !dir.exists() {
+        return Ok(());
+    }
+    engine
+        .remove_labelled(LABEL_PROXY_OF, &id.to_string())
+        .await?;
+    let _ = std::fs::remove_dir_all(&dir);
+    Ok(())
+}
+
+/// `reap`: removes the sidecars of this state directory whose sandbox has no record (`known`
+/// holds the IDs that do). Returns how many.
+pub async fn reap_orphans(ctx: &Ctx, known: &[Uuid]) -> Result<usize> {
+    let AnyEngine::Docker(docker) = &ctx.engine else {
+        return Ok(0);
+    };
+    if docker.flavor() != crate::engine::Flavor::Docker {
+        return Ok(0);
+    }
+    let out = docker
+        .run_client(vec![
+            "ps".into(),
+            "-a".into(),
+            "--no-trunc".into(),
+            "--filter".into(),
+            format!("label={LABEL_PROXY_OF}"),
+            "--filter".into(),
+            format!("label={LABEL_STATE_DIR}={}", ctx.state_label()),
+            "--format".into(),
+            format!(
+                "{{{{.ID}}}}\t{{{{.Label \"{LABEL_PROXY_OF}\"}}}}\t{{{{.Label \"{LABEL_STATE_DIR}\"}}}}"
+            ),
+        ])
+        .await?;
+    let state = ctx.state_label();
+    let mut n = 0;
+    for line in out.lines() {
+        // The engine's filtering is checked, not trusted (as `Environment::list` does): only
+        // this state directory's sidecars are removed.
+        let mut fields = line.split('\t');
+        let (Some(cid), Some(of), Some(dir)) = (fields.next(), fields.next(), fields.next()) else {
+            continue;
+        };
+        if dir != state {
+            continue;
+        }
+        if of.parse::<Uuid>().is_ok_and(|id| known.contains(&id)) {
+            continue;
+        }
+        ctx.engine.remove(cid).await?;
+        if let Ok(id) = of.parse::<Uuid>() {
+            let _ = std::fs::remove_dir_all(proxy_dir(ctx, id));
+        }
+        n += 1;
+    }
+    Ok(n)
+}
+
+/// The decisions of sandbox `rec`'s proxy, oldest first (at most [`LOG_MAX`] bytes are read,
+/// never through a symlink; lines that do not parse are skipped: the sidecar is trusted less
+/// than the host). Errors: a sandbox whose network is not `allowlist`.
+pub fn read_log(ctx: &Ctx, rec: &Record) -> Result<Vec<Entry>> {
+    if rec.limits.network != Network::Allowlist {
+        return Err(Error::Invalid(format!(
+            "sandbox {} has network {}, not allowlist: it has no egress proxy and no network log",
+            rec.short_id(),
+            rec.limits.network
+        ))
+        .into());
+    }
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut text = Vec::new();
+    match std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+        .open(log_path(ctx, rec.id))
+    {
+        Ok(f) if f.metadata().is_ok_and(|m| m.is_file()) => {
+            f.take(LOG_MAX + 64).read_to_end(&mut text)?;
+        }
+        Ok(_) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(e.into()),
+    }
+    Ok(text
+        .split(|b| *b == b'\n')
+        .filter_map(|l| serde_json::from_slice::<Entry>(l).ok())
+        .collect())
+}

@@ -1,0 +1,237 @@
+//! `network = "allowlist"`: the sandbox has no route out, reaches allowed hosts through its proxy
+//! sidecar (HTTP and CONNECT), gets 403 for the rest, every decision is logged, and the sidecar
+//! goes with the sandbox (`down`, `reap`). Needs Docker and Debian's mirror (deb.debian.org)
+//! reachable from Docker's bridge, as the bootstrap tests do.
+
+mod common;
+
+use std::process::Command;
+
+use common::*;
+
+/// The sidecar containers (`ps -a`) serving sandbox `id`.
+fn sidecars(id: &str) -> Vec<String> {
+    let out = Command::new("docker")
+        .args([
+            "ps",
+            "-aq",
+            "--filter",
+            &format!("label=h9sandbox.proxy_of={id}"),
+        ])
+        .output()
+        .unwrap();
+    stdout(&out).lines().map(String::from).collect()
+}
+
+/// A raw request to the proxy through the sandbox's loopback relay (never to an outside
+/// address): the status line it answers.
+fn ask_proxy(env: &TestEnv, id: &str, request: &str) -> String {
+    let script = format!("exec 3<>/dev/tcp/127.0.0.1/3128; printf '{request}' >&3; head -1 <&3");
+    let out = env.run(&["exec", id, "--", &script]);
+    assert_ok(&out);
+    stdout(&out).trim().to_string()
+}
+
+#[test]
+fn an_allowlist_sandbox_reaches_allowed_hosts_only_and_logs_every_decision() {
+    require_docker!();
+    let env = TestEnv::new();
+    let id = env.up(&["--image", DEBIAN, "--allow", "deb.debian.org"]);
+    let rec = env.entry(&id);
+    assert_eq!(rec["limits"]["network"], "allowlist");
+    assert_eq!(
+        rec["limits"]["allow"],
+        serde_json::json!(["deb.debian.org"])
+    );
+
+    // No route out: no default route (Destination 00000000), only loopback, and the container
+    // has no network of its own.
+    let route = stdout(&env.run(&["exec", &id, "--", "cat /proc/net/route"]));
+    assert!(route.starts_with("Iface"), "{route}");
+    assert!(
+        !route
+            .lines()
+            .skip(1)
+            .any(|l| l.split_whitespace().nth(1) == Some("00000000")),
+        "a default route:\n{route}"
+    );
+    assert_eq!(
+        inspect(&env.container(&id), "{{.HostConfig.NetworkMode}}"),
+        "none"
+    );
+
+    // Every process gets the proxy variables, in both cases.
+    let vars = stdout(&env.run(&["exec", &id, "--", "env"]));
+    for v in ["HTTP_PROXY", "http_proxy", "HTTPS_PROXY", "https_proxy"] {
+        assert!(
+            vars.contains(&format!("{v}=http://127.0.0.1:3128\n")),
+            "{vars}"
+        );
+    }
+    for v in ["NO_PROXY", "no_proxy"] {
+        assert!(
+            vars.contains(&format!("{v}=localhost,127.0.0.1,::1\n")),
+            "{vars}"
+        );
+    }
+
+    // The allowed mirror works through the proxy, as apt reads http_proxy.
+    let out = env.run(&["exec", &id, "--", "apt-get update"]);
+    assert_ok(&out);
+    assert!(stdout(&out).contains("deb.debian.org"), "{}", stdout(&out));
+
+    // Off the list: 403, for HTTP and for CONNECT; a name that merely ends like an allowed one
+    // is off the list too.
+    assert_eq!(
+        ask_proxy(
+            &env,
+            &id,
+            "GET http://example.com/ HTTP/1.1\\r\\nHost: example.com\\r\\n\\r\\n"
+        ),
+        "HTTP/1.1 403 Forbidden"
+    );
+    assert_eq!(
+        ask_proxy(
+            &env,
+            &id,
+            "CONNECT example.com:443 HTTP/1.1\\r\\nHost: example.com:443\\r\\n\\r\\n"
+        ),
+        "HTTP/1.1 403 Forbidden"
+    );
+    assert_eq!(
+        ask_proxy(
+            &env,
+            &id,
+            "CONNECT evildeb.debian.org.example.com:443 HTTP/1.1\\r\\n\\r\\n"
+        ),
+        "HTTP/1.1 403 Forbidden"
+    );
+    // The proxy is no server: a request in origin form is refused.
+    assert_eq!(
+        ask_proxy(
+            &env,
+            &id,
+            "GET / HTTP/1.1\\r\\nHost: deb.debian.org\\r\\n\\r\\n"
+        ),
+        "HTTP/1.1 400 Bad Request"
+    );
+
+    // Every decision, with its bytes.
+    let out = env.run(&["logs", &id, "--network", "--format", "json"]);
+    assert_ok(&out);
+    let log: Vec<serde_json::Value> = serde_json::from_slice(&out.stdout).unwrap();
+    let fetched: u64 = log
+        .iter()
+        .filter(|e| e["host"] == "deb.debian.org" && e["decision"] == "allowed")
+        .map(|e| e["bytes_in"].as_u64().unwrap())
+        .sum();
+    assert!(fetched > 10_000, "{log:?}");
+    let denied: Vec<_> = log.iter().filter(|e| e["decision"] == "denied").collect();
+    assert_eq!(denied.len(), 3, "{log:?}");
+    assert!(denied
+        .iter()
+        .any(|e| e["host"] == "example.com" && e["method"] == "CONNECT" && e["port"] == 443));
+    assert!(log.iter().any(|e| e["decision"] == "bad"), "{log:?}");
+    let table = stdout(&env.run(&["logs", &id, "--network"]));
+    assert!(
+        table.contains("example.com") && table.contains("denied"),
+        "{table}"
+    );
+
+    // The sidecar is hardened.
+    let proxy = sidecars(&id);
+    assert_eq!(proxy.len(), 1);
+    let p = &proxy[0];
+    assert_eq!(inspect(p, "{{.HostConfig.ReadonlyRootfs}}"), "true");
+    assert!(inspect(p, "{{json .HostConfig.CapDrop}}")
+        .to_lowercase()
+        .contains("all"));
+    assert_eq!(inspect(p, "{{json .HostConfig.CapAdd}}"), "null");
+    assert!(inspect(p, "{{json .HostConfig.SecurityOpt}}").contains("no-new-privileges"));
+    assert_eq!(
+        inspect(p, "{{index .Config.Labels \"h9sandbox.state_dir\"}}"),
+        env.state_dir.to_str().unwrap()
+    );
+    // It is not taken for a container of the sandbox.
+    assert_eq!(env.entry(&id)["foreign_containers"], serde_json::json!([]));
+
+    assert_ok(&env.run(&["down", &id]));
+    assert!(sidecars(&id).is_empty(), "down left the sidecar");
+    assert!(!env.state_dir.join("proxy").join(&id).exists());
+}
+
+#[test]
+fn reap_removes_the_sidecar_of_an_abandoned_sandbox() {
+    require_docker!();
+    let env = TestEnv::new();
+    let mut owner = Command::new("sleep").arg("300").spawn().unwrap();
+    let id = env.up(&[
+        "--network",
+        "allowlist",
+        "--owner-pid",
+        &owner.id().to_string(),
+    ]);
+    assert_eq!(sidecars(&id).len(), 1);
+    // With an empty list nothing gets through.
+    let out = env.run(&[
+        "exec",
+        &id,
+        "--",
+        "exec 3<>/dev/tcp/127.0.0.1/3128; printf 'CONNECT deb.debian.org:443 HTTP/1.1\\r\\n\\r\\n' >&3; head -1 <&3",
+    ]);
+    assert_eq!(stdout(&out).trim(), "HTTP/1.1 403 Forbidden");
+    owner.kill().unwrap();
+    owner.wait().unwrap();
+    assert_ok(&env.run(&["reap"]));
+    assert!(env.ls().is_empty());
+    assert!(sidecars(&id).is_empty(), "reap left the sidecar");
+}
+
+#[test]
+fn reap_removes_a_sidecar_whose_sandbox_has_no_record() {
+    require_docker!();
+    let env = TestEnv::new();
+    let id = env.up(&["--allow", "*.debian.org"]);
+    // The record vanishes (a state file moved aside, an `up` killed at the wrong moment): the
+    // container is reaped as an orphan, and so is its sidecar.
+    let state = env.state_dir.join("state.json");
+    std::fs::rename(&state, env.state_dir.join("state.json.aside")).unwrap();
+    assert_ok(&env.run(&["reap"]));
+    assert!(sidecars(&id).is_empty(), "reap left the orphan sidecar");
+    assert!(env.containers().is_empty());
+}
+
+#[test]
+fn allowlist_flags_and_configuration_are_checked() {
+    require_docker!();
+    let env = TestEnv::new();
+    for (args, why) in [
+        (vec!["up", "--allow", "http://x/"], "is not a host name"),
+        (
+            vec!["up", "--allow", "a.org", "--network", "bridge"],
+            "--allow needs network allowlist",
+        ),
+        (
+            vec!["up", "--allow", "a.org", "--runtime", "runsc"],
+            "does not work under gVisor",
+        ),
+    ] {
+        let out = env.run(&args);
+        assert_eq!(out.status.code(), Some(1), "{args:?}");
+        assert!(stderr(&out).contains(why), "{args:?}: {}", stderr(&out));
+        assert_eq!(stderr(&out).lines().count(), 1, "{}", stderr(&out));
+    }
+    assert!(env.containers().is_empty());
+    // A sub-sandbox of an allowlist sandbox may not get the bridge.
+    let id = env.up(&["--allow", "deb.debian.org"]);
+    let out = env.run(&["up", "--parent", &id, "--network", "bridge"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stderr(&out).contains("would give network access"),
+        "{}",
+        stderr(&out)
+    );
+    let out = env.run(&["logs", &id, "--network", "--format", "json"]);
+    assert_ok(&out);
+    assert_eq!(stdout(&out).trim(), "[]");
+}
