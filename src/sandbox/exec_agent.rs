@@ -87,17 +87,9 @@ pub async fn run(
     let started = Instant::now();
     let (mut tx, mut rx) = conn.split();
     let lost = |e: std::io::Error| Error::Invalid(format!("the sandbox's agent failed: {e}"));
-    tx.send(Request::Start(start)).await.map_err(|e| {
-        // The codec refuses a frame past the protocol's bound before anything is sent.
-        if e.to_string().contains("frame size too big") {
-            Error::Invalid(format!(
-                "the command, its arguments and environment come to more than the {} MiB the sandbox's agent takes in one request; pass large data on stdin (-i) or in a file of the work dir",
-                crate::agent::proto::MAX_FRAME >> 20
-            ))
-        } else {
-            lost(e)
-        }
-    })?;
+    tx.send(Request::Start(start))
+        .await
+        .map_err(|e| start_refused(e).unwrap_or_else(&lost))?;
     let mut out = Out::new(sink.stdout_target(), sink.caps());
     let mut err = Out::new(
         if sink.caps().is_some() {
@@ -212,6 +204,19 @@ async fn read_stdin(stdin: &mut Option<tokio::io::Stdin>, buf: &mut [u8]) -> Opt
     match s.read(buf).await {
         Ok(0) | Err(_) => None,
         Ok(n) => Some(buf[..n].to_vec()),
+    }
+}
+
+/// The error for a start request the codec refused before sending it (a frame past the
+/// protocol's bound), or `Err(e)` back for any other failure.
+fn start_refused(e: std::io::Error) -> Result<Error, std::io::Error> {
+    if e.to_string().contains("frame size too big") {
+        Ok(Error::Invalid(format!(
+            "the command, its arguments and environment come to more than the {} MiB the sandbox's agent takes in one request; pass large data on stdin (-i) or in a file of the work dir",
+            crate::agent::proto::MAX_FRAME >> 20
+        )))
+    } else {
+        Err(e)
     }
 }
 
