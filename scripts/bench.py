@@ -303,6 +303,13 @@ def main():
     # The bare run mounts a run directory of its own (the sandbox's went with `down`).
     bare_run = tempfile.mkdtemp(prefix="h9bench-run")
     run_argv = [re.sub(r"source=[^,]*/run/[0-9a-f-]{36},", f"source={bare_run},", x) for x in run_argv]
+    # ... and a mount root of its own (the read-only /.h9sandbox with its empty mount points).
+    bare_root = tempfile.mkdtemp(prefix="h9bench-root")
+    os.chmod(bare_root, 0o755)
+    for d in ("run", "proxy"):
+        os.mkdir(os.path.join(bare_root, d))
+    open(os.path.join(bare_root, "h9sandbox"), "w").close()
+    run_argv = [re.sub(r"source=[^,]*/mounts/[0-9a-f-]{36},", f"source={bare_root},", x) for x in run_argv]
     up_o, up_t, down_o, down_t = [], [], [], []
     runs = max(5, a.runs // 3)
     for i in range(runs):
