@@ -106,6 +106,27 @@ fn an_allowlist_sandbox_reaches_allowed_hosts_only_and_logs_every_decision() {
         ),
         "HTTP/1.1 403 Forbidden"
     );
+    // The Host header cannot send an allowed host's request to another site on the same front
+    // end: the proxy sets it from the target, so both answers are the same.
+    let right = ask_proxy(
+        &env,
+        &id,
+        "GET http://deb.debian.org/ HTTP/1.1\\r\\nHost: deb.debian.org\\r\\nConnection: close\\r\\n\\r\\n",
+    );
+    let fronted = ask_proxy(
+        &env,
+        &id,
+        "GET http://deb.debian.org/ HTTP/1.1\\r\\nHost: example.com\\r\\nConnection: close\\r\\n\\r\\n",
+    );
+    assert_eq!(fronted, right);
+    // A CONNECT without a valid port is refused, not taken for 443.
+    for target in ["deb.debian.org", "deb.debian.org:99999"] {
+        assert_eq!(
+            ask_proxy(&env, &id, &format!("CONNECT {target} HTTP/1.1\\r\\n\\r\\n")),
+            "HTTP/1.1 400 Bad Request",
+            "{target}"
+        );
+    }
     // The proxy is no server: a request in origin form is refused.
     assert_eq!(
         ask_proxy(

@@ -137,7 +137,11 @@ pub fn check_pattern(p: &str) -> Result<(), String> {
             .all(|b| b.is_ascii_alphanumeric() || b"-.:".contains(&b))
         && !name.starts_with('.')
         && !name.contains("..");
-    if ok {
+    if ok && name.contains(':') && name.parse::<std::net::Ipv6Addr>().is_err() {
+        Err(format!(
+            "'{p}' names a port; an allow-list entry is a host (every port of it is allowed), e.g. deb.debian.org"
+        ))
+    } else if ok {
         Ok(())
     } else {
         Err(format!(
@@ -279,10 +283,8 @@ async fn handle(
 ) -> Result<Response<Body>, hyper::Error> {
     let connect = req.method() == Method::CONNECT;
     let host = req.uri().host().map(normalize).unwrap_or_default();
-    let port = req
-        .uri()
-        .port_u16()
-        .unwrap_or(if connect { 443 } else { 80 });
+    // A CONNECT names its port (RFC 9110 §9.3.6); a port that is not one is refused below.
+    let port = req.uri().port_u16().unwrap_or(if connect { 0 } else { 80 });
     let mut entry = Entry {
         ts: now(),
         method: req.method().to_string(),
@@ -293,7 +295,7 @@ async fn handle(
         bytes_in: 0,
     };
     let proxy_form = if connect {
-        req.uri().authority().is_some()
+        req.uri().authority().is_some() && port != 0
     } else {
         req.uri().scheme_str() == Some("http") && !host.is_empty()
     };
@@ -371,6 +373,20 @@ async fn forward(
             }
         };
     tokio::spawn(conn);
+    // The host connected to is the request-target's: its Host header must say the same, or an
+    // allowed host's shared front end (a CDN) would serve another site (RFC 9112 §3.2.2: a
+    // proxy replaces Host with the absolute-form target's authority).
+    if let Some(authority) = req.uri().authority().map(|a| a.as_str().to_string()) {
+        let authority = authority.rsplit('@').next().unwrap_or_default().to_string();
+        match hyper::header::HeaderValue::from_str(&authority) {
+            Ok(v) => {
+                req.headers_mut().insert(hyper::header::HOST, v);
+            }
+            Err(_) => {
+                req.headers_mut().remove(hyper::header::HOST);
+            }
+        }
+    }
     let path = req
         .uri()
         .path_and_query()
@@ -474,7 +490,18 @@ mod tests {
         }
         assert!(check_pattern("*.debian.org").is_ok());
         assert!(check_pattern("deb.debian.org").is_ok());
-        for bad in ["*", "*.", "a b", "a/b", ".x", "a..b", "*.*.x", "http://x"] {
+        assert!(check_pattern("::1").is_ok());
+        for bad in [
+            "*",
+            "*.",
+            "a b",
+            "a/b",
+            ".x",
+            "a..b",
+            "*.*.x",
+            "http://x",
+            "deb.debian.org:80",
+        ] {
             assert!(check_pattern(bad).is_err(), "{bad}");
         }
     }
