@@ -331,10 +331,10 @@ impl Agent {
                     let _ = run.ctl.send(Control::Kill).await;
                 }
                 _ = sleep_until(killed_at.map(|t| t + KILL_PATIENCE)), if !f.escalated => {
-                    // A supervisor that does not act (root in the sandbox may SIGSTOP it): the
-                    // tree by its marker, then the supervisor, whose end ends this loop.
+                    // A supervisor that does not act (root in the sandbox may SIGSTOP it) is
+                    // killed; its end ends this loop.
+                    // (finish() then kills the tree by its marker.)
                     f.escalated = true;
-                    kill_by_marker(&run.marker).await;
                     // SAFETY: kill(2) of our own child.
                     unsafe { libc::kill(run.supervisor as i32, libc::SIGKILL) };
                 }

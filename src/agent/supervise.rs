@@ -499,6 +499,22 @@ pub fn kill_tree(root: i32, helpers: &Mutex<Vec<i32>>) {
 /// subreaper), which go only once nothing is left under them, so that orphans made meanwhile are
 /// still reparented to them and found on the next pass. Empty when nothing is left.
 pub fn marked_kill_pass(procs: &[(Proc, bool)]) -> Vec<i32> {
+    let tree = marked_tree(procs);
+    let tops: Vec<i32> = procs
+        .iter()
+        .filter(|(p, marked)| *marked && tree.contains(&p.pid) && !tree.contains(&p.ppid))
+        .map(|(p, _)| p.pid)
+        .collect();
+    let below: Vec<i32> = tree.iter().copied().filter(|p| !tops.contains(p)).collect();
+    if below.is_empty() {
+        tops
+    } else {
+        below
+    }
+}
+
+/// Every live process of `procs` that carries the marker, and all their live descendants.
+pub fn marked_tree(procs: &[(Proc, bool)]) -> Vec<i32> {
     let all: Vec<Proc> = procs.iter().map(|(p, _)| *p).collect();
     let mut tree: Vec<i32> = Vec::new();
     for (p, marked) in procs {
@@ -513,16 +529,16 @@ pub fn marked_kill_pass(procs: &[(Proc, bool)]) -> Vec<i32> {
             }
         }
     }
-    let tops: Vec<i32> = procs
-        .iter()
-        .filter(|(p, marked)| *marked && tree.contains(&p.pid) && !tree.contains(&p.ppid))
-        .map(|(p, _)| p.pid)
-        .collect();
-    let below: Vec<i32> = tree.iter().copied().filter(|p| !tops.contains(p)).collect();
-    if below.is_empty() {
-        tops
-    } else {
-        below
+    tree
+}
+
+/// SIGSTOPs every process of the marked tree (see [`marked_tree`]) before a kill pass: a
+/// stopped process cannot fork a replacement for a child killed now (a shell loop would
+/// otherwise outrun the passes, its topmost process never left alone to be killed).
+pub fn stop_marked_tree(procs: &[(Proc, bool)]) {
+    for pid in marked_tree(procs) {
+        // SAFETY: kill(2) with a PID read from /proc; a vanished process is ESRCH.
+        unsafe { libc::kill(pid, libc::SIGSTOP) };
     }
 }
 
@@ -561,6 +577,7 @@ pub fn kill_marked(args: &KillMarkedArgs) -> i32 {
         if pass.is_empty() {
             return i32::from(failed);
         }
+        stop_marked_tree(&procs);
         failed = false;
         for pid in pass {
             if unsafe { libc::kill(pid, libc::SIGKILL) } != 0

@@ -49,6 +49,7 @@ pub fn kill_marked(ns_of: Option<u32>, marker: &str) -> io::Result<Sweep> {
         if pass.is_empty() {
             break;
         }
+        crate::agent::supervise::stop_marked_tree(&procs);
         total.failed = 0;
         for pid in pass {
             let Some(p) = Pid::from_raw(pid) else {
