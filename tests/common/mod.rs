@@ -421,6 +421,24 @@ impl Drop for TestEnv {
                     .args(&ids)
                     .output();
             }
+            // Scratch volumes are named, so `rm -v` leaves them: removed by their label.
+            let label = format!("label=h9sandbox.state_dir={}", self.state_dir.display());
+            if let Ok(out) = Command::new(cli)
+                .args(["volume", "ls", "-q", "--filter", &label])
+                .output()
+            {
+                let names: Vec<String> = String::from_utf8_lossy(&out.stdout)
+                    .lines()
+                    .filter(|l| !l.is_empty())
+                    .map(str::to_string)
+                    .collect();
+                if !names.is_empty() {
+                    let _ = Command::new(cli)
+                        .args(["volume", "rm"])
+                        .args(&names)
+                        .output();
+                }
+            }
         }
         // Local sandboxes exist under every engine (engine = "local", the fallback).
         let marks = [(STATE_MARK, self.state_dir.to_str().unwrap())];
