@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Makes the Python virtual environment with Inspect (`inspect_ai` from PyPI), pytest and
-# h9sandbox's Inspect provider (integrations/inspect, installed editable) that tests/inspect.rs
+# h9sandbox's Inspect provider (integrations/inspect, installed editable) that tests/it/inspect.rs
 # runs Inspect's own sandbox self-check suite with, and prints its interpreter's path.
 # Idempotent: an environment that already has the pinned versions is left as it is.
 #

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Makes the Python virtual environment with the official MCP SDK (the `mcp` package from PyPI)
-# that tests/mcp.rs drives `h9sandbox mcp` with, and prints its interpreter's path. Idempotent:
+# that tests/it/mcp.rs drives `h9sandbox mcp` with, and prints its interpreter's path. Idempotent:
 # an environment that already has the pinned version is left as it is.
 #
 #   export H9TEST_MCP_PYTHON=$(scripts/mcp-venv.sh)    # what .ci/run does

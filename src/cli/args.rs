@@ -1,5 +1,5 @@
 //! Command-line types (clap derive). Only parsing lives here; the subcommands' modules of
-//! [`crate::cli`] do the work. Every doc comment here is help text: `tests/generated.rs` compares
+//! [`crate::cli`] do the work. Every doc comment here is help text: `tests/it/generated.rs` compares
 //! the help, completions and man pages made from it with the committed ones.
 
 use std::path::PathBuf;
@@ -369,7 +369,7 @@ Examples:
   h9sandbox generate completions --all completions/
   h9sandbox generate man man/
 
-The committed completions/ and man/ are regenerated with `H9SANDBOX_BLESS=1 cargo test --test generated`."
+The committed completions/ and man/ are regenerated with `H9SANDBOX_BLESS=1 cargo test --test it generated::`."
     )]
     Generate(GenerateArgs),
 }

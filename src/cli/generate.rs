@@ -1,7 +1,7 @@
 //! `h9sandbox generate` (hidden): shell completion scripts (clap_complete) and man pages
 //! (clap_mangen), generated from the very clap definition in [`crate::cli`], so they cannot drift
 //! from the real command line. Copies are committed in `completions/` and `man/`;
-//! `tests/generated.rs` fails when they are stale (`H9SANDBOX_BLESS=1 cargo test --test generated`
+//! `tests/it/generated.rs` fails when they are stale (`H9SANDBOX_BLESS=1 cargo test --test it generated::`
 //! rewrites them).
 
 use std::path::{Path, PathBuf};

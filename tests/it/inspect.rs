@@ -9,12 +9,10 @@
 //! exists. When neither has `inspect_ai`, `pytest` and the provider, the test fails if `CI` is
 //! set, and is skipped with a loud message otherwise.
 
-mod common;
-
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
-use common::*;
+use crate::common::*;
 
 /// The Python interpreter with Inspect, pytest and the provider, or `None` (announced) outside
 /// CI.

@@ -4,12 +4,10 @@
 //! existing sandbox use what `up` recorded plus the user's configuration, and never read it, so
 //! nothing a sandbox writes there changes anything until a person acts.
 
-mod common;
-
 use std::path::PathBuf;
 use std::process::{Output, Stdio};
 
-use common::*;
+use crate::common::*;
 
 /// Writes the user's configuration (`$HOME/.config/h9sandbox/config.toml`; HOME is the test's
 /// root) with `text`.

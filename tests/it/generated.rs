@@ -3,7 +3,7 @@
 //! (sub)command in `tests/snapshots/help/`. A change to `src/cli.rs` makes these tests fail until
 //! the files are regenerated with the one command
 //!
-//!     H9SANDBOX_BLESS=1 cargo test --test generated
+//!     H9SANDBOX_BLESS=1 cargo test --test it generated::
 //!
 //! (which rewrites them, removing files of commands that no longer exist) and committed.
 //! No Docker needed.
@@ -15,7 +15,7 @@ use std::process::{Command, Stdio};
 use assert_cmd::cargo::CommandCargoExt;
 use clap::CommandFactory;
 
-const BLESS: &str = "H9SANDBOX_BLESS=1 cargo test --test generated";
+const BLESS: &str = "H9SANDBOX_BLESS=1 cargo test --test it generated::";
 
 fn repo(rel: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join(rel)

@@ -2,11 +2,9 @@
 //! configuration) and of the exec-capable scratch directory `TMPDIR` points at, against the real
 //! Docker Engine.
 
-mod common;
-
 use std::process::Command;
 
-use common::*;
+use crate::common::*;
 
 #[test]
 fn bootstrap_streams_records_and_passes_the_status_through() {

@@ -3,12 +3,10 @@
 //! permission bits), and paths outside the work dir are the container's, served inside it as
 //! that user.
 
-mod common;
-
 use std::io::Write;
 use std::process::{Output, Stdio};
 
-use common::*;
+use crate::common::*;
 
 /// `args` with `input` on stdin.
 fn run_stdin(env: &TestEnv, args: &[&str], input: &[u8]) -> Output {

@@ -1,14 +1,12 @@
 //! What a new user meets in the first hour (issue 14): one shape for every diagnostic line,
 //! messages that name what was killed and how to fix a value, durations wherever a time is
 //! asked for, piped stdin without `-i`, `--env NAME`, `reap` and `ls -q`, the owner-PID warning,
-//! and the README's Quick start run as written. Against the real engine, as `tests/core.rs`.
-
-mod common;
+//! and the README's Quick start run as written. Against the real engine, as `tests/it/core.rs`.
 
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::*;
+use crate::common::*;
 
 /// Every line of `err` is a diagnostic of the one shape.
 fn assert_shaped(err: &str) {

@@ -3,11 +3,9 @@
 //! goes with the sandbox (`down`, `reap`). Needs Docker and Debian's mirror (deb.debian.org)
 //! reachable from Docker's bridge, as the bootstrap tests do.
 
-mod common;
-
 use std::process::Command;
 
-use common::*;
+use crate::common::*;
 
 /// The sidecar containers (`ps -a`) serving sandbox `id`.
 fn sidecars(id: &str) -> Vec<String> {

@@ -2,13 +2,11 @@
 //! filter every process carries, the sandbox's user), tried as a user would and attacked from
 //! inside the sandbox.
 
-mod common;
-
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::*;
+use crate::common::*;
 
 /// `exec ID -- SCRIPT` (one word: a shell command line), asserting success; its stdout.
 fn sh(env: &TestEnv, id: &str, script: &str) -> String {

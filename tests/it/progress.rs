@@ -3,14 +3,12 @@
 //! Docker Engine. A terminal is provided by `script(1)` (util-linux), which runs the command on a
 //! pseudo-terminal and copies everything it draws.
 
-mod common;
-
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use common::*;
+use crate::common::*;
 
 /// Runs the binary with `args` on a pseudo-terminal (stdin, stdout and stderr); returns all it
 /// wrote there.

@@ -5,7 +5,7 @@
 //!
 //! The engine under test is `H9SANDBOX_TEST_ENGINE` (`docker`, the default, `podman` or
 //! `local`), so one test module runs against each (`H9SANDBOX_TEST_ENGINE=podman cargo test
-//! --test core`). Tests that need a container skip themselves under `local` with a printed reason
+//! --test it core::`). Tests that need a container skip themselves under `local` with a printed reason
 //! ([`require_container!`]). A container engine is required: without it (or without the test
 //! image in it) the tests fail when `CI` is set, and are skipped with a loud message otherwise.
 #![allow(dead_code)]

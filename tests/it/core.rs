@@ -1,16 +1,14 @@
 //! Integration tests of the core lifecycle (up / exec / down / ls), the state file and the
 //! configuration, driving the built binary against the real engine: one module for every engine,
 //! chosen by `H9SANDBOX_TEST_ENGINE` (`docker` by default, `podman`, `local`; see
-//! `tests/common/mod.rs`). Tests that only make sense with a container skip themselves under
+//! `tests/it/common.rs`). Tests that only make sense with a container skip themselves under
 //! `local`, printing why.
-
-mod common;
 
 use std::io::Write;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use common::*;
+use crate::common::*;
 use serde::Deserialize;
 
 #[test]

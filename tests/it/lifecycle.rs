@@ -3,12 +3,10 @@
 //! snapshot, a work dir replaced under a running sandbox, out-of-memory kills, the named scratch
 //! volume, `down` of several with one unknown, `run`, and `up --reuse`.
 
-mod common;
-
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::*;
+use crate::common::*;
 
 /// Builds `tag` from `dockerfile` with the engine under test (kept for the next run).
 fn build_image(env: &TestEnv, tag: &str, dockerfile: &str) {

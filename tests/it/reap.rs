@@ -4,8 +4,6 @@
 //! `issues show 4` asks for `write`/`read` in the stress loop; those subcommands come from another
 //! issue, so the loop writes and reads a file through `exec` instead.
 
-mod common;
-
 use std::collections::HashSet;
 use std::os::unix::process::CommandExt;
 use std::path::Path;
@@ -14,7 +12,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant, SystemTime};
 
-use common::*;
+use crate::common::*;
 use serde::Deserialize;
 
 /// One entry of `reap --format json`; unknown fields are refused, so the shape is pinned.

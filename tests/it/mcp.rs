@@ -9,14 +9,12 @@
 //! neither has the `mcp` package, the tests fail if `CI` is set, and are skipped with a loud
 //! message otherwise. One test speaks the protocol by hand and needs no Python.
 
-mod common;
-
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::OnceLock;
 
-use common::*;
+use crate::common::*;
 use serde_json::{json, Value};
 
 /// The Python interpreter that has the `mcp` package, or `None` (announced) outside CI.

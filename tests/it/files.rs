@@ -3,8 +3,6 @@
 //! that nothing outside the work dir was read, created or changed. Also: ownership (`user`),
 //! atomicity on failure and on SIGINT.
 
-mod common;
-
 use std::collections::BTreeSet;
 use std::io::Write;
 use std::os::unix::fs::MetadataExt;
@@ -12,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use common::*;
+use crate::common::*;
 use serde::Deserialize;
 
 #[derive(Debug, Deserialize)]

@@ -1,9 +1,7 @@
 //! Capability profiles (`caps = "minimal" | "standard"`, `up --caps`): what root in the sandbox
 //! may do, tried as a package install does it, and read back from the container the engine made.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 
 /// The capabilities the engine gave sandbox `id`'s container (`HostConfig.CapAdd`), sorted.
 fn cap_add(env: &TestEnv, id: &str) -> Vec<String> {

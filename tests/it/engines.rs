@@ -3,11 +3,9 @@
 //! command using the engine a sandbox was created with. The shared lifecycle runs against each
 //! engine in `tests/core.rs`.
 
-mod common;
-
 use std::process::Command;
 
-use common::*;
+use crate::common::*;
 
 /// An engine client that does not exist: the engine is unreachable.
 const MISSING_BIN: &str = "/nonexistent/h9sandbox-test/docker";

@@ -1,13 +1,11 @@
 //! Attacks from inside a sandbox (and from hostile input) that must not reach the host, found by
 //! adversarial review; each test reproduces one.
 
-mod common;
-
 use std::path::Path;
 use std::process::Stdio;
 use std::time::Duration;
 
-use common::*;
+use crate::common::*;
 
 #[test]
 fn planted_project_config_cannot_choose_the_engine_binary() {

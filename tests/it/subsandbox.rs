@@ -1,11 +1,9 @@
 //! Integration tests of sub-sandboxes (`up --parent`): inheritance, tighten-only flags, the tree
 //! in `ls`, and `down` of a parent taking its children first, against the real Docker Engine.
 
-mod common;
-
 use std::process::Command;
 
-use common::*;
+use crate::common::*;
 
 #[test]
 fn a_sub_sandbox_inherits_its_parent_and_may_tighten() {

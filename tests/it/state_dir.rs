@@ -7,13 +7,11 @@
 //! The tests run as root; `setpriv` plays the other user (uid 1000). None needs Docker: every
 //! refusal happens before an engine is asked.
 
-mod common;
-
 use std::os::unix::fs::{chown, symlink, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
-use common::*;
+use crate::common::*;
 use serde_json::json;
 
 /// A record of a Running sandbox on `engine` working in `workdir`, as `state.json` holds it.
