@@ -172,6 +172,12 @@ pub struct ContainerSpec {
     pub proxy: Option<std::path::PathBuf>,
 }
 
+/// Whether the OCI runtime `runtime` is gVisor: named `runsc`, or `runsc-` something (as
+/// `runsc-kvm`), the names gVisor's documentation registers it under.
+pub fn is_gvisor(runtime: Option<&str>) -> bool {
+    runtime.is_some_and(|r| r == "runsc" || r.starts_with("runsc-"))
+}
+
 /// The name of sandbox `id`'s scratch volume.
 pub fn scratch_volume_name(id: &uuid::Uuid) -> String {
     format!("h9sandbox-{}", id.simple())
@@ -322,8 +328,10 @@ impl AppliedLimits {
         if self.nano_cpus.abs_diff(nano) > 5_000_000 {
             missing.push(format!(
                 "cpus {} (engine reports {})",
-                docker::format_cpus(want.cpus),
-                shown(self.nano_cpus, |n| docker::format_cpus(n as f64 / 1e9))
+                crate::types::format_cpus(want.cpus),
+                shown(self.nano_cpus, |n| crate::types::format_cpus(
+                    n as f64 / 1e9
+                ))
             ));
         }
         if self.pids_limit != u64::from(want.pids_limit) {

@@ -127,7 +127,7 @@ pub fn check_supported(engine: &AnyEngine, runtime: Option<&str>) -> Result<(), 
             engine.kind()
         )));
     }
-    if crate::engine::docker::is_gvisor(runtime) {
+    if crate::engine::is_gvisor(runtime) {
         return Err(Error::Invalid(
             "network = \"allowlist\" does not work under gVisor (runtime runsc): its unix sockets do not cross the bind mount that joins the sandbox to its proxy; use network = \"none\" there, or the default runtime".into(),
         ));
