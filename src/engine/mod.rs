@@ -45,7 +45,7 @@ pub const LABEL_PARENT: &str = "h9sandbox.parent";
 pub const SCRATCH_DIR: &str = "/var/tmp";
 /// Environment variable set on every `exec`'d process; its value identifies the exec so that
 /// its whole process tree (children inherit the environment) can be found and killed.
-pub const EXEC_MARKER_VAR: &str = crate::agent::supervise::MARKER_VAR;
+pub const EXEC_MARKER_VAR: &str = crate::contract::MARKER_VAR;
 
 /// Environment variable set on every process of a local sandbox: the sandbox's name.
 /// With [`LOCAL_STATE_DIR_VAR`] it tells which processes `down` must end.
@@ -166,7 +166,7 @@ pub struct ContainerSpec {
     /// ([`docker::gvisor_host_pids`]).
     pub runtime: Option<String>,
     /// With `network = "allowlist"`: the host directory holding the proxy sidecar's socket,
-    /// mounted read-only at [`crate::agent::proxy::DIR`]; the container's PID 1 relays
+    /// mounted read-only at [`crate::contract::PROXY_DIR`]; the container's PID 1 relays
     /// `127.0.0.1:3128` to it and every process gets `HTTP_PROXY` and its kin
     /// ([`docker::proxy_env`]).
     pub proxy: Option<std::path::PathBuf>,
@@ -228,9 +228,9 @@ pub struct VolumeSummary {
 }
 
 /// What a container needs for h9sandbox's in-container agent: the static binary, bind-mounted
-/// read-only at [`crate::agent::BIN`] and run as the container's PID 1 (in place of the image's
+/// read-only at [`crate::contract::BIN`] and run as the container's PID 1 (in place of the image's
 /// entrypoint and command), and the sandbox's run directory, bind-mounted at
-/// [`crate::agent::server::RUN_DIR`] (the agent's socket, the token handed over at start).
+/// [`crate::contract::RUN_DIR`] (the agent's socket, the token handed over at start).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AgentMount {
     /// The directory mounted read-only at `/.h9sandbox` (holding only the empty mount points of
@@ -277,7 +277,7 @@ pub struct ExecSpec {
     pub backstop: Option<Duration>,
 }
 
-pub use crate::agent::proto::{CommandLine, RunAs};
+pub use crate::contract::proto::{CommandLine, RunAs};
 
 /// A container's state as the engine reports it (`docker inspect` `.State`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]

@@ -22,8 +22,8 @@ use uuid::Uuid;
 
 use super::exec::ensure_running;
 use super::Ctx;
-use crate::agent::files::{EXIT_DENIED, EXIT_NOT_FOUND, EXIT_NOT_REGULAR, EXIT_TOO_LARGE};
-use crate::agent::proto::{Reply, Request, RunAs, Start};
+use crate::contract::proto::{Reply, Request, RunAs, Start};
+use crate::contract::{EXIT_DENIED, EXIT_NOT_FOUND, EXIT_NOT_REGULAR, EXIT_TOO_LARGE};
 use crate::engine::{CommandLine, Environment, ExecSpec};
 use crate::error::Error;
 use crate::files::WriteOptions;
@@ -135,8 +135,8 @@ impl Ended {
 /// The helper's command line: `h9sandbox agent file ARGS…` from the read-only mount.
 fn helper(args: Vec<String>) -> Vec<String> {
     let mut argv = vec![
-        crate::agent::BIN.to_string(),
-        crate::agent::ARG.to_string(),
+        crate::contract::BIN.to_string(),
+        crate::contract::ARG.to_string(),
         "file".to_string(),
     ];
     argv.extend(args);
@@ -217,7 +217,7 @@ fn keep(stderr: &mut Vec<u8>, bytes: &[u8]) {
 }
 
 async fn via_agent(
-    conn: crate::agent::client::Connection,
+    conn: crate::channel::Connection,
     user: RunAs,
     argv: Vec<String>,
     mut chunks: Option<mpsc::Receiver<Chunk>>,

@@ -17,7 +17,7 @@ use tokio::task::JoinHandle;
 use uuid::Uuid;
 
 use super::Ctx;
-use crate::agent::client::ConnectError;
+use crate::channel::ConnectError;
 use crate::engine::{
     AnyEngine, CommandLine, Environment, ExecFailure, ExecSpec, RunAs, EXEC_MARKER_VAR,
 };

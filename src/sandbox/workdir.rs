@@ -654,8 +654,8 @@ impl MountCheck {
             // h9sandbox's own binary in the container answers, whatever the image holds.
             let spec = ExecSpec {
                 command: CommandLine::Argv(vec![
-                    crate::agent::BIN.into(),
-                    crate::agent::ARG.into(),
+                    crate::contract::BIN.into(),
+                    crate::contract::ARG.into(),
                     "stat".into(),
                     self.workdir.to_string_lossy().into_owned(),
                 ]),

@@ -2,7 +2,7 @@
 //! client's arguments, compared exactly by the unit tests ([`super::tests`]).
 
 use super::{Flavor, HostLimits, KILL_SCRIPT, SHELL_WRAPPER};
-use crate::agent;
+use crate::contract as agent;
 use crate::engine::{
     is_gvisor, CommandLine, ContainerSpec, ExecSpec, RunAs, EXEC_MARKER_VAR, LABEL_ID,
     LABEL_MANAGED, LABEL_STATE_DIR, SCRATCH_DIR,
@@ -112,18 +112,14 @@ pub fn run_args(flavor: Flavor, spec: &ContainerSpec, extra: &[String]) -> Vec<S
         "--mount".into(),
         bind_mount_arg(&spec.agent.binary.to_string_lossy(), agent::BIN, true),
         "--mount".into(),
-        bind_mount_arg(
-            &spec.agent.run_dir.to_string_lossy(),
-            agent::server::RUN_DIR,
-            false,
-        ),
+        bind_mount_arg(&spec.agent.run_dir.to_string_lossy(), agent::RUN_DIR, false),
         "--entrypoint".into(),
         agent::BIN.into(),
     ]);
     if let Some(dir) = &spec.proxy {
         a.extend([
             "--mount".into(),
-            bind_mount_arg(&dir.to_string_lossy(), agent::proxy::DIR, true),
+            bind_mount_arg(&dir.to_string_lossy(), agent::PROXY_DIR, true),
         ]);
         for (k, v) in proxy_env() {
             a.extend(["--env".into(), format!("{k}={v}")]);
@@ -154,7 +150,7 @@ pub fn run_args(flavor: Flavor, spec: &ContainerSpec, extra: &[String]) -> Vec<S
 /// their lower-case forms, which curl, apt and Python read) name the relay on its loopback;
 /// `NO_PROXY`/`no_proxy` keep loopback direct.
 pub fn proxy_env() -> Vec<(&'static str, String)> {
-    let url = format!("http://127.0.0.1:{}", agent::proxy::PORT);
+    let url = format!("http://127.0.0.1:{}", agent::PROXY_PORT);
     let direct = "localhost,127.0.0.1,::1".to_string();
     vec![
         ("HTTP_PROXY", url.clone()),
@@ -312,7 +308,7 @@ pub fn exec_args(container: &str, spec: &ExecSpec) -> Vec<String> {
         a.push("-e".into());
         a.push(format!("{k}={v}"));
     }
-    // A current wrapper enters the directory itself, as the user ([`agent::wrap`]).
+    // A current wrapper enters the directory itself, as the user ([`crate::agent::wrap`]).
     let enters = spec.wrapped && spec.wrapper_enters;
     if !enters {
         a.push("-w".into());
