@@ -4,8 +4,8 @@
 use super::{Flavor, HostLimits, KILL_SCRIPT, SHELL_WRAPPER};
 use crate::contract as agent;
 use crate::engine::{
-    is_gvisor, CommandLine, ContainerSpec, ExecSpec, RunAs, EXEC_MARKER_VAR, LABEL_ID,
-    LABEL_MANAGED, LABEL_STATE_DIR, SCRATCH_DIR,
+    is_gvisor, CommandLine, ContainerSpec, ExecSpec, MountSource, RunAs, SidecarSpec,
+    EXEC_MARKER_VAR, LABEL_ID, LABEL_MANAGED, LABEL_STATE_DIR, SCRATCH_DIR,
 };
 use crate::types::format_cpus;
 
@@ -387,5 +387,68 @@ pub fn kill_args(container: &str, spec: &ExecSpec) -> Vec<String> {
         KILL_SCRIPT.into(),
         "h9sandbox-kill".into(),
         spec.marker.clone(),
+    ]
+}
+
+/// `docker run` arguments of the sidecar `spec`: hardened, labelled, detached, never pulling.
+pub fn sidecar_run_args(spec: &SidecarSpec) -> Vec<String> {
+    let mut a: Vec<String> = vec![
+        "run".into(),
+        "-d".into(),
+        "--name".into(),
+        spec.name.clone(),
+    ];
+    for (k, v) in &spec.labels {
+        a.extend(["--label".into(), format!("{k}={v}")]);
+    }
+    a.extend([
+        "--network".into(),
+        spec.network.clone(),
+        "--read-only".into(),
+        "--cap-drop".into(),
+        "all".into(),
+        "--security-opt".into(),
+        "no-new-privileges:true".into(),
+        "--user".into(),
+        spec.user.to_string(),
+        "--memory".into(),
+        spec.memory.clone(),
+        "--pids-limit".into(),
+        spec.pids_limit.to_string(),
+        "--cpus".into(),
+        format_cpus(spec.cpus),
+    ]);
+    for m in &spec.mounts {
+        let MountSource::Host(source) = &m.source;
+        a.extend([
+            "--mount".into(),
+            bind_mount_arg(&source.to_string_lossy(), &m.target, m.readonly),
+        ]);
+    }
+    a.extend([
+        "--entrypoint".into(),
+        spec.entrypoint.clone(),
+        "--pull".into(),
+        "never".into(),
+        "--".into(),
+        spec.image.clone(),
+    ]);
+    a.extend(spec.args.iter().cloned());
+    a
+}
+
+/// `ps -a` arguments listing the sidecars carrying the label `of_label` (any value) and the
+/// state directory `state_dir`: ID, the `of_label` value and the state directory, tab-separated.
+pub fn sidecar_ps_args(of_label: &str, state_dir: &str) -> Vec<String> {
+    vec![
+        "ps".into(),
+        "-a".into(),
+        "--no-trunc".into(),
+        "--filter".into(),
+        format!("label={of_label}"),
+        "--filter".into(),
+        format!("label={LABEL_STATE_DIR}={state_dir}"),
+        "--format".into(),
+        format!("{{{{.ID}}}}\t{{{{.Label \"{of_label}\"}}}}\t{{{{.Label \"{LABEL_STATE_DIR}\"}}}}"),
     ]
 }

@@ -147,3 +147,17 @@ pub fn exec_failure(
     }
     None
 }
+
+/// Whether the first chunk of an exec's stderr may be the client's own message (to be held back
+/// until the exit status tells).
+pub fn looks_like_engine_message(chunk: &[u8]) -> bool {
+    const PREFIXES: [&[u8]; 6] = [
+        b"Error",
+        b"unable to find user",
+        b"OCI runtime",
+        b"Cannot connect",
+        b"error during connect",
+        b"failed to connect",
+    ];
+    PREFIXES.iter().any(|p| chunk.starts_with(p))
+}

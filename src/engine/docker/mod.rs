@@ -33,8 +33,9 @@ use tokio::process::Command;
 use super::shell::shell_line;
 use super::{bounded_output, is_gvisor, ENGINE_OUTPUT_MAX};
 use super::{
-    ContainerSpec, ContainerStatus, ContainerSummary, ContainerVerb, Environment, ExecFailure,
-    ExecSpec, ImageConfig, VolumeSummary,
+    spawn_exec, Capabilities, ContainerSpec, ContainerStatus, ContainerSummary, ContainerVerb,
+    EngineExec, Environment, ExecFailure, ExecJudge, ExecSpec, ExecStdio, ImageConfig, SidecarSpec,
+    SidecarSummary, VolumeSummary,
 };
 use crate::error::Error;
 use crate::report::{Reporter, Silent};
@@ -240,13 +241,6 @@ impl Docker {
         Ok(stdout)
     }
 
-    /// Runs the client with `args` (argv built by the caller's pure function, as
-    /// `sandbox::egress` does for the proxy sidecar), returning its stdout. Errors: a non-zero
-    /// exit, with the client's first error line.
-    pub async fn run_client(&self, args: Vec<String>) -> Result<String> {
-        self.checked(args).await
-    }
-
     /// Polls `inspect` (10 ms doubling to 200 ms) until the container no longer exists.
     async fn wait_gone(&self, container: &str, timeout: Duration) -> Result<()> {
         let deadline = tokio::time::Instant::now() + timeout;
@@ -326,6 +320,50 @@ impl Environment for Docker {
             Flavor::Docker => EngineKind::Docker,
             Flavor::Podman => EngineKind::Podman,
         }
+    }
+
+    /// A daemon on this machine mounts its directories; Docker runs sidecars (the tested
+    /// engine for them), Podman does not here.
+    fn capabilities(&self) -> Capabilities {
+        Capabilities {
+            host_mounts: true,
+            sidecars: self.flavor == Flavor::Docker,
+        }
+    }
+
+    async fn run_sidecar(&self, spec: &SidecarSpec) -> Result<String> {
+        if !self.capabilities().sidecars {
+            return Err(Error::Invalid(format!(
+                "{} runs no sidecar containers here ({})",
+                self.kind(),
+                spec.name
+            ))
+            .into());
+        }
+        self.checked(sidecar_run_args(spec)).await
+    }
+
+    async fn list_sidecars(&self, of_label: &str, state_dir: &str) -> Result<Vec<SidecarSummary>> {
+        if !self.capabilities().sidecars {
+            return Ok(Vec::new());
+        }
+        let out = self.checked(sidecar_ps_args(of_label, state_dir)).await?;
+        // The engine's filtering is checked, not trusted (as `list` does): only this state
+        // directory's sidecars are returned.
+        Ok(parse_sidecars(&out)
+            .into_iter()
+            .filter(|s| s.state_dir == state_dir && !s.of.is_empty())
+            .collect())
+    }
+
+    async fn logs_tail(&self, container: &str, lines: usize) -> Result<String> {
+        self.checked(vec![
+            "logs".into(),
+            "--tail".into(),
+            lines.to_string(),
+            container.into(),
+        ])
+        .await
     }
 
     async fn create(&self, spec: &ContainerSpec) -> Result<String> {
@@ -481,8 +519,22 @@ impl Environment for Docker {
         Ok(found)
     }
 
-    fn exec_command(&self, container: &str, spec: &ExecSpec) -> Command {
-        self.command(exec_args(container, spec))
+    fn exec(
+        &self,
+        container: &str,
+        spec: &ExecSpec,
+        stdio: ExecStdio,
+    ) -> Result<EngineExec, Error> {
+        let mut cmd = self.command(exec_args(container, spec));
+        spawn_exec(
+            &mut cmd,
+            stdio,
+            Arc::new(ClientJudge {
+                flavor: self.flavor,
+                container: container.to_string(),
+            }),
+            &self.bin,
+        )
     }
 
     async fn kill_exec(&self, container: &str, spec: &ExecSpec) -> Result<()> {
@@ -628,8 +680,20 @@ impl Environment for Docker {
         }
         Ok(())
     }
+}
 
-    fn exec_failure(&self, container: &str, head: &[u8], status: i32) -> Option<ExecFailure> {
-        exec_failure(self.flavor, container, head, status)
+/// What the Docker (Podman) client's exec failures mean ([`exec_failure`]).
+struct ClientJudge {
+    flavor: Flavor,
+    container: String,
+}
+
+impl ExecJudge for ClientJudge {
+    fn failure(&self, head: &[u8], status: i32) -> Option<ExecFailure> {
+        exec_failure(self.flavor, &self.container, head, status)
+    }
+
+    fn may_be_engine_message(&self, chunk: &[u8]) -> bool {
+        looks_like_engine_message(chunk)
     }
 }

@@ -6,8 +6,8 @@ use anyhow::{Context, Result};
 use super::args::gvisor_host_pids;
 use super::Flavor;
 use crate::engine::{
-    is_gvisor, AppliedLimits, ContainerStatus, ContainerSummary, ImageConfig, LABEL_ID,
-    LABEL_STATE_DIR,
+    is_gvisor, AppliedLimits, ContainerStatus, ContainerSummary, ImageConfig, SidecarSummary,
+    LABEL_ID, LABEL_STATE_DIR,
 };
 
 /// Parses the output of [`ps_args`].
@@ -232,4 +232,28 @@ pub(super) fn parse_ps_line(line: &str) -> Option<ContainerSummary> {
         sandbox_id,
         state_dir,
     })
+}
+
+/// Parses the output of [`super::args::sidecar_ps_args`]; lines without three fields are
+/// skipped.
+pub fn parse_sidecars(out: &str) -> Vec<SidecarSummary> {
+    out.lines()
+        .filter_map(|line| {
+            let mut f = line.split('\t');
+            let (id, of, dir) = (f.next()?, f.next()?, f.next()?);
+            let clean = |s: &str| {
+                let s = s.trim();
+                if s == "<no value>" {
+                    String::new()
+                } else {
+                    s.to_string()
+                }
+            };
+            (!id.is_empty()).then(|| SidecarSummary {
+                id: id.to_string(),
+                of: clean(of),
+                state_dir: clean(dir),
+            })
+        })
+        .collect()
 }

@@ -485,53 +485,59 @@ fn ps_lines_parse() {
 
 #[test]
 fn exec_failures_are_told_from_command_output() {
-    let d = Docker::new("docker");
-    let gone = d.exec_failure(
+    let d = Flavor::Docker;
+    let gone = exec_failure(
+        d,
         "c",
         b"Error response from daemon: No such container: c\n",
         1,
     );
     assert!(matches!(gone, Some(ExecFailure::ContainerGone(_))));
-    let stopped = d.exec_failure(
+    let stopped = exec_failure(
+        d,
         "c",
         b"Error response from daemon: Container abc is not running\n",
         1,
     );
     assert!(matches!(stopped, Some(ExecFailure::ContainerStopped(_))));
-    let down = d.exec_failure(
+    let down = exec_failure(
+        d,
         "c",
         b"Cannot connect to the Docker daemon at unix:///x.sock. Is the docker daemon running?\n",
         1,
     );
     assert!(matches!(down, Some(ExecFailure::EngineUnavailable(_))));
-    let user = d.exec_failure(
+    let user = exec_failure(
+        d,
         "c",
         b"unable to find user nosuch: no matching entries in passwd file\n",
         126,
     );
     assert!(matches!(user, Some(ExecFailure::Other(m)) if m.contains("--user")));
-    let cwd = d.exec_failure("c", b"OCI runtime exec failed: exec failed: unable to start container process: chdir to cwd (\"/x\") set in config.json failed: no such file or directory: unknown\n", 126);
+    let cwd = exec_failure(d, "c", b"OCI runtime exec failed: exec failed: unable to start container process: chdir to cwd (\"/x\") set in config.json failed: no such file or directory: unknown\n", 126);
     assert!(matches!(cwd, Some(ExecFailure::Other(m)) if m.contains("--cwd")));
     // A command that fails with its own message is the command's business.
-    assert_eq!(d.exec_failure("c", b"grep: x: No such file\n", 1), None);
+    assert_eq!(exec_failure(d, "c", b"grep: x: No such file\n", 1), None);
     // Podman's messages and statuses.
-    let p = Docker::with_flavor(Flavor::Podman, "podman");
-    let gone = p.exec_failure(
+    let p = Flavor::Podman;
+    let gone = exec_failure(
+        p,
         "c",
         b"Error: no container with name or ID \"c\" found: no such container\n",
         125,
     );
     assert!(matches!(gone, Some(ExecFailure::ContainerGone(r)) if r.contains("no longer exists")));
-    let stopped = p.exec_failure(
+    let stopped = exec_failure(
+        p,
         "c",
         b"Error: can only create exec sessions on running containers: container state improper\n",
         255,
     );
     assert!(matches!(stopped, Some(ExecFailure::ContainerStopped(r)) if r.contains("not running")));
     // Status 1 is a command's own with Podman, even when it prints "Error".
-    assert_eq!(p.exec_failure("c", b"Error: my script failed\n", 1), None);
+    assert_eq!(exec_failure(p, "c", b"Error: my script failed\n", 1), None);
     assert_eq!(
-        d.exec_failure("c", b"Error response from daemon: No such container", 0),
+        exec_failure(d, "c", b"Error response from daemon: No such container", 0),
         None
     );
 }
@@ -569,4 +575,80 @@ fn listings_are_checked_against_the_labels_asked_for() {
     assert_eq!(v[0].0, "va");
     assert_eq!(v[0].1.get(LABEL_STATE_DIR).map(String::as_str), Some("/a"));
     assert!(v[1].1.is_empty());
+}
+
+#[test]
+fn sidecars_are_hardened_labelled_and_listed_by_their_label() {
+    use crate::engine::{MountSource, SidecarMount, SidecarSpec, SidecarSummary, LABEL_PROXY_OF};
+    let spec = SidecarSpec {
+        name: "h9sandbox-proxy-abc".into(),
+        labels: BTreeMap::from([
+            (LABEL_PROXY_OF.to_string(), "id-1".to_string()),
+            (LABEL_STATE_DIR.to_string(), "/s".to_string()),
+        ]),
+        network: "bridge".into(),
+        user: Ids {
+            uid: 1000,
+            gid: 1000,
+        },
+        memory: "64m".into(),
+        pids_limit: 64,
+        cpus: 0.5,
+        mounts: vec![
+            SidecarMount {
+                source: MountSource::Host("/opt/h9".into()),
+                target: "/.h9sandbox/h9sandbox".into(),
+                readonly: true,
+            },
+            SidecarMount {
+                source: MountSource::Host("/s/proxy/id-1".into()),
+                target: "/.h9sandbox/proxy".into(),
+                readonly: false,
+            },
+        ],
+        entrypoint: "/.h9sandbox/h9sandbox".into(),
+        image: "img".into(),
+        args: vec!["agent".into(), "proxy".into()],
+    };
+    let got = shell_line(
+        "docker",
+        &sidecar_run_args(&spec)
+            .into_iter()
+            .map(Into::into)
+            .collect::<Vec<_>>(),
+    );
+    assert_eq!(
+        got,
+        "docker run -d --name h9sandbox-proxy-abc --label h9sandbox.proxy_of=id-1 \
+         --label h9sandbox.state_dir=/s --network bridge --read-only --cap-drop all \
+         --security-opt no-new-privileges:true --user 1000:1000 --memory 64m --pids-limit 64 \
+         --cpus 0.5 --mount type=bind,source=/opt/h9,target=/.h9sandbox/h9sandbox,readonly \
+         --mount type=bind,source=/s/proxy/id-1,target=/.h9sandbox/proxy \
+         --entrypoint /.h9sandbox/h9sandbox --pull never -- img agent proxy"
+    );
+    let ps = sidecar_ps_args(LABEL_PROXY_OF, "/s");
+    assert_eq!(
+        ps[3..7],
+        [
+            "--filter",
+            "label=h9sandbox.proxy_of",
+            "--filter",
+            "label=h9sandbox.state_dir=/s"
+        ]
+    );
+    assert_eq!(
+        parse_sidecars("c1\tid-1\t/s\nc2\t<no value>\t/s\nbad\n"),
+        vec![
+            SidecarSummary {
+                id: "c1".into(),
+                of: "id-1".into(),
+                state_dir: "/s".into()
+            },
+            SidecarSummary {
+                id: "c2".into(),
+                of: String::new(),
+                state_dir: "/s".into()
+            },
+        ]
+    );
 }
