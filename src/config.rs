@@ -24,7 +24,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use crate::error::Error;
-use crate::types::{Caps, EngineKind, Network, User};
+use crate::types::{Caps, EngineKind, Network, User, WorkdirMode};
 
 /// The seed documents' switch: `SANDBOX_ENABLED=false` (or `0`, `no`, `off`) selects
 /// `engine = "local"` when `H9SANDBOX_ENGINE` is unset; `true` leaves the engine as configured.
@@ -126,6 +126,11 @@ pub struct Config {
     /// configuration file (or a `--config` file) may set it ([`USER_FILE_ONLY_KEYS`]).
     #[serde(default)]
     pub allowed_workdirs: Vec<PathBuf>,
+    /// How a new sandbox's work dir reaches its container: `mount` (a bind mount) or `copy`
+    /// (copied in through the remote channel, nothing of this machine mounted); unset: `mount`
+    /// where the engine can mount this machine's directories, else `copy`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workdir_mode: Option<WorkdirMode>,
 }
 
 /// The smallest `mcp_max_output_bytes` (and `sandbox_exec` `max_output_bytes`).
@@ -166,6 +171,7 @@ impl Default for Config {
             exec_agent: true,
             json_max_bytes: DEFAULT_JSON_MAX_BYTES,
             allowed_workdirs: Vec::new(),
+            workdir_mode: None,
         }
     }
 }
@@ -264,6 +270,7 @@ pub const KEYS: &[Key] = &[
     key("exec_agent", Kind::Bool),
     key("json_max_bytes", Kind::Int),
     key("allowed_workdirs", Kind::PathList),
+    key("workdir_mode", Kind::OneOf(&["mount", "copy"])),
 ];
 
 /// Where a configuration value came from; shown in error messages.
@@ -325,7 +332,14 @@ pub const OTHER_ENV: &[&str] = &[
 /// `./sandbox.toml` may not set, even once trusted: it usually sits in a work directory, which
 /// code inside a sandbox can write, and it travels with a repository; these keys belong to the
 /// person who runs h9sandbox.
-pub const HOST_SIDE_KEYS: &[&str] = &["engine_bin", "state_dir", "engine", "fallback", "runtime"];
+pub const HOST_SIDE_KEYS: &[&str] = &[
+    "engine_bin",
+    "state_dir",
+    "engine",
+    "fallback",
+    "runtime",
+    "workdir_mode",
+];
 
 /// Keys that widen what a sandbox may reach on the host, which only the user's own
 /// configuration file (or a `--config` / `$H9SANDBOX_CONFIG` file) may set: not a project's

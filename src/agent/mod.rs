@@ -9,6 +9,7 @@
 //! host command line is parsed (they are no user commands, and `init` refuses to run unless it is
 //! PID 1).
 
+pub mod channel;
 pub mod files;
 pub mod init;
 pub mod proxy;
@@ -63,6 +64,9 @@ enum AgentCommand {
         #[command(subcommand)]
         command: files::FileCommand,
     },
+    /// Carry standard input and output to the remote channel inside the container (the host's
+    /// fallback where the channel's published port cannot be reached)
+    Relay(channel::RelayArgs),
     /// Print the device and inode of a path, `DEV INO` (the host checks a mount with it)
     Stat {
         /// The path
@@ -90,6 +94,7 @@ pub fn main(args: &[std::ffi::OsString]) -> Option<i32> {
         AgentCommand::Signal(a) => supervise::signal(a),
         AgentCommand::KillMarked(a) => supervise::kill_marked(a),
         AgentCommand::Proxy(a) => proxy::run(a),
+        AgentCommand::Relay(a) => channel::relay(a),
         AgentCommand::File { command } => files::run(command),
         AgentCommand::Stat { path } => match std::fs::metadata(path) {
             Ok(m) => {

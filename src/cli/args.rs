@@ -412,6 +412,11 @@ pub struct UpArgs {
     /// allowed_workdirs) [default: current directory]
     #[arg(long, value_name = "DIR")]
     pub workdir: Option<PathBuf>,
+    /// How the work dir reaches the sandbox: mount (a bind mount) or copy (copied in, copied
+    /// out only by `h9sandbox cp`; nothing of this machine mounted) [config: workdir_mode;
+    /// default: mount where the engine's daemon is on this machine, else copy]
+    #[arg(long, value_enum, value_name = "MODE")]
+    pub workdir_mode: Option<crate::types::WorkdirMode>,
     /// Image to run [config: image]
     #[arg(long, value_name = "IMAGE")]
     pub image: Option<String>,

@@ -351,8 +351,11 @@ pub struct ContainerSpec {
     /// its PID 1 is h9sandbox's agent ([`crate::agent::init`]), which runs every command as
     /// this user.
     pub user: Ids,
-    /// The in-container agent's mounts.
-    pub agent: AgentMount,
+    /// How the in-container agent gets into the container: bind mounts of this machine's
+    /// directories, or shipped in a derived image with its secret on PID 1's standard input.
+    pub agent: AgentSetup,
+    /// Login name for the sandbox's user when the image has none for its UID.
+    pub user_name: Option<String>,
     /// Name of the scratch volume mounted at [`SCRATCH_DIR`] (`h9sandbox-<id>`), labelled like
     /// the container, so that it can be found and removed even when the container was removed
     /// without its volumes.
@@ -514,8 +517,55 @@ pub struct AgentMount {
     pub binary: PathBuf,
     /// The sandbox's run directory on the host (owner-only).
     pub run_dir: PathBuf,
-    /// Login name for the sandbox's user when the image has none for its UID.
-    pub user_name: Option<String>,
+}
+
+/// How the in-container agent gets into a sandbox's container.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AgentSetup {
+    /// Bind mounts of this machine's directories ([`Capabilities::host_mounts`]): the binary,
+    /// the run directory (the agent's unix socket, its token), the work dir.
+    Mounted(AgentMount),
+    /// Nothing of this machine's file system: the binary in a derived image, the channel's
+    /// secret on PID 1's standard input, commands over the remote channel.
+    Shipped(ShippedAgent),
+}
+
+/// The agent of a sandbox with no host mounts ([`AgentSetup::Shipped`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ShippedAgent {
+    /// The derived image: the sandbox's image with h9sandbox at [`crate::contract::BIN`]
+    /// ([`Environment::agent_image`]).
+    pub image: String,
+    /// What PID 1 reads on its standard input before anything else runs
+    /// ([`crate::contract::tls::ChannelSecret::to_frame`]).
+    pub secret: Secret,
+    /// Where the channel listens in the container (`IP:PORT`).
+    pub listen: String,
+    /// The address of the daemon's host to publish the channel's port on (`0.0.0.0`,
+    /// `127.0.0.1`); `None`: not published (the engine's exec stream is the way).
+    pub publish: Option<String>,
+    /// How long `create` waits for the agent to say it serves.
+    pub ready_timeout: Duration,
+}
+
+/// Bytes that must never be printed: `Debug` shows only their length.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Secret(pub Vec<u8>);
+
+impl std::fmt::Debug for Secret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Secret({} bytes)", self.0.len())
+    }
+}
+
+impl AgentSetup {
+    /// The host mounts, when the agent is mounted.
+    pub fn mounted(&self) -> Option<&AgentMount> {
+        match self {
+            AgentSetup::Mounted(m) => Some(m),
+            AgentSetup::Shipped(_) => None,
+        }
+    }
 }
 
 /// A command to run in a sandbox.
@@ -569,6 +619,9 @@ pub struct ContainerStatus {
     pub applied: Option<AppliedLimits>,
     /// Host PID of the container's init process (`State.Pid`); 0 when not running or unknown.
     pub pid: u32,
+    /// Its published ports (`NetworkSettings.Ports`): (container port, host address, host
+    /// port) each.
+    pub ports: Vec<(u16, String, u16)>,
 }
 
 /// Resource limits as an engine applied them (`docker inspect` `.HostConfig`); 0 means unlimited.
@@ -722,6 +775,16 @@ pub trait Environment {
     /// The configuration of the local image `image`.
     async fn image_config(&self, image: &str) -> Result<ImageConfig>;
 
+    /// The derived image of `image` for sandboxes without host mounts: `image` with the static
+    /// h9sandbox `binary` at [`crate::contract::BIN`], made on the engine without a registry
+    /// and kept for the next `up`, named by the image's ID and `build` (the binary's build ID).
+    /// Errors: `image` is absent ([`crate::error::Error::ImageUnavailable`]), the engine's.
+    async fn agent_image(&self, image: &str, binary: &Path, build: &str) -> Result<String>;
+
+    /// Starts the stopped container of a shipped agent ([`AgentSetup::Shipped`]), handing
+    /// `secret` to its PID 1 again, and waits (at most `ready`) until the agent serves.
+    async fn start_shipped(&self, container: &str, secret: &Secret, ready: Duration) -> Result<()>;
+
     /// Lists the volumes carrying every `key=value` label.
     async fn list_volumes(&self, labels: &[(&str, &str)]) -> Result<Vec<VolumeSummary>>;
 
@@ -858,6 +921,14 @@ impl Environment for AnyEngine {
 
     async fn image_config(&self, image: &str) -> Result<ImageConfig> {
         delegate!(self, e => e.image_config(image).await)
+    }
+
+    async fn agent_image(&self, image: &str, binary: &Path, build: &str) -> Result<String> {
+        delegate!(self, e => e.agent_image(image, binary, build).await)
+    }
+
+    async fn start_shipped(&self, container: &str, secret: &Secret, ready: Duration) -> Result<()> {
+        delegate!(self, e => e.start_shipped(container, secret, ready).await)
     }
 
     async fn list_volumes(&self, labels: &[(&str, &str)]) -> Result<Vec<VolumeSummary>> {
