@@ -131,6 +131,10 @@ pub struct Config {
     /// where the engine can mount this machine's directories, else `copy`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub workdir_mode: Option<WorkdirMode>,
+    /// The most bytes of file content one copy moves into or out of a sandbox (a copied work
+    /// dir at `up`, `h9sandbox cp`): a larger one is refused before it starts (a stream from
+    /// the sandbox: cut off there).
+    pub copy_max_bytes: u64,
 }
 
 /// The smallest `mcp_max_output_bytes` (and `sandbox_exec` `max_output_bytes`).
@@ -172,6 +176,7 @@ impl Default for Config {
             json_max_bytes: DEFAULT_JSON_MAX_BYTES,
             allowed_workdirs: Vec::new(),
             workdir_mode: None,
+            copy_max_bytes: 4 << 30,
         }
     }
 }
@@ -271,6 +276,7 @@ pub const KEYS: &[Key] = &[
     key("json_max_bytes", Kind::Int),
     key("allowed_workdirs", Kind::PathList),
     key("workdir_mode", Kind::OneOf(&["mount", "copy"])),
+    key("copy_max_bytes", Kind::Int),
 ];
 
 /// Where a configuration value came from; shown in error messages.

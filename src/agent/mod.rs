@@ -16,6 +16,7 @@ pub mod proxy;
 pub mod seccomp;
 pub mod server;
 pub mod supervise;
+pub mod tarball;
 pub mod user;
 pub mod wrap;
 
@@ -64,6 +65,11 @@ enum AgentCommand {
         #[command(subcommand)]
         command: files::FileCommand,
     },
+    /// Write a tar stream of a path, or extract one (`h9sandbox cp`, a copied work dir)
+    Tar {
+        #[command(subcommand)]
+        command: tarball::TarCommand,
+    },
     /// Carry standard input and output to the remote channel inside the container (the host's
     /// fallback where the channel's published port cannot be reached)
     Relay(channel::RelayArgs),
@@ -95,6 +101,7 @@ pub fn main(args: &[std::ffi::OsString]) -> Option<i32> {
         AgentCommand::KillMarked(a) => supervise::kill_marked(a),
         AgentCommand::Proxy(a) => proxy::run(a),
         AgentCommand::Relay(a) => channel::relay(a),
+        AgentCommand::Tar { command } => tarball::run(command),
         AgentCommand::File { command } => files::run(command),
         AgentCommand::Stat { path } => match std::fs::metadata(path) {
             Ok(m) => {

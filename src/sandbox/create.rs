@@ -165,6 +165,16 @@ pub async fn create(ctx: &Ctx, req: &UpRequest) -> Result<Record> {
     if engine.kind().isolation() == Isolation::None {
         ctx.reporter.warn(&local_warning(&rec));
     }
+    // A copied work dir: its content goes in before anyone may use the sandbox's files.
+    if rec.workdir_mode == WorkdirMode::Copy {
+        let seeded = tokio::select! {
+            r = super::copy::seed(ctx, &rec) => r.map(|_| ()),
+            sig = interrupted() => Err(anyhow::anyhow!("interrupted by {sig}")),
+        };
+        if let Err(e) = seeded {
+            return Err(abort(ctx, &rec, format!("{e:#}; the sandbox was removed")).await);
+        }
+    }
     run_bootstrap(ctx, rec).await
 }
 
@@ -591,7 +601,7 @@ fn channel_publish_address(_ctx: &Ctx) -> String {
 }
 
 /// Where the host connects to a channel published on port `port` of the daemon's host.
-fn channel_connect_address(_ctx: &Ctx, port: u16) -> String {
+pub(super) fn channel_connect_address(_ctx: &Ctx, port: u16) -> String {
     format!("127.0.0.1:{port}")
 }
 

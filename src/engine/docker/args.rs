@@ -114,9 +114,19 @@ pub fn run_args(flavor: Flavor, spec: &ContainerSpec, extra: &[String]) -> Vec<S
             "--mount".into(),
             bind_mount_arg(&m.run_dir.to_string_lossy(), agent::RUN_DIR, false),
         ]),
-        // Nothing of this machine: the engine makes the work dir (empty; `up` copies into it).
+        // Nothing of this machine: the work dir is a volume of its own (removed with the
+        // container, `rm -v`), so that it is neither in the noexec `/tmp` tmpfs nor in the
+        // scratch volume when its path lies there; `up` copies the host's into it.
         AgentSetup::Shipped(s) => {
-            a.extend(["--workdir".into(), workdir.to_string()]);
+            a.extend([
+                "--mount".into(),
+                format!(
+                    "type=volume,{}",
+                    csv_field(format!("destination={workdir}"))
+                ),
+                "--workdir".into(),
+                workdir.to_string(),
+            ]);
             if let Some(ip) = &s.publish {
                 a.extend(["--publish".into(), format!("{ip}::{}", agent::CHANNEL_PORT)]);
             }
