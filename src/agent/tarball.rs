@@ -205,7 +205,14 @@ pub fn extract(
             }
             continue;
         };
-        let parent = make_dirs(&root, parents)?;
+        // A symlink on the way (the stream's own, or found there) is never gone through.
+        let through_link = |e: std::io::Error| match e.raw_os_error() {
+            Some(libc::ELOOP) | Some(libc::ENOTDIR) => {
+                ExtractError::Escape(name.display().to_string())
+            }
+            _ => ExtractError::Io(e),
+        };
+        let parent = make_dirs(&root, parents).map_err(through_link)?;
         match kind {
             tar::EntryType::Directory => {
                 clear(&parent, last)?;

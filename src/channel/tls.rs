@@ -92,9 +92,15 @@ pub async fn over(
         ))
     })?
     .map_err(|e| {
-        ConnectError::Refused(format!(
-            "the channel's TLS handshake failed ({e}): the peer is not this sandbox's agent"
-        ))
+        // Nothing behind the port (a stopped container's published port closes at once) is
+        // not a refusal; a certificate that is not the pinned one is.
+        if e.get_ref().is_some_and(|inner| inner.is::<rustls::Error>()) {
+            ConnectError::Refused(format!(
+                "the channel's TLS handshake failed ({e}): the peer is not this sandbox's agent"
+            ))
+        } else {
+            ConnectError::Unreachable(format!("the channel's TLS handshake: {e}"))
+        }
     })?;
     super::hello(Box::new(tls), token).await
 }

@@ -405,7 +405,7 @@ pub fn resolve_copied_cwd(workdir: &Path, cwd: Option<&Path>) -> Result<PathBuf,
     let joined = workdir.join(cwd);
     if !lexically_inside(workdir, &joined) {
         return Err(Error::PathEscape(format!(
-            "--cwd {} leads out of the work dir {}; pass a path inside it (relative paths start there)",
+            "--cwd {} is not a directory inside the work dir {}; pass a path inside it (relative paths start there)",
             cwd.display(),
             workdir.display()
         )));
