@@ -702,6 +702,9 @@ fn failed_writes_keep_the_old_content() {
 #[test]
 fn interrupted_write_removes_its_temporary_file() {
     require_docker!();
+    if workdir_copied("it checks the host's work dir for the temporary file of a write, which a copied work dir's write makes in the container") {
+        return;
+    }
     let env = TestEnv::new();
     let id = env.up(&[]);
     std::fs::write(env.path("f"), "old\n").unwrap();
