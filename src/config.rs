@@ -328,6 +328,7 @@ pub struct Layers {
 /// `LOCAL_STATE_DIR_VAR`), which an h9sandbox run inside a local sandbox inherits.
 pub const OTHER_ENV: &[&str] = &[
     "H9SANDBOX_CONFIG",
+    "H9SANDBOX_CHANNEL_HOST",
     "H9SANDBOX_COMPLETE",
     "H9SANDBOX_EXEC_ID",
     "H9SANDBOX_SANDBOX",

@@ -167,6 +167,62 @@ fn safe_mode(mode: u32) -> u32 {
     mode & 0o1777
 }
 
+/// Writes the regular file `entry` as `last` in `parent`: created afresh (an existing
+/// non-directory replaced, never written through), its content bounded by `opts.max_bytes`
+/// (counted in `done`), then its owner, mode and modification time.
+#[allow(clippy::too_many_arguments)]
+fn write_file(
+    entry: &mut tar::Entry<'_, impl Read>,
+    header: &tar::Header,
+    parent: &OwnedFd,
+    last: &std::ffi::OsStr,
+    mode: u32,
+    owner: Option<(u32, u32)>,
+    opts: &ExtractOptions,
+    done: &mut Extracted,
+) -> Result<(), ExtractError> {
+    clear(parent, last)?;
+    let fd = beneath(
+        parent,
+        Path::new(last),
+        OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL,
+        Mode::from_raw_mode(0o600),
+    )?;
+    let mut file = std::fs::File::from(fd);
+    let room = opts.max_bytes.map(|m| m.saturating_sub(done.bytes));
+    let copied = match room {
+        Some(room) => std::io::copy(&mut entry.take(room + 1), &mut file)?,
+        None => std::io::copy(entry, &mut file)?,
+    };
+    done.bytes += copied;
+    if let Some(max) = opts.max_bytes.filter(|m| done.bytes > *m) {
+        return Err(ExtractError::TooLarge(max));
+    }
+    if let Some((u, g)) = owner {
+        let _ = rustix::fs::fchown(
+            file.as_fd(),
+            Some(rustix::process::Uid::from_raw(u)),
+            Some(rustix::process::Gid::from_raw(g)),
+        );
+    }
+    rustix::fs::fchmod(file.as_fd(), Mode::from_raw_mode(mode)).map_err(std::io::Error::from)?;
+    if let Ok(mtime) = header.mtime() {
+        let t = rustix::fs::Timespec {
+            tv_sec: mtime as i64,
+            tv_nsec: 0,
+        };
+        let _ = rustix::fs::futimens(
+            file.as_fd(),
+            &rustix::fs::Timestamps {
+                last_access: t,
+                last_modification: t,
+            },
+        );
+    }
+    done.files += 1;
+    Ok(())
+}
+
 /// A directory's path beneath the destination, mode and owner, applied once it is filled.
 type DirMode = (Vec<std::ffi::OsString>, u32, Option<(u32, u32)>);
 
@@ -223,46 +279,9 @@ pub fn extract(
                 dir_modes.push((parts.clone(), mode, owner));
             }
             tar::EntryType::Regular | tar::EntryType::Continuous => {
-                clear(&parent, last)?;
-                let fd = beneath(
-                    &parent,
-                    Path::new(last),
-                    OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL,
-                    Mode::from_raw_mode(0o600),
+                write_file(
+                    &mut entry, &header, &parent, last, mode, owner, opts, &mut done,
                 )?;
-                let mut file = std::fs::File::from(fd);
-                let room = opts.max_bytes.map(|m| m.saturating_sub(done.bytes));
-                let copied = match room {
-                    Some(room) => std::io::copy(&mut (&mut entry).take(room + 1), &mut file)?,
-                    None => std::io::copy(&mut entry, &mut file)?,
-                };
-                done.bytes += copied;
-                if let Some(max) = opts.max_bytes.filter(|m| done.bytes > *m) {
-                    return Err(ExtractError::TooLarge(max));
-                }
-                if let Some((u, g)) = owner {
-                    let _ = rustix::fs::fchown(
-                        file.as_fd(),
-                        Some(rustix::process::Uid::from_raw(u)),
-                        Some(rustix::process::Gid::from_raw(g)),
-                    );
-                }
-                rustix::fs::fchmod(file.as_fd(), Mode::from_raw_mode(mode))
-                    .map_err(std::io::Error::from)?;
-                if let Ok(mtime) = header.mtime() {
-                    let t = rustix::fs::Timespec {
-                        tv_sec: mtime as i64,
-                        tv_nsec: 0,
-                    };
-                    let _ = rustix::fs::futimens(
-                        file.as_fd(),
-                        &rustix::fs::Timestamps {
-                            last_access: t,
-                            last_modification: t,
-                        },
-                    );
-                }
-                done.files += 1;
             }
             tar::EntryType::Symlink => {
                 let Some(target) = entry.link_name()? else {

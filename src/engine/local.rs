@@ -106,6 +106,10 @@ impl Environment for Local {
         }
     }
 
+    fn remote_host(&self) -> Option<String> {
+        None
+    }
+
     async fn run_sidecar(&self, spec: &SidecarSpec) -> Result<String> {
         Err(Error::Invalid(format!(
             "the local engine runs no containers, so no sidecar ({}) either",

@@ -395,6 +395,29 @@ pub struct Capabilities {
     pub sidecars: bool,
 }
 
+/// Where a Docker-CLI client's daemon is, from the client's own settings (`DOCKER_HOST`,
+/// `DOCKER_CONTEXT`): `None` for this machine (unset, `unix://`, the `default` context), else
+/// the daemon's host name or address as the user gave it (`tcp://H:P` and `ssh://[U@]H[:P]` give
+/// `H`; a context other than `default` gives its name, its host unknown here). A daemon that is
+/// not this machine's cannot mount this machine's directories: its sandboxes are remote.
+pub fn daemon_host(docker_host: Option<&str>, context: Option<&str>) -> Option<String> {
+    match docker_host.filter(|h| !h.is_empty()) {
+        Some(h) if h.starts_with("unix://") || h.starts_with("npipe://") => None,
+        Some(h) => {
+            let rest = h.split_once("://").map_or(h, |(_, r)| r);
+            let rest = rest.rsplit_once('@').map_or(rest, |(_, r)| r);
+            let host = match rest.strip_prefix('[') {
+                Some(v6) => v6.split(']').next().unwrap_or(v6),
+                None => rest.split([':', '/']).next().unwrap_or(rest),
+            };
+            Some(host.to_string())
+        }
+        None => context
+            .filter(|c| !c.is_empty() && *c != "default")
+            .map(str::to_string),
+    }
+}
+
 /// Where a sidecar's mount comes from.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum MountSource {
@@ -712,6 +735,9 @@ pub trait Environment {
     /// What it offers beyond running containers ([`Capabilities`]).
     fn capabilities(&self) -> Capabilities;
 
+    /// The host of its daemon when that is not this machine ([`daemon_host`]); `None` here.
+    fn remote_host(&self) -> Option<String>;
+
     /// Creates and starts the sidecar `spec`; returns its container ID. Errors: the engine's,
     /// or one that runs no sidecars ([`Capabilities::sidecars`]).
     async fn run_sidecar(&self, spec: &SidecarSpec) -> Result<String>;
@@ -858,6 +884,10 @@ impl Environment for AnyEngine {
         delegate!(self, e => e.capabilities())
     }
 
+    fn remote_host(&self) -> Option<String> {
+        delegate!(self, e => e.remote_host())
+    }
+
     async fn run_sidecar(&self, spec: &SidecarSpec) -> Result<String> {
         delegate!(self, e => e.run_sidecar(spec).await)
     }
@@ -957,6 +987,26 @@ pub enum ExecFailure {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_daemon_elsewhere_is_told_from_the_clients_settings() {
+        assert_eq!(daemon_host(None, None), None);
+        assert_eq!(daemon_host(Some(""), Some("default")), None);
+        assert_eq!(daemon_host(Some("unix:///run/docker.sock"), None), None);
+        assert_eq!(
+            daemon_host(Some("tcp://127.0.0.2:2376"), None).as_deref(),
+            Some("127.0.0.2")
+        );
+        assert_eq!(
+            daemon_host(Some("ssh://me@builder:2222"), None).as_deref(),
+            Some("builder")
+        );
+        assert_eq!(
+            daemon_host(Some("tcp://[fd00::1]:2376"), None).as_deref(),
+            Some("fd00::1")
+        );
+        assert_eq!(daemon_host(None, Some("ci")).as_deref(), Some("ci"));
+    }
+
     #[test]
     fn the_marks_are_not_taken_for_mistyped_configuration() {
         for var in [EXEC_MARKER_VAR, LOCAL_SANDBOX_VAR, LOCAL_STATE_DIR_VAR] {

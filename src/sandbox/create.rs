@@ -595,14 +595,34 @@ fn container_spec(ctx: &Ctx, record: &Record, user: Ids, binary: PathBuf) -> Con
 }
 
 /// The address of the daemon's host the channel's port is published on: this machine's
-/// loopback for a daemon on this machine.
-fn channel_publish_address(_ctx: &Ctx) -> String {
-    "127.0.0.1".into()
+/// loopback for a daemon on this machine, every address of a remote daemon's host (the channel
+/// is authenticated both ways: README, Remote sandboxes).
+fn channel_publish_address(ctx: &Ctx) -> String {
+    match remote_host(ctx) {
+        None => "127.0.0.1".into(),
+        Some(_) => "0.0.0.0".into(),
+    }
 }
 
-/// Where the host connects to a channel published on port `port` of the daemon's host.
-pub(super) fn channel_connect_address(_ctx: &Ctx, port: u16) -> String {
-    format!("127.0.0.1:{port}")
+/// Where the host connects to a channel published on port `port` of the daemon's host:
+/// `channel_host` when configured (`H9SANDBOX_CHANNEL_HOST`), else the daemon's host as
+/// `DOCKER_HOST` names it, else this machine's loopback.
+pub(super) fn channel_connect_address(ctx: &Ctx, port: u16) -> String {
+    let host = std::env::var("H9SANDBOX_CHANNEL_HOST")
+        .ok()
+        .filter(|h| !h.is_empty())
+        .or_else(|| remote_host(ctx))
+        .unwrap_or_else(|| "127.0.0.1".into());
+    if host.contains(':') {
+        format!("[{host}]:{port}")
+    } else {
+        format!("{host}:{port}")
+    }
+}
+
+/// The daemon's host of the configured engine when it is not this machine's.
+fn remote_host(ctx: &Ctx) -> Option<String> {
+    ctx.engine.remote_host()
 }
 
 /// This process's login name, from the host's `/etc/passwd` (read directly: a static binary

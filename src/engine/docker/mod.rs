@@ -177,6 +177,18 @@ impl Docker {
         self
     }
 
+    /// The daemon's host when it is not this machine's ([`super::daemon_host`], from
+    /// `DOCKER_HOST` and `DOCKER_CONTEXT`; Podman here is always this machine's).
+    fn daemon_elsewhere(&self) -> Option<String> {
+        if self.flavor == Flavor::Podman {
+            return None;
+        }
+        super::daemon_host(
+            std::env::var("DOCKER_HOST").ok().as_deref(),
+            std::env::var("DOCKER_CONTEXT").ok().as_deref(),
+        )
+    }
+
     /// Which engine this is.
     pub fn flavor(&self) -> Flavor {
         self.flavor
@@ -468,9 +480,13 @@ impl Environment for Docker {
     /// engine for them), Podman does not here.
     fn capabilities(&self) -> Capabilities {
         Capabilities {
-            host_mounts: true,
+            host_mounts: self.daemon_elsewhere().is_none(),
             sidecars: self.flavor == Flavor::Docker,
         }
+    }
+
+    fn remote_host(&self) -> Option<String> {
+        self.daemon_elsewhere()
     }
 
     async fn run_sidecar(&self, spec: &SidecarSpec) -> Result<String> {
