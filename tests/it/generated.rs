@@ -238,8 +238,8 @@ fn configuration_keys_table() -> String {
         let mut meaning = key.doc.replace('|', "\\|");
         if user_file_only {
             meaning.push_str(
-                " **Only in your own configuration file** (or a `--config` file): not in a \
-                 project's `sandbox.toml`, not in the environment.",
+                " **Only in your own configuration file** (or a `--config` file): in a project's \
+                 `sandbox.toml` or the environment it is an error.",
             );
         } else if HOST_SIDE_KEYS.contains(&key.name) {
             meaning.push_str(" **Not in a project's `sandbox.toml`** (it acts on the host).");
