@@ -10,15 +10,21 @@
 //!   [`state`] (the locked state file), [`config`] (layered configuration), [`files`] (reading
 //!   and writing inside a work dir, safe against planted symlinks), [`lease`] (owner processes,
 //!   TTLs and the reaper's judgement);
-//! - the in-container side: [`agent`] (PID 1, the exec agent, the set-ID filter; also the
-//!   protocol's host end, which the core uses), importing nothing else of the crate;
+//! - [`channel`]: the host's end of the agent protocol (the ways the core reaches a sandbox's
+//!   agent), below the core;
+//! - the in-container side: [`agent`] (PID 1, the exec agent, the set-ID filter), importing
+//!   nothing of the crate but the contract;
+//! - [`contract`]: what both sides agree on (the agent protocol, the fixed paths in every
+//!   container), importing nothing of the crate;
 //! - leaves: [`types`] (plain shared types), [`error`] (typed errors and exit codes) and
 //!   [`report`] (the [`report::Reporter`] trait through which lower layers tell the front end
 //!   what happens).
 
 pub mod agent;
+pub mod channel;
 pub mod cli;
 pub mod config;
+pub mod contract;
 pub mod engine;
 pub mod error;
 pub mod files;
