@@ -1,7 +1,7 @@
 //! h9sandbox: hardened, throw-away container sandboxes for AI agents, shell scripts and CI jobs.
 //!
 //! The binary is a thin wrapper around [`run`]. The layers, top to bottom (each module imports
-//! only from the layers below it; see the README's Architecture section):
+//! only from the layers below it; see ARCHITECTURE.md):
 //! - front ends: [`cli`] (the command line: clap types, one module per subcommand, rendering,
 //!   the spinner) and [`mcp`] (the Model Context Protocol server), apart from each other;
 //! - the core: [`sandbox`] (create, exec, bootstrap, files, list, down, reap, renew over a
