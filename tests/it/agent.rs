@@ -991,3 +991,46 @@ fn the_timeout_holds_when_the_command_stops_its_supervisor() {
         std::thread::sleep(Duration::from_millis(100));
     }
 }
+
+/// The zombies in sandbox `id`'s PID namespace (state `Z` in `/proc/PID/stat`), counted inside.
+fn zombies(env: &TestEnv, id: &str) -> usize {
+    let out = sh(
+        env,
+        id,
+        r#"n=0; for f in /proc/[0-9]*/stat; do read -r l < "$f" 2>/dev/null || continue; s=${l##*) }; [ "${s%% *}" = Z ] && n=$((n+1)); done; echo $n"#,
+    );
+    out.trim().parse().unwrap_or_else(|_| panic!("{out:?}"))
+}
+
+#[test]
+fn pid_1_reaps_every_orphan_on_every_path() {
+    require_container!("a local sandbox has no PID 1 of its own");
+    let env = TestEnv::new();
+    let id = env.up(&[]);
+    // Each command leaves an orphan that exits 0.2 s later, in the command's own session: on
+    // the engine's path (and under gVisor) it is reparented to PID 1, which must reap it
+    // whatever its process group.
+    let out = env
+        .shell(&format!(
+            "for i in $(seq 100); do \"$H9\" exec {id} -- '(sleep 0.2 &); true' || exit 1; done"
+        ))
+        .output()
+        .unwrap();
+    assert_ok(&out);
+    std::thread::sleep(Duration::from_millis(1300));
+    let deadline = Instant::now() + Duration::from_secs(3);
+    loop {
+        let n = zombies(&env, &id);
+        if n == 0 {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{n} zombies left after 100 commands:\n{}",
+            env.sandbox_processes(&id)
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    // And the sandbox can still fork.
+    assert_eq!(sh(&env, &id, "echo ok"), "ok\n");
+}
