@@ -598,6 +598,7 @@ impl Store {
     pub fn open(dir: &Path) -> Result<Store> {
         let dir = std::path::absolute(dir)
             .with_context(|| format!("cannot resolve the state directory {}", dir.display()))?;
+        check_printable(&dir)?;
         if std::fs::symlink_metadata(&dir).is_err() {
             use std::os::unix::fs::DirBuilderExt;
             std::fs::DirBuilder::new()
@@ -619,6 +620,7 @@ impl Store {
             (Some(p), Some(name)) => p.join(name),
             _ => dir,
         };
+        check_printable(&dir)?;
         Ok(Store {
             file: dir.join(STATE_FILE),
             lock: dir.join(LOCK_FILE),
@@ -889,6 +891,20 @@ impl Store {
 }
 
 /// The refusal of `what` at `path`, a symlink.
+/// Refuses a state directory whose path is not UTF-8 or holds a control character: the path is
+/// the value of every container's `h9sandbox.state_dir` label, which engine listings print one
+/// container a line (a newline would forge a line), which two different non-UTF-8 paths could
+/// share once made text, and which diagnostics print (an escape would drive the terminal).
+fn check_printable(dir: &Path) -> Result<(), Error> {
+    match dir.to_str() {
+        Some(text) if !text.chars().any(char::is_control) => Ok(()),
+        _ => Err(Error::Invalid(format!(
+            "the state directory {:?} is not valid UTF-8 or holds a control character (newline, tab, escape, ...), which its containers' labels cannot carry; set state_dir (H9SANDBOX_STATE_DIR) to another path",
+            dir.as_os_str()
+        ))),
+    }
+}
+
 fn symlink_refused(what: &str, path: &Path) -> Error {
     unsafe_state(
         format!("{what} {}", path.display()),

@@ -1021,6 +1021,13 @@ pub fn parse_labels(raw: &[String]) -> Result<BTreeMap<String, String>, Error> {
                 "invalid --label '{l}': the key is empty"
             )));
         }
+        // A label is shown by `ls`, `docker inspect` and `ps` listings, and read back line by
+        // line: a control character (newline, escape) would forge lines or drive the terminal.
+        if l.chars().any(char::is_control) {
+            return Err(Error::Invalid(format!(
+                "invalid --label {l:?}: it holds a control character (newline, tab, escape, ...); use printable text"
+            )));
+        }
         if k == LABEL_MANAGED || k.starts_with("h9sandbox.") {
             return Err(Error::Invalid(format!(
                 "invalid --label '{l}': keys `h9sandbox` and `h9sandbox.*` are reserved"
@@ -1146,7 +1153,15 @@ mod tests {
         let l = parse_labels(&["a=1".into(), "b=x=y".into(), "c=".into()]).unwrap();
         assert_eq!(l["b"], "x=y");
         assert_eq!(l["c"], "");
-        for bad in ["novalue", "=v", "h9sandbox=2", "h9sandbox.id=x"] {
+        for bad in [
+            "novalue",
+            "=v",
+            "h9sandbox=2",
+            "h9sandbox.id=x",
+            "k=v\u{1b}[2J\nx",
+            "k\t=v",
+            "k=\u{7f}",
+        ] {
             assert!(parse_labels(&[bad.into()]).is_err(), "{bad}");
         }
     }

@@ -107,6 +107,37 @@ fn hostile_images_and_names_are_refused() {
 }
 
 #[test]
+fn control_characters_are_refused_in_labels_and_the_state_directory() {
+    let env = TestEnv::new();
+    // A label that would clear the terminal of whoever lists it, and forge a line.
+    let out = env.run(&["up", "--label", "k=v\u{1b}[2J\nx"]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(stderr(&out).contains("control character"), "{}", stderr(&out));
+    assert!(!stderr(&out).contains('\u{1b}'), "{:?}", stderr(&out));
+    assert!(env.ls_raw().is_empty());
+    assert!(env.containers().is_empty());
+    // A state directory whose path holds an escape and a newline (it ends up in every
+    // container's labels): refused by every command, and never created.
+    let odd = env.root.path().join("state\u{1b}[2J\nx");
+    for args in [&["ls"][..], &["up"][..], &["reap"][..]] {
+        let out = env
+            .cmd()
+            .env("H9SANDBOX_STATE_DIR", &odd)
+            .args(args)
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {}", stderr(&out));
+        assert!(
+            stderr(&out).contains("control character"),
+            "{args:?}: {}",
+            stderr(&out)
+        );
+    }
+    assert!(!odd.exists());
+}
+
+#[test]
 fn sensitive_work_directories_are_refused() {
     let env = TestEnv::new();
     for (dir, why) in [
