@@ -112,7 +112,11 @@ fn control_characters_are_refused_in_labels_and_the_state_directory() {
     // A label that would clear the terminal of whoever lists it, and forge a line.
     let out = env.run(&["up", "--label", "k=v\u{1b}[2J\nx"]);
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
-    assert!(stderr(&out).contains("control character"), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("control character"),
+        "{}",
+        stderr(&out)
+    );
     assert!(!stderr(&out).contains('\u{1b}'), "{:?}", stderr(&out));
     assert!(env.ls_raw().is_empty());
     assert!(env.containers().is_empty());
