@@ -227,9 +227,45 @@ pub struct Settings {
     /// What `bootstrap ID` without a command runs (config `bootstrap_cmd`); `null`: none.
     #[serde(default)]
     pub bootstrap_cmd: Option<String>,
+    /// The container's open-files rlimit as configured (`ulimit_nofile`; 0 = the engine's
+    /// default). A sub-sandbox gets at most this.
+    #[serde(default)]
+    pub ulimit_nofile: u64,
+    /// The container's processes rlimit as configured (`ulimit_nproc`; 0 = the engine's
+    /// default). A sub-sandbox gets at most this.
+    #[serde(default)]
+    pub ulimit_nproc: u64,
 }
 
 impl Settings {
+    /// The settings of a sub-sandbox of a parent that has `self`: each bound is the parent's,
+    /// or the tighter value `asked` gives explicitly (an `up --parent` flag; `None`: inherit).
+    /// Timeouts and rlimits of 0 mean none (the loosest). `bootstrap_cmd` is `own` (what the
+    /// child's configuration runs: no bound). Errors: an asked value looser than the parent's,
+    /// naming the flag.
+    pub fn for_child(
+        &self,
+        bootstrap_timeout: Option<u64>,
+        own_bootstrap: Option<String>,
+    ) -> Result<Settings, crate::error::Error> {
+        if let Some(t) = bootstrap_timeout {
+            if tighter(t, self.bootstrap_timeout_secs) != t {
+                return Err(crate::error::Error::Invalid(format!(
+                    "--bootstrap-timeout {t} exceeds the parent's {}s (0 is none); a sub-sandbox may only tighten its parent's limits (give at most {}, or leave --bootstrap-timeout out to inherit it)",
+                    self.bootstrap_timeout_secs, self.bootstrap_timeout_secs
+                )));
+            }
+        }
+        Ok(Settings {
+            exec_timeout_secs: self.exec_timeout_secs,
+            bootstrap_timeout_secs: bootstrap_timeout.unwrap_or(self.bootstrap_timeout_secs),
+            stop_timeout_secs: self.stop_timeout_secs,
+            bootstrap_cmd: own_bootstrap,
+            ulimit_nofile: self.ulimit_nofile,
+            ulimit_nproc: self.ulimit_nproc,
+        })
+    }
+
     /// The configuration keys these settings record.
     pub const KEYS: &'static [&'static str] = &[
         "exec_timeout_secs",
@@ -237,6 +273,14 @@ impl Settings {
         "stop_timeout_secs",
         "bootstrap_cmd",
     ];
+}
+
+/// The tighter of two bounds where 0 means none: the smaller non-zero one.
+pub fn tighter(a: u64, b: u64) -> u64 {
+    match (a, b) {
+        (0, x) | (x, 0) => x,
+        (a, b) => a.min(b),
+    }
 }
 
 /// The outcome of a sandbox's last bootstrap command, as recorded in its [`Record`].

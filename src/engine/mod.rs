@@ -480,6 +480,17 @@ impl AnyEngine {
     }
 }
 
+impl AnyEngine {
+    /// The same engine, creating containers with `options` (a sub-sandbox's rlimits are its
+    /// parent's, not the configuration's). The local engine has no containers: unchanged.
+    pub fn with_run_options(self, options: RunOptions) -> AnyEngine {
+        match self {
+            AnyEngine::Docker(d) => AnyEngine::Docker(d.options(options)),
+            local => local,
+        }
+    }
+}
+
 macro_rules! delegate {
     ($self:ident, $e:ident => $call:expr) => {
         match $self {

@@ -300,9 +300,28 @@ async fn resolve_spec(ctx: &Ctx, req: &UpRequest) -> Result<Plan> {
     let labels = parse_labels(&req.labels)?;
     let id = Uuid::new_v4();
     let name = sandbox_name(req, id)?;
-    // A sub-sandbox runs on its parent's engine.
+    // Every setting that bounds the sandbox is recorded; a sub-sandbox's are its parent's,
+    // tightened by its own flags only (the configuration and environment in force now do not
+    // apply to it).
+    let settings = match &parent {
+        Some(p) => p
+            .settings
+            .clone()
+            .unwrap_or_else(|| ctx.configured_settings())
+            .for_child(
+                req.bootstrap_timeout,
+                ctx.configured_settings().bootstrap_cmd,
+            )?,
+        None => ctx.configured_settings(),
+    };
+    // A sub-sandbox runs on its parent's engine, with its parent's rlimits.
     let engine = match &parent {
-        Some(p) => ctx.runner_for(p)?,
+        Some(p) => ctx
+            .runner_for(p)?
+            .with_run_options(crate::engine::RunOptions {
+                ulimit_nofile: settings.ulimit_nofile,
+                ulimit_nproc: settings.ulimit_nproc,
+            }),
         None => ctx.engine.clone(),
     };
     let now = now_rfc3339();
@@ -327,7 +346,7 @@ async fn resolve_spec(ctx: &Ctx, req: &UpRequest) -> Result<Plan> {
         owner,
         expires_at: None,
         ttl_secs,
-        settings: Some(ctx.configured_settings()),
+        settings: Some(settings),
         stopper: None,
         agent: None,
         workdir_id: Some(mount.identity()),
