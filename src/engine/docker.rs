@@ -617,6 +617,22 @@ impl Environment for Docker {
         Ok(())
     }
 
+    async fn ensure_image(&self, build: &super::image::ImageBuild) -> Result<()> {
+        let (code, _, _) = self
+            .output(vec![
+                "image".into(),
+                "inspect".into(),
+                "--format".into(),
+                "{{.Id}}".into(),
+                build.tag.clone(),
+            ])
+            .await?;
+        if code == 0 {
+            return Ok(());
+        }
+        self.build_image(build).await
+    }
+
     fn exec_failure(&self, container: &str, head: &[u8], status: i32) -> Option<ExecFailure> {
         // `docker exec` reports its own failures with status 1 (daemon errors), 125, 126 or 127
         // (the OCI runtime could not start the process) and a message of its own on stderr;
@@ -675,6 +691,67 @@ impl Environment for Docker {
             return Some(ExecFailure::Other(line));
         }
         None
+    }
+}
+
+impl Docker {
+    /// Builds `build` ([`Environment::ensure_image`]): `build -q -t TAG -` with the context as a
+    /// tar stream on stdin (Docker), or (Podman, whose `build -` takes a Containerfile, not a
+    /// context) from the context unpacked in a temporary directory. The engine's output is held
+    /// bounded.
+    async fn build_image(&self, build: &super::image::ImageBuild) -> Result<()> {
+        let mut args: Vec<String> =
+            vec!["build".into(), "-q".into(), "-t".into(), build.tag.clone()];
+        let _context_dir;
+        let mut cmd = match self.flavor {
+            Flavor::Docker => {
+                args.push("-".into());
+                let mut c = self.command(args);
+                c.stdin(Stdio::piped());
+                c
+            }
+            Flavor::Podman => {
+                let dir = tempfile::tempdir().context("cannot make a build context")?;
+                let mut tar = Vec::new();
+                super::image::write_context(build, &mut tar).await?;
+                tar::Archive::new(&tar[..])
+                    .unpack(dir.path())
+                    .context("cannot unpack the build context")?;
+                args.push(dir.path().to_string_lossy().into_owned());
+                _context_dir = dir;
+                self.command(args)
+            }
+        };
+        let mut child = cmd
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .map_err(|e| self.spawn_error(e))?;
+        let stdin = child.stdin.take();
+        let feed = async {
+            match stdin {
+                Some(mut stdin) => {
+                    let r = super::image::write_context(build, &mut stdin).await;
+                    drop(stdin);
+                    r
+                }
+                None => Ok(()),
+            }
+        };
+        let (fed, out) = tokio::join!(feed, super::collect_bounded(child, ENGINE_OUTPUT_MAX));
+        let out = out?;
+        let code = out.status.and_then(|s| s.code()).unwrap_or(-1);
+        if code != 0 {
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            return Err(anyhow!(
+                "`{} build` of {} failed: {}",
+                self.bin,
+                build.tag,
+                first_error_line(&stderr)
+            ));
+        }
+        fed.with_context(|| format!("cannot send {}'s build context to {}", build.tag, self.bin))
     }
 }
 

@@ -219,6 +219,14 @@ impl Environment for Local {
         Ok(())
     }
 
+    async fn ensure_image(&self, build: &super::image::ImageBuild) -> Result<()> {
+        Err(crate::error::Error::Invalid(format!(
+            "the local engine has no images (needed: {})",
+            build.tag
+        ))
+        .into())
+    }
+
     /// Whatever the command prints is its own.
     fn exec_failure(&self, _container: &str, _head: &[u8], _status: i32) -> Option<ExecFailure> {
         None

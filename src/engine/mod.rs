@@ -8,6 +8,7 @@
 //! is the one the core holds: it delegates to either.
 
 pub mod docker;
+pub mod image;
 pub mod local;
 pub mod marker;
 pub mod shell;
@@ -81,12 +82,21 @@ pub async fn bounded_output(
     max: usize,
 ) -> std::io::Result<BoundedOutput> {
     use std::process::Stdio;
-    use tokio::io::{AsyncRead, AsyncReadExt};
-    let mut child = cmd
+    let child = cmd
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .kill_on_drop(true)
         .spawn()?;
+    collect_bounded(child, max).await
+}
+
+/// [`bounded_output`] of a process already started with piped stdout and stderr (the caller
+/// may be feeding its stdin meanwhile).
+pub async fn collect_bounded(
+    mut child: tokio::process::Child,
+    max: usize,
+) -> std::io::Result<BoundedOutput> {
+    use tokio::io::{AsyncRead, AsyncReadExt};
     async fn read<R: AsyncRead + Unpin>(
         r: Option<R>,
         max: usize,
@@ -425,6 +435,13 @@ pub trait Environment {
     /// Removes the volume `name`; a missing one is success.
     async fn remove_volume(&self, name: &str) -> Result<()>;
 
+    /// Makes sure the engine has the image `build` describes ([`image::ImageBuild`]): when no
+    /// image of its name exists, builds it from the host's files, without any registry
+    /// (`FROM scratch`, or a base image the engine has). An image of that name is reused as it
+    /// is: the name says what it holds. Errors: the engine's (a base it lacks, no build
+    /// support), a file that cannot be read; [`Local`] has no images.
+    async fn ensure_image(&self, build: &image::ImageBuild) -> Result<()>;
+
     /// Turns the first bytes an exec wrote to stderr, with its exit status, into h9sandbox's own
     /// error when they show that the engine (not the command) failed: the container is gone or
     /// stopped, the daemon is unreachable, or the image has no shell. `None` otherwise.
@@ -563,6 +580,10 @@ impl Environment for AnyEngine {
 
     async fn remove_volume(&self, name: &str) -> Result<()> {
         delegate!(self, e => e.remove_volume(name).await)
+    }
+
+    async fn ensure_image(&self, build: &image::ImageBuild) -> Result<()> {
+        delegate!(self, e => e.ensure_image(build).await)
     }
 }
 

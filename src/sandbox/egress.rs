@@ -8,7 +8,13 @@
 //! engine's default bridge and forwards HTTP and HTTPS (CONNECT) to the allowed hosts only. The
 //! sidecar is hardened like a sandbox and more: read-only root file system, every capability
 //! dropped, no-new-privileges, the invoking user's IDs, 64 MiB, 64 processes, half a core. It
-//! writes every decision to `<state dir>/proxy/<id>/log.jsonl` (`h9sandbox logs ID --network`).
+//! runs nothing of the sandbox's: its image is h9sandbox's runtime image
+//! ([`crate::engine::image::ImageBuild::runtime`]: the static binary alone, `FROM scratch`, no
+//! NSS configuration or libraries to load), with no environment of its own, and the proxy
+//! resolves names itself (hickory-resolver, from the `/etc/resolv.conf` and `/etc/hosts` the
+//! engine gives the container), so a sandbox image or snapshot shipping `libnss_*.so` and an
+//! `nsswitch.conf` never runs code next to the bridge. It writes every decision to
+//! `<state dir>/proxy/<id>/log.jsonl` (`h9sandbox logs ID --network`).
 //!
 //! It carries `h9sandbox.proxy_of=<sandbox ID>` and `h9sandbox.state_dir` (not `h9sandbox=1`, so
 //! it is never taken for a sandbox's container); `reap` removes the sidecars whose sandbox has no
@@ -57,10 +63,11 @@ pub fn sidecar_name(id: Uuid) -> String {
 }
 
 /// `docker run` arguments of the sidecar of sandbox `id`, whose container is `spec`: hardened,
-/// labelled, detached, never pulling, in the sandbox's image; the static binary mounted
-/// read-only, the proxy's directory `dir` read-write, the allowed hosts of `spec.limits`.
+/// labelled, detached, never pulling, from h9sandbox's runtime image `image` (never the
+/// sandbox's), the proxy's directory `dir` read-write, the allowed hosts of `spec.limits`.
 pub fn sidecar_args(
     spec: &ContainerSpec,
+    image: &str,
     id: Uuid,
     state_dir: &str,
     dir: &str,
@@ -90,20 +97,15 @@ pub fn sidecar_args(
         "64".into(),
         "--cpus".into(),
         "0.5".into(),
-        "--mount".into(),
-        bind_mount_arg(
-            &spec.agent.binary.to_string_lossy(),
-            crate::agent::BIN,
-            true,
-        ),
+        "--no-healthcheck".into(),
         "--mount".into(),
         bind_mount_arg(dir, SIDECAR_DIR, false),
         "--entrypoint".into(),
-        crate::agent::BIN.into(),
+        crate::engine::image::RUNTIME_BINARY.into(),
         "--pull".into(),
         "never".into(),
         "--".into(),
-        spec.image.clone(),
+        image.into(),
         crate::agent::ARG.into(),
         "proxy".into(),
         "--listen".into(),
@@ -164,8 +166,11 @@ pub async fn start(ctx: &Ctx, engine: &AnyEngine, spec: &ContainerSpec, id: Uuid
         }
     }
     ctx.reporter.step("starting the egress proxy");
+    let image = crate::engine::image::ImageBuild::runtime(&spec.agent.binary)?;
+    engine.ensure_image(&image).await?;
     let args = sidecar_args(
         spec,
+        &image.tag,
         id,
         &ctx.state_label(),
         &dir.to_string_lossy(),
