@@ -823,6 +823,9 @@ pub fn run_args(flavor: Flavor, spec: &ContainerSpec, extra: &[String]) -> Vec<S
     // set-ID filter that every process inherits, reaps zombies, exits at once on SIGTERM, and
     // runs each command as `spec.user` (the engine's exec passes `--user` itself).
     a.extend(["--user".into(), "0:0".into()]);
+    // An image's HEALTHCHECK would be run by the engine's exec, outside PID 1's tree and
+    // without the set-ID filter, as root: none.
+    a.push("--no-healthcheck".into());
     a.extend(["--cap-drop".into(), "all".into()]);
     for cap in l.caps.added() {
         a.extend(["--cap-add".into(), (*cap).into()]);
@@ -1496,7 +1499,7 @@ mod tests {
         );
         assert_eq!(
             got,
-            "docker run -d --name h9sandbox-abc --label h9sandbox=1 --user 0:0 --cap-drop all \
+            "docker run -d --name h9sandbox-abc --label h9sandbox=1 --user 0:0 --no-healthcheck --cap-drop all \
              --cap-add DAC_OVERRIDE --cap-add SETUID --cap-add SETGID \
              --security-opt no-new-privileges:true --pids-limit 256 --cpus 1.5 --memory 512m \
              --tmpfs /tmp:size=256m,nosuid,noexec,nodev --network none \

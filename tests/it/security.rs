@@ -519,3 +519,39 @@ fn only_the_users_own_configuration_can_allow_a_work_dir() {
     refused_workdir(&env, &env.state_dir, "state directory", &[]);
     refused_workdir(&env, Path::new("/proc/self"), "/proc", &[]);
 }
+
+#[test]
+fn an_image_healthcheck_never_runs_beside_the_set_id_filter() {
+    require_container!("a local sandbox has no image");
+    let env = TestEnv::new();
+    // The engine's exec would run an image's HEALTHCHECK as the container's user (root), in
+    // the work dir, outside PID 1's tree: without the set-ID filter.
+    let ctx = env.root.path().join("hc-ctx");
+    std::fs::create_dir_all(&ctx).unwrap();
+    std::fs::write(
+        ctx.join("Dockerfile"),
+        format!(
+            "FROM {TINY}\nHEALTHCHECK --interval=1s CMD cp /bin/busybox ./s; chmod 4755 ./s\n"
+        ),
+    )
+    .unwrap();
+    let img = "h9sandbox-test/healthcheck-setuid:latest";
+    let out = std::process::Command::new(cli())
+        .args(["build", "-q", "-t", img])
+        .arg(&ctx)
+        .output()
+        .unwrap();
+    assert_ok(&out);
+    let id = env.up(&["--image", img]);
+    std::thread::sleep(Duration::from_secs(3));
+    use std::os::unix::fs::PermissionsExt;
+    if let Ok(m) = std::fs::metadata(env.path("s")) {
+        assert_eq!(
+            m.permissions().mode() & 0o6000,
+            0,
+            "the image's HEALTHCHECK left a set-UID file in the work dir"
+        );
+    }
+    assert!(inspect(&env.container(&id), "{{json .Config.Healthcheck}}").contains("NONE"));
+    assert_ok(&env.run(&["down", &id]));
+}
