@@ -36,6 +36,45 @@ pub fn not_dumpable() -> std::io::Result<()> {
         .map_err(std::io::Error::from)
 }
 
+/// The identity (device, inode) of the directory at `path` (absolute, no `..`), found from
+/// the directory `root` one component at a time without following any symlink
+/// (`openat(O_PATH | O_NOFOLLOW | O_DIRECTORY)` each: a symlink on the way is `ENOTDIR`), so
+/// only a real directory at that very path answers, whoever arranged the directories above it.
+/// `root` is `/` in the container (`agent stat`), or a host handle on a container's root
+/// (`/proc/PID/root`). Errors: a component missing, a symlink or no directory on the way.
+pub fn identity_beneath(
+    root: std::os::fd::BorrowedFd<'_>,
+    path: &std::path::Path,
+) -> std::io::Result<(u64, u64)> {
+    use rustix::fs::{openat, Mode, OFlags};
+    use std::path::Component;
+    let flags = OFlags::PATH | OFlags::NOFOLLOW | OFlags::DIRECTORY | OFlags::CLOEXEC;
+    let mut dir: Option<std::os::fd::OwnedFd> = None;
+    for c in path.components() {
+        match c {
+            Component::RootDir | Component::CurDir => {}
+            Component::Normal(name) => {
+                let at = match &dir {
+                    Some(d) => {
+                        use std::os::fd::AsFd;
+                        d.as_fd()
+                    }
+                    None => root,
+                };
+                dir = Some(openat(at, name, flags, Mode::empty())?);
+            }
+            Component::ParentDir | Component::Prefix(_) => {
+                return Err(std::io::Error::other("the path holds `..`"))
+            }
+        }
+    }
+    let st = match &dir {
+        Some(d) => rustix::fs::fstat(d)?,
+        None => rustix::fs::fstat(root)?,
+    };
+    Ok((st.st_dev, st.st_ino))
+}
+
 /// The first argument that selects the in-container entry points.
 pub const ARG: &str = "agent";
 
@@ -70,7 +109,8 @@ enum AgentCommand {
         #[command(subcommand)]
         command: files::FileCommand,
     },
-    /// Print the device and inode of a path, `DEV INO` (the host checks a mount with it)
+    /// Print the device and inode of a directory, `DEV INO`, reached through no symlink (the
+    /// host checks a mount with it)
     Stat {
         /// The path
         path: std::path::PathBuf,
@@ -98,10 +138,12 @@ pub fn main(args: &[std::ffi::OsString]) -> Option<i32> {
         AgentCommand::KillMarked(a) => supervise::kill_marked(a),
         AgentCommand::Proxy(a) => proxy::run(a),
         AgentCommand::File { command } => files::run(command),
-        AgentCommand::Stat { path } => match std::fs::metadata(path) {
-            Ok(m) => {
-                use std::os::unix::fs::MetadataExt;
-                println!("{} {}", m.dev(), m.ino());
+        AgentCommand::Stat { path } => match std::fs::File::open("/").and_then(|root| {
+            use std::os::fd::AsFd;
+            identity_beneath(root.as_fd(), path)
+        }) {
+            Ok((dev, ino)) => {
+                println!("{dev} {ino}");
                 0
             }
             Err(e) => {

@@ -458,7 +458,7 @@ fn check_workdir(ctx: &Ctx, req: &UpRequest, workdir: &Path) -> Result<MountChec
         .into());
     }
     WorkdirRule::for_host(ctx).check(workdir)?;
-    MountCheck::pin(ctx, workdir)
+    MountCheck::pin(workdir)
 }
 
 /// Who the sandbox's commands run as: config `user` (by default the owner of `workdir`), or for
@@ -953,7 +953,14 @@ async fn verify_limits(
         anyhow::anyhow!("the engine did not report the container's resource limits; refusing to run a sandbox whose limits cannot be checked")
     })?;
     applied.check(&spec.limits).map_err(anyhow::Error::msg)?;
-    mount.verify(engine, container_id, status.pid).await
+    mount
+        .verify(
+            engine,
+            container_id,
+            status.pid,
+            crate::engine::docker::is_gvisor(spec.runtime.as_deref()),
+        )
+        .await
 }
 
 /// Polls the container's `State.Running` right away, then with back-off (10 ms doubling to

@@ -1,6 +1,7 @@
 //! Attacks from inside a sandbox (and from hostile input) that must not reach the host, found by
 //! adversarial review; each test reproduces one.
 
+use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use std::process::Stdio;
 use std::time::Duration;
@@ -530,9 +531,7 @@ fn an_image_healthcheck_never_runs_beside_the_set_id_filter() {
     std::fs::create_dir_all(&ctx).unwrap();
     std::fs::write(
         ctx.join("Dockerfile"),
-        format!(
-            "FROM {TINY}\nHEALTHCHECK --interval=1s CMD cp /bin/busybox ./s; chmod 4755 ./s\n"
-        ),
+        format!("FROM {TINY}\nHEALTHCHECK --interval=1s CMD cp /bin/busybox ./s; chmod 4755 ./s\n"),
     )
     .unwrap();
     let img = "h9sandbox-test/healthcheck-setuid:latest";
@@ -544,7 +543,6 @@ fn an_image_healthcheck_never_runs_beside_the_set_id_filter() {
     assert_ok(&out);
     let id = env.up(&["--image", img]);
     std::thread::sleep(Duration::from_secs(3));
-    use std::os::unix::fs::PermissionsExt;
     if let Ok(m) = std::fs::metadata(env.path("s")) {
         assert_eq!(
             m.permissions().mode() & 0o6000,
@@ -554,4 +552,119 @@ fn an_image_healthcheck_never_runs_beside_the_set_id_filter() {
     }
     assert!(inspect(&env.container(&id), "{{json .Config.Healthcheck}}").contains("NONE"));
     assert_ok(&env.run(&["down", &id]));
+}
+
+/// `setpriv` arguments running a command as uid 1000 with the group of the engine's socket, as
+/// a member of the `docker` group would (the common setup for a non-root user).
+fn as_docker_user() -> Vec<String> {
+    use std::os::unix::fs::MetadataExt;
+    let sock = std::fs::metadata("/var/run/docker.sock").expect("the Docker socket");
+    vec![
+        "--reuid".into(),
+        "1000".into(),
+        "--regid".into(),
+        "1000".into(),
+        "--groups".into(),
+        sock.gid().to_string(),
+        "--".into(),
+    ]
+}
+
+#[test]
+fn start_mounts_only_the_work_dir_up_checked_for_root_and_non_root() {
+    require_docker!();
+    if engine() != Engine::Docker {
+        return announce("drives Docker through a wrapper client");
+    }
+    for non_root in [false, true] {
+        let env = TestEnv::new();
+        std::fs::set_permissions(env.root.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+        // A stand-in home with a key and a start-up file, beside the project.
+        let home = env.root.path().join("home");
+        std::fs::create_dir_all(home.join(".ssh")).unwrap();
+        std::fs::write(home.join(".ssh/id_ed25519"), "PRIVATE KEY\n").unwrap();
+        std::fs::write(home.join(".bashrc"), "# mine\n").unwrap();
+        let parent = env.root.path().join("parent");
+        let work = parent.join("w");
+        std::fs::create_dir_all(&work).unwrap();
+        // The engine client used for `start` swaps the work dir for a symlink to the home right
+        // before the engine mounts it, and back right after (the race a parent sandbox, which
+        // can write the work dir's parent, wins): the host's checks before and after see the
+        // real directory.
+        let client = env.root.path().join("docker-racing");
+        std::fs::write(
+            &client,
+            format!(
+                "#!/bin/sh\nif [ \"$1\" = start ]; then\n  mv {w} {w}.real && ln -s {h} {w}\n  docker \"$@\"; rc=$?\n  rm {w} && mv {w}.real {w}\n  exit $rc\nfi\nexec docker \"$@\"\n",
+                w = work.display(),
+                h = home.display()
+            ),
+        )
+        .unwrap();
+        std::fs::set_permissions(&client, std::fs::Permissions::from_mode(0o755)).unwrap();
+        if non_root {
+            for d in [&env.state_dir, &parent, &work, &home] {
+                std::os::unix::fs::chown(d, Some(1000), Some(1000)).unwrap();
+            }
+        }
+        let h9 = |args: &[&str], racing: bool| {
+            let mut c = if non_root {
+                let mut c = env.program("setpriv");
+                c.args(as_docker_user())
+                    .arg(assert_cmd::cargo::cargo_bin("h9sandbox"));
+                c
+            } else {
+                env.cmd()
+            };
+            c.current_dir(&work).args(args).stdin(Stdio::null());
+            if racing {
+                c.env("H9SANDBOX_ENGINE_BIN", &client);
+            }
+            c.output().unwrap()
+        };
+        let out = h9(&["up", "--user", "root"], false);
+        assert_ok(&out);
+        let id = stdout(&out).trim().to_string();
+        assert_ok(&h9(&["stop", &id], false));
+        let out = h9(&["start", &id], true);
+        assert_eq!(
+            out.status.code(),
+            Some(1),
+            "non-root {non_root}: {}",
+            stderr(&out)
+        );
+        assert!(
+            stderr(&out).contains("mounted another directory"),
+            "non-root {non_root}: {}",
+            stderr(&out)
+        );
+        // What it started was stopped again, and the record says so.
+        let ls: Vec<serde_json::Value> =
+            serde_json::from_slice(&h9(&["ls", "--format", "json"], false).stdout).unwrap();
+        let rec = ls.into_iter().find(|e| e["id"] == id.as_str()).unwrap();
+        let c = rec["container_id"].as_str().unwrap();
+        assert_eq!(
+            inspect(c, "{{.State.Running}}"),
+            "false",
+            "non-root {non_root}"
+        );
+        assert_eq!(rec["state"], "Stopped", "non-root {non_root}: {rec}");
+        assert!(
+            rec["error"]
+                .as_str()
+                .unwrap_or("")
+                .contains("mounted another directory"),
+            "{rec}"
+        );
+        // Nothing of the home was reached, and an honest start works.
+        assert_eq!(
+            std::fs::read_to_string(home.join(".bashrc")).unwrap(),
+            "# mine\n"
+        );
+        assert_ok(&h9(&["start", &id], false));
+        let out = h9(&["exec", &id, "--", "ls -a"], false);
+        assert_ok(&out);
+        assert!(!stdout(&out).contains(".ssh"), "{}", stdout(&out));
+        assert_ok(&h9(&["down", &id], false));
+    }
 }
