@@ -1034,3 +1034,56 @@ fn pid_1_reaps_every_orphan_on_every_path() {
     // And the sandbox can still fork.
     assert_eq!(sh(&env, &id, "echo ok"), "ok\n");
 }
+
+#[test]
+fn a_root_command_cannot_outlive_its_timeout_by_stopping_or_killing_its_supervisor() {
+    require_container!("a local sandbox has no agent");
+    if gvisor() {
+        // No audit sessions there (README, Isolation tiers): a process that cleared its
+        // environment and left the tree cannot be told from another command's.
+        return announce("gVisor gives no audit session to find an env-cleared orphan by");
+    }
+    let env = TestEnv::new();
+    let id = env.up(&["--user", "root"]);
+    // $PPID is the command's supervisor (through the agent) or the in-container wrapper (the
+    // engine's exec); root may stop or kill either. The orphan clears its environment, so the
+    // marker cannot find it.
+    let cases: &[(&str, i32, &str)] = if exec_path_is_engine() {
+        &[("kill -STOP $PPID", 124, "sleep 778")]
+    } else {
+        &[
+            ("kill -STOP $PPID", 124, "sleep 778"),
+            ("kill -9 $PPID", 125, "sleep 779"),
+        ]
+    };
+    for (how, code, orphan) in cases {
+        let out = env.run(&[
+            "exec",
+            &id,
+            "--timeout",
+            "2",
+            "--",
+            &format!("(env -i /bin/{orphan} &); sleep 0.3; {how}; sleep 100"),
+        ]);
+        assert_eq!(out.status.code(), Some(*code), "{how}: {}", stderr(&out));
+        if *code == 125 {
+            assert!(
+                stderr(&out).contains("every process of the command was killed"),
+                "{}",
+                stderr(&out)
+            );
+        }
+        let deadline = Instant::now() + Duration::from_secs(5);
+        loop {
+            let ps = env.sandbox_processes(&id);
+            if !ps.contains(orphan) && !ps.contains("sleep 100") {
+                break;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{how}: left running after the exec said it ended:\n{ps}"
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+}
