@@ -109,6 +109,13 @@ enum AgentCommand {
         #[command(subcommand)]
         command: files::FileCommand,
     },
+    /// Empty these directories, following no symlink (the host's clean-up of a run directory
+    /// holding files of the sandbox's root)
+    Purge {
+        /// The directories (each kept, emptied)
+        #[arg(required = true)]
+        dirs: Vec<std::path::PathBuf>,
+    },
     /// Print the device and inode of a directory, `DEV INO`, reached through no symlink (the
     /// host checks a mount with it)
     Stat {
@@ -138,6 +145,32 @@ pub fn main(args: &[std::ffi::OsString]) -> Option<i32> {
         AgentCommand::KillMarked(a) => supervise::kill_marked(a),
         AgentCommand::Proxy(a) => proxy::run(a),
         AgentCommand::File { command } => files::run(command),
+        AgentCommand::Purge { dirs } => {
+            let mut status = 0;
+            for d in dirs {
+                let entries = match std::fs::read_dir(d) {
+                    Ok(e) => e,
+                    Err(e) => {
+                        eprintln!("h9sandbox: error: {}: {e}", d.display());
+                        status = 1;
+                        continue;
+                    }
+                };
+                for e in entries.flatten() {
+                    // `remove_dir_all` follows no symlink (it removes the link itself).
+                    let path = e.path();
+                    let gone = match e.file_type() {
+                        Ok(t) if t.is_dir() => std::fs::remove_dir_all(&path),
+                        _ => std::fs::remove_file(&path),
+                    };
+                    if let Err(err) = gone {
+                        eprintln!("h9sandbox: error: {}: {err}", path.display());
+                        status = 1;
+                    }
+                }
+            }
+            status
+        }
         AgentCommand::Stat { path } => match std::fs::File::open("/").and_then(|root| {
             use std::os::fd::AsFd;
             identity_beneath(root.as_fd(), path)

@@ -262,5 +262,11 @@ pub async fn release(ctx: &Ctx, engine: &AnyEngine, id: uuid::Uuid) {
             ));
         }
     }
-    agent::forget(ctx, id);
+    let left = agent::forget(ctx, id);
+    if let Err(e) = agent::purge(ctx, engine, &left).await {
+        ctx.reporter.warn(&format!(
+            "could not remove the run directory of {}, which holds files its sandbox's root made: {e:#} (`h9sandbox reap` retries)",
+            &id.simple().to_string()[..12]
+        ));
+    }
 }

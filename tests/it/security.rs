@@ -668,3 +668,61 @@ fn start_mounts_only_the_work_dir_up_checked_for_root_and_non_root() {
         assert_ok(&h9(&["down", &id], false));
     }
 }
+
+#[test]
+fn nothing_the_sandbox_leaves_in_its_run_dir_jams_start_or_outlives_down() {
+    require_docker!();
+    if engine() != Engine::Docker {
+        return announce("runs the non-root host user against Docker's socket");
+    }
+    for non_root in [false, true] {
+        let env = TestEnv::new();
+        std::fs::set_permissions(env.root.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+        if non_root {
+            for d in [&env.state_dir, &env.workdir] {
+                std::os::unix::fs::chown(d, Some(1000), Some(1000)).unwrap();
+            }
+        }
+        let h9 = |args: &[&str]| {
+            let mut c = if non_root {
+                let mut c = env.program("setpriv");
+                c.args(as_docker_user())
+                    .arg(assert_cmd::cargo::cargo_bin("h9sandbox"));
+                c
+            } else {
+                env.cmd()
+            };
+            c.args(args).stdin(Stdio::null()).output().unwrap()
+        };
+        let out = h9(&["up", "--user", "root"]);
+        assert_ok(&out);
+        let id = stdout(&out).trim().to_string();
+        // Root in the sandbox fills the run directory: a directory where the next token goes,
+        // a stale ready file's stand-in, a tree its host user cannot delete.
+        let plant = "cd /.h9sandbox/run && mkdir token && echo x > token/f && rm -f ready && \
+                     mkdir ready && mkdir -p junk/sub && echo y > junk/sub/f && chmod 0500 junk/sub && \
+                     ln -s /etc/passwd link";
+        assert_ok(&h9(&["exec", &id, "--", plant]));
+        assert_ok(&h9(&["stop", &id]));
+        let out = h9(&["start", &id]);
+        assert_ok(&out);
+        let out = h9(&["-v", "exec", &id, "--", "echo through the agent"]);
+        assert_ok(&out);
+        assert_eq!(stdout(&out), "through the agent\n");
+        assert!(
+            !stderr(&out).contains(" exec "),
+            "went through the engine's exec: {}",
+            stderr(&out)
+        );
+        assert_ok(&h9(&["exec", &id, "--", plant]));
+        assert_ok(&h9(&["down", &id]));
+        let left: Vec<String> = std::fs::read_dir(env.state_dir.join("run"))
+            .map(|d| {
+                d.flatten()
+                    .map(|e| e.file_name().to_string_lossy().into_owned())
+                    .collect()
+            })
+            .unwrap_or_default();
+        assert!(left.is_empty(), "non-root {non_root}: left {left:?}");
+    }
+}
