@@ -68,12 +68,36 @@ struct Background {
     control: mpsc::Sender<Control>,
 }
 
-/// Reads (and deletes) the token the host left in `run_dir`.
+/// The SHA-256 (hex) of the sandbox's token, which the host writes in the read-only mount root
+/// ([`super::ROOT`]): the run directory is the sandbox's to write, so a token found there is
+/// taken only when it hashes to this (one planted for a restart outside h9sandbox, which hands
+/// over nothing, is not).
+pub const TOKEN_HASH_FILE: &str = "/.h9sandbox/token.sha256";
+
+/// The SHA-256 of `token`, in hex (what [`TOKEN_HASH_FILE`] holds).
+pub fn token_hash(token: &str) -> String {
+    use sha2::Digest;
+    sha2::Sha256::digest(token.trim().as_bytes())
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+/// Reads (and deletes) the token the host left in `run_dir`; `None` when there is none, or it
+/// is not the one the host handed over ([`TOKEN_HASH_FILE`]; a container made by an older
+/// h9sandbox has no such file, and its token is taken as before).
 pub fn take_token(run_dir: &Path) -> Option<String> {
     let path = run_dir.join(TOKEN_FILE);
     let text = std::fs::read_to_string(&path).ok();
     let _ = std::fs::remove_file(&path);
-    text.map(|t| t.trim().to_string()).filter(|t| t.len() >= 16)
+    let token = text
+        .map(|t| t.trim().to_string())
+        .filter(|t| t.len() >= 16)?;
+    match std::fs::read_to_string(TOKEN_HASH_FILE) {
+        Ok(h) if h.trim() == token_hash(&token) => Some(token),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Some(token),
+        _ => None,
+    }
 }
 
 /// Binds the socket in `run_dir` (replacing whatever has that name), writes the ready file, and

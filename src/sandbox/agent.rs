@@ -107,6 +107,12 @@ pub fn prepare(ctx: &Ctx, id: Uuid) -> Result<PathBuf> {
     make_mount_root(&mount_root(ctx, id))?;
     let token = format!("{}{}", Uuid::new_v4().simple(), Uuid::new_v4().simple());
     write_new(&token_path(ctx, id), &token)?;
+    // Read-only in the container: the agent takes a token from the run directory only when it
+    // hashes to this.
+    let hash = mount_root(ctx, id).join("token.sha256");
+    write_new(&hash, &crate::agent::server::token_hash(&token))?;
+    std::fs::set_permissions(&hash, std::os::unix::fs::PermissionsExt::from_mode(0o644))
+        .with_context(|| format!("cannot make {} readable", hash.display()))?;
     write_new(&dir.join(TOKEN_FILE), &token)?;
     Ok(dir)
 }

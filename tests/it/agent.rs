@@ -1087,3 +1087,71 @@ fn a_root_command_cannot_outlive_its_timeout_by_stopping_or_killing_its_supervis
         }
     }
 }
+
+#[test]
+fn a_token_planted_for_a_restart_outside_h9sandbox_is_never_served() {
+    require_container!("no agent without a container");
+    if agent_socket_unreachable() {
+        return;
+    }
+    let env = TestEnv::new();
+    std::os::unix::fs::chown(&env.workdir, Some(1000), Some(1000)).unwrap();
+    let id = env.up(&["--image", DEBIAN]);
+    let full = env.entry(&id)["id"].as_str().unwrap().to_string();
+    let run_dir = env.state_dir.join("run").join(&full);
+    // Root in the sandbox (the host user's uid could, with user = owner) leaves a token of its
+    // own where the host hands its over; then the container is restarted behind h9sandbox's
+    // back (`docker restart`, a restart policy), which hands over nothing.
+    let planted = "0".repeat(64);
+    assert_ok(&env.run(&[
+        "exec",
+        &id,
+        "-u",
+        "root",
+        "--",
+        &format!("printf {planted} > /.h9sandbox/run/token"),
+    ]));
+    let c = env.container(&id);
+    let out = Command::new(cli())
+        .args(["restart", "-t", "1", &c])
+        .output()
+        .unwrap();
+    assert_ok(&out);
+    std::fs::set_permissions(&run_dir, std::fs::Permissions::from_mode(0o711)).unwrap();
+    // As the sandbox's user (uid 1000), through whatever path still works: ask the agent with
+    // the planted token to run `touch /var/tmp/by-root` as root.
+    let perl = format!(
+        r#"
+use IO::Socket::UNIX;
+$SIG{{PIPE}} = "IGNORE";
+my $start = "\x01\x00\x15touch /var/tmp/by-root\x01/\x00\x00\x00\x00\x00\x00\x00";
+my $s = IO::Socket::UNIX->new(Type => SOCK_STREAM, Peer => "/.h9sandbox/run/agent.sock") or do {{ print "no agent\n"; exit 0 }};
+print $s pack("N", length $_) . $_ for ("\x00\x03\x40{planted}", $start); $s->flush;
+my $all = ""; while (read($s, my $len, 4) == 4) {{ read($s, my $body, unpack("N", $len)); $all .= "[$body]"; }}
+print "said: $all\n";
+"#
+    );
+    let out = env.run(&["exec", &id, "--", "perl", "-e", &perl]);
+    assert_ok(&out);
+    // A welcome (`[\0\x03]`, protocol 3) would mean the agent took the planted token and
+    // would run what that peer asks, as root.
+    assert!(
+        !stdout(&out).starts_with("said: [\0\x03]"),
+        "the agent welcomed a peer with the planted token: {:?}",
+        stdout(&out)
+    );
+    std::thread::sleep(Duration::from_millis(300));
+    let out = env.run(&[
+        "exec",
+        &id,
+        "-u",
+        "root",
+        "--",
+        "test ! -e /var/tmp/by-root && echo none",
+    ]);
+    assert_eq!(
+        stdout(&out),
+        "none\n",
+        "the agent served the planted token: a command ran as root"
+    );
+}
