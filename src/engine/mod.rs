@@ -237,8 +237,9 @@ pub struct VolumeSummary {
 /// [`crate::agent::server::RUN_DIR`] (the agent's socket, the token handed over at start).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AgentMount {
-    /// The directory mounted read-only at `/.h9sandbox` (holding only the empty mount points of
-    /// the binary, the run directory and an allowlist sandbox's proxy socket directory): a mount point cannot be renamed or replaced from
+    /// The directory mounted read-only at `/.h9sandbox` (holding the empty mount points of
+    /// the binary, the run directory and an allowlist sandbox's proxy socket directory, and
+    /// the token's hash, [`crate::agent::server::TOKEN_HASH_FILE`]): a mount point cannot be renamed or replaced from
     /// inside (`EBUSY`), so root in the sandbox cannot swap in a binary of its own for the one
     /// the engine's exec starts.
     pub root: PathBuf,

@@ -36,7 +36,8 @@ pub fn run_dir(ctx: &Ctx, id: Uuid) -> PathBuf {
 
 /// Sandbox `id`'s mount root: the directory mounted read-only at [`crate::agent::ROOT`], holding
 /// the empty mount points `h9sandbox`, `run` and `proxy` (an allowlist sandbox's socket
-/// directory, [`crate::agent::proxy::DIR`]) ([`crate::engine::AgentMount::root`]).
+/// directory, [`crate::agent::proxy::DIR`]) and `token.sha256`
+/// ([`crate::agent::server::TOKEN_HASH_FILE`]) ([`crate::engine::AgentMount::root`]).
 pub fn mount_root(ctx: &Ctx, id: Uuid) -> PathBuf {
     ctx.store.dir().join("mounts").join(id.to_string())
 }
