@@ -634,10 +634,10 @@ impl MountCheck {
     /// on the way, only the directory at that very path answers). From the host through
     /// `/proc/PID/root` of the container's init `pid` when this process may open it (root, or
     /// the containers' own user: one `openat` per component); else (a non-root user of a
-    /// rootful engine, gVisor, whose processes the host does not see) by h9sandbox's own binary
-    /// in the container (`agent stat`, through the engine's exec). gVisor's file system gives
-    /// its own device numbers, so there only the inode is compared. Run before any of the
-    /// sandbox's processes exists (`up`, `start`).
+    /// rootful engine) by h9sandbox's own binary in the container (`agent stat`, through the
+    /// engine's exec). Under gVisor, whose file system numbers devices and inodes itself, by a
+    /// mark ([`MountCheck::verify_by_mark`]). Run before any of the sandbox's processes exists
+    /// (`up`, `start`).
     /// Errors: a mismatch or a path that does not resolve, which the caller turns into a
     /// stopped or removed container; the engine's.
     pub async fn verify(
@@ -647,7 +647,10 @@ impl MountCheck {
         pid: u32,
         gvisor: bool,
     ) -> Result<()> {
-        let seen = match (!gvisor && pid > 0)
+        if gvisor {
+            return self.verify_by_mark(engine, container).await;
+        }
+        let seen = match (pid > 0)
             .then(|| std::fs::File::open(format!("/proc/{pid}/root")).ok())
             .flatten()
         {
@@ -656,14 +659,9 @@ impl MountCheck {
                 crate::agent::identity_beneath(root.as_fd(), &self.workdir)
                     .map_err(|e| self.mismatch(&format!("it does not resolve there: {e}")))?
             }
-            None => self.inside(engine, container).await?,
+            None => self.inside(engine, container, &self.workdir).await?,
         };
-        let same = if gvisor {
-            seen.1 == self.identity.1
-        } else {
-            seen == self.identity
-        };
-        if !same {
+        if seen != self.identity {
             return Err(self.mismatch("it was replaced while the container started"));
         }
         Ok(())
@@ -676,15 +674,49 @@ impl MountCheck {
         )
     }
 
-    /// The identity of the work dir as h9sandbox's own binary in the container sees it
-    /// (`agent stat`, through the engine's exec, as root), whatever the image holds.
-    async fn inside(&self, engine: &AnyEngine, container: &str) -> Result<(u64, u64)> {
+    /// gVisor's check: its file system numbers devices and inodes itself, so the host marks
+    /// the work dir instead (a fresh directory of a random name, made through a handle on the
+    /// pinned work dir) and asks the container whether it sees the mark there (a parent sandbox
+    /// that swapped the work dir cannot make it in the directory the engine then mounted: that
+    /// one lies outside its reach); the mark is removed again. Errors: the mark cannot be made
+    /// (fail closed: a work dir the host user cannot write), it is not seen inside.
+    async fn verify_by_mark(&self, engine: &AnyEngine, container: &str) -> Result<()> {
+        use rustix::fs::{mkdirat, openat2, unlinkat, AtFlags, Mode, OFlags, ResolveFlags, CWD};
+        let dir = openat2(
+            CWD,
+            &self.workdir,
+            OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
+            Mode::empty(),
+            ResolveFlags::NO_SYMLINKS | ResolveFlags::NO_MAGICLINKS,
+        )
+        .map_err(|e| self.mismatch(&format!("it cannot be opened through no symlink: {e}")))?;
+        let st = rustix::fs::fstat(&dir).map_err(std::io::Error::from)?;
+        if (st.st_dev, st.st_ino) != self.identity {
+            return Err(self.mismatch("it was replaced"));
+        }
+        let name = format!(".h9sandbox-mount-check-{}", Uuid::new_v4().simple());
+        mkdirat(&dir, name.as_str(), Mode::from_raw_mode(0o700)).map_err(|e| {
+            anyhow::anyhow!(
+                "cannot check the container's work dir mount under gVisor: making {} failed ({e}); the check needs a work dir this user can write",
+                self.workdir.join(&name).display()
+            )
+        })?;
+        let seen = self
+            .inside(engine, container, &self.workdir.join(&name))
+            .await;
+        let _ = unlinkat(&dir, name.as_str(), AtFlags::REMOVEDIR);
+        seen.map(|_| ())
+    }
+
+    /// The identity of the directory `path` as h9sandbox's own binary in the container sees
+    /// it (`agent stat`, through the engine's exec, as root), whatever the image holds.
+    async fn inside(&self, engine: &AnyEngine, container: &str, path: &Path) -> Result<(u64, u64)> {
         let spec = ExecSpec {
             command: CommandLine::Argv(vec![
                 crate::agent::BIN.into(),
                 crate::agent::ARG.into(),
                 "stat".into(),
-                self.workdir.to_string_lossy().into_owned(),
+                path.to_string_lossy().into_owned(),
             ]),
             cwd: PathBuf::from("/"),
             env: vec![],
