@@ -751,7 +751,30 @@ impl Docker {
                 first_error_line(&stderr)
             ));
         }
-        fed.with_context(|| format!("cannot send {}'s build context to {}", build.tag, self.bin))
+        fed.with_context(|| format!("cannot send {}'s build context to {}", build.tag, self.bin))?;
+        // Another process may have built the same image meanwhile and taken the name last:
+        // ours is then an unnamed copy nobody uses, removed (never by force).
+        let ours = String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .rev()
+            .find_map(|l| l.trim().strip_prefix("sha256:").map(str::to_string));
+        if let Some(ours) = ours {
+            let (code, named, _) = self
+                .output(vec![
+                    "image".into(),
+                    "inspect".into(),
+                    "--format".into(),
+                    "{{.Id}}".into(),
+                    build.tag.clone(),
+                ])
+                .await?;
+            if code == 0 && named.trim().trim_start_matches("sha256:") != ours {
+                let _ = self
+                    .output(vec!["image".into(), "rm".into(), format!("sha256:{ours}")])
+                    .await;
+            }
+        }
+        Ok(())
     }
 }
 
