@@ -150,36 +150,74 @@ pub async fn start(ctx: &Ctx, query: &str) -> Result<Record> {
     if rec.state == Lifecycle::Running && running {
         return Ok(rec);
     }
-    if rec.agent.is_some() {
-        super::agent::hand_over(ctx, rec.id)?;
+    let channel = rec.agent.as_ref().and_then(|a| a.channel.clone());
+    match (&rec.agent, &channel) {
+        // A shipped agent's key lived only in its PID 1: a new one, handed over as at `up`.
+        (_, Some(_)) => {
+            let (secret, _) = super::agent::renew_channel(ctx, rec.id)?;
+            engine
+                .start_shipped(
+                    rec.container_ref(),
+                    &crate::engine::Secret(secret.to_frame()),
+                    Duration::from_secs(ctx.cfg.start_timeout_secs),
+                )
+                .await?;
+        }
+        (agent, None) => {
+            if agent.is_some() {
+                super::agent::hand_over(ctx, rec.id)?;
+            }
+            engine
+                .lifecycle(ContainerVerb::Start, rec.container_ref())
+                .await?;
+        }
     }
-    engine
-        .lifecycle(ContainerVerb::Start, rec.container_ref())
-        .await?;
     // Until its checks pass, the container runs nothing of the sandbox's: a failed check
     // stops it again, and the record says so.
-    if let Err(e) = check_started(ctx, &engine, &rec).await {
-        let stopped = engine.stop(rec.container_ref(), Duration::ZERO).await;
-        let reason = match &stopped {
-            Ok(()) => format!("{e:#}; the container was stopped again"),
-            Err(s) => format!("{e:#}; stopping the container again failed too ({s:#}): `h9sandbox down {}` removes it", rec.short_id()),
-        };
-        let _ = ctx.store.update(|s| {
-            if let Some(r) = s.get_mut(rec.id) {
-                let to = if stopped.is_ok() {
-                    Lifecycle::Stopped
-                } else {
-                    Lifecycle::Failed
-                };
-                r.set_state(to, Some(reason.clone()));
-            }
-            Ok(())
-        });
-        return Err(anyhow::anyhow!(reason));
-    }
-    let agent = match rec.agent {
-        Some(_) => super::agent::wait_ready(ctx, rec.id).await,
-        None => None,
+    let status = match check_started(ctx, &engine, &rec).await {
+        Ok(status) => status,
+        Err(e) => {
+            let stopped = engine.stop(rec.container_ref(), Duration::ZERO).await;
+            let reason = match &stopped {
+                Ok(()) => format!("{e:#}; the container was stopped again"),
+                Err(s) => format!("{e:#}; stopping the container again failed too ({s:#}): `h9sandbox down {}` removes it", rec.short_id()),
+            };
+            let _ = ctx.store.update(|s| {
+                if let Some(r) = s.get_mut(rec.id) {
+                    let to = if stopped.is_ok() {
+                        Lifecycle::Stopped
+                    } else {
+                        Lifecycle::Failed
+                    };
+                    r.set_state(to, Some(reason.clone()));
+                }
+                Ok(())
+            });
+            return Err(anyhow::anyhow!(reason));
+        }
+    };
+    let agent = match (&rec.agent, channel) {
+        // The engine may publish the channel on another port after a restart.
+        (_, Some(c)) => {
+            let address = status
+                .ports
+                .iter()
+                .find(|(port, _, _)| *port == crate::contract::CHANNEL_PORT)
+                .map(|(_, _, p)| super::create::channel_connect_address(ctx, *p));
+            Some(
+                super::agent::check_channel(
+                    ctx,
+                    &engine,
+                    rec.container_ref(),
+                    rec.id,
+                    address,
+                    c.inside,
+                )
+                .await?,
+            )
+        }
+        (Some(_), None) => super::agent::wait_ready(ctx, rec.id).await,
+        (None, None) => None,
     };
     ctx.store.update(|s| {
         let missing = s.not_found(&rec.id.to_string());
@@ -194,7 +232,11 @@ pub async fn start(ctx: &Ctx, query: &str) -> Result<Record> {
 
 /// The checks of a container `start` just started: it runs, with its limits in force, and it
 /// mounted the very work dir `up` checked ([`MountCheck::verify`], from inside the container).
-async fn check_started(ctx: &Ctx, engine: &crate::engine::AnyEngine, rec: &Record) -> Result<()> {
+async fn check_started(
+    ctx: &Ctx,
+    engine: &crate::engine::AnyEngine,
+    rec: &Record,
+) -> Result<crate::engine::ContainerStatus> {
     let status = wait_running(
         engine,
         rec.container_ref(),
@@ -211,11 +253,11 @@ async fn check_started(ctx: &Ctx, engine: &crate::engine::AnyEngine, rec: &Recor
                 engine,
                 rec.container_ref(),
                 status.pid,
-                crate::engine::docker::is_gvisor(rec.runtime.as_deref()),
+                crate::engine::is_gvisor(rec.runtime.as_deref()),
             )
             .await?;
     }
-    Ok(())
+    Ok(status)
 }
 
 /// `pause`: freezes every process of a Running sandbox; the record becomes Paused.

@@ -30,7 +30,7 @@ use anyhow::{Context, Result};
 use uuid::Uuid;
 
 use super::Ctx;
-use crate::engine::{bounded_output, AnyEngine, CommandLine, Environment, ExecSpec, SCRATCH_DIR};
+use crate::engine::{AnyEngine, CommandLine, Environment, ExecSpec, ExecStdio, SCRATCH_DIR};
 use crate::error::Error;
 use crate::types::Ids;
 
@@ -713,8 +713,8 @@ impl MountCheck {
     async fn inside(&self, engine: &AnyEngine, container: &str, path: &Path) -> Result<(u64, u64)> {
         let spec = ExecSpec {
             command: CommandLine::Argv(vec![
-                crate::agent::BIN.into(),
-                crate::agent::ARG.into(),
+                crate::contract::BIN.into(),
+                crate::contract::ARG.into(),
                 "stat".into(),
                 path.to_string_lossy().into_owned(),
             ]),
@@ -728,14 +728,11 @@ impl MountCheck {
             backstop: None,
         };
         // What the container prints is the sandbox's: hold at most a few KiB of it.
-        let out = bounded_output(
-            engine
-                .exec_command(container, &spec)
-                .stdin(std::process::Stdio::null()),
-            4096,
-        )
-        .await
-        .context("cannot check the container's work dir mount")?;
+        let out = engine
+            .exec(container, &spec, ExecStdio::PIPED)?
+            .output(4096)
+            .await
+            .context("cannot check the container's work dir mount")?;
         let text = String::from_utf8_lossy(&out.stdout);
         let mut f = text.split_whitespace().map(|w| w.parse::<u64>());
         match (f.next(), f.next()) {
