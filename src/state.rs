@@ -255,9 +255,45 @@ pub struct Settings {
     /// What `bootstrap ID` without a command runs (config `bootstrap_cmd`); `null`: none.
     #[serde(default)]
     pub bootstrap_cmd: Option<String>,
+    /// The container's open-files rlimit as configured (`ulimit_nofile`; 0 = the engine's
+    /// default). A sub-sandbox gets at most this.
+    #[serde(default)]
+    pub ulimit_nofile: u64,
+    /// The container's processes rlimit as configured (`ulimit_nproc`; 0 = the engine's
+    /// default). A sub-sandbox gets at most this.
+    #[serde(default)]
+    pub ulimit_nproc: u64,
 }
 
 impl Settings {
+    /// The settings of a sub-sandbox of a parent that has `self`: each bound is the parent's,
+    /// or the tighter value `asked` gives explicitly (an `up --parent` flag; `None`: inherit).
+    /// Timeouts and rlimits of 0 mean none (the loosest). `bootstrap_cmd` is `own` (what the
+    /// child's configuration runs: no bound). Errors: an asked value looser than the parent's,
+    /// naming the flag.
+    pub fn for_child(
+        &self,
+        bootstrap_timeout: Option<u64>,
+        own_bootstrap: Option<String>,
+    ) -> Result<Settings, crate::error::Error> {
+        if let Some(t) = bootstrap_timeout {
+            if tighter(t, self.bootstrap_timeout_secs) != t {
+                return Err(crate::error::Error::Invalid(format!(
+                    "--bootstrap-timeout {t} exceeds the parent's {}s (0 is none); a sub-sandbox may only tighten its parent's limits (give at most {}, or leave --bootstrap-timeout out to inherit it)",
+                    self.bootstrap_timeout_secs, self.bootstrap_timeout_secs
+                )));
+            }
+        }
+        Ok(Settings {
+            exec_timeout_secs: self.exec_timeout_secs,
+            bootstrap_timeout_secs: bootstrap_timeout.unwrap_or(self.bootstrap_timeout_secs),
+            stop_timeout_secs: self.stop_timeout_secs,
+            bootstrap_cmd: own_bootstrap,
+            ulimit_nofile: self.ulimit_nofile,
+            ulimit_nproc: self.ulimit_nproc,
+        })
+    }
+
     /// The configuration keys these settings record.
     pub const KEYS: &'static [&'static str] = &[
         "exec_timeout_secs",
@@ -265,6 +301,14 @@ impl Settings {
         "stop_timeout_secs",
         "bootstrap_cmd",
     ];
+}
+
+/// The tighter of two bounds where 0 means none: the smaller non-zero one.
+pub fn tighter(a: u64, b: u64) -> u64 {
+    match (a, b) {
+        (0, x) | (x, 0) => x,
+        (a, b) => a.min(b),
+    }
 }
 
 /// The outcome of a sandbox's last bootstrap command, as recorded in its [`Record`].
@@ -626,6 +670,7 @@ impl Store {
     pub fn open(dir: &Path) -> Result<Store> {
         let dir = std::path::absolute(dir)
             .with_context(|| format!("cannot resolve the state directory {}", dir.display()))?;
+        check_printable(&dir)?;
         if std::fs::symlink_metadata(&dir).is_err() {
             use std::os::unix::fs::DirBuilderExt;
             std::fs::DirBuilder::new()
@@ -647,6 +692,7 @@ impl Store {
             (Some(p), Some(name)) => p.join(name),
             _ => dir,
         };
+        check_printable(&dir)?;
         Ok(Store {
             file: dir.join(STATE_FILE),
             lock: dir.join(LOCK_FILE),
@@ -917,6 +963,20 @@ impl Store {
 }
 
 /// The refusal of `what` at `path`, a symlink.
+/// Refuses a state directory whose path is not UTF-8 or holds a control character: the path is
+/// the value of every container's `h9sandbox.state_dir` label, which engine listings print one
+/// container a line (a newline would forge a line), which two different non-UTF-8 paths could
+/// share once made text, and which diagnostics print (an escape would drive the terminal).
+fn check_printable(dir: &Path) -> Result<(), Error> {
+    match dir.to_str() {
+        Some(text) if !text.chars().any(char::is_control) => Ok(()),
+        _ => Err(Error::Invalid(format!(
+            "the state directory {:?} is not valid UTF-8 or holds a control character (newline, tab, escape, ...), which its containers' labels cannot carry; set state_dir (H9SANDBOX_STATE_DIR) to another path",
+            dir.as_os_str()
+        ))),
+    }
+}
+
 fn symlink_refused(what: &str, path: &Path) -> Error {
     unsafe_state(
         format!("{what} {}", path.display()),

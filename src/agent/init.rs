@@ -198,10 +198,12 @@ async fn serve(
     }
 }
 
-/// Reaps every child that has exited (orphans reparented to PID 1 included).
+/// Reaps every child that has exited, orphans reparented to PID 1 included: `wait(2)` for any
+/// child (`waitpid(-1, …, WNOHANG)`), not `waitpid(0, …)`, which would wait only for children in
+/// PID 1's own process group, while every command runs in a session of its own.
 fn reap_all() {
-    use rustix::process::{waitpid, WaitOptions};
-    while let Ok(Some(_)) = waitpid(None, WaitOptions::NOHANG) {}
+    use rustix::process::{wait, WaitOptions};
+    while let Ok(Some(_)) = wait(WaitOptions::NOHANG) {}
 }
 
 /// Parses `UID:GID`.

@@ -34,6 +34,45 @@ pub fn not_dumpable() -> std::io::Result<()> {
         .map_err(std::io::Error::from)
 }
 
+/// The identity (device, inode) of the directory at `path` (absolute, no `..`), found from
+/// the directory `root` one component at a time without following any symlink
+/// (`openat(O_PATH | O_NOFOLLOW | O_DIRECTORY)` each: a symlink on the way is `ENOTDIR`), so
+/// only a real directory at that very path answers, whoever arranged the directories above it.
+/// `root` is `/` in the container (`agent stat`), or a host handle on a container's root
+/// (`/proc/PID/root`). Errors: a component missing, a symlink or no directory on the way.
+pub fn identity_beneath(
+    root: std::os::fd::BorrowedFd<'_>,
+    path: &std::path::Path,
+) -> std::io::Result<(u64, u64)> {
+    use rustix::fs::{openat, Mode, OFlags};
+    use std::path::Component;
+    let flags = OFlags::PATH | OFlags::NOFOLLOW | OFlags::DIRECTORY | OFlags::CLOEXEC;
+    let mut dir: Option<std::os::fd::OwnedFd> = None;
+    for c in path.components() {
+        match c {
+            Component::RootDir | Component::CurDir => {}
+            Component::Normal(name) => {
+                let at = match &dir {
+                    Some(d) => {
+                        use std::os::fd::AsFd;
+                        d.as_fd()
+                    }
+                    None => root,
+                };
+                dir = Some(openat(at, name, flags, Mode::empty())?);
+            }
+            Component::ParentDir | Component::Prefix(_) => {
+                return Err(std::io::Error::other("the path holds `..`"))
+            }
+        }
+    }
+    let st = match &dir {
+        Some(d) => rustix::fs::fstat(d)?,
+        None => rustix::fs::fstat(root)?,
+    };
+    Ok((st.st_dev, st.st_ino))
+}
+
 /// `h9sandbox agent …`.
 #[derive(Debug, clap::Parser)]
 #[command(
@@ -73,7 +112,15 @@ enum AgentCommand {
     /// Carry standard input and output to the remote channel inside the container (the host's
     /// fallback where the channel's published port cannot be reached)
     Relay(channel::RelayArgs),
-    /// Print the device and inode of a path, `DEV INO` (the host checks a mount with it)
+    /// Empty these directories, following no symlink (the host's clean-up of a run directory
+    /// holding files of the sandbox's root)
+    Purge {
+        /// The directories (each kept, emptied)
+        #[arg(required = true)]
+        dirs: Vec<std::path::PathBuf>,
+    },
+    /// Print the device and inode of a directory, `DEV INO`, reached through no symlink (the
+    /// host checks a mount with it)
     Stat {
         /// The path
         path: std::path::PathBuf,
@@ -103,10 +150,38 @@ pub fn main(args: &[std::ffi::OsString]) -> Option<i32> {
         AgentCommand::Relay(a) => channel::relay(a),
         AgentCommand::Tar { command } => tarball::run(command),
         AgentCommand::File { command } => files::run(command),
-        AgentCommand::Stat { path } => match std::fs::metadata(path) {
-            Ok(m) => {
-                use std::os::unix::fs::MetadataExt;
-                println!("{} {}", m.dev(), m.ino());
+        AgentCommand::Purge { dirs } => {
+            let mut status = 0;
+            for d in dirs {
+                let entries = match std::fs::read_dir(d) {
+                    Ok(e) => e,
+                    Err(e) => {
+                        eprintln!("h9sandbox: error: {}: {e}", d.display());
+                        status = 1;
+                        continue;
+                    }
+                };
+                for e in entries.flatten() {
+                    // `remove_dir_all` follows no symlink (it removes the link itself).
+                    let path = e.path();
+                    let gone = match e.file_type() {
+                        Ok(t) if t.is_dir() => std::fs::remove_dir_all(&path),
+                        _ => std::fs::remove_file(&path),
+                    };
+                    if let Err(err) = gone {
+                        eprintln!("h9sandbox: error: {}: {err}", path.display());
+                        status = 1;
+                    }
+                }
+            }
+            status
+        }
+        AgentCommand::Stat { path } => match std::fs::File::open("/").and_then(|root| {
+            use std::os::fd::AsFd;
+            identity_beneath(root.as_fd(), path)
+        }) {
+            Ok((dev, ino)) => {
+                println!("{dev} {ino}");
                 0
             }
             Err(e) => {

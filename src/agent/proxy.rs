@@ -12,6 +12,11 @@
 //! hyper's (HTTP/1.1 only). Every decision is appended to the log file as one JSON line
 //! ([`Entry`]); the log stops growing at [`LOG_MAX`] bytes.
 //!
+//! Names are resolved by hickory-resolver (DNS in Rust, configured from `/etc/resolv.conf` and
+//! `/etc/hosts`, which the engine writes for the container), never by the C library's
+//! `getaddrinfo`: that one reads `/etc/nsswitch.conf` and loads the `libnss_*.so` it names,
+//! code from whatever image the proxy runs in.
+//!
 //! The allow list holds host names (`deb.debian.org`) and suffix patterns (`*.debian.org`: every
 //! name below `debian.org`, not `debian.org` itself); an IP address is allowed only when listed
 //! as such. Names are compared in lower case without a trailing dot; any port is allowed.
@@ -226,6 +231,13 @@ pub fn run(args: &ProxyArgs) -> i32 {
     };
     let allow = Arc::new(args.allow.clone());
     rt.block_on(async move {
+        let resolver = match hickory_resolver::TokioResolver::builder_tokio() {
+            Ok(b) => Arc::new(b.build()),
+            Err(e) => {
+                eprintln!("h9sandbox: error: cannot read the resolver's configuration (/etc/resolv.conf): {e}");
+                return 1;
+            }
+        };
         let _ = std::fs::remove_file(&args.listen);
         let listener = match tokio::net::UnixListener::bind(&args.listen) {
             Ok(l) => l,
@@ -245,9 +257,16 @@ pub fn run(args: &ProxyArgs) -> i32 {
                 continue;
             };
             let (allow, log) = (Arc::clone(&allow), Arc::clone(&log));
+            let resolver = Arc::clone(&resolver);
             tokio::spawn(async move {
-                let service =
-                    service_fn(move |req| handle(req, Arc::clone(&allow), Arc::clone(&log)));
+                let service = service_fn(move |req| {
+                    handle(
+                        req,
+                        Arc::clone(&allow),
+                        Arc::clone(&log),
+                        Arc::clone(&resolver),
+                    )
+                });
                 let _ = hyper::server::conn::http1::Builder::new()
                     .serve_connection(TokioIo::new(stream), service)
                     .with_upgrades()
@@ -273,10 +292,35 @@ fn text(status: StatusCode, msg: String) -> Response<Body> {
     r
 }
 
+/// Connects to `host` (an address, or a name resolved by `resolver`) at `port`, trying each
+/// address in turn.
+async fn dial(
+    resolver: &hickory_resolver::TokioResolver,
+    host: &str,
+    port: u16,
+) -> std::io::Result<tokio::net::TcpStream> {
+    if let Ok(ip) = host.parse::<std::net::IpAddr>() {
+        return tokio::net::TcpStream::connect((ip, port)).await;
+    }
+    let ips = resolver
+        .lookup_ip(host)
+        .await
+        .map_err(std::io::Error::other)?;
+    let mut last = std::io::Error::other(format!("{host} has no address"));
+    for ip in ips.iter() {
+        match tokio::net::TcpStream::connect((ip, port)).await {
+            Ok(s) => return Ok(s),
+            Err(e) => last = e,
+        }
+    }
+    Err(last)
+}
+
 async fn handle(
     req: Request<Incoming>,
     allow: Arc<Vec<String>>,
     log: Arc<Log>,
+    resolver: Arc<hickory_resolver::TokioResolver>,
 ) -> Result<Response<Body>, hyper::Error> {
     let connect = req.method() == Method::CONNECT;
     let host = req.uri().host().map(normalize).unwrap_or_default();
@@ -312,7 +356,7 @@ async fn handle(
             format!("h9sandbox proxy: {host} is not in the sandbox's allow list\n"),
         ));
     }
-    let upstream = match tokio::net::TcpStream::connect((host.as_str(), port)).await {
+    let upstream = match dial(&resolver, &host, port).await {
         Ok(s) => s,
         Err(e) => {
             entry.decision = "failed".into();

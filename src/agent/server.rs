@@ -66,12 +66,36 @@ struct Background {
     control: mpsc::Sender<Control>,
 }
 
-/// Reads (and deletes) the token the host left in `run_dir`.
+/// The SHA-256 (hex) of the sandbox's token, which the host writes in the read-only mount root
+/// ([`super::ROOT`]): the run directory is the sandbox's to write, so a token found there is
+/// taken only when it hashes to this (one planted for a restart outside h9sandbox, which hands
+/// over nothing, is not).
+pub const TOKEN_HASH_FILE: &str = "/.h9sandbox/token.sha256";
+
+/// The SHA-256 of `token`, in hex (what [`TOKEN_HASH_FILE`] holds).
+pub fn token_hash(token: &str) -> String {
+    use sha2::Digest;
+    sha2::Sha256::digest(token.trim().as_bytes())
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+/// Reads (and deletes) the token the host left in `run_dir`; `None` when there is none, or it
+/// is not the one the host handed over ([`TOKEN_HASH_FILE`]; a container made by an older
+/// h9sandbox has no such file, and its token is taken as before).
 pub fn take_token(run_dir: &Path) -> Option<String> {
     let path = run_dir.join(TOKEN_FILE);
     let text = std::fs::read_to_string(&path).ok();
     let _ = std::fs::remove_file(&path);
-    text.map(|t| t.trim().to_string()).filter(|t| t.len() >= 16)
+    let token = text
+        .map(|t| t.trim().to_string())
+        .filter(|t| t.len() >= 16)?;
+    match std::fs::read_to_string(TOKEN_HASH_FILE) {
+        Ok(h) if h.trim() == token_hash(&token) => Some(token),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Some(token),
+        _ => None,
+    }
 }
 
 /// The agent that serves peers presenting `token`, in the environment PID 1 received.
@@ -257,8 +281,8 @@ impl Agent {
             Codec::default(),
         );
         ctl.send_spec(spec).await.map_err(|e| fail(e.to_string()))?;
-        let pid = match ctl.next().await {
-            Some(Ok(Event::Started(pid))) => pid,
+        let (pid, session) = match ctl.next().await {
+            Some(Ok(Event::Started { pid, session })) => (pid, session),
             Some(Ok(Event::Failed { code, message })) => {
                 return Err(Reply::Failed { code, message })
             }
@@ -274,6 +298,7 @@ impl Agent {
             ctl,
             supervisor,
             marker,
+            session,
             stdout: Some(to_pipe(out_r)?),
             stderr: Some(to_pipe(err_r)?),
             stdin: match stdin {
@@ -453,6 +478,9 @@ struct Running {
     supervisor: u32,
     /// The value of [`MARKER_VAR`] every process of the command inherits.
     marker: String,
+    /// The command's audit session, which none of its processes can leave
+    /// ([`super::supervise::join_audit_session`]); `None` where the kernel gave none.
+    session: Option<u32>,
     stdout: Option<pipe::Receiver>,
     stderr: Option<pipe::Receiver>,
     stdin: Option<pipe::Sender>,
@@ -484,6 +512,9 @@ impl Running {
     ) {
         let deadline = timeout.map(|t| tokio::time::Instant::now() + t);
         let mut killed = false;
+        // When the supervisor was told to kill the tree; one that has not ended it
+        // KILL_PATIENCE later (stopped by root in the sandbox) is killed, and the tree with it.
+        let mut kill_asked: Option<tokio::time::Instant> = None;
         let (entry, mut control, mut files) = match detached {
             Some((e, c, paths)) => (Some(e), Some(c), paths.map(|p| Some(LogFile::new(p)))),
             None => (None, None, [None, None]),
@@ -499,11 +530,23 @@ impl Running {
                     if let (Some(n), Some(f)) = (n, &mut files[1]) { f.append(&err_buf[..n]); }
                 }
                 c = recv_control(&mut control) => {
-                    if let Some(c) = c { let _ = self.ctl.send(c).await; }
+                    if let Some(c) = c {
+                        if c == Control::Kill {
+                            kill_asked.get_or_insert_with(tokio::time::Instant::now);
+                        }
+                        let _ = self.ctl.send(c).await;
+                    }
                 }
                 _ = sleep_until(deadline), if !killed => {
                     killed = true;
+                    kill_asked.get_or_insert_with(tokio::time::Instant::now);
                     let _ = self.ctl.send(Control::Kill).await;
+                }
+                _ = sleep_until(kill_asked.map(|t| t + KILL_PATIENCE)) => {
+                    // SAFETY: kill(2) of our own child.
+                    unsafe { libc::kill(self.supervisor as i32, libc::SIGKILL) };
+                    kill_exec(&self.marker, self.session).await;
+                    kill_asked = None;
                 }
                 ev = self.ctl.next() => match ev {
                     Some(Ok(Event::Exited { code, .. })) => {
@@ -515,7 +558,7 @@ impl Running {
                     Some(Ok(_)) => {}
                     // The supervisor died under the command: nothing answers for the tree.
                     Some(Err(_)) | None => {
-                        kill_by_marker(&self.marker).await;
+                        kill_exec(&self.marker, self.session).await;
                         break;
                     }
                 },
@@ -616,15 +659,19 @@ where
     S: futures_util::Sink<Reply> + Unpin,
 {
     if f.supervisor_lost {
-        kill_by_marker(&run.marker).await;
+        kill_exec(&run.marker, run.session).await;
         if !f.caller_gone && !f.escalated {
-            let _ = sink
-                .send(Reply::Stderr(
-                    b"h9sandbox: error: the command's supervisor was killed (by the command?); \
-                      its processes were killed\n"
-                        .to_vec(),
-                ))
-                .await;
+            // Say only what is true: without an audit session, a process that cleared its
+            // environment and left the tree cannot be found.
+            let msg: &[u8] = if run.session.is_some() {
+                b"h9sandbox: error: the command's supervisor was killed (by the command?); \
+                  every process of the command was killed\n"
+            } else {
+                b"h9sandbox: error: the command's supervisor was killed (by the command?); \
+                  its processes that still carry its marker were killed (one that cleared its \
+                  environment may still run; this runtime gives no audit session)\n"
+            };
+            let _ = sink.send(Reply::Stderr(msg.to_vec())).await;
         }
     }
     if f.caller_gone {
@@ -677,13 +724,54 @@ where
     }
 }
 
-/// SIGKILLs every process carrying `marker` in [`MARKER_VAR`] and all their descendants
-/// ([`super::supervise::kill_marked`]): the tree of a command whose supervisor is gone.
-async fn kill_by_marker(marker: &str) {
+/// SIGKILLs every process of an exec whose supervisor is gone: those carrying `marker` in
+/// [`MARKER_VAR`] or in its audit `session`, and all their descendants
+/// ([`super::supervise::kill_marked`]); PID 1 is root without `CAP_KILL`, so the processes of
+/// other users are killed by a helper running as each of them (`agent kill-marked`).
+async fn kill_exec(marker: &str, session: Option<u32>) {
     let args = super::supervise::KillMarkedArgs {
         marker: marker.to_string(),
+        session,
     };
-    let _ = tokio::task::spawn_blocking(move || super::supervise::kill_marked(&args)).await;
+    let _ = tokio::task::spawn_blocking(move || {
+        if super::supervise::kill_marked(&args) == 0 {
+            return;
+        }
+        // Some could not be signalled: other users' processes. A helper per user, whose end
+        // (its stdout closing) is waited for; PID 1 reaps it.
+        let needle = format!("{MARKER_VAR}={}", args.marker);
+        let mut uids: Vec<u32> = Vec::new();
+        for p in super::supervise::processes() {
+            let of = super::supervise::environ_has(p.pid, needle.as_bytes())
+                || session.is_some() && super::supervise::audit_session(p.pid) == session;
+            if of && p.uid != 0 && !uids.contains(&p.uid) {
+                uids.push(p.uid);
+            }
+        }
+        for uid in uids {
+            let mut cmd = std::process::Command::new("/proc/self/exe");
+            cmd.args(["agent", "kill-marked", &args.marker]);
+            if let Some(s) = session {
+                cmd.args(["--session", &s.to_string()]);
+            }
+            if let Ok(mut child) = cmd
+                .uid(uid)
+                .gid(uid)
+                .env_clear()
+                .stdin(std::process::Stdio::null())
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::null())
+                .spawn()
+            {
+                use std::io::Read;
+                let mut sink = Vec::new();
+                if let Some(mut out) = child.stdout.take() {
+                    let _ = out.read_to_end(&mut sink);
+                }
+            }
+        }
+    })
+    .await;
 }
 
 async fn recv_control(c: &mut Option<mpsc::Receiver<Control>>) -> Option<Control> {

@@ -57,8 +57,9 @@ pub struct Spec {
 /// What the supervisor reports.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Event {
-    /// The command's process runs, with this PID.
-    Started(u32),
+    /// The command's process runs, with this PID, in this audit session ([`join_audit_session`];
+    /// `None` where the kernel gave none).
+    Started { pid: u32, session: Option<u32> },
     /// It could not be started: 127 not found, 126 not executable, 125 its working directory
     /// cannot be entered or its user is unknown, with the reason.
     Failed { code: i32, message: String },
@@ -144,6 +145,8 @@ pub fn run() -> i32 {
         let _ = write_msg(&mut *g, e);
     };
     let oom_before = oom_kills();
+    // Before the command exists: it inherits the session, and can never leave it.
+    let session = join_audit_session(spec.uid);
     let main = match spawn(&spec) {
         Ok(pid) => pid,
         Err((code, message)) => {
@@ -161,7 +164,13 @@ pub fn run() -> i32 {
             unsafe { libc::dup2(null.as_raw_fd(), fd) };
         }
     }
-    send(&writer, Event::Started(main as u32));
+    send(
+        &writer,
+        Event::Started {
+            pid: main as u32,
+            session,
+        },
+    );
     let me = std::process::id() as i32;
     let helpers: Arc<Mutex<Vec<i32>>> = Arc::default();
     let helpers_of_killer = Arc::clone(&helpers);
@@ -453,10 +462,22 @@ pub fn kill_tree(root: i32, helpers: &Mutex<Vec<i32>>) {
     let me = unsafe { libc::getuid() };
     for pass in 0..400 {
         let spared = helpers.lock().unwrap_or_else(|e| e.into_inner()).clone();
-        let live: Vec<Proc> = descendants(&processes(), root)
-            .into_iter()
-            .filter(|p| !spared.contains(&p.pid))
-            .collect();
+        let all = processes();
+        let mut live: Vec<Proc> = descendants(&all, root);
+        // Where the tree has an audit session of its own, its members are found by it too,
+        // wherever they were reparented.
+        if let Some(s) = audit_session(root).filter(|s| Some(*s) != audit_session(1)) {
+            for p in &all {
+                if p.pid != root
+                    && !p.dead
+                    && !live.iter().any(|l| l.pid == p.pid)
+                    && audit_session(p.pid) == Some(s)
+                {
+                    live.push(*p);
+                }
+            }
+        }
+        live.retain(|p| !spared.contains(&p.pid));
         if live.is_empty() {
             return;
         }
@@ -542,6 +563,31 @@ pub fn stop_marked_tree(procs: &[(Proc, bool)]) {
     }
 }
 
+/// Puts this process in an audit session of its own, which every process it starts inherits
+/// and none can leave: writing its login UID (`/proc/self/loginuid`, here `loginuid`, the user
+/// the command runs as) makes the kernel give it a new session ID (`/proc/PID/sessionid`,
+/// readable by all), and once the login UID is set, changing it needs `CAP_AUDIT_CONTROL`,
+/// which no sandbox has (see `audit_set_loginuid` in the kernel's `kernel/audit.c`). It is
+/// the membership a command cannot shed, where cgroups cannot be made per exec (cgroup v1,
+/// a read-only `/sys/fs/cgroup`): `env -i`, `setsid`, double forks and the death of its
+/// supervisor keep it. `None` where the kernel gives none: no audit support, gVisor, or a
+/// login UID the container already had (the engine's daemon started from a login session).
+pub fn join_audit_session(loginuid: u32) -> Option<u32> {
+    let before = audit_session(std::process::id() as i32);
+    std::fs::write("/proc/self/loginuid", loginuid.to_string()).ok()?;
+    audit_session(std::process::id() as i32).filter(|s| Some(*s) != before)
+}
+
+/// The audit session of `pid` (`/proc/PID/sessionid`); `None` when unset or unreadable.
+pub fn audit_session(pid: i32) -> Option<u32> {
+    std::fs::read_to_string(format!("/proc/{pid}/sessionid"))
+        .ok()?
+        .trim()
+        .parse::<u32>()
+        .ok()
+        .filter(|s| *s != u32::MAX)
+}
+
 /// Whether `/proc/PID/environ` of `pid` holds exactly `needle` (`NAME=value`).
 pub fn environ_has(pid: i32, needle: &[u8]) -> bool {
     std::fs::read(format!("/proc/{pid}/environ"))
@@ -558,11 +604,14 @@ pub use crate::contract::MARKER_VAR;
 pub struct KillMarkedArgs {
     /// The value of H9SANDBOX_EXEC_ID the exec's processes carry
     pub marker: String,
+    /// The exec's audit session: its processes are those in it too, marked or not
+    #[arg(long)]
+    pub session: Option<u32>,
 }
 
-/// Kills an exec's processes found by their marker (and all their descendants), pass after
-/// pass ([`marked_kill_pass`]), as far as this user may; returns 0, or 1 when some could not be
-/// signalled.
+/// Kills an exec's processes found by their marker or their audit session (and all their
+/// descendants), pass after pass ([`marked_kill_pass`]), as far as this user may; returns 0,
+/// or 1 when some could not be signalled.
 pub fn kill_marked(args: &KillMarkedArgs) -> i32 {
     let needle = format!("{MARKER_VAR}={}", args.marker);
     let me = std::process::id() as i32;
@@ -571,7 +620,11 @@ pub fn kill_marked(args: &KillMarkedArgs) -> i32 {
         let procs: Vec<(Proc, bool)> = processes()
             .into_iter()
             .filter(|p| p.pid != me)
-            .map(|p| (p, environ_has(p.pid, needle.as_bytes())))
+            .map(|p| {
+                let of = environ_has(p.pid, needle.as_bytes())
+                    || args.session.is_some() && audit_session(p.pid) == args.session;
+                (p, of)
+            })
             .collect();
         let pass = marked_kill_pass(&procs);
         if pass.is_empty() {

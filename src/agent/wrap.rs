@@ -95,6 +95,9 @@ pub fn run(args: &ExecArgs) -> i32 {
         }
     }
     let uid = rustix::process::getuid().as_raw();
+    // The command's audit session, which none of its processes can leave (the host's kill at
+    // its timeout and this wrapper's backstop find them by it).
+    let _ = super::supervise::join_audit_session(uid);
     // Entered here, as the user, rather than by the engine, which enters it before it drops to
     // the user (runc) and reports its failure as the command's output: the same check and the
     // same error as through the agent.

@@ -118,6 +118,10 @@ impl Environment for Local {
         .into())
     }
 
+    async fn run_helper(&self, spec: &SidecarSpec) -> Result<String> {
+        self.run_sidecar(spec).await
+    }
+
     async fn list_sidecars(&self, _of: &str, _state_dir: &str) -> Result<Vec<SidecarSummary>> {
         Ok(Vec::new())
     }
@@ -258,6 +262,14 @@ impl Environment for Local {
     /// Local sandboxes have no volumes.
     async fn remove_volume(&self, _name: &str) -> Result<()> {
         Ok(())
+    }
+
+    async fn ensure_image(&self, build: &super::image::ImageBuild) -> Result<()> {
+        Err(crate::error::Error::Invalid(format!(
+            "the local engine has no images (needed: {})",
+            build.tag
+        ))
+        .into())
     }
 }
 

@@ -42,9 +42,11 @@ pub fn kill_marked(ns_of: Option<u32>, marker: &str) -> io::Result<Sweep> {
     };
     let ns = std::fs::read_link(&ns_path)?;
     let needle = format!("{EXEC_MARKER_VAR}={marker}");
+    // The init's session is everyone's where the exec got none of its own (unset: none).
+    let init = ns_of.map(|p| crate::agent::supervise::audit_session(p as i32).unwrap_or(u32::MAX));
     let mut total = Sweep::default();
     for _ in 0..200 {
-        let procs = namespace_processes(&ns, needle.as_bytes())?;
+        let procs = namespace_processes(&ns, needle.as_bytes(), init)?;
         let pass = marked_kill_pass(&procs);
         if pass.is_empty() {
             break;
@@ -69,9 +71,18 @@ pub fn kill_marked(ns_of: Option<u32>, marker: &str) -> io::Result<Sweep> {
     Ok(total)
 }
 
-/// The processes of the PID namespace `ns` (but us), each with whether its environment holds
-/// `needle`.
-fn namespace_processes(ns: &Path, needle: &[u8]) -> io::Result<Vec<(Proc, bool)>> {
+/// The processes of the PID namespace `ns` (but us), each with whether it is the exec's: its
+/// environment holds `needle`, or it is in the audit session of a process that does (the
+/// in-container wrapper joins one of its own, which the command's processes cannot leave:
+/// [`crate::agent::supervise::join_audit_session`]), other than the session of the namespace's
+/// init `init` (where the kernel gave none, every process shares that one). `init` is `None`
+/// for our own namespace: no session is looked at there.
+fn namespace_processes(
+    ns: &Path,
+    needle: &[u8],
+    init: Option<u32>,
+) -> io::Result<Vec<(Proc, bool)>> {
+    use crate::agent::supervise::audit_session;
     let me = std::process::id() as i32;
     let mut out = Vec::new();
     for p in processes() {
@@ -84,6 +95,24 @@ fn namespace_processes(ns: &Path, needle: &[u8]) -> io::Result<Vec<(Proc, bool)>
             _ => continue,
         }
         out.push((p, environ_has(p.pid, needle)));
+    }
+    // Only in a container's namespace: on the host (the local engine) the marked processes
+    // are in the user's own login session.
+    let Some(init) = init else {
+        return Ok(out);
+    };
+    let mut sessions: Vec<u32> = Vec::new();
+    for (p, marked) in &out {
+        if let Some(s) = marked.then(|| audit_session(p.pid)).flatten() {
+            if s != init && !sessions.contains(&s) {
+                sessions.push(s);
+            }
+        }
+    }
+    if !sessions.is_empty() {
+        for (p, of) in &mut out {
+            *of = *of || audit_session(p.pid).is_some_and(|s| sessions.contains(&s));
+        }
     }
     Ok(out)
 }

@@ -8,6 +8,7 @@
 //! is the one the core holds: it delegates to either.
 
 pub mod docker;
+pub mod image;
 pub mod local;
 pub mod marker;
 pub mod shell;
@@ -84,11 +85,20 @@ pub async fn bounded_output(
     max: usize,
 ) -> std::io::Result<BoundedOutput> {
     use std::process::Stdio;
-    let mut child = cmd
+    let child = cmd
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .kill_on_drop(true)
         .spawn()?;
+    collect_bounded(child, max).await
+}
+
+/// [`bounded_output`] of a process already started with piped stdout and stderr (the caller
+/// may be feeding its stdin meanwhile).
+pub async fn collect_bounded(
+    mut child: tokio::process::Child,
+    max: usize,
+) -> std::io::Result<BoundedOutput> {
     let (stdout, stderr, overflow) =
         read_bounded(child.stdout.take(), child.stderr.take(), max).await?;
     let status = if overflow.is_some() {
@@ -462,6 +472,8 @@ pub struct SidecarSpec {
     pub network: String,
     /// Who it runs as.
     pub user: crate::types::Ids,
+    /// The capabilities it keeps (all others dropped), Linux names without `CAP_`.
+    pub caps: Vec<String>,
     /// Memory limit, Docker notation (`64m`).
     pub memory: String,
     /// Process limit.
@@ -544,8 +556,9 @@ pub struct VolumeSummary {
 /// [`crate::contract::RUN_DIR`] (the agent's socket, the token handed over at start).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AgentMount {
-    /// The directory mounted read-only at `/.h9sandbox` (holding only the empty mount points of
-    /// the binary, the run directory and an allowlist sandbox's proxy socket directory): a mount point cannot be renamed or replaced from
+    /// The directory mounted read-only at `/.h9sandbox` (holding the empty mount points of
+    /// the binary, the run directory and an allowlist sandbox's proxy socket directory, and
+    /// the token's hash, [`crate::agent::server::TOKEN_HASH_FILE`]): a mount point cannot be renamed or replaced from
     /// inside (`EBUSY`), so root in the sandbox cannot swap in a binary of its own for the one
     /// the engine's exec starts.
     pub root: PathBuf,
@@ -755,6 +768,11 @@ pub trait Environment {
     /// or one that runs no sidecars ([`Capabilities::sidecars`]).
     async fn run_sidecar(&self, spec: &SidecarSpec) -> Result<String>;
 
+    /// Runs the helper container `spec` to its end (attached, removed afterwards: `--rm`);
+    /// returns its stdout. Errors: the engine's, a non-zero exit (its first error line), or an
+    /// engine that runs no sidecars ([`Capabilities::sidecars`]).
+    async fn run_helper(&self, spec: &SidecarSpec) -> Result<String>;
+
     /// Lists this engine's sidecars carrying the label `of_label` and the state directory label
     /// `state_dir`, in one call; the engine's filtering is checked, not trusted.
     async fn list_sidecars(&self, of_label: &str, state_dir: &str) -> Result<Vec<SidecarSummary>>;
@@ -819,6 +837,13 @@ pub trait Environment {
     /// and kept for the next `up`, named by the image's ID and `build` (the binary's build ID).
     /// Errors: `image` is absent ([`crate::error::Error::ImageUnavailable`]), the engine's.
     async fn agent_image(&self, image: &str, binary: &Path, build: &str) -> Result<String>;
+
+    /// Makes sure the engine has the image `build` describes ([`image::ImageBuild`]): when no
+    /// image of its name exists, builds it from the host's files, without any registry
+    /// (`FROM scratch`, or a base image the engine has). An image of that name is reused as it
+    /// is: the name says what it holds. Errors: the engine's (a base it lacks, no build
+    /// support), a file that cannot be read; [`Local`] has no images.
+    async fn ensure_image(&self, build: &image::ImageBuild) -> Result<()>;
 
     /// Starts the stopped container of a shipped agent ([`AgentSetup::Shipped`]), handing
     /// `secret` to its PID 1 again, and waits (at most `ready`) until the agent serves.
@@ -898,6 +923,17 @@ impl AnyEngine {
     }
 }
 
+impl AnyEngine {
+    /// The same engine, creating containers with `options` (a sub-sandbox's rlimits are its
+    /// parent's, not the configuration's). The local engine has no containers: unchanged.
+    pub fn with_run_options(self, options: RunOptions) -> AnyEngine {
+        match self {
+            AnyEngine::Docker(d) => AnyEngine::Docker(d.options(options)),
+            local => local,
+        }
+    }
+}
+
 macro_rules! delegate {
     ($self:ident, $e:ident => $call:expr) => {
         match $self {
@@ -922,6 +958,10 @@ impl Environment for AnyEngine {
 
     async fn run_sidecar(&self, spec: &SidecarSpec) -> Result<String> {
         delegate!(self, e => e.run_sidecar(spec).await)
+    }
+
+    async fn run_helper(&self, spec: &SidecarSpec) -> Result<String> {
+        delegate!(self, e => e.run_helper(spec).await)
     }
 
     async fn list_sidecars(&self, of_label: &str, state_dir: &str) -> Result<Vec<SidecarSummary>> {
@@ -999,6 +1039,10 @@ impl Environment for AnyEngine {
 
     async fn remove_volume(&self, name: &str) -> Result<()> {
         delegate!(self, e => e.remove_volume(name).await)
+    }
+
+    async fn ensure_image(&self, build: &image::ImageBuild) -> Result<()> {
+        delegate!(self, e => e.ensure_image(build).await)
     }
 }
 

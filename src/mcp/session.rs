@@ -352,12 +352,14 @@ impl Session {
             .into());
         }
         let (command, argv) = command_words(p.command, p.argv)?;
+        let id = self.target(p.id).await?;
+        let timeout = self.exec_timeout(&id, timeout_of(p.timeout_secs)?)?;
         let req = ExecRequest {
-            id: self.target(p.id).await?,
+            id,
             cwd: p.cwd.map(PathBuf::from),
             user: p.user,
             env: env_assignments(p.env)?,
-            timeout: timeout_of(p.timeout_secs)?,
+            timeout: Some(timeout),
             interactive: false,
             max_output: usize::try_from(max).unwrap_or(usize::MAX),
             command,
@@ -430,6 +432,44 @@ impl Session {
         let mut d = Done::new(&result, text)?;
         d.error = error;
         Ok(d)
+    }
+
+    /// The timeout of a `sandbox_exec` on sandbox `id` asking for `asked` (`None`: the
+    /// sandbox's default, [`Ctx::settings_for`]; zero: none). The server's `exec_timeout_secs`
+    /// is a ceiling, as its other limits are: a client asking for more (or for none, `0`) is
+    /// refused, and a sandbox's longer default is lowered to it. Zero when neither bounds the
+    /// command (the server's is 0). Errors: [`Error::Invalid`] naming the ceiling.
+    fn exec_timeout(
+        &self,
+        id: &str,
+        asked: Option<std::time::Duration>,
+    ) -> Result<std::time::Duration> {
+        use std::time::Duration;
+        let ceiling = Duration::from_secs(self.ctx.cfg.exec_timeout_secs);
+        if let Some(t) = asked {
+            if !ceiling.is_zero() && (t.is_zero() || t > ceiling) {
+                let what = if t.is_zero() {
+                    "0 (no limit)".to_string()
+                } else {
+                    crate::types::show_duration(t)
+                };
+                return Err(Error::Invalid(format!(
+                    "timeout_secs {what} exceeds what this server grants ({}, its exec_timeout_secs); give at most {}, or leave timeout_secs out",
+                    crate::types::show_duration(ceiling),
+                    ceiling.as_secs()
+                ))
+                .into());
+            }
+            return Ok(t);
+        }
+        let state = self.ctx.store.load()?;
+        let rec = state.resolve(id)?;
+        let default = Duration::from_secs(self.ctx.settings_for(rec).exec_timeout_secs);
+        Ok(match (default.is_zero(), ceiling.is_zero()) {
+            (_, true) => default,
+            (true, false) => ceiling,
+            (false, false) => default.min(ceiling),
+        })
     }
 
     /// `sandbox_spawn`: [`background::detach`].

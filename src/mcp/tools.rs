@@ -111,7 +111,9 @@ pub struct ExecParams {
     #[serde(default)]
     pub env: Option<BTreeMap<String, String>>,
     /// Seconds before the command's whole process tree is killed (the result then says
-    /// timed_out, exit code 124); fractions allowed (0.5); 0 = no limit. Default: configured (600).
+    /// timed_out, exit code 124); fractions allowed (0.5). At most the server's
+    /// exec_timeout_secs (600 by default; 0, no limit, only when that is 0 too). Default: the
+    /// sandbox's, within that ceiling.
     #[serde(default)]
     pub timeout_secs: Option<f64>,
     /// Bytes returned of each of stdout and stderr, at least 256 and at most the server's

@@ -42,7 +42,8 @@ pub fn run_dir(ctx: &Ctx, id: Uuid) -> PathBuf {
 
 /// Sandbox `id`'s mount root: the directory mounted read-only at [`crate::contract::ROOT`], holding
 /// the empty mount points `h9sandbox`, `run` and `proxy` (an allowlist sandbox's socket
-/// directory, [`crate::contract::PROXY_DIR`]) ([`crate::engine::AgentMount::root`]).
+/// directory, [`crate::contract::PROXY_DIR`]) and `token.sha256`
+/// ([`crate::agent::server::TOKEN_HASH_FILE`]) ([`crate::engine::AgentMount::root`]).
 pub fn mount_root(ctx: &Ctx, id: Uuid) -> PathBuf {
     ctx.store.dir().join("mounts").join(id.to_string())
 }
@@ -113,22 +114,43 @@ pub fn prepare(ctx: &Ctx, id: Uuid) -> Result<PathBuf> {
     make_mount_root(&mount_root(ctx, id))?;
     let token = format!("{}{}", Uuid::new_v4().simple(), Uuid::new_v4().simple());
     write_new(&token_path(ctx, id), &token)?;
+    // Read-only in the container: the agent takes a token from the run directory only when it
+    // hashes to this.
+    let hash = mount_root(ctx, id).join("token.sha256");
+    write_new(&hash, &crate::agent::server::token_hash(&token))?;
+    std::fs::set_permissions(&hash, std::os::unix::fs::PermissionsExt::from_mode(0o644))
+        .with_context(|| format!("cannot make {} readable", hash.display()))?;
     write_new(&dir.join(TOKEN_FILE), &token)?;
     Ok(dir)
 }
 
-/// Hands sandbox `id`'s token to its agent again (before its container starts anew), replacing
-/// whatever the sandbox left under that name.
+/// Hands sandbox `id`'s token to its agent again (before its container starts anew) in a fresh
+/// run directory: the old one, which the sandbox could write (a directory planted at `token`,
+/// a stale `ready`, files of its root), is moved aside whole (a rename in our own `run/`, which
+/// nothing in it can prevent) and removed as far as we can; what we cannot remove is left for
+/// `down` and `reap` ([`forget`], [`purge`]). Errors: the state directory.
 pub fn hand_over(ctx: &Ctx, id: Uuid) -> Result<()> {
     let token = read_token(ctx, id)?;
-    let path = run_dir(ctx, id).join(TOKEN_FILE);
-    match std::fs::remove_file(&path) {
-        Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
-            return Err(e).with_context(|| format!("cannot replace {}", path.display()))
-        }
-        _ => {}
+    let dir = run_dir(ctx, id);
+    if std::fs::symlink_metadata(&dir).is_ok() {
+        let aside = dir.with_file_name(format!(
+            "{id}{STALE}{}",
+            &Uuid::new_v4().simple().to_string()[..8]
+        ));
+        std::fs::rename(&dir, &aside)
+            .with_context(|| format!("cannot move {} aside", dir.display()))?;
+        let _ = std::fs::remove_dir_all(&aside);
     }
-    write_new(&path, &token)
+    private_dir(&dir)?;
+    write_new(&dir.join(TOKEN_FILE), &token)
+}
+
+/// What a run directory moved aside by [`hand_over`] is named after: `<id>` this, 8 hex digits.
+pub const STALE: &str = ".stale-";
+
+/// The sandbox ID a run directory's name (`<id>`, or `<id>.stale-…`) belongs to.
+pub fn run_dir_owner(name: &str) -> Option<Uuid> {
+    Uuid::parse_str(name.split_once(STALE).map_or(name, |(id, _)| id)).ok()
 }
 
 /// Makes `root` afresh (mode 0755: the sandbox's user must reach the binary through it; its
@@ -198,13 +220,80 @@ fn read_token(ctx: &Ctx, id: Uuid) -> Result<String> {
     Ok(text.trim().to_string())
 }
 
-/// Removes sandbox `id`'s run directory and token; what cannot be removed (files the sandbox
-/// made there as another user) is left.
-pub fn forget(ctx: &Ctx, id: Uuid) {
-    let _ = std::fs::remove_dir_all(run_dir(ctx, id));
+/// Removes sandbox `id`'s run directories (the current one and those moved aside) and token;
+/// returns the run directories that could not be removed (files the sandbox's root made there,
+/// which this user may not delete), for [`purge`].
+pub fn forget(ctx: &Ctx, id: Uuid) -> Vec<PathBuf> {
+    let mut left = Vec::new();
+    let run = ctx.store.dir().join("run");
+    let dirs = std::fs::read_dir(&run)
+        .map(|d| {
+            d.flatten()
+                .filter(|e| e.file_name().to_str().and_then(run_dir_owner) == Some(id))
+                .map(|e| e.path())
+                .collect::<Vec<_>>()
+        })
+        .unwrap_or_default();
+    for d in dirs {
+        if std::fs::remove_dir_all(&d).is_err() && std::fs::symlink_metadata(&d).is_ok() {
+            left.push(d);
+        }
+    }
     let _ = std::fs::remove_dir_all(mount_root(ctx, id));
     let _ = std::fs::remove_file(token_path(ctx, id));
     let _ = std::fs::remove_file(keys_path(ctx, id));
+    left
+}
+
+/// Removes `dirs` (run directories of this state directory that [`forget`] could not remove:
+/// they hold what the sandbox's root made, owned by root or other users) with the engine's
+/// help: a container of h9sandbox's runtime image (the static binary alone), as root with
+/// `DAC_OVERRIDE` and `FOWNER` only, no network, each directory bind-mounted, empties them
+/// (`agent purge`, which follows no symlink); then they are removed here. Errors: the engine's;
+/// a local engine has no containers (nothing of a local sandbox is another user's).
+pub async fn purge(ctx: &Ctx, engine: &crate::engine::AnyEngine, dirs: &[PathBuf]) -> Result<()> {
+    use crate::engine::{Environment, MountSource, SidecarMount, SidecarSpec};
+    if dirs.is_empty() || !engine.capabilities().sidecars || !engine.capabilities().host_mounts {
+        return Ok(());
+    }
+    let image = crate::engine::image::ImageBuild::runtime(&binary()?)?;
+    engine.ensure_image(&image).await?;
+    let mut mounts = Vec::new();
+    let mut args = vec![crate::contract::ARG.to_string(), "purge".into()];
+    for (i, d) in dirs.iter().enumerate() {
+        let target = format!("/purge/{i}");
+        mounts.push(SidecarMount {
+            source: MountSource::Host(d.clone()),
+            target: target.clone(),
+            readonly: false,
+        });
+        args.push(target);
+    }
+    let helper = SidecarSpec {
+        name: format!(
+            "h9sandbox-purge-{}",
+            &Uuid::new_v4().simple().to_string()[..12]
+        ),
+        labels: std::collections::BTreeMap::from([(
+            crate::engine::LABEL_STATE_DIR.to_string(),
+            ctx.state_label(),
+        )]),
+        network: "none".into(),
+        user: crate::types::Ids::ROOT,
+        caps: vec!["DAC_OVERRIDE".into(), "FOWNER".into()],
+        memory: "64m".into(),
+        pids_limit: 16,
+        cpus: 0.5,
+        mounts,
+        entrypoint: crate::engine::image::RUNTIME_BINARY.into(),
+        image: image.tag.clone(),
+        args,
+    };
+    engine.run_helper(&helper).await?;
+    for d in dirs {
+        std::fs::remove_dir_all(d).with_context(|| format!("cannot remove {}", d.display()))?;
+    }
+    Ok(())
 }
 
 /// Waits (at most [`READY_TIMEOUT`]) for the agent of the just-started sandbox `id` to say it is

@@ -318,9 +318,28 @@ async fn resolve_spec(ctx: &Ctx, req: &UpRequest) -> Result<Plan> {
     let labels = parse_labels(&req.labels)?;
     let id = Uuid::new_v4();
     let name = sandbox_name(req, id)?;
-    // A sub-sandbox runs on its parent's engine.
+    // Every setting that bounds the sandbox is recorded; a sub-sandbox's are its parent's,
+    // tightened by its own flags only (the configuration and environment in force now do not
+    // apply to it).
+    let settings = match &parent {
+        Some(p) => p
+            .settings
+            .clone()
+            .unwrap_or_else(|| ctx.configured_settings())
+            .for_child(
+                req.bootstrap_timeout,
+                ctx.configured_settings().bootstrap_cmd,
+            )?,
+        None => ctx.configured_settings(),
+    };
+    // A sub-sandbox runs on its parent's engine, with its parent's rlimits.
     let engine = match &parent {
-        Some(p) => ctx.runner_for(p)?,
+        Some(p) => ctx
+            .runner_for(p)?
+            .with_run_options(crate::engine::RunOptions {
+                ulimit_nofile: settings.ulimit_nofile,
+                ulimit_nproc: settings.ulimit_nproc,
+            }),
         None => ctx.engine.clone(),
     };
     if let Some(d) = engine.daemon() {
@@ -349,7 +368,7 @@ async fn resolve_spec(ctx: &Ctx, req: &UpRequest) -> Result<Plan> {
         owner,
         expires_at: None,
         ttl_secs,
-        settings: Some(ctx.configured_settings()),
+        settings: Some(settings),
         stopper: None,
         agent: None,
         // A copied work dir is the sandbox's own: what happens to the host's later is not its.
@@ -505,7 +524,7 @@ fn check_workdir(ctx: &Ctx, req: &UpRequest, workdir: &Path) -> Result<MountChec
         .into());
     }
     WorkdirRule::for_host(ctx).check(workdir)?;
-    MountCheck::pin(ctx, workdir)
+    MountCheck::pin(workdir)
 }
 
 /// Who the sandbox's commands run as: config `user` (by default the owner of `workdir`), or for
@@ -1099,7 +1118,14 @@ async fn verify_limits(
     if spec.agent.mounted().is_none() {
         return Ok(());
     }
-    mount.verify(engine, container_id, status.pid).await
+    mount
+        .verify(
+            engine,
+            container_id,
+            status.pid,
+            crate::engine::is_gvisor(spec.runtime.as_deref()),
+        )
+        .await
 }
 
 /// Polls the container's `State.Running` right away, then with back-off (10 ms doubling to
@@ -1184,6 +1210,13 @@ pub fn parse_labels(raw: &[String]) -> Result<BTreeMap<String, String>, Error> {
         if k.is_empty() {
             return Err(Error::Invalid(format!(
                 "invalid --label '{l}': the key is empty"
+            )));
+        }
+        // A label is shown by `ls`, `docker inspect` and `ps` listings, and read back line by
+        // line: a control character (newline, escape) would forge lines or drive the terminal.
+        if l.chars().any(char::is_control) {
+            return Err(Error::Invalid(format!(
+                "invalid --label {l:?}: it holds a control character (newline, tab, escape, ...); use printable text"
             )));
         }
         if k == LABEL_MANAGED || k.starts_with("h9sandbox.") {
@@ -1311,7 +1344,15 @@ mod tests {
         let l = parse_labels(&["a=1".into(), "b=x=y".into(), "c=".into()]).unwrap();
         assert_eq!(l["b"], "x=y");
         assert_eq!(l["c"], "");
-        for bad in ["novalue", "=v", "h9sandbox=2", "h9sandbox.id=x"] {
+        for bad in [
+            "novalue",
+            "=v",
+            "h9sandbox=2",
+            "h9sandbox.id=x",
+            "k=v\u{1b}[2J\nx",
+            "k\t=v",
+            "k=\u{7f}",
+        ] {
             assert!(parse_labels(&[bad.into()]).is_err(), "{bad}");
         }
     }

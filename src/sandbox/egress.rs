@@ -8,7 +8,13 @@
 //! engine's default bridge and forwards HTTP and HTTPS (CONNECT) to the allowed hosts only. The
 //! sidecar is hardened like a sandbox and more: read-only root file system, every capability
 //! dropped, no-new-privileges, the invoking user's IDs, 64 MiB, 64 processes, half a core. It
-//! writes every decision to `<state dir>/proxy/<id>/log.jsonl` (`h9sandbox logs ID --network`).
+//! runs nothing of the sandbox's: its image is h9sandbox's runtime image
+//! ([`crate::engine::image::ImageBuild::runtime`]: the static binary alone, `FROM scratch`, no
+//! NSS configuration or libraries to load), with no environment of its own, and the proxy
+//! resolves names itself (hickory-resolver, from the `/etc/resolv.conf` and `/etc/hosts` the
+//! engine gives the container), so a sandbox image or snapshot shipping `libnss_*.so` and an
+//! `nsswitch.conf` never runs code next to the bridge. It writes every decision to
+//! `<state dir>/proxy/<id>/log.jsonl` (`h9sandbox logs ID --network`).
 //!
 //! It carries `h9sandbox.proxy_of=<sandbox ID>` and `h9sandbox.state_dir` (not `h9sandbox=1`, so
 //! it is never taken for a sandbox's container); `reap` removes the sidecars whose sandbox has no
@@ -58,11 +64,12 @@ pub fn sidecar_name(id: Uuid) -> String {
     format!("h9sandbox-proxy-{}", &id.simple().to_string()[..12])
 }
 
-/// The sidecar of sandbox `id`, whose container is `spec`: hardened, labelled, in the
-/// sandbox's image; the static binary mounted read-only, the proxy's directory `dir`
-/// read-write, the allowed hosts of `spec.limits`.
+/// The sidecar of sandbox `id`, whose container is `spec`: hardened, labelled, from h9sandbox's
+/// runtime image `image` (never the sandbox's: nothing of it runs or is read there), the proxy's
+/// directory `dir` read-write, the allowed hosts of `spec.limits`.
 pub fn sidecar_spec(
     spec: &ContainerSpec,
+    image: &str,
     id: Uuid,
     state_dir: &str,
     dir: &str,
@@ -87,28 +94,17 @@ pub fn sidecar_spec(
         ]),
         network: "bridge".into(),
         user,
+        caps: Vec::new(),
         memory: "64m".into(),
         pids_limit: 64,
         cpus: 0.5,
-        mounts: vec![
-            SidecarMount {
-                source: MountSource::Host(
-                    spec.agent
-                        .mounted()
-                        .map(|m| m.binary.clone())
-                        .unwrap_or_default(),
-                ),
-                target: crate::contract::BIN.into(),
-                readonly: true,
-            },
-            SidecarMount {
-                source: MountSource::Host(dir.into()),
-                target: SIDECAR_DIR.into(),
-                readonly: false,
-            },
-        ],
-        entrypoint: crate::contract::BIN.into(),
-        image: spec.image.clone(),
+        mounts: vec![SidecarMount {
+            source: MountSource::Host(dir.into()),
+            target: SIDECAR_DIR.into(),
+            readonly: false,
+        }],
+        entrypoint: crate::engine::image::RUNTIME_BINARY.into(),
+        image: image.into(),
         args,
     }
 }
@@ -158,8 +154,20 @@ pub async fn start(ctx: &Ctx, engine: &AnyEngine, spec: &ContainerSpec, id: Uuid
         }
     }
     ctx.reporter.step("starting the egress proxy");
+    // The proxy runs from an image of h9sandbox's own binary alone (FROM scratch): nothing of
+    // the sandbox's image (its NSS modules, its environment) is read or run there.
+    let binary = spec
+        .agent
+        .mounted()
+        .map(|m| m.binary.clone())
+        .ok_or_else(|| {
+            anyhow!("network = \"allowlist\" needs the agent mounted from this machine")
+        })?;
+    let image = crate::engine::image::ImageBuild::runtime(&binary)?;
+    engine.ensure_image(&image).await?;
     let sidecar = sidecar_spec(
         spec,
+        &image.tag,
         id,
         &ctx.state_label(),
         &dir.to_string_lossy(),

@@ -172,21 +172,30 @@ pub async fn start(ctx: &Ctx, query: &str) -> Result<Record> {
                 .await?;
         }
     }
-    let status = wait_running(
-        &engine,
-        rec.container_ref(),
-        Duration::from_secs(ctx.cfg.start_timeout_secs),
-    )
-    .await?;
-    let applied = status
-        .applied
-        .context("the engine did not report the container's resource limits")?;
-    applied.check(&rec.limits).map_err(anyhow::Error::msg)?;
-    if let Some(id) = rec.workdir_id {
-        MountCheck::recorded(&rec.workdir, id)
-            .verify(&engine, rec.container_ref(), status.pid)
-            .await?;
-    }
+    // Until its checks pass, the container runs nothing of the sandbox's: a failed check
+    // stops it again, and the record says so.
+    let status = match check_started(ctx, &engine, &rec).await {
+        Ok(status) => status,
+        Err(e) => {
+            let stopped = engine.stop(rec.container_ref(), Duration::ZERO).await;
+            let reason = match &stopped {
+                Ok(()) => format!("{e:#}; the container was stopped again"),
+                Err(s) => format!("{e:#}; stopping the container again failed too ({s:#}): `h9sandbox down {}` removes it", rec.short_id()),
+            };
+            let _ = ctx.store.update(|s| {
+                if let Some(r) = s.get_mut(rec.id) {
+                    let to = if stopped.is_ok() {
+                        Lifecycle::Stopped
+                    } else {
+                        Lifecycle::Failed
+                    };
+                    r.set_state(to, Some(reason.clone()));
+                }
+                Ok(())
+            });
+            return Err(anyhow::anyhow!(reason));
+        }
+    };
     let agent = match (&rec.agent, channel) {
         // The engine may publish the channel on another port after a restart.
         (_, Some(c)) => {
@@ -219,6 +228,36 @@ pub async fn start(ctx: &Ctx, query: &str) -> Result<Record> {
         }
         Ok(r.clone())
     })
+}
+
+/// The checks of a container `start` just started: it runs, with its limits in force, and it
+/// mounted the very work dir `up` checked ([`MountCheck::verify`], from inside the container).
+async fn check_started(
+    ctx: &Ctx,
+    engine: &crate::engine::AnyEngine,
+    rec: &Record,
+) -> Result<crate::engine::ContainerStatus> {
+    let status = wait_running(
+        engine,
+        rec.container_ref(),
+        Duration::from_secs(ctx.cfg.start_timeout_secs),
+    )
+    .await?;
+    let applied = status
+        .applied
+        .context("the engine did not report the container's resource limits")?;
+    applied.check(&rec.limits).map_err(anyhow::Error::msg)?;
+    if let Some(id) = rec.workdir_id {
+        MountCheck::recorded(&rec.workdir, id)
+            .verify(
+                engine,
+                rec.container_ref(),
+                status.pid,
+                crate::engine::is_gvisor(rec.runtime.as_deref()),
+            )
+            .await?;
+    }
+    Ok(status)
 }
 
 /// `pause`: freezes every process of a Running sandbox; the record becomes Paused.

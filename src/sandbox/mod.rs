@@ -101,40 +101,55 @@ impl Ctx {
             bootstrap_timeout_secs: self.cfg.bootstrap_timeout_secs,
             stop_timeout_secs: self.cfg.stop_timeout_secs,
             bootstrap_cmd: self.cfg.bootstrap().map(str::to_string),
+            ulimit_nofile: self.cfg.ulimit_nofile,
+            ulimit_nproc: self.cfg.ulimit_nproc,
         }
     }
 
     /// The settings that apply to a command on the existing sandbox `rec`: what `up` recorded
     /// in it, except where the environment or a flag of this command set a key; the
     /// configuration in force for a record made before settings were recorded. So a project
-    /// file written since `up` (by the sandbox, say) changes nothing.
+    /// file written since `up` (by the sandbox, say) changes nothing. For a sub-sandbox the
+    /// environment and flags may only tighten the recorded timeouts (0 = none, but for
+    /// `stop_timeout_secs`, where 0 is the tightest).
     pub fn settings_for(&self, rec: &Record) -> Settings {
         let now = self.configured_settings();
         let Some(recorded) = &rec.settings else {
             return now;
         };
         let pick = |key: &str| self.explicit.contains(&key);
+        // A sub-sandbox's recorded bounds are its parent's (or tighter): the caller's
+        // environment and flags may tighten them for one command, never loosen them.
+        let bound = |key: &str, now: u64, recorded: u64| match (pick(key), rec.parent.is_some()) {
+            (false, _) => recorded,
+            (true, false) => now,
+            (true, true) => crate::state::tighter(now, recorded),
+        };
         Settings {
-            exec_timeout_secs: if pick("exec_timeout_secs") {
-                now.exec_timeout_secs
-            } else {
-                recorded.exec_timeout_secs
-            },
-            bootstrap_timeout_secs: if pick("bootstrap_timeout_secs") {
-                now.bootstrap_timeout_secs
-            } else {
-                recorded.bootstrap_timeout_secs
-            },
-            stop_timeout_secs: if pick("stop_timeout_secs") {
-                now.stop_timeout_secs
-            } else {
-                recorded.stop_timeout_secs
+            exec_timeout_secs: bound(
+                "exec_timeout_secs",
+                now.exec_timeout_secs,
+                recorded.exec_timeout_secs,
+            ),
+            bootstrap_timeout_secs: bound(
+                "bootstrap_timeout_secs",
+                now.bootstrap_timeout_secs,
+                recorded.bootstrap_timeout_secs,
+            ),
+            // The grace before SIGKILL: 0 is the tightest (kill at once), so the smaller.
+            stop_timeout_secs: match (pick("stop_timeout_secs"), rec.parent.is_some()) {
+                (false, _) => recorded.stop_timeout_secs,
+                (true, false) => now.stop_timeout_secs,
+                (true, true) => now.stop_timeout_secs.min(recorded.stop_timeout_secs),
             },
             bootstrap_cmd: if pick("bootstrap_cmd") {
                 now.bootstrap_cmd
             } else {
                 recorded.bootstrap_cmd.clone()
             },
+            // What the container was created with: no later command changes it.
+            ulimit_nofile: recorded.ulimit_nofile,
+            ulimit_nproc: recorded.ulimit_nproc,
         }
     }
 
@@ -354,5 +369,11 @@ pub async fn release(ctx: &Ctx, engine: &AnyEngine, id: uuid::Uuid) {
             ));
         }
     }
-    agent::forget(ctx, id);
+    let left = agent::forget(ctx, id);
+    if let Err(e) = agent::purge(ctx, engine, &left).await {
+        ctx.reporter.warn(&format!(
+            "could not remove the run directory of {}, which holds files its sandbox's root made: {e:#} (`h9sandbox reap` retries)",
+            &id.simple().to_string()[..12]
+        ));
+    }
 }

@@ -323,20 +323,26 @@ async fn remove_claimed(
             Ok(())
         })?;
     }
-    forget_agents(ctx)?;
+    let left = forget_agents(ctx)?;
+    if let Err(e) = super::agent::purge(ctx, &ctx.engine, &left).await {
+        ctx.reporter.warn(&format!(
+            "could not remove {} run directories holding files their sandboxes' root made: {e:#}",
+            left.len()
+        ));
+    }
     Ok(sweep)
 }
 
 /// Removes the agents' run directories and tokens that belong to no record any more (their
 /// sandbox was reaped or removed, or its `up` died). Under the state lock: `up` writes its
 /// record before it makes them, so none of a sandbox being created is taken.
-fn forget_agents(ctx: &Ctx) -> Result<()> {
+fn forget_agents(ctx: &Ctx) -> Result<Vec<std::path::PathBuf>> {
     let ids = |dir: &str| -> Vec<uuid::Uuid> {
         std::fs::read_dir(ctx.store.dir().join(dir))
             .map(|entries| {
                 entries
                     .flatten()
-                    .filter_map(|e| uuid::Uuid::parse_str(e.file_name().to_str()?).ok())
+                    .filter_map(|e| super::agent::run_dir_owner(e.file_name().to_str()?))
                     .collect()
             })
             .unwrap_or_default()
@@ -347,14 +353,18 @@ fn forget_agents(ctx: &Ctx) -> Result<()> {
         .chain(ids("mounts"))
         .collect();
     if found.is_empty() {
-        return Ok(());
+        return Ok(Vec::new());
     }
+    let mut left = Vec::new();
     ctx.store.update(|s| {
         for id in found.iter().filter(|id| s.get(**id).is_none()) {
-            super::agent::forget(ctx, *id);
+            left.extend(super::agent::forget(ctx, *id));
         }
         Ok(())
-    })
+    })?;
+    left.sort();
+    left.dedup();
+    Ok(left)
 }
 
 /// The engine's part of one removal: the container of a record, by the record's engine; an

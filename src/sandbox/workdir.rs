@@ -598,24 +598,14 @@ pub fn unwritable_for(workdir: &Path, user: Ids) -> Option<String> {
 pub struct MountCheck {
     workdir: PathBuf,
     identity: (u64, u64),
-    nested: bool,
 }
 
 impl MountCheck {
-    /// Pins the work dir `workdir` (canonical, see [`resolve_workdir`]) by its identity, and
-    /// notes whether it lies strictly inside another sandbox's work dir of `ctx`'s state
-    /// directory. Errors: the path changed while it was checked, the state file.
-    pub fn pin(ctx: &Ctx, workdir: &Path) -> Result<MountCheck> {
+    /// Pins the work dir `workdir` (canonical, see [`resolve_workdir`]) by its identity.
+    /// Errors: the path changed while it was checked.
+    pub fn pin(workdir: &Path) -> Result<MountCheck> {
         Ok(MountCheck {
             identity: pin_workdir(workdir)?,
-            // Strictly inside another sandbox's work dir, that sandbox can swap the directory for
-            // a symlink between our checks and the engine's mount.
-            nested: ctx
-                .store
-                .load()?
-                .sandboxes
-                .iter()
-                .any(|r| workdir.starts_with(&r.workdir) && workdir != r.workdir),
             workdir: workdir.to_path_buf(),
         })
     }
@@ -635,64 +625,123 @@ impl MountCheck {
         MountCheck {
             workdir: workdir.to_path_buf(),
             identity: (identity[0], identity[1]),
-            nested: false,
         }
     }
 
-    /// Compares the identity of what the container sees at the work dir with the checked one:
-    /// through `/proc/PID/root` from the host when allowed (cheap: one `stat`), else, for a work
-    /// dir nested in another sandbox's, with `stat` run in the fresh container (where only its
-    /// init runs yet). Errors: a mismatch, which `up` turns into a Failed, removed sandbox.
-    pub async fn verify(&self, engine: &AnyEngine, container: &str, pid: u32) -> Result<()> {
-        use std::os::unix::fs::MetadataExt;
-        let seen = if let Some(m) = (pid > 0)
-            .then(|| std::fs::metadata(format!("/proc/{pid}/root{}", self.workdir.display())).ok())
+    /// Compares the identity of what the container sees at the work dir with the checked one,
+    /// in the container's own mount namespace and root, reaching the mount point through no
+    /// symlink ([`crate::agent::identity_beneath`]: whatever the image or a process inside put
+    /// on the way, only the directory at that very path answers). From the host through
+    /// `/proc/PID/root` of the container's init `pid` when this process may open it (root, or
+    /// the containers' own user: one `openat` per component); else (a non-root user of a
+    /// rootful engine) by h9sandbox's own binary in the container (`agent stat`, through the
+    /// engine's exec). Under gVisor, whose file system numbers devices and inodes itself, by a
+    /// mark ([`MountCheck::verify_by_mark`]). Run before any of the sandbox's processes exists
+    /// (`up`, `start`).
+    /// Errors: a mismatch or a path that does not resolve, which the caller turns into a
+    /// stopped or removed container; the engine's.
+    pub async fn verify(
+        &self,
+        engine: &AnyEngine,
+        container: &str,
+        pid: u32,
+        gvisor: bool,
+    ) -> Result<()> {
+        if gvisor {
+            return self.verify_by_mark(engine, container).await;
+        }
+        let seen = match (pid > 0)
+            .then(|| std::fs::File::open(format!("/proc/{pid}/root")).ok())
             .flatten()
         {
-            (m.dev(), m.ino())
-        } else if self.nested {
-            // h9sandbox's own binary in the container answers, whatever the image holds.
-            let spec = ExecSpec {
-                command: CommandLine::Argv(vec![
-                    crate::contract::BIN.into(),
-                    crate::contract::ARG.into(),
-                    "stat".into(),
-                    self.workdir.to_string_lossy().into_owned(),
-                ]),
-                cwd: PathBuf::from("/"),
-                env: vec![],
-                interactive: false,
-                marker: Uuid::new_v4().simple().to_string(),
-                user: Some(crate::engine::RunAs::ROOT),
-                wrapped: false,
-                wrapper_enters: false,
-                backstop: None,
-            };
-            // What the container prints is the sandbox's: hold at most a few KiB of it.
-            let out = engine
-                .exec(container, &spec, ExecStdio::PIPED)?
-                .output(4096)
-                .await
-                .context("cannot check the container's work dir mount")?;
-            let text = String::from_utf8_lossy(&out.stdout);
-            let mut f = text.split_whitespace().map(|w| w.parse::<u64>());
-            match (f.next(), f.next()) {
-                (Some(Ok(d)), Some(Ok(i))) => (d, i),
-                _ => anyhow::bail!(
-                    "cannot check the container's work dir mount (`stat` in the container said: {})",
-                    String::from_utf8_lossy(&out.stderr).trim()
-                ),
+            Some(root) => {
+                use std::os::fd::AsFd;
+                crate::agent::identity_beneath(root.as_fd(), &self.workdir)
+                    .map_err(|e| self.mismatch(&format!("it does not resolve there: {e}")))?
             }
-        } else {
-            return Ok(());
+            None => self.inside(engine, container, &self.workdir).await?,
         };
         if seen != self.identity {
-            anyhow::bail!(
-                "the container mounted another directory than the work dir {} that was checked (it was replaced while the container started); refusing it",
-                self.workdir.display()
-            );
+            return Err(self.mismatch("it was replaced while the container started"));
         }
         Ok(())
+    }
+
+    fn mismatch(&self, why: &str) -> anyhow::Error {
+        anyhow::anyhow!(
+            "the container mounted another directory than the work dir {} that was checked ({why}); refusing it",
+            self.workdir.display()
+        )
+    }
+
+    /// gVisor's check: its file system numbers devices and inodes itself, so the host marks
+    /// the work dir instead (a fresh directory of a random name, made through a handle on the
+    /// pinned work dir) and asks the container whether it sees the mark there (a parent sandbox
+    /// that swapped the work dir cannot make it in the directory the engine then mounted: that
+    /// one lies outside its reach); the mark is removed again. Errors: the mark cannot be made
+    /// (fail closed: a work dir the host user cannot write), it is not seen inside.
+    async fn verify_by_mark(&self, engine: &AnyEngine, container: &str) -> Result<()> {
+        use rustix::fs::{mkdirat, openat2, unlinkat, AtFlags, Mode, OFlags, ResolveFlags, CWD};
+        let dir = openat2(
+            CWD,
+            &self.workdir,
+            OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
+            Mode::empty(),
+            ResolveFlags::NO_SYMLINKS | ResolveFlags::NO_MAGICLINKS,
+        )
+        .map_err(|e| self.mismatch(&format!("it cannot be opened through no symlink: {e}")))?;
+        let st = rustix::fs::fstat(&dir).map_err(std::io::Error::from)?;
+        if (st.st_dev, st.st_ino) != self.identity {
+            return Err(self.mismatch("it was replaced"));
+        }
+        let name = format!(".h9sandbox-mount-check-{}", Uuid::new_v4().simple());
+        mkdirat(&dir, name.as_str(), Mode::from_raw_mode(0o700)).map_err(|e| {
+            anyhow::anyhow!(
+                "cannot check the container's work dir mount under gVisor: making {} failed ({e}); the check needs a work dir this user can write",
+                self.workdir.join(&name).display()
+            )
+        })?;
+        let seen = self
+            .inside(engine, container, &self.workdir.join(&name))
+            .await;
+        let _ = unlinkat(&dir, name.as_str(), AtFlags::REMOVEDIR);
+        seen.map(|_| ())
+    }
+
+    /// The identity of the directory `path` as h9sandbox's own binary in the container sees
+    /// it (`agent stat`, through the engine's exec, as root), whatever the image holds.
+    async fn inside(&self, engine: &AnyEngine, container: &str, path: &Path) -> Result<(u64, u64)> {
+        let spec = ExecSpec {
+            command: CommandLine::Argv(vec![
+                crate::contract::BIN.into(),
+                crate::contract::ARG.into(),
+                "stat".into(),
+                path.to_string_lossy().into_owned(),
+            ]),
+            cwd: PathBuf::from("/"),
+            env: vec![],
+            interactive: false,
+            marker: Uuid::new_v4().simple().to_string(),
+            user: Some(crate::engine::RunAs::ROOT),
+            wrapped: false,
+            wrapper_enters: false,
+            backstop: None,
+        };
+        // What the container prints is the sandbox's: hold at most a few KiB of it.
+        let out = engine
+            .exec(container, &spec, ExecStdio::PIPED)?
+            .output(4096)
+            .await
+            .context("cannot check the container's work dir mount")?;
+        let text = String::from_utf8_lossy(&out.stdout);
+        let mut f = text.split_whitespace().map(|w| w.parse::<u64>());
+        match (f.next(), f.next()) {
+            (Some(Ok(d)), Some(Ok(i))) => Ok((d, i)),
+            _ => Err(self.mismatch(&format!(
+                "`stat` in the container said: {}",
+                String::from_utf8_lossy(&out.stderr).trim()
+            ))),
+        }
     }
 }
 

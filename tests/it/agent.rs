@@ -1011,3 +1011,180 @@ fn the_timeout_holds_when_the_command_stops_its_supervisor() {
         std::thread::sleep(Duration::from_millis(100));
     }
 }
+
+/// The zombies in sandbox `id`'s PID namespace (state `Z` in `/proc/PID/stat`), counted inside.
+fn zombies(env: &TestEnv, id: &str) -> usize {
+    let out = sh(
+        env,
+        id,
+        r#"n=0; for f in /proc/[0-9]*/stat; do read -r l < "$f" 2>/dev/null || continue; s=${l##*) }; [ "${s%% *}" = Z ] && n=$((n+1)); done; echo $n"#,
+    );
+    out.trim().parse().unwrap_or_else(|_| panic!("{out:?}"))
+}
+
+#[test]
+fn pid_1_reaps_every_orphan_on_every_path() {
+    require_container!("a local sandbox has no PID 1 of its own");
+    let env = TestEnv::new();
+    let id = env.up(&[]);
+    // Each command leaves an orphan that exits 0.2 s later, in the command's own session: on
+    // the engine's path (and under gVisor) it is reparented to PID 1, which must reap it
+    // whatever its process group.
+    let out = env
+        .shell(&format!(
+            "for i in $(seq 100); do \"$H9\" exec {id} -- '(sleep 0.2 &); true' || exit 1; done"
+        ))
+        .output()
+        .unwrap();
+    assert_ok(&out);
+    std::thread::sleep(Duration::from_millis(1300));
+    let deadline = Instant::now() + Duration::from_secs(3);
+    loop {
+        let n = zombies(&env, &id);
+        if n == 0 {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{n} zombies left after 100 commands:\n{}",
+            env.sandbox_processes(&id)
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    // And the sandbox can still fork.
+    assert_eq!(sh(&env, &id, "echo ok"), "ok\n");
+}
+
+#[test]
+fn a_root_command_cannot_outlive_its_timeout_by_stopping_or_killing_its_supervisor() {
+    require_container!("a local sandbox has no agent");
+    if gvisor() {
+        // No audit sessions there (README, Isolation tiers): a process that cleared its
+        // environment and left the tree cannot be told from another command's.
+        return announce("gVisor gives no audit session to find an env-cleared orphan by");
+    }
+    let env = TestEnv::new();
+    let id = env.up(&["--user", "root"]);
+    // Where the container already has a login UID (an engine started from a login session),
+    // the kernel gives a command no session of its own (README, The in-container agent).
+    let sessions = sh(
+        &env,
+        &id,
+        "cat /proc/self/sessionid; echo; cat /proc/1/sessionid",
+    );
+    let mut ids = sessions.lines();
+    if ids.next() == ids.next() {
+        return announce("this host gives the sandbox's commands no audit session of their own");
+    }
+    // $PPID is the command's supervisor (through the agent) or the in-container wrapper (the
+    // engine's exec); root may stop or kill either. The orphan clears its environment, so the
+    // marker cannot find it.
+    let cases: &[(&str, i32, &str)] = if exec_path_is_engine() {
+        &[("kill -STOP $PPID", 124, "sleep 778")]
+    } else {
+        &[
+            ("kill -STOP $PPID", 124, "sleep 778"),
+            ("kill -9 $PPID", 125, "sleep 779"),
+        ]
+    };
+    for (how, code, orphan) in cases {
+        let out = env.run(&[
+            "exec",
+            &id,
+            "--timeout",
+            "2",
+            "--",
+            &format!("(env -i /bin/{orphan} &); sleep 0.3; {how}; sleep 100"),
+        ]);
+        assert_eq!(out.status.code(), Some(*code), "{how}: {}", stderr(&out));
+        if *code == 125 {
+            assert!(
+                stderr(&out).contains("every process of the command was killed"),
+                "{}",
+                stderr(&out)
+            );
+        }
+        let deadline = Instant::now() + Duration::from_secs(5);
+        loop {
+            let ps = env.sandbox_processes(&id);
+            if !ps.contains(orphan) && !ps.contains("sleep 100") {
+                break;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{how}: left running after the exec said it ended:\n{ps}"
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+}
+
+#[test]
+fn a_token_planted_for_a_restart_outside_h9sandbox_is_never_served() {
+    require_container!("no agent without a container");
+    if agent_socket_unreachable()
+        || workdir_copied("a shipped agent has no run directory: its key lives in its PID 1 only")
+    {
+        return;
+    }
+    let env = TestEnv::new();
+    std::os::unix::fs::chown(&env.workdir, Some(1000), Some(1000)).unwrap();
+    let id = env.up(&["--image", DEBIAN]);
+    let full = env.entry(&id)["id"].as_str().unwrap().to_string();
+    let run_dir = env.state_dir.join("run").join(&full);
+    // Root in the sandbox (the host user's uid could, with user = owner) leaves a token of its
+    // own where the host hands its over; then the container is restarted behind h9sandbox's
+    // back (`docker restart`, a restart policy), which hands over nothing.
+    let planted = "0".repeat(64);
+    assert_ok(&env.run(&[
+        "exec",
+        &id,
+        "-u",
+        "root",
+        "--",
+        &format!("printf {planted} > /.h9sandbox/run/token"),
+    ]));
+    let c = env.container(&id);
+    let out = Command::new(cli())
+        .args(["restart", "-t", "1", &c])
+        .output()
+        .unwrap();
+    assert_ok(&out);
+    std::fs::set_permissions(&run_dir, std::fs::Permissions::from_mode(0o711)).unwrap();
+    // As the sandbox's user (uid 1000), through whatever path still works: ask the agent with
+    // the planted token to run `touch /var/tmp/by-root` as root.
+    let perl = format!(
+        r#"
+use IO::Socket::UNIX;
+$SIG{{PIPE}} = "IGNORE";
+my $start = "\x01\x00\x15touch /var/tmp/by-root\x01/\x00\x00\x00\x00\x00\x00\x00";
+my $s = IO::Socket::UNIX->new(Type => SOCK_STREAM, Peer => "/.h9sandbox/run/agent.sock") or do {{ print "no agent\n"; exit 0 }};
+print $s pack("N", length $_) . $_ for ("\x00\x03\x40{planted}", $start); $s->flush;
+my $all = ""; while (read($s, my $len, 4) == 4) {{ read($s, my $body, unpack("N", $len)); $all .= "[$body]"; }}
+print "said: $all\n";
+"#
+    );
+    let out = env.run(&["exec", &id, "--", "perl", "-e", &perl]);
+    assert_ok(&out);
+    // A welcome (`[\0\x03]`, protocol 3) would mean the agent took the planted token and
+    // would run what that peer asks, as root.
+    assert!(
+        !stdout(&out).starts_with("said: [\0\x03]"),
+        "the agent welcomed a peer with the planted token: {:?}",
+        stdout(&out)
+    );
+    std::thread::sleep(Duration::from_millis(300));
+    let out = env.run(&[
+        "exec",
+        &id,
+        "-u",
+        "root",
+        "--",
+        "test ! -e /var/tmp/by-root && echo none",
+    ]);
+    assert_eq!(
+        stdout(&out),
+        "none\n",
+        "the agent served the planted token: a command ran as root"
+    );
+}

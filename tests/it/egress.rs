@@ -254,3 +254,116 @@ fn allowlist_flags_and_configuration_are_checked() {
     assert_ok(&out);
     assert_eq!(stdout(&out).trim(), "[]");
 }
+
+/// Builds `h9sandbox-test/nss-planted`: the Debian test image with an NSS module of its own
+/// (`libnss_evil.so.2`, named first for `hosts` in `/etc/nsswitch.conf`) whose constructor writes
+/// `/.h9sandbox/proxy/pwned` wherever it is loaded (in the proxy sidecar, that directory is the
+/// host's `<state dir>/proxy/<id>/`): what a sandbox can plant and snapshot, or an MCP client
+/// name.
+fn nss_planted_image(env: &TestEnv) -> &'static str {
+    let ctx = env.root.path().join("nss-ctx");
+    std::fs::create_dir_all(&ctx).unwrap();
+    std::fs::write(
+        ctx.join("evil.c"),
+        "#include <fcntl.h>\n#include <unistd.h>\n\
+         __attribute__((constructor)) static void planted(void) {\n\
+           int fd = open(\"/.h9sandbox/proxy/pwned\", O_WRONLY | O_CREAT, 0644);\n\
+           if (fd >= 0) { write(fd, \"ran\\n\", 4); close(fd); }\n\
+         }\n\
+         int _nss_evil_gethostbyname2_r(void) { return 0; }\n\
+         int _nss_evil_gethostbyname4_r(void) { return 0; }\n",
+    )
+    .unwrap();
+    let cc = Command::new("gcc")
+        .args(["-shared", "-fPIC", "-o"])
+        .arg(ctx.join("libnss_evil.so.2"))
+        .arg(ctx.join("evil.c"))
+        .output()
+        .expect("gcc (to build a shared library) is needed");
+    assert_ok(&cc);
+    std::fs::write(ctx.join("nsswitch.conf"), "hosts: evil files dns\n").unwrap();
+    std::fs::write(
+        ctx.join("Dockerfile"),
+        format!(
+            "FROM {DEBIAN}\nCOPY libnss_evil.so.2 /lib/x86_64-linux-gnu/libnss_evil.so.2\n\
+             COPY nsswitch.conf /etc/nsswitch.conf\n"
+        ),
+    )
+    .unwrap();
+    let img = "h9sandbox-test/nss-planted:latest";
+    let out = Command::new("docker")
+        .args(["build", "-q", "-t", img])
+        .arg(&ctx)
+        .output()
+        .unwrap();
+    assert_ok(&out);
+    img
+}
+
+#[test]
+fn the_proxy_runs_nothing_of_the_sandboxs_image() {
+    require_docker!();
+    let env = TestEnv::new();
+    let image = nss_planted_image(&env);
+    let id = env.up(&["--image", image, "--allow", "localhost"]);
+    let sidecar = sidecars(&id).pop().expect("no sidecar");
+    // An allowed name makes the proxy resolve it (`localhost`: from /etc/hosts, no query leaves
+    // the machine); port 9 of the sidecar's own loopback answers nothing.
+    let status = ask_proxy(
+        &env,
+        &id,
+        "CONNECT localhost:9 HTTP/1.1\\r\\nHost: localhost:9\\r\\n\\r\\n",
+    );
+    assert!(status.contains(" 502 "), "{status}");
+    let dir = env.state_dir.join("proxy").join(&id);
+    assert!(
+        !dir.join("pwned").exists(),
+        "the sandbox image's NSS module ran in the proxy sidecar"
+    );
+    // The sidecar's image is h9sandbox's runtime image: the binary alone, labelled as ours;
+    // its environment is the engine's default PATH and nothing else.
+    let img = inspect(&sidecar, "{{.Config.Image}}");
+    assert!(img.starts_with("h9sandbox-runtime:"), "{img}");
+    let files = Command::new("sh")
+        .arg("-c")
+        .arg(format!(
+            "c=$(docker create {img}) && docker export $c | tar -t; docker rm $c >/dev/null"
+        ))
+        .output()
+        .unwrap();
+    let listed: Vec<String> = stdout(&files)
+        .lines()
+        // What the engine adds to every container: mount points and its own files.
+        .filter(|l| {
+            !l.ends_with('/')
+                && !["dev/", "etc/", "proc/", "sys/"]
+                    .iter()
+                    .any(|p| l.starts_with(p))
+                && *l != ".dockerenv"
+        })
+        .map(String::from)
+        .collect();
+    assert_eq!(listed, ["h9sandbox"], "{}", stdout(&files));
+    let label = Command::new("docker")
+        .args([
+            "image",
+            "inspect",
+            "--format",
+            "{{index .Config.Labels \"h9sandbox.runtime\"}}",
+            &img,
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(stdout(&label).trim().len(), 64, "{}", stdout(&label));
+    let envs = inspect(&sidecar, "{{json .Config.Env}}");
+    let envs: Vec<String> = serde_json::from_str(&envs).unwrap();
+    assert!(
+        envs.iter().all(|e| e.starts_with("PATH=")),
+        "the sidecar's environment: {envs:?}"
+    );
+    assert!(inspect(&sidecar, "{{json .Config.Healthcheck}}").contains("NONE"));
+    // The decision was logged as any other.
+    let log = stdout(&env.run(&["logs", &id, "--network", "--format", "json"]));
+    assert!(log.contains("\"failed\""), "{log}");
+    assert_ok(&env.run(&["down", &id]));
+}

@@ -654,3 +654,89 @@ fn sandbox_up_cannot_leave_the_servers_work_dir() {
     assert!(env.containers().is_empty(), "{:?}", env.containers());
     assert!(env.ls_raw().is_empty());
 }
+
+#[test]
+fn the_servers_exec_timeout_is_a_ceiling_for_clients() {
+    require_container!("the MCP tests drive container sandboxes");
+    let env = TestEnv::new();
+    // A sandbox made outside the session with no timeout at all, and a server allowing 2 s.
+    let id = env
+        .cmd()
+        .env("H9SANDBOX_EXEC_TIMEOUT_SECS", "0")
+        .args(["up"])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_ok(&id);
+    let id = stdout(&id).trim().to_string();
+    let mut child = env
+        .cmd()
+        .env("H9SANDBOX_EXEC_TIMEOUT_SECS", "2")
+        .args(["mcp", "--all-sandboxes"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let lines = stdout_lines(child.stdout.take().unwrap());
+    send(
+        &mut stdin,
+        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {},
+            "clientInfo": {"name": "by-hand", "version": "0"}}}),
+    );
+    answer(&lines, json!(1));
+    send(
+        &mut stdin,
+        json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+    );
+    let call = |n: u64, arguments: Value| {
+        json!({"jsonrpc": "2.0", "id": n, "method": "tools/call",
+               "params": {"name": "sandbox_exec", "arguments": arguments}})
+    };
+    // No limit, or more than the server grants: refused, naming the ceiling; nothing ran.
+    for (n, t) in [(2, json!(0)), (3, json!(3600))] {
+        send(
+            &mut stdin,
+            call(
+                n,
+                json!({"id": id, "command": "touch ran; sleep 30", "timeout_secs": t}),
+            ),
+        );
+        let r = answer(&lines, json!(n));
+        assert_eq!(r["result"]["isError"], json!(true), "{r}");
+        let text = r["result"]["content"][0]["text"].as_str().unwrap_or("");
+        assert!(text.contains("exec_timeout_secs"), "{r}");
+        assert!(!env.path("ran").exists(), "timeout_secs {t} ran");
+    }
+    // No timeout given: the sandbox's own (none) is lowered to the server's 2 s.
+    send(
+        &mut stdin,
+        call(4, json!({"id": id, "command": "sleep 30"})),
+    );
+    let r = answer(&lines, json!(4));
+    let s = &r["result"]["structuredContent"];
+    assert_eq!(
+        (&s["timed_out"], &s["exit_code"]),
+        (&json!(true), &json!(124)),
+        "{r}"
+    );
+    // Within the ceiling: as asked.
+    send(
+        &mut stdin,
+        call(
+            5,
+            json!({"id": id, "command": "echo fine", "timeout_secs": 1.5}),
+        ),
+    );
+    let r = answer(&lines, json!(5));
+    assert_eq!(
+        r["result"]["structuredContent"]["stdout"],
+        json!("fine\n"),
+        "{r}"
+    );
+    drop(stdin);
+    let _ = child.wait();
+    assert_ok(&env.run(&["down", &id]));
+}

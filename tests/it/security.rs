@@ -1,6 +1,7 @@
 //! Attacks from inside a sandbox (and from hostile input) that must not reach the host, found by
 //! adversarial review; each test reproduces one.
 
+use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use std::process::Stdio;
 use std::time::Duration;
@@ -104,6 +105,41 @@ fn hostile_images_and_names_are_refused() {
         stderr(&out)
     );
     assert!(env.ls_raw().is_empty());
+}
+
+#[test]
+fn control_characters_are_refused_in_labels_and_the_state_directory() {
+    let env = TestEnv::new();
+    // A label that would clear the terminal of whoever lists it, and forge a line.
+    let out = env.run(&["up", "--label", "k=v\u{1b}[2J\nx"]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("control character"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(!stderr(&out).contains('\u{1b}'), "{:?}", stderr(&out));
+    assert!(env.ls_raw().is_empty());
+    assert!(env.containers().is_empty());
+    // A state directory whose path holds an escape and a newline (it ends up in every
+    // container's labels): refused by every command, and never created.
+    let odd = env.root.path().join("state\u{1b}[2J\nx");
+    for args in [&["ls"][..], &["up"][..], &["reap"][..]] {
+        let out = env
+            .cmd()
+            .env("H9SANDBOX_STATE_DIR", &odd)
+            .args(args)
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {}", stderr(&out));
+        assert!(
+            stderr(&out).contains("control character"),
+            "{args:?}: {}",
+            stderr(&out)
+        );
+    }
+    assert!(!odd.exists());
 }
 
 #[test]
@@ -483,4 +519,210 @@ fn only_the_users_own_configuration_can_allow_a_work_dir() {
     .unwrap();
     refused_workdir(&env, &env.state_dir, "state directory", &[]);
     refused_workdir(&env, Path::new("/proc/self"), "/proc", &[]);
+}
+
+#[test]
+fn an_image_healthcheck_never_runs_beside_the_set_id_filter() {
+    require_container!("a local sandbox has no image");
+    let env = TestEnv::new();
+    // The engine's exec would run an image's HEALTHCHECK as the container's user (root), in
+    // the work dir, outside PID 1's tree: without the set-ID filter.
+    let ctx = env.root.path().join("hc-ctx");
+    std::fs::create_dir_all(&ctx).unwrap();
+    std::fs::write(
+        ctx.join("Dockerfile"),
+        format!("FROM {TINY}\nHEALTHCHECK --interval=1s CMD cp /bin/busybox ./s; chmod 4755 ./s\n"),
+    )
+    .unwrap();
+    let img = "h9sandbox-test/healthcheck-setuid:latest";
+    let out = std::process::Command::new(cli())
+        .args(["build", "-q", "-t", img])
+        .arg(&ctx)
+        .output()
+        .unwrap();
+    assert_ok(&out);
+    let id = env.up(&["--image", img]);
+    std::thread::sleep(Duration::from_secs(3));
+    if let Ok(m) = std::fs::metadata(env.path("s")) {
+        assert_eq!(
+            m.permissions().mode() & 0o6000,
+            0,
+            "the image's HEALTHCHECK left a set-UID file in the work dir"
+        );
+    }
+    assert!(inspect(&env.container(&id), "{{json .Config.Healthcheck}}").contains("NONE"));
+    assert_ok(&env.run(&["down", &id]));
+}
+
+/// `setpriv` arguments running a command as uid 1000 with the group of the engine's socket, as
+/// a member of the `docker` group would (the common setup for a non-root user).
+fn as_docker_user() -> Vec<String> {
+    use std::os::unix::fs::MetadataExt;
+    let sock = std::fs::metadata("/var/run/docker.sock").expect("the Docker socket");
+    vec![
+        "--reuid".into(),
+        "1000".into(),
+        "--regid".into(),
+        "1000".into(),
+        "--groups".into(),
+        sock.gid().to_string(),
+        "--".into(),
+    ]
+}
+
+#[test]
+fn start_mounts_only_the_work_dir_up_checked_for_root_and_non_root() {
+    require_docker!();
+    if engine() != Engine::Docker {
+        return announce("drives Docker through a wrapper client");
+    }
+    for non_root in [false, true] {
+        let env = TestEnv::new();
+        std::fs::set_permissions(env.root.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+        // A stand-in home with a key and a start-up file, beside the project.
+        let home = env.root.path().join("home");
+        std::fs::create_dir_all(home.join(".ssh")).unwrap();
+        std::fs::write(home.join(".ssh/id_ed25519"), "PRIVATE KEY\n").unwrap();
+        std::fs::write(home.join(".bashrc"), "# mine\n").unwrap();
+        let parent = env.root.path().join("parent");
+        let work = parent.join("w");
+        std::fs::create_dir_all(&work).unwrap();
+        // The engine client used for `start` swaps the work dir for a symlink to the home right
+        // before the engine mounts it, and back right after (the race a parent sandbox, which
+        // can write the work dir's parent, wins): the host's checks before and after see the
+        // real directory.
+        let client = env.root.path().join("docker-racing");
+        std::fs::write(
+            &client,
+            format!(
+                "#!/bin/sh\nif [ \"$1\" = start ]; then\n  mv {w} {w}.real && ln -s {h} {w}\n  docker \"$@\"; rc=$?\n  rm {w} && mv {w}.real {w}\n  exit $rc\nfi\nexec docker \"$@\"\n",
+                w = work.display(),
+                h = home.display()
+            ),
+        )
+        .unwrap();
+        std::fs::set_permissions(&client, std::fs::Permissions::from_mode(0o755)).unwrap();
+        if non_root {
+            for d in [&env.state_dir, &parent, &work, &home] {
+                std::os::unix::fs::chown(d, Some(1000), Some(1000)).unwrap();
+            }
+        }
+        let h9 = |args: &[&str], racing: bool| {
+            let mut c = if non_root {
+                let mut c = env.program("setpriv");
+                c.args(as_docker_user())
+                    .arg(assert_cmd::cargo::cargo_bin("h9sandbox"));
+                c
+            } else {
+                env.cmd()
+            };
+            c.current_dir(&work).args(args).stdin(Stdio::null());
+            if racing {
+                c.env("H9SANDBOX_ENGINE_BIN", &client);
+            }
+            c.output().unwrap()
+        };
+        let out = h9(&["up", "--user", "root"], false);
+        assert_ok(&out);
+        let id = stdout(&out).trim().to_string();
+        assert_ok(&h9(&["stop", &id], false));
+        let out = h9(&["start", &id], true);
+        assert_eq!(
+            out.status.code(),
+            Some(1),
+            "non-root {non_root}: {}",
+            stderr(&out)
+        );
+        assert!(
+            stderr(&out).contains("mounted another directory"),
+            "non-root {non_root}: {}",
+            stderr(&out)
+        );
+        // What it started was stopped again, and the record says so.
+        let ls: Vec<serde_json::Value> =
+            serde_json::from_slice(&h9(&["ls", "--format", "json"], false).stdout).unwrap();
+        let rec = ls.into_iter().find(|e| e["id"] == id.as_str()).unwrap();
+        let c = rec["container_id"].as_str().unwrap();
+        assert_eq!(
+            inspect(c, "{{.State.Running}}"),
+            "false",
+            "non-root {non_root}"
+        );
+        assert_eq!(rec["state"], "Stopped", "non-root {non_root}: {rec}");
+        assert!(
+            rec["error"]
+                .as_str()
+                .unwrap_or("")
+                .contains("mounted another directory"),
+            "{rec}"
+        );
+        // Nothing of the home was reached, and an honest start works.
+        assert_eq!(
+            std::fs::read_to_string(home.join(".bashrc")).unwrap(),
+            "# mine\n"
+        );
+        assert_ok(&h9(&["start", &id], false));
+        let out = h9(&["exec", &id, "--", "ls -a"], false);
+        assert_ok(&out);
+        assert!(!stdout(&out).contains(".ssh"), "{}", stdout(&out));
+        assert_ok(&h9(&["down", &id], false));
+    }
+}
+
+#[test]
+fn nothing_the_sandbox_leaves_in_its_run_dir_jams_start_or_outlives_down() {
+    require_docker!();
+    if engine() != Engine::Docker {
+        return announce("runs the non-root host user against Docker's socket");
+    }
+    for non_root in [false, true] {
+        let env = TestEnv::new();
+        std::fs::set_permissions(env.root.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+        if non_root {
+            for d in [&env.state_dir, &env.workdir] {
+                std::os::unix::fs::chown(d, Some(1000), Some(1000)).unwrap();
+            }
+        }
+        let h9 = |args: &[&str]| {
+            let mut c = if non_root {
+                let mut c = env.program("setpriv");
+                c.args(as_docker_user())
+                    .arg(assert_cmd::cargo::cargo_bin("h9sandbox"));
+                c
+            } else {
+                env.cmd()
+            };
+            c.args(args).stdin(Stdio::null()).output().unwrap()
+        };
+        let out = h9(&["up", "--user", "root"]);
+        assert_ok(&out);
+        let id = stdout(&out).trim().to_string();
+        // Root in the sandbox fills the run directory: a directory where the next token goes,
+        // a stale ready file's stand-in, a tree its host user cannot delete.
+        let plant = "cd /.h9sandbox/run && mkdir token && echo x > token/f && rm -f ready && \
+                     mkdir ready && mkdir -p junk/sub && echo y > junk/sub/f && chmod 0500 junk/sub && \
+                     ln -s /etc/passwd link";
+        assert_ok(&h9(&["exec", &id, "--", plant]));
+        assert_ok(&h9(&["stop", &id]));
+        let out = h9(&["start", &id]);
+        assert_ok(&out);
+        let out = h9(&["-v", "exec", &id, "--", "echo through the agent"]);
+        assert_ok(&out);
+        assert_eq!(stdout(&out), "through the agent\n");
+        assert!(
+            !stderr(&out).contains(" exec "),
+            "went through the engine's exec: {}",
+            stderr(&out)
+        );
+        assert_ok(&h9(&["exec", &id, "--", plant]));
+        assert_ok(&h9(&["down", &id]));
+        let left: Vec<String> = std::fs::read_dir(env.state_dir.join("run"))
+            .map(|d| {
+                d.flatten()
+                    .map(|e| e.file_name().to_string_lossy().into_owned())
+                    .collect()
+            })
+            .unwrap_or_default();
+        assert!(left.is_empty(), "non-root {non_root}: left {left:?}");
+    }
 }

@@ -183,3 +183,82 @@ fn a_parent_whose_container_is_gone_gets_no_children() {
         stderr(&out)
     );
 }
+
+#[test]
+fn a_sub_sandbox_keeps_every_bound_its_parent_was_made_with() {
+    require_docker!();
+    let env = TestEnv::new();
+    let with = |args: &[&str], vars: &[(&str, &str)]| {
+        let mut c = env.cmd();
+        c.args(args).stdin(std::process::Stdio::null());
+        for (k, v) in vars {
+            c.env(k, v);
+        }
+        c.output().unwrap()
+    };
+    let out = with(
+        &["up"],
+        &[
+            ("H9SANDBOX_ULIMIT_NOFILE", "256"),
+            ("H9SANDBOX_EXEC_TIMEOUT_SECS", "3"),
+            ("H9SANDBOX_STOP_TIMEOUT_SECS", "1"),
+            ("H9SANDBOX_BOOTSTRAP_TIMEOUT_SECS", "7"),
+        ],
+    );
+    assert_ok(&out);
+    let parent = stdout(&out).trim().to_string();
+    // Looser values in the environment when the child is made, and after.
+    let loose = [
+        ("H9SANDBOX_ULIMIT_NOFILE", "20000"),
+        ("H9SANDBOX_EXEC_TIMEOUT_SECS", "0"),
+        ("H9SANDBOX_STOP_TIMEOUT_SECS", "30"),
+        ("H9SANDBOX_BOOTSTRAP_TIMEOUT_SECS", "0"),
+    ];
+    let out = with(&["up", "--parent", &parent], &loose);
+    assert_ok(&out);
+    let child = stdout(&out).trim().to_string();
+    let rec = env
+        .ls_raw()
+        .into_iter()
+        .find(|r| r["id"] == child.as_str())
+        .unwrap();
+    let s = &rec["settings"];
+    assert_eq!(
+        (
+            &s["exec_timeout_secs"],
+            &s["stop_timeout_secs"],
+            &s["bootstrap_timeout_secs"],
+            &s["ulimit_nofile"]
+        ),
+        (
+            &serde_json::json!(3),
+            &serde_json::json!(1),
+            &serde_json::json!(7),
+            &serde_json::json!(256)
+        ),
+        "{rec}"
+    );
+    // The container got the parent's open-files limit, not the environment's.
+    let out = with(&["exec", &child, "--", "ulimit -n"], &loose);
+    assert_ok(&out);
+    assert_eq!(stdout(&out), "256\n");
+    // The parent's 3 s exec timeout holds, whatever the environment says now.
+    let t = std::time::Instant::now();
+    let out = with(&["exec", &child, "--", "sleep 20"], &loose);
+    assert_eq!(out.status.code(), Some(124), "{}", stderr(&out));
+    assert!(t.elapsed() < std::time::Duration::from_secs(15));
+    // A looser flag is refused, naming the parent's value; nothing is made.
+    let before = env.ls_raw().len();
+    let out = with(
+        &["up", "--parent", &parent, "--bootstrap-timeout", "100"],
+        &[],
+    );
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("--bootstrap-timeout 100 exceeds the parent's 7s"),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(env.ls_raw().len(), before);
+    assert_ok(&env.run(&["down", &parent]));
+}

@@ -74,6 +74,9 @@ pub fn run_args(flavor: Flavor, spec: &ContainerSpec, extra: &[String]) -> Vec<S
     // set-ID filter that every process inherits, reaps zombies, exits at once on SIGTERM, and
     // runs each command as `spec.user` (the engine's exec passes `--user` itself).
     a.extend(["--user".into(), "0:0".into()]);
+    // An image's HEALTHCHECK would be run by the engine's exec, outside PID 1's tree and
+    // without the set-ID filter, as root: none.
+    a.push("--no-healthcheck".into());
     a.extend(["--cap-drop".into(), "all".into()]);
     for cap in l.caps.added() {
         a.extend(["--cap-add".into(), (*cap).into()]);
@@ -447,11 +450,12 @@ pub fn kill_args(container: &str, spec: &ExecSpec) -> Vec<String> {
     ]
 }
 
-/// `docker run` arguments of the sidecar `spec`: hardened, labelled, detached, never pulling.
-pub fn sidecar_run_args(spec: &SidecarSpec) -> Vec<String> {
+/// `docker run` arguments of the sidecar `spec`: hardened, labelled, never pulling; detached
+/// (`-d`), or (`detach` false) attached and removed at its end (`--rm`).
+pub fn sidecar_run_args(spec: &SidecarSpec, detach: bool) -> Vec<String> {
     let mut a: Vec<String> = vec![
         "run".into(),
-        "-d".into(),
+        if detach { "-d" } else { "--rm" }.into(),
         "--name".into(),
         spec.name.clone(),
     ];
@@ -464,6 +468,11 @@ pub fn sidecar_run_args(spec: &SidecarSpec) -> Vec<String> {
         "--read-only".into(),
         "--cap-drop".into(),
         "all".into(),
+    ]);
+    for cap in &spec.caps {
+        a.extend(["--cap-add".into(), cap.clone()]);
+    }
+    a.extend([
         "--security-opt".into(),
         "no-new-privileges:true".into(),
         "--user".into(),
@@ -474,6 +483,8 @@ pub fn sidecar_run_args(spec: &SidecarSpec) -> Vec<String> {
         spec.pids_limit.to_string(),
         "--cpus".into(),
         format_cpus(spec.cpus),
+        // An image's HEALTHCHECK would run beside the sidecar's program: none.
+        "--no-healthcheck".into(),
     ]);
     for m in &spec.mounts {
         let MountSource::Host(source) = &m.source;

@@ -48,7 +48,7 @@ fn run_args_are_hardened_and_exact() {
     );
     assert_eq!(
         got,
-        "docker run -d --name h9sandbox-abc --label h9sandbox=1 --user 0:0 --cap-drop all \
+        "docker run -d --name h9sandbox-abc --label h9sandbox=1 --user 0:0 --no-healthcheck --cap-drop all \
          --cap-add DAC_OVERRIDE --cap-add SETUID --cap-add SETGID \
          --security-opt no-new-privileges:true --pids-limit 256 --cpus 1.5 --memory 512m \
          --tmpfs /tmp:size=256m,nosuid,noexec,nodev --network none \
@@ -591,6 +591,7 @@ fn sidecars_are_hardened_labelled_and_listed_by_their_label() {
             uid: 1000,
             gid: 1000,
         },
+        caps: Vec::new(),
         memory: "64m".into(),
         pids_limit: 64,
         cpus: 0.5,
@@ -612,7 +613,7 @@ fn sidecars_are_hardened_labelled_and_listed_by_their_label() {
     };
     let got = shell_line(
         "docker",
-        &sidecar_run_args(&spec)
+        &sidecar_run_args(&spec, true)
             .into_iter()
             .map(Into::into)
             .collect::<Vec<_>>(),
@@ -622,7 +623,7 @@ fn sidecars_are_hardened_labelled_and_listed_by_their_label() {
         "docker run -d --name h9sandbox-proxy-abc --label h9sandbox.proxy_of=id-1 \
          --label h9sandbox.state_dir=/s --network bridge --read-only --cap-drop all \
          --security-opt no-new-privileges:true --user 1000:1000 --memory 64m --pids-limit 64 \
-         --cpus 0.5 --mount type=bind,source=/opt/h9,target=/.h9sandbox/h9sandbox,readonly \
+         --cpus 0.5 --no-healthcheck --mount type=bind,source=/opt/h9,target=/.h9sandbox/h9sandbox,readonly \
          --mount type=bind,source=/s/proxy/id-1,target=/.h9sandbox/proxy \
          --entrypoint /.h9sandbox/h9sandbox --pull never -- img agent proxy"
     );
