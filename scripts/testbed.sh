@@ -62,7 +62,19 @@ make_certs() {
   )
 }
 
+need_tools() {
+  local need=()
+  command -v openssl >/dev/null 2>&1 || need+=(openssl)
+  command -v ip >/dev/null 2>&1 || need+=(iproute2)
+  if [ ${#need[@]} -gt 0 ]; then
+    log "installing ${need[*]}"
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
+  fi
+}
+
 up() {
+  need_tools
   if running; then
     log "already running (pid $(cat "$PIDFILE"))"
   else

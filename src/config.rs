@@ -1137,7 +1137,10 @@ impl Config {
             return Err(fail("engine_bin", "the engine binary is empty".into()));
         }
         if let Some(c) = &self.docker_context {
-            if c.is_empty() || c.starts_with('-') || c.chars().any(|c| c.is_whitespace() || c.is_control()) {
+            if c.is_empty()
+                || c.starts_with('-')
+                || c.chars().any(|c| c.is_whitespace() || c.is_control())
+            {
                 return Err(fail(
                     "docker_context",
                     format!("'{c}' is not a context name (see `docker context ls`)"),

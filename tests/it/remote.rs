@@ -413,14 +413,20 @@ fn a_sandbox_keeps_the_daemon_it_was_made_on_whatever_the_environment_says_later
         for (k, _) in &bed {
             c.env_remove(k);
         }
-        c.args(args).stdin(std::process::Stdio::null()).output().unwrap()
+        c.args(args)
+            .stdin(std::process::Stdio::null())
+            .output()
+            .unwrap()
     };
     let out = bare(&["exec", &remote, "--", "cat a.txt"]);
     assert_ok(&out);
     assert_eq!(stdout(&out), "carried\n");
     let rec = record(&env, &remote);
     assert_eq!(rec["daemon"]["host"], bed[0].1.as_str(), "{rec}");
-    assert_eq!(rec["workdir_mode"], "copy", "a daemon elsewhere copies: {rec}");
+    assert_eq!(
+        rec["workdir_mode"], "copy",
+        "a daemon elsewhere copies: {rec}"
+    );
     // A sandbox on this machine's daemon beside it; ls checks each on its own daemon, and
     // shows where each runs.
     let local = {
@@ -452,7 +458,12 @@ fn a_sandbox_keeps_the_daemon_it_was_made_on_whatever_the_environment_says_later
             }
         }
         let out = c
-            .args(["ps", "-aq", "--filter", &format!("label=h9sandbox.id={remote}")])
+            .args([
+                "ps",
+                "-aq",
+                "--filter",
+                &format!("label=h9sandbox.id={remote}"),
+            ])
             .output()
             .unwrap();
         String::from_utf8_lossy(&out.stdout).trim().to_string()
