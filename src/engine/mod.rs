@@ -1064,6 +1064,66 @@ pub enum ExecFailure {
 #[cfg(test)]
 mod tests {
     #[test]
+    fn the_daemon_comes_from_the_clients_settings_and_is_checked() {
+        use crate::types::Daemon;
+        let mut cfg = crate::config::Config::default();
+        let env = |vars: &'static [(&'static str, &'static str)]| {
+            move |k: &str| {
+                vars.iter()
+                    .find(|(n, _)| *n == k)
+                    .map(|(_, v)| v.to_string())
+            }
+        };
+        assert_eq!(super::current_daemon(&cfg, env(&[])), Daemon::default());
+        cfg.docker_context = Some("builder".into());
+        let d = super::current_daemon(&cfg, env(&[("DOCKER_HOST", "")]));
+        assert_eq!(
+            d.context.as_deref(),
+            Some("builder"),
+            "the key when the variable is unset"
+        );
+        assert_eq!(d.describe(), "context builder");
+        let d = super::current_daemon(
+            &cfg,
+            env(&[
+                ("DOCKER_HOST", "tcp://10.0.0.5:2376"),
+                ("DOCKER_CONTEXT", "other"),
+                ("DOCKER_TLS_VERIFY", "1"),
+                ("DOCKER_CERT_PATH", "/certs"),
+            ]),
+        );
+        assert_eq!(
+            d.context.as_deref(),
+            Some("other"),
+            "the variable wins over the key"
+        );
+        assert_eq!(
+            d.describe(),
+            "tcp://10.0.0.5:2376",
+            "DOCKER_HOST wins over a context"
+        );
+        assert_eq!(d.validate(), Ok(()));
+        for bad in [
+            "ssh://-oProxyCommand=x",
+            "http://x",
+            "tcp://a\nb",
+            "ssh://u@-x",
+        ] {
+            let d = Daemon {
+                host: Some(bad.into()),
+                ..Daemon::default()
+            };
+            assert!(d.validate().is_err(), "{bad} passed");
+        }
+        assert!(Daemon {
+            host: Some("ssh://me@builder:22".into()),
+            ..Daemon::default()
+        }
+        .validate()
+        .is_ok());
+    }
+
+    #[test]
     fn a_daemon_elsewhere_is_told_from_the_clients_settings() {
         assert_eq!(daemon_host(None, None), None);
         assert_eq!(daemon_host(Some(""), Some("default")), None);
