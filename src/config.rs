@@ -77,6 +77,11 @@ pub struct Config {
     /// (`docker`, `podman`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub engine_bin: Option<String>,
+    /// The Docker context new sandboxes go to when `DOCKER_CONTEXT` is unset (`docker context
+    /// ls`); unset is the client's current context. `DOCKER_HOST` wins over both, as in the
+    /// Docker CLI. Each sandbox keeps the daemon it was made on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub docker_context: Option<String>,
     /// What `up` does when the engine cannot be reached: `fail`, or `local` (no isolation).
     pub fallback: Fallback,
     /// OCI runtime of new containers (`--runtime`, e.g. `runc`); unset is the engine's default.
@@ -161,6 +166,7 @@ impl Default for Config {
             pull_timeout_secs: 300,
             engine: EngineKind::Docker,
             engine_bin: None,
+            docker_context: None,
             fallback: Fallback::Fail,
             runtime: None,
             ulimit_nofile: 0,
@@ -305,6 +311,11 @@ pub const KEYS: &[Key] = &[
         "engine_bin",
         Kind::Str,
         "The engine's command-line client: a name on `PATH` or a path; unset: the engine's name (`docker`, `podman`).",
+    ),
+    key(
+        "docker_context",
+        Kind::Str,
+        "The Docker context new sandboxes go to when `DOCKER_CONTEXT` is unset (`docker context ls`); unset: the client's current context. `DOCKER_HOST` wins over both. Each sandbox keeps the daemon it was made on (see [Remote sandboxes](../guide.md#remote-sandboxes)).",
     ),
     key(
         "fallback",
@@ -452,6 +463,7 @@ pub const OTHER_ENV: &[&str] = &[
 /// person who runs h9sandbox.
 pub const HOST_SIDE_KEYS: &[&str] = &[
     "engine_bin",
+    "docker_context",
     "state_dir",
     "engine",
     "fallback",
@@ -1123,6 +1135,17 @@ impl Config {
             .is_some_and(|b| b.trim().is_empty())
         {
             return Err(fail("engine_bin", "the engine binary is empty".into()));
+        }
+        if let Some(c) = &self.docker_context {
+            if c.is_empty()
+                || c.starts_with('-')
+                || c.chars().any(|c| c.is_whitespace() || c.is_control())
+            {
+                return Err(fail(
+                    "docker_context",
+                    format!("'{c}' is not a context name (see `docker context ls`)"),
+                ));
+            }
         }
         if let Some(r) = &self.runtime {
             if r.is_empty() || r.chars().any(|c| c.is_whitespace() || c.is_control()) {

@@ -536,6 +536,7 @@ mod tests {
             workdir_id: None,
             runtime: None,
             workdir_mode: Default::default(),
+            daemon: None,
             engine: EngineKind::Docker,
             isolation: Isolation::Container,
             parent: None,

@@ -127,6 +127,12 @@ pub struct Record {
     /// whatever the configuration says now. Records written before engines existed are `docker`.
     #[serde(default)]
     pub engine: EngineKind,
+    /// The daemon of a Docker sandbox, as the client's settings named it at `up`
+    /// ([`crate::types::Daemon`]): every later command on it talks to that daemon, whatever
+    /// `DOCKER_HOST` or `DOCKER_CONTEXT` say then. Absent in records made before it existed
+    /// (their commands use the settings in force) and for other engines.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub daemon: Option<crate::types::Daemon>,
     /// `container`, or `none` for a local sandbox: its commands run on the host unconfined.
     #[serde(default)]
     pub isolation: Isolation,
@@ -1029,6 +1035,7 @@ pub(crate) mod tests {
             workdir_id: None,
             runtime: None,
             workdir_mode: Default::default(),
+            daemon: None,
         }
     }
 

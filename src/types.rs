@@ -58,6 +58,88 @@ pub enum Isolation {
     None,
 }
 
+/// The daemon a Docker client talks to, as its own settings name it: the environment variables
+/// `DOCKER_HOST`, `DOCKER_CONTEXT` (or config `docker_context`), `DOCKER_TLS_VERIFY` and
+/// `DOCKER_CERT_PATH` of the Docker CLI (<https://docs.docker.com/reference/cli/docker/#environment-variables>).
+/// `up` records it, and every later command on that sandbox hands the same settings to the
+/// client, whatever its own environment says; all unset is the client's default (this
+/// machine's daemon, or the current context).
+#[derive(Debug, Clone, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct Daemon {
+    /// `DOCKER_HOST` (`unix:///…`, `tcp://H:P`, `ssh://[U@]H[:P]`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host: Option<String>,
+    /// `DOCKER_CONTEXT`: a context of the client (`docker context ls`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context: Option<String>,
+    /// `DOCKER_TLS_VERIFY`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tls_verify: Option<String>,
+    /// `DOCKER_CERT_PATH`: this machine's directory of the client's TLS certificates.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cert_path: Option<String>,
+}
+
+impl Daemon {
+    /// The client's environment variables these settings are, in order.
+    pub const VARS: [&'static str; 4] = [
+        "DOCKER_HOST",
+        "DOCKER_CONTEXT",
+        "DOCKER_TLS_VERIFY",
+        "DOCKER_CERT_PATH",
+    ];
+
+    /// The settings by variable name, as [`Daemon::VARS`] orders them.
+    pub fn values(&self) -> [Option<&str>; 4] {
+        [
+            self.host.as_deref(),
+            self.context.as_deref(),
+            self.tls_verify.as_deref(),
+            self.cert_path.as_deref(),
+        ]
+    }
+
+    /// Checks the settings before any client is started with them: a host of a scheme the
+    /// client knows (`unix`, `tcp`, `ssh`, `fd`, `npipe`), an `ssh://` host that cannot be read
+    /// as an option of `ssh` (no leading `-`), no control characters, no empty value.
+    /// Errors: a one-line message naming the variable.
+    pub fn validate(&self) -> Result<(), String> {
+        for (name, v) in Self::VARS.iter().zip(self.values()) {
+            let Some(v) = v else { continue };
+            if v.is_empty() || v.chars().any(char::is_control) {
+                return Err(format!(
+                    "{name} is empty or holds a control character; unset it or give a value such as tcp://host:2376"
+                ));
+            }
+        }
+        if let Some(h) = &self.host {
+            let (scheme, rest) = h.split_once("://").unwrap_or(("", h));
+            if !["unix", "tcp", "ssh", "fd", "npipe"].contains(&scheme) {
+                return Err(format!(
+                    "DOCKER_HOST={h} names no daemon the Docker client knows (unix://, tcp://, ssh://)"
+                ));
+            }
+            let host = rest.rsplit_once('@').map_or(rest, |(_, r)| r);
+            if scheme == "ssh" && (host.starts_with('-') || rest.starts_with('-')) {
+                return Err(format!(
+                    "DOCKER_HOST={h}: an ssh host may not start with '-'"
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// Where the daemon is, for people (`ls`): `local` for the client's default, else the
+    /// host (`tcp://10.0.0.5:2376`) or `context NAME`.
+    pub fn describe(&self) -> String {
+        match (&self.host, &self.context) {
+            (Some(h), _) => h.clone(),
+            (None, Some(c)) if c != "default" => format!("context {c}"),
+            _ => "local".into(),
+        }
+    }
+}
+
 /// How a sandbox's work dir reaches its container (config `workdir_mode`, `up --workdir-mode`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, clap::ValueEnum)]
 #[serde(rename_all = "lowercase")]

@@ -67,7 +67,11 @@ pub fn table(entries: &[Entry], colour: bool) -> Table {
             Cell::new(format!("{}{}", "  ".repeat(e.depth), e.role)),
             Cell::new(&r.name),
             output::state_cell(r.state),
-            Cell::new(r.engine),
+            // Where it runs: the engine, and a daemon other than this machine's default.
+            Cell::new(match r.daemon.as_ref().map(|d| d.describe()) {
+                Some(d) if d != "local" => format!("{} at {d}", r.engine),
+                _ => r.engine.to_string(),
+            }),
             Cell::new(if r.isolation == Isolation::None {
                 "-"
             } else {

@@ -23,7 +23,7 @@ use serde::Serialize;
 
 use crate::config::Config;
 use crate::report::Reporter;
-use crate::types::{EngineKind, Ids, Limits};
+use crate::types::{Daemon, EngineKind, Ids, Limits};
 
 pub use docker::{Docker, Flavor, RunOptions};
 pub use local::Local;
@@ -425,6 +425,19 @@ pub fn daemon_host(docker_host: Option<&str>, context: Option<&str>) -> Option<S
         None => context
             .filter(|c| !c.is_empty() && *c != "default")
             .map(str::to_string),
+    }
+}
+
+/// The daemon new Docker sandboxes go to: the client's own settings in the environment `var`
+/// reads (`DOCKER_HOST`, `DOCKER_CONTEXT`, `DOCKER_TLS_VERIFY`, `DOCKER_CERT_PATH`), the
+/// configured `docker_context` when `DOCKER_CONTEXT` is unset. Empty values count as unset.
+pub fn current_daemon(cfg: &Config, var: impl Fn(&str) -> Option<String>) -> Daemon {
+    let get = |k: &str| var(k).filter(|v| !v.is_empty());
+    Daemon {
+        host: get("DOCKER_HOST"),
+        context: get("DOCKER_CONTEXT").or_else(|| cfg.docker_context.clone()),
+        tls_verify: get("DOCKER_TLS_VERIFY"),
+        cert_path: get("DOCKER_CERT_PATH"),
     }
 }
 
@@ -853,6 +866,24 @@ pub enum AnyEngine {
 }
 
 impl AnyEngine {
+    /// The daemon a Docker engine's client talks to; `None` for Podman and the local engine.
+    pub fn daemon(&self) -> Option<&Daemon> {
+        match self {
+            AnyEngine::Docker(d) if d.flavor() == Flavor::Docker => Some(d.daemon_settings()),
+            _ => None,
+        }
+    }
+
+    /// The same engine talking to `daemon` instead (a Docker engine; others as they are).
+    pub fn at(self, daemon: &Daemon) -> AnyEngine {
+        match self {
+            AnyEngine::Docker(d) if d.flavor() == Flavor::Docker => {
+                AnyEngine::Docker(d.daemon(daemon.clone()))
+            }
+            other => other,
+        }
+    }
+
     /// The engine `kind` as `cfg` configures it, for the state directory `state_dir`, showing
     /// its command lines to `reporter` (`-v`). The configured `engine_bin` applies when `kind`
     /// is the configured engine; another container engine (the one an older record was created
@@ -877,7 +908,8 @@ impl AnyEngine {
             EngineKind::Docker => AnyEngine::Docker(
                 Docker::with_flavor(Flavor::Docker, bin("docker"))
                     .options(options)
-                    .reporter(Arc::clone(reporter)),
+                    .reporter(Arc::clone(reporter))
+                    .daemon(current_daemon(cfg, |k| std::env::var(k).ok())),
             ),
             EngineKind::Podman => AnyEngine::Docker(
                 Docker::with_flavor(Flavor::Podman, bin("podman"))
@@ -1031,6 +1063,66 @@ pub enum ExecFailure {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn the_daemon_comes_from_the_clients_settings_and_is_checked() {
+        use crate::types::Daemon;
+        let mut cfg = crate::config::Config::default();
+        let env = |vars: &'static [(&'static str, &'static str)]| {
+            move |k: &str| {
+                vars.iter()
+                    .find(|(n, _)| *n == k)
+                    .map(|(_, v)| v.to_string())
+            }
+        };
+        assert_eq!(super::current_daemon(&cfg, env(&[])), Daemon::default());
+        cfg.docker_context = Some("builder".into());
+        let d = super::current_daemon(&cfg, env(&[("DOCKER_HOST", "")]));
+        assert_eq!(
+            d.context.as_deref(),
+            Some("builder"),
+            "the key when the variable is unset"
+        );
+        assert_eq!(d.describe(), "context builder");
+        let d = super::current_daemon(
+            &cfg,
+            env(&[
+                ("DOCKER_HOST", "tcp://10.0.0.5:2376"),
+                ("DOCKER_CONTEXT", "other"),
+                ("DOCKER_TLS_VERIFY", "1"),
+                ("DOCKER_CERT_PATH", "/certs"),
+            ]),
+        );
+        assert_eq!(
+            d.context.as_deref(),
+            Some("other"),
+            "the variable wins over the key"
+        );
+        assert_eq!(
+            d.describe(),
+            "tcp://10.0.0.5:2376",
+            "DOCKER_HOST wins over a context"
+        );
+        assert_eq!(d.validate(), Ok(()));
+        for bad in [
+            "ssh://-oProxyCommand=x",
+            "http://x",
+            "tcp://a\nb",
+            "ssh://u@-x",
+        ] {
+            let d = Daemon {
+                host: Some(bad.into()),
+                ..Daemon::default()
+            };
+            assert!(d.validate().is_err(), "{bad} passed");
+        }
+        assert!(Daemon {
+            host: Some("ssh://me@builder:22".into()),
+            ..Daemon::default()
+        }
+        .validate()
+        .is_ok());
+    }
+
     #[test]
     fn a_daemon_elsewhere_is_told_from_the_clients_settings() {
         assert_eq!(daemon_host(None, None), None);

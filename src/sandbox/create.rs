@@ -342,6 +342,9 @@ async fn resolve_spec(ctx: &Ctx, req: &UpRequest) -> Result<Plan> {
             }),
         None => ctx.engine.clone(),
     };
+    if let Some(d) = engine.daemon() {
+        d.validate().map_err(Error::Invalid)?;
+    }
     let workdir_mode = resolve_workdir_mode(ctx, &engine, parent.as_ref(), &limits)?;
     let now = now_rfc3339();
     let mut record = Record {
@@ -372,6 +375,7 @@ async fn resolve_spec(ctx: &Ctx, req: &UpRequest) -> Result<Plan> {
         workdir_id: workdir_mode.is_mount().then(|| mount.identity()),
         runtime,
         workdir_mode,
+        daemon: engine.daemon().cloned(),
     };
     record.start_lease(SystemTime::now())?;
     let binary = match engine.kind().isolation() {
@@ -605,7 +609,7 @@ fn container_spec(ctx: &Ctx, record: &Record, user: Ids, binary: PathBuf) -> Con
                         if published { "0.0.0.0" } else { "127.0.0.1" },
                         crate::contract::CHANNEL_PORT
                     ),
-                    publish: published.then(|| channel_publish_address(ctx)),
+                    publish: published.then(|| channel_publish_address(&ctx.engine_for(record))),
                     ready_timeout: Duration::from_secs(ctx.cfg.start_timeout_secs),
                 })
             }
@@ -616,8 +620,8 @@ fn container_spec(ctx: &Ctx, record: &Record, user: Ids, binary: PathBuf) -> Con
 /// The address of the daemon's host the channel's port is published on: this machine's
 /// loopback for a daemon on this machine, every address of a remote daemon's host (the channel
 /// is authenticated both ways: README, Remote sandboxes).
-fn channel_publish_address(ctx: &Ctx) -> String {
-    match remote_host(ctx) {
+fn channel_publish_address(engine: &AnyEngine) -> String {
+    match engine.remote_host() {
         None => "127.0.0.1".into(),
         Some(_) => "0.0.0.0".into(),
     }
@@ -625,23 +629,18 @@ fn channel_publish_address(ctx: &Ctx) -> String {
 
 /// Where the host connects to a channel published on port `port` of the daemon's host:
 /// `channel_host` when configured (`H9SANDBOX_CHANNEL_HOST`), else the daemon's host as
-/// `DOCKER_HOST` names it, else this machine's loopback.
-pub(super) fn channel_connect_address(ctx: &Ctx, port: u16) -> String {
+/// `DOCKER_HOST` names it (the sandbox's own daemon, `engine`), else this machine's loopback.
+pub(super) fn channel_connect_address(engine: &AnyEngine, port: u16) -> String {
     let host = std::env::var("H9SANDBOX_CHANNEL_HOST")
         .ok()
         .filter(|h| !h.is_empty())
-        .or_else(|| remote_host(ctx))
+        .or_else(|| engine.remote_host())
         .unwrap_or_else(|| "127.0.0.1".into());
     if host.contains(':') {
         format!("[{host}]:{port}")
     } else {
         format!("{host}:{port}")
     }
-}
-
-/// The daemon's host of the configured engine when it is not this machine's.
-fn remote_host(ctx: &Ctx) -> Option<String> {
-    ctx.engine.remote_host()
 }
 
 /// This process's login name, from the host's `/etc/passwd` (read directly: a static binary
@@ -1029,7 +1028,7 @@ async fn start_container(
                 .ports
                 .iter()
                 .find(|(port, _, _)| *port == crate::contract::CHANNEL_PORT)
-                .map(|(_, _, host_port)| channel_connect_address(ctx, *host_port));
+                .map(|(_, _, host_port)| channel_connect_address(engine, *host_port));
             let inside = format!("127.0.0.1:{}", crate::contract::CHANNEL_PORT);
             Some(
                 super::agent::check_channel(ctx, engine, &container_id, id, address, inside)

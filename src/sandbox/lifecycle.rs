@@ -203,7 +203,7 @@ pub async fn start(ctx: &Ctx, query: &str) -> Result<Record> {
                 .ports
                 .iter()
                 .find(|(port, _, _)| *port == crate::contract::CHANNEL_PORT)
-                .map(|(_, _, p)| super::create::channel_connect_address(ctx, *p));
+                .map(|(_, _, p)| super::create::channel_connect_address(&engine, *p));
             Some(
                 super::agent::check_channel(
                     ctx,

@@ -17,7 +17,7 @@ use crate::engine::{ContainerSummary, Environment, LABEL_MANAGED, LABEL_STATE_DI
 use crate::error::Error;
 use crate::lease::{claim_of, Claim};
 use crate::state::{Lifecycle, Record};
-use crate::types::{EngineKind, Isolation};
+use crate::types::Isolation;
 
 /// One `ls --format json` entry: the record, with `state` reconciled with the engine.
 #[derive(Debug, Serialize)]
@@ -50,31 +50,35 @@ pub struct Entry {
 pub async fn entries(ctx: &Ctx) -> Result<Vec<Entry>> {
     let state = ctx.store.load()?;
     let label = ctx.state_label();
-    let mut listed: BTreeMap<EngineKind, Option<Vec<ContainerSummary>>> = BTreeMap::new();
+    // One listing per engine and daemon in use ([`super::Target`]).
+    let current = ctx.current_target();
+    let mut listed: BTreeMap<super::Target, Option<Vec<ContainerSummary>>> = BTreeMap::new();
     for r in &state.sandboxes {
-        if r.isolation == Isolation::Container && !listed.contains_key(&r.engine) {
+        let target = ctx.target_of(r);
+        if r.isolation == Isolation::Container && !listed.contains_key(&target) {
             let containers = match ctx
-                .engine_of(r.engine)
+                .engine_at(&target)
                 .list(&[(LABEL_MANAGED, "1"), (LABEL_STATE_DIR, &label)])
                 .await
             {
                 Ok(c) => Some(c),
                 Err(e) => match e.downcast_ref::<Error>() {
-                    // Degraded listing only when local fallback sandboxes are expected; by
-                    // default an unreachable engine fails `ls`, as every other subcommand.
+                    // Degraded listing when local fallback sandboxes are expected, and for
+                    // another daemon than the one in force (a remote host that is down must
+                    // not hide this machine's sandboxes); by default an unreachable engine
+                    // fails `ls`, as every other subcommand.
                     Some(Error::EngineUnavailable { reason, .. })
-                        if ctx.cfg.fallback == Fallback::Local =>
+                        if ctx.cfg.fallback == Fallback::Local || target != current =>
                     {
                         ctx.reporter.warn(&format!(
-                            "cannot check the {} sandboxes: {reason}; they are shown as recorded, with container_state \"unknown\"",
-                            r.engine
+                            "cannot check the sandboxes of {target}: {reason}; they are shown as recorded, with container_state \"unknown\""
                         ));
                         None
                     }
                     _ => return Err(e),
                 },
             };
-            listed.insert(r.engine, containers);
+            listed.insert(target, containers);
         }
     }
     // Each container is the sandbox's whose record holds its ID; the ID label counts only for a
@@ -89,7 +93,7 @@ pub async fn entries(ctx: &Ctx) -> Result<Vec<Entry>> {
         let of_kind: Vec<Record> = state
             .sandboxes
             .iter()
-            .filter(|r| r.engine == *kind && r.isolation == Isolation::Container)
+            .filter(|r| ctx.target_of(r) == *kind && r.isolation == Isolation::Container)
             .cloned()
             .collect();
         for c in cs {
@@ -110,7 +114,10 @@ pub async fn entries(ctx: &Ctx) -> Result<Vec<Entry>> {
             let record = records[n.index].take()?;
             let mut e = if record.isolation == Isolation::None {
                 reconcile_local(record)
-            } else if listed.get(&record.engine).is_some_and(Option::is_none) {
+            } else if listed
+                .get(&ctx.target_of(&record))
+                .is_some_and(Option::is_none)
+            {
                 Entry {
                     record,
                     role: String::new(),

@@ -170,7 +170,37 @@ impl Ctx {
     /// The engine that runs the sandbox `rec` (the one it was created with), so that a local
     /// sandbox is never sent to a container engine, nor a container to another engine.
     pub fn engine_for(&self, rec: &Record) -> AnyEngine {
-        self.engine_of(rec.engine)
+        let engine = self.engine_of(rec.engine);
+        match &rec.daemon {
+            Some(d) if engine.daemon().is_some_and(|now| now != d) => engine.at(d),
+            _ => engine,
+        }
+    }
+
+    /// Where the sandbox `rec` runs: its engine and, for Docker, its daemon (the recorded one;
+    /// for a record older than that, the one in force).
+    pub fn target_of(&self, rec: &Record) -> Target {
+        Target {
+            kind: rec.engine,
+            daemon: self.engine_for(rec).daemon().cloned(),
+        }
+    }
+
+    /// Where new sandboxes go: the configured engine and its daemon.
+    pub fn current_target(&self) -> Target {
+        Target {
+            kind: self.engine.kind(),
+            daemon: self.engine.daemon().cloned(),
+        }
+    }
+
+    /// The engine of `target`.
+    pub fn engine_at(&self, target: &Target) -> AnyEngine {
+        let engine = self.engine_of(target.kind);
+        match &target.daemon {
+            Some(d) => engine.at(d),
+            None => engine,
+        }
     }
 
     /// Whether the configuration in force allows the local engine (no isolation): `engine =
@@ -192,12 +222,40 @@ impl Ctx {
                 rec.short_id()
             )));
         }
+        if let Some(d) = &rec.daemon {
+            d.validate().map_err(|m| {
+                Error::Invalid(format!(
+                    "sandbox {}'s record names its daemon wrongly ({m}); `h9sandbox down {}` removes the record",
+                    rec.short_id(),
+                    rec.short_id()
+                ))
+            })?;
+        }
         Ok(self.engine_for(rec))
     }
 
     /// The value of the state-directory label of this store's containers.
     pub fn state_label(&self) -> String {
         self.store.dir().to_string_lossy().into_owned()
+    }
+}
+
+/// An engine and, for Docker, the daemon its client talks to: where sandboxes run, each
+/// listed and judged on its own by `reap` ([`Ctx::target_of`]).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Target {
+    /// The engine.
+    pub kind: crate::types::EngineKind,
+    /// Its daemon (Docker), else `None`.
+    pub daemon: Option<crate::types::Daemon>,
+}
+
+impl std::fmt::Display for Target {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.daemon {
+            Some(d) if d.describe() != "local" => write!(f, "{} at {}", self.kind, d.describe()),
+            _ => write!(f, "{}", self.kind),
+        }
     }
 }
 

@@ -24,12 +24,12 @@ use std::time::SystemTime;
 
 use anyhow::Result;
 
-use super::Ctx;
+use super::{Ctx, Target};
 use crate::engine::{ContainerSummary, Environment, LABEL_MANAGED, LABEL_STATE_DIR};
 use crate::error::Error;
 use crate::lease::{judge, lease_reason, sandbox_uuid, still_holds, Action, Reason, Verdict};
-use crate::state::{Lifecycle, ProcessRef, State};
-use crate::types::{EngineKind, Isolation};
+use crate::state::{Lifecycle, ProcessRef, Record, State};
+use crate::types::Isolation;
 
 /// The outcome of one sweep.
 #[derive(Debug, Default)]
@@ -45,7 +45,7 @@ pub struct Sweep {
 }
 
 /// The containers of this state directory, as each container engine in use lists them.
-type Listings = Vec<(EngineKind, Vec<ContainerSummary>)>;
+type Listings = Vec<(Target, Vec<ContainerSummary>)>;
 
 /// Finds what is abandoned in this state directory and, unless `dry_run`, removes it.
 /// Errors: the state file cannot be read or written, the engine cannot list containers.
@@ -54,7 +54,13 @@ pub async fn sweep(ctx: &Ctx, dry_run: bool) -> Result<Sweep> {
     let before = ctx.store.load()?;
     let listings = list_containers(ctx, &before).await?;
     let after = ctx.store.load()?;
-    let verdicts = judge_all(&before, &listings, &after, SystemTime::now());
+    let verdicts = judge_all(
+        &before,
+        &listings,
+        &after,
+        |r| ctx.target_of(r),
+        SystemTime::now(),
+    );
     let (records, containers) = (
         after.sandboxes.len(),
         listings.iter().map(|(_, l)| l.len()).sum::<usize>(),
@@ -105,29 +111,30 @@ fn alive(p: &ProcessRef) -> bool {
 /// one being unreachable is only warned about: its sandboxes are simply not judged this time.
 async fn list_containers(ctx: &Ctx, before: &State) -> Result<Listings> {
     let label = ctx.state_label();
-    let mut kinds: BTreeSet<EngineKind> = before
+    let mut targets: BTreeSet<Target> = before
         .sandboxes
         .iter()
         .filter(|r| r.isolation == Isolation::Container)
-        .map(|r| r.engine)
+        .map(|r| ctx.target_of(r))
         .collect();
-    if ctx.engine.kind().isolation() == Isolation::Container {
-        kinds.insert(ctx.engine.kind());
+    let current = ctx.current_target();
+    if current.kind.isolation() == Isolation::Container {
+        targets.insert(current.clone());
     }
     let mut listings = Vec::new();
-    for kind in kinds {
+    for target in targets {
         match ctx
-            .engine_of(kind)
+            .engine_at(&target)
             .list(&[(LABEL_MANAGED, "1"), (LABEL_STATE_DIR, &label)])
             .await
         {
-            Ok(c) => listings.push((kind, c)),
+            Ok(c) => listings.push((target, c)),
             Err(e)
-                if kind != ctx.engine.kind()
+                if target != current
                     && matches!(e.downcast_ref(), Some(Error::EngineUnavailable { .. })) =>
             {
                 ctx.reporter
-                    .warn(&format!("reap skips the {kind} sandboxes: {e:#}"));
+                    .warn(&format!("reap skips the sandboxes of {target}: {e:#}"));
             }
             Err(e) => return Err(e),
         }
@@ -138,23 +145,29 @@ async fn list_containers(ctx: &Ctx, before: &State) -> Result<Listings> {
 /// The verdicts on the state read `before` and `after` the `listings`, at `now`: each
 /// container engine's sandboxes judged against its own listing ([`judge`]), local sandboxes by
 /// their lease, and the sub-sandboxes of everything reaped (or already gone).
-fn judge_all(before: &State, listings: &Listings, after: &State, now: SystemTime) -> Vec<Verdict> {
-    let of_kind = |s: &State, kind: EngineKind| State {
+fn judge_all(
+    before: &State,
+    listings: &Listings,
+    after: &State,
+    target_of: impl Fn(&Record) -> Target,
+    now: SystemTime,
+) -> Vec<Verdict> {
+    let of_kind = |s: &State, kind: &Target| State {
         version: s.version,
         dir: s.dir.clone(),
         sandboxes: s
             .sandboxes
             .iter()
-            .filter(|r| r.isolation == Isolation::Container && r.engine == kind)
+            .filter(|r| r.isolation == Isolation::Container && target_of(r) == *kind)
             .cloned()
             .collect(),
     };
     let mut verdicts = Vec::new();
     for (kind, containers) in listings {
         verdicts.extend(judge(
-            &of_kind(before, *kind),
+            &of_kind(before, kind),
             containers,
-            &of_kind(after, *kind),
+            &of_kind(after, kind),
             alive,
             now,
         ));
@@ -364,11 +377,11 @@ async fn remove_one(ctx: &Ctx, listings: &Listings, v: &Verdict) -> Result<()> {
             (e, removed)
         }
         (Some(c), None) => {
-            let kind = listings
+            let target = listings
                 .iter()
                 .find(|(_, cs)| cs.iter().any(|x| &x.id == c))
-                .map_or(ctx.engine.kind(), |(k, _)| *k);
-            let e = ctx.engine_of(kind);
+                .map_or_else(|| ctx.current_target(), |(t, _)| t.clone());
+            let e = ctx.engine_at(&target);
             let removed = e.remove(c).await;
             (e, removed)
         }
@@ -396,8 +409,8 @@ async fn remove_one(ctx: &Ctx, listings: &Listings, v: &Verdict) -> Result<()> {
 /// read: a sandbox being created has its record before its volume.
 async fn remove_orphan_volumes(ctx: &Ctx, listings: &Listings) {
     let label = ctx.state_label();
-    for (kind, _) in listings {
-        let engine = ctx.engine_of(*kind);
+    for (target, _) in listings {
+        let engine = ctx.engine_at(target);
         let Ok(volumes) = engine
             .list_volumes(&[(LABEL_MANAGED, "1"), (LABEL_STATE_DIR, &label)])
             .await

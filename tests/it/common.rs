@@ -309,6 +309,28 @@ impl TestEnv {
         }
     }
 
+    /// A unix socket path of this environment's own that leads to this machine's Docker daemon
+    /// (a symlink to `/var/run/docker.sock`), as `DOCKER_HOST` (`unix://LINK`), for tests that
+    /// take the daemon away from a sandbox: its record keeps that `DOCKER_HOST`, so removing
+    /// the link ([`TestEnv::daemon_away`]) makes its daemon unreachable, and
+    /// [`TestEnv::daemon_back`] brings it back.
+    pub fn daemon_link(&self) -> String {
+        let link = self.root.path().join("docker.sock");
+        let _ = std::fs::remove_file(&link);
+        std::os::unix::fs::symlink("/var/run/docker.sock", &link).unwrap();
+        format!("unix://{}", link.display())
+    }
+
+    /// Removes the link of [`TestEnv::daemon_link`].
+    pub fn daemon_away(&self) {
+        std::fs::remove_file(self.root.path().join("docker.sock")).unwrap();
+    }
+
+    /// Makes the link of [`TestEnv::daemon_link`] again.
+    pub fn daemon_back(&self) {
+        self.daemon_link();
+    }
+
     /// Runs the binary with `args`, stdin closed.
     pub fn run(&self, args: &[&str]) -> Output {
         self.cmd()

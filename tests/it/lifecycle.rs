@@ -59,6 +59,9 @@ fn any_image_starts_its_config_handled_on_purpose() {
 #[test]
 fn a_work_dir_replaced_after_up_is_told_in_every_command() {
     require_container!("a local sandbox sees the host's directory as it is");
+    if workdir_copied("a copied work dir is the sandbox's own: the host's may be replaced") {
+        return;
+    }
     let env = TestEnv::new();
     let id = env.up(&[]);
     std::fs::remove_dir_all(&env.workdir).unwrap();

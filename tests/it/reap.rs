@@ -691,7 +691,18 @@ fn failed_records_without_container_are_reaped() {
 fn engine_unreachable_fails_fast_and_changes_nothing() {
     require_docker!();
     let env = TestEnv::new();
-    let id = env.up(&["--ttl", "1h"]);
+    // The sandbox's daemon is reached through a link of the test's own, which then goes away:
+    // the record keeps the daemon it was made on.
+    let host = env.daemon_link();
+    let out = env
+        .cmd()
+        .env("DOCKER_HOST", &host)
+        .args(["up", "--ttl", "1h"])
+        .output()
+        .unwrap();
+    assert_ok(&out);
+    let id = stdout(&out).trim().to_string();
+    env.daemon_away();
     let file = env.state_dir.join("state.json");
     let before = std::fs::read(&file).unwrap();
     let cases: [(&[&str], i32); 7] = [
@@ -706,7 +717,7 @@ fn engine_unreachable_fails_fast_and_changes_nothing() {
     for (args, code) in cases {
         let out = env
             .cmd()
-            .env("DOCKER_HOST", "unix:///nonexistent.sock")
+            .env("DOCKER_HOST", &host)
             .args(args)
             .stdin(Stdio::null())
             .output()
@@ -729,7 +740,7 @@ fn engine_unreachable_fails_fast_and_changes_nothing() {
     // `exec` goes through the sandbox's own agent, which needs no engine: it still works.
     let out = env
         .cmd()
-        .env("DOCKER_HOST", "unix:///nonexistent.sock")
+        .env("DOCKER_HOST", &host)
         .args(["exec", &id, "--", "echo", "still here"])
         .stdin(Stdio::null())
         .output()
@@ -740,12 +751,13 @@ fn engine_unreachable_fails_fast_and_changes_nothing() {
     // `renew` only touches the state file, so a heartbeat keeps the lease while the daemon is away.
     let out = env
         .cmd()
-        .env("DOCKER_HOST", "unix:///nonexistent.sock")
+        .env("DOCKER_HOST", &host)
         .args(["renew", &id])
         .output()
         .unwrap();
     assert_ok(&out);
     // And with the engine back, everything is as it was.
+    env.daemon_back();
     assert_eq!(env.entry(&id)["state"], "Running");
     assert_ok(&env.run(&["exec", &id, "--", "true"]));
 }

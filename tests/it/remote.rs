@@ -357,3 +357,133 @@ fn a_network_none_sandbox_is_reached_through_the_engines_exec_stream() {
     let out = env.run(&["exec", &id, "--timeout", "1", "--", "sleep 30"]);
     assert_eq!(out.status.code(), Some(124));
 }
+
+/// The second daemon of `scripts/testbed.sh` (`H9TEST_TESTBED_HOST`, `H9TEST_TESTBED_CERTS`, as
+/// `.ci/run` exports them): its `DOCKER_*` settings, or `None` (announced; a failure under CI).
+fn testbed() -> Option<[(&'static str, String); 3]> {
+    match (
+        std::env::var("H9TEST_TESTBED_HOST"),
+        std::env::var("H9TEST_TESTBED_CERTS"),
+    ) {
+        (Ok(host), Ok(certs)) => Some([
+            ("DOCKER_HOST", host),
+            ("DOCKER_TLS_VERIFY", "1".into()),
+            ("DOCKER_CERT_PATH", certs),
+        ]),
+        _ => {
+            assert!(
+                std::env::var_os("CI").is_none(),
+                "CI is set but H9TEST_TESTBED_HOST/H9TEST_TESTBED_CERTS are not: start the second daemon with scripts/testbed.sh up (.ci/run does)"
+            );
+            announce("no second daemon (H9TEST_TESTBED_HOST): bash scripts/testbed.sh up");
+            None
+        }
+    }
+}
+
+#[test]
+fn a_sandbox_keeps_the_daemon_it_was_made_on_whatever_the_environment_says_later() {
+    require_container!("the daemon belongs to a container engine");
+    if engine() != Engine::Docker {
+        return announce("DOCKER_HOST is the Docker client's");
+    }
+    let Some(bed) = testbed() else { return };
+    let env = TestEnv::new();
+    std::fs::write(env.path("a.txt"), "carried\n").unwrap();
+    let mut up = env.cmd();
+    up.args(["up", "--image", DEBIAN]);
+    for (k, v) in &bed {
+        up.env(k, v);
+    }
+    let out = up.output().unwrap();
+    assert_ok(&out);
+    let remote = stdout(&out).trim().to_string();
+    // Whatever fails below, the testbed's container goes (TestEnv cleans the daemon in force).
+    struct Down<'a>(&'a TestEnv, String);
+    impl Drop for Down<'_> {
+        fn drop(&mut self) {
+            let _ = self.0.run(&["down", &self.1]);
+        }
+    }
+    let _down = Down(&env, remote.clone());
+    // Later commands with no DOCKER_HOST at all (this machine's daemon in force) still reach
+    // it: the record names its daemon.
+    let bare = |args: &[&str]| {
+        let mut c = env.cmd();
+        for (k, _) in &bed {
+            c.env_remove(k);
+        }
+        c.args(args)
+            .stdin(std::process::Stdio::null())
+            .output()
+            .unwrap()
+    };
+    let out = bare(&["exec", &remote, "--", "cat a.txt"]);
+    assert_ok(&out);
+    assert_eq!(stdout(&out), "carried\n");
+    let rec = record(&env, &remote);
+    assert_eq!(rec["daemon"]["host"], bed[0].1.as_str(), "{rec}");
+    assert_eq!(
+        rec["workdir_mode"], "copy",
+        "a daemon elsewhere copies: {rec}"
+    );
+    // A sandbox on this machine's daemon beside it; ls checks each on its own daemon, and
+    // shows where each runs.
+    let local = {
+        let out = bare(&["up"]);
+        assert_ok(&out);
+        stdout(&out).trim().to_string()
+    };
+    let out = bare(&["ls", "--format", "json"]);
+    assert_ok(&out);
+    let all: Vec<serde_json::Value> = serde_json::from_slice(&out.stdout).unwrap();
+    for r in &all {
+        assert_eq!(r["state"], "Running", "every sandbox is running: {r}");
+    }
+    let out = bare(&["ls"]);
+    let table = stdout(&out);
+    let line = table
+        .lines()
+        .find(|l| l.contains(&remote.replace('-', "")[..12]))
+        .unwrap_or_else(|| panic!("{table}"));
+    assert!(line.contains(&format!("docker at {}", bed[0].1)), "{table}");
+    // The container is on the testbed's daemon, not on this machine's.
+    let on = |testbed: bool| {
+        let mut c = docker();
+        for (k, v) in &bed {
+            if testbed {
+                c.env(k, v);
+            } else {
+                c.env_remove(k);
+            }
+        }
+        let out = c
+            .args([
+                "ps",
+                "-aq",
+                "--filter",
+                &format!("label=h9sandbox.id={remote}"),
+            ])
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
+    };
+    assert!(!on(true).is_empty(), "not on the testbed");
+    assert!(on(false).is_empty(), "on this machine's daemon too");
+    // A reap with this machine's daemon in force leaves the remote sandbox alone: it is judged
+    // against its own daemon's listing.
+    let out = bare(&["reap"]);
+    assert_ok(&out);
+    let out = bare(&["exec", &remote, "--", "true"]);
+    assert_ok(&out);
+    // With DOCKER_HOST pointing elsewhere, the local one is still this machine's.
+    let mut c = env.cmd();
+    for (k, v) in &bed {
+        c.env(k, v);
+    }
+    let out = c.args(["exec", &local, "--", "true"]).output().unwrap();
+    assert_ok(&out);
+    let out = bare(&["down", &remote, &local]);
+    assert_ok(&out);
+    assert!(on(true).is_empty(), "left on the testbed");
+}

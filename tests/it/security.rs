@@ -163,11 +163,19 @@ fn sensitive_work_directories_are_refused() {
 fn down_with_the_engine_unreachable_keeps_the_record_true() {
     require_docker!();
     let env = TestEnv::new();
-    let id = env.up(&[]);
+    let host = env.daemon_link();
+    let out = env
+        .cmd()
+        .env("DOCKER_HOST", &host)
+        .arg("up")
+        .output()
+        .unwrap();
+    assert_ok(&out);
+    let id = stdout(&out).trim().to_string();
+    env.daemon_away();
     let before = std::fs::read(env.state_dir.join("state.json")).unwrap();
     let out = env
         .cmd()
-        .env("DOCKER_HOST", "unix:///nonexistent.sock")
         .args(["down", &id])
         .stdin(Stdio::null())
         .output()
@@ -180,6 +188,7 @@ fn down_with_the_engine_unreachable_keeps_the_record_true() {
         after["sandboxes"][0]["state"],
         before["sandboxes"][0]["state"]
     );
+    env.daemon_back();
     assert_eq!(env.entry(&id)["state"], "Running");
 }
 

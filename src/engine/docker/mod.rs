@@ -39,7 +39,7 @@ use super::{
 };
 use crate::error::Error;
 use crate::report::{Reporter, Silent};
-use crate::types::EngineKind;
+use crate::types::{Daemon, EngineKind};
 
 /// Runs the user's command with bash when the image has it, else with sh.
 /// Invoked as `sh -c SHELL_WRAPPER h9sandbox COMMAND`, so `$1` is the command.
@@ -123,6 +123,8 @@ pub struct Docker {
     flavor: Flavor,
     options: RunOptions,
     reporter: Arc<dyn Reporter>,
+    /// The daemon every client command talks to (Docker only; Podman's are this machine's).
+    daemon: Daemon,
 }
 
 impl std::fmt::Debug for Docker {
@@ -161,6 +163,32 @@ impl Docker {
             flavor,
             options: RunOptions::default(),
             reporter: Arc::new(Silent),
+            daemon: Daemon::default(),
+        }
+    }
+
+    /// The same engine, its client talking to `daemon` ([`Daemon`]): every command it runs gets
+    /// exactly these `DOCKER_*` settings, the caller's own environment notwithstanding.
+    pub fn daemon(mut self, daemon: Daemon) -> Docker {
+        self.daemon = daemon;
+        self
+    }
+
+    /// The daemon its client talks to.
+    pub fn daemon_settings(&self) -> &Daemon {
+        &self.daemon
+    }
+
+    /// Gives the client command `cmd` exactly this engine's daemon settings (Docker; Podman's
+    /// client reads none of them).
+    fn point_at_daemon(&self, cmd: &mut std::process::Command) {
+        if self.flavor == Flavor::Docker {
+            for (name, value) in Daemon::VARS.iter().zip(self.daemon.values()) {
+                match value {
+                    Some(v) => cmd.env(name, v),
+                    None => cmd.env_remove(name),
+                };
+            }
         }
     }
 
@@ -183,10 +211,7 @@ impl Docker {
         if self.flavor == Flavor::Podman {
             return None;
         }
-        super::daemon_host(
-            std::env::var("DOCKER_HOST").ok().as_deref(),
-            std::env::var("DOCKER_CONTEXT").ok().as_deref(),
-        )
+        super::daemon_host(self.daemon.host.as_deref(), self.daemon.context.as_deref())
     }
 
     /// Which engine this is.
@@ -211,6 +236,7 @@ impl Docker {
         }
         let mut cmd = Command::new(&self.bin);
         cmd.args(&args).stdin(Stdio::null()).kill_on_drop(true);
+        self.point_at_daemon(cmd.as_std_mut());
         cmd
     }
 
@@ -350,10 +376,11 @@ impl Docker {
                 shell_line(&self.bin, &shown)
             ));
         }
-        let bin = self.bin.clone();
+        let mut client = std::process::Command::new(&self.bin);
+        self.point_at_daemon(&mut client);
         let binary = binary.to_path_buf();
         let out = tokio::task::spawn_blocking(move || -> Result<std::process::Output> {
-            let mut child = std::process::Command::new(&bin)
+            let mut child = client
                 .args(&args)
                 .stdin(Stdio::piped())
                 .stdout(Stdio::null())

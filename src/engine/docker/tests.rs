@@ -691,3 +691,36 @@ fn a_shipped_agent_mounts_nothing_of_this_machine_and_gets_its_secret_on_stdin()
     let s = parse_inspect(r#"{"State":{"Status":"running","Running":true},"HostConfig":{},"Ports":{"7336/tcp":[{"HostIp":"127.0.0.1","HostPort":"49153"}],"80/udp":null}}"#).unwrap();
     assert_eq!(s.ports, vec![(7336, "127.0.0.1".to_string(), 49153)]);
 }
+
+#[test]
+fn every_client_command_gets_exactly_the_sandboxs_daemon_settings() {
+    use crate::types::Daemon;
+    let d = Docker::new("docker").daemon(Daemon {
+        host: Some("tcp://127.0.0.2:23760".into()),
+        tls_verify: Some("1".into()),
+        ..Daemon::default()
+    });
+    let cmd = d.command(["ps"]);
+    let envs: Vec<(String, Option<String>)> = cmd
+        .as_std()
+        .get_envs()
+        .map(|(k, v)| {
+            (
+                k.to_string_lossy().into_owned(),
+                v.map(|v| v.to_string_lossy().into_owned()),
+            )
+        })
+        .collect();
+    let get = |k: &str| envs.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone());
+    assert_eq!(
+        get("DOCKER_HOST"),
+        Some(Some("tcp://127.0.0.2:23760".into()))
+    );
+    assert_eq!(get("DOCKER_TLS_VERIFY"), Some(Some("1".into())));
+    // Unset ones are removed, so the caller's own environment cannot redirect the client.
+    assert_eq!(get("DOCKER_CONTEXT"), Some(None));
+    assert_eq!(get("DOCKER_CERT_PATH"), Some(None));
+    // Podman's client reads none of them: nothing is set.
+    let p = Docker::new("podman").command(["ps"]);
+    assert_eq!(p.as_std().get_envs().count(), 0);
+}

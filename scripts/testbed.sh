@@ -1,0 +1,162 @@
+#!/usr/bin/env bash
+# A second Docker daemon on this machine, for the remote-sandbox (and Swarm) tests: a daemon
+# that is "not this machine's" as far as h9sandbox can tell (reached over TCP with TLS at
+# 127.0.0.2, so every sandbox on it has its work dir copied and its agent reached over the
+# remote channel), without a second machine.
+#
+#   bash scripts/testbed.sh up     start it (idempotent), load the test images, print its env
+#   bash scripts/testbed.sh env    print the environment that points a client at it
+#   bash scripts/testbed.sh down   stop it by its PID file, remove its bridge, check docker0
+#
+# It has its own data root, exec root, PID file, config file, containerd, unix socket
+# (/run/h9-testbed/docker.sock) and TCP socket (tcp://127.0.0.2:$H9_TESTBED_PORT, TLS with a
+# CA and certificates made here, client certificates required), and its own bridge, created
+# first with `ip link add` (never `--bridge none`: at start that deletes the host daemon's
+# docker0). It leaves the host's iptables alone (--iptables=false): its containers get no
+# outbound NAT, and published ports are served by docker-proxy. Needs root.
+set -euo pipefail
+
+ROOT=${H9_TESTBED_ROOT:-/var/lib/h9-testbed}
+RUN=${H9_TESTBED_RUN:-/run/h9-testbed}
+PORT=${H9_TESTBED_PORT:-23760}
+ADDR=${H9_TESTBED_ADDR:-127.0.0.2}
+BRIDGE=${H9_TESTBED_BRIDGE:-h9tb0}
+SUBNET_IP=${H9_TESTBED_BRIDGE_IP:-172.31.250.1/24}
+CERTS=$ROOT/certs
+SOCK=$RUN/docker.sock
+PIDFILE=$RUN/docker.pid
+LOG=$ROOT/dockerd.log
+
+log() { echo "testbed: $*" >&2; }
+
+print_env() {
+  echo "export DOCKER_HOST=tcp://$ADDR:$PORT DOCKER_TLS_VERIFY=1 DOCKER_CERT_PATH=$CERTS/client"
+}
+
+running() {
+  [ -f "$PIDFILE" ] && kill -0 "$(cat "$PIDFILE")" 2>/dev/null
+}
+
+make_certs() {
+  [ -f "$CERTS/client/key.pem" ] && return 0
+  log "making TLS certificates in $CERTS"
+  mkdir -p "$CERTS/client"
+  chmod 700 "$CERTS"
+  (
+    cd "$CERTS"
+    openssl genrsa -out ca-key.pem 2048 2>/dev/null
+    openssl req -new -x509 -days 365 -key ca-key.pem -sha256 -subj "/CN=h9-testbed CA" -out ca.pem
+    openssl genrsa -out server-key.pem 2048 2>/dev/null
+    openssl req -new -key server-key.pem -subj "/CN=$ADDR" -out server.csr
+    printf 'subjectAltName = IP:%s,IP:127.0.0.1,DNS:localhost\nextendedKeyUsage = serverAuth\n' "$ADDR" >server.ext
+    openssl x509 -req -days 365 -sha256 -in server.csr -CA ca.pem -CAkey ca-key.pem \
+      -CAcreateserial -out server-cert.pem -extfile server.ext 2>/dev/null
+    openssl genrsa -out client/key.pem 2048 2>/dev/null
+    openssl req -new -key client/key.pem -subj "/CN=h9-testbed client" -out client.csr
+    printf 'extendedKeyUsage = clientAuth\n' >client.ext
+    openssl x509 -req -days 365 -sha256 -in client.csr -CA ca.pem -CAkey ca-key.pem \
+      -CAcreateserial -out client/cert.pem -extfile client.ext 2>/dev/null
+    cp ca.pem client/ca.pem
+    rm -f server.csr client.csr server.ext client.ext
+    chmod 600 ca-key.pem server-key.pem client/key.pem
+  )
+}
+
+need_tools() {
+  local need=()
+  command -v openssl >/dev/null 2>&1 || need+=(openssl)
+  command -v ip >/dev/null 2>&1 || need+=(iproute2)
+  if [ ${#need[@]} -gt 0 ]; then
+    log "installing ${need[*]}"
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
+  fi
+}
+
+up() {
+  need_tools
+  if running; then
+    log "already running (pid $(cat "$PIDFILE"))"
+  else
+    ip link show docker0 >/dev/null 2>&1 || log "warning: the host has no docker0 before the testbed starts"
+    mkdir -p "$ROOT/data" "$RUN/exec"
+    make_certs
+    if ! ip link show "$BRIDGE" >/dev/null 2>&1; then
+      ip link add "$BRIDGE" type bridge
+      ip addr add "$SUBNET_IP" dev "$BRIDGE"
+    fi
+    ip link set "$BRIDGE" up
+    # The host daemon's storage driver works on this machine; the same one here.
+    driver=$(docker info --format '{{.Driver}}' 2>/dev/null || echo overlay2)
+    cat >"$ROOT/daemon.json" <<EOF
+{
+  "data-root": "$ROOT/data",
+  "exec-root": "$RUN/exec",
+  "pidfile": "$PIDFILE",
+  "hosts": ["unix://$SOCK", "tcp://$ADDR:$PORT"],
+  "tls": true,
+  "tlsverify": true,
+  "tlscacert": "$CERTS/ca.pem",
+  "tlscert": "$CERTS/server-cert.pem",
+  "tlskey": "$CERTS/server-key.pem",
+  "bridge": "$BRIDGE",
+  "iptables": false,
+  "ip-masq": false,
+  "storage-driver": "$driver",
+  "log-level": "warn"
+}
+EOF
+    log "starting dockerd (config $ROOT/daemon.json, log $LOG)"
+    # setsid: the daemon outlives this script and its caller's terminal.
+    setsid dockerd --config-file "$ROOT/daemon.json" >"$LOG" 2>&1 </dev/null &
+    for _ in $(seq 60); do
+      docker -H "unix://$SOCK" info >/dev/null 2>&1 && break
+      sleep 1
+    done
+    docker -H "unix://$SOCK" info >/dev/null 2>&1 || {
+      tail -20 "$LOG" >&2
+      log "dockerd did not come up"
+      exit 1
+    }
+  fi
+  ip link show docker0 >/dev/null 2>&1 || { log "docker0 is gone"; exit 1; }
+  # The test images, from the host daemon (no registry), unless the same image is there.
+  for img in h9sandbox-test/tiny:latest h9sandbox-test/nobash:latest h9sandbox-test/debian:bookworm; do
+    want=$(docker image inspect --format '{{.Id}}' "$img" 2>/dev/null) || continue
+    have=$(docker -H "unix://$SOCK" image inspect --format '{{.Id}}' "$img" 2>/dev/null || true)
+    if [ "$have" != "$want" ]; then
+      log "loading $img"
+      docker save "$img" | docker -H "unix://$SOCK" load -q >/dev/null
+    fi
+  done
+  # Reached as a client would: TCP with TLS.
+  eval "$(print_env)"
+  docker version --format 'testbed: server {{.Server.Version}} at '"$DOCKER_HOST" >&2
+  print_env
+}
+
+down() {
+  if running; then
+    pid=$(cat "$PIDFILE")
+    log "stopping dockerd (pid $pid)"
+    # Its containers first (they have no restart policy; removing them frees the bridge).
+    ids=$(docker -H "unix://$SOCK" ps -aq 2>/dev/null || true)
+    [ -n "$ids" ] && docker -H "unix://$SOCK" rm -f $ids >/dev/null 2>&1 || true
+    kill "$pid"
+    for _ in $(seq 30); do kill -0 "$pid" 2>/dev/null || break; sleep 1; done
+    kill -0 "$pid" 2>/dev/null && { log "dockerd $pid did not stop; killing it"; kill -9 "$pid"; }
+  fi
+  if ip link show "$BRIDGE" >/dev/null 2>&1; then
+    ip link set "$BRIDGE" down || true
+    ip link del "$BRIDGE"
+  fi
+  ip link show docker0 >/dev/null 2>&1 || { log "docker0 is gone"; exit 1; }
+  log "stopped; docker0 is still there"
+}
+
+case "${1:-}" in
+  up) up ;;
+  down) down ;;
+  env) print_env ;;
+  *) echo "usage: $0 up|down|env" >&2; exit 2 ;;
+esac
