@@ -124,8 +124,32 @@ fn one_line_usage_error(e: &clap::Error, sub: Option<&str>) -> String {
     format!("{cause}; see `{help}`")
 }
 
+/// Whether `command` promises to act on SIGINT, SIGTERM and SIGHUP (kill the command's tree,
+/// remove a temporary file or a half-made sandbox, end a session): those catch them before they
+/// do anything ([`crate::sandbox::signals::install`]). The others keep the default action, so
+/// Ctrl-C simply ends them.
+fn acts_on_signals(command: &Command) -> bool {
+    match command {
+        Command::Up(_)
+        | Command::Run(_)
+        | Command::Bootstrap(_)
+        | Command::Write(_)
+        | Command::Edit(_)
+        | Command::Mcp(_) => true,
+        Command::Exec(a) => !a.detach,
+        Command::Ls(a) => a.watch,
+        Command::Logs(a) => a.follow,
+        _ => false,
+    }
+}
+
 /// Runs the parsed command line; returns the exit status.
 async fn dispatch(cli: Cli) -> Result<i32> {
+    if acts_on_signals(&cli.command) {
+        // First, before the configuration is read or anything is created: a signal from now on
+        // is never lost, nor does its default action kill us midway.
+        crate::sandbox::signals::install();
+    }
     let format = cli.global.format();
     let progress = Arc::new(CliReporter::new(format, cli.global.verbose > 0));
     let ctx = |flags: &[(&str, Option<String>, &str)]| -> Result<Ctx> {

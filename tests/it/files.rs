@@ -672,47 +672,61 @@ fn failed_writes_keep_the_old_content() {
     assert_eq!(sh(&env, &id, "ls -A"), "f\n");
 }
 
+/// One `write` of sandbox `id` interrupted by SIGINT as soon as its temporary file appeared
+/// (its stdin still open), started with SIGINT at its default disposition or, `ignored`,
+/// inherited as ignored (a background job of a non-interactive shell). Whatever the moment,
+/// the signal is acted on: exit 1 with the reason, the old content kept, no temporary file.
+fn write_interrupted_at_its_temporary_file(env: &TestEnv, id: &str, ignored: bool, round: usize) {
+    let what = format!("write round {round} (SIGINT ignored: {ignored})");
+    let mut cmd = env.cmd();
+    cmd.args(["write", id, "f"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+    if ignored {
+        with_sigint_ignored(&mut cmd);
+    }
+    let mut child = cmd.spawn().unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    stdin.write_all(b"partial new content").unwrap();
+    stdin.flush().unwrap();
+    // Ready once the temporary file exists: signal at once, while stdin is still open.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while find_temps(&env.workdir).is_empty() {
+        assert!(
+            Instant::now() < deadline,
+            "{what}: no temporary file appeared"
+        );
+        std::thread::sleep(Duration::from_micros(200));
+    }
+    signal(child.id(), "INT");
+    let out = wait_output(child, Duration::from_secs(30), &what);
+    drop(stdin);
+    assert_eq!(out.status.code(), Some(1), "{what}: {}", stderr(&out));
+    assert!(
+        stderr(&out).contains("interrupted by SIGINT; the file keeps its old content"),
+        "{what}: {}",
+        stderr(&out)
+    );
+    assert_eq!(std::fs::read_to_string(env.path("f")).unwrap(), "old\n");
+    assert!(
+        find_temps(&env.workdir).is_empty(),
+        "{what}: {:?}",
+        find_temps(&env.workdir)
+    );
+}
+
 #[test]
 fn interrupted_write_removes_its_temporary_file() {
     require_docker!();
     let env = TestEnv::new();
     let id = env.up(&[]);
     std::fs::write(env.path("f"), "old\n").unwrap();
-    let mut child = env
-        .cmd()
-        .args(["write", &id, "f"])
-        .stdin(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut stdin = child.stdin.take().unwrap();
-    stdin.write_all(b"partial new content").unwrap();
-    stdin.flush().unwrap();
-    // Wait for the temporary file, then interrupt while stdin is still open.
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while find_temps(&env.workdir).is_empty() {
-        assert!(Instant::now() < deadline, "no temporary file appeared");
-        std::thread::sleep(Duration::from_millis(20));
+    // Several rounds each: the race was with the moment the temporary file is made.
+    for round in 0..8 {
+        write_interrupted_at_its_temporary_file(&env, &id, false, round);
+        write_interrupted_at_its_temporary_file(&env, &id, true, round);
     }
-    let kill = Command::new("kill")
-        .args(["-INT", &child.id().to_string()])
-        .status()
-        .unwrap();
-    assert!(kill.success());
-    let out = child.wait_with_output().unwrap();
-    drop(stdin);
-    assert_eq!(out.status.code(), Some(1));
-    assert!(
-        stderr(&out).contains("interrupted by SIGINT; the file keeps its old content"),
-        "{}",
-        stderr(&out)
-    );
-    assert_eq!(std::fs::read_to_string(env.path("f")).unwrap(), "old\n");
-    assert!(
-        find_temps(&env.workdir).is_empty(),
-        "{:?}",
-        find_temps(&env.workdir)
-    );
 }
 
 /// `setpriv` as uid/gid 1000 without supplementary groups, running `argv` in `dir`.

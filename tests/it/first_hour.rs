@@ -3,7 +3,7 @@
 //! asked for, piped stdin without `-i`, `--env NAME`, `reap` and `ls -q`, the owner-PID warning,
 //! and the README's Quick start run as written. Against the real engine, as `tests/it/core.rs`.
 
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use crate::common::*;
@@ -73,35 +73,46 @@ fn ctrl_c_during_exec_says_what_was_killed() {
     require_engine!();
     let env = TestEnv::new();
     let id = env.up(&[]);
-    let child = env
-        .cmd()
-        .args(["exec", &id, "--", "sleep 77; echo never"])
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    // Wait until the command runs in the sandbox.
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while !env.sandbox_processes(&id).contains("sleep 77") {
-        assert!(Instant::now() < deadline, "the command never started");
-        std::thread::sleep(Duration::from_millis(100));
+    // SIGINT at its default disposition, then inherited as ignored (`cmd &` in a script); sent
+    // once the command runs in the sandbox, and as early as `exec` shows a sign of life (its
+    // `-v` line, before anything reached the sandbox): the same kill of the whole tree.
+    let mut round = 0;
+    for early in [false, true] {
+        for ignored in [false, true] {
+            round += 1;
+            let what = format!("exec (early: {early}, SIGINT ignored: {ignored})");
+            let script = format!("sleep 7{round}; echo never");
+            let mut cmd = env.cmd();
+            cmd.args(["-v", "exec", &id, "--", &script])
+                .stdin(Stdio::null())
+                .stdout(Stdio::piped());
+            if ignored {
+                with_sigint_ignored(&mut cmd);
+            }
+            let mut child = Watched::spawn(&mut cmd);
+            let sleep = format!("sleep 7{round}");
+            if early {
+                child.wait_line(Duration::from_secs(20), &what, |l| l.starts_with("+ "));
+            } else {
+                wait_until(Duration::from_secs(20), &what, || {
+                    env.sandbox_processes(&id).contains(&sleep)
+                });
+            }
+            signal(child.child.id(), "INT");
+            let out = child.finish(Duration::from_secs(30), &what);
+            assert_eq!(out.status.code(), Some(130), "{what}: {}", stderr(&out));
+            let err = stderr(&out);
+            // `-v` command lines (`+ …`) aside, every line is a diagnostic.
+            let diagnostics: Vec<&str> = err.lines().filter(|l| !l.starts_with("+ ")).collect();
+            assert_shaped(&diagnostics.join("\n"));
+            assert!(
+                err.contains(&format!("h9sandbox: error: interrupted by SIGINT: `{script}` and its whole process tree in sandbox"))
+                    && err.contains("(exit 130)"),
+                "{what}: {err}"
+            );
+            assert!(!env.sandbox_processes(&id).contains(&sleep), "{what}");
+        }
     }
-    let kill = Command::new("kill")
-        .args(["-INT", &child.id().to_string()])
-        .status()
-        .unwrap();
-    assert!(kill.success());
-    let out = child.wait_with_output().unwrap();
-    assert_eq!(out.status.code(), Some(130), "{}", stderr(&out));
-    let err = stderr(&out);
-    assert_shaped(&err);
-    assert!(
-        err.contains("h9sandbox: error: interrupted by SIGINT: `sleep 77; echo never` and its whole process tree in sandbox")
-            && err.contains("(exit 130)"),
-        "{err}"
-    );
-    assert!(!env.sandbox_processes(&id).contains("sleep 77"));
 }
 
 #[test]

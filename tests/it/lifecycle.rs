@@ -312,7 +312,7 @@ fn run_is_up_exec_down_and_leaves_nothing() {
     // A timeout, and SIGTERM while the command runs: removed all the same.
     let out = env.run(&["run", "--timeout", "1", "--", "sleep 60"]);
     assert_eq!(out.status.code(), Some(124));
-    let mut child = env
+    let child = env
         .cmd()
         .args(["run", "--", "sleep 60"])
         .stdin(Stdio::null())
@@ -329,11 +329,9 @@ fn run_is_up_exec_down_and_leaves_nothing() {
         std::thread::sleep(Duration::from_millis(50));
     }
     std::thread::sleep(Duration::from_millis(300));
-    let _ = Command::new("kill")
-        .args(["-TERM", &child.id().to_string()])
-        .output();
-    let status = child.wait().unwrap();
-    assert_eq!(status.code(), Some(143));
+    signal(child.id(), "TERM");
+    let out = wait_output(child, Duration::from_secs(60), "run after SIGTERM");
+    assert_eq!(out.status.code(), Some(143), "{}", stderr(&out));
     assert!(env.ls().is_empty());
     assert!(env.containers().is_empty());
     // h9sandbox's own failure is 125.
