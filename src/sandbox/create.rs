@@ -1,5 +1,5 @@
 //! Creating a sandbox (`up`): record Pending, create the hardened container, wait until it
-//! really runs, record Running (or Failed, removing the container), then run the bootstrap
+//! really runs, record Running (or remove everything and drop the record), then run the bootstrap
 //! command if one is configured. With `reap_on_up`, a [`reap::sweep`] of the state directory
 //! runs at the same time as the container start (its engine calls overlap it, so `up` takes no
 //! longer); its failures are warnings, never `up`'s.
@@ -676,10 +676,12 @@ fn fall_back_to_local(
     Ok(Some(ctx.engine_of(EngineKind::Local)))
 }
 
-/// Step 5 when the start failed with `e`: removes whatever was created (by label, since a failed
-/// `run` prints no ID) and marks the record Failed, or drops it when nothing of ours was created
-/// (the name belongs to a container we do not manage, or the engine could not be reached), as if
-/// `up` never ran. Returns the error `up` fails with.
+/// Step 5 when the start failed with `e`: removes whatever was created (the container, by
+/// label, since a failed `run` prints no ID; its scratch volume, proxy sidecar, run directory
+/// and token) and drops the record, as if `up` never ran: a failed `up` leaves nothing but its
+/// error line. Only when the container could not be removed (the engine went away meanwhile)
+/// does the record stay, Failed with the reason and what is left, so that `ls` shows it and
+/// `down` (or `reap`) removes it. Returns the error `up` fails with.
 async fn fail_pending(
     ctx: &Ctx,
     plan: &Plan,
@@ -687,18 +689,35 @@ async fn fail_pending(
     e: anyhow::Error,
 ) -> anyhow::Error {
     let id = plan.record.id;
-    let _ = engine.remove_labelled(LABEL_ID, &id.to_string()).await;
-    super::release(ctx, engine, id).await;
     let nothing_created = matches!(
         e.downcast_ref::<Error>(),
         Some(Error::NameInUse(_) | Error::EngineUnavailable { .. })
     );
+    let removed = match nothing_created {
+        true => Ok(()),
+        false => engine
+            .remove_labelled(LABEL_ID, &id.to_string())
+            .await
+            .map(|_| ()),
+    };
+    if removed.is_ok() {
+        super::release(ctx, engine, id).await;
+    }
     let reason = format!("{e:#}");
     let _ = ctx.store.update(|s| {
-        if nothing_created {
-            s.sandboxes.retain(|r| r.id != id);
-        } else if let Some(r) = s.get_mut(id) {
-            r.set_state(Lifecycle::Failed, Some(reason.clone()));
+        match &removed {
+            Ok(()) => s.sandboxes.retain(|r| r.id != id),
+            Err(left) => {
+                if let Some(r) = s.get_mut(id) {
+                    r.set_state(
+                        Lifecycle::Failed,
+                        Some(format!(
+                            "{reason} (removing its container failed too: {left:#}; `h9sandbox down {}` retries)",
+                            r.short_id()
+                        )),
+                    );
+                }
+            }
         }
         Ok(())
     });
@@ -795,8 +814,9 @@ fn bootstrap_failure(run: &BootstrapRun, timeout_secs: u64) -> String {
     }
 }
 
-/// Removes a started sandbox's container and marks its record Failed with `reason`; returns the
-/// error `up` fails with.
+/// Removes a started sandbox (its container, then what it holds beside it) and drops its
+/// record, as [`fail_pending`] does; returns the error `up` fails with. When the container
+/// cannot be removed, the record stays Failed with `reason`, for `down` to retry.
 async fn abort(ctx: &Ctx, rec: &Record, reason: String) -> anyhow::Error {
     let engine = ctx.engine_for(rec);
     let removed = engine.remove(rec.container_ref()).await;
@@ -804,8 +824,13 @@ async fn abort(ctx: &Ctx, rec: &Record, reason: String) -> anyhow::Error {
         super::release(ctx, &engine, rec.id).await;
     }
     let _ = ctx.store.update(|s| {
-        if let Some(r) = s.get_mut(rec.id) {
-            r.set_state(Lifecycle::Failed, Some(reason.clone()));
+        match &removed {
+            Ok(()) => s.sandboxes.retain(|r| r.id != rec.id),
+            Err(_) => {
+                if let Some(r) = s.get_mut(rec.id) {
+                    r.set_state(Lifecycle::Failed, Some(reason.clone()));
+                }
+            }
         }
         Ok(())
     });
@@ -1101,16 +1126,11 @@ mod tests {
         let again = resolve_spec(&ctx, &req).await.unwrap();
         let e = record_pending(&ctx, &again).unwrap_err();
         assert!(matches!(e.downcast_ref(), Some(Error::NameInUse(_))), "{e}");
-        // A failed start leaves the record Failed, with the reason.
+        // A failed start leaves nothing: its record is dropped, and the name free again.
         let e = fail_pending(&ctx, &plan, &plan.engine, anyhow::anyhow!("boom")).await;
         assert_eq!(e.to_string(), "boom");
-        let state = ctx.store.load().unwrap();
-        let rec = state.get(plan.record.id).unwrap();
-        assert_eq!(
-            (rec.state, rec.error.as_deref()),
-            (Lifecycle::Failed, Some("boom"))
-        );
-        assert_eq!(state.sandboxes.len(), 1);
+        assert!(ctx.store.load().unwrap().sandboxes.is_empty());
+        record_pending(&ctx, &again).unwrap();
     }
 
     #[tokio::test]

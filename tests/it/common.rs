@@ -671,3 +671,56 @@ impl Watched {
         }
     }
 }
+
+impl TestEnv {
+    /// Asserts that nothing of any sandbox is left in this state directory (`what` names the
+    /// step, for the message): no record, no container (or local process), no scratch volume,
+    /// and nothing in the run, token, mount-root and proxy directories.
+    pub fn assert_nothing_left(&self, what: &str) {
+        assert!(
+            self.ls_raw().is_empty(),
+            "{what}: records left: {:?}",
+            self.ls_raw()
+        );
+        assert!(
+            self.containers().is_empty(),
+            "{what}: containers left: {:?}",
+            self.containers()
+        );
+        if let Some(cli) = engine().cli() {
+            let label = format!("label=h9sandbox.state_dir={}", self.state_dir.display());
+            let out = Command::new(cli)
+                .args(["volume", "ls", "-q", "--filter", &label])
+                .output()
+                .unwrap();
+            assert!(
+                String::from_utf8_lossy(&out.stdout).trim().is_empty(),
+                "{what}: volumes left: {}",
+                String::from_utf8_lossy(&out.stdout)
+            );
+            let out = Command::new(cli)
+                .args(["ps", "-aq", "--filter"])
+                .arg(format!(
+                    "label=h9sandbox.state_dir={}",
+                    self.state_dir.display()
+                ))
+                .output()
+                .unwrap();
+            assert!(
+                String::from_utf8_lossy(&out.stdout).trim().is_empty(),
+                "{what}: containers (sidecars included) left: {}",
+                String::from_utf8_lossy(&out.stdout)
+            );
+        }
+        for dir in ["run", "tokens", "mounts", "proxy"] {
+            let entries: Vec<String> = std::fs::read_dir(self.state_dir.join(dir))
+                .map(|rd| {
+                    rd.flatten()
+                        .map(|e| e.file_name().to_string_lossy().into_owned())
+                        .collect()
+                })
+                .unwrap_or_default();
+            assert!(entries.is_empty(), "{what}: {dir}/ holds {entries:?}");
+        }
+    }
+}

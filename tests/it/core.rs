@@ -522,13 +522,7 @@ fn missing_image_is_a_clear_error_and_leaves_nothing() {
     );
     assert_eq!(err.lines().count(), 1, "{err}");
     assert!(started.elapsed() < Duration::from_secs(60));
-    assert!(env.containers().is_empty());
-    let listed = env.ls();
-    assert_eq!(listed[0]["state"], "Failed");
-    assert!(listed[0]["error"]
-        .as_str()
-        .unwrap()
-        .contains("could not be pulled"));
+    env.assert_nothing_left("a missing image");
 }
 
 #[test]
@@ -755,11 +749,7 @@ fn a_limit_the_engine_did_not_apply_fails_up_and_leaves_nothing() {
             && err.contains("refusing to run a sandbox without its limits"),
         "{err}"
     );
-    assert!(
-        env.containers().is_empty(),
-        "the unlimited container was left"
-    );
-    assert_eq!(env.ls()[0]["state"], "Failed");
+    env.assert_nothing_left("an engine that did not apply the limits");
 }
 
 #[test]

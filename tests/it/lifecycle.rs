@@ -429,3 +429,60 @@ fn a_down_that_removes_nothing_prints_nothing() {
         assert_eq!(stdout(&out), "", "{format}");
     }
 }
+
+#[test]
+fn an_interrupted_up_leaves_nothing_whatever_its_sigint_disposition() {
+    require_container!("a local `up` has no container start to interrupt");
+    let env = TestEnv::new();
+    for ignored in [false, true] {
+        let what = format!("up (SIGINT ignored: {ignored})");
+        let mut cmd = env.cmd();
+        cmd.args(["-v", "up", "--allow", "example.com"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped());
+        if ignored {
+            with_sigint_ignored(&mut cmd);
+        }
+        let mut up = Watched::spawn(&mut cmd);
+        // Ready: the proxy sidecar is being made (the run directory and token exist already),
+        // then the sandbox's own `run -d`: interrupted in the middle of the start.
+        up.wait_line(Duration::from_secs(60), &what, |l| {
+            l.starts_with("+ ") && l.contains(" run -d ") && !l.contains("h9sandbox-proxy-")
+        });
+        signal(up.child.id(), "INT");
+        let out = up.finish(Duration::from_secs(60), &what);
+        assert_eq!(out.status.code(), Some(1), "{what}: {}", stderr(&out));
+        assert!(stdout(&out).is_empty(), "{what}");
+        assert!(
+            stderr(&out).contains("h9sandbox: error: interrupted by SIGINT"),
+            "{what}: {}",
+            stderr(&out)
+        );
+        env.assert_nothing_left(&what);
+    }
+}
+
+#[test]
+fn an_interrupted_run_leaves_nothing_whatever_its_sigint_disposition() {
+    require_engine!();
+    let env = TestEnv::new();
+    for ignored in [false, true] {
+        let what = format!("run (SIGINT ignored: {ignored})");
+        let marker = env.path(&format!("started-{ignored}"));
+        let script = format!("touch {}; sleep 60", marker.display());
+        let mut cmd = env.cmd();
+        cmd.args(["run", "--", &script])
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        if ignored {
+            with_sigint_ignored(&mut cmd);
+        }
+        let child = cmd.spawn().unwrap();
+        wait_until(Duration::from_secs(60), &what, || marker.exists());
+        signal(child.id(), "INT");
+        let out = wait_output(child, Duration::from_secs(60), &what);
+        assert_eq!(out.status.code(), Some(130), "{what}: {}", stderr(&out));
+        env.assert_nothing_left(&what);
+    }
+}
