@@ -95,6 +95,11 @@ pub struct Config {
     /// Whether `up` reaps abandoned sandboxes of its state directory (as `h9sandbox reap`),
     /// alongside its own container start.
     pub reap_on_up: bool,
+    /// Whether `up` starts an owner watcher for a sandbox tied to a process (`--owner-pid`,
+    /// `run`, MCP sessions): a small detached process that removes the sandbox within seconds
+    /// of the owner's exit (or when its lease runs out), as `reap` would, even when nothing else
+    /// runs. `false` leaves it to the next `reap` or `up`.
+    pub watch_owner: bool,
     /// Directory of the state file and its lock; `$XDG_STATE_HOME/h9sandbox` when unset.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub state_dir: Option<PathBuf>,
@@ -158,6 +163,7 @@ impl Default for Config {
             ulimit_nproc: 0,
             user: "owner".into(),
             reap_on_up: true,
+            watch_owner: true,
             state_dir: None,
             bootstrap_cmd: None,
             bootstrap_timeout_secs: 600,
@@ -248,6 +254,7 @@ pub const KEYS: &[Key] = &[
     key("ulimit_nproc", Kind::Int),
     key("user", Kind::Str),
     key("reap_on_up", Kind::Bool),
+    key("watch_owner", Kind::Bool),
     key("state_dir", Kind::Path),
     Key {
         name: "bootstrap_cmd",
@@ -466,7 +473,9 @@ impl Layers {
         Ok(table)
     }
 
-    fn defaults() -> Layers {
+    /// The built-in defaults alone (no file, no environment), for a process that is handed its
+    /// few settings explicitly (the owner watcher, `sandbox::watch`).
+    pub fn defaults() -> Layers {
         let table = toml::Table::try_from(Config::default()).expect("defaults serialize");
         let origins = table.keys().map(|k| (k.clone(), Origin::Default)).collect();
         Layers {

@@ -119,13 +119,16 @@ Examples:
   h9sandbox up --bootstrap 'pip install -e .'    set up once; a failure only warns
   h9sandbox up --bootstrap 'make deps' --bootstrap-required   a failure removes it and fails
   h9sandbox up --parent 3f2a --memory 256m       sub-sandbox: parent's image, limits, work dir
-  h9sandbox up --owner-pid $$ --ttl 30m          reaped once this shell exits or after 30 minutes
+  h9sandbox up --owner-pid $$ --ttl 30m          removed once this shell exits or after 30 minutes
 
 In a Makefile, tie a sandbox that several recipe lines use to make itself (each line runs in a
 shell of its own, which exits at once; `parent` would be that shell), and name it:
   sandbox: ; h9sandbox up --name build-$$PPID --owner-pid $$PPID --ttl 2h
-  test: sandbox ; h9sandbox exec build-$$PPID -- make check
-`up` warns when the owner has already exited by the time it returns.
+  test: sandbox ; h9sandbox exec build-$$PPID -- ./test.sh
+It goes within seconds of make's exit, on success, failure or Ctrl-C alike: a sandbox with an
+owner gets an owner watcher, a detached process that removes it once the owner has exited or
+its lease has run out (config watch_owner). `up` warns when the owner has already exited by the
+time it returns.
 
 Prints the sandbox ID (a UUID; any unique prefix names it), or the whole record with --format json.
 A sub-sandbox (--parent) may only tighten its parent's limits; `down` of the parent removes it.
@@ -462,13 +465,14 @@ pub struct UpArgs {
     /// User of the sandbox's processes: root, host (your uid:gid) or UID:GID [config: user]
     #[arg(long, value_name = "USER")]
     pub user: Option<String>,
-    /// Tie the sandbox to a process: once it exits, `reap` removes the sandbox. A PID, or
-    /// `parent` (the process that started h9sandbox). In a Makefile each recipe line runs in its
-    /// own shell, which exits at once: give make's PID, `--owner-pid $$PPID` [default: none]
+    /// Tie the sandbox to a process: within seconds of its exit the sandbox is removed (by its
+    /// owner watcher; else by the next `reap`). A PID, or `parent` (the process that started
+    /// h9sandbox). In a Makefile each recipe line runs in its own shell, which exits at once:
+    /// give make's PID, `--owner-pid $$PPID` [default: none]
     #[arg(long, value_name = "PID|parent")]
     pub owner_pid: Option<String>,
-    /// Lease: `reap` removes the sandbox this long after it started, unless `renew`ed
-    /// (e.g. 90s, 30m, 2h, 1d) [default: none]
+    /// Lease: the sandbox is removed this long after it started (by its owner watcher, else by
+    /// `reap`), unless `renew`ed (e.g. 90s, 30m, 2h, 1d) [default: none]
     #[arg(long, value_name = "DURATION")]
     pub ttl: Option<String>,
     /// With --name: when a Running sandbox of that name has the same image, limits and work

@@ -157,7 +157,16 @@ pub async fn create(ctx: &Ctx, req: &UpRequest) -> Result<Record> {
     if engine.kind().isolation() == Isolation::None {
         ctx.reporter.warn(&local_warning(&rec));
     }
-    run_bootstrap(ctx, rec).await
+    let rec = run_bootstrap(ctx, rec).await?;
+    if rec.owner.is_some() && ctx.cfg.watch_owner {
+        if let Err(e) = super::watch::spawn(ctx, &rec) {
+            ctx.reporter.warn(&format!(
+                "{e:#}; the next `h9sandbox reap` or `up` removes sandbox {} once its owner has exited",
+                rec.short_id()
+            ));
+        }
+    }
+    Ok(rec)
 }
 
 /// For `up --reuse`: the sandbox of `plan`'s name when it is Running with the plan's image,

@@ -26,6 +26,7 @@ pub mod renew;
 pub mod signals;
 pub mod subsandbox;
 pub mod trust;
+pub mod watch;
 pub mod workdir;
 
 use std::sync::Arc;

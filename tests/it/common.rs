@@ -206,6 +206,8 @@ pub struct TestEnv {
     pub root: tempfile::TempDir,
     pub workdir: PathBuf,
     pub state_dir: PathBuf,
+    /// Whether `up` starts owner watchers (config `watch_owner`, on by default).
+    pub watch_owner: bool,
 }
 
 impl TestEnv {
@@ -219,7 +221,16 @@ impl TestEnv {
             workdir: workdir.canonicalize().unwrap(),
             state_dir: state_dir.canonicalize().unwrap(),
             root,
+            watch_owner: true,
         }
+    }
+
+    /// A [`TestEnv`] whose `up`s start no owner watcher (`H9SANDBOX_WATCH_OWNER=false`): for
+    /// tests of `reap`'s own judgement of dead owners, which a watcher would otherwise race.
+    pub fn without_owner_watcher() -> TestEnv {
+        let mut env = TestEnv::new();
+        env.watch_owner = false;
+        env
     }
 
     /// The binary with this environment's state dir, the engine under test, the tiny image and
@@ -269,6 +280,9 @@ impl TestEnv {
         // exec (the fallback where the agent's socket cannot be reached).
         if exec_path_is_engine() {
             c.env("H9SANDBOX_EXEC_AGENT", "false");
+        }
+        if !self.watch_owner {
+            c.env("H9SANDBOX_WATCH_OWNER", "false");
         }
     }
 
@@ -723,4 +737,15 @@ impl TestEnv {
             assert!(entries.is_empty(), "{what}: {dir}/ holds {entries:?}");
         }
     }
+}
+
+/// Sends signal `sig` to every process of the process group `pgid`, as a terminal's Ctrl-C
+/// reaches its foreground job (`kill -SIG -PGID`).
+pub fn signal_group(pgid: u32, sig: &str) {
+    let ok = Command::new("kill")
+        .args([&format!("-{sig}"), "--", &format!("-{pgid}")])
+        .status()
+        .unwrap()
+        .success();
+    assert!(ok, "kill -{sig} -- -{pgid} failed");
 }

@@ -361,38 +361,111 @@ fn up_warns_when_the_owner_has_already_exited() {
     let err = stderr(&out);
     assert_shaped(&err);
     assert!(
-        err.contains(
-            "has already exited, so the next `h9sandbox reap` or `up` removes the sandbox"
-        ) && err.contains("--owner-pid $$PPID"),
+        err.contains("has already exited, so its owner watcher removes the sandbox in a moment")
+            && err.contains("--owner-pid $$PPID"),
         "{err}"
     );
+    // And so it does, with nothing else running.
+    wait_until(Duration::from_secs(20), "the owner watcher", || {
+        env.ls_raw().is_empty()
+    });
     // A live owner draws nothing.
     let out = env.run(&["up", "--owner-pid", "parent"]);
     assert_ok(&out);
     assert!(!stderr(&out).contains("already exited"), "{}", stderr(&out));
 }
 
-#[test]
-fn the_documented_makefile_pattern_keeps_the_sandbox_for_the_whole_make_run() {
-    require_engine!();
-    let env = TestEnv::new();
-    // The pattern of `up --help`, as a Makefile: a sandbox named after make's PID, owned by make.
-    std::fs::write(
-        env.path("Makefile"),
-        "sandbox: ; \"$$H9\" up --name build-$$PPID --owner-pid $$PPID --ttl 2h\n\
-         test: sandbox\n\
-         \t\"$$H9\" reap\n\
-         \t\"$$H9\" exec build-$$PPID -- echo in-the-sandbox\n",
+/// The README's Makefile pattern: the fenced `make` block after the `<!-- makefile` marker, its
+/// list-item indentation taken off.
+fn makefile_block() -> String {
+    let readme =
+        std::fs::read_to_string(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md"))
+            .unwrap();
+    let after = readme
+        .split_once("<!-- makefile")
+        .expect("README.md has a makefile marker")
+        .1;
+    let body = after.split_once("```make\n").unwrap().1;
+    let body = body.split_once("```").unwrap().0;
+    body.lines()
+        .map(|l| l.trim_start())
+        .filter(|l| !l.is_empty())
+        .map(|l| format!("{l}\n"))
+        .collect()
+}
+
+/// `make test` with the README's Makefile in the work dir of `env` (h9sandbox on `PATH`), in a
+/// process group of its own, as a terminal runs a foreground job; `test.sh` is the command the
+/// pattern runs in the sandbox.
+fn make_with_the_readme_makefile(env: &TestEnv, test_sh: &str) -> std::process::Child {
+    let makefile = makefile_block();
+    assert!(makefile.contains("--owner-pid $$PPID"), "{makefile}");
+    std::fs::write(env.path("Makefile"), makefile).unwrap();
+    std::fs::write(env.path("test.sh"), test_sh).unwrap();
+    std::fs::set_permissions(
+        env.path("test.sh"),
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
     )
     .unwrap();
-    let out = env.shell("make -s test").output().unwrap();
+    use std::os::unix::process::CommandExt;
+    env.program("make")
+        .args(["-s", "test"])
+        .env("PATH", bin_dir())
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0)
+        .spawn()
+        .unwrap()
+}
+
+#[test]
+fn the_readme_makefile_pattern_leaves_nothing_on_pass_fail_and_ctrl_c() {
+    require_engine!();
+    // Pass: the recipe's command ran in the sandbox; make exits 0; the sandbox goes by itself.
+    let env = TestEnv::new();
+    let make = make_with_the_readme_makefile(&env, "#!/bin/sh\necho in-the-sandbox\n");
+    let out = wait_output(make, Duration::from_secs(120), "make (pass)");
     assert_ok(&out);
     assert!(stdout(&out).contains("in-the-sandbox"), "{}", stdout(&out));
-    // make has exited: its sandbox goes with the next reap.
-    let out = env.run(&["reap"]);
-    assert_ok(&out);
-    assert!(stdout(&out).contains("owner-dead"), "{}", stdout(&out));
-    assert!(env.ls_raw().is_empty());
+    wait_until(
+        Duration::from_secs(20),
+        "the sandbox of a make that passed",
+        || env.ls_raw().is_empty() && env.containers().is_empty(),
+    );
+    env.assert_nothing_left("make (pass)");
+    // Fail: a recipe fails, make exits 2; the same.
+    let env = TestEnv::new();
+    let make = make_with_the_readme_makefile(&env, "#!/bin/sh\necho failing >&2; exit 3\n");
+    let out = wait_output(make, Duration::from_secs(120), "make (fail)");
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    wait_until(
+        Duration::from_secs(20),
+        "the sandbox of a make that failed",
+        || env.ls_raw().is_empty() && env.containers().is_empty(),
+    );
+    env.assert_nothing_left("make (fail)");
+    // Ctrl-C: SIGINT to make's whole process group (the terminal's foreground job: make, the
+    // recipe's shell, `h9sandbox exec`) once the command runs in the sandbox.
+    let env = TestEnv::new();
+    let make =
+        make_with_the_readme_makefile(&env, "#!/bin/sh\ntouch started\nsleep 120\necho never\n");
+    let pgid = make.id();
+    wait_until(
+        Duration::from_secs(120),
+        "make's command in the sandbox",
+        || env.path("started").exists(),
+    );
+    signal_group(pgid, "INT");
+    let out = wait_output(make, Duration::from_secs(60), "make (Ctrl-C)");
+    assert!(!out.status.success(), "make ignored Ctrl-C");
+    assert!(!stdout(&out).contains("never"), "{}", stdout(&out));
+    wait_until(
+        Duration::from_secs(20),
+        "the sandbox of an interrupted make",
+        || env.ls_raw().is_empty() && env.containers().is_empty(),
+    );
+    env.assert_nothing_left("make (Ctrl-C)");
 }
 
 #[test]

@@ -20,6 +20,7 @@ mod generated;
 mod inspect;
 mod lifecycle;
 mod mcp;
+mod owner;
 mod progress;
 mod project_file;
 mod reap;

@@ -307,7 +307,8 @@ fn closing_stdin_removes_the_auto_up_sandbox_but_not_a_kept_one() {
 fn reap_removes_the_sandbox_of_a_killed_server() {
     require_container!("the MCP tests drive container sandboxes");
     let python = require_python!();
-    let env = TestEnv::new();
+    // Without the owner watcher (which removes it by itself: `owner::run_and_an_mcp_session_are_owners_too`).
+    let env = TestEnv::without_owner_watcher();
     let t = client(&env, &python, "kill").transcript;
     let id = t["auto"].as_str().unwrap();
     // SIGKILL left it behind...
