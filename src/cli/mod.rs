@@ -197,15 +197,22 @@ async fn dispatch(cli: Cli) -> Result<i32> {
 /// about `H9SANDBOX_*` variables that are no configuration key). Only the subcommands that make
 /// sandboxes (`up`, `mcp`) read the project file `./sandbox.toml`, and only a trusted one
 /// ([`crate::sandbox::trust::layers_for_new_sandboxes`]): the commands on existing sandboxes use what `up`
-/// recorded, and nothing a sandbox writes there can change or break them.
+/// recorded, and nothing a sandbox writes there can change or break them. For the same reason a
+/// bad value of a key only new sandboxes use (`H9SANDBOX_CPUS=abc`) fails only the commands
+/// that make sandboxes (`up`, `run`, `mcp`); the others warn and go on
+/// ([`Layers::load_for_existing`]).
 pub fn load_layers(cli: &Cli, reporter: &dyn Reporter) -> Result<Layers> {
     let explicit = cli.global.config.as_deref();
     let layers = match cli.command {
         Command::Up(_) | Command::Mcp(_) => {
             crate::sandbox::trust::layers_for_new_sandboxes(explicit, reporter)?
         }
-        _ => Layers::load(explicit)?,
+        Command::Run(_) => Layers::load(explicit)?,
+        _ => Layers::load_for_existing(explicit)?,
     };
+    for w in &layers.warnings {
+        reporter.warn(w);
+    }
     for var in Layers::unknown_env_vars(std::env::vars().map(|(k, _)| k)) {
         let hint = nearest_key(&var)
             .map(|k| format!("did you mean {k}? "))

@@ -76,8 +76,11 @@ impl Ctx {
             }
         }
         let mut cfg = layers.resolve()?;
+        // Only where sandboxes are made does `cpus` matter enough to say so.
         if let Some(warning) = cfg.fit_to_host(&layers.origin("cpus")) {
-            reporter.warn(&warning);
+            if !layers.for_existing() {
+                reporter.warn(&warning);
+            }
         }
         let store = Store::open(&cfg.state_dir()?)?;
         let engine = AnyEngine::for_kind(cfg.engine, &cfg, store.dir(), &reporter);
