@@ -418,9 +418,14 @@ fn check_user_file(path: &Path, md: &std::fs::Metadata) -> Result<(), String> {
         ));
     }
     let mode = md.mode() & 0o7777;
-    if mode & 0o022 != 0 {
+    if let Some(who) = crate::types::also_writable_by(mode) {
+        let fix = match who {
+            "its group" => "g-w",
+            "others" => "o-w",
+            _ => "go-w",
+        };
         return Err(format!(
-            "refusing it: it is writable by others (mode {mode:04o}), and whoever can write it chooses the programs h9sandbox runs (engine_bin); `chmod go-w {}`",
+            "refusing it: it is writable by {who} (mode {mode:04o}), and whoever can write it chooses the programs h9sandbox runs (engine_bin); `chmod {fix} {}`",
             path.display()
         ));
     }
@@ -671,15 +676,21 @@ impl Layers {
     /// [`HOST_SIDE_KEYS`] are refused); returns the keys it set.
     fn merge_text(&mut self, path: &Path, text: &str, project: bool) -> Result<toml::Table, Error> {
         let origin = Origin::File(path.to_path_buf());
-        let parsed: toml::Table = text.parse().map_err(|e: toml::de::Error| Error::Config {
-            origin: origin.to_string(),
-            message: format!(
-                "is not valid TOML{}: {}",
-                e.span()
-                    .map(|s| format!(" (line {})", text[..s.start].matches('\n').count() + 1))
-                    .unwrap_or_default(),
-                e.message().trim().replace('\n', "; ")
-            ),
+        let parsed: toml::Table = text.parse().map_err(|e: toml::de::Error| {
+            let line = e.span().map(|s| text[..s.start].matches('\n').count() + 1);
+            let hint = line
+                .and_then(|n| text.lines().nth(n - 1))
+                .and_then(unquoted_value_hint)
+                .map(|h| format!("; {h}"))
+                .unwrap_or_default();
+            Error::Config {
+                origin: origin.to_string(),
+                message: format!(
+                    "is not valid TOML{}: {}{hint}",
+                    line.map(|n| format!(" (line {n})")).unwrap_or_default(),
+                    e.message().trim().replace('\n', "; ")
+                ),
+            }
         })?;
         let mut set = toml::Table::new();
         for (name, value) in parsed {
@@ -886,6 +897,24 @@ impl Layers {
             })?;
         Ok(cfg)
     }
+}
+
+/// For a TOML line that failed to parse, `key = value` with a bare word as the value (`memory =
+/// 1g`, `image = ubuntu:22.04`, `network = none`: TOML strings need quotes), how to write it.
+fn unquoted_value_hint(line: &str) -> Option<String> {
+    let (key, value) = line.split_once('=')?;
+    let key = key.trim();
+    let value = value.split(" #").next().unwrap_or(value).trim();
+    let bare_key = !key.is_empty()
+        && key
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
+    let bare_value = !value.is_empty()
+        && !value.starts_with(['"', '\'', '[', '{'])
+        && !value.contains(['"', '\'']);
+    (bare_key && bare_value).then(|| {
+        format!("a text value needs quotes in TOML: write {key} = \"{value}\"")
+    })
 }
 
 fn lookup(name: &str) -> Option<&'static Key> {

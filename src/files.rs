@@ -666,6 +666,21 @@ impl WorkDir {
         Ok(lines)
     }
 
+    /// The first component of the directory `rel` (a prefix of it, resolved beneath the work dir
+    /// as every access is) that exists and is not a directory: what keeps a write of `user` out.
+    fn in_the_way(&self, user: &Path, rel: &Path) -> Option<PathBuf> {
+        let mut prefix = PathBuf::new();
+        for c in rel.components() {
+            prefix.push(c);
+            let fd = self.open_beneath(user, &prefix, OFlags::PATH).ok()?;
+            let st = rustix::fs::fstat(&fd).ok()?;
+            if FileType::from_raw_mode(st.st_mode) != FileType::Directory {
+                return Some(prefix);
+            }
+        }
+        None
+    }
+
     /// Opens the directory `rel` beneath the work dir (`O_PATH`), creating missing components
     /// when `parents` (each one with `mkdirat` in the directory resolved so far, then resolved
     /// again from the work dir, so a symlink swapped in meanwhile is caught), owned by `owner`.
@@ -680,11 +695,12 @@ impl WorkDir {
         match self.open_beneath(user, rel, flags) {
             Err(e) if parents && is_errno(&e, Errno::NOENT) => {}
             Err(e) if is_errno(&e, Errno::NOTDIR) => {
+                let file = self.in_the_way(user, rel);
                 return Err(anyhow!(
-                    "{}: a component of the directory {} is not a directory",
+                    "cannot write {}: {} is not a directory; remove it, or choose another path",
                     user.display(),
-                    rel.display()
-                ))
+                    file.as_deref().unwrap_or(rel).display()
+                ));
             }
             r => return r,
         }

@@ -295,6 +295,18 @@ pub struct Limits {
     pub caps: Caps,
 }
 
+/// Who besides the owner may write a file of permission bits `mode` (`st_mode`): `"its group"`,
+/// `"others"` or `"group and others"` (the `S_IWGRP` and `S_IWOTH` bits, chmod(2)); `None`
+/// when nobody else may. For messages that must name the right fix (`chmod g-w`, `o-w`).
+pub fn also_writable_by(mode: u32) -> Option<&'static str> {
+    match (mode & 0o020 != 0, mode & 0o002 != 0) {
+        (true, true) => Some("group and others"),
+        (true, false) => Some("its group"),
+        (false, true) => Some("others"),
+        (false, false) => None,
+    }
+}
+
 /// Parses a duration as every time option and key takes it: a bare number is seconds
 /// (`30`, `0.5`), anything else humantime's syntax (`500ms`, `30s`, `1m`, `2h`, `1d`,
 /// `1h 30m`). Errors: a one-line reason naming accepted forms.

@@ -93,6 +93,21 @@ pub fn run(cmd: &FileCommand) -> i32 {
     }
 }
 
+/// The first existing component of `dir` (from the root down) that is not a directory, if any:
+/// what stops `--parents` from making `dir`.
+fn in_the_way(dir: &Path) -> Option<PathBuf> {
+    let mut at = PathBuf::new();
+    for c in dir.components() {
+        at.push(c);
+        match std::fs::metadata(&at) {
+            Ok(m) if !m.is_dir() => return Some(at),
+            Ok(_) => {}
+            Err(_) => return None,
+        }
+    }
+    None
+}
+
 fn kind_of(m: &std::fs::Metadata) -> &'static str {
     let t = m.file_type();
     use std::os::unix::fs::FileTypeExt;
@@ -180,7 +195,18 @@ fn write(path: &Path, mode: Option<&str>, parents: bool, append: bool) -> Result
         ));
     };
     if parents {
-        std::fs::create_dir_all(dir).map_err(|e| Fail::io("create the directory of", path, &e))?;
+        std::fs::create_dir_all(dir).map_err(|e| match in_the_way(dir) {
+            // EEXIST from mkdir (or ENOTDIR further down) means a file where a directory goes.
+            Some(file) => Fail(
+                EXIT_OTHER,
+                format!(
+                    "cannot create the directory of {}: {} is not a directory; remove it, or choose another path",
+                    path.display(),
+                    file.display()
+                ),
+            ),
+            None => Fail::io("create the directory of", path, &e),
+        })?;
     }
     let existing = match std::fs::metadata(&target) {
         Ok(m) if m.is_file() => Some(m),

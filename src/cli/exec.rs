@@ -178,15 +178,40 @@ fn stdin_has_bytes() -> bool {
 }
 
 /// Refuses a command whose first word looks like an option: a mistyped or unknown option of
-/// `sub` that clap's trailing argument took for the command (`exec ID --bogus -- true`).
+/// `sub` that clap's trailing argument took for the command (`exec ID --tiemout 5 -- true`),
+/// naming the option of `sub` it is closest to, as clap does for the options before the ID.
 pub fn refuse_option_as_command(sub: &str, command: &[String]) -> Result<()> {
-    match command.first().filter(|w| w.starts_with('-')) {
-        Some(opt) => Err(Error::Invalid(format!(
-            "unknown option '{opt}' (h9sandbox's options go before `--`, the command after it); see `h9sandbox {sub} --help`"
-        ))
-        .into()),
-        None => Ok(()),
+    let Some(opt) = command.first().filter(|w| w.starts_with('-')) else {
+        return Ok(());
+    };
+    let tip = similar_option(sub, opt)
+        .map(|o| format!("a similar option exists: '{o}'; "))
+        .unwrap_or_default();
+    Err(Error::Invalid(format!(
+        "unknown option '{opt}' ({tip}h9sandbox's options go before `--`, the command after it); see `h9sandbox {sub} --help`"
+    ))
+    .into())
+}
+
+/// The long option of subcommand `sub` (global ones included) closest to the word `opt`
+/// (`--tiemout`, `--imgae=x`): at most two edits away, as clap's own suggestions.
+fn similar_option(sub: &str, opt: &str) -> Option<String> {
+    use clap::CommandFactory;
+    let word = opt.trim_start_matches('-');
+    let word = word.split_once('=').map_or(word, |(w, _)| w);
+    if word.is_empty() || !opt.starts_with("--") {
+        return None;
     }
+    let cli = super::Cli::command();
+    let cmd = cli.find_subcommand(sub)?;
+    cmd.get_arguments()
+        .chain(cli.get_arguments())
+        .filter(|a| !a.is_hide_set())
+        .filter_map(|a| a.get_long())
+        .map(|l| (crate::config::edit_distance(word, l), l))
+        .filter(|(d, _)| *d <= 2)
+        .min()
+        .map(|(_, l)| format!("--{l}"))
 }
 
 /// Runs `exec`; returns the command's exit status.

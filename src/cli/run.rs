@@ -26,6 +26,7 @@ pub struct RunJson {
 /// (so that `reap` removes the sandbox if `run` is killed with SIGKILL).
 pub fn up_request(args: &RunArgs) -> crate::sandbox::create::UpRequest {
     let mut req = super::up::request(&args.up);
+    req.one_command = true;
     if req.owner_pid.is_none() {
         req.owner_pid = Some(std::process::id().to_string());
     }

@@ -115,19 +115,19 @@ impl Ended {
     /// `Ok` for status 0; else the error of its kind, with the helper's message.
     fn check(&self, what: &str) -> Result<()> {
         let msg = self.message();
+        // The kind, for callers that branch on it, with the helper's own words (said once).
         let io = |kind: std::io::ErrorKind| {
-            Err(anyhow::Error::from(std::io::Error::from(kind))
-                .context(format!("{msg} (in the container)")))
+            Err(anyhow::Error::from(std::io::Error::new(
+                kind,
+                format!("{msg} (in the container)"),
+            )))
         };
         match self.code {
             0 => Ok(()),
             EXIT_NOT_FOUND => io(std::io::ErrorKind::NotFound),
             EXIT_DENIED => io(std::io::ErrorKind::PermissionDenied),
             EXIT_NOT_REGULAR => Err(Error::Invalid(msg).into()),
-            c => Err(Error::Invalid(format!(
-                "cannot {what} in the container: {msg} (status {c})"
-            ))
-            .into()),
+            _ => Err(Error::Invalid(format!("cannot {what} in the container: {msg}")).into()),
         }
     }
 }

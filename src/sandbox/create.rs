@@ -84,6 +84,9 @@ pub struct UpRequest {
     /// With `name`: a Running sandbox of that name with the same image, limits and work dir is
     /// the result, untouched ([`create`]).
     pub reuse: bool,
+    /// The sandbox exists for one command and is removed right after (`run`): messages point at
+    /// nothing that will be gone by then (its record).
+    pub one_command: bool,
 }
 
 impl UpRequest {
@@ -157,7 +160,7 @@ pub async fn create(ctx: &Ctx, req: &UpRequest) -> Result<Record> {
     if engine.kind().isolation() == Isolation::None {
         ctx.reporter.warn(&local_warning(&rec));
     }
-    let rec = run_bootstrap(ctx, rec).await?;
+    let rec = run_bootstrap(ctx, rec, req.one_command).await?;
     if rec.owner.is_some() && ctx.cfg.watch_owner {
         if let Err(e) = super::watch::spawn(ctx, &rec) {
             ctx.reporter.warn(&format!(
@@ -775,8 +778,10 @@ async fn record_running(
 /// Step 6: runs the configured bootstrap command, if any, in the Running sandbox `rec` (its
 /// output to stderr: stdout carries the ID or the JSON record) and returns the record with the
 /// bootstrap's outcome. A failure only warns, unless `bootstrap_required`: then, as on an
-/// interrupting signal, the sandbox is removed ([`abort`]) and `up` fails.
-async fn run_bootstrap(ctx: &Ctx, mut rec: Record) -> Result<Record> {
+/// interrupting signal, the sandbox is removed ([`abort`]) and `up` fails. For `one_command`
+/// (`run`), the warning says the command runs without it (the record it would point at is gone
+/// once the command ends).
+async fn run_bootstrap(ctx: &Ctx, mut rec: Record, one_command: bool) -> Result<Record> {
     let cfg = &ctx.cfg;
     let Some(cmd) = ctx.settings_for(&rec).bootstrap_cmd else {
         return Ok(rec);
@@ -799,9 +804,14 @@ async fn run_bootstrap(ctx: &Ctx, mut rec: Record) -> Result<Record> {
             )
             .await);
         }
-        ctx.reporter.warn(&format!(
-            "{why}; the sandbox is up without it (its record shows the bootstrap: `h9sandbox ls --format json`)"
-        ));
+        ctx.reporter.warn(&match one_command {
+            true => format!(
+                "{why}; the command runs without it (--bootstrap-required makes `run` fail instead)"
+            ),
+            false => format!(
+                "{why}; the sandbox is up without it (its record shows the bootstrap: `h9sandbox ls --format json`)"
+            ),
+        });
     }
     Ok(rec)
 }

@@ -619,3 +619,117 @@ fn the_readme_quick_start_runs_as_written() {
     assert!(env.ls_raw().is_empty(), "{:?}", env.ls_raw());
     assert!(env.containers().is_empty(), "{:?}", env.containers());
 }
+
+#[test]
+fn a_mistyped_option_after_the_sandbox_id_gets_a_suggestion() {
+    let env = TestEnv::new();
+    for (args, similar) in [
+        (vec!["exec", "some-box", "--tiemout", "5", "--", "true"], "'--timeout'"),
+        (vec!["bootstrap", "some-box", "--tiemout=5", "--", "true"], "'--timeout'"),
+        (vec!["run", "--imgae", "x", "--", "true"], "'--image'"),
+        (vec!["run", "--memroy", "1g", "--", "true"], "'--memory'"),
+    ] {
+        let out = env.run(&args);
+        assert_eq!(out.status.code(), Some(125), "{args:?}");
+        let err = stderr(&out);
+        assert_shaped(&err);
+        assert!(
+            err.contains(&format!("unknown option '{}'", args[if args[0] == "run" { 1 } else { 2 }]))
+                && err.contains(&format!("a similar option exists: {similar}")),
+            "{args:?}: {err}"
+        );
+    }
+    // Nothing close: no suggestion, the same shape.
+    let err = stderr(&env.run(&["exec", "some-box", "--frobnicate", "--", "true"]));
+    assert!(err.contains("unknown option '--frobnicate' (h9sandbox's options go before"), "{err}");
+    assert!(env.ls_raw().is_empty());
+}
+
+#[test]
+fn configuration_mistakes_are_named_with_their_fix() {
+    let env = TestEnv::new();
+    // An unquoted text value in TOML.
+    let file = env.root.path().join("c.toml");
+    for (text, fix) in [
+        ("memory = 1g\n", "write memory = \"1g\""),
+        ("image = ubuntu:22.04\n", "write image = \"ubuntu:22.04\""),
+        ("cpus = 1\nnetwork = none # no network\n", "write network = \"none\""),
+    ] {
+        std::fs::write(&file, text).unwrap();
+        let out = env.run(&["--config", file.to_str().unwrap(), "ls"]);
+        assert_eq!(out.status.code(), Some(1));
+        let err = stderr(&out);
+        assert_shaped(&err);
+        assert!(err.contains("is not valid TOML") && err.contains(fix), "{text:?}: {err}");
+    }
+    // The user's own file, writable by its group, by others, or both: named as it is, with the
+    // chmod that fixes exactly that.
+    let dir = env.root.path().join(".config/h9sandbox");
+    std::fs::create_dir_all(&dir).unwrap();
+    let user_file = dir.join("config.toml");
+    std::fs::write(&user_file, "cpus = 0.5\n").unwrap();
+    for (mode, who, fix) in [
+        (0o620, "writable by its group (mode 0620)", "chmod g-w"),
+        (0o602, "writable by others (mode 0602)", "chmod o-w"),
+        (0o622, "writable by group and others (mode 0622)", "chmod go-w"),
+    ] {
+        std::fs::set_permissions(
+            &user_file,
+            std::os::unix::fs::PermissionsExt::from_mode(mode),
+        )
+        .unwrap();
+        let out = env.run(&["ls"]);
+        assert_eq!(out.status.code(), Some(1));
+        let err = stderr(&out);
+        assert!(err.contains(who) && err.contains(fix), "{mode:o}: {err}");
+    }
+}
+
+#[test]
+fn a_failed_run_bootstrap_points_at_nothing_that_is_gone() {
+    require_container!("needs a bootstrap in a container");
+    let env = TestEnv::new();
+    let out = env.run(&["run", "--bootstrap", "exit 9", "--", "echo ran"]);
+    assert_ok(&out);
+    assert_eq!(stdout(&out), "ran\n");
+    let err = stderr(&out);
+    assert_shaped(&err);
+    assert!(
+        err.contains("bootstrap `exit 9` exited with status 9; the command runs without it"),
+        "{err}"
+    );
+    assert!(!err.contains("ls --format json"), "{err}");
+    env.assert_nothing_left("run");
+}
+
+#[test]
+fn write_parents_under_a_regular_file_says_not_a_directory() {
+    require_container!("writes inside the container too");
+    let env = TestEnv::new();
+    let id = env.up(&[]);
+    std::fs::write(env.path("f"), "a file\n").unwrap();
+    assert_ok(&env.run(&["exec", &id, "--", "echo x > /tmp/f"]));
+    for (path, file) in [
+        ("f/x", "f is not a directory"),
+        ("f/y/x", "f is not a directory"),
+        ("/tmp/f/x", "/tmp/f is not a directory"),
+        ("/tmp/f/y/x", "/tmp/f is not a directory"),
+    ] {
+        let out = env
+            .cmd()
+            .args(["write", &id, path, "--parents"])
+            .stdin(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .and_then(|mut c| {
+                drop(c.stdin.take());
+                c.wait_with_output()
+            })
+            .unwrap();
+        assert_eq!(out.status.code(), Some(1), "{path}");
+        let err = stderr(&out);
+        assert_shaped(&err);
+        assert!(err.contains(file), "{path}: {err}");
+        assert!(!err.contains("File exists") && !err.contains("(status"), "{path}: {err}");
+    }
+}
