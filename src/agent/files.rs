@@ -22,6 +22,9 @@ pub const EXIT_DENIED: i32 = 12;
 pub const EXIT_TOO_LARGE: i32 = 13;
 /// Exit status: any other failure.
 pub const EXIT_OTHER: i32 = 14;
+/// Exit status: `write --no-clobber` found something at the path; nothing was written. Its
+/// message is `PATH exists`.
+pub const EXIT_EXISTS: i32 = 15;
 
 /// `h9sandbox agent file …`.
 #[derive(Debug, Clone, clap::Subcommand)]
@@ -50,6 +53,9 @@ pub enum FileCommand {
         /// Keep the old content first
         #[arg(long)]
         append: bool,
+        /// Fail (exit 15) when anything exists at the path; atomic (RENAME_NOREPLACE)
+        #[arg(long, conflicts_with = "append")]
+        no_clobber: bool,
     },
 }
 
@@ -82,7 +88,8 @@ pub fn run(cmd: &FileCommand) -> i32 {
             mode,
             parents,
             append,
-        } => write(path, mode.as_deref(), *parents, *append),
+            no_clobber,
+        } => write(path, mode.as_deref(), *parents, *append, *no_clobber),
     };
     match r {
         Ok(()) => 0,
@@ -169,7 +176,19 @@ fn read(path: &Path, max: Option<u64>, cap: Option<u64>) -> Result<(), Fail> {
 /// Replaces `path` with stdin: see the module documentation. As the user it runs as: a file it
 /// cannot write is refused (a read-only file is not replaced, though a rename in a writable
 /// directory could), and the directory must be writable (the rename happens there).
-fn write(path: &Path, mode: Option<&str>, parents: bool, append: bool) -> Result<(), Fail> {
+/// With `no_clobber`, nothing at the path (a symlink included) is ever replaced: refused at once
+/// when something is there, and the final rename is `RENAME_NOREPLACE`.
+fn write(
+    path: &Path,
+    mode: Option<&str>,
+    parents: bool,
+    append: bool,
+    no_clobber: bool,
+) -> Result<(), Fail> {
+    let exists = || Fail(EXIT_EXISTS, format!("{} exists", path.display()));
+    if no_clobber && std::fs::symlink_metadata(path).is_ok() {
+        return Err(exists());
+    }
     let mode = match mode {
         Some(m) => Some(
             u32::from_str_radix(m.trim_start_matches("0o"), 8)
@@ -227,8 +246,11 @@ fn write(path: &Path, mode: Option<&str>, parents: bool, append: bool) -> Result
     let result = fill(&temp, &target, existing.as_ref(), mode, append);
     match result {
         Ok((written, size)) => {
-            if let Err(e) = std::fs::rename(&temp, &target) {
+            if let Err(e) = put_in_place(&temp, &target, no_clobber) {
                 let _ = std::fs::remove_file(&temp);
+                if no_clobber && e.raw_os_error() == Some(libc::EEXIST) {
+                    return Err(exists());
+                }
                 return Err(Fail::io("write", path, &e));
             }
             println!("{written} {size}");
@@ -241,6 +263,23 @@ fn write(path: &Path, mode: Option<&str>, parents: bool, append: bool) -> Result
                 f.1.replace(&temp.display().to_string(), &path.display().to_string()),
             ))
         }
+    }
+}
+
+/// Renames `temp` to `target`; with `no_replace` only where nothing is (`renameat2(2)`
+/// `RENAME_NOREPLACE`; a hard link then an unlink where the file system refuses the flag).
+fn put_in_place(temp: &Path, target: &Path, no_replace: bool) -> std::io::Result<()> {
+    if !no_replace {
+        return std::fs::rename(temp, target);
+    }
+    use rustix::fs::{renameat_with, RenameFlags, CWD};
+    match renameat_with(CWD, temp, CWD, target, RenameFlags::NOREPLACE) {
+        Err(rustix::io::Errno::INVAL | rustix::io::Errno::NOSYS) => {
+            std::fs::hard_link(temp, target)?;
+            let _ = std::fs::remove_file(temp);
+            Ok(())
+        }
+        r => r.map_err(std::io::Error::from),
     }
 }
 

@@ -649,6 +649,10 @@ pub struct WriteArgs {
     /// Add to the end of the existing content (still replaced atomically)
     #[arg(long)]
     pub append: bool,
+    /// Fail (exit 1, nothing written) when the file, or anything else, exists at PATH: never
+    /// replace it (atomic: no file made meanwhile is overwritten)
+    #[arg(long, short = 'n', conflicts_with = "append")]
+    pub no_clobber: bool,
 }
 
 /// `edit` arguments.

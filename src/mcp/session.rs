@@ -669,7 +669,11 @@ impl Session {
     async fn write(&self, p: WriteParams) -> Result<Done> {
         let id = self.target(p.id).await?;
         let (rec, wd) = workdir_of(&self.ctx, &id)?;
-        let opts = files::options(&rec, None, p.parents, p.append);
+        if p.no_clobber && p.append {
+            return Err(Error::Invalid("no_clobber and append exclude each other".into()).into());
+        }
+        let mut opts = files::options(&rec, None, p.parents, p.append);
+        opts.no_clobber = p.no_clobber;
         let data = std::io::Cursor::new(p.content.into_bytes());
         let path = PathBuf::from(&p.path);
         let (path, bytes_written, size) = match container_files::place(&rec, &path, false) {

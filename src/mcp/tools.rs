@@ -284,6 +284,10 @@ pub struct WriteParams {
     /// Add `content` to the end of the existing file instead of replacing it. Default: false.
     #[serde(default)]
     pub append: bool,
+    /// Create the file only: a tool error, and nothing written, when anything exists at `path`
+    /// already (checked atomically). Default: false.
+    #[serde(default)]
+    pub no_clobber: bool,
 }
 
 fn yes() -> bool {

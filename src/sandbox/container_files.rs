@@ -22,7 +22,9 @@ use uuid::Uuid;
 
 use super::exec::ensure_running;
 use super::Ctx;
-use crate::agent::files::{EXIT_DENIED, EXIT_NOT_FOUND, EXIT_NOT_REGULAR, EXIT_TOO_LARGE};
+use crate::agent::files::{
+    EXIT_DENIED, EXIT_EXISTS, EXIT_NOT_FOUND, EXIT_NOT_REGULAR, EXIT_TOO_LARGE,
+};
 use crate::agent::proto::{Reply, Request, RunAs, Start};
 use crate::engine::{CommandLine, Environment, ExecSpec};
 use crate::error::Error;
@@ -127,6 +129,10 @@ impl Ended {
             EXIT_NOT_FOUND => io(std::io::ErrorKind::NotFound),
             EXIT_DENIED => io(std::io::ErrorKind::PermissionDenied),
             EXIT_NOT_REGULAR => Err(Error::Invalid(msg).into()),
+            EXIT_EXISTS => Err(Error::Exists {
+                path: msg.strip_suffix(" exists").unwrap_or(&msg).to_string(),
+            }
+            .into()),
             _ => Err(Error::Invalid(format!("cannot {what} in the container: {msg}")).into()),
         }
     }
@@ -441,6 +447,9 @@ pub async fn write(
     }
     if opts.append {
         args.push("--append".into());
+    }
+    if opts.no_clobber {
+        args.push("--no-clobber".into());
     }
     let mut said = Vec::new();
     let mut collect = |b: &[u8]| -> Result<()> {
