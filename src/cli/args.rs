@@ -138,7 +138,7 @@ unreachable); `up` warns on stderr when a sandbox is local.")]
     Up(UpArgs),
     /// Run a command in a sandbox: a program and its arguments, or one shell command line
     #[command(
-        override_usage = "h9sandbox exec [OPTIONS] <ID> -- <COMMAND>...",
+        override_usage = "h9sandbox exec [OPTIONS] <ID> -- <COMMAND>...\n       h9sandbox exec [OPTIONS] <ID> --command-file <FILE>",
         after_help = "\
 Examples:
   h9sandbox exec 3f2a -- ls -la                   a program and its arguments, run exactly
@@ -528,12 +528,20 @@ pub struct ExecArgs {
     /// With --format json: bytes kept of each of stdout and stderr
     #[arg(long, value_name = "BYTES", default_value_t = 1 << 20)]
     pub max_output: usize,
+    /// With --format json: also `output`, stdout and stderr together in the order they were
+    /// read (chunk by chunk; see JSON shapes in the README), capped as each stream is
+    #[arg(long)]
+    pub combined: bool,
     /// Run it in the background: print its handle at once (see `ps`, `logs`, `kill`)
     #[arg(short, long, conflicts_with = "interactive")]
     pub detach: bool,
+    /// Take the command, one shell command line (bash -c), from this file (`-`: stdin) instead
+    /// of the arguments: for a text past the 128 KiB one argument may hold (up to 4 MiB)
+    #[arg(long, value_name = "FILE", conflicts_with = "command")]
+    pub command_file: Option<PathBuf>,
     /// The command: a program and its arguments, or one shell command line (bash -c)
     #[arg(
-        required = true,
+        required_unless_present = "command_file",
         trailing_var_arg = true,
         allow_hyphen_values = true,
         value_name = "COMMAND"
@@ -753,6 +761,10 @@ pub struct RunArgs {
     /// With --format json: bytes kept of each of stdout and stderr
     #[arg(long, value_name = "BYTES", default_value_t = 1 << 20)]
     pub max_output: usize,
+    /// With --format json: also `output`, stdout and stderr together in the order they were
+    /// read (chunk by chunk; see JSON shapes in the README), capped as each stream is
+    #[arg(long)]
+    pub combined: bool,
     /// The command: a program and its arguments, or one shell command line (bash -c)
     #[arg(
         required = true,

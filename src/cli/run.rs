@@ -101,7 +101,7 @@ pub async fn run(ctx: &Ctx, format: Format, progress: &CliReporter, args: &RunAr
     if format == Format::Json {
         output::print_json(&RunJson {
             id: rec.id.to_string(),
-            exec: super::exec::json(out),
+            exec: super::exec::json(out, args.combined),
         })?;
     }
     match removed {

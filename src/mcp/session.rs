@@ -351,6 +351,7 @@ impl Session {
             ))
             .into());
         }
+        let p_combined = p.combined;
         let (command, argv) = command_words(p.command, p.argv)?;
         let req = ExecRequest {
             id: self.target(p.id).await?,
@@ -388,6 +389,9 @@ impl Session {
             stdout_bytes: out.stdout.total,
             stderr_bytes: out.stderr.total,
             oom_killed: out.oom_killed,
+            ended: out.ended().to_string(),
+            signal: out.signal_name(),
+            output: p_combined.then(|| out.combined.text_ends().0),
         };
         let mut text = format!(
             "exit code {} in {} ms{}{}",

@@ -749,3 +749,12 @@ pub fn signal_group(pgid: u32, sig: &str) {
         .success();
     assert!(ok, "kill -{sig} -- -{pgid} failed");
 }
+
+impl TestEnv {
+    /// Whether commands reach a container's agent, in a message rather than as arguments of the
+    /// engine's exec: a container engine, not `H9TEST_EXEC_PATH=engine`, not gVisor (a local
+    /// sandbox's commands are arguments of its shell).
+    pub fn agent_reachable(&self) -> bool {
+        engine() != Engine::Local && !exec_path_is_engine() && !gvisor()
+    }
+}

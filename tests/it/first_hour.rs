@@ -686,6 +686,26 @@ fn configuration_mistakes_are_named_with_their_fix() {
 }
 
 #[test]
+fn verbose_exec_shows_the_shell_that_really_runs() {
+    require_container!("the shell is the image's");
+    if agent_socket_unreachable() {
+        return; // the engine's exec: `-v` shows its own command line
+    }
+    let env = TestEnv::new();
+    for (image, shell) in [(TINY, "bash"), (NOBASH, "sh")] {
+        let id = env.up(&["--image", image]);
+        let out = env.run(&["-v", "exec", &id, "--", "echo hi"]);
+        assert_ok(&out);
+        assert!(
+            stderr(&out).contains(&format!("agent of {}) {shell} -c 'echo hi'", &id.replace('-', "")[..12])),
+            "{image}: {}",
+            stderr(&out)
+        );
+        assert_ok(&env.run(&["down", &id]));
+    }
+}
+
+#[test]
 fn a_failed_run_bootstrap_points_at_nothing_that_is_gone() {
     require_container!("needs a bootstrap in a container");
     let env = TestEnv::new();

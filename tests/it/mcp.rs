@@ -151,6 +151,7 @@ fn the_tools_are_listed_with_schemas_a_model_can_follow() {
             "sandbox_exec",
             vec![
                 "argv",
+                "combined",
                 "command",
                 "cwd",
                 "env",
@@ -188,7 +189,7 @@ fn the_tools_are_listed_with_schemas_a_model_can_follow() {
         ),
         (
             "sandbox_write",
-            vec!["append", "content", "id", "parents", "path"],
+            vec!["append", "content", "id", "no_clobber", "parents", "path"],
             vec!["content", "path"],
         ),
         (
@@ -218,6 +219,10 @@ fn the_tools_are_listed_with_schemas_a_model_can_follow() {
         "duration_ms",
         "timed_out",
         "truncated",
+        "oom_killed",
+        "ended",
+        "signal",
+        "output",
     ] {
         assert!(p.contains(&field.to_string()), "exec result lacks {field}");
     }
