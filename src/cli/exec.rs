@@ -91,9 +91,8 @@ pub fn request(args: &ExecArgs) -> Result<ExecRequest, Error> {
     })
 }
 
-/// The most bytes `--command-file` takes: what one request to the sandbox's agent carries
-/// ([`crate::agent::proto::MAX_FRAME`]).
-const COMMAND_FILE_MAX: u64 = crate::agent::proto::MAX_FRAME as u64;
+/// The most bytes `--command-file` takes: what one request to the sandbox's agent carries.
+const COMMAND_FILE_MAX: u64 = crate::sandbox::exec::COMMAND_MAX_BYTES as u64;
 
 /// `exec --command-file FILE`: the file's content (`-`: our stdin's), one shell command line,
 /// travelling to the sandbox's agent in a message rather than an argument vector, so it is not

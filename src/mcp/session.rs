@@ -268,6 +268,7 @@ impl Session {
             within: Some(self.workdir.clone()),
             reuse: false,
             one_command: false,
+            workdir_mode: None,
         };
         // A sub-sandbox shares its parent's work dir: only of a sandbox the session may reach.
         let req = UpRequest {
@@ -573,6 +574,7 @@ impl Session {
         let path = PathBuf::from(&p.path);
         let lines = match container_files::place(&rec, &path, false) {
             container_files::Place::WorkDir => {
+                let wd = wd.open()?;
                 tokio::task::spawn_blocking(move || wd.read_lines(&path, first, limit, max))
                     .await??
             }
@@ -682,7 +684,7 @@ impl Session {
         let path = PathBuf::from(&p.path);
         let (path, bytes_written, size) = match container_files::place(&rec, &path, false) {
             container_files::Place::WorkDir => {
-                let w = files::write_from(&self.ctx, wd, path, data, opts).await?;
+                let w = files::write_from(&self.ctx, wd.open()?, path, data, opts).await?;
                 (w.path, w.bytes_written, w.size)
             }
             container_files::Place::Container(path) => {
@@ -711,7 +713,8 @@ impl Session {
         let path = PathBuf::from(&p.path);
         let result = match container_files::place(&rec, &path, false) {
             container_files::Place::WorkDir => {
-                let e = files::replace(&self.ctx, wd, path, p.old, p.new, p.replace_all).await?;
+                let e = files::replace(&self.ctx, wd.open()?, path, p.old, p.new, p.replace_all)
+                    .await?;
                 EditResult {
                     path: e.path.display().to_string(),
                     replacements: e.replacements as u64,

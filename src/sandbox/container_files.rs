@@ -12,7 +12,6 @@
 
 use std::io::Read;
 use std::path::{Component, Path, PathBuf};
-use std::process::Stdio;
 
 use anyhow::{anyhow, Result};
 use futures_util::{SinkExt, StreamExt};
@@ -22,11 +21,9 @@ use uuid::Uuid;
 
 use super::exec::ensure_running;
 use super::Ctx;
-use crate::agent::files::{
-    EXIT_DENIED, EXIT_EXISTS, EXIT_NOT_FOUND, EXIT_NOT_REGULAR, EXIT_TOO_LARGE,
-};
-use crate::agent::proto::{Reply, Request, RunAs, Start};
-use crate::engine::{CommandLine, Environment, ExecSpec};
+use crate::contract::proto::{Reply, Request, RunAs, Start};
+use crate::contract::{EXIT_DENIED, EXIT_EXISTS, EXIT_NOT_FOUND, EXIT_NOT_REGULAR, EXIT_TOO_LARGE};
+use crate::engine::{CommandLine, Environment, ExecSpec, ExecStdio, StdinFrom};
 use crate::error::Error;
 use crate::files::WriteOptions;
 use crate::state::Record;
@@ -55,6 +52,8 @@ pub fn place(rec: &Record, path: &Path, by_user: bool) -> Place {
     if rec.isolation == Isolation::None {
         return Place::WorkDir;
     }
+    // A copied work dir is the container's, like every other path of it.
+    let by_user = by_user || rec.workdir_mode == crate::types::WorkdirMode::Copy;
     if !path.is_absolute() {
         // Relative paths start in the work dir, whose side refuses `..` above it.
         return match by_user {
@@ -97,14 +96,14 @@ pub fn acting(rec: &Record, user: Option<&str>) -> Result<RunAs> {
 }
 
 /// How the helper ended: its exit status and the start of its stderr.
-struct Ended {
-    code: i32,
-    stderr: Vec<u8>,
+pub(super) struct Ended {
+    pub(super) code: i32,
+    pub(super) stderr: Vec<u8>,
 }
 
 impl Ended {
     /// The helper's one-line message: printable characters only, at most 300 of them.
-    fn message(&self) -> String {
+    pub(super) fn message(&self) -> String {
         let text = String::from_utf8_lossy(&self.stderr);
         let line = text
             .lines()
@@ -141,8 +140,8 @@ impl Ended {
 /// The helper's command line: `h9sandbox agent file ARGS…` from the read-only mount.
 fn helper(args: Vec<String>) -> Vec<String> {
     let mut argv = vec![
-        crate::agent::BIN.to_string(),
-        crate::agent::ARG.to_string(),
+        crate::contract::BIN.to_string(),
+        crate::contract::ARG.to_string(),
         "file".to_string(),
     ];
     argv.extend(args);
@@ -170,7 +169,19 @@ async fn run_helper(
         ))
         .into());
     }
-    let argv = helper(args);
+    run_tool(ctx, rec, user, helper(args), input, out).await
+}
+
+/// Runs the in-container program `argv` (h9sandbox's own, from its fixed path) in sandbox `rec`
+/// as `user`, as [`run_helper`] does the file helper.
+pub(super) async fn run_tool(
+    ctx: &Ctx,
+    rec: &Record,
+    user: RunAs,
+    argv: Vec<String>,
+    input: Option<Box<dyn Read + Send>>,
+    out: &mut (dyn FnMut(&[u8]) -> Result<()> + Send),
+) -> Result<Ended> {
     let chunks = input.map(feed);
     let conn = match ctx.cfg.exec_agent {
         true => super::agent::connect(ctx, rec).await.ok().flatten(),
@@ -223,7 +234,7 @@ fn keep(stderr: &mut Vec<u8>, bytes: &[u8]) {
 }
 
 async fn via_agent(
-    conn: crate::agent::client::Connection,
+    conn: crate::channel::Connection,
     user: RunAs,
     argv: Vec<String>,
     mut chunks: Option<mpsc::Receiver<Chunk>>,
@@ -295,19 +306,15 @@ async fn via_engine(
         wrapper_enters: true,
         backstop: None,
     };
-    let mut cmd = engine.exec_command(rec.container_ref(), &spec);
-    cmd.stdin(if chunks.is_some() {
-        Stdio::piped()
-    } else {
-        Stdio::null()
-    })
-    .stdout(Stdio::piped())
-    .stderr(Stdio::piped())
-    .kill_on_drop(true);
-    let mut child = cmd.spawn().map_err(|e| Error::EngineUnavailable {
-        bin: engine.kind().to_string(),
-        reason: format!("cannot run the engine client: {e}; check engine_bin"),
-    })?;
+    let stdio = ExecStdio {
+        stdin: if chunks.is_some() {
+            StdinFrom::Piped
+        } else {
+            StdinFrom::Null
+        },
+        stdout_inherit: false,
+    };
+    let mut child = engine.exec(rec.container_ref(), &spec, stdio)?;
     let mut stdin = child.stdin.take();
     let mut stdout = child.stdout.take().expect("piped");
     let mut errs = child.stderr.take().expect("piped");
@@ -338,9 +345,8 @@ async fn via_engine(
             },
         }
     }
-    let status = child.wait().await?;
-    let code = status.code().unwrap_or(255);
-    if let Some(f) = engine.exec_failure(rec.container_ref(), &stderr, code) {
+    let code = child.wait().await?.code;
+    if let Some(f) = child.judge().failure(&stderr, code) {
         use crate::engine::ExecFailure as F;
         let id = rec.short_id();
         return Err(match f {

@@ -6,31 +6,34 @@
 //! apply the timeout) for an [`ExecRequest`], which both front ends make.
 
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use anyhow::Result;
 use tokio::io::{AsyncRead, AsyncReadExt};
-use tokio::process::Child;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use uuid::Uuid;
 
 use super::Ctx;
-use crate::agent::client::ConnectError;
+use crate::channel::ConnectError;
 use crate::engine::{
-    AnyEngine, CommandLine, Environment, ExecFailure, ExecSpec, RunAs, EXEC_MARKER_VAR,
+    AnyEngine, CommandLine, EngineExec, Environment, ExecEnd, ExecFailure, ExecJudge, ExecReader,
+    ExecSpec, ExecStdio, RunAs, StdinFrom, EXEC_MARKER_VAR,
 };
 use crate::error::{Error, EXIT_TIMEOUT};
 use crate::report::{self, Forward, Stream};
 use crate::state::{Lifecycle, Record};
-use crate::types::Isolation;
+use crate::types::{Isolation, WorkdirMode};
 
 /// How long the output of a command that has exited is still read, when something it left
 /// running in the background holds its stdout or stderr open (`docker exec` waits about as
 /// long; without this bound, a local sandbox's `exec -- 'server &'` would last as long as the
 /// server).
 pub const OUTPUT_GRACE: Duration = Duration::from_secs(2);
+
+/// The longest command text one request to a sandbox's agent carries (one frame,
+/// [`crate::contract::proto::MAX_FRAME`]): the bound of `exec --command-file`.
+pub const COMMAND_MAX_BYTES: usize = crate::contract::proto::MAX_FRAME;
 
 /// Where a stream of the command goes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -82,7 +85,7 @@ pub struct Outcome {
     /// Both streams captured together, chunk by chunk in the order they were read (kept as
     /// each stream is, at the sink's cap); empty when forwarded. Through the agent that is the
     /// order in which the agent read the command's two pipes; through the engine's exec, the
-    /// order in which h9sandbox read the engine client's two pipes (see README, JSON shapes).
+    /// order in which h9sandbox read the engine client's two pipes (see docs/reference/json.md).
     pub combined: Captured,
     /// Wall-clock time from start to exit.
     pub duration: Duration,
@@ -131,10 +134,37 @@ impl Outcome {
 /// real-time ones, `SIG<n>` for any other number.
 pub fn signal_name(n: i32) -> String {
     const NAMES: [&str; 31] = [
-        "SIGHUP", "SIGINT", "SIGQUIT", "SIGILL", "SIGTRAP", "SIGABRT", "SIGBUS", "SIGFPE",
-        "SIGKILL", "SIGUSR1", "SIGSEGV", "SIGUSR2", "SIGPIPE", "SIGALRM", "SIGTERM", "SIGSTKFLT",
-        "SIGCHLD", "SIGCONT", "SIGSTOP", "SIGTSTP", "SIGTTIN", "SIGTTOU", "SIGURG", "SIGXCPU",
-        "SIGXFSZ", "SIGVTALRM", "SIGPROF", "SIGWINCH", "SIGIO", "SIGPWR", "SIGSYS",
+        "SIGHUP",
+        "SIGINT",
+        "SIGQUIT",
+        "SIGILL",
+        "SIGTRAP",
+        "SIGABRT",
+        "SIGBUS",
+        "SIGFPE",
+        "SIGKILL",
+        "SIGUSR1",
+        "SIGSEGV",
+        "SIGUSR2",
+        "SIGPIPE",
+        "SIGALRM",
+        "SIGTERM",
+        "SIGSTKFLT",
+        "SIGCHLD",
+        "SIGCONT",
+        "SIGSTOP",
+        "SIGTSTP",
+        "SIGTTIN",
+        "SIGTTOU",
+        "SIGURG",
+        "SIGXCPU",
+        "SIGXFSZ",
+        "SIGVTALRM",
+        "SIGPROF",
+        "SIGWINCH",
+        "SIGIO",
+        "SIGPWR",
+        "SIGSYS",
     ];
     match n {
         1..=31 => NAMES[(n - 1) as usize].to_string(),
@@ -332,7 +362,10 @@ pub async fn execute(
     ensure_running(rec)?;
     super::lifecycle::check_workdir(rec)?;
     let container = ctx.runner_for(rec)?.kind().isolation() != Isolation::None;
-    let cwd = resolve_cwd(&rec.workdir, req.cwd.as_deref(), container)?;
+    let cwd = match rec.workdir_mode {
+        WorkdirMode::Mount => resolve_cwd(&rec.workdir, req.cwd.as_deref(), container)?,
+        WorkdirMode::Copy => resolve_copied_cwd(&rec.workdir, req.cwd.as_deref())?,
+    };
     let run_as = run_as(req.user.as_deref(), container)?;
     let env = parse_env(&req.env)?;
     let timeout = req
@@ -437,6 +470,41 @@ pub fn resolve_cwd(workdir: &Path, cwd: Option<&Path>, container: bool) -> Resul
     Ok(canon)
 }
 
+/// Resolves `--cwd` of a sandbox whose work dir `workdir` is copied (the container's, like any
+/// other directory there): relative to the work dir, never above it (`..` taken lexically); an
+/// absolute path as it is. The container checks that its user can enter it.
+pub fn resolve_copied_cwd(workdir: &Path, cwd: Option<&Path>) -> Result<PathBuf, Error> {
+    let Some(cwd) = cwd else {
+        return Ok(workdir.to_path_buf());
+    };
+    use std::os::unix::ffi::OsStrExt;
+    if cwd.as_os_str().as_bytes().contains(&0) {
+        return Err(Error::Invalid("--cwd holds a NUL byte".into()));
+    }
+    if cwd.is_absolute() {
+        return Ok(cwd.to_path_buf());
+    }
+    let joined = workdir.join(cwd);
+    if !lexically_inside(workdir, &joined) {
+        return Err(Error::PathEscape(format!(
+            "--cwd {} is not a directory inside the work dir {}; pass a path inside it (relative paths start there)",
+            cwd.display(),
+            workdir.display()
+        )));
+    }
+    let mut lexical = PathBuf::new();
+    for c in joined.components() {
+        match c {
+            std::path::Component::ParentDir => {
+                lexical.pop();
+            }
+            std::path::Component::CurDir => {}
+            c => lexical.push(c),
+        }
+    }
+    Ok(lexical)
+}
+
 /// Whether the absolute `path`, its `.` and `..` taken lexically, is `dir` or lies inside it.
 fn lexically_inside(dir: &Path, path: &Path) -> bool {
     let mut lexical = PathBuf::new();
@@ -526,6 +594,7 @@ pub async fn run_command_until(
     refuse_past_argument_limit(rec, spec)?;
     let started = Instant::now();
     let mut child = spawn(&engine, rec, spec, sink)?;
+    let judge = child.judge();
     let mut pumps = Pumps::start(&mut child, sink);
     let ended = wait_for_end(
         &engine,
@@ -544,10 +613,10 @@ pub async fn run_command_until(
         ));
     }
     let duration = started.elapsed();
-    let code = status_code(ended.status);
+    let code = ended.status.code;
     let (head, stdout, stderr, combined) = pumps.finish().await?;
     if !ended.timed_out && ended.interrupted.is_none() {
-        if let Some(e) = engine_failure(&engine, rec, &head, code) {
+        if let Some(e) = engine_failure(&engine, judge.as_ref(), rec, &head, code) {
             return Err(e.into());
         }
     }
@@ -568,8 +637,10 @@ pub async fn run_command_until(
         // A local sandbox's child is the command's own shell or program, whose wait status
         // tells; the engine's client only passes 128+N on.
         signal: match engine.kind().isolation() {
-            Isolation::None if !ended.timed_out && ended.interrupted.is_none() => {
-                std::os::unix::process::ExitStatusExt::signal(&ended.status)
+            Isolation::None
+                if !ended.timed_out && ended.interrupted.is_none() && ended.status.signalled =>
+            {
+                Some(ended.status.code - 128)
             }
             _ => None,
         },
@@ -669,15 +740,14 @@ pub(super) fn describe_as_run(program: &str, command: &CommandLine) -> String {
     }
 }
 
-/// Starts the engine's client running `spec` in the sandbox `rec`, its stdin attached only when
+/// Starts the engine's exec running `spec` in the sandbox `rec`, its stdin attached only when
 /// interactive, its stderr piped, its stdout piped unless it may go straight to ours.
-fn spawn(engine: &AnyEngine, rec: &Record, spec: &ExecSpec, sink: Sink) -> Result<Child, Error> {
-    let mut cmd = engine.exec_command(rec.container_ref(), spec);
-    cmd.stdin(if spec.interactive {
-        Stdio::inherit()
-    } else {
-        Stdio::null()
-    });
+fn spawn(
+    engine: &AnyEngine,
+    rec: &Record,
+    spec: &ExecSpec,
+    sink: Sink,
+) -> Result<EngineExec, Error> {
     // A container engine's client may write straight to our stdout when nothing else must go
     // there (the fastest path: no copy). Otherwise stdout passes through us: a local sandbox's
     // background processes would hold our caller's pipe open past OUTPUT_GRACE, and a spinner
@@ -685,16 +755,15 @@ fn spawn(engine: &AnyEngine, rec: &Record, spec: &ExecSpec, sink: Sink) -> Resul
     let direct = sink == Sink::Forward
         && !report::status_line_shown()
         && engine.kind().isolation() == Isolation::Container;
-    cmd.stdout(if direct {
-        Stdio::inherit()
-    } else {
-        Stdio::piped()
-    });
-    cmd.stderr(Stdio::piped());
-    cmd.spawn().map_err(|e| Error::EngineUnavailable {
-        bin: engine.kind().to_string(),
-        reason: format!("cannot run the engine client: {e}; check engine_bin"),
-    })
+    let stdio = ExecStdio {
+        stdin: if spec.interactive {
+            StdinFrom::Inherit
+        } else {
+            StdinFrom::Null
+        },
+        stdout_inherit: direct,
+    };
+    engine.exec(rec.container_ref(), spec, stdio)
 }
 
 /// Both streams' chunks as they are read, for [`Outcome::combined`] (shared by the two tasks).
@@ -723,17 +792,23 @@ struct Pumps {
 
 impl Pumps {
     /// Starts the tasks on `child`'s piped streams, sending them to `sink`.
-    fn start(child: &mut Child, sink: Sink) -> Pumps {
+    fn start(child: &mut EngineExec, sink: Sink) -> Pumps {
         let (drained, stop) = watch::channel(false);
         let (broken_tx, broken) = watch::channel(false);
         let combined = Combined::default();
-        let stdout = child.stdout.take().map(|s| {
-            tokio::spawn(capture(s, sink, stop.clone(), broken_tx, combined.clone()))
-        });
+        let stdout = child
+            .stdout
+            .take()
+            .map(|s| tokio::spawn(capture(s, sink, stop.clone(), broken_tx, combined.clone())));
+        let stderr: ExecReader = child
+            .stderr
+            .take()
+            .unwrap_or_else(|| Box::new(tokio::io::empty()));
         let stderr = tokio::spawn(stderr_pump(
-            child.stderr.take().expect("piped"),
+            stderr,
             sink,
             stop,
+            child.judge(),
             combined.clone(),
         ));
         Pumps {
@@ -760,15 +835,16 @@ impl Pumps {
             None => Captured::default(),
         };
         grace.abort();
-        let combined = std::mem::take(&mut *self.combined.lock().unwrap_or_else(|e| e.into_inner()));
+        let combined =
+            std::mem::take(&mut *self.combined.lock().unwrap_or_else(|e| e.into_inner()));
         Ok((head, stdout, stderr, combined))
     }
 }
 
 /// How the wait for a command ended.
 struct Ended {
-    /// The client's exit status.
-    status: std::process::ExitStatus,
+    /// How the engine's exec ended.
+    status: ExecEnd,
     /// Whether the timeout ended it.
     timed_out: bool,
     /// The signal (or the caller's reason, or `SIGPIPE`) that ended it, if one did.
@@ -803,7 +879,7 @@ async fn wait_for_end(
     engine: &AnyEngine,
     rec: &Record,
     spec: &ExecSpec,
-    child: &mut Child,
+    child: &mut EngineExec,
     timeout: Option<Duration>,
     stop: impl std::future::Future<Output = &'static str>,
     broken: &mut watch::Receiver<bool>,
@@ -834,7 +910,7 @@ async fn wait_for_end(
     let status = match status {
         // The client itself was killed (e.g. SIGPIPE when our reader went away): the command
         // would run on unattended, so its tree goes too.
-        Some(s) if std::os::unix::process::ExitStatusExt::signal(&s).is_some() => {
+        Some(s) if s.signalled => {
             kill_error = engine.kill_exec(container, spec).await.err();
             s
         }
@@ -845,7 +921,7 @@ async fn wait_for_end(
             match tokio::time::timeout(Duration::from_secs(5), child.wait()).await {
                 Ok(s) => s?,
                 Err(_) => {
-                    let _ = child.start_kill();
+                    child.start_kill();
                     child.wait().await?
                 }
             }
@@ -862,8 +938,14 @@ async fn wait_for_end(
 /// h9sandbox's own error when the first bytes of stderr (`head`) and the client's exit `code`
 /// show that the engine, not the command, failed: the container is gone, the engine is
 /// unreachable, or it could not start the command.
-fn engine_failure(engine: &AnyEngine, rec: &Record, head: &Head, code: i32) -> Option<Error> {
-    let f = engine.exec_failure(rec.container_ref(), &head.bytes, code)?;
+fn engine_failure(
+    engine: &AnyEngine,
+    judge: &dyn ExecJudge,
+    rec: &Record,
+    head: &Head,
+    code: i32,
+) -> Option<Error> {
+    let f = judge.failure(&head.bytes, code)?;
     Some(match f {
         ExecFailure::ContainerGone(reason) => Error::ContainerGone {
             id: rec.short_id(),
@@ -889,14 +971,6 @@ fn engine_failure(engine: &AnyEngine, rec: &Record, head: &Head, code: i32) -> O
         },
         ExecFailure::Other(reason) => Error::Invalid(reason),
     })
-}
-
-fn status_code(status: std::process::ExitStatus) -> i32 {
-    use std::os::unix::process::ExitStatusExt;
-    status
-        .code()
-        .or_else(|| status.signal().map(|s| 128 + s))
-        .unwrap_or(EXIT_TIMEOUT + 1)
 }
 
 /// Reads from `r` into `buf` until `stop` turns true; `Ok(0)` then, as at the end of the stream.
@@ -963,6 +1037,7 @@ async fn stderr_pump<R: AsyncRead + Unpin>(
     mut r: R,
     sink: Sink,
     mut stop: tokio::sync::watch::Receiver<bool>,
+    judge: std::sync::Arc<dyn ExecJudge>,
     combined: Combined,
 ) -> std::io::Result<(Head, Captured)> {
     let mut head = Head::default();
@@ -1005,7 +1080,7 @@ async fn stderr_pump<R: AsyncRead + Unpin>(
         if first {
             first = false;
             head.bytes = chunk[..n.min(4096)].to_vec();
-            if fwd.is_some() && looks_like_engine_message(chunk) {
+            if fwd.is_some() && judge.may_be_engine_message(chunk) {
                 head.held = true;
                 continue;
             }
@@ -1024,18 +1099,6 @@ async fn stderr_pump<R: AsyncRead + Unpin>(
             (None, None) => {}
         }
     }
-}
-
-fn looks_like_engine_message(chunk: &[u8]) -> bool {
-    const PREFIXES: [&[u8]; 6] = [
-        b"Error",
-        b"unable to find user",
-        b"OCI runtime",
-        b"Cannot connect",
-        b"error during connect",
-        b"failed to connect",
-    ];
-    PREFIXES.iter().any(|p| chunk.starts_with(p))
 }
 
 async fn write_stderr(bytes: &[u8]) {

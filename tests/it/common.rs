@@ -81,7 +81,7 @@ pub fn runtime() -> Option<String> {
     }
 }
 
-/// Whether the runtime under test is gVisor's `runsc` (see README, Isolation tiers, for what
+/// Whether the runtime under test is gVisor's `runsc` (see docs/security.md, gVisor, for what
 /// differs there).
 pub fn gvisor() -> bool {
     runtime().as_deref() == Some("runsc")
@@ -110,6 +110,27 @@ pub fn host_pids_limit(n: u64) -> String {
     } else {
         n.to_string()
     }
+}
+
+/// `H9TEST_WORKDIR_MODE` (`mount`, `copy`): how the sandboxes under test get their work dir;
+/// `None` (unset): the engine's default.
+pub fn workdir_mode() -> Option<&'static str> {
+    match std::env::var("H9TEST_WORKDIR_MODE").as_deref() {
+        Err(_) | Ok("") => None,
+        Ok("mount") => Some("mount"),
+        Ok("copy") => Some("copy"),
+        Ok(other) => panic!("H9TEST_WORKDIR_MODE={other}: expected mount or copy"),
+    }
+}
+
+/// Whether the sandboxes under test have their work dir copied (no host mount): what a test of
+/// the shared work dir cannot check there (announced as a skip).
+pub fn workdir_copied(reason: &str) -> bool {
+    if workdir_mode() == Some("copy") || std::env::var_os("DOCKER_HOST").is_some() {
+        announce(&format!("the work dir is copied, not mounted: {reason}"));
+        return true;
+    }
+    false
 }
 
 /// Whether `H9TEST_EXEC_PATH=engine` asks for commands through the engine's exec rather than
@@ -284,6 +305,22 @@ impl TestEnv {
         if !self.watch_owner {
             c.env("H9SANDBOX_WATCH_OWNER", "false");
         }
+        // `H9TEST_WORKDIR_MODE=copy` runs the suites with every sandbox's work dir copied in
+        // and every command over the remote channel (what a daemon on another machine gets).
+        if let Some(mode) = workdir_mode() {
+            c.env("H9SANDBOX_WORKDIR_MODE", mode);
+        }
+        // A remote daemon under test (scripts/testbed.sh): its address and TLS files.
+        for var in [
+            "DOCKER_HOST",
+            "DOCKER_TLS_VERIFY",
+            "DOCKER_CERT_PATH",
+            "DOCKER_CONTEXT",
+        ] {
+            if let Some(v) = std::env::var_os(var) {
+                c.env(var, v);
+            }
+        }
     }
 
     /// Runs the binary with `args`, stdin closed.
@@ -370,6 +407,17 @@ impl TestEnv {
     pub fn path(&self, rel: &str) -> PathBuf {
         self.workdir.join(rel)
     }
+}
+
+/// `PATH` with the directory of the built binary first, as a user who installed it has it (the
+/// README's blocks and the completion scripts call `h9sandbox` by name).
+pub fn bin_dir() -> String {
+    let bin = assert_cmd::cargo::cargo_bin("h9sandbox");
+    format!(
+        "{}:{}",
+        bin.parent().unwrap().display(),
+        std::env::var("PATH").unwrap_or_default()
+    )
 }
 
 /// IDs of all Docker containers labelled with `state_dir`.

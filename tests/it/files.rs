@@ -208,6 +208,9 @@ fn attack(env: &TestEnv, id: &str, path: &str, old: &str) -> Vec<Output> {
 #[test]
 fn read_write_edit_round_trip_the_bytes_the_container_sees() {
     require_docker!();
+    if workdir_copied("the test changes or checks the host's side of the work dir, which a copied work dir never shares (cp is the way)") {
+        return;
+    }
     let env = TestEnv::new();
     let id = env.up(&[]);
 
@@ -372,6 +375,9 @@ fn read_write_edit_round_trip_the_bytes_the_container_sees() {
 #[test]
 fn symlink_to_etc_is_refused() {
     require_docker!();
+    if workdir_copied("the test changes or checks the host's side of the work dir, which a copied work dir never shares (cp is the way)") {
+        return;
+    }
     let env = TestEnv::new();
     let id = env.up(&[]);
     sh(&env, &id, "ln -s /etc esc");
@@ -428,6 +434,9 @@ impl Drop for EtcGuard {
 #[test]
 fn symlink_to_root_is_refused() {
     require_docker!();
+    if workdir_copied("the test changes or checks the host's side of the work dir, which a copied work dir never shares (cp is the way)") {
+        return;
+    }
     let env = TestEnv::new();
     let id = env.up(&[]);
     let outside = Outside::plant(&env);
@@ -440,6 +449,9 @@ fn symlink_to_root_is_refused() {
 #[test]
 fn symlink_to_parent_is_refused_and_so_is_dotdot() {
     require_docker!();
+    if workdir_copied("the test changes or checks the host's side of the work dir, which a copied work dir never shares (cp is the way)") {
+        return;
+    }
     let env = TestEnv::new();
     let id = env.up(&[]);
     let outside = Outside::plant(&env);
@@ -464,6 +476,9 @@ fn symlink_to_parent_is_refused_and_so_is_dotdot() {
 #[test]
 fn relative_symlink_chain_that_climbs_out_is_refused() {
     require_docker!();
+    if workdir_copied("the test changes or checks the host's side of the work dir, which a copied work dir never shares (cp is the way)") {
+        return;
+    }
     let env = TestEnv::new();
     let id = env.up(&[]);
     let outside = Outside::plant(&env);
@@ -480,6 +495,9 @@ fn relative_symlink_chain_that_climbs_out_is_refused() {
 #[test]
 fn symlink_to_a_host_file_outside_is_refused() {
     require_docker!();
+    if workdir_copied("the test changes or checks the host's side of the work dir, which a copied work dir never shares (cp is the way)") {
+        return;
+    }
     let env = TestEnv::new();
     let id = env.up(&[]);
     let outside = Outside::plant(&env);
@@ -508,6 +526,9 @@ fn symlink_to_a_host_file_outside_is_refused() {
 #[test]
 fn symlinks_that_stay_inside_work() {
     require_docker!();
+    if workdir_copied("the test changes or checks the host's side of the work dir, which a copied work dir never shares (cp is the way)") {
+        return;
+    }
     let env = TestEnv::new();
     let id = env.up(&[]);
     sh(
@@ -550,6 +571,9 @@ fn symlinks_that_stay_inside_work() {
 #[test]
 fn swapping_a_directory_for_a_symlink_never_lets_an_access_out() {
     require_docker!();
+    if workdir_copied("the test changes or checks the host's side of the work dir, which a copied work dir never shares (cp is the way)") {
+        return;
+    }
     let env = TestEnv::new();
     let id = env.up(&[]);
     let outside = Outside::plant(&env);
@@ -632,6 +656,9 @@ fn swapping_a_directory_for_a_symlink_never_lets_an_access_out() {
 #[test]
 fn failed_writes_keep_the_old_content() {
     require_docker!();
+    if workdir_copied("the test changes or checks the host's side of the work dir, which a copied work dir never shares (cp is the way)") {
+        return;
+    }
     let env = TestEnv::new();
     let id = env.up(&[]);
     std::fs::write(env.path("f"), "old\n").unwrap();
@@ -675,17 +702,31 @@ fn failed_writes_keep_the_old_content() {
 #[test]
 fn write_no_clobber_never_replaces_anything_even_racing() {
     require_docker!();
+    if workdir_copied("it checks the host's work dir for the temporary file of a write, which a copied work dir's write makes in the container") {
+        return;
+    }
     let env = TestEnv::new();
     let id = env.up(&[]);
     let write = |path: &str, content: &str| {
-        run_stdin(&env, &["write", &id, path, "--no-clobber"], content.as_bytes())
+        run_stdin(
+            &env,
+            &["write", &id, path, "--no-clobber"],
+            content.as_bytes(),
+        )
     };
     // A new file is made; an existing one is left alone (exit 1, saying so).
     assert_ok(&write("new.txt", "first\n"));
     let out = write("new.txt", "second\n");
     assert_eq!(out.status.code(), Some(1));
-    assert!(stderr(&out).contains("new.txt exists already; --no-clobber"), "{}", stderr(&out));
-    assert_eq!(std::fs::read_to_string(env.path("new.txt")).unwrap(), "first\n");
+    assert!(
+        stderr(&out).contains("new.txt exists already; --no-clobber"),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(
+        std::fs::read_to_string(env.path("new.txt")).unwrap(),
+        "first\n"
+    );
     // Anything at the name counts, a dangling symlink too (as O_CREAT | O_EXCL).
     std::os::unix::fs::symlink("nowhere", env.path("dangling")).unwrap();
     assert_eq!(write("dangling", "x").status.code(), Some(1));
@@ -695,7 +736,11 @@ fn write_no_clobber_never_replaces_anything_even_racing() {
     assert_ok(&write("/tmp/made.txt", "one\n"));
     let out = write("/tmp/made.txt", "two\n");
     assert_eq!(out.status.code(), Some(1));
-    assert!(stderr(&out).contains("/tmp/made.txt exists already"), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("/tmp/made.txt exists already"),
+        "{}",
+        stderr(&out)
+    );
     assert_eq!(sh(&env, &id, "cat /tmp/made.txt"), "one\n");
     // Racing writers of one new name: exactly one wins, whole; none replaces another.
     for place in ["race.txt", "/tmp/race.txt"] {
@@ -709,7 +754,11 @@ fn write_no_clobber_never_replaces_anything_even_racing() {
                     .stderr(Stdio::piped())
                     .spawn()
                     .unwrap();
-                c.stdin.take().unwrap().write_all(format!("writer {i}\n").as_bytes()).unwrap();
+                c.stdin
+                    .take()
+                    .unwrap()
+                    .write_all(format!("writer {i}\n").as_bytes())
+                    .unwrap();
                 c
             })
             .collect();
@@ -718,7 +767,12 @@ fn write_no_clobber_never_replaces_anything_even_racing() {
             .map(|c| wait_output(c, Duration::from_secs(60), "a racing write"))
             .collect();
         let won: Vec<usize> = (0..8).filter(|i| outs[*i].status.success()).collect();
-        assert_eq!(won.len(), 1, "{place}: {:?}", outs.iter().map(stderr).collect::<Vec<_>>());
+        assert_eq!(
+            won.len(),
+            1,
+            "{place}: {:?}",
+            outs.iter().map(stderr).collect::<Vec<_>>()
+        );
         let content = if place.starts_with('/') {
             sh(&env, &id, &format!("cat {place}"))
         } else {
@@ -727,10 +781,18 @@ fn write_no_clobber_never_replaces_anything_even_racing() {
         assert_eq!(content, format!("writer {}\n", won[0]), "{place}");
     }
     // The losers' temporary files are gone, on both sides.
-    assert!(find_temps(&env.workdir).is_empty(), "{:?}", find_temps(&env.workdir));
+    assert!(
+        find_temps(&env.workdir).is_empty(),
+        "{:?}",
+        find_temps(&env.workdir)
+    );
     assert!(!sh(&env, &id, "ls -a /tmp").contains(".h9tmp-"));
     // --append cannot go with it.
-    let out = run_stdin(&env, &["write", &id, "new.txt", "--no-clobber", "--append"], b"x");
+    let out = run_stdin(
+        &env,
+        &["write", &id, "new.txt", "--no-clobber", "--append"],
+        b"x",
+    );
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
 }
 
@@ -804,6 +866,9 @@ fn as_uid_1000(dir: &Path, argv: &[&str]) -> Output {
 #[test]
 fn numeric_user_owns_files_made_in_the_sandbox_and_written_by_the_host() {
     require_docker!();
+    if workdir_copied("the test changes or checks the host's side of the work dir, which a copied work dir never shares (cp is the way)") {
+        return;
+    }
     let env = TestEnv::new();
     std::os::unix::fs::chown(&env.workdir, Some(1000), Some(1000)).unwrap();
     let out = env
@@ -851,6 +916,9 @@ fn numeric_user_owns_files_made_in_the_sandbox_and_written_by_the_host() {
 #[test]
 fn host_user_as_non_root_can_delete_what_the_sandbox_made() {
     require_docker!();
+    if workdir_copied("the test changes or checks the host's side of the work dir, which a copied work dir never shares (cp is the way)") {
+        return;
+    }
     let env = TestEnv::new();
     // Run h9sandbox itself as uid 1000, with the docker socket's group so it reaches the daemon.
     let sock_gid = std::fs::metadata("/var/run/docker.sock").unwrap().gid();
@@ -1024,6 +1092,9 @@ fn a_json_read_of_a_huge_sparse_file_fails_without_holding_it() {
 #[test]
 fn an_edit_that_would_blow_a_planted_file_up_is_refused() {
     require_container!("the file is planted inside a container");
+    if workdir_copied("the test changes or checks the host's side of the work dir, which a copied work dir never shares (cp is the way)") {
+        return;
+    }
     let env = TestEnv::new();
     let id = env.up(&[]);
     // 1 MiB of `a`: replacing every `a` with 100 bytes would make 100 MiB.

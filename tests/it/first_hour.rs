@@ -272,17 +272,6 @@ fn env_name_alone_passes_the_callers_value() {
     );
 }
 
-/// The directory of the built binary, to put first on `PATH` (the completion scripts call
-/// `h9sandbox` by name).
-fn bin_dir() -> String {
-    let bin = assert_cmd::cargo::cargo_bin("h9sandbox");
-    format!(
-        "{}:{}",
-        bin.parent().unwrap().display(),
-        std::env::var("PATH").unwrap_or_default()
-    )
-}
-
 #[test]
 fn completions_offer_the_live_sandboxes() {
     require_engine!();
@@ -375,15 +364,16 @@ fn up_warns_when_the_owner_has_already_exited() {
     assert!(!stderr(&out).contains("already exited"), "{}", stderr(&out));
 }
 
-/// The README's Makefile pattern: the fenced `make` block after the `<!-- makefile` marker, its
-/// list-item indentation taken off.
+/// The guide's Makefile pattern (docs/guide.md, `up`): the fenced `make` block after the
+/// `(makefile:` marker, its list-item indentation taken off.
 fn makefile_block() -> String {
-    let readme =
-        std::fs::read_to_string(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md"))
-            .unwrap();
-    let after = readme
-        .split_once("<!-- makefile")
-        .expect("README.md has a makefile marker")
+    let guide = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/guide.md"),
+    )
+    .unwrap();
+    let after = guide
+        .split_once("(makefile: tests/it/first_hour.rs")
+        .expect("docs/guide.md has a makefile marker")
         .1;
     let body = after.split_once("```make\n").unwrap().1;
     let body = body.split_once("```").unwrap().0;
@@ -394,7 +384,7 @@ fn makefile_block() -> String {
         .collect()
 }
 
-/// `make test` with the README's Makefile in the work dir of `env` (h9sandbox on `PATH`), in a
+/// `make test` with the guide's Makefile in the work dir of `env` (h9sandbox on `PATH`), in a
 /// process group of its own, as a terminal runs a foreground job; `test.sh` is the command the
 /// pattern runs in the sandbox.
 fn make_with_the_readme_makefile(env: &TestEnv, test_sh: &str) -> std::process::Child {
@@ -624,8 +614,14 @@ fn the_readme_quick_start_runs_as_written() {
 fn a_mistyped_option_after_the_sandbox_id_gets_a_suggestion() {
     let env = TestEnv::new();
     for (args, similar) in [
-        (vec!["exec", "some-box", "--tiemout", "5", "--", "true"], "'--timeout'"),
-        (vec!["bootstrap", "some-box", "--tiemout=5", "--", "true"], "'--timeout'"),
+        (
+            vec!["exec", "some-box", "--tiemout", "5", "--", "true"],
+            "'--timeout'",
+        ),
+        (
+            vec!["bootstrap", "some-box", "--tiemout=5", "--", "true"],
+            "'--timeout'",
+        ),
         (vec!["run", "--imgae", "x", "--", "true"], "'--image'"),
         (vec!["run", "--memroy", "1g", "--", "true"], "'--memory'"),
     ] {
@@ -634,14 +630,19 @@ fn a_mistyped_option_after_the_sandbox_id_gets_a_suggestion() {
         let err = stderr(&out);
         assert_shaped(&err);
         assert!(
-            err.contains(&format!("unknown option '{}'", args[if args[0] == "run" { 1 } else { 2 }]))
-                && err.contains(&format!("a similar option exists: {similar}")),
+            err.contains(&format!(
+                "unknown option '{}'",
+                args[if args[0] == "run" { 1 } else { 2 }]
+            )) && err.contains(&format!("a similar option exists: {similar}")),
             "{args:?}: {err}"
         );
     }
     // Nothing close: no suggestion, the same shape.
     let err = stderr(&env.run(&["exec", "some-box", "--frobnicate", "--", "true"]));
-    assert!(err.contains("unknown option '--frobnicate' (h9sandbox's options go before"), "{err}");
+    assert!(
+        err.contains("unknown option '--frobnicate' (h9sandbox's options go before"),
+        "{err}"
+    );
     assert!(env.ls_raw().is_empty());
 }
 
@@ -653,14 +654,20 @@ fn configuration_mistakes_are_named_with_their_fix() {
     for (text, fix) in [
         ("memory = 1g\n", "write memory = \"1g\""),
         ("image = ubuntu:22.04\n", "write image = \"ubuntu:22.04\""),
-        ("cpus = 1\nnetwork = none # no network\n", "write network = \"none\""),
+        (
+            "cpus = 1\nnetwork = none # no network\n",
+            "write network = \"none\"",
+        ),
     ] {
         std::fs::write(&file, text).unwrap();
         let out = env.run(&["--config", file.to_str().unwrap(), "ls"]);
         assert_eq!(out.status.code(), Some(1));
         let err = stderr(&out);
         assert_shaped(&err);
-        assert!(err.contains("is not valid TOML") && err.contains(fix), "{text:?}: {err}");
+        assert!(
+            err.contains("is not valid TOML") && err.contains(fix),
+            "{text:?}: {err}"
+        );
     }
     // The user's own file, writable by its group, by others, or both: named as it is, with the
     // chmod that fixes exactly that.
@@ -671,7 +678,11 @@ fn configuration_mistakes_are_named_with_their_fix() {
     for (mode, who, fix) in [
         (0o620, "writable by its group (mode 0620)", "chmod g-w"),
         (0o602, "writable by others (mode 0602)", "chmod o-w"),
-        (0o622, "writable by group and others (mode 0622)", "chmod go-w"),
+        (
+            0o622,
+            "writable by group and others (mode 0622)",
+            "chmod go-w",
+        ),
     ] {
         std::fs::set_permissions(
             &user_file,
@@ -697,7 +708,10 @@ fn verbose_exec_shows_the_shell_that_really_runs() {
         let out = env.run(&["-v", "exec", &id, "--", "echo hi"]);
         assert_ok(&out);
         assert!(
-            stderr(&out).contains(&format!("agent of {}) {shell} -c 'echo hi'", &id.replace('-', "")[..12])),
+            stderr(&out).contains(&format!(
+                "agent of {}) {shell} -c 'echo hi'",
+                &id.replace('-', "")[..12]
+            )),
             "{image}: {}",
             stderr(&out)
         );
@@ -750,6 +764,9 @@ fn write_parents_under_a_regular_file_says_not_a_directory() {
         let err = stderr(&out);
         assert_shaped(&err);
         assert!(err.contains(file), "{path}: {err}");
-        assert!(!err.contains("File exists") && !err.contains("(status"), "{path}: {err}");
+        assert!(
+            !err.contains("File exists") && !err.contains("(status"),
+            "{path}: {err}"
+        );
     }
 }

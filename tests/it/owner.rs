@@ -1,4 +1,4 @@
-//! The owner watcher (README, Leases and reaping, The owner watcher): a sandbox tied to a
+//! The owner watcher (docs/guide.md, The owner watcher): a sandbox tied to a
 //! process goes within seconds of that process's exit with nothing else running, never while
 //! the owner lives, and the watcher never outlives its sandbox, holds none of its caller's
 //! descriptors and survives a kill of its caller's process group.
