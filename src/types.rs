@@ -102,7 +102,8 @@ pub enum Network {
     /// No network at all, only loopback.
     None,
     /// Only loopback, where the agent relays `127.0.0.1:3128` to a proxy sidecar that forwards
-    /// HTTP and HTTPS to the allowed hosts only (config `allow`; see `sandbox::egress`).
+    /// HTTP and HTTPS to the allowed hosts only (--allow, config `allow`; `h9sandbox logs ID
+    /// --network` shows its decisions).
     Allowlist,
 }
 

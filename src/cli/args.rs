@@ -28,13 +28,13 @@ Examples:
   h9sandbox exec \"$id\" --format json -- ls     capture output, status and timing as JSON
   sub=$(h9sandbox up --parent \"$id\")           a sub-sandbox for a sub-agent, never looser
   h9sandbox write \"$id\" notes.txt < notes.txt  replace a file of the work dir atomically
-  h9sandbox read \"$id\" out/report.txt          print one (paths leaving the work dir are refused)
+  h9sandbox read \"$id\" out/report.txt          print one; /etc/os-release: the container's
   h9sandbox ls --watch                         list sandboxes and their states, live
   h9sandbox mcp --auto-up                      serve the tools to an agent over MCP (stdio)
   h9sandbox down \"$id\"                         stop and remove it (and its sub-sandboxes)
 
-Exit status: 0 success, 1 failure, 2 bad usage; `exec` and `bootstrap` pass the command's status
-through (128+N for signal N), 124 on timeout and 125 when h9sandbox itself failed.";
+Exit status: 0 success, 1 failure, 2 bad usage; `exec`, `run` and `bootstrap` pass the command's
+status through (128+N for signal N), 124 on timeout and 125 when h9sandbox itself failed.";
 
 /// The top-level `--help` epilogue: the examples and the exit status, then the environment
 /// variables read (every configuration key's `H9SANDBOX_<KEY>`, from [`crate::config::KEYS`]).
@@ -321,7 +321,7 @@ Examples:
   h9sandbox ls --format json | jq -r '.[] | select(.state == \"Running\") | .id'
   h9sandbox ls --watch --format json              one JSON array per line, on every change")]
     Ls(LsArgs),
-    /// Print a file of the sandbox's work dir (read on the host, refusing paths that leave it)
+    /// Print a file of the sandbox, in its work dir or anywhere in the container
     #[command(after_help = "\
 Examples:
   h9sandbox read 3f2a src/main.rs                 raw bytes to stdout (binary-safe)
@@ -335,7 +335,7 @@ as the sandbox's user, or --user: a file it may not read is refused. Plain read 
 any size; --format json holds the content in memory, so a file over json_max_bytes (16 MiB by
 default; H9SANDBOX_JSON_MAX_BYTES) is refused (exit 1) unless --max-bytes takes its start.")]
     Read(ReadArgs),
-    /// Replace a file of the sandbox's work dir atomically with stdin or --from FILE
+    /// Replace a file of the sandbox atomically with stdin or --from FILE
     #[command(after_help = "\
 Examples:
   echo 'print(1)' | h9sandbox write 3f2a src/x.py          create or replace
@@ -346,7 +346,7 @@ Examples:
 The content goes to a temporary file next to the target, which is then renamed over it: readers
 see the old or the new file, and a failed write keeps the old content. Paths as for `read`.")]
     Write(WriteArgs),
-    /// Replace text in a file of the sandbox's work dir (exactly one occurrence, or --all)
+    /// Replace text in a file of the sandbox (exactly one occurrence, or --all)
     #[command(after_help = "\
 Examples:
   h9sandbox edit 3f2a src/lib.rs --old 'fn old_name(' --new 'fn new_name('
@@ -482,7 +482,8 @@ pub struct UpArgs {
     /// 0 = none [config: bootstrap_timeout_secs]
     #[arg(long, value_name = "DURATION", value_parser = parse_timeout)]
     pub bootstrap_timeout: Option<std::time::Duration>,
-    /// User of the sandbox's processes: root, host (your uid:gid) or UID:GID [config: user]
+    /// User of the sandbox's processes: owner (the work dir's owner, the default), root, host
+    /// (your uid:gid) or UID:GID [config: user]
     #[arg(long, value_name = "USER")]
     pub user: Option<String>,
     /// Tie the sandbox to a process: within seconds of its exit the sandbox is removed (by its
