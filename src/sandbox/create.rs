@@ -193,7 +193,8 @@ pub async fn create(ctx: &Ctx, req: &UpRequest) -> Result<Record> {
 /// For `up --reuse`: the sandbox of `plan`'s name when it is Running with the plan's image,
 /// limits and work dir (`None` when no sandbox has the name, or only a Failed one: then a new
 /// one is made). One still starting (another `up --reuse`) is waited for. Errors: the sandbox
-/// differs (naming how), or is stopped or paused (naming what brings it back).
+/// differs (naming how), its work dir was replaced since (naming it), or it is stopped or
+/// paused (naming what brings it back).
 async fn reusable(ctx: &Ctx, plan: &Plan) -> Result<Option<Record>> {
     let name = &plan.record.name;
     let deadline = Instant::now() + Duration::from_secs(ctx.cfg.start_timeout_secs + 60);
@@ -202,6 +203,20 @@ async fn reusable(ctx: &Ctx, plan: &Plan) -> Result<Option<Record>> {
         let Some(rec) = state.sandboxes.iter().find(|r| &r.name == name) else {
             return Ok(None);
         };
+        // The same path, but another directory (deleted and made again, a fresh clone): the
+        // container still sees the old one, and every command on it would fail. Refused while
+        // that container exists, Running or marked Failed for it (by `ls` or a command).
+        let replaced = match (rec.workdir_id, plan.record.workdir_id) {
+            (Some(have), Some(want)) => have != want && rec.workdir == plan.record.workdir,
+            _ => false,
+        };
+        if replaced && matches!(rec.state, Lifecycle::Running | Lifecycle::Failed) {
+            return Err(Error::Invalid(format!(
+                "sandbox {name} exists, but its work directory {} was replaced since it was made (deleted and made again, e.g. by a fresh clone), so it no longer sees it; `h9sandbox down {name}` first to make a new one, or choose another --name",
+                rec.workdir.display()
+            ))
+            .into());
+        }
         match rec.state {
             Lifecycle::Failed => return Ok(None),
             Lifecycle::Pending if Instant::now() < deadline && rec.creator.is_alive() => {

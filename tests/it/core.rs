@@ -170,6 +170,35 @@ fn stdin_is_not_attached_without_dash_i() {
     assert_eq!(stdout(&out).trim(), "5");
 }
 
+/// `/dev/shm` is sized with the memory limit (issue 22, item 8): at the engine's default of
+/// 64 MiB, PyTorch's data loaders and browsers fail in a sandbox with far more memory.
+#[test]
+fn dev_shm_is_as_large_as_the_memory_limit() {
+    require_container!("a local sandbox uses the host's /dev/shm");
+    let env = TestEnv::new();
+    let id = env.up(&["--memory", "256m"]);
+    let c = env.container(&id);
+    assert_eq!(
+        inspect(&c, "{{.HostConfig.ShmSize}}"),
+        (256u64 << 20).to_string()
+    );
+    // From inside: the tmpfs is that large, and takes more than 64 MiB.
+    let df = stdout(&env.run(&["exec", &id, "--", "df -k /dev/shm | tail -n 1"]));
+    let blocks: u64 = df
+        .split_whitespace()
+        .nth(1)
+        .and_then(|b| b.parse().ok())
+        .unwrap_or_else(|| panic!("df: {df}"));
+    assert_eq!(blocks, 256 * 1024, "{df}");
+    let out = env.run(&[
+        "exec",
+        &id,
+        "--",
+        "dd if=/dev/zero of=/dev/shm/big bs=1048576 count=100 && rm /dev/shm/big",
+    ]);
+    assert_ok(&out);
+}
+
 #[test]
 fn hardening_is_applied_and_holds_inside() {
     require_container!("a local sandbox has no hardening: its commands run on the host");

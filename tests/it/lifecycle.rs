@@ -83,6 +83,50 @@ fn a_work_dir_replaced_after_up_is_told_in_every_command() {
     assert_ok(&env.run(&["down", &id]));
 }
 
+/// `up --name N --reuse` after the work dir was deleted and made again (a fresh clone) refuses,
+/// naming the work dir and the fix, instead of handing back the old sandbox, which no longer
+/// sees it (issue 22, item 8). Once that sandbox is gone, the same command makes a new one.
+#[test]
+fn up_reuse_refuses_a_sandbox_whose_work_dir_was_replaced() {
+    require_container!("a local sandbox sees the host's directory as it is");
+    if workdir_copied(
+        "a copied work dir is the container's own; replacing the host's changes nothing it sees",
+    ) {
+        return;
+    }
+    let env = TestEnv::new();
+    let a = env.up(&["--name", "fresh-clone", "--reuse"]);
+    std::fs::remove_dir_all(&env.workdir).unwrap();
+    std::fs::create_dir(&env.workdir).unwrap();
+    let out = env.run(&["up", "--name", "fresh-clone", "--reuse"]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(
+        err.contains(&format!(
+            "sandbox fresh-clone exists, but its work directory {} was replaced since it was made",
+            env.workdir.display()
+        )) && err.contains("`h9sandbox down fresh-clone` first"),
+        "{err}"
+    );
+    // Nothing was made; `ls` shows the old sandbox Failed for its work dir, and `up --reuse`
+    // still refuses it then.
+    assert_eq!(env.ls().len(), 1);
+    let e = env.entry(&a);
+    assert_eq!(e["state"], "Failed", "{e}");
+    let out = env.run(&["up", "--name", "fresh-clone", "--reuse"]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("was replaced since it was made"),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(env.ls().len(), 1);
+    assert_ok(&env.run(&["down", "fresh-clone"]));
+    let b = env.up(&["--name", "fresh-clone", "--reuse"]);
+    assert_ne!(a, b);
+    assert_ok(&env.run(&["exec", &b, "--", "true"]));
+}
+
 #[test]
 fn stop_and_start_keep_the_container_and_its_scratch() {
     require_container!("a local sandbox has no container to stop");
