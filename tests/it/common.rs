@@ -133,6 +133,18 @@ pub fn workdir_copied(reason: &str) -> bool {
     false
 }
 
+/// Whether `rel` exists in the work dir of sandbox `id` as the sandbox sees it: on the host when
+/// it is mounted, asked inside the container when it is copied (a readiness mark a command made).
+pub fn exists_in_workdir(env: &TestEnv, id: &str, rel: &str) -> bool {
+    if workdir_mode() == Some("copy") || std::env::var_os("DOCKER_HOST").is_some() {
+        env.run(&["exec", id, "--", "test", "-e", rel])
+            .status
+            .success()
+    } else {
+        env.path(rel).exists()
+    }
+}
+
 /// Whether `H9TEST_EXEC_PATH=engine` asks for commands through the engine's exec rather than
 /// the sandbox's agent.
 pub fn exec_path_is_engine() -> bool {

@@ -437,7 +437,7 @@ fn exec_json_says_why_the_command_ended() {
         .spawn()
         .unwrap();
     wait_until(Duration::from_secs(30), "the command", || {
-        env.path("interrupted-ready").exists()
+        exists_in_workdir(&env, &id, "interrupted-ready")
     });
     signal(child.id(), "INT");
     let out = wait_output(

@@ -843,6 +843,9 @@ fn write_interrupted_at_its_temporary_file(env: &TestEnv, id: &str, ignored: boo
 #[test]
 fn interrupted_write_removes_its_temporary_file() {
     require_docker!();
+    if workdir_copied("it waits for the temporary file in the host's work dir, which a copied work dir's write makes in the container") {
+        return;
+    }
     let env = TestEnv::new();
     let id = env.up(&[]);
     std::fs::write(env.path("f"), "old\n").unwrap();
