@@ -11,6 +11,9 @@ With --runtime runsc (gVisor, see scripts/setup-gvisor.sh), the same under that 
 raw `docker run` gets the same `--runtime` (it copies the flags `up -v` prints) and `docker exec`
 runs in the same gVisor container (h9sandbox's commands go through the engine's exec there).
 
+With --only owner: `h9sandbox up --owner-pid PID` (which starts the sandbox's owner watcher)
+against a plain `h9sandbox up`, interleaved, each followed by its `down`.
+
 With --only allowlist: `h9sandbox up --allow deb.debian.org` (a proxy sidecar started first) and
 its `down` against plain `h9sandbox up` / `down` (network bridge), the sidecar's cost.
 
@@ -42,7 +45,7 @@ slow the next.
 Runs alternate (ours, theirs, ours, ...) so drift hits both alike; prints medians and the ratio
 ours/theirs. Usage:
   scripts/bench.py [--binary PATH] [--image IMG] [--runs N] [--engine E] [--runtime R]
-                   [--only core|files|mcp]
+                   [--only core|files|mcp|allowlist|owner]
 """
 import argparse, os, re, shlex, statistics, subprocess, sys, tempfile, time
 
@@ -215,6 +218,26 @@ def bench_allowlist(a, env, h9, work):
     report("down (allowlist)", down_a[1:], down_b[1:], "down (bridge)")
 
 
+def bench_owner(a, env, h9, work):
+    """`up --owner-pid` (which starts the sandbox's owner watcher) against a plain `up`,
+    interleaved, each followed by its `down` (which ends the watcher)."""
+    owner = subprocess.Popen(["sleep", "100000"])
+    up_w, up_p = [], []
+    runs = max(5, a.runs // 2)
+    try:
+        for _ in range(runs + 1):
+            dt, p = timed(h9 + ["up", "--workdir", work, "--owner-pid", str(owner.pid)], env=env)
+            up_w.append(dt)
+            timed(h9 + ["down", p.stdout.decode().strip()], env=env)
+            dt, p = timed(h9 + ["up", "--workdir", work], env=env)
+            up_p.append(dt)
+            timed(h9 + ["down", p.stdout.decode().strip()], env=env)
+    finally:
+        owner.kill()
+    # The first round warms caches; it is left out.
+    report("up --owner-pid", up_w[1:], up_p[1:], "up")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--binary", help="h9sandbox to measure [default: cargo's release build]")
@@ -222,7 +245,7 @@ def main():
     ap.add_argument("--runs", type=int, default=30)
     ap.add_argument("--engine", choices=["docker", "podman", "local"], default="docker")
     ap.add_argument("--runtime", help="OCI runtime of the sandboxes and raw containers (runsc)")
-    ap.add_argument("--only", choices=["core", "files", "mcp", "allowlist"])
+    ap.add_argument("--only", choices=["core", "files", "mcp", "allowlist", "owner"])
     a = ap.parse_args()
     if a.binary is None:
         sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -237,6 +260,10 @@ def main():
     elif a.engine == "podman":
         env["H9SANDBOX_RUNTIME"] = "runc"
     h9 = [a.binary]
+    if a.only == "owner":
+        bench_owner(a, env, h9, work)
+        subprocess.run(["rm", "-rf", state, work])
+        return
     if a.only == "allowlist":
         bench_allowlist(a, env, h9, work)
         subprocess.run(["rm", "-rf", state, work])

@@ -100,6 +100,11 @@ pub struct Config {
     /// Whether `up` reaps abandoned sandboxes of its state directory (as `h9sandbox reap`),
     /// alongside its own container start.
     pub reap_on_up: bool,
+    /// Whether `up` starts an owner watcher for a sandbox tied to a process (`--owner-pid`,
+    /// `run`, MCP sessions): a small detached process that removes the sandbox within seconds
+    /// of the owner's exit (or when its lease runs out), as `reap` would, even when nothing else
+    /// runs. `false` leaves it to the next `reap` or `up`.
+    pub watch_owner: bool,
     /// Directory of the state file and its lock; `$XDG_STATE_HOME/h9sandbox` when unset.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub state_dir: Option<PathBuf>,
@@ -173,6 +178,7 @@ impl Default for Config {
             ulimit_nproc: 0,
             user: "owner".into(),
             reap_on_up: true,
+            watch_owner: true,
             state_dir: None,
             bootstrap_cmd: None,
             bootstrap_timeout_secs: 600,
@@ -348,6 +354,11 @@ pub const KEYS: &[Key] = &[
         "`up` also reaps abandoned sandboxes of its state directory (as `h9sandbox reap`), alongside its own start.",
     ),
     key(
+        "watch_owner",
+        Kind::Bool,
+        "`up` starts an [owner watcher](../guide.md#the-owner-watcher) for a sandbox with an owner (`--owner-pid`, `run`, MCP sessions), which removes it within seconds of the owner's exit or at the end of its lease; `false`: the next `reap` or `up` does.",
+    ),
+    key(
         "state_dir",
         Kind::Path,
         "Where `state.json`, `state.lock` and `trust.json` live; unset: `$XDG_STATE_HOME/h9sandbox` (`~/.local/state/h9sandbox`). Must be yours alone (see [State file](#state-file)).",
@@ -442,7 +453,42 @@ pub struct Layers {
     origins: BTreeMap<String, Origin>,
     /// The configuration file that was read, if any.
     pub file: Option<PathBuf>,
+    /// For a command on existing sandboxes ([`Layers::load_for_existing`]): a bad value of a key
+    /// only new sandboxes use ([`UP_ONLY_KEYS`]) is ignored with a warning instead of failing.
+    lenient: bool,
+    /// What was ignored that way, one line each, for the front end to print as warnings.
+    pub warnings: Vec<String>,
 }
+
+/// Keys that only matter when a sandbox is made (`up`, `run`, `mcp`): what it gets (image,
+/// limits, network, user, capabilities), how it is started and watched. A command on an existing
+/// sandbox (`exec`, `down`, `ls`, `reap`, `renew`, the file commands, ...) uses what `up`
+/// recorded instead, so a bad value of one of these (`H9SANDBOX_CPUS=abc`) never stops it: it is
+/// ignored there with a warning ([`Layers::load_for_existing`]), as a project file is never read
+/// there at all.
+pub const UP_ONLY_KEYS: &[&str] = &[
+    "image",
+    "cpus",
+    "memory",
+    "pids_limit",
+    "tmp_size",
+    "network",
+    "allow",
+    "caps",
+    "start_timeout_secs",
+    "pull_timeout_secs",
+    "runtime",
+    "ulimit_nofile",
+    "ulimit_nproc",
+    "user",
+    "reap_on_up",
+    "watch_owner",
+    "bootstrap_required",
+    "mcp_max_output_bytes",
+    "allowed_workdirs",
+    "workdir_mode",
+    "docker_context",
+];
 
 /// The `H9SANDBOX_*` variables that are no configuration key: the configuration file, the
 /// shells' completion requests (`cli::generate::COMPLETE_VAR`), and the marks the local engine
@@ -522,9 +568,14 @@ fn check_user_file(path: &Path, md: &std::fs::Metadata) -> Result<(), String> {
         ));
     }
     let mode = md.mode() & 0o7777;
-    if mode & 0o022 != 0 {
+    if let Some(who) = crate::types::also_writable_by(mode) {
+        let fix = match who {
+            "its group" => "g-w",
+            "others" => "o-w",
+            _ => "go-w",
+        };
         return Err(format!(
-            "refusing it: it is writable by others (mode {mode:04o}), and whoever can write it chooses the programs h9sandbox runs (engine_bin); `chmod go-w {}`",
+            "refusing it: it is writable by {who} (mode {mode:04o}), and whoever can write it chooses the programs h9sandbox runs (engine_bin); `chmod {fix} {}`",
             path.display()
         ));
     }
@@ -580,6 +631,25 @@ impl Layers {
         Self::load_with_env(explicit_file, |k| std::env::var(k).ok())
     }
 
+    /// As [`Layers::load`], for a command on existing sandboxes: a bad value of a key only `up`
+    /// uses ([`UP_ONLY_KEYS`]), in the file or the environment, is left at its default and
+    /// reported in [`Layers::warnings`] instead of failing the command.
+    pub fn load_for_existing(explicit_file: Option<&Path>) -> Result<Layers, Error> {
+        Self::load_for_existing_with_env(explicit_file, |k| std::env::var(k).ok())
+    }
+
+    /// As [`Layers::load_for_existing`], reading the environment through `env` (for tests).
+    pub fn load_for_existing_with_env(
+        explicit_file: Option<&Path>,
+        env: impl Fn(&str) -> Option<String>,
+    ) -> Result<Layers, Error> {
+        let mut layers = Self::defaults();
+        layers.lenient = true;
+        layers.load_into(explicit_file, env, None)?;
+        layers.settle()?;
+        Ok(layers)
+    }
+
     /// As [`Layers::load`], with the project file `project` (a `sandbox.toml` whose content
     /// the caller read once, and decided to honour) layered between the user's file and the
     /// environment. The project file may not set [`HOST_SIDE_KEYS`]. Errors: as
@@ -610,13 +680,17 @@ impl Layers {
         Ok(table)
     }
 
-    fn defaults() -> Layers {
+    /// The built-in defaults alone (no file, no environment), for a process that is handed its
+    /// few settings explicitly (the owner watcher, `sandbox::watch`).
+    pub fn defaults() -> Layers {
         let table = toml::Table::try_from(Config::default()).expect("defaults serialize");
         let origins = table.keys().map(|k| (k.clone(), Origin::Default)).collect();
         Layers {
             table,
             origins,
             file: None,
+            lenient: false,
+            warnings: Vec::new(),
         }
     }
 
@@ -626,6 +700,39 @@ impl Layers {
         project: Option<&ProjectText>,
     ) -> Result<Layers, Error> {
         let mut layers = Self::defaults();
+        layers.load_into(explicit_file, env, project)?;
+        Ok(layers)
+    }
+
+    /// Whether these layers are for a command on existing sandboxes
+    /// ([`Layers::load_for_existing`]), which makes none.
+    pub fn for_existing(&self) -> bool {
+        self.lenient
+    }
+
+    /// Whether a bad value of `key` is to be ignored (with a warning) rather than fail.
+    fn tolerates(&self, key: &str) -> bool {
+        self.lenient && UP_ONLY_KEYS.contains(&key)
+    }
+
+    /// Records that the bad value `e` of `key` is ignored (see [`Layers::tolerates`]).
+    fn ignore(&mut self, key: &str, e: Error) {
+        let (origin, message) = match e {
+            Error::Config { origin, message } => (origin, message),
+            other => (key.to_string(), other.to_string()),
+        };
+        self.warnings.push(format!(
+            "ignoring {origin} ({key}), which only the commands that make sandboxes use (`up`, `run`, `mcp`: they refuse it): {message}"
+        ));
+    }
+
+    fn load_into(
+        &mut self,
+        explicit_file: Option<&Path>,
+        env: impl Fn(&str) -> Option<String>,
+        project: Option<&ProjectText>,
+    ) -> Result<(), Error> {
+        let layers = self;
         for path in config_files(explicit_file)? {
             layers.merge_file(&path, explicit_file.is_some())?;
             layers.file = Some(path);
@@ -638,13 +745,17 @@ impl Layers {
             let var = format!("H9SANDBOX_{}", key.name.to_ascii_uppercase());
             if USER_FILE_ONLY_KEYS.contains(&key.name) {
                 if env(&var).is_some_and(|v| !v.is_empty()) {
-                    return Err(Error::Config {
+                    let e = Error::Config {
                         origin: Origin::Env(var).to_string(),
                         message: format!(
                             "{} cannot come from the environment: it widens which host directories a sandbox may mount; set it in your own configuration file ($XDG_CONFIG_HOME/h9sandbox/config.toml) or a --config file",
                             key.name
                         ),
-                    });
+                    };
+                    if !layers.tolerates(key.name) {
+                        return Err(e);
+                    }
+                    layers.ignore(key.name, e);
                 }
                 continue;
             }
@@ -658,7 +769,10 @@ impl Layers {
                     None => continue,
                 },
             };
-            layers.set_str(key.name, &value, Origin::Env(var))?;
+            match layers.set_str(key.name, &value, Origin::Env(var)) {
+                Err(e) if layers.tolerates(key.name) => layers.ignore(key.name, e),
+                r => r?,
+            }
         }
         if env("H9SANDBOX_ENGINE").is_none_or(|v| v.is_empty()) {
             if let Some(v) = env(SEED_ENABLED).filter(|v| !v.is_empty()) {
@@ -677,7 +791,7 @@ impl Layers {
                 }
             }
         }
-        Ok(layers)
+        Ok(())
     }
 
     /// Names of `H9SANDBOX_*` environment variables that are neither a configuration key nor
@@ -712,15 +826,21 @@ impl Layers {
     /// [`HOST_SIDE_KEYS`] are refused); returns the keys it set.
     fn merge_text(&mut self, path: &Path, text: &str, project: bool) -> Result<toml::Table, Error> {
         let origin = Origin::File(path.to_path_buf());
-        let parsed: toml::Table = text.parse().map_err(|e: toml::de::Error| Error::Config {
-            origin: origin.to_string(),
-            message: format!(
-                "is not valid TOML{}: {}",
-                e.span()
-                    .map(|s| format!(" (line {})", text[..s.start].matches('\n').count() + 1))
-                    .unwrap_or_default(),
-                e.message().trim().replace('\n', "; ")
-            ),
+        let parsed: toml::Table = text.parse().map_err(|e: toml::de::Error| {
+            let line = e.span().map(|s| text[..s.start].matches('\n').count() + 1);
+            let hint = line
+                .and_then(|n| text.lines().nth(n - 1))
+                .and_then(unquoted_value_hint)
+                .map(|h| format!("; {h}"))
+                .unwrap_or_default();
+            Error::Config {
+                origin: origin.to_string(),
+                message: format!(
+                    "is not valid TOML{}: {}{hint}",
+                    line.map(|n| format!(" (line {n})")).unwrap_or_default(),
+                    e.message().trim().replace('\n', "; ")
+                ),
+            }
         })?;
         let mut set = toml::Table::new();
         for (name, value) in parsed {
@@ -752,10 +872,20 @@ impl Layers {
                     ),
                 });
             }
-            let value = coerce(key, value).map_err(|m| Error::Config {
-                origin: format!("{origin}, key `{name}`"),
-                message: m,
-            })?;
+            let value = match coerce(key, value) {
+                Ok(v) => v,
+                Err(m) => {
+                    let e = Error::Config {
+                        origin: format!("{origin}, key `{name}`"),
+                        message: m,
+                    };
+                    if project || !self.tolerates(&name) {
+                        return Err(e);
+                    }
+                    self.ignore(&name, e);
+                    continue;
+                }
+            };
             if project && name == "caps" && widens_caps(self.table.get("caps"), &value) {
                 return Err(Error::Config {
                     origin: format!("{origin}, key `{name}`"),
@@ -866,6 +996,38 @@ impl Layers {
 
     /// Converts the merged table into a validated [`Config`].
     pub fn resolve(&self) -> Result<Config, Error> {
+        let cfg = self.unvalidated()?;
+        cfg.validate(|k| self.origin(k))?;
+        Ok(cfg)
+    }
+
+    /// For [`Layers::load_for_existing`]: puts every key only `up` uses whose value fails
+    /// validation back to its default, with a warning. Errors: the table cannot be read as a
+    /// configuration at all.
+    fn settle(&mut self) -> Result<(), Error> {
+        let defaults = Self::defaults();
+        for _ in 0..KEYS.len() {
+            let cfg = self.unvalidated()?;
+            let Some((key, _)) = cfg.first_problem() else {
+                return Ok(());
+            };
+            if !self.tolerates(key) {
+                return Ok(()); // `resolve` reports it
+            }
+            if let Err(e) = cfg.validate(|k| self.origin(k)) {
+                self.ignore(key, e);
+            }
+            match defaults.table.get(key) {
+                Some(v) => self.table.insert(key.to_string(), v.clone()),
+                None => self.table.remove(key),
+            };
+            self.origins.insert(key.to_string(), Origin::Default);
+        }
+        Ok(())
+    }
+
+    /// The merged table as a [`Config`], not yet validated.
+    fn unvalidated(&self) -> Result<Config, Error> {
         let cfg: Config = self
             .table
             .clone()
@@ -883,9 +1045,25 @@ impl Layers {
                     message: msg,
                 }
             })?;
-        cfg.validate(|k| self.origin(k))?;
         Ok(cfg)
     }
+}
+
+/// For a TOML line that failed to parse, `key = value` with a bare word as the value (`memory =
+/// 1g`, `image = ubuntu:22.04`, `network = none`: TOML strings need quotes), how to write it.
+fn unquoted_value_hint(line: &str) -> Option<String> {
+    let (key, value) = line.split_once('=')?;
+    let key = key.trim();
+    let value = value.split(" #").next().unwrap_or(value).trim();
+    let bare_key = !key.is_empty()
+        && key
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
+    let bare_value = !value.is_empty()
+        && !value.starts_with(['"', '\'', '[', '{'])
+        && !value.contains(['"', '\'']);
+    (bare_key && bare_value)
+        .then(|| format!("a text value needs quotes in TOML: write {key} = \"{value}\""))
 }
 
 fn lookup(name: &str) -> Option<&'static Key> {
@@ -1060,15 +1238,23 @@ pub fn host_cpus() -> usize {
 impl Config {
     /// Checks every value; `origin` names where a key's value came from for the error message.
     pub fn validate(&self, origin: impl Fn(&str) -> Origin) -> Result<(), Error> {
-        let fail = |key: &str, message: String| Error::Config {
-            origin: match origin(key) {
-                Origin::File(p) => format!("config file {}, key `{key}`", p.display()),
-                o => o.to_string(),
-            },
-            message,
-        };
+        match self.first_problem() {
+            None => Ok(()),
+            Some((key, message)) => Err(Error::Config {
+                origin: match origin(key) {
+                    Origin::File(p) => format!("config file {}, key `{key}`", p.display()),
+                    o => o.to_string(),
+                },
+                message,
+            }),
+        }
+    }
+
+    /// The first key whose value is invalid, and why; `None` when every value is fine.
+    fn first_problem(&self) -> Option<(&'static str, String)> {
+        let fail = |key: &'static str, message: String| Some((key, message));
         if self.image.trim().is_empty() {
-            return Err(fail("image", "the image name is empty".into()));
+            return fail("image", "the image name is empty".into());
         }
         if self.image.starts_with('-')
             || self
@@ -1076,18 +1262,18 @@ impl Config {
                 .chars()
                 .any(|c| c.is_whitespace() || c.is_control())
         {
-            return Err(fail(
+            return fail(
                 "image",
                 format!(
                     "'{}' is not an image reference (it starts with '-' or holds spaces); give a name like ubuntu:22.04",
                     self.image
                 ),
-            ));
+            );
         }
         // Above the host's CPU count is lowered by `fit_to_host` (a committed file travels
         // between machines), not refused.
         if !self.cpus.is_finite() || self.cpus < 0.01 {
-            return Err(fail(
+            return fail(
                 "cpus",
                 format!(
                     "{} is out of range: give a number of cores of at least 0.01 (more than this host's {} are lowered to {})",
@@ -1095,16 +1281,19 @@ impl Config {
                     host_cpus(),
                     host_cpus()
                 ),
-            ));
+            );
         }
-        let mem = parse_size(&self.memory).map_err(|m| fail("memory", m))?;
+        let mem = match parse_size(&self.memory) {
+            Ok(m) => m,
+            Err(m) => return fail("memory", m),
+        };
         if mem < 6 << 20 {
             let unitless = self
                 .memory
                 .trim()
                 .chars()
                 .all(|c| c.is_ascii_digit() || c == '.');
-            return Err(fail(
+            return fail(
                 "memory",
                 if unitless {
                     format!(
@@ -1114,75 +1303,76 @@ impl Config {
                 } else {
                     format!("'{}' is below Docker's minimum of 6m", self.memory)
                 },
-            ));
+            );
         }
-        parse_size(&self.tmp_size).map_err(|m| fail("tmp_size", m))?;
+        if let Err(m) = parse_size(&self.tmp_size) {
+            return fail("tmp_size", m);
+        }
         if self.pids_limit == 0 {
-            return Err(fail(
+            return fail(
                 "pids_limit",
                 "0 would leave processes unlimited; give a limit >= 1".into(),
-            ));
+            );
         }
         if self.start_timeout_secs == 0 {
-            return Err(fail(
-                "start_timeout_secs",
-                "must be at least 1 second".into(),
-            ));
+            return fail("start_timeout_secs", "must be at least 1 second".into());
         }
         if self
             .engine_bin
             .as_deref()
             .is_some_and(|b| b.trim().is_empty())
         {
-            return Err(fail("engine_bin", "the engine binary is empty".into()));
+            return fail("engine_bin", "the engine binary is empty".into());
         }
         if let Some(c) = &self.docker_context {
             if c.is_empty()
                 || c.starts_with('-')
                 || c.chars().any(|c| c.is_whitespace() || c.is_control())
             {
-                return Err(fail(
+                return fail(
                     "docker_context",
                     format!("'{c}' is not a context name (see `docker context ls`)"),
-                ));
+                );
             }
         }
         if let Some(r) = &self.runtime {
             if r.is_empty() || r.chars().any(|c| c.is_whitespace() || c.is_control()) {
-                return Err(fail(
+                return fail(
                     "runtime",
                     format!("'{r}' is not a runtime name or path (e.g. runc)"),
-                ));
+                );
             }
         }
-        self.user.parse::<User>().map_err(|m| fail("user", m))?;
+        if let Err(m) = self.user.parse::<User>() {
+            return fail("user", m);
+        }
         if self.mcp_max_output_bytes < MIN_MCP_OUTPUT {
-            return Err(fail(
+            return fail(
                 "mcp_max_output_bytes",
                 format!(
                     "{} is too small to be useful; give at least {MIN_MCP_OUTPUT}",
                     self.mcp_max_output_bytes
                 ),
-            ));
+            );
         }
         if self.json_max_bytes == 0 {
-            return Err(fail(
+            return fail(
                 "json_max_bytes",
                 "0 would refuse every JSON read; give a number of bytes >= 1".into(),
-            ));
+            );
         }
         if let Some(d) = &self.state_dir {
             if !d.is_absolute() {
-                return Err(fail(
+                return fail(
                     "state_dir",
                     format!(
                         "'{}' is not an absolute path; give one, so that every caller finds the same state",
                         d.display()
                     ),
-                ));
+                );
             }
         }
-        Ok(())
+        None
     }
 
     /// Lowers `cpus` to this host's CPU count when it asks for more (the engine would refuse
@@ -1251,6 +1441,32 @@ mod tests {
             .collect();
         let layers = Layers::load_with_env(file.map(|_| path.as_path()), |k| env.get(k).cloned())?;
         layers.resolve()
+    }
+
+    #[test]
+    fn commands_on_existing_sandboxes_ignore_bad_values_only_up_uses() {
+        let env: HashMap<String, String> = [
+            ("H9SANDBOX_CPUS", "abc"),
+            ("H9SANDBOX_MEMORY", "1"),
+            ("H9SANDBOX_ALLOWED_WORKDIRS", "/srv"),
+        ]
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+        let get = |k: &str| env.get(k).cloned();
+        // `up` refuses them...
+        assert!(Layers::load_with_env(None, get).is_err());
+        // ...the others warn, once each, and use the defaults.
+        let layers = Layers::load_for_existing_with_env(None, get).unwrap();
+        let cfg = layers.resolve().unwrap();
+        assert_eq!((cfg.cpus, cfg.memory.as_str()), (1.0, "512m"));
+        assert_eq!(layers.warnings.len(), 3, "{:?}", layers.warnings);
+        assert!(layers.warnings[0].starts_with(
+            "ignoring environment variable H9SANDBOX_CPUS (cpus), which only the commands that make sandboxes use"
+        ), "{:?}", layers.warnings);
+        // A key commands on a sandbox use still fails them.
+        let bad = |k: &str| (k == "H9SANDBOX_EXEC_TIMEOUT_SECS").then(|| "soon".to_string());
+        assert!(Layers::load_for_existing_with_env(None, bad).is_err());
     }
 
     #[test]

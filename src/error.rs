@@ -84,6 +84,10 @@ pub enum Error {
         problem: String,
         fix: String,
     },
+    /// `write --no-clobber` (MCP `no_clobber`): something exists at the path already, so nothing
+    /// was written; checked atomically by the final rename (`RENAME_NOREPLACE`).
+    #[error("{path} exists already; --no-clobber (MCP: no_clobber) leaves it as it is, and nothing was written")]
+    Exists { path: String },
     /// Bad input that clap cannot check (a malformed K=V, a work dir that does not exist, ...).
     #[error("{0}")]
     Invalid(String),

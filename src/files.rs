@@ -160,6 +160,11 @@ pub struct WriteOptions {
     /// Owner of new files and directories (`fchown(2)`); `None` leaves them to this process.
     /// Existing files always keep their owner.
     pub owner: Option<Ids>,
+    /// Fail with [`Error::Exists`] when anything (a file, a symlink, even a dangling one) is at
+    /// the path, as `open(O_CREAT | O_EXCL)` would: never replace. Atomic: the temporary file
+    /// is put in place with `renameat2(RENAME_NOREPLACE)` (or, on a file system without it,
+    /// `linkat(2)`, which fails the same way), so a file made meanwhile is not overwritten.
+    pub no_clobber: bool,
 }
 
 /// What [`WorkDir::write`] did.
@@ -300,9 +305,16 @@ impl<'a> Temp<'a> {
         Err(last.into())
     }
 
-    /// Flushes, sets mode and owner, and renames over `name` in the same directory.
+    /// Flushes, sets mode and owner, and renames over `name` in the same directory (with
+    /// `no_replace`, only where nothing is: `EEXIST` otherwise, see [`put_in_place`]).
     /// Returns a warning when the owner could not be set.
-    fn commit(mut self, name: &OsStr, mode: u32, owner: Option<Ids>) -> io::Result<Option<String>> {
+    fn commit(
+        mut self,
+        name: &OsStr,
+        mode: u32,
+        owner: Option<Ids>,
+        no_replace: bool,
+    ) -> io::Result<Option<String>> {
         self.file.flush()?;
         let mut warning = None;
         if let Some(want) = owner {
@@ -330,14 +342,31 @@ impl<'a> Temp<'a> {
         rustix::fs::fchmod(&self.file, Mode::from_raw_mode(mode))?;
         self.file.sync_all()?;
         let dir = self.dir;
-        let rename =
-            || rustix::fs::renameat(dir, self.name.as_os_str(), dir, name).map_err(io::Error::from);
+        let rename = || put_in_place(dir, self.name.as_os_str(), name, no_replace);
         match self.abort {
             Some((a, id)) => a.commit(id, rename)?,
             None => rename()?,
         }
         self.done = true;
         Ok(warning)
+    }
+}
+
+/// Renames `temp` to `name` in `dir`; with `no_replace` only where `name` does not exist
+/// (`renameat2(2)`'s `RENAME_NOREPLACE`, Linux 3.15; where the file system refuses the flag
+/// (`EINVAL`), a hard link then the removal of `temp`: `linkat(2)` fails with `EEXIST` just as
+/// atomically). Errors: `EEXIST` when something is there, and the calls' own.
+fn put_in_place(dir: &OwnedFd, temp: &OsStr, name: &OsStr, no_replace: bool) -> io::Result<()> {
+    if !no_replace {
+        return rustix::fs::renameat(dir, temp, dir, name).map_err(io::Error::from);
+    }
+    match rustix::fs::renameat_with(dir, temp, dir, name, rustix::fs::RenameFlags::NOREPLACE) {
+        Err(Errno::INVAL | Errno::NOSYS) => {
+            rustix::fs::linkat(dir, temp, dir, name, AtFlags::empty())?;
+            let _ = rustix::fs::unlinkat(dir, temp, AtFlags::empty());
+            Ok(())
+        }
+        r => r.map_err(io::Error::from),
     }
 }
 
@@ -666,6 +695,21 @@ impl WorkDir {
         Ok(lines)
     }
 
+    /// The first component of the directory `rel` (a prefix of it, resolved beneath the work dir
+    /// as every access is) that exists and is not a directory: what keeps a write of `user` out.
+    fn in_the_way(&self, user: &Path, rel: &Path) -> Option<PathBuf> {
+        let mut prefix = PathBuf::new();
+        for c in rel.components() {
+            prefix.push(c);
+            let fd = self.open_beneath(user, &prefix, OFlags::PATH).ok()?;
+            let st = rustix::fs::fstat(&fd).ok()?;
+            if FileType::from_raw_mode(st.st_mode) != FileType::Directory {
+                return Some(prefix);
+            }
+        }
+        None
+    }
+
     /// Opens the directory `rel` beneath the work dir (`O_PATH`), creating missing components
     /// when `parents` (each one with `mkdirat` in the directory resolved so far, then resolved
     /// again from the work dir, so a symlink swapped in meanwhile is caught), owned by `owner`.
@@ -680,11 +724,12 @@ impl WorkDir {
         match self.open_beneath(user, rel, flags) {
             Err(e) if parents && is_errno(&e, Errno::NOENT) => {}
             Err(e) if is_errno(&e, Errno::NOTDIR) => {
+                let file = self.in_the_way(user, rel);
                 return Err(anyhow!(
-                    "{}: a component of the directory {} is not a directory",
+                    "cannot write {}: {} is not a directory; remove it, or choose another path",
                     user.display(),
-                    rel.display()
-                ))
+                    file.as_deref().unwrap_or(rel).display()
+                ));
             }
             r => return r,
         }
@@ -730,6 +775,27 @@ impl WorkDir {
             }
         }
         Ok(dir)
+    }
+
+    /// For `--no-clobber`: fails with [`Error::Exists`] when anything is at `user`'s final name
+    /// (not followed: a symlink counts, dangling or not). A cheap early answer; the final
+    /// rename checks again, atomically.
+    fn refuse_existing(&self, user: &Path, parents: bool, owner: Option<Ids>) -> Result<()> {
+        let rel = self.relative(user)?;
+        let (parent, name) = split_final(user, &rel)?;
+        let dir = match self.open_dir(user, &parent, parents, owner) {
+            Err(e) if is_errno(&e, Errno::NOENT) => return Ok(()), // reported by the write
+            r => r?,
+        };
+        match rustix::fs::statat(&dir, name.as_os_str(), AtFlags::SYMLINK_NOFOLLOW) {
+            Err(Errno::NOENT) => Ok(()),
+            Ok(_) => Err(Error::Exists {
+                path: self.host_path(user).display().to_string(),
+            }
+            .into()),
+            Err(e) => Err(io::Error::from(e))
+                .with_context(|| format!("{}: cannot look it up", user.display())),
+        }
     }
 
     /// Resolves where writing `user` lands: its parent directory (beneath the work dir) and the
@@ -796,6 +862,10 @@ impl WorkDir {
             anyhow::ensure!(m <= 0o777, "mode {m:o} has bits beyond 0777");
         }
         let host = self.host_path(user);
+        if opts.no_clobber {
+            anyhow::ensure!(!opts.append, "--no-clobber and --append exclude each other");
+            self.refuse_existing(user, opts.parents, opts.owner)?;
+        }
         let t = match self.target(user, opts.parents, opts.owner) {
             Err(e) if !opts.parents && is_errno(&e, Errno::NOENT) => {
                 return Err(Error::Invalid(format!(
@@ -837,10 +907,16 @@ impl WorkDir {
             ),
             None => (opts.mode.unwrap_or(DEFAULT_MODE), opts.owner),
         };
-        let warning = temp
-            .commit(&t.name, mode, owner)
-            .with_context(|| fail("write"))?
-            .map(|w| format!("{}: {w}", host.display()));
+        let warning = match temp.commit(&t.name, mode, owner, opts.no_clobber) {
+            Err(e) if opts.no_clobber && e.raw_os_error() == Some(Errno::EXIST.raw_os_error()) => {
+                return Err(Error::Exists {
+                    path: host.display().to_string(),
+                }
+                .into())
+            }
+            r => r.with_context(|| fail("write"))?,
+        }
+        .map(|w| format!("{}: {w}", host.display()));
         Ok(Written {
             path: host,
             bytes_written,
@@ -957,7 +1033,7 @@ impl WorkDir {
             gid: st.st_gid,
         });
         let warning = temp
-            .commit(&t.name, st.st_mode & 0o777, owner)
+            .commit(&t.name, st.st_mode & 0o777, owner, false)
             .with_context(fail)?
             .map(|w| format!("{}: {w}", host.display()));
         Ok(Edited {

@@ -42,5 +42,9 @@ pub fn run() -> i32 {
     if let Some(code) = agent::main(&args) {
         return code;
     }
+    // A sandbox's owner watcher, started by `up` (it forks: before any thread exists).
+    if let Some(code) = sandbox::watch::main_if_asked(&args) {
+        return code;
+    }
     cli::run()
 }

@@ -553,11 +553,7 @@ fn check_owned(what: &str, path: &Path, st: &rustix::fs::Stat, me: u32) -> Resul
     }
     let mode = st.st_mode & 0o7777;
     if mode & 0o022 != 0 {
-        let who = match (mode & 0o020 != 0, mode & 0o002 != 0) {
-            (true, true) => "group and others",
-            (true, false) => "its group",
-            _ => "others",
-        };
+        let who = crate::types::also_writable_by(mode).unwrap_or("others");
         return Err(unsafe_state(
             shown(),
             format!("it is writable by {who} (mode {mode:04o}), who could rewrite your sandboxes' records"),
@@ -609,8 +605,9 @@ fn check_ancestors(dir: &Path, me: u32) -> Result<Option<PathBuf>> {
             return Err(unsafe_state(
                 what(),
                 format!(
-                    "the directory {} above it is writable by others (mode {mode:04o}) without the sticky bit, so anyone could swap the state directory for another",
-                    p.display()
+                    "the directory {} above it is writable by {} (mode {mode:04o}) without the sticky bit, so they could swap the state directory for another",
+                    p.display(),
+                    crate::types::also_writable_by(mode).unwrap_or("others")
                 ),
                 format!(
                     "`chmod go-w {0}` (or `chmod +t {0}`), or choose another state_dir",

@@ -184,7 +184,8 @@ pub enum Network {
     /// No network at all, only loopback.
     None,
     /// Only loopback, where the agent relays `127.0.0.1:3128` to a proxy sidecar that forwards
-    /// HTTP and HTTPS to the allowed hosts only (config `allow`; see `sandbox::egress`).
+    /// HTTP and HTTPS to the allowed hosts only (--allow, config `allow`; `h9sandbox logs ID
+    /// --network` shows its decisions).
     Allowlist,
 }
 
@@ -410,6 +411,18 @@ pub struct Limits {
     /// The capability profile (`minimal` in records made before profiles existed).
     #[serde(default = "Caps::recorded_before")]
     pub caps: Caps,
+}
+
+/// Who besides the owner may write a file of permission bits `mode` (`st_mode`): `"its group"`,
+/// `"others"` or `"group and others"` (the `S_IWGRP` and `S_IWOTH` bits, chmod(2)); `None`
+/// when nobody else may. For messages that must name the right fix (`chmod g-w`, `o-w`).
+pub fn also_writable_by(mode: u32) -> Option<&'static str> {
+    match (mode & 0o020 != 0, mode & 0o002 != 0) {
+        (true, true) => Some("group and others"),
+        (true, false) => Some("its group"),
+        (false, true) => Some("others"),
+        (false, false) => None,
+    }
 }
 
 /// Parses a duration as every time option and key takes it: a bare number is seconds

@@ -203,6 +203,13 @@ async def flow():
                 r = await call(s, "sandbox_exec", {"command": "echo partial; exit 7"})
                 e = ok(r, "a failing command is a normal result")
                 check((e["exit_code"], e["stdout"]) == (7, "partial\n"), "exit code 7", e)
+                check((e["ended"], e["signal"]) == ("exited", None) and "output" not in e, "why it ended", e)
+
+                # Both streams in the order written, and why a command ended.
+                e = ok(await call(s, "sandbox_exec", {"command": "echo o1; sleep 0.1; echo e1 >&2; sleep 0.1; echo o2", "combined": True}), "combined")
+                check(e["output"] == "o1\ne1\no2\n", "combined output in order", e)
+                e = ok(await call(s, "sandbox_exec", {"command": "kill -KILL $$"}), "killed by a signal")
+                check((e["exit_code"], e["ended"], e["signal"]) == (137, "signal", "SIGKILL"), "the signal is named", e)
 
                 ok(await call(s, "sandbox_exec", {"command": "mkdir -p sub"}), "mkdir")
                 e = ok(
@@ -306,6 +313,11 @@ async def flow():
                 error(await call(s, "sandbox_edit", {"path": "dup.txt", "old": "x", "new": "y"}), "ambiguous edit", "occurs 2 times")
                 d = ok(await call(s, "sandbox_edit", {"path": "dup.txt", "old": "x", "new": "y", "replace_all": True}), "edit all")
                 check(d["replacements"] == 2, "two replacements", d)
+                # Create-only: a second write of the name is a tool error, and changes nothing.
+                ok(await call(s, "sandbox_write", {"path": "once.txt", "content": "1", "no_clobber": True}), "write once")
+                error(await call(s, "sandbox_write", {"path": "once.txt", "content": "2", "no_clobber": True}), "write twice", "exists already")
+                e = ok(await call(s, "sandbox_exec", {"command": "cat once.txt"}), "once.txt kept")
+                check(e["stdout"] == "1", "no_clobber kept the first content", e)
 
                 # Escapes: refused, one line, nothing touched (the Rust side checks the host).
                 error(await call(s, "sandbox_write", {"path": f"../escaped-{unique}.txt", "content": "no"}), "write ../", "outside")

@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 
 // Exit statuses: the contract's ([`crate::contract::EXIT_NOT_FOUND`] and its kin).
 pub use crate::contract::{
-    EXIT_DENIED, EXIT_NOT_FOUND, EXIT_NOT_REGULAR, EXIT_OTHER, EXIT_TOO_LARGE,
+    EXIT_DENIED, EXIT_EXISTS, EXIT_NOT_FOUND, EXIT_NOT_REGULAR, EXIT_OTHER, EXIT_TOO_LARGE,
 };
 
 /// `h9sandbox agent file …`.
@@ -44,6 +44,9 @@ pub enum FileCommand {
         /// Keep the old content first
         #[arg(long)]
         append: bool,
+        /// Fail (exit 15) when anything exists at the path; atomic (RENAME_NOREPLACE)
+        #[arg(long, conflicts_with = "append")]
+        no_clobber: bool,
     },
 }
 
@@ -76,7 +79,8 @@ pub fn run(cmd: &FileCommand) -> i32 {
             mode,
             parents,
             append,
-        } => write(path, mode.as_deref(), *parents, *append),
+            no_clobber,
+        } => write(path, mode.as_deref(), *parents, *append, *no_clobber),
     };
     match r {
         Ok(()) => 0,
@@ -85,6 +89,21 @@ pub fn run(cmd: &FileCommand) -> i32 {
             code
         }
     }
+}
+
+/// The first existing component of `dir` (from the root down) that is not a directory, if any:
+/// what stops `--parents` from making `dir`.
+fn in_the_way(dir: &Path) -> Option<PathBuf> {
+    let mut at = PathBuf::new();
+    for c in dir.components() {
+        at.push(c);
+        match std::fs::metadata(&at) {
+            Ok(m) if !m.is_dir() => return Some(at),
+            Ok(_) => {}
+            Err(_) => return None,
+        }
+    }
+    None
 }
 
 fn kind_of(m: &std::fs::Metadata) -> &'static str {
@@ -148,7 +167,19 @@ fn read(path: &Path, max: Option<u64>, cap: Option<u64>) -> Result<(), Fail> {
 /// Replaces `path` with stdin: see the module documentation. As the user it runs as: a file it
 /// cannot write is refused (a read-only file is not replaced, though a rename in a writable
 /// directory could), and the directory must be writable (the rename happens there).
-fn write(path: &Path, mode: Option<&str>, parents: bool, append: bool) -> Result<(), Fail> {
+/// With `no_clobber`, nothing at the path (a symlink included) is ever replaced: refused at once
+/// when something is there, and the final rename is `RENAME_NOREPLACE`.
+fn write(
+    path: &Path,
+    mode: Option<&str>,
+    parents: bool,
+    append: bool,
+    no_clobber: bool,
+) -> Result<(), Fail> {
+    let exists = || Fail(EXIT_EXISTS, format!("{} exists", path.display()));
+    if no_clobber && std::fs::symlink_metadata(path).is_ok() {
+        return Err(exists());
+    }
     let mode = match mode {
         Some(m) => Some(
             u32::from_str_radix(m.trim_start_matches("0o"), 8)
@@ -174,7 +205,18 @@ fn write(path: &Path, mode: Option<&str>, parents: bool, append: bool) -> Result
         ));
     };
     if parents {
-        std::fs::create_dir_all(dir).map_err(|e| Fail::io("create the directory of", path, &e))?;
+        std::fs::create_dir_all(dir).map_err(|e| match in_the_way(dir) {
+            // EEXIST from mkdir (or ENOTDIR further down) means a file where a directory goes.
+            Some(file) => Fail(
+                EXIT_OTHER,
+                format!(
+                    "cannot create the directory of {}: {} is not a directory; remove it, or choose another path",
+                    path.display(),
+                    file.display()
+                ),
+            ),
+            None => Fail::io("create the directory of", path, &e),
+        })?;
     }
     let existing = match std::fs::metadata(&target) {
         Ok(m) if m.is_file() => Some(m),
@@ -195,8 +237,11 @@ fn write(path: &Path, mode: Option<&str>, parents: bool, append: bool) -> Result
     let result = fill(&temp, &target, existing.as_ref(), mode, append);
     match result {
         Ok((written, size)) => {
-            if let Err(e) = std::fs::rename(&temp, &target) {
+            if let Err(e) = put_in_place(&temp, &target, no_clobber) {
                 let _ = std::fs::remove_file(&temp);
+                if no_clobber && e.raw_os_error() == Some(libc::EEXIST) {
+                    return Err(exists());
+                }
                 return Err(Fail::io("write", path, &e));
             }
             println!("{written} {size}");
@@ -209,6 +254,23 @@ fn write(path: &Path, mode: Option<&str>, parents: bool, append: bool) -> Result
                 f.1.replace(&temp.display().to_string(), &path.display().to_string()),
             ))
         }
+    }
+}
+
+/// Renames `temp` to `target`; with `no_replace` only where nothing is (`renameat2(2)`
+/// `RENAME_NOREPLACE`; a hard link then an unlink where the file system refuses the flag).
+fn put_in_place(temp: &Path, target: &Path, no_replace: bool) -> std::io::Result<()> {
+    if !no_replace {
+        return std::fs::rename(temp, target);
+    }
+    use rustix::fs::{renameat_with, RenameFlags, CWD};
+    match renameat_with(CWD, temp, CWD, target, RenameFlags::NOREPLACE) {
+        Err(rustix::io::Errno::INVAL | rustix::io::Errno::NOSYS) => {
+            std::fs::hard_link(temp, target)?;
+            let _ = std::fs::remove_file(temp);
+            Ok(())
+        }
+        r => r.map_err(std::io::Error::from),
     }
 }
 

@@ -221,8 +221,9 @@ impl Agent {
         env
     }
 
-    /// Starts `start` under a supervisor; returns it once the command's process runs.
-    async fn spawn(&self, start: &Start) -> Result<(Running, u32), Reply> {
+    /// Starts `start` under a supervisor; returns it once the command's process runs, with its
+    /// PID and the program executed.
+    async fn spawn(&self, start: &Start) -> Result<(Running, u32, String), Reply> {
         let fail = |m: String| Reply::Failed {
             code: 125,
             message: m,
@@ -281,8 +282,12 @@ impl Agent {
             Codec::default(),
         );
         ctl.send_spec(spec).await.map_err(|e| fail(e.to_string()))?;
-        let (pid, session) = match ctl.next().await {
-            Some(Ok(Event::Started { pid, session })) => (pid, session),
+        let (pid, session, program) = match ctl.next().await {
+            Some(Ok(Event::Started {
+                pid,
+                session,
+                program,
+            })) => (pid, session, program),
             Some(Ok(Event::Failed { code, message })) => {
                 return Err(Reply::Failed { code, message })
             }
@@ -306,19 +311,23 @@ impl Agent {
                 None => None,
             },
         };
-        Ok((running, pid))
+        Ok((running, pid, program))
     }
 
     /// Runs `start` attached to `conn`: streams its output, forwards stdin and signals, enforces
     /// its timeout, and kills its tree when the connection closes before it exits.
     async fn attached(&self, conn: &mut Conn, start: Start) -> Result<(), String> {
-        let (mut run, pid) = match self.spawn(&start).await {
+        let (mut run, pid, program) = match self.spawn(&start).await {
             Ok(r) => r,
             Err(reply) => return conn.send(reply).await.map_err(|e| e.to_string()),
         };
-        conn.send(Reply::Started { pid, handle: None })
-            .await
-            .map_err(|e| e.to_string())?;
+        conn.send(Reply::Started {
+            pid,
+            handle: None,
+            program,
+        })
+        .await
+        .map_err(|e| e.to_string())?;
         let (mut sink, requests) = conn.split();
         // Requests are read on their own, so a stdin write that waits for the command never
         // holds up its output.
@@ -349,10 +358,10 @@ impl Agent {
                     _ => { f.caller_gone = true; }
                 },
                 ev = run.ctl.next() => match ev {
-                    Some(Ok(Event::Exited { code, oom })) => break (code, oom),
+                    Some(Ok(Event::Exited { code, oom, signal })) => break (code, oom, signal),
                     Some(Ok(_)) => {}
                     // The supervisor died under the command (root in the sandbox may kill it).
-                    _ => { f.supervisor_lost = true; break (125, false) }
+                    _ => { f.supervisor_lost = true; break (125, false, None) }
                 },
                 _ = &mut reader, if !reader_done => { reader_done = true; }
                 _ = sleep_until(deadline), if !f.killed => {
@@ -383,7 +392,7 @@ impl Agent {
 
     /// Starts `start` in the background, its output going to log files; returns its handle.
     async fn detach(&self, start: Start) -> Result<Reply, String> {
-        let (run, pid) = match self.spawn(&start).await {
+        let (run, pid, program) = match self.spawn(&start).await {
             Ok(r) => r,
             Err(reply) => return Ok(reply),
         };
@@ -415,6 +424,7 @@ impl Agent {
         Ok(Reply::Started {
             pid,
             handle: Some(handle),
+            program,
         })
     }
 
@@ -651,10 +661,11 @@ async fn read_requests(
     }
 }
 
-/// Ends an attached command once its own process exited with `code` (status, OOM-killed): kills
+/// Ends an attached command once its own process exited with `code` (status, OOM-killed, the
+/// signal that ended it): kills
 /// its tree by the marker when its supervisor was lost, sends what is left in the pipes and the
 /// exit status (unless the caller is gone).
-async fn finish<S>(sink: &mut S, run: &mut Running, code: (i32, bool), f: &Flags)
+async fn finish<S>(sink: &mut S, run: &mut Running, code: (i32, bool, Option<i32>), f: &Flags)
 where
     S: futures_util::Sink<Reply> + Unpin,
 {
@@ -700,6 +711,7 @@ where
             timed_out: f.timed_out,
             killed: f.killed,
             oom_killed: code.1 && !f.killed,
+            signal: code.2,
         }))
         .await;
 }

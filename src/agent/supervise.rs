@@ -58,15 +58,24 @@ pub struct Spec {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Event {
     /// The command's process runs, with this PID, in this audit session ([`join_audit_session`];
-    /// `None` where the kernel gave none).
-    Started { pid: u32, session: Option<u32> },
+    /// `None` where the kernel gave none); `program` is what was executed (the shell of a
+    /// command line, the program of an argument vector).
+    Started {
+        pid: u32,
+        session: Option<u32>,
+        program: String,
+    },
     /// It could not be started: 127 not found, 126 not executable, 125 its working directory
     /// cannot be entered or its user is unknown, with the reason.
     Failed { code: i32, message: String },
     /// Its own process ended with this status (128+N for signal N); `oom` when the kernel's OOM
     /// killer ended it ([`oom_kills`] went up while it ran, and it ended with 137: killed by
-    /// SIGKILL, or a shell whose pipeline was).
-    Exited { code: i32, oom: bool },
+    /// SIGKILL, or a shell whose pipeline was); `signal` the signal that ended it, if one did.
+    Exited {
+        code: i32,
+        oom: bool,
+        signal: Option<i32>,
+    },
     /// No process of the tree is left; the supervisor exits.
     Empty,
 }
@@ -147,8 +156,8 @@ pub fn run() -> i32 {
     let oom_before = oom_kills();
     // Before the command exists: it inherits the session, and can never leave it.
     let session = join_audit_session(spec.uid);
-    let main = match spawn(&spec) {
-        Ok(pid) => pid,
+    let (main, program) = match spawn(&spec) {
+        Ok(started) => started,
         Err((code, message)) => {
             send(&writer, Event::Failed { code, message });
             return 0;
@@ -169,6 +178,7 @@ pub fn run() -> i32 {
         Event::Started {
             pid: main as u32,
             session,
+            program,
         },
     );
     let me = std::process::id() as i32;
@@ -210,6 +220,7 @@ pub fn run() -> i32 {
                 Event::Exited {
                     code: exit_code(status),
                     oom,
+                    signal: libc::WIFSIGNALED(status).then(|| libc::WTERMSIG(status)),
                 },
             );
         } else if pid < 0 {
@@ -224,6 +235,7 @@ pub fn run() -> i32 {
                     Event::Exited {
                         code: 255,
                         oom: false,
+                        signal: None,
                     },
                 );
             }
@@ -235,7 +247,7 @@ pub fn run() -> i32 {
 
 /// Starts the command as `spec` says, in its own session; returns its PID, or the exit status
 /// a shell would give (127 not found, 126 cannot execute) with the reason.
-fn spawn(spec: &Spec) -> Result<i32, (i32, String)> {
+fn spawn(spec: &Spec) -> Result<(i32, String), (i32, String)> {
     let path = spec
         .env
         .iter()
@@ -326,7 +338,7 @@ fn spawn(spec: &Spec) -> Result<i32, (i32, String)> {
         });
     }
     match cmd.spawn() {
-        Ok(child) => Ok(child.id() as i32),
+        Ok(child) => Ok((child.id() as i32, program)),
         Err(e) => match e.raw_os_error() {
             Some(n) if n >= CWD_ERRNO => {
                 let why = std::io::Error::from_raw_os_error(n - CWD_ERRNO);

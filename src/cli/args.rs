@@ -28,13 +28,13 @@ Examples:
   h9sandbox exec \"$id\" --format json -- ls     capture output, status and timing as JSON
   sub=$(h9sandbox up --parent \"$id\")           a sub-sandbox for a sub-agent, never looser
   h9sandbox write \"$id\" notes.txt < notes.txt  replace a file of the work dir atomically
-  h9sandbox read \"$id\" out/report.txt          print one (paths leaving the work dir are refused)
+  h9sandbox read \"$id\" out/report.txt          print one; /etc/os-release: the container's
   h9sandbox ls --watch                         list sandboxes and their states, live
   h9sandbox mcp --auto-up                      serve the tools to an agent over MCP (stdio)
   h9sandbox down \"$id\"                         stop and remove it (and its sub-sandboxes)
 
-Exit status: 0 success, 1 failure, 2 bad usage; `exec` and `bootstrap` pass the command's status
-through (128+N for signal N), 124 on timeout and 125 when h9sandbox itself failed.";
+Exit status: 0 success, 1 failure, 2 bad usage; `exec`, `run` and `bootstrap` pass the command's
+status through (128+N for signal N), 124 on timeout and 125 when h9sandbox itself failed.";
 
 /// The top-level `--help` epilogue: the examples and the exit status, then the environment
 /// variables read (every configuration key's `H9SANDBOX_<KEY>`, from [`crate::config::KEYS`]).
@@ -119,13 +119,16 @@ Examples:
   h9sandbox up --bootstrap 'pip install -e .'    set up once; a failure only warns
   h9sandbox up --bootstrap 'make deps' --bootstrap-required   a failure removes it and fails
   h9sandbox up --parent 3f2a --memory 256m       sub-sandbox: parent's image, limits, work dir
-  h9sandbox up --owner-pid $$ --ttl 30m          reaped once this shell exits or after 30 minutes
+  h9sandbox up --owner-pid $$ --ttl 30m          removed once this shell exits or after 30 minutes
 
 In a Makefile, tie a sandbox that several recipe lines use to make itself (each line runs in a
 shell of its own, which exits at once; `parent` would be that shell), and name it:
   sandbox: ; h9sandbox up --name build-$$PPID --owner-pid $$PPID --ttl 2h
-  test: sandbox ; h9sandbox exec build-$$PPID -- make check
-`up` warns when the owner has already exited by the time it returns.
+  test: sandbox ; h9sandbox exec build-$$PPID -- ./test.sh
+It goes within seconds of make's exit, on success, failure or Ctrl-C alike: a sandbox with an
+owner gets an owner watcher, a detached process that removes it once the owner has exited or
+its lease has run out (config watch_owner). `up` warns when the owner has already exited by the
+time it returns.
 
 Prints the sandbox ID (a UUID; any unique prefix names it), or the whole record with --format json.
 A sub-sandbox (--parent) may only tighten its parent's limits; `down` of the parent removes it.
@@ -135,7 +138,7 @@ unreachable); `up` warns on stderr when a sandbox is local.")]
     Up(UpArgs),
     /// Run a command in a sandbox: a program and its arguments, or one shell command line
     #[command(
-        override_usage = "h9sandbox exec [OPTIONS] <ID> -- <COMMAND>...",
+        override_usage = "h9sandbox exec [OPTIONS] <ID> -- <COMMAND>...\n       h9sandbox exec [OPTIONS] <ID> --command-file <FILE>",
         after_help = "\
 Examples:
   h9sandbox exec 3f2a -- ls -la                   a program and its arguments, run exactly
@@ -318,7 +321,7 @@ Examples:
   h9sandbox ls --format json | jq -r '.[] | select(.state == \"Running\") | .id'
   h9sandbox ls --watch --format json              one JSON array per line, on every change")]
     Ls(LsArgs),
-    /// Print a file of the sandbox's work dir (read on the host, refusing paths that leave it)
+    /// Print a file of the sandbox, in its work dir or anywhere in the container
     #[command(after_help = "\
 Examples:
   h9sandbox read 3f2a src/main.rs                 raw bytes to stdout (binary-safe)
@@ -332,7 +335,7 @@ as the sandbox's user, or --user: a file it may not read is refused. Plain read 
 any size; --format json holds the content in memory, so a file over json_max_bytes (16 MiB by
 default; H9SANDBOX_JSON_MAX_BYTES) is refused (exit 1) unless --max-bytes takes its start.")]
     Read(ReadArgs),
-    /// Replace a file of the sandbox's work dir atomically with stdin or --from FILE
+    /// Replace a file of the sandbox atomically with stdin or --from FILE
     #[command(after_help = "\
 Examples:
   echo 'print(1)' | h9sandbox write 3f2a src/x.py          create or replace
@@ -343,7 +346,7 @@ Examples:
 The content goes to a temporary file next to the target, which is then renamed over it: readers
 see the old or the new file, and a failed write keeps the old content. Paths as for `read`.")]
     Write(WriteArgs),
-    /// Replace text in a file of the sandbox's work dir (exactly one occurrence, or --all)
+    /// Replace text in a file of the sandbox (exactly one occurrence, or --all)
     #[command(after_help = "\
 Examples:
   h9sandbox edit 3f2a src/lib.rs --old 'fn old_name(' --new 'fn new_name('
@@ -479,16 +482,18 @@ pub struct UpArgs {
     /// 0 = none [config: bootstrap_timeout_secs]
     #[arg(long, value_name = "DURATION", value_parser = parse_timeout)]
     pub bootstrap_timeout: Option<std::time::Duration>,
-    /// User of the sandbox's processes: root, host (your uid:gid) or UID:GID [config: user]
+    /// User of the sandbox's processes: owner (the work dir's owner, the default), root, host
+    /// (your uid:gid) or UID:GID [config: user]
     #[arg(long, value_name = "USER")]
     pub user: Option<String>,
-    /// Tie the sandbox to a process: once it exits, `reap` removes the sandbox. A PID, or
-    /// `parent` (the process that started h9sandbox). In a Makefile each recipe line runs in its
-    /// own shell, which exits at once: give make's PID, `--owner-pid $$PPID` [default: none]
+    /// Tie the sandbox to a process: within seconds of its exit the sandbox is removed (by its
+    /// owner watcher; else by the next `reap`). A PID, or `parent` (the process that started
+    /// h9sandbox). In a Makefile each recipe line runs in its own shell, which exits at once:
+    /// give make's PID, `--owner-pid $$PPID` [default: none]
     #[arg(long, value_name = "PID|parent")]
     pub owner_pid: Option<String>,
-    /// Lease: `reap` removes the sandbox this long after it started, unless `renew`ed
-    /// (e.g. 90s, 30m, 2h, 1d) [default: none]
+    /// Lease: the sandbox is removed this long after it started (by its owner watcher, else by
+    /// `reap`), unless `renew`ed (e.g. 90s, 30m, 2h, 1d) [default: none]
     #[arg(long, value_name = "DURATION")]
     pub ttl: Option<String>,
     /// With --name: when a Running sandbox of that name has the same image, limits and work
@@ -544,12 +549,20 @@ pub struct ExecArgs {
     /// With --format json: bytes kept of each of stdout and stderr
     #[arg(long, value_name = "BYTES", default_value_t = 1 << 20)]
     pub max_output: usize,
+    /// With --format json: also `output`, stdout and stderr together in the order they were
+    /// read (chunk by chunk; see docs/reference/json.md), capped as each stream is
+    #[arg(long)]
+    pub combined: bool,
     /// Run it in the background: print its handle at once (see `ps`, `logs`, `kill`)
     #[arg(short, long, conflicts_with = "interactive")]
     pub detach: bool,
+    /// Take the command, one shell command line (bash -c), from this file (`-`: stdin) instead
+    /// of the arguments: for a text past the 128 KiB one argument may hold (up to 4 MiB)
+    #[arg(long, value_name = "FILE", conflicts_with = "command")]
+    pub command_file: Option<PathBuf>,
     /// The command: a program and its arguments, or one shell command line (bash -c)
     #[arg(
-        required = true,
+        required_unless_present = "command_file",
         trailing_var_arg = true,
         allow_hyphen_values = true,
         value_name = "COMMAND"
@@ -665,6 +678,10 @@ pub struct WriteArgs {
     /// Add to the end of the existing content (still replaced atomically)
     #[arg(long)]
     pub append: bool,
+    /// Fail (exit 1, nothing written) when the file, or anything else, exists at PATH: never
+    /// replace it (atomic: no file made meanwhile is overwritten)
+    #[arg(long, short = 'n', conflicts_with = "append")]
+    pub no_clobber: bool,
 }
 
 /// `edit` arguments.
@@ -765,6 +782,10 @@ pub struct RunArgs {
     /// With --format json: bytes kept of each of stdout and stderr
     #[arg(long, value_name = "BYTES", default_value_t = 1 << 20)]
     pub max_output: usize,
+    /// With --format json: also `output`, stdout and stderr together in the order they were
+    /// read (chunk by chunk; see docs/reference/json.md), capped as each stream is
+    #[arg(long)]
+    pub combined: bool,
     /// The command: a program and its arguments, or one shell command line (bash -c)
     #[arg(
         required = true,

@@ -28,18 +28,37 @@ pub struct ExecJson {
     pub truncated: bool,
     /// Whether the kernel's OOM killer ended the command (the sandbox's memory limit).
     pub oom_killed: bool,
+    /// Why it ended, one word: `exited`, `signal`, `oom_killed`, `interrupted`, `timed_out`
+    /// ([`crate::sandbox::exec::Outcome::ended`]).
+    pub ended: &'static str,
+    /// The signal that ended the command's own process (`"SIGKILL"`); null when it exited, and
+    /// always through the engine's exec (which knows only the status 128+N).
+    pub signal: Option<String>,
+    /// What made h9sandbox kill the tree: `"SIGINT"`, `"SIGTERM"`, `"SIGHUP"` (a signal to
+    /// h9sandbox), `"SIGPIPE"` (its stdout was closed); null otherwise.
+    pub interrupted: Option<&'static str>,
+    /// With `--combined`: stdout and stderr together, chunk by chunk in the order they were
+    /// read, capped at `--max-output` as each stream is; absent otherwise.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub output: Option<String>,
 }
 
-/// The JSON document of a command's outcome.
-pub fn json(out: &crate::sandbox::exec::Outcome) -> ExecJson {
+/// The JSON document of a command's outcome, with `output` when `combined`.
+pub fn json(out: &crate::sandbox::exec::Outcome, combined: bool) -> ExecJson {
     ExecJson {
         exit_code: out.exit_code,
         stdout: out.stdout.text(),
         stderr: out.stderr.text(),
         duration_ms: out.duration.as_millis() as u64,
         timed_out: out.timed_out,
-        truncated: out.stdout.truncated() || out.stderr.truncated(),
+        truncated: out.stdout.truncated()
+            || out.stderr.truncated()
+            || (combined && out.combined.truncated()),
         oom_killed: out.oom_killed,
+        ended: out.ended(),
+        signal: out.signal_name(),
+        interrupted: out.interrupted,
+        output: combined.then(|| out.combined.text()),
     }
 }
 
@@ -52,8 +71,13 @@ pub fn oom_message(rec: &crate::state::Record) -> String {
     )
 }
 
-/// The core's request for `exec`'s arguments. Errors: an `--env NAME` whose NAME is unset.
+/// The core's request for `exec`'s arguments. Errors: an `--env NAME` whose NAME is unset, a
+/// `--command-file` that cannot be used ([`command_from_file`]).
 pub fn request(args: &ExecArgs) -> Result<ExecRequest, Error> {
+    let command = match &args.command_file {
+        Some(f) => vec![command_from_file(f, args.interactive)?],
+        None => args.command.clone(),
+    };
     Ok(ExecRequest {
         id: args.id.clone(),
         cwd: args.cwd.clone(),
@@ -62,9 +86,64 @@ pub fn request(args: &ExecArgs) -> Result<ExecRequest, Error> {
         timeout: args.timeout,
         interactive: args.interactive,
         max_output: args.max_output,
-        command: args.command.clone(),
+        command,
         argv: false,
     })
+}
+
+/// The most bytes `--command-file` takes: what one request to the sandbox's agent carries.
+const COMMAND_FILE_MAX: u64 = crate::sandbox::exec::COMMAND_MAX_BYTES as u64;
+
+/// `exec --command-file FILE`: the file's content (`-`: our stdin's), one shell command line,
+/// travelling to the sandbox's agent in a message rather than an argument vector, so it is not
+/// bound by the kernel's 128 KiB per argument (`MAX_ARG_STRLEN`, execve(2)). Errors: the file
+/// cannot be read, is empty, is not UTF-8 or holds a NUL byte, is larger than 4 MiB, or is `-`
+/// together with `-i` (stdin cannot be both).
+pub fn command_from_file(file: &std::path::Path, interactive: bool) -> Result<String, Error> {
+    use std::io::Read;
+    let stdin = file == std::path::Path::new("-");
+    if stdin && interactive {
+        return Err(Error::Invalid(
+            "--command-file - reads the command from stdin, which -i would also pass to it; give the command in a file, or leave -i out".into(),
+        ));
+    }
+    let shown = if stdin {
+        "stdin".to_string()
+    } else {
+        file.display().to_string()
+    };
+    let mut bytes = Vec::new();
+    let read = if stdin {
+        std::io::stdin()
+            .lock()
+            .take(COMMAND_FILE_MAX + 1)
+            .read_to_end(&mut bytes)
+    } else {
+        std::fs::File::open(file).and_then(|f| f.take(COMMAND_FILE_MAX + 1).read_to_end(&mut bytes))
+    };
+    read.map_err(|e| Error::Invalid(format!("--command-file {shown}: cannot read it: {e}")))?;
+    if bytes.len() as u64 > COMMAND_FILE_MAX {
+        return Err(Error::Invalid(format!(
+            "--command-file {shown} holds more than the {} MiB one command may be; put the script in a file of the work dir and run that file",
+            COMMAND_FILE_MAX >> 20
+        )));
+    }
+    let text = String::from_utf8(bytes).map_err(|_| {
+        Error::Invalid(format!(
+            "--command-file {shown} is not UTF-8 text; a command line must be"
+        ))
+    })?;
+    if text.trim().is_empty() {
+        return Err(Error::Invalid(format!(
+            "--command-file {shown} is empty; give the command line to run"
+        )));
+    }
+    if text.contains('\0') {
+        return Err(Error::Invalid(format!(
+            "--command-file {shown} holds a NUL byte, which no command line can"
+        )));
+    }
+    Ok(text)
 }
 
 /// `--env` words as the core takes them (`K=V`): a bare `NAME` takes the value NAME has in our
@@ -178,21 +257,51 @@ fn stdin_has_bytes() -> bool {
 }
 
 /// Refuses a command whose first word looks like an option: a mistyped or unknown option of
-/// `sub` that clap's trailing argument took for the command (`exec ID --bogus -- true`).
+/// `sub` that clap's trailing argument took for the command (`exec ID --tiemout 5 -- true`),
+/// naming the option of `sub` it is closest to, as clap does for the options before the ID.
 pub fn refuse_option_as_command(sub: &str, command: &[String]) -> Result<()> {
-    match command.first().filter(|w| w.starts_with('-')) {
-        Some(opt) => Err(Error::Invalid(format!(
-            "unknown option '{opt}' (h9sandbox's options go before `--`, the command after it); see `h9sandbox {sub} --help`"
-        ))
-        .into()),
-        None => Ok(()),
+    let Some(opt) = command.first().filter(|w| w.starts_with('-')) else {
+        return Ok(());
+    };
+    let tip = similar_option(sub, opt)
+        .map(|o| format!("a similar option exists: '{o}'; "))
+        .unwrap_or_default();
+    Err(Error::Invalid(format!(
+        "unknown option '{opt}' ({tip}h9sandbox's options go before `--`, the command after it); see `h9sandbox {sub} --help`"
+    ))
+    .into())
+}
+
+/// The long option of subcommand `sub` (global ones included) closest to the word `opt`
+/// (`--tiemout`, `--imgae=x`): at most two edits away, as clap's own suggestions.
+fn similar_option(sub: &str, opt: &str) -> Option<String> {
+    use clap::CommandFactory;
+    let word = opt.trim_start_matches('-');
+    let word = word.split_once('=').map_or(word, |(w, _)| w);
+    if word.is_empty() || !opt.starts_with("--") {
+        return None;
     }
+    let cli = super::Cli::command();
+    let cmd = cli.find_subcommand(sub)?;
+    cmd.get_arguments()
+        .chain(cli.get_arguments())
+        .filter(|a| !a.is_hide_set())
+        .filter_map(|a| a.get_long())
+        .map(|l| (crate::config::edit_distance(word, l), l))
+        .filter(|(d, _)| *d <= 2)
+        .min()
+        .map(|(_, l)| format!("--{l}"))
 }
 
 /// Runs `exec`; returns the command's exit status.
 pub async fn run(ctx: &Ctx, format: Format, args: &ExecArgs) -> Result<i32> {
     refuse_option_as_command("exec", &args.command)?;
     let req = request(args)?;
+    // What `ended_message` calls the command.
+    let named = match &args.command_file {
+        Some(f) => vec![format!("--command-file {}", f.display())],
+        None => args.command.clone(),
+    };
     if args.detach {
         // A background command never reads our stdin either.
         UnreadStdin::default().check(false);
@@ -212,14 +321,14 @@ pub async fn run(ctx: &Ctx, format: Format, args: &ExecArgs) -> Result<i32> {
     let done = execute(ctx, &req, sink, std::future::pending()).await?;
     unread.check(args.interactive);
     let (out, timeout) = (&done.outcome, done.timeout);
-    if let Some(line) = ended_message(out, timeout, &done.record, &args.command) {
+    if let Some(line) = ended_message(out, timeout, &done.record, &named) {
         crate::report::eprintln(&line);
     }
     if out.oom_killed {
         ctx.reporter.warn(&oom_message(&done.record));
     }
     if format == Format::Json {
-        output::print_json(&json(out))?;
+        output::print_json(&json(out, args.combined))?;
     }
     Ok(out.exit_code)
 }

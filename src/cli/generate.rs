@@ -72,7 +72,9 @@ pub fn complete_if_asked() {
 pub fn sandbox_candidates() -> Vec<clap_complete::engine::CompletionCandidate> {
     use clap_complete::engine::CompletionCandidate;
     let explicit = std::env::var_os("H9SANDBOX_CONFIG").map(PathBuf::from);
-    let Ok(cfg) = crate::config::Layers::load(explicit.as_deref()).and_then(|l| l.resolve()) else {
+    let Ok(cfg) =
+        crate::config::Layers::load_for_existing(explicit.as_deref()).and_then(|l| l.resolve())
+    else {
         return vec![];
     };
     let Some(dir) = cfg.state_dir().ok().filter(|d| d.is_dir()) else {

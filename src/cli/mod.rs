@@ -125,8 +125,32 @@ fn one_line_usage_error(e: &clap::Error, sub: Option<&str>) -> String {
     format!("{cause}; see `{help}`")
 }
 
+/// Whether `command` promises to act on SIGINT, SIGTERM and SIGHUP (kill the command's tree,
+/// remove a temporary file or a half-made sandbox, end a session): those catch them before they
+/// do anything ([`crate::sandbox::signals::install`]). The others keep the default action, so
+/// Ctrl-C simply ends them.
+fn acts_on_signals(command: &Command) -> bool {
+    match command {
+        Command::Up(_)
+        | Command::Run(_)
+        | Command::Bootstrap(_)
+        | Command::Write(_)
+        | Command::Edit(_)
+        | Command::Mcp(_) => true,
+        Command::Exec(a) => !a.detach,
+        Command::Ls(a) => a.watch,
+        Command::Logs(a) => a.follow,
+        _ => false,
+    }
+}
+
 /// Runs the parsed command line; returns the exit status.
 async fn dispatch(cli: Cli) -> Result<i32> {
+    if acts_on_signals(&cli.command) {
+        // First, before the configuration is read or anything is created: a signal from now on
+        // is never lost, nor does its default action kill us midway.
+        crate::sandbox::signals::install();
+    }
     let format = cli.global.format();
     let progress = Arc::new(CliReporter::new(format, cli.global.verbose > 0));
     let ctx = |flags: &[(&str, Option<String>, &str)]| -> Result<Ctx> {
@@ -175,15 +199,22 @@ async fn dispatch(cli: Cli) -> Result<i32> {
 /// about `H9SANDBOX_*` variables that are no configuration key). Only the subcommands that make
 /// sandboxes (`up`, `mcp`) read the project file `./sandbox.toml`, and only a trusted one
 /// ([`crate::sandbox::trust::layers_for_new_sandboxes`]): the commands on existing sandboxes use what `up`
-/// recorded, and nothing a sandbox writes there can change or break them.
+/// recorded, and nothing a sandbox writes there can change or break them. For the same reason a
+/// bad value of a key only new sandboxes use (`H9SANDBOX_CPUS=abc`) fails only the commands
+/// that make sandboxes (`up`, `run`, `mcp`); the others warn and go on
+/// ([`Layers::load_for_existing`]).
 pub fn load_layers(cli: &Cli, reporter: &dyn Reporter) -> Result<Layers> {
     let explicit = cli.global.config.as_deref();
     let layers = match cli.command {
         Command::Up(_) | Command::Mcp(_) => {
             crate::sandbox::trust::layers_for_new_sandboxes(explicit, reporter)?
         }
-        _ => Layers::load(explicit)?,
+        Command::Run(_) => Layers::load(explicit)?,
+        _ => Layers::load_for_existing(explicit)?,
     };
+    for w in &layers.warnings {
+        reporter.warn(w);
+    }
     for var in Layers::unknown_env_vars(std::env::vars().map(|(k, _)| k)) {
         let hint = nearest_key(&var)
             .map(|k| format!("did you mean {k}? "))

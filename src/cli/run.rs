@@ -26,6 +26,7 @@ pub struct RunJson {
 /// (so that `reap` removes the sandbox if `run` is killed with SIGKILL).
 pub fn up_request(args: &RunArgs) -> crate::sandbox::create::UpRequest {
     let mut req = super::up::request(&args.up);
+    req.one_command = true;
     if req.owner_pid.is_none() {
         req.owner_pid = Some(std::process::id().to_string());
     }
@@ -100,7 +101,7 @@ pub async fn run(ctx: &Ctx, format: Format, progress: &CliReporter, args: &RunAr
     if format == Format::Json {
         output::print_json(&RunJson {
             id: rec.id.to_string(),
-            exec: super::exec::json(out),
+            exec: super::exec::json(out, args.combined),
         })?;
     }
     match removed {

@@ -33,15 +33,21 @@ pub fn request(args: &UpArgs) -> UpRequest {
         ttl: args.ttl.clone(),
         within: None,
         reuse: args.reuse,
+        one_command: false,
         workdir_mode: args.workdir_mode,
     }
 }
 
 /// The warning when the owner process (`--owner-pid`) of the new sandbox `rec` has exited
-/// before `up` returned: the next `reap` (or anyone's `up`) removes it.
-pub fn owner_gone(rec: &crate::state::Record, pid: u32) -> String {
+/// before `up` returned: its owner watcher removes it at once (`watched`), or else the next
+/// `reap` (or anyone's `up`).
+pub fn owner_gone(rec: &crate::state::Record, pid: u32, watched: bool) -> String {
+    let fate = match watched {
+        true => "so its owner watcher removes the sandbox in a moment",
+        false => "so the next `h9sandbox reap` or `up` removes the sandbox",
+    };
     format!(
-        "the owner of sandbox {} (--owner-pid, PID {pid}) has already exited, so the next `h9sandbox reap` or `up` removes the sandbox; give the PID of a process that outlives its use (in a Makefile recipe, make's own: --owner-pid $$PPID), or use --ttl",
+        "the owner of sandbox {} (--owner-pid, PID {pid}) has already exited, {fate}; give the PID of a process that outlives its use (in a Makefile recipe, make's own: --owner-pid $$PPID), or use --ttl",
         rec.short_id()
     )
 }
@@ -58,7 +64,8 @@ pub async fn run(
     progress.finish();
     let rec = created?;
     if let Some(o) = rec.owner.filter(|o| !o.is_alive()) {
-        ctx.reporter.warn(&owner_gone(&rec, o.pid));
+        ctx.reporter
+            .warn(&owner_gone(&rec, o.pid, ctx.cfg.watch_owner));
     }
     match format {
         Format::Json => output::print_json(&rec)?,

@@ -30,7 +30,8 @@ pub struct WriteJson {
 pub async fn run(ctx: &Ctx, format: Format, args: &WriteArgs) -> Result<i32> {
     let (rec, wd) = workdir_of(ctx, &args.id)?;
     let mode = args.mode.as_deref().map(files::parse_mode).transpose()?;
-    let opts = options(&rec, mode, args.parents, args.append);
+    let mut opts = options(&rec, mode, args.parents, args.append);
+    opts.no_clobber = args.no_clobber;
     let from = match &args.from {
         Some(f) => wd.clone().open_source(f)?,
         None if std::io::stdin().is_terminal() => {

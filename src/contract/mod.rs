@@ -59,3 +59,6 @@ pub const EXIT_DENIED: i32 = 12;
 pub const EXIT_TOO_LARGE: i32 = 13;
 /// Exit status of the file helper: any other failure.
 pub const EXIT_OTHER: i32 = 14;
+/// Exit status of the file helper: `write --no-clobber` found something at the path; nothing was
+/// written. Its message is `PATH exists`.
+pub const EXIT_EXISTS: i32 = 15;

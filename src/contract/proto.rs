@@ -19,11 +19,12 @@ use serde::{Deserialize, Serialize};
 use tokio_util::codec::{Decoder, Encoder, LengthDelimitedCodec};
 
 /// Version of this protocol; a peer speaking another one is refused at `Hello`.
-pub const VERSION: u32 = 3;
+pub const VERSION: u32 = 4;
 
 /// The protocol versions of agents the host still knows but no longer speaks to (their sandboxes'
-/// commands go through the engine's exec): 2 had no [`RunAs`].
-pub const OLD_VERSIONS: [u32; 1] = [2];
+/// commands go through the engine's exec): 2 had no [`RunAs`]; 3 had neither
+/// [`Reply::Started`]'s `program` nor [`Exit::signal`].
+pub const OLD_VERSIONS: [u32; 2] = [2, 3];
 
 /// The largest frame either end accepts (bytes after the length prefix): a command line and its
 /// environment must fit in one [`Start`].
@@ -250,8 +251,15 @@ pub enum Reply {
     Welcome { version: u32 },
     /// The agent will not serve this connection (bad token, other version, bad request).
     Refused(String),
-    /// The command runs (its process ID in the container); `handle` for a detached one.
-    Started { pid: u32, handle: Option<String> },
+    /// The command runs (its process ID in the container); `handle` for a detached one;
+    /// `program` is what was started: the shell that runs a command line (`/bin/bash`, or
+    /// `/bin/sh` where the image has no bash), or the program of an argument vector, as found on
+    /// the `PATH`.
+    Started {
+        pid: u32,
+        handle: Option<String>,
+        program: String,
+    },
     /// Output on the command's standard output.
     Stdout(#[serde(with = "serde_bytes")] Vec<u8>),
     /// Output on the command's standard error.
@@ -278,6 +286,10 @@ pub struct Exit {
     /// Whether the kernel's OOM killer ended the command's own process (the sandbox ran out of
     /// memory).
     pub oom_killed: bool,
+    /// The signal that ended the command's own process (`WTERMSIG` of its wait status,
+    /// `wait(2)`), `None` when it exited (`code` is then its status; a shell that reports its
+    /// child's death by a signal as 128+N itself exited).
+    pub signal: Option<i32>,
 }
 
 /// One detached command, as [`Reply::Processes`] lists it.

@@ -267,6 +267,7 @@ impl Session {
             ttl: p.ttl,
             within: Some(self.workdir.clone()),
             reuse: false,
+            one_command: false,
             workdir_mode: None,
         };
         // A sub-sandbox shares its parent's work dir: only of a sandbox the session may reach.
@@ -351,6 +352,7 @@ impl Session {
             ))
             .into());
         }
+        let p_combined = p.combined;
         let (command, argv) = command_words(p.command, p.argv)?;
         let id = self.target(p.id).await?;
         let timeout = self.exec_timeout(&id, timeout_of(p.timeout_secs)?)?;
@@ -390,6 +392,9 @@ impl Session {
             stdout_bytes: out.stdout.total,
             stderr_bytes: out.stderr.total,
             oom_killed: out.oom_killed,
+            ended: out.ended().to_string(),
+            signal: out.signal_name(),
+            output: p_combined.then(|| out.combined.text_ends().0),
         };
         let mut text = format!(
             "exit code {} in {} ms{}{}",
@@ -710,7 +715,11 @@ impl Session {
     async fn write(&self, p: WriteParams) -> Result<Done> {
         let id = self.target(p.id).await?;
         let (rec, wd) = workdir_of(&self.ctx, &id)?;
-        let opts = files::options(&rec, None, p.parents, p.append);
+        if p.no_clobber && p.append {
+            return Err(Error::Invalid("no_clobber and append exclude each other".into()).into());
+        }
+        let mut opts = files::options(&rec, None, p.parents, p.append);
+        opts.no_clobber = p.no_clobber;
         let data = std::io::Cursor::new(p.content.into_bytes());
         let path = PathBuf::from(&p.path);
         let (path, bytes_written, size) = match container_files::place(&rec, &path, false) {

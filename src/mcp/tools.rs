@@ -121,6 +121,10 @@ pub struct ExecParams {
     /// marker saying how many bytes were cut between them. Default: configured (30000).
     #[serde(default)]
     pub max_output_bytes: Option<u64>,
+    /// Also return `output`: stdout and stderr together, chunk by chunk in the order the
+    /// sandbox's agent read them (capped like each stream). Default: false.
+    #[serde(default)]
+    pub combined: bool,
 }
 
 /// Arguments of `sandbox_spawn`.
@@ -286,6 +290,10 @@ pub struct WriteParams {
     /// Add `content` to the end of the existing file instead of replacing it. Default: false.
     #[serde(default)]
     pub append: bool,
+    /// Create the file only: a tool error, and nothing written, when anything exists at `path`
+    /// already (checked atomically). Default: false.
+    #[serde(default)]
+    pub no_clobber: bool,
 }
 
 fn yes() -> bool {
@@ -395,6 +403,14 @@ pub struct ExecResult {
     pub stderr_bytes: u64,
     /// Whether the kernel's OOM killer ended the command: the sandbox ran out of memory.
     pub oom_killed: bool,
+    /// Why it ended, one word: "exited", "signal" (see signal), "oom_killed", "interrupted"
+    /// (the client cancelled the call, or the server was told to stop), "timed_out".
+    pub ended: String,
+    /// The signal that ended the command's own process ("SIGKILL"), or null when it exited.
+    pub signal: Option<String>,
+    /// With combined: stdout and stderr together, in the order they were read.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub output: Option<String>,
 }
 
 /// Result of `sandbox_read`.

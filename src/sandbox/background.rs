@@ -79,6 +79,7 @@ pub async fn detach(ctx: &Ctx, req: &ExecRequest) -> anyhow::Result<Started> {
         Some(Ok(Reply::Started {
             pid,
             handle: Some(handle),
+            ..
         })) => Ok(Started {
             id: rec.id.to_string(),
             handle: clean_handle(&handle)?,

@@ -22,7 +22,7 @@ use uuid::Uuid;
 use super::exec::ensure_running;
 use super::Ctx;
 use crate::contract::proto::{Reply, Request, RunAs, Start};
-use crate::contract::{EXIT_DENIED, EXIT_NOT_FOUND, EXIT_NOT_REGULAR, EXIT_TOO_LARGE};
+use crate::contract::{EXIT_DENIED, EXIT_EXISTS, EXIT_NOT_FOUND, EXIT_NOT_REGULAR, EXIT_TOO_LARGE};
 use crate::engine::{CommandLine, Environment, ExecSpec, ExecStdio, StdinFrom};
 use crate::error::Error;
 use crate::files::WriteOptions;
@@ -116,19 +116,23 @@ impl Ended {
     /// `Ok` for status 0; else the error of its kind, with the helper's message.
     fn check(&self, what: &str) -> Result<()> {
         let msg = self.message();
+        // The kind, for callers that branch on it, with the helper's own words (said once).
         let io = |kind: std::io::ErrorKind| {
-            Err(anyhow::Error::from(std::io::Error::from(kind))
-                .context(format!("{msg} (in the container)")))
+            Err(anyhow::Error::from(std::io::Error::new(
+                kind,
+                format!("{msg} (in the container)"),
+            )))
         };
         match self.code {
             0 => Ok(()),
             EXIT_NOT_FOUND => io(std::io::ErrorKind::NotFound),
             EXIT_DENIED => io(std::io::ErrorKind::PermissionDenied),
             EXIT_NOT_REGULAR => Err(Error::Invalid(msg).into()),
-            c => Err(Error::Invalid(format!(
-                "cannot {what} in the container: {msg} (status {c})"
-            ))
+            EXIT_EXISTS => Err(Error::Exists {
+                path: msg.strip_suffix(" exists").unwrap_or(&msg).to_string(),
+            }
             .into()),
+            _ => Err(Error::Invalid(format!("cannot {what} in the container: {msg}")).into()),
         }
     }
 }
@@ -449,6 +453,9 @@ pub async fn write(
     }
     if opts.append {
         args.push("--append".into());
+    }
+    if opts.no_clobber {
+        args.push("--no-clobber".into());
     }
     let mut said = Vec::new();
     let mut collect = |b: &[u8]| -> Result<()> {

@@ -1,5 +1,5 @@
 //! Creating a sandbox (`up`): record Pending, create the hardened container, wait until it
-//! really runs, record Running (or Failed, removing the container), then run the bootstrap
+//! really runs, record Running (or remove everything and drop the record), then run the bootstrap
 //! command if one is configured. With `reap_on_up`, a [`reap::sweep`] of the state directory
 //! runs at the same time as the container start (its engine calls overlap it, so `up` takes no
 //! longer); its failures are warnings, never `up`'s.
@@ -84,6 +84,9 @@ pub struct UpRequest {
     /// With `name`: a Running sandbox of that name with the same image, limits and work dir is
     /// the result, untouched ([`create`]).
     pub reuse: bool,
+    /// The sandbox exists for one command and is removed right after (`run`): messages point at
+    /// nothing that will be gone by then (its record).
+    pub one_command: bool,
     /// How the work dir reaches the container (`--workdir-mode`; default: config
     /// `workdir_mode`, else `mount` where the engine can mount this machine's directories).
     pub workdir_mode: Option<WorkdirMode>,
@@ -175,13 +178,23 @@ pub async fn create(ctx: &Ctx, req: &UpRequest) -> Result<Record> {
             return Err(abort(ctx, &rec, format!("{e:#}; the sandbox was removed")).await);
         }
     }
-    run_bootstrap(ctx, rec).await
+    let rec = run_bootstrap(ctx, rec, req.one_command).await?;
+    if rec.owner.is_some() && ctx.cfg.watch_owner {
+        if let Err(e) = super::watch::spawn(ctx, &rec) {
+            ctx.reporter.warn(&format!(
+                "{e:#}; the next `h9sandbox reap` or `up` removes sandbox {} once its owner has exited",
+                rec.short_id()
+            ));
+        }
+    }
+    Ok(rec)
 }
 
 /// For `up --reuse`: the sandbox of `plan`'s name when it is Running with the plan's image,
 /// limits and work dir (`None` when no sandbox has the name, or only a Failed one: then a new
 /// one is made). One still starting (another `up --reuse`) is waited for. Errors: the sandbox
-/// differs (naming how), or is stopped or paused (naming what brings it back).
+/// differs (naming how), its work dir was replaced since (naming it), or it is stopped or
+/// paused (naming what brings it back).
 async fn reusable(ctx: &Ctx, plan: &Plan) -> Result<Option<Record>> {
     let name = &plan.record.name;
     let deadline = Instant::now() + Duration::from_secs(ctx.cfg.start_timeout_secs + 60);
@@ -190,6 +203,20 @@ async fn reusable(ctx: &Ctx, plan: &Plan) -> Result<Option<Record>> {
         let Some(rec) = state.sandboxes.iter().find(|r| &r.name == name) else {
             return Ok(None);
         };
+        // The same path, but another directory (deleted and made again, a fresh clone): the
+        // container still sees the old one, and every command on it would fail. Refused while
+        // that container exists, Running or marked Failed for it (by `ls` or a command).
+        let replaced = match (rec.workdir_id, plan.record.workdir_id) {
+            (Some(have), Some(want)) => have != want && rec.workdir == plan.record.workdir,
+            _ => false,
+        };
+        if replaced && matches!(rec.state, Lifecycle::Running | Lifecycle::Failed) {
+            return Err(Error::Invalid(format!(
+                "sandbox {name} exists, but its work directory {} was replaced since it was made (deleted and made again, e.g. by a fresh clone), so it no longer sees it; `h9sandbox down {name}` first to make a new one, or choose another --name",
+                rec.workdir.display()
+            ))
+            .into());
+        }
         match rec.state {
             Lifecycle::Failed => return Ok(None),
             Lifecycle::Pending if Instant::now() < deadline && rec.creator.is_alive() => {
@@ -619,7 +646,7 @@ fn container_spec(ctx: &Ctx, record: &Record, user: Ids, binary: PathBuf) -> Con
 
 /// The address of the daemon's host the channel's port is published on: this machine's
 /// loopback for a daemon on this machine, every address of a remote daemon's host (the channel
-/// is authenticated both ways: README, Remote sandboxes).
+/// is authenticated both ways: docs/guide.md, Remote sandboxes).
 fn channel_publish_address(engine: &AnyEngine) -> String {
     match engine.remote_host() {
         None => "127.0.0.1".into(),
@@ -804,10 +831,12 @@ fn fall_back_to_local(
     Ok(Some(ctx.engine_of(EngineKind::Local)))
 }
 
-/// Step 5 when the start failed with `e`: removes whatever was created (by label, since a failed
-/// `run` prints no ID) and marks the record Failed, or drops it when nothing of ours was created
-/// (the name belongs to a container we do not manage, or the engine could not be reached), as if
-/// `up` never ran. Returns the error `up` fails with.
+/// Step 5 when the start failed with `e`: removes whatever was created (the container, by
+/// label, since a failed `run` prints no ID; its scratch volume, proxy sidecar, run directory
+/// and token) and drops the record, as if `up` never ran: a failed `up` leaves nothing but its
+/// error line. Only when the container could not be removed (the engine went away meanwhile)
+/// does the record stay, Failed with the reason and what is left, so that `ls` shows it and
+/// `down` (or `reap`) removes it. Returns the error `up` fails with.
 async fn fail_pending(
     ctx: &Ctx,
     plan: &Plan,
@@ -815,18 +844,35 @@ async fn fail_pending(
     e: anyhow::Error,
 ) -> anyhow::Error {
     let id = plan.record.id;
-    let _ = engine.remove_labelled(LABEL_ID, &id.to_string()).await;
-    super::release(ctx, engine, id).await;
     let nothing_created = matches!(
         e.downcast_ref::<Error>(),
         Some(Error::NameInUse(_) | Error::EngineUnavailable { .. })
     );
+    let removed = match nothing_created {
+        true => Ok(()),
+        false => engine
+            .remove_labelled(LABEL_ID, &id.to_string())
+            .await
+            .map(|_| ()),
+    };
+    if removed.is_ok() {
+        super::release(ctx, engine, id).await;
+    }
     let reason = format!("{e:#}");
     let _ = ctx.store.update(|s| {
-        if nothing_created {
-            s.sandboxes.retain(|r| r.id != id);
-        } else if let Some(r) = s.get_mut(id) {
-            r.set_state(Lifecycle::Failed, Some(reason.clone()));
+        match &removed {
+            Ok(()) => s.sandboxes.retain(|r| r.id != id),
+            Err(left) => {
+                if let Some(r) = s.get_mut(id) {
+                    r.set_state(
+                        Lifecycle::Failed,
+                        Some(format!(
+                            "{reason} (removing its container failed too: {left:#}; `h9sandbox down {}` retries)",
+                            r.short_id()
+                        )),
+                    );
+                }
+            }
         }
         Ok(())
     });
@@ -875,8 +921,10 @@ async fn record_running(
 /// Step 6: runs the configured bootstrap command, if any, in the Running sandbox `rec` (its
 /// output to stderr: stdout carries the ID or the JSON record) and returns the record with the
 /// bootstrap's outcome. A failure only warns, unless `bootstrap_required`: then, as on an
-/// interrupting signal, the sandbox is removed ([`abort`]) and `up` fails.
-async fn run_bootstrap(ctx: &Ctx, mut rec: Record) -> Result<Record> {
+/// interrupting signal, the sandbox is removed ([`abort`]) and `up` fails. For `one_command`
+/// (`run`), the warning says the command runs without it (the record it would point at is gone
+/// once the command ends).
+async fn run_bootstrap(ctx: &Ctx, mut rec: Record, one_command: bool) -> Result<Record> {
     let cfg = &ctx.cfg;
     let Some(cmd) = ctx.settings_for(&rec).bootstrap_cmd else {
         return Ok(rec);
@@ -899,9 +947,14 @@ async fn run_bootstrap(ctx: &Ctx, mut rec: Record) -> Result<Record> {
             )
             .await);
         }
-        ctx.reporter.warn(&format!(
-            "{why}; the sandbox is up without it (its record shows the bootstrap: `h9sandbox ls --format json`)"
-        ));
+        ctx.reporter.warn(&match one_command {
+            true => format!(
+                "{why}; the command runs without it (--bootstrap-required makes `run` fail instead)"
+            ),
+            false => format!(
+                "{why}; the sandbox is up without it (its record shows the bootstrap: `h9sandbox ls --format json`)"
+            ),
+        });
     }
     Ok(rec)
 }
@@ -923,8 +976,9 @@ fn bootstrap_failure(run: &BootstrapRun, timeout_secs: u64) -> String {
     }
 }
 
-/// Removes a started sandbox's container and marks its record Failed with `reason`; returns the
-/// error `up` fails with.
+/// Removes a started sandbox (its container, then what it holds beside it) and drops its
+/// record, as [`fail_pending`] does; returns the error `up` fails with. When the container
+/// cannot be removed, the record stays Failed with `reason`, for `down` to retry.
 async fn abort(ctx: &Ctx, rec: &Record, reason: String) -> anyhow::Error {
     let engine = ctx.engine_for(rec);
     let removed = engine.remove(rec.container_ref()).await;
@@ -932,8 +986,13 @@ async fn abort(ctx: &Ctx, rec: &Record, reason: String) -> anyhow::Error {
         super::release(ctx, &engine, rec.id).await;
     }
     let _ = ctx.store.update(|s| {
-        if let Some(r) = s.get_mut(rec.id) {
-            r.set_state(Lifecycle::Failed, Some(reason.clone()));
+        match &removed {
+            Ok(()) => s.sandboxes.retain(|r| r.id != rec.id),
+            Err(_) => {
+                if let Some(r) = s.get_mut(rec.id) {
+                    r.set_state(Lifecycle::Failed, Some(reason.clone()));
+                }
+            }
         }
         Ok(())
     });
@@ -1299,16 +1358,11 @@ mod tests {
         let again = resolve_spec(&ctx, &req).await.unwrap();
         let e = record_pending(&ctx, &again).unwrap_err();
         assert!(matches!(e.downcast_ref(), Some(Error::NameInUse(_))), "{e}");
-        // A failed start leaves the record Failed, with the reason.
+        // A failed start leaves nothing: its record is dropped, and the name free again.
         let e = fail_pending(&ctx, &plan, &plan.engine, anyhow::anyhow!("boom")).await;
         assert_eq!(e.to_string(), "boom");
-        let state = ctx.store.load().unwrap();
-        let rec = state.get(plan.record.id).unwrap();
-        assert_eq!(
-            (rec.state, rec.error.as_deref()),
-            (Lifecycle::Failed, Some("boom"))
-        );
-        assert_eq!(state.sandboxes.len(), 1);
+        assert!(ctx.store.load().unwrap().sandboxes.is_empty());
+        record_pending(&ctx, &again).unwrap();
     }
 
     #[tokio::test]

@@ -31,6 +31,10 @@ use crate::types::{Isolation, WorkdirMode};
 /// server).
 pub const OUTPUT_GRACE: Duration = Duration::from_secs(2);
 
+/// The longest command text one request to a sandbox's agent carries (one frame,
+/// [`crate::contract::proto::MAX_FRAME`]): the bound of `exec --command-file`.
+pub const COMMAND_MAX_BYTES: usize = crate::contract::proto::MAX_FRAME;
+
 /// Where a stream of the command goes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Sink {
@@ -78,6 +82,11 @@ pub struct Outcome {
     pub stdout: Captured,
     /// Captured stderr (empty when forwarded).
     pub stderr: Captured,
+    /// Both streams captured together, chunk by chunk in the order they were read (kept as
+    /// each stream is, at the sink's cap); empty when forwarded. Through the agent that is the
+    /// order in which the agent read the command's two pipes; through the engine's exec, the
+    /// order in which h9sandbox read the engine client's two pipes (see docs/reference/json.md).
+    pub combined: Captured,
     /// Wall-clock time from start to exit.
     pub duration: Duration,
     /// Whether the timeout killed the process tree.
@@ -89,6 +98,79 @@ pub struct Outcome {
     /// Whether the kernel's OOM killer ended the command (known through the agent; through the
     /// engine's exec, the in-container wrapper says so on the command's stderr instead).
     pub oom_killed: bool,
+    /// The signal that ended the command's own process (its wait status, through the agent);
+    /// `None` when it exited, and always through the engine's exec, where only the exit status
+    /// (128+N) is known.
+    pub signal: Option<i32>,
+}
+
+impl Outcome {
+    /// Why the command ended, one stable word (the first that applies): `timed_out` (its
+    /// timeout killed the tree: exit 124), `interrupted` (h9sandbox killed the tree because of
+    /// [`Outcome::interrupted`]: a signal to it, its stdout closed, the caller cancelled),
+    /// `oom_killed` (the kernel's OOM killer), `signal` (a signal ended the command's own
+    /// process: [`Outcome::signal`]), `exited` (it exited by itself, with `exit_code`).
+    pub fn ended(&self) -> &'static str {
+        if self.timed_out {
+            "timed_out"
+        } else if self.interrupted.is_some() {
+            "interrupted"
+        } else if self.oom_killed {
+            "oom_killed"
+        } else if self.signal.is_some() {
+            "signal"
+        } else {
+            "exited"
+        }
+    }
+
+    /// The name of the signal that ended the command's own process (`SIGKILL`), if one did.
+    pub fn signal_name(&self) -> Option<String> {
+        self.signal.map(signal_name)
+    }
+}
+
+/// The name of signal `n` as signal(7) gives it on Linux (`SIGKILL`), `SIGRTMIN+k` for the
+/// real-time ones, `SIG<n>` for any other number.
+pub fn signal_name(n: i32) -> String {
+    const NAMES: [&str; 31] = [
+        "SIGHUP",
+        "SIGINT",
+        "SIGQUIT",
+        "SIGILL",
+        "SIGTRAP",
+        "SIGABRT",
+        "SIGBUS",
+        "SIGFPE",
+        "SIGKILL",
+        "SIGUSR1",
+        "SIGSEGV",
+        "SIGUSR2",
+        "SIGPIPE",
+        "SIGALRM",
+        "SIGTERM",
+        "SIGSTKFLT",
+        "SIGCHLD",
+        "SIGCONT",
+        "SIGSTOP",
+        "SIGTSTP",
+        "SIGTTIN",
+        "SIGTTOU",
+        "SIGURG",
+        "SIGXCPU",
+        "SIGXFSZ",
+        "SIGVTALRM",
+        "SIGPROF",
+        "SIGWINCH",
+        "SIGIO",
+        "SIGPWR",
+        "SIGSYS",
+    ];
+    match n {
+        1..=31 => NAMES[(n - 1) as usize].to_string(),
+        34..=64 => format!("SIGRTMIN+{}", n - 34),
+        _ => format!("SIG{n}"),
+    }
 }
 
 /// A captured stream: the first bytes kept, the last bytes kept ([`Sink::CaptureEnds`]), and
@@ -488,14 +570,10 @@ pub async fn run_command_until(
     };
     match agent {
         Ok(Some(conn)) => {
-            if ctx.verbose() {
-                ctx.reporter.command(&format!(
-                    "+ (agent of {}) {}",
-                    rec.short_id(),
-                    describe(&spec.command)
-                ));
-            }
-            return super::exec_agent::run(rec, conn, spec, timeout, sink, stop).await;
+            // `-v`: what the agent started, once it says (the shell it found, the program on
+            // its PATH).
+            let verbose = ctx.verbose().then_some(&*ctx.reporter);
+            return super::exec_agent::run(rec, conn, spec, timeout, sink, stop, verbose).await;
         }
         Ok(None) => {}
         // The engine's exec still works; say why it is used.
@@ -513,6 +591,7 @@ pub async fn run_command_until(
     if let Some(out) = local_program_missing(&engine, spec, sink).await {
         return Ok(out);
     }
+    refuse_past_argument_limit(rec, spec)?;
     let started = Instant::now();
     let mut child = spawn(&engine, rec, spec, sink)?;
     let judge = child.judge();
@@ -535,7 +614,7 @@ pub async fn run_command_until(
     }
     let duration = started.elapsed();
     let code = ended.status.code;
-    let (head, stdout, stderr) = pumps.finish().await?;
+    let (head, stdout, stderr, combined) = pumps.finish().await?;
     if !ended.timed_out && ended.interrupted.is_none() {
         if let Some(e) = engine_failure(&engine, judge.as_ref(), rec, &head, code) {
             return Err(e.into());
@@ -549,12 +628,52 @@ pub async fn run_command_until(
         exit_code: ended.exit_code(code),
         stdout,
         stderr,
+        combined,
         duration,
         timed_out: ended.timed_out,
         interrupted: ended.interrupted,
         tree_killed: (ended.timed_out || ended.interrupted.is_some()) && ended.kill_error.is_none(),
         oom_killed: false,
+        // A local sandbox's child is the command's own shell or program, whose wait status
+        // tells; the engine's client only passes 128+N on.
+        signal: match engine.kind().isolation() {
+            Isolation::None
+                if !ended.timed_out && ended.interrupted.is_none() && ended.status.signalled =>
+            {
+                Some(ended.status.code - 128)
+            }
+            _ => None,
+        },
     })
+}
+
+/// The kernel's limit on one argument of `execve(2)`, its terminating NUL included
+/// (`MAX_ARG_STRLEN`, 32 pages of 4 KiB).
+const MAX_ARG_STRLEN: usize = 32 * 4096;
+
+/// Refuses, with the reason and what to do, a command that the engine's exec (or a local
+/// sandbox's shell) would have to take as an argument longer than [`MAX_ARG_STRLEN`]: the
+/// client's start would fail with a bare `E2BIG`. Through the sandbox's agent no such limit
+/// applies (the command travels in a message).
+fn refuse_past_argument_limit(rec: &Record, spec: &ExecSpec) -> Result<(), Error> {
+    let longest = match &spec.command {
+        CommandLine::Shell(line) => line.len(),
+        CommandLine::Argv(argv) => argv.iter().map(String::len).max().unwrap_or(0),
+    };
+    if longest < MAX_ARG_STRLEN {
+        return Ok(());
+    }
+    let how = match rec.isolation {
+        Isolation::None => "a local sandbox's commands are started as arguments of its shell".to_string(),
+        Isolation::Container => format!(
+            "sandbox {} runs its commands through the engine's exec (no agent socket the host can reach, or exec_agent = false), which takes them as arguments",
+            rec.short_id()
+        ),
+    };
+    Err(Error::Invalid(format!(
+        "the command holds a word of {longest} bytes, more than the kernel's {} KiB for one argument, and {how}; put the script in a file of the work dir and run that file (through the sandbox's agent, `exec --command-file` takes up to 4 MiB)",
+        MAX_ARG_STRLEN >> 10
+    )))
 }
 
 /// For a local sandbox's argument vector whose program is not found on `PATH`: the outcome a
@@ -593,22 +712,29 @@ async fn local_program_missing(engine: &AnyEngine, spec: &ExecSpec, sink: Sink) 
     Some(Outcome {
         exit_code: 127,
         stdout: Captured::default(),
+        combined: stderr.clone(),
         stderr,
         duration: Duration::ZERO,
         timed_out: false,
         interrupted: None,
         tree_killed: false,
         oom_killed: false,
+        signal: None,
     })
 }
 
-/// `command` in one line, for `-v`.
-fn describe(command: &CommandLine) -> String {
+/// `command` as the agent ran it, in one line for `-v`: `program` (what it started, e.g.
+/// `/bin/bash`) for a shell line as `bash -c LINE`, else the program and its arguments.
+pub(super) fn describe_as_run(program: &str, command: &CommandLine) -> String {
+    use crate::engine::shell::shell_quote;
     match command {
-        CommandLine::Shell(line) => format!("sh -c {}", crate::engine::shell::shell_quote(line)),
-        CommandLine::Argv(argv) => argv
-            .iter()
-            .map(|w| crate::engine::shell::shell_quote(w))
+        CommandLine::Shell(line) => {
+            let shell = program.rsplit('/').next().unwrap_or(program);
+            format!("{} -c {}", shell_quote(shell), shell_quote(line))
+        }
+        CommandLine::Argv(argv) => std::iter::once(program)
+            .chain(argv[1..].iter().map(String::as_str))
+            .map(shell_quote)
             .collect::<Vec<_>>()
             .join(" "),
     }
@@ -640,12 +766,24 @@ fn spawn(
     engine.exec(rec.container_ref(), spec, stdio)
 }
 
+/// Both streams' chunks as they are read, for [`Outcome::combined`] (shared by the two tasks).
+type Combined = std::sync::Arc<std::sync::Mutex<Captured>>;
+
+/// Adds `chunk` to `combined` as a capturing sink keeps it (`caps`: its head and tail).
+fn combine(combined: &Combined, chunk: &[u8], (head, tail): (usize, usize)) {
+    let mut c = combined.lock().unwrap_or_else(|e| e.into_inner());
+    c.total += chunk.len() as u64;
+    c.keep(chunk, head, tail);
+}
+
 /// The tasks that copy or capture a running command's output.
 struct Pumps {
     /// Stdout's task (`None`: stdout goes straight to ours).
     stdout: Option<JoinHandle<std::io::Result<Captured>>>,
     /// Stderr's task.
     stderr: JoinHandle<std::io::Result<(Head, Captured)>>,
+    /// Both streams together, in the order read (capturing sinks only).
+    combined: Combined,
     /// Tells both to stop reading ([`OUTPUT_GRACE`] after the command ended).
     drained: watch::Sender<bool>,
     /// Turns true when our stdout's reader went away (EPIPE), as for `exec ... | head -1`.
@@ -657,18 +795,26 @@ impl Pumps {
     fn start(child: &mut EngineExec, sink: Sink) -> Pumps {
         let (drained, stop) = watch::channel(false);
         let (broken_tx, broken) = watch::channel(false);
+        let combined = Combined::default();
         let stdout = child
             .stdout
             .take()
-            .map(|s| tokio::spawn(capture(s, sink, stop.clone(), broken_tx)));
+            .map(|s| tokio::spawn(capture(s, sink, stop.clone(), broken_tx, combined.clone())));
         let stderr: ExecReader = child
             .stderr
             .take()
             .unwrap_or_else(|| Box::new(tokio::io::empty()));
-        let stderr = tokio::spawn(stderr_pump(stderr, sink, stop, child.judge()));
+        let stderr = tokio::spawn(stderr_pump(
+            stderr,
+            sink,
+            stop,
+            child.judge(),
+            combined.clone(),
+        ));
         Pumps {
             stdout,
             stderr,
+            combined,
             drained,
             broken,
         }
@@ -676,8 +822,8 @@ impl Pumps {
 
     /// Waits for the tasks to reach the end of the output, or [`OUTPUT_GRACE`] at most for
     /// output that something left running keeps open. Returns stderr's head and what both
-    /// captured.
-    async fn finish(self) -> Result<(Head, Captured, Captured)> {
+    /// captured, apart and together.
+    async fn finish(self) -> Result<(Head, Captured, Captured, Captured)> {
         let drained = self.drained;
         let grace = tokio::spawn(async move {
             tokio::time::sleep(OUTPUT_GRACE).await;
@@ -689,7 +835,9 @@ impl Pumps {
             None => Captured::default(),
         };
         grace.abort();
-        Ok((head, stdout, stderr))
+        let combined =
+            std::mem::take(&mut *self.combined.lock().unwrap_or_else(|e| e.into_inner()));
+        Ok((head, stdout, stderr, combined))
     }
 }
 
@@ -844,6 +992,7 @@ async fn capture<R: AsyncRead + Unpin>(
     sink: Sink,
     mut stop: tokio::sync::watch::Receiver<bool>,
     broken: tokio::sync::watch::Sender<bool>,
+    combined: Combined,
 ) -> std::io::Result<Captured> {
     let mut out = Captured::default();
     let mut buf = vec![0u8; 64 * 1024];
@@ -864,7 +1013,10 @@ async fn capture<R: AsyncRead + Unpin>(
                     let _ = broken.send(true);
                 }
             }
-            (None, Some((head, tail))) => out.keep(&buf[..n], head, tail),
+            (None, Some((head, tail))) => {
+                out.keep(&buf[..n], head, tail);
+                combine(&combined, &buf[..n], (head, tail));
+            }
             (None, None) => {}
         }
     }
@@ -886,6 +1038,7 @@ async fn stderr_pump<R: AsyncRead + Unpin>(
     sink: Sink,
     mut stop: tokio::sync::watch::Receiver<bool>,
     judge: std::sync::Arc<dyn ExecJudge>,
+    combined: Combined,
 ) -> std::io::Result<(Head, Captured)> {
     let mut head = Head::default();
     let mut out = Captured::default();
@@ -939,7 +1092,10 @@ async fn stderr_pump<R: AsyncRead + Unpin>(
         }
         match (&mut fwd, sink.caps()) {
             (Some(f), _) => f.write(chunk).await,
-            (None, Some((head, tail))) => out.keep(chunk, head, tail),
+            (None, Some((head, tail))) => {
+                out.keep(chunk, head, tail);
+                combine(&combined, chunk, (head, tail));
+            }
             (None, None) => {}
         }
     }

@@ -74,6 +74,7 @@ pub async fn run(
     timeout: Option<Duration>,
     sink: Sink,
     stop: impl std::future::Future<Output = &'static str>,
+    verbose: Option<&dyn crate::report::Reporter>,
 ) -> Result<Outcome> {
     let start = Start {
         command: spec.command.clone(),
@@ -99,6 +100,14 @@ pub async fn run(
         },
         sink.caps(),
     );
+    // Both streams as the agent read them (its frames keep that order on the one connection).
+    let mut combined = Captured::default();
+    let mut combine = |bytes: &[u8]| {
+        if let Some((head, tail)) = sink.caps() {
+            combined.total += bytes.len() as u64;
+            combined.keep(bytes, head, tail);
+        }
+    };
     let mut stdin = spec.interactive.then(tokio::io::stdin);
     let mut stdin_buf = vec![0u8; 64 << 10];
     // Past the agent's own deadline, or after we asked for the kill, it must answer soon.
@@ -109,8 +118,17 @@ pub async fn run(
     let exit = loop {
         tokio::select! {
             reply = rx.next() => match reply {
-                Some(Ok(Reply::Started { .. })) => {}
+                Some(Ok(Reply::Started { program, .. })) => {
+                    if let Some(r) = verbose {
+                        r.command(&format!(
+                            "+ (agent of {}) {}",
+                            rec.short_id(),
+                            super::exec::describe_as_run(&crate::report::printable(&program), &spec.command)
+                        ));
+                    }
+                }
                 Some(Ok(Reply::Stdout(b))) => {
+                    combine(&b);
                     out.write(&b).await;
                     if out.broken() && interrupted.is_none() {
                         interrupted = Some("SIGPIPE");
@@ -118,13 +136,18 @@ pub async fn run(
                         let _ = tx.send(Request::Cancel).await;
                     }
                 }
-                Some(Ok(Reply::Stderr(b))) => err.write(&b).await,
+                Some(Ok(Reply::Stderr(b))) => {
+                    combine(&b);
+                    err.write(&b).await;
+                }
                 Some(Ok(Reply::Exited(e))) => break e,
                 // The program could not be started: what a shell says, with its status.
                 Some(Ok(Reply::Failed { code, message })) if code == 126 || code == 127 => {
                     let message = crate::report::printable(&message);
-                    err.write(format!("h9sandbox: error: {message}\n").as_bytes()).await;
-                    break crate::contract::proto::Exit { code, timed_out: false, killed: false, oom_killed: false };
+                    let line = format!("h9sandbox: error: {message}\n");
+                    combine(line.as_bytes());
+                    err.write(line.as_bytes()).await;
+                    break crate::contract::proto::Exit { code, timed_out: false, killed: false, oom_killed: false, signal: None };
                 }
                 // The caller's mistake (an unknown user, a working directory the user cannot
                 // enter): h9sandbox's own failure, named as such.
@@ -180,11 +203,14 @@ pub async fn run(
         exit_code,
         stdout,
         stderr,
+        combined,
         duration,
         timed_out: exit.timed_out,
         interrupted,
         tree_killed: exit.killed,
         oom_killed: exit.oom_killed,
+        // What the agent reports is data: a signal number, or nothing.
+        signal: exit.signal.filter(|s| (1..=64).contains(s)),
     })
 }
 

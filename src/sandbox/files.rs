@@ -25,6 +25,7 @@ pub fn options(rec: &Record, mode: Option<u32>, parents: bool, append: bool) -> 
         parents,
         append,
         owner: rec.user.filter(|u| !u.is_root()),
+        no_clobber: false,
     }
 }
 

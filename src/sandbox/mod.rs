@@ -24,8 +24,10 @@ pub mod lifecycle;
 pub mod list;
 pub mod reap;
 pub mod renew;
+pub mod signals;
 pub mod subsandbox;
 pub mod trust;
+pub mod watch;
 pub mod workdir;
 
 use std::sync::Arc;
@@ -75,8 +77,11 @@ impl Ctx {
             }
         }
         let mut cfg = layers.resolve()?;
+        // Only where sandboxes are made does `cpus` matter enough to say so.
         if let Some(warning) = cfg.fit_to_host(&layers.origin("cpus")) {
-            reporter.warn(&warning);
+            if !layers.for_existing() {
+                reporter.warn(&warning);
+            }
         }
         let store = Store::open(&cfg.state_dir()?)?;
         let engine = AnyEngine::for_kind(cfg.engine, &cfg, store.dir(), &reporter);
@@ -327,21 +332,10 @@ pub fn catch_file_size_signal() -> Option<tokio::signal::unix::Signal> {
     signal(SignalKind::from_raw(rustix::process::Signal::XFSZ.as_raw())).ok()
 }
 
-/// Resolves when SIGINT, SIGTERM or SIGHUP arrives; yields the signal's name.
+/// Resolves when SIGINT, SIGTERM or SIGHUP has arrived (also one that came before the call,
+/// once [`signals::install`] ran); yields the signal's name.
 pub async fn interrupted() -> &'static str {
-    use tokio::signal::unix::{signal, SignalKind};
-    let (Ok(mut int), Ok(mut term), Ok(mut hup)) = (
-        signal(SignalKind::interrupt()),
-        signal(SignalKind::terminate()),
-        signal(SignalKind::hangup()),
-    ) else {
-        return std::future::pending().await;
-    };
-    tokio::select! {
-        _ = int.recv() => "SIGINT",
-        _ = term.recv() => "SIGTERM",
-        _ = hup.recv() => "SIGHUP",
-    }
+    signals::interrupted().await
 }
 
 /// Releases what sandbox `id` holds beside its container, once the container is gone: its

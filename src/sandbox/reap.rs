@@ -51,21 +51,40 @@ type Listings = Vec<(Target, Vec<ContainerSummary>)>;
 /// Errors: the state file cannot be read or written, the engine cannot list containers.
 /// Failures to remove single containers are returned in [`Sweep::failed`].
 pub async fn sweep(ctx: &Ctx, dry_run: bool) -> Result<Sweep> {
+    sweep_where(ctx, dry_run, None).await
+}
+
+/// [`sweep`] for one sandbox only: removes sandbox `id` (and its sub-sandboxes) when, and only
+/// when, `reap` would (its owner is dead, its lease ran out, ...), the same way, re-checked
+/// under the state lock; touches nothing else of the state directory. What the owner watcher
+/// ([`super::watch`]) runs once the owner exits. Errors: as [`sweep`].
+pub async fn sweep_sandbox(ctx: &Ctx, id: uuid::Uuid) -> Result<Sweep> {
+    sweep_where(ctx, false, Some(id)).await
+}
+
+/// [`sweep`], limited to sandbox `only` and its sub-sandboxes when given (then without the
+/// state directory's other garbage: temporary files, orphan volumes, sidecars, agent dirs).
+async fn sweep_where(ctx: &Ctx, dry_run: bool, only: Option<uuid::Uuid>) -> Result<Sweep> {
     let before = ctx.store.load()?;
     let listings = list_containers(ctx, &before).await?;
     let after = ctx.store.load()?;
-    let verdicts = judge_all(
+    let mut verdicts = judge_all(
         &before,
         &listings,
         &after,
         |r| ctx.target_of(r),
         SystemTime::now(),
     );
+    if let Some(id) = only {
+        let mut tree: Vec<uuid::Uuid> = after.descendants(id).into_iter().flatten().collect();
+        tree.push(id);
+        verdicts.retain(|v| v.record.as_ref().is_some_and(|r| tree.contains(&r.id)));
+    }
     let (records, containers) = (
         after.sandboxes.len(),
         listings.iter().map(|(_, l)| l.len()).sum::<usize>(),
     );
-    if !dry_run {
+    if !dry_run && only.is_none() {
         // A writer killed mid-write leaves its temporary file; it is garbage too, and so are
         // the agent directories of sandboxes without a record.
         ctx.store.remove_stale_temp_files()?;

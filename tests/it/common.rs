@@ -133,6 +133,18 @@ pub fn workdir_copied(reason: &str) -> bool {
     false
 }
 
+/// Whether `rel` exists in the work dir of sandbox `id` as the sandbox sees it: on the host when
+/// it is mounted, asked inside the container when it is copied (a readiness mark a command made).
+pub fn exists_in_workdir(env: &TestEnv, id: &str, rel: &str) -> bool {
+    if workdir_mode() == Some("copy") || std::env::var_os("DOCKER_HOST").is_some() {
+        env.run(&["exec", id, "--", "test", "-e", rel])
+            .status
+            .success()
+    } else {
+        env.path(rel).exists()
+    }
+}
+
 /// Whether `H9TEST_EXEC_PATH=engine` asks for commands through the engine's exec rather than
 /// the sandbox's agent.
 pub fn exec_path_is_engine() -> bool {
@@ -227,6 +239,8 @@ pub struct TestEnv {
     pub root: tempfile::TempDir,
     pub workdir: PathBuf,
     pub state_dir: PathBuf,
+    /// Whether `up` starts owner watchers (config `watch_owner`, on by default).
+    pub watch_owner: bool,
 }
 
 impl TestEnv {
@@ -240,7 +254,16 @@ impl TestEnv {
             workdir: workdir.canonicalize().unwrap(),
             state_dir: state_dir.canonicalize().unwrap(),
             root,
+            watch_owner: true,
         }
+    }
+
+    /// A [`TestEnv`] whose `up`s start no owner watcher (`H9SANDBOX_WATCH_OWNER=false`): for
+    /// tests of `reap`'s own judgement of dead owners, which a watcher would otherwise race.
+    pub fn without_owner_watcher() -> TestEnv {
+        let mut env = TestEnv::new();
+        env.watch_owner = false;
+        env
     }
 
     /// The binary with this environment's state dir, the engine under test, the tiny image and
@@ -290,6 +313,9 @@ impl TestEnv {
         // exec (the fallback where the agent's socket cannot be reached).
         if exec_path_is_engine() {
             c.env("H9SANDBOX_EXEC_AGENT", "false");
+        }
+        if !self.watch_owner {
+            c.env("H9SANDBOX_WATCH_OWNER", "false");
         }
         // `H9TEST_WORKDIR_MODE=copy` runs the suites with every sandbox's work dir copied in
         // and every command over the remote channel (what a daemon on another machine gets).
@@ -544,4 +570,273 @@ pub fn inspect(container: &str, format: &str) -> String {
         .output()
         .unwrap();
     String::from_utf8(out.stdout).unwrap().trim().to_string()
+}
+
+/// Waits for `child` to exit within `within` and collects what it printed on its piped stdout
+/// and stderr. Past the deadline the child is killed and the test fails naming `what`, so a
+/// child that ignores a signal (or waits on a pipe nobody closes) fails the test instead of
+/// hanging it.
+pub fn wait_output(
+    mut child: std::process::Child,
+    within: std::time::Duration,
+    what: &str,
+) -> Output {
+    use std::io::Read;
+    use std::sync::mpsc;
+    use std::time::Instant;
+    fn drain<R: Read + Send + 'static>(r: Option<R>) -> mpsc::Receiver<Vec<u8>> {
+        let (tx, rx) = mpsc::channel();
+        match r {
+            Some(mut r) => {
+                std::thread::spawn(move || {
+                    let mut b = Vec::new();
+                    let _ = r.read_to_end(&mut b);
+                    let _ = tx.send(b);
+                });
+            }
+            None => {
+                let _ = tx.send(Vec::new());
+            }
+        }
+        rx
+    }
+    let out = drain(child.stdout.take());
+    let err = drain(child.stderr.take());
+    let deadline = Instant::now() + within;
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            let err = err
+                .recv_timeout(std::time::Duration::from_secs(2))
+                .unwrap_or_default();
+            panic!(
+                "{what}: still running after {within:?}; killed it (stderr: {})",
+                String::from_utf8_lossy(&err)
+            );
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    // Output held open by a process the child left behind is a failure too, not a hang.
+    let patience = std::time::Duration::from_secs(10);
+    let stdout = out
+        .recv_timeout(patience)
+        .unwrap_or_else(|_| panic!("{what}: exited, but its stdout stayed open"));
+    let stderr = err
+        .recv_timeout(patience)
+        .unwrap_or_else(|_| panic!("{what}: exited, but its stderr stayed open"));
+    Output {
+        status,
+        stdout,
+        stderr,
+    }
+}
+
+/// Waits until `ready` holds, polling every 20 ms, for at most `within`; fails the test naming
+/// `what` otherwise. For tests that must not signal a process before it said it is ready.
+pub fn wait_until(within: std::time::Duration, what: &str, mut ready: impl FnMut() -> bool) {
+    let deadline = std::time::Instant::now() + within;
+    while !ready() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{what}: not ready after {within:?}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
+/// Sends signal `sig` (`"INT"`, `"TERM"`, ...) to process `pid` with kill(1); asserts it was sent.
+pub fn signal(pid: u32, sig: &str) {
+    let ok = Command::new("kill")
+        .args([&format!("-{sig}"), &pid.to_string()])
+        .status()
+        .unwrap()
+        .success();
+    assert!(ok, "kill -{sig} {pid} failed");
+}
+
+/// Makes `cmd` start with SIGINT ignored, as a background job of a non-interactive shell does
+/// (`sh -c 'cmd &'`, POSIX 2.11).
+pub fn with_sigint_ignored(cmd: &mut Command) -> &mut Command {
+    use std::os::unix::process::CommandExt;
+    // SAFETY: signal(2) is async-signal-safe; the closure runs in the child before exec.
+    unsafe {
+        cmd.pre_exec(|| {
+            libc::signal(libc::SIGINT, libc::SIG_IGN);
+            Ok(())
+        })
+    }
+}
+
+/// A child whose stderr is read line by line as it comes, so that a test can wait for the line
+/// that says the child is ready (a `-v` command line, say) before it signals it.
+pub struct Watched {
+    pub child: std::process::Child,
+    lines: std::sync::mpsc::Receiver<String>,
+    seen: Vec<String>,
+}
+
+impl Watched {
+    /// Spawns `cmd` with its stderr piped (and read here); stdout as `cmd` says.
+    pub fn spawn(cmd: &mut Command) -> Watched {
+        use std::io::BufRead;
+        let mut child = cmd.stderr(std::process::Stdio::piped()).spawn().unwrap();
+        let err = child.stderr.take().unwrap();
+        let (tx, lines) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in std::io::BufReader::new(err).lines() {
+                let Ok(l) = line else { break };
+                if tx.send(l).is_err() {
+                    break;
+                }
+            }
+        });
+        Watched {
+            child,
+            lines,
+            seen: Vec::new(),
+        }
+    }
+
+    /// Waits (at most `within`) for a line of stderr satisfying `pred`, and returns it; fails
+    /// the test naming `what` when none comes (or stderr closes first).
+    pub fn wait_line(
+        &mut self,
+        within: std::time::Duration,
+        what: &str,
+        pred: impl Fn(&str) -> bool,
+    ) -> String {
+        let deadline = std::time::Instant::now() + within;
+        loop {
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            match self.lines.recv_timeout(left) {
+                Ok(l) => {
+                    self.seen.push(l.clone());
+                    if pred(&l) {
+                        return l;
+                    }
+                }
+                Err(e) => {
+                    let _ = self.child.kill();
+                    panic!(
+                        "{what}: no such line on stderr ({e}); it printed:\n{}",
+                        self.seen.join("\n")
+                    );
+                }
+            }
+        }
+    }
+
+    /// Waits for the child to exit within `within` (see [`wait_output`]); its stderr holds
+    /// every line, those already seen included.
+    pub fn finish(mut self, within: std::time::Duration, what: &str) -> Output {
+        let out = wait_output(
+            {
+                let mut c = self.child;
+                c.stderr = None;
+                c
+            },
+            within,
+            what,
+        );
+        let patience = std::time::Duration::from_secs(10);
+        let deadline = std::time::Instant::now() + patience;
+        loop {
+            match self
+                .lines
+                .recv_timeout(deadline.saturating_duration_since(std::time::Instant::now()))
+            {
+                Ok(l) => self.seen.push(l),
+                Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => break,
+                Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
+                    panic!("{what}: exited, but its stderr stayed open")
+                }
+            }
+        }
+        let mut stderr = self.seen.join("\n").into_bytes();
+        if !stderr.is_empty() {
+            stderr.push(b'\n');
+        }
+        Output {
+            status: out.status,
+            stdout: out.stdout,
+            stderr,
+        }
+    }
+}
+
+impl TestEnv {
+    /// Asserts that nothing of any sandbox is left in this state directory (`what` names the
+    /// step, for the message): no record, no container (or local process), no scratch volume,
+    /// and nothing in the run, token, mount-root and proxy directories.
+    pub fn assert_nothing_left(&self, what: &str) {
+        assert!(
+            self.ls_raw().is_empty(),
+            "{what}: records left: {:?}",
+            self.ls_raw()
+        );
+        assert!(
+            self.containers().is_empty(),
+            "{what}: containers left: {:?}",
+            self.containers()
+        );
+        if let Some(cli) = engine().cli() {
+            let label = format!("label=h9sandbox.state_dir={}", self.state_dir.display());
+            let out = Command::new(cli)
+                .args(["volume", "ls", "-q", "--filter", &label])
+                .output()
+                .unwrap();
+            assert!(
+                String::from_utf8_lossy(&out.stdout).trim().is_empty(),
+                "{what}: volumes left: {}",
+                String::from_utf8_lossy(&out.stdout)
+            );
+            let out = Command::new(cli)
+                .args(["ps", "-aq", "--filter"])
+                .arg(format!(
+                    "label=h9sandbox.state_dir={}",
+                    self.state_dir.display()
+                ))
+                .output()
+                .unwrap();
+            assert!(
+                String::from_utf8_lossy(&out.stdout).trim().is_empty(),
+                "{what}: containers (sidecars included) left: {}",
+                String::from_utf8_lossy(&out.stdout)
+            );
+        }
+        for dir in ["run", "tokens", "mounts", "proxy"] {
+            let entries: Vec<String> = std::fs::read_dir(self.state_dir.join(dir))
+                .map(|rd| {
+                    rd.flatten()
+                        .map(|e| e.file_name().to_string_lossy().into_owned())
+                        .collect()
+                })
+                .unwrap_or_default();
+            assert!(entries.is_empty(), "{what}: {dir}/ holds {entries:?}");
+        }
+    }
+}
+
+/// Sends signal `sig` to every process of the process group `pgid`, as a terminal's Ctrl-C
+/// reaches its foreground job (`kill -SIG -PGID`).
+pub fn signal_group(pgid: u32, sig: &str) {
+    let ok = Command::new("kill")
+        .args([&format!("-{sig}"), "--", &format!("-{pgid}")])
+        .status()
+        .unwrap()
+        .success();
+    assert!(ok, "kill -{sig} -- -{pgid} failed");
+}
+
+impl TestEnv {
+    /// Whether commands reach a container's agent, in a message rather than as arguments of the
+    /// engine's exec: a container engine, not `H9TEST_EXEC_PATH=engine`, not gVisor (a local
+    /// sandbox's commands are arguments of its shell).
+    pub fn agent_reachable(&self) -> bool {
+        engine() != Engine::Local && !exec_path_is_engine() && !gvisor()
+    }
 }

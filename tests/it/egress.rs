@@ -182,7 +182,7 @@ fn an_allowlist_sandbox_reaches_allowed_hosts_only_and_logs_every_decision() {
 #[test]
 fn reap_removes_the_sidecar_of_an_abandoned_sandbox() {
     require_docker!();
-    let env = TestEnv::new();
+    let env = TestEnv::without_owner_watcher();
     let mut owner = Command::new("sleep").arg("300").spawn().unwrap();
     let id = env.up(&[
         "--network",

@@ -700,49 +700,160 @@ fn failed_writes_keep_the_old_content() {
 }
 
 #[test]
-fn interrupted_write_removes_its_temporary_file() {
+fn write_no_clobber_never_replaces_anything_even_racing() {
     require_docker!();
     if workdir_copied("it checks the host's work dir for the temporary file of a write, which a copied work dir's write makes in the container") {
         return;
     }
     let env = TestEnv::new();
     let id = env.up(&[]);
-    std::fs::write(env.path("f"), "old\n").unwrap();
-    let mut child = env
-        .cmd()
-        .args(["write", &id, "f"])
-        .stdin(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut stdin = child.stdin.take().unwrap();
-    stdin.write_all(b"partial new content").unwrap();
-    stdin.flush().unwrap();
-    // Wait for the temporary file, then interrupt while stdin is still open.
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while find_temps(&env.workdir).is_empty() {
-        assert!(Instant::now() < deadline, "no temporary file appeared");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let kill = Command::new("kill")
-        .args(["-INT", &child.id().to_string()])
-        .status()
-        .unwrap();
-    assert!(kill.success());
-    let out = child.wait_with_output().unwrap();
-    drop(stdin);
+    let write = |path: &str, content: &str| {
+        run_stdin(
+            &env,
+            &["write", &id, path, "--no-clobber"],
+            content.as_bytes(),
+        )
+    };
+    // A new file is made; an existing one is left alone (exit 1, saying so).
+    assert_ok(&write("new.txt", "first\n"));
+    let out = write("new.txt", "second\n");
     assert_eq!(out.status.code(), Some(1));
     assert!(
-        stderr(&out).contains("interrupted by SIGINT; the file keeps its old content"),
+        stderr(&out).contains("new.txt exists already; --no-clobber"),
         "{}",
         stderr(&out)
     );
-    assert_eq!(std::fs::read_to_string(env.path("f")).unwrap(), "old\n");
+    assert_eq!(
+        std::fs::read_to_string(env.path("new.txt")).unwrap(),
+        "first\n"
+    );
+    // Anything at the name counts, a dangling symlink too (as O_CREAT | O_EXCL).
+    std::os::unix::fs::symlink("nowhere", env.path("dangling")).unwrap();
+    assert_eq!(write("dangling", "x").status.code(), Some(1));
+    assert!(!env.path("nowhere").exists());
+    assert!(find_temps(&env.workdir).is_empty());
+    // Inside the container the same.
+    assert_ok(&write("/tmp/made.txt", "one\n"));
+    let out = write("/tmp/made.txt", "two\n");
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stderr(&out).contains("/tmp/made.txt exists already"),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(sh(&env, &id, "cat /tmp/made.txt"), "one\n");
+    // Racing writers of one new name: exactly one wins, whole; none replaces another.
+    for place in ["race.txt", "/tmp/race.txt"] {
+        let writers: Vec<_> = (0..8)
+            .map(|i| {
+                let mut c = env
+                    .cmd()
+                    .args(["write", &id, place, "--no-clobber"])
+                    .stdin(Stdio::piped())
+                    .stdout(Stdio::null())
+                    .stderr(Stdio::piped())
+                    .spawn()
+                    .unwrap();
+                c.stdin
+                    .take()
+                    .unwrap()
+                    .write_all(format!("writer {i}\n").as_bytes())
+                    .unwrap();
+                c
+            })
+            .collect();
+        let outs: Vec<_> = writers
+            .into_iter()
+            .map(|c| wait_output(c, Duration::from_secs(60), "a racing write"))
+            .collect();
+        let won: Vec<usize> = (0..8).filter(|i| outs[*i].status.success()).collect();
+        assert_eq!(
+            won.len(),
+            1,
+            "{place}: {:?}",
+            outs.iter().map(stderr).collect::<Vec<_>>()
+        );
+        let content = if place.starts_with('/') {
+            sh(&env, &id, &format!("cat {place}"))
+        } else {
+            std::fs::read_to_string(env.path(place)).unwrap()
+        };
+        assert_eq!(content, format!("writer {}\n", won[0]), "{place}");
+    }
+    // The losers' temporary files are gone, on both sides.
     assert!(
         find_temps(&env.workdir).is_empty(),
         "{:?}",
         find_temps(&env.workdir)
     );
+    assert!(!sh(&env, &id, "ls -a /tmp").contains(".h9tmp-"));
+    // --append cannot go with it.
+    let out = run_stdin(
+        &env,
+        &["write", &id, "new.txt", "--no-clobber", "--append"],
+        b"x",
+    );
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+}
+
+/// One `write` of sandbox `id` interrupted by SIGINT as soon as its temporary file appeared
+/// (its stdin still open), started with SIGINT at its default disposition or, `ignored`,
+/// inherited as ignored (a background job of a non-interactive shell). Whatever the moment,
+/// the signal is acted on: exit 1 with the reason, the old content kept, no temporary file.
+fn write_interrupted_at_its_temporary_file(env: &TestEnv, id: &str, ignored: bool, round: usize) {
+    let what = format!("write round {round} (SIGINT ignored: {ignored})");
+    let mut cmd = env.cmd();
+    cmd.args(["write", id, "f"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+    if ignored {
+        with_sigint_ignored(&mut cmd);
+    }
+    let mut child = cmd.spawn().unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    stdin.write_all(b"partial new content").unwrap();
+    stdin.flush().unwrap();
+    // Ready once the temporary file exists: signal at once, while stdin is still open.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while find_temps(&env.workdir).is_empty() {
+        assert!(
+            Instant::now() < deadline,
+            "{what}: no temporary file appeared"
+        );
+        std::thread::sleep(Duration::from_micros(200));
+    }
+    signal(child.id(), "INT");
+    let out = wait_output(child, Duration::from_secs(30), &what);
+    drop(stdin);
+    assert_eq!(out.status.code(), Some(1), "{what}: {}", stderr(&out));
+    assert!(
+        stderr(&out).contains("interrupted by SIGINT; the file keeps its old content"),
+        "{what}: {}",
+        stderr(&out)
+    );
+    assert_eq!(std::fs::read_to_string(env.path("f")).unwrap(), "old\n");
+    assert!(
+        find_temps(&env.workdir).is_empty(),
+        "{what}: {:?}",
+        find_temps(&env.workdir)
+    );
+}
+
+#[test]
+fn interrupted_write_removes_its_temporary_file() {
+    require_docker!();
+    if workdir_copied("it waits for the temporary file in the host's work dir, which a copied work dir's write makes in the container") {
+        return;
+    }
+    let env = TestEnv::new();
+    let id = env.up(&[]);
+    std::fs::write(env.path("f"), "old\n").unwrap();
+    // Several rounds each: the race was with the moment the temporary file is made.
+    for round in 0..8 {
+        write_interrupted_at_its_temporary_file(&env, &id, false, round);
+        write_interrupted_at_its_temporary_file(&env, &id, true, round);
+    }
 }
 
 /// `setpriv` as uid/gid 1000 without supplementary groups, running `argv` in `dir`.

@@ -3,7 +3,7 @@
 //! asked for, piped stdin without `-i`, `--env NAME`, `reap` and `ls -q`, the owner-PID warning,
 //! and the README's Quick start run as written. Against the real engine, as `tests/it/core.rs`.
 
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use crate::common::*;
@@ -73,35 +73,46 @@ fn ctrl_c_during_exec_says_what_was_killed() {
     require_engine!();
     let env = TestEnv::new();
     let id = env.up(&[]);
-    let child = env
-        .cmd()
-        .args(["exec", &id, "--", "sleep 77; echo never"])
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    // Wait until the command runs in the sandbox.
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while !env.sandbox_processes(&id).contains("sleep 77") {
-        assert!(Instant::now() < deadline, "the command never started");
-        std::thread::sleep(Duration::from_millis(100));
+    // SIGINT at its default disposition, then inherited as ignored (`cmd &` in a script); sent
+    // once the command runs in the sandbox, and as early as `exec` shows a sign of life (its
+    // `-v` line, before anything reached the sandbox): the same kill of the whole tree.
+    let mut round = 0;
+    for early in [false, true] {
+        for ignored in [false, true] {
+            round += 1;
+            let what = format!("exec (early: {early}, SIGINT ignored: {ignored})");
+            let script = format!("sleep 7{round}; echo never");
+            let mut cmd = env.cmd();
+            cmd.args(["-v", "exec", &id, "--", &script])
+                .stdin(Stdio::null())
+                .stdout(Stdio::piped());
+            if ignored {
+                with_sigint_ignored(&mut cmd);
+            }
+            let mut child = Watched::spawn(&mut cmd);
+            let sleep = format!("sleep 7{round}");
+            if early {
+                child.wait_line(Duration::from_secs(20), &what, |l| l.starts_with("+ "));
+            } else {
+                wait_until(Duration::from_secs(20), &what, || {
+                    env.sandbox_processes(&id).contains(&sleep)
+                });
+            }
+            signal(child.child.id(), "INT");
+            let out = child.finish(Duration::from_secs(30), &what);
+            assert_eq!(out.status.code(), Some(130), "{what}: {}", stderr(&out));
+            let err = stderr(&out);
+            // `-v` command lines (`+ …`) aside, every line is a diagnostic.
+            let diagnostics: Vec<&str> = err.lines().filter(|l| !l.starts_with("+ ")).collect();
+            assert_shaped(&diagnostics.join("\n"));
+            assert!(
+                err.contains(&format!("h9sandbox: error: interrupted by SIGINT: `{script}` and its whole process tree in sandbox"))
+                    && err.contains("(exit 130)"),
+                "{what}: {err}"
+            );
+            assert!(!env.sandbox_processes(&id).contains(&sleep), "{what}");
+        }
     }
-    let kill = Command::new("kill")
-        .args(["-INT", &child.id().to_string()])
-        .status()
-        .unwrap();
-    assert!(kill.success());
-    let out = child.wait_with_output().unwrap();
-    assert_eq!(out.status.code(), Some(130), "{}", stderr(&out));
-    let err = stderr(&out);
-    assert_shaped(&err);
-    assert!(
-        err.contains("h9sandbox: error: interrupted by SIGINT: `sleep 77; echo never` and its whole process tree in sandbox")
-            && err.contains("(exit 130)"),
-        "{err}"
-    );
-    assert!(!env.sandbox_processes(&id).contains("sleep 77"));
 }
 
 #[test]
@@ -339,38 +350,112 @@ fn up_warns_when_the_owner_has_already_exited() {
     let err = stderr(&out);
     assert_shaped(&err);
     assert!(
-        err.contains(
-            "has already exited, so the next `h9sandbox reap` or `up` removes the sandbox"
-        ) && err.contains("--owner-pid $$PPID"),
+        err.contains("has already exited, so its owner watcher removes the sandbox in a moment")
+            && err.contains("--owner-pid $$PPID"),
         "{err}"
     );
+    // And so it does, with nothing else running.
+    wait_until(Duration::from_secs(20), "the owner watcher", || {
+        env.ls_raw().is_empty()
+    });
     // A live owner draws nothing.
     let out = env.run(&["up", "--owner-pid", "parent"]);
     assert_ok(&out);
     assert!(!stderr(&out).contains("already exited"), "{}", stderr(&out));
 }
 
-#[test]
-fn the_documented_makefile_pattern_keeps_the_sandbox_for_the_whole_make_run() {
-    require_engine!();
-    let env = TestEnv::new();
-    // The pattern of `up --help`, as a Makefile: a sandbox named after make's PID, owned by make.
-    std::fs::write(
-        env.path("Makefile"),
-        "sandbox: ; \"$$H9\" up --name build-$$PPID --owner-pid $$PPID --ttl 2h\n\
-         test: sandbox\n\
-         \t\"$$H9\" reap\n\
-         \t\"$$H9\" exec build-$$PPID -- echo in-the-sandbox\n",
+/// The guide's Makefile pattern (docs/guide.md, `up`): the fenced `make` block after the
+/// `(makefile:` marker, its list-item indentation taken off.
+fn makefile_block() -> String {
+    let guide = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/guide.md"),
     )
     .unwrap();
-    let out = env.shell("make -s test").output().unwrap();
+    let after = guide
+        .split_once("(makefile: tests/it/first_hour.rs")
+        .expect("docs/guide.md has a makefile marker")
+        .1;
+    let body = after.split_once("```make\n").unwrap().1;
+    let body = body.split_once("```").unwrap().0;
+    body.lines()
+        .map(|l| l.trim_start())
+        .filter(|l| !l.is_empty())
+        .map(|l| format!("{l}\n"))
+        .collect()
+}
+
+/// `make test` with the guide's Makefile in the work dir of `env` (h9sandbox on `PATH`), in a
+/// process group of its own, as a terminal runs a foreground job; `test.sh` is the command the
+/// pattern runs in the sandbox.
+fn make_with_the_readme_makefile(env: &TestEnv, test_sh: &str) -> std::process::Child {
+    let makefile = makefile_block();
+    assert!(makefile.contains("--owner-pid $$PPID"), "{makefile}");
+    std::fs::write(env.path("Makefile"), makefile).unwrap();
+    std::fs::write(env.path("test.sh"), test_sh).unwrap();
+    std::fs::set_permissions(
+        env.path("test.sh"),
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .unwrap();
+    use std::os::unix::process::CommandExt;
+    env.program("make")
+        .args(["-s", "test"])
+        .env("PATH", bin_dir())
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0)
+        .spawn()
+        .unwrap()
+}
+
+#[test]
+fn the_readme_makefile_pattern_leaves_nothing_on_pass_fail_and_ctrl_c() {
+    require_engine!();
+    // Pass: the recipe's command ran in the sandbox; make exits 0; the sandbox goes by itself.
+    let env = TestEnv::new();
+    let make = make_with_the_readme_makefile(&env, "#!/bin/sh\necho in-the-sandbox\n");
+    let out = wait_output(make, Duration::from_secs(120), "make (pass)");
     assert_ok(&out);
     assert!(stdout(&out).contains("in-the-sandbox"), "{}", stdout(&out));
-    // make has exited: its sandbox goes with the next reap.
-    let out = env.run(&["reap"]);
-    assert_ok(&out);
-    assert!(stdout(&out).contains("owner-dead"), "{}", stdout(&out));
-    assert!(env.ls_raw().is_empty());
+    wait_until(
+        Duration::from_secs(20),
+        "the sandbox of a make that passed",
+        || env.ls_raw().is_empty() && env.containers().is_empty(),
+    );
+    env.assert_nothing_left("make (pass)");
+    // Fail: a recipe fails, make exits 2; the same.
+    let env = TestEnv::new();
+    let make = make_with_the_readme_makefile(&env, "#!/bin/sh\necho failing >&2; exit 3\n");
+    let out = wait_output(make, Duration::from_secs(120), "make (fail)");
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    wait_until(
+        Duration::from_secs(20),
+        "the sandbox of a make that failed",
+        || env.ls_raw().is_empty() && env.containers().is_empty(),
+    );
+    env.assert_nothing_left("make (fail)");
+    // Ctrl-C: SIGINT to make's whole process group (the terminal's foreground job: make, the
+    // recipe's shell, `h9sandbox exec`) once the command runs in the sandbox.
+    let env = TestEnv::new();
+    let make =
+        make_with_the_readme_makefile(&env, "#!/bin/sh\ntouch started\nsleep 120\necho never\n");
+    let pgid = make.id();
+    wait_until(
+        Duration::from_secs(120),
+        "make's command in the sandbox",
+        || env.path("started").exists(),
+    );
+    signal_group(pgid, "INT");
+    let out = wait_output(make, Duration::from_secs(60), "make (Ctrl-C)");
+    assert!(!out.status.success(), "make ignored Ctrl-C");
+    assert!(!stdout(&out).contains("never"), "{}", stdout(&out));
+    wait_until(
+        Duration::from_secs(20),
+        "the sandbox of an interrupted make",
+        || env.ls_raw().is_empty() && env.containers().is_empty(),
+    );
+    env.assert_nothing_left("make (Ctrl-C)");
 }
 
 #[test]
@@ -523,4 +608,165 @@ fn the_readme_quick_start_runs_as_written() {
     // `down` removed what `up` made.
     assert!(env.ls_raw().is_empty(), "{:?}", env.ls_raw());
     assert!(env.containers().is_empty(), "{:?}", env.containers());
+}
+
+#[test]
+fn a_mistyped_option_after_the_sandbox_id_gets_a_suggestion() {
+    let env = TestEnv::new();
+    for (args, similar) in [
+        (
+            vec!["exec", "some-box", "--tiemout", "5", "--", "true"],
+            "'--timeout'",
+        ),
+        (
+            vec!["bootstrap", "some-box", "--tiemout=5", "--", "true"],
+            "'--timeout'",
+        ),
+        (vec!["run", "--imgae", "x", "--", "true"], "'--image'"),
+        (vec!["run", "--memroy", "1g", "--", "true"], "'--memory'"),
+    ] {
+        let out = env.run(&args);
+        assert_eq!(out.status.code(), Some(125), "{args:?}");
+        let err = stderr(&out);
+        assert_shaped(&err);
+        assert!(
+            err.contains(&format!(
+                "unknown option '{}'",
+                args[if args[0] == "run" { 1 } else { 2 }]
+            )) && err.contains(&format!("a similar option exists: {similar}")),
+            "{args:?}: {err}"
+        );
+    }
+    // Nothing close: no suggestion, the same shape.
+    let err = stderr(&env.run(&["exec", "some-box", "--frobnicate", "--", "true"]));
+    assert!(
+        err.contains("unknown option '--frobnicate' (h9sandbox's options go before"),
+        "{err}"
+    );
+    assert!(env.ls_raw().is_empty());
+}
+
+#[test]
+fn configuration_mistakes_are_named_with_their_fix() {
+    let env = TestEnv::new();
+    // An unquoted text value in TOML.
+    let file = env.root.path().join("c.toml");
+    for (text, fix) in [
+        ("memory = 1g\n", "write memory = \"1g\""),
+        ("image = ubuntu:22.04\n", "write image = \"ubuntu:22.04\""),
+        (
+            "cpus = 1\nnetwork = none # no network\n",
+            "write network = \"none\"",
+        ),
+    ] {
+        std::fs::write(&file, text).unwrap();
+        let out = env.run(&["--config", file.to_str().unwrap(), "ls"]);
+        assert_eq!(out.status.code(), Some(1));
+        let err = stderr(&out);
+        assert_shaped(&err);
+        assert!(
+            err.contains("is not valid TOML") && err.contains(fix),
+            "{text:?}: {err}"
+        );
+    }
+    // The user's own file, writable by its group, by others, or both: named as it is, with the
+    // chmod that fixes exactly that.
+    let dir = env.root.path().join(".config/h9sandbox");
+    std::fs::create_dir_all(&dir).unwrap();
+    let user_file = dir.join("config.toml");
+    std::fs::write(&user_file, "cpus = 0.5\n").unwrap();
+    for (mode, who, fix) in [
+        (0o620, "writable by its group (mode 0620)", "chmod g-w"),
+        (0o602, "writable by others (mode 0602)", "chmod o-w"),
+        (
+            0o622,
+            "writable by group and others (mode 0622)",
+            "chmod go-w",
+        ),
+    ] {
+        std::fs::set_permissions(
+            &user_file,
+            std::os::unix::fs::PermissionsExt::from_mode(mode),
+        )
+        .unwrap();
+        let out = env.run(&["ls"]);
+        assert_eq!(out.status.code(), Some(1));
+        let err = stderr(&out);
+        assert!(err.contains(who) && err.contains(fix), "{mode:o}: {err}");
+    }
+}
+
+#[test]
+fn verbose_exec_shows_the_shell_that_really_runs() {
+    require_container!("the shell is the image's");
+    if agent_socket_unreachable() {
+        return; // the engine's exec: `-v` shows its own command line
+    }
+    let env = TestEnv::new();
+    for (image, shell) in [(TINY, "bash"), (NOBASH, "sh")] {
+        let id = env.up(&["--image", image]);
+        let out = env.run(&["-v", "exec", &id, "--", "echo hi"]);
+        assert_ok(&out);
+        assert!(
+            stderr(&out).contains(&format!(
+                "agent of {}) {shell} -c 'echo hi'",
+                &id.replace('-', "")[..12]
+            )),
+            "{image}: {}",
+            stderr(&out)
+        );
+        assert_ok(&env.run(&["down", &id]));
+    }
+}
+
+#[test]
+fn a_failed_run_bootstrap_points_at_nothing_that_is_gone() {
+    require_container!("needs a bootstrap in a container");
+    let env = TestEnv::new();
+    let out = env.run(&["run", "--bootstrap", "exit 9", "--", "echo ran"]);
+    assert_ok(&out);
+    assert_eq!(stdout(&out), "ran\n");
+    let err = stderr(&out);
+    assert_shaped(&err);
+    assert!(
+        err.contains("bootstrap `exit 9` exited with status 9; the command runs without it"),
+        "{err}"
+    );
+    assert!(!err.contains("ls --format json"), "{err}");
+    env.assert_nothing_left("run");
+}
+
+#[test]
+fn write_parents_under_a_regular_file_says_not_a_directory() {
+    require_container!("writes inside the container too");
+    let env = TestEnv::new();
+    let id = env.up(&[]);
+    std::fs::write(env.path("f"), "a file\n").unwrap();
+    assert_ok(&env.run(&["exec", &id, "--", "echo x > /tmp/f"]));
+    for (path, file) in [
+        ("f/x", "f is not a directory"),
+        ("f/y/x", "f is not a directory"),
+        ("/tmp/f/x", "/tmp/f is not a directory"),
+        ("/tmp/f/y/x", "/tmp/f is not a directory"),
+    ] {
+        let out = env
+            .cmd()
+            .args(["write", &id, path, "--parents"])
+            .stdin(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .and_then(|mut c| {
+                drop(c.stdin.take());
+                c.wait_with_output()
+            })
+            .unwrap();
+        assert_eq!(out.status.code(), Some(1), "{path}");
+        let err = stderr(&out);
+        assert_shaped(&err);
+        assert!(err.contains(file), "{path}: {err}");
+        assert!(
+            !err.contains("File exists") && !err.contains("(status"),
+            "{path}: {err}"
+        );
+    }
 }

@@ -298,3 +298,39 @@ fn the_configuration_reference_lists_every_key_of_the_code() {
     }
     check_region("docs/reference/configuration.md", "keys", &table);
 }
+
+/// The help says what the commands do now (issue 22, item 6): `--user`'s default among its
+/// values, no internal module named to a user, `run` among the commands that pass a status
+/// through, and the file commands reaching the container's files beside the work dir's.
+#[test]
+fn help_text_is_true_to_the_commands() {
+    let text = |args: &[&str]| String::from_utf8(h9sandbox(args)).unwrap();
+    for cmd in ["up", "run"] {
+        let help = text(&[cmd, "--help"]);
+        assert!(
+            help.contains("owner (the work dir's owner, the default), root, host"),
+            "`{cmd} --help` leaves out --user's default:\n{help}"
+        );
+        assert!(
+            !help.contains("sandbox::") && !help.contains("engine::"),
+            "`{cmd} --help` names an internal module:\n{help}"
+        );
+    }
+    let top = text(&["--help"]);
+    assert!(
+        top.contains("`exec`, `run` and `bootstrap` pass the command's\nstatus through"),
+        "{top}"
+    );
+    for one_liner in [
+        "refusing paths that leave it",
+        "paths leaving the work dir are refused",
+        "Replace a file of the sandbox's work dir",
+        "Replace text in a file of the sandbox's work dir",
+    ] {
+        assert!(!top.contains(one_liner), "still says {one_liner:?}:\n{top}");
+    }
+    assert!(
+        top.contains("in its work dir or anywhere in the container"),
+        "{top}"
+    );
+}

@@ -86,6 +86,50 @@ fn a_work_dir_replaced_after_up_is_told_in_every_command() {
     assert_ok(&env.run(&["down", &id]));
 }
 
+/// `up --name N --reuse` after the work dir was deleted and made again (a fresh clone) refuses,
+/// naming the work dir and the fix, instead of handing back the old sandbox, which no longer
+/// sees it (issue 22, item 8). Once that sandbox is gone, the same command makes a new one.
+#[test]
+fn up_reuse_refuses_a_sandbox_whose_work_dir_was_replaced() {
+    require_container!("a local sandbox sees the host's directory as it is");
+    if workdir_copied(
+        "a copied work dir is the container's own; replacing the host's changes nothing it sees",
+    ) {
+        return;
+    }
+    let env = TestEnv::new();
+    let a = env.up(&["--name", "fresh-clone", "--reuse"]);
+    std::fs::remove_dir_all(&env.workdir).unwrap();
+    std::fs::create_dir(&env.workdir).unwrap();
+    let out = env.run(&["up", "--name", "fresh-clone", "--reuse"]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(
+        err.contains(&format!(
+            "sandbox fresh-clone exists, but its work directory {} was replaced since it was made",
+            env.workdir.display()
+        )) && err.contains("`h9sandbox down fresh-clone` first"),
+        "{err}"
+    );
+    // Nothing was made; `ls` shows the old sandbox Failed for its work dir, and `up --reuse`
+    // still refuses it then.
+    assert_eq!(env.ls().len(), 1);
+    let e = env.entry(&a);
+    assert_eq!(e["state"], "Failed", "{e}");
+    let out = env.run(&["up", "--name", "fresh-clone", "--reuse"]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("was replaced since it was made"),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(env.ls().len(), 1);
+    assert_ok(&env.run(&["down", "fresh-clone"]));
+    let b = env.up(&["--name", "fresh-clone", "--reuse"]);
+    assert_ne!(a, b);
+    assert_ok(&env.run(&["exec", &b, "--", "true"]));
+}
+
 #[test]
 fn stop_and_start_keep_the_container_and_its_scratch() {
     require_container!("a local sandbox has no container to stop");
@@ -315,7 +359,7 @@ fn run_is_up_exec_down_and_leaves_nothing() {
     // A timeout, and SIGTERM while the command runs: removed all the same.
     let out = env.run(&["run", "--timeout", "1", "--", "sleep 60"]);
     assert_eq!(out.status.code(), Some(124));
-    let mut child = env
+    let child = env
         .cmd()
         .args(["run", "--", "sleep 60"])
         .stdin(Stdio::null())
@@ -332,11 +376,9 @@ fn run_is_up_exec_down_and_leaves_nothing() {
         std::thread::sleep(Duration::from_millis(50));
     }
     std::thread::sleep(Duration::from_millis(300));
-    let _ = Command::new("kill")
-        .args(["-TERM", &child.id().to_string()])
-        .output();
-    let status = child.wait().unwrap();
-    assert_eq!(status.code(), Some(143));
+    signal(child.id(), "TERM");
+    let out = wait_output(child, Duration::from_secs(60), "run after SIGTERM");
+    assert_eq!(out.status.code(), Some(143), "{}", stderr(&out));
     assert!(env.ls().is_empty());
     assert!(env.containers().is_empty());
     // h9sandbox's own failure is 125.
@@ -432,5 +474,62 @@ fn a_down_that_removes_nothing_prints_nothing() {
         let out = env.run(&["down", "deadbeefdead", "--format", format]);
         assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
         assert_eq!(stdout(&out), "", "{format}");
+    }
+}
+
+#[test]
+fn an_interrupted_up_leaves_nothing_whatever_its_sigint_disposition() {
+    require_container!("a local `up` has no container start to interrupt");
+    let env = TestEnv::new();
+    for ignored in [false, true] {
+        let what = format!("up (SIGINT ignored: {ignored})");
+        let mut cmd = env.cmd();
+        cmd.args(["-v", "up", "--allow", "example.com"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped());
+        if ignored {
+            with_sigint_ignored(&mut cmd);
+        }
+        let mut up = Watched::spawn(&mut cmd);
+        // Ready: the proxy sidecar is being made (the run directory and token exist already),
+        // then the sandbox's own `run -d`: interrupted in the middle of the start.
+        up.wait_line(Duration::from_secs(60), &what, |l| {
+            l.starts_with("+ ") && l.contains(" run -d ") && !l.contains("h9sandbox-proxy-")
+        });
+        signal(up.child.id(), "INT");
+        let out = up.finish(Duration::from_secs(60), &what);
+        assert_eq!(out.status.code(), Some(1), "{what}: {}", stderr(&out));
+        assert!(stdout(&out).is_empty(), "{what}");
+        assert!(
+            stderr(&out).contains("h9sandbox: error: interrupted by SIGINT"),
+            "{what}: {}",
+            stderr(&out)
+        );
+        env.assert_nothing_left(&what);
+    }
+}
+
+#[test]
+fn an_interrupted_run_leaves_nothing_whatever_its_sigint_disposition() {
+    require_engine!();
+    let env = TestEnv::new();
+    for ignored in [false, true] {
+        let what = format!("run (SIGINT ignored: {ignored})");
+        let marker = env.path(&format!("started-{ignored}"));
+        let script = format!("touch {}; sleep 60", marker.display());
+        let mut cmd = env.cmd();
+        cmd.args(["run", "--", &script])
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        if ignored {
+            with_sigint_ignored(&mut cmd);
+        }
+        let child = cmd.spawn().unwrap();
+        wait_until(Duration::from_secs(60), &what, || marker.exists());
+        signal(child.id(), "INT");
+        let out = wait_output(child, Duration::from_secs(60), &what);
+        assert_eq!(out.status.code(), Some(130), "{what}: {}", stderr(&out));
+        env.assert_nothing_left(&what);
     }
 }

@@ -21,6 +21,7 @@ mod generated;
 mod inspect;
 mod lifecycle;
 mod mcp;
+mod owner;
 mod progress;
 mod project_file;
 mod reap;

@@ -13,6 +13,7 @@ use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::OnceLock;
+use std::time::Duration;
 
 use crate::common::*;
 use serde_json::{json, Value};
@@ -150,6 +151,7 @@ fn the_tools_are_listed_with_schemas_a_model_can_follow() {
             "sandbox_exec",
             vec![
                 "argv",
+                "combined",
                 "command",
                 "cwd",
                 "env",
@@ -187,7 +189,7 @@ fn the_tools_are_listed_with_schemas_a_model_can_follow() {
         ),
         (
             "sandbox_write",
-            vec!["append", "content", "id", "parents", "path"],
+            vec!["append", "content", "id", "no_clobber", "parents", "path"],
             vec!["content", "path"],
         ),
         (
@@ -217,6 +219,10 @@ fn the_tools_are_listed_with_schemas_a_model_can_follow() {
         "duration_ms",
         "timed_out",
         "truncated",
+        "oom_killed",
+        "ended",
+        "signal",
+        "output",
     ] {
         assert!(p.contains(&field.to_string()), "exec result lacks {field}");
     }
@@ -306,7 +312,8 @@ fn closing_stdin_removes_the_auto_up_sandbox_but_not_a_kept_one() {
 fn reap_removes_the_sandbox_of_a_killed_server() {
     require_container!("the MCP tests drive container sandboxes");
     let python = require_python!();
-    let env = TestEnv::new();
+    // Without the owner watcher (which removes it by itself: `owner::run_and_an_mcp_session_are_owners_too`).
+    let env = TestEnv::without_owner_watcher();
     let t = client(&env, &python, "kill").transcript;
     let id = t["auto"].as_str().unwrap();
     // SIGKILL left it behind...
@@ -336,6 +343,43 @@ fn sigterm_removes_the_session_sandbox_while_a_command_runs() {
     );
     assert!(env.containers().is_empty(), "{:?}", env.containers());
     assert!(env.ls_raw().is_empty());
+}
+
+#[test]
+fn sigint_inherited_as_ignored_still_ends_the_session_and_leaves_nothing() {
+    require_container!("the MCP tests drive container sandboxes");
+    let env = TestEnv::new();
+    // Interrupted while --auto-up makes the sandbox (its `run -d` under way), then once it runs.
+    for running in [false, true] {
+        let what = format!("mcp --auto-up (SIGINT ignored, sandbox running: {running})");
+        let mut cmd = env.cmd();
+        cmd.args(["-v", "mcp", "--auto-up"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped());
+        with_sigint_ignored(&mut cmd);
+        let mut server = Watched::spawn(&mut cmd);
+        // stdin stays open: only the signal may end the session.
+        let _stdin = server.child.stdin.take();
+        server.wait_line(Duration::from_secs(60), &what, |l| {
+            l.starts_with("+ ") && l.contains(" run -d ")
+        });
+        if running {
+            wait_until(Duration::from_secs(60), &what, || {
+                env.ls_raw().iter().any(|r| r["state"] == "Running")
+            });
+        }
+        signal(server.child.id(), "INT");
+        let out = server.finish(Duration::from_secs(60), &what);
+        assert!(out.status.success(), "{what}: {}", stderr(&out));
+        if running {
+            assert!(
+                stderr(&out).contains("mcp: shutting down: SIGINT"),
+                "{what}: {}",
+                stderr(&out)
+            );
+        }
+        env.assert_nothing_left(&what);
+    }
 }
 
 /// Sends one JSON-RPC message.

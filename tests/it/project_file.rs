@@ -169,6 +169,69 @@ fn nothing_in_a_project_file_makes_commands_on_a_sandbox_fail() {
 }
 
 #[test]
+fn a_bad_value_only_up_uses_never_stops_commands_on_a_sandbox() {
+    require_container!("`ls` warns about local sandboxes");
+    let env = TestEnv::new();
+    let id = env.up(&["--ttl", "1h"]);
+    // In the environment, as in the issue (`export H9SANDBOX_CPUS=abc`), and in the user's own
+    // configuration file (a --config file here).
+    let file = env.root.path().join("bad.toml");
+    std::fs::write(
+        &file,
+        "memory = \"1\"\npids_limit = 0\nuser = \"nobody-at-all\"\n",
+    )
+    .unwrap();
+    let bad: [(&str, &str, &str); 2] = [
+        ("H9SANDBOX_CPUS", "abc", "H9SANDBOX_CPUS"),
+        ("H9SANDBOX_CONFIG", file.to_str().unwrap(), "memory"),
+    ];
+    for (var, value, named) in bad {
+        for args in [
+            vec!["exec", id.as_str(), "--", "true"],
+            vec!["ls"],
+            vec!["renew", id.as_str()],
+            vec!["reap"],
+            vec!["read", id.as_str(), "."],
+            vec!["bootstrap", id.as_str(), "--", "true"],
+        ] {
+            let out = env.cmd().args(&args).env(var, value).output().unwrap();
+            let err = stderr(&out);
+            if args[0] == "read" {
+                // `read .` fails for its own reason (a directory), not the variable's.
+                assert!(err.contains("directory"), "{args:?} with {var}: {err}");
+            } else {
+                assert_ok(&out);
+            }
+            assert!(
+                err.lines()
+                    .any(|l| l.starts_with("h9sandbox: warning: ignoring ") && l.contains(named)),
+                "{args:?} with {var}: {err}"
+            );
+            assert!(
+                !err.contains("h9sandbox: error: environment variable"),
+                "{err}"
+            );
+        }
+        // The commands that make sandboxes refuse it, naming it.
+        for args in [vec!["up"], vec!["run", "--", "true"]] {
+            let out = env.cmd().args(&args).env(var, value).output().unwrap();
+            assert!(!out.status.success(), "{args:?} with {var}");
+            assert!(stderr(&out).contains(named), "{args:?}: {}", stderr(&out));
+        }
+        assert_eq!(env.ls_raw().len(), 1, "{var}");
+    }
+    // And the cleanup works with the variable set.
+    let out = env
+        .cmd()
+        .args(["down", &id])
+        .env("H9SANDBOX_CPUS", "abc")
+        .output()
+        .unwrap();
+    assert_ok(&out);
+    env.assert_nothing_left("down with H9SANDBOX_CPUS=abc");
+}
+
+#[test]
 fn trust_honours_exactly_the_content_it_was_given() {
     require_container!("pids_limit is a container's");
     let env = TestEnv::new();

@@ -94,6 +94,10 @@ pub fn run_args(flavor: Flavor, spec: &ContainerSpec, extra: &[String]) -> Vec<S
         format_cpus(l.cpus),
         "--memory".into(),
         l.memory.clone(),
+        // `/dev/shm` as large as the memory limit (its pages count against it anyway), not the
+        // engine's 64 MiB, which PyTorch's data loaders and browsers outgrow.
+        "--shm-size".into(),
+        l.memory.clone(),
         "--tmpfs".into(),
         format!("/tmp:size={},nosuid,noexec,nodev", l.tmp_size),
         "--network".into(),

@@ -50,7 +50,7 @@ fn run_args_are_hardened_and_exact() {
         got,
         "docker run -d --name h9sandbox-abc --label h9sandbox=1 --user 0:0 --no-healthcheck --cap-drop all \
          --cap-add DAC_OVERRIDE --cap-add SETUID --cap-add SETGID \
-         --security-opt no-new-privileges:true --pids-limit 256 --cpus 1.5 --memory 512m \
+         --security-opt no-new-privileges:true --pids-limit 256 --cpus 1.5 --memory 512m --shm-size 512m \
          --tmpfs /tmp:size=256m,nosuid,noexec,nodev --network none \
          --mount type=volume,source=h9sandbox-abc,destination=/var/tmp,volume-label=h9sandbox=1 \
          --env TMPDIR=/var/tmp \
