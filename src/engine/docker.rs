@@ -19,7 +19,7 @@ use tokio::process::Command;
 use super::shell::shell_line;
 use super::{bounded_output, ENGINE_OUTPUT_MAX};
 use super::{
-    AppliedLimits, CommandLine, ContainerSpec, ContainerStatus, ContainerSummary, ContainerVerb,
+    AppliedLimits, BuildSpec, CommandLine, ContainerSpec, ContainerStatus, ContainerSummary, ContainerVerb,
     Environment, ExecFailure, ExecSpec, ImageConfig, RunAs, VolumeSummary, EXEC_MARKER_VAR,
     LABEL_ID, LABEL_MANAGED, LABEL_STATE_DIR, SCRATCH_DIR,
 };
@@ -559,6 +559,84 @@ impl Environment for Docker {
         parse_image_config(&out)
     }
 
+    async fn build(&self, spec: &BuildSpec, timeout: Duration) -> Result<()> {
+        let run = self.output(build_args(spec));
+        let (code, stdout, stderr) = match tokio::time::timeout(timeout, run).await {
+            Err(_) => {
+                return Err(anyhow!(
+                    "building {} did not finish within {}s (pull_timeout_secs); raise it, or build the image yourself and give it as `image`",
+                    spec.tag,
+                    timeout.as_secs()
+                ))
+            }
+            Ok(r) => r?,
+        };
+        if code == 0 {
+            return Ok(());
+        }
+        // What the build printed last says which step failed and how.
+        let all = format!("{stdout}\n{stderr}");
+        let lines: Vec<&str> = all.lines().filter(|l| !l.trim().is_empty()).collect();
+        for line in &lines[lines.len().saturating_sub(BUILD_TAIL_LINES)..] {
+            self.reporter
+                .note(&format!("build: {}", crate::report::printable(line)));
+        }
+        Err(anyhow!(
+            "`{} build` of {} failed: {} (its last lines are above)",
+            self.bin,
+            spec.tag,
+            first_error_line(if stderr.is_empty() { &stdout } else { &stderr })
+        ))
+    }
+
+    async fn image_file(
+        &self,
+        image: &str,
+        path: &str,
+        max: u64,
+        labels: &[(&str, &str)],
+    ) -> Result<Option<Vec<u8>>> {
+        let (code, stdout, stderr) = self.output(probe_create_args(image, labels)).await?;
+        if code != 0 {
+            if is_no_such_image(&stderr) {
+                return Err(Error::ImageUnavailable {
+                    image: image.into(),
+                    reason: "not present locally".into(),
+                }
+                .into());
+            }
+            return Err(anyhow!(
+                "`{} create` of {image} (to read {path}) failed: {}",
+                self.bin,
+                first_error_line(&stderr)
+            ));
+        }
+        let probe = stdout.lines().last().unwrap_or_default().to_string();
+        let dir = tempfile::tempdir().context("cannot make a temporary directory")?;
+        let dest = dir.path().join("file");
+        let copied = self
+            .output(vec![
+                "cp".into(),
+                "-L".into(),
+                format!("{probe}:{path}"),
+                dest.to_string_lossy().into_owned(),
+            ])
+            .await;
+        let _ = self.remove(&probe).await;
+        let (code, _, stderr) = copied?;
+        if code != 0 {
+            if stderr.contains("Could not find the file") || stderr.contains("no such file") {
+                return Ok(None);
+            }
+            return Err(anyhow!(
+                "`{} cp` of {path} from {image} failed: {}",
+                self.bin,
+                first_error_line(&stderr)
+            ));
+        }
+        read_regular(&dest, max).map(Some)
+    }
+
     async fn list_volumes(&self, labels: &[(&str, &str)]) -> Result<Vec<VolumeSummary>> {
         let mut args: Vec<String> = vec!["volume".into(), "ls".into(), "-q".into()];
         for (k, v) in labels {
@@ -678,6 +756,84 @@ impl Environment for Docker {
     }
 }
 
+/// How many of a failed build's last output lines are shown.
+const BUILD_TAIL_LINES: usize = 20;
+
+/// `build` arguments for `spec`: never pulling a base image that is present (the engine's
+/// default), the build args, target, caches, network and labels, then the context.
+pub fn build_args(spec: &BuildSpec) -> Vec<String> {
+    let mut a: Vec<String> = vec![
+        "build".into(),
+        "--tag".into(),
+        spec.tag.clone(),
+        "--file".into(),
+        spec.dockerfile.to_string_lossy().into_owned(),
+    ];
+    for (k, v) in &spec.args {
+        a.extend(["--build-arg".into(), format!("{k}={v}")]);
+    }
+    if let Some(t) = &spec.target {
+        a.extend(["--target".into(), t.clone()]);
+    }
+    for c in &spec.cache_from {
+        a.extend(["--cache-from".into(), c.clone()]);
+    }
+    if spec.no_network {
+        a.extend(["--network".into(), "none".into()]);
+    }
+    for (k, v) in &spec.labels {
+        a.extend(["--label".into(), format!("{k}={v}")]);
+    }
+    a.extend(["--".into(), spec.context.to_string_lossy().into_owned()]);
+    a
+}
+
+/// `create` arguments of the container [`Docker::image_file`] copies a file out of: never
+/// started (its entrypoint need not exist), without a network, never pulling, labelled.
+pub fn probe_create_args(image: &str, labels: &[(&str, &str)]) -> Vec<String> {
+    let mut a: Vec<String> = vec!["create".into()];
+    for (k, v) in labels {
+        a.extend(["--label".into(), format!("{k}={v}")]);
+    }
+    a.extend([
+        "--network".into(),
+        "none".into(),
+        "--entrypoint".into(),
+        "/.h9sandbox-never-started".into(),
+        "--pull".into(),
+        "never".into(),
+        "--".into(),
+        image.into(),
+    ]);
+    a
+}
+
+/// The content of the regular file `path` (not followed if it is a symlink), at most `max`
+/// bytes. Errors: it is not a regular file, or larger.
+fn read_regular(path: &Path, max: u64) -> Result<Vec<u8>> {
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(path)
+        .with_context(|| format!("cannot open {}", path.display()))?;
+    let meta = f.metadata()?;
+    if !meta.is_file() {
+        return Err(anyhow!("{} is not a regular file", path.display()));
+    }
+    if meta.len() > max {
+        return Err(anyhow!(
+            "{} has {} bytes, more than the {max} read",
+            path.display(),
+            meta.len()
+        ));
+    }
+    let mut v = Vec::new();
+    f.take(max).read_to_end(&mut v)?;
+    Ok(v)
+}
+
 /// The scratch volume's labels: the container's own h9sandbox labels (ID, state directory).
 fn volume_labels(spec: &ContainerSpec) -> Vec<(String, String)> {
     [LABEL_MANAGED, LABEL_ID, LABEL_STATE_DIR]
@@ -770,6 +926,12 @@ pub fn run_args(flavor: Flavor, spec: &ContainerSpec, extra: &[String]) -> Vec<S
         // The scratch dir: a volume of its own, removed with the sandbox.
         "--mount".into(),
         scratch_mount_arg(flavor, spec),
+    ]);
+    // Extra environment first: h9sandbox's own names below win.
+    for (k, v) in &spec.env {
+        a.extend(["--env".into(), format!("{k}={v}")]);
+    }
+    a.extend([
         "--env".into(),
         format!("TMPDIR={SCRATCH_DIR}"),
         "--mount".into(),
@@ -1165,6 +1327,8 @@ pub fn parse_image_config(json: &str) -> Result<ImageConfig> {
         user: Option<String>,
         #[serde(default)]
         working_dir: Option<String>,
+        #[serde(default)]
+        env: Option<Vec<String>>,
     }
     let c: Option<Config> = serde_json::from_str(json.trim())
         .with_context(|| format!("cannot parse the image's configuration: {json}"))?;
@@ -1173,12 +1337,14 @@ pub fn parse_image_config(json: &str) -> Result<ImageConfig> {
         cmd: None,
         user: None,
         working_dir: None,
+        env: None,
     });
     Ok(ImageConfig {
         entrypoint: c.entrypoint.unwrap_or_default(),
         cmd: c.cmd.unwrap_or_default(),
         user: c.user.unwrap_or_default(),
         working_dir: c.working_dir.unwrap_or_default(),
+        env: c.env.unwrap_or_default(),
     })
 }
 
@@ -1405,6 +1571,7 @@ mod tests {
             scratch_volume: "h9sandbox-abc".into(),
             runtime: None,
             proxy: None,
+            env: Vec::new(),
         }
     }
 
@@ -1432,6 +1599,51 @@ mod tests {
              --entrypoint /.h9sandbox/h9sandbox --pull never -- ubuntu:22.04 \
              agent init --user 0:0"
         );
+    }
+
+    #[test]
+    fn build_args_are_exact_and_never_loosen_the_network() {
+        let spec = BuildSpec {
+            context: "/p".into(),
+            dockerfile: "/p/.devcontainer/Dockerfile".into(),
+            tag: "h9sandbox-devcontainer-p-0123:latest".into(),
+            args: vec![("A".into(), "1 2".into())],
+            target: Some("dev".into()),
+            cache_from: vec!["base:1".into()],
+            no_network: true,
+            labels: BTreeMap::from([("h9sandbox.devcontainer".into(), "/p/x.json".into())]),
+        };
+        assert_eq!(
+            build_args(&spec).join(" "),
+            "build --tag h9sandbox-devcontainer-p-0123:latest --file /p/.devcontainer/Dockerfile \
+             --build-arg A=1 2 --target dev --cache-from base:1 --network none \
+             --label h9sandbox.devcontainer=/p/x.json -- /p"
+        );
+        let plain = BuildSpec {
+            no_network: false,
+            ..spec
+        };
+        assert!(!build_args(&plain).contains(&"none".to_string()));
+    }
+
+    #[test]
+    fn the_probe_container_is_labelled_offline_and_never_pulls() {
+        assert_eq!(
+            probe_create_args("img:1", &[("h9sandbox", "1")]).join(" "),
+            "create --label h9sandbox=1 --network none --entrypoint /.h9sandbox-never-started --pull never -- img:1"
+        );
+    }
+
+    #[test]
+    fn extra_environment_goes_before_our_own() {
+        let spec = ContainerSpec {
+            env: vec![("TMPDIR".into(), "/mine".into()), ("A".into(), "b".into())],
+            ..spec("/w")
+        };
+        let args = run_args(Flavor::Docker, &spec, &[]);
+        let at = |w: &str| args.iter().position(|a| a == w).unwrap();
+        assert!(at("TMPDIR=/mine") < at("TMPDIR=/var/tmp"), "{args:?}");
+        assert!(args.contains(&"A=b".to_string()));
     }
 
     #[test]
