@@ -475,6 +475,12 @@ pub struct UpArgs {
     /// dir, print its ID and change nothing (fail naming what differs)
     #[arg(long, requires = "name")]
     pub reuse: bool,
+    /// Make it from a devcontainer.json: PATH is the file or the project folder holding
+    /// .devcontainer/ [default: the work dir's]. Its image or Dockerfile, environment, user and
+    /// lifecycle commands (as the bootstrap) are used, never anything that loosens the sandbox;
+    /// the flags given beat it
+    #[arg(long, value_name = "PATH", conflicts_with = "parent")]
+    pub devcontainer: Option<Option<PathBuf>>,
 }
 
 /// `mcp` arguments.

@@ -33,7 +33,18 @@ pub fn request(args: &UpArgs) -> UpRequest {
         ttl: args.ttl.clone(),
         within: None,
         reuse: args.reuse,
+        devcontainer: None,
     }
+}
+
+/// [`request`], with the devcontainer.json of `--devcontainer` read and applied
+/// ([`crate::sandbox::devcontainer::apply`]).
+pub fn request_with_devcontainer(args: &UpArgs) -> Result<UpRequest> {
+    let mut req = request(args);
+    if let Some(path) = &args.devcontainer {
+        crate::sandbox::devcontainer::apply(&mut req, path.as_deref())?;
+    }
+    Ok(req)
 }
 
 /// The warning when the owner process (`--owner-pid`) of the new sandbox `rec` has exited

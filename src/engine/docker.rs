@@ -19,9 +19,9 @@ use tokio::process::Command;
 use super::shell::shell_line;
 use super::{bounded_output, ENGINE_OUTPUT_MAX};
 use super::{
-    AppliedLimits, BuildSpec, CommandLine, ContainerSpec, ContainerStatus, ContainerSummary, ContainerVerb,
-    Environment, ExecFailure, ExecSpec, ImageConfig, RunAs, VolumeSummary, EXEC_MARKER_VAR,
-    LABEL_ID, LABEL_MANAGED, LABEL_STATE_DIR, SCRATCH_DIR,
+    AppliedLimits, BuildSpec, CommandLine, ContainerSpec, ContainerStatus, ContainerSummary,
+    ContainerVerb, Environment, ExecFailure, ExecSpec, ImageConfig, RunAs, VolumeSummary,
+    EXEC_MARKER_VAR, LABEL_ID, LABEL_MANAGED, LABEL_STATE_DIR, SCRATCH_DIR,
 };
 use crate::agent;
 use crate::error::Error;

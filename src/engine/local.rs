@@ -27,9 +27,9 @@ use tokio::process::Command;
 
 use super::shell::{shell_line, shell_quote};
 use super::{
-    CommandLine, BuildSpec, ContainerSpec, ContainerStatus, ContainerSummary, ContainerVerb, Environment,
-    ExecFailure, ExecSpec, ImageConfig, VolumeSummary, EXEC_MARKER_VAR, LOCAL_SANDBOX_VAR,
-    LOCAL_STATE_DIR_VAR,
+    BuildSpec, CommandLine, ContainerSpec, ContainerStatus, ContainerSummary, ContainerVerb,
+    Environment, ExecFailure, ExecSpec, ImageConfig, VolumeSummary, EXEC_MARKER_VAR,
+    LOCAL_SANDBOX_VAR, LOCAL_STATE_DIR_VAR,
 };
 use crate::error::Error;
 use crate::report::{Reporter, Silent};

@@ -267,6 +267,7 @@ impl Session {
             ttl: p.ttl,
             within: Some(self.workdir.clone()),
             reuse: false,
+            devcontainer: None,
         };
         // A sub-sandbox shares its parent's work dir: only of a sandbox the session may reach.
         let req = UpRequest {

@@ -84,6 +84,11 @@ pub struct UpRequest {
     /// With `name`: a Running sandbox of that name with the same image, limits and work dir is
     /// the result, untouched ([`create`]).
     pub reuse: bool,
+    /// The devcontainer.json to make the sandbox from (`up --devcontainer`, read by
+    /// [`super::devcontainer::apply`], which also put its image and work dir in the fields above
+    /// when they were not given): its user, environment, lifecycle commands and `runArgs`
+    /// limits reach the sandbox in [`create`].
+    pub devcontainer: Option<super::devcontainer::Devcontainer>,
 }
 
 impl UpRequest {
@@ -269,7 +274,7 @@ async fn resolve_spec(ctx: &Ctx, req: &UpRequest) -> Result<Plan> {
     let owner = req.owner_pid.as_deref().map(parse_owner).transpose()?;
     let ttl_secs = req.ttl.as_deref().map(parse_ttl).transpose()?;
     let parent = resolve_parent(ctx, req).await?;
-    let (image, limits, workdir) = match &parent {
+    let (image, mut limits, workdir) = match &parent {
         Some(p) => inherit_from(ctx, req, p)?,
         None => (
             ctx.cfg.image.clone(),
@@ -278,7 +283,28 @@ async fn resolve_spec(ctx: &Ctx, req: &UpRequest) -> Result<Plan> {
         ),
     };
     let mount = check_workdir(ctx, req, &workdir)?;
-    let user = resolve_user(ctx, req, parent.as_ref(), &workdir)?;
+    // A devcontainer.json: its runArgs may only tighten the limits; its image is built, its
+    // user looked up in it.
+    let devcontainer = match &req.devcontainer {
+        Some(dc) => {
+            super::devcontainer::tighten(dc, &mut limits)?;
+            let prepared = super::devcontainer::prepare(
+                ctx,
+                &ctx.engine,
+                dc,
+                &image,
+                &limits,
+                req.user.is_some(),
+            )
+            .await?;
+            Some((dc, prepared))
+        }
+        None => None,
+    };
+    let user = match devcontainer.as_ref().and_then(|(_, p)| p.user) {
+        Some(u) => u,
+        None => resolve_user(ctx, req, parent.as_ref(), &workdir)?,
+    };
     let runtime = resolve_runtime(ctx, req, parent.as_ref())?;
     if !req.allow.is_empty() && limits.network != Network::Allowlist {
         return Err(Error::Invalid(format!(
@@ -306,6 +332,17 @@ async fn resolve_spec(ctx: &Ctx, req: &UpRequest) -> Result<Plan> {
         None => ctx.engine.clone(),
     };
     let now = now_rfc3339();
+    let mut settings = ctx.configured_settings();
+    if let (Some((dc, _)), None) = (&devcontainer, &req.bootstrap) {
+        // Its lifecycle commands are the bootstrap, as if given with --bootstrap.
+        if let Some(script) = super::devcontainer::bootstrap_script(dc, &workdir, user) {
+            settings.bootstrap_cmd = Some(script);
+        }
+    }
+    let dc_record = match &devcontainer {
+        Some((_, p)) => Some(p.record.clone()),
+        None => parent.as_ref().and_then(|p| p.devcontainer.clone()),
+    };
     let mut record = Record {
         id,
         name,
@@ -327,11 +364,12 @@ async fn resolve_spec(ctx: &Ctx, req: &UpRequest) -> Result<Plan> {
         owner,
         expires_at: None,
         ttl_secs,
-        settings: Some(ctx.configured_settings()),
+        settings: Some(settings),
         stopper: None,
         agent: None,
         workdir_id: Some(mount.identity()),
         runtime,
+        devcontainer: dc_record,
     };
     record.start_lease(SystemTime::now())?;
     let binary = match engine.kind().isolation() {
@@ -487,6 +525,13 @@ fn resolve_runtime(ctx: &Ctx, req: &UpRequest, parent: Option<&Record>) -> Resul
 /// (`binary`, the sandbox's run directory).
 fn container_spec(ctx: &Ctx, record: &Record, user: Ids, binary: PathBuf) -> ContainerSpec {
     let mut labels = record.labels.clone();
+    let env = record
+        .devcontainer
+        .iter()
+        .flat_map(|d| &d.env)
+        .filter_map(|e| e.split_once('='))
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
     labels.insert(LABEL_MANAGED.into(), "1".into());
     labels.insert(LABEL_ID.into(), record.id.to_string());
     labels.insert(LABEL_STATE_DIR.into(), ctx.state_label());
@@ -502,7 +547,7 @@ fn container_spec(ctx: &Ctx, record: &Record, user: Ids, binary: PathBuf) -> Con
         user,
         scratch_volume: scratch_volume_name(&record.id),
         runtime: record.runtime.clone(),
-        env: Vec::new(),
+        env,
         proxy: (record.limits.network == Network::Allowlist)
             .then(|| super::egress::socket_dir(ctx, record.id)),
         agent: AgentMount {
@@ -751,7 +796,9 @@ async fn record_running(
 /// interrupting signal, the sandbox is removed ([`abort`]) and `up` fails.
 async fn run_bootstrap(ctx: &Ctx, mut rec: Record) -> Result<Record> {
     let cfg = &ctx.cfg;
-    let Some(cmd) = ctx.settings_for(&rec).bootstrap_cmd else {
+    // What `up` recorded a moment ago: the configuration's, or the devcontainer's lifecycle
+    // commands, which count as a flag.
+    let Some(cmd) = rec.settings.as_ref().and_then(|s| s.bootstrap_cmd.clone()) else {
         return Ok(rec);
     };
     let cmd = cmd.as_str();
@@ -781,18 +828,27 @@ async fn run_bootstrap(ctx: &Ctx, mut rec: Record) -> Result<Record> {
 
 /// One line on why a recorded bootstrap failed.
 fn bootstrap_failure(run: &BootstrapRun, timeout_secs: u64) -> String {
+    let what = shown_bootstrap(&run.cmd);
     if run.timed_out {
         format!(
-            "bootstrap `{}` timed out after {}s (bootstrap_timeout_secs) and its process tree was killed",
-            run.cmd, timeout_secs
+            "bootstrap {what} timed out after {timeout_secs}s (bootstrap_timeout_secs) and its process tree was killed"
         )
     } else if let Some(e) = &run.error {
-        format!("bootstrap `{}` could not run: {e}", run.cmd)
+        format!("bootstrap {what} could not run: {e}")
     } else {
-        format!(
-            "bootstrap `{}` exited with status {}",
-            run.cmd, run.exit_code
-        )
+        format!("bootstrap {what} exited with status {}", run.exit_code)
+    }
+}
+
+/// A bootstrap command as a diagnostic line names it: in backquotes, or, for a script whose
+/// first line is a comment (a devcontainer.json's lifecycle commands), that comment.
+fn shown_bootstrap(cmd: &str) -> String {
+    match cmd
+        .strip_prefix("# ")
+        .and_then(|rest| rest.split_once('\n'))
+    {
+        Some((comment, _)) => format!("({comment})"),
+        None => format!("`{cmd}`"),
     }
 }
 

@@ -14,6 +14,7 @@ pub mod background;
 pub mod bootstrap;
 pub mod container_files;
 pub mod create;
+pub mod devcontainer;
 pub mod down;
 pub mod egress;
 pub mod exec;

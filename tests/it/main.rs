@@ -11,6 +11,7 @@ mod agent;
 mod bootstrap;
 mod caps;
 mod core;
+mod devcontainer;
 mod egress;
 mod engines;
 mod files;
