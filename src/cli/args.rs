@@ -479,8 +479,16 @@ pub struct UpArgs {
     /// .devcontainer/ [default: the work dir's]. Its image or Dockerfile, environment, user and
     /// lifecycle commands (as the bootstrap) are used, never anything that loosens the sandbox;
     /// the flags given beat it
-    #[arg(long, value_name = "PATH", conflicts_with = "parent")]
+    #[arg(long, value_name = "PATH", conflicts_with_all = ["parent", "build"])]
     pub devcontainer: Option<Option<PathBuf>>,
+    /// Build the image from this directory's Dockerfile with the engine first (as `docker
+    /// compose up --build`), named h9sandbox-build-NAME-HASH; the engine's cache makes the next
+    /// build of the same directory quick
+    #[arg(long, value_name = "DIR", conflicts_with_all = ["image", "parent"])]
+    pub build: Option<PathBuf>,
+    /// With --build: the Dockerfile [default: DIR/Dockerfile]
+    #[arg(long, value_name = "FILE", requires = "build")]
+    pub dockerfile: Option<PathBuf>,
 }
 
 /// `mcp` arguments.

@@ -34,15 +34,22 @@ pub fn request(args: &UpArgs) -> UpRequest {
         within: None,
         reuse: args.reuse,
         devcontainer: None,
+        build: None,
     }
 }
 
 /// [`request`], with the devcontainer.json of `--devcontainer` read and applied
-/// ([`crate::sandbox::devcontainer::apply`]).
+/// ([`crate::sandbox::devcontainer::apply`]), and the build of `--build` named
+/// ([`crate::sandbox::build::spec_for`]: its image is the sandbox's).
 pub fn request_with_devcontainer(args: &UpArgs) -> Result<UpRequest> {
     let mut req = request(args);
     if let Some(path) = &args.devcontainer {
         crate::sandbox::devcontainer::apply(&mut req, path.as_deref())?;
+    }
+    if let Some(dir) = &args.build {
+        let spec = crate::sandbox::build::spec_for(dir, args.dockerfile.as_deref())?;
+        req.image = Some(spec.tag.clone());
+        req.build = Some(spec);
     }
     Ok(req)
 }

@@ -760,10 +760,13 @@ impl Environment for Docker {
 const BUILD_TAIL_LINES: usize = 20;
 
 /// `build` arguments for `spec`: never pulling a base image that is present (the engine's
-/// default), the build args, target, caches, network and labels, then the context.
+/// default), removing the intermediate containers even of a failed step (`--force-rm`; the
+/// classic builder keeps them otherwise), the build args, target, caches, network and labels,
+/// then the context.
 pub fn build_args(spec: &BuildSpec) -> Vec<String> {
     let mut a: Vec<String> = vec![
         "build".into(),
+        "--force-rm".into(),
         "--tag".into(),
         spec.tag.clone(),
         "--file".into(),
@@ -1615,7 +1618,7 @@ mod tests {
         };
         assert_eq!(
             build_args(&spec).join(" "),
-            "build --tag h9sandbox-devcontainer-p-0123:latest --file /p/.devcontainer/Dockerfile \
+            "build --force-rm --tag h9sandbox-devcontainer-p-0123:latest --file /p/.devcontainer/Dockerfile \
              --build-arg A=1 2 --target dev --cache-from base:1 --network none \
              --label h9sandbox.devcontainer=/p/x.json -- /p"
         );

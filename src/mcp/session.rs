@@ -268,6 +268,7 @@ impl Session {
             within: Some(self.workdir.clone()),
             reuse: false,
             devcontainer: None,
+            build: None,
         };
         // A sub-sandbox shares its parent's work dir: only of a sandbox the session may reach.
         let req = UpRequest {

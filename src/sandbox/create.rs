@@ -89,6 +89,8 @@ pub struct UpRequest {
     /// when they were not given): its user, environment, lifecycle commands and `runArgs`
     /// limits reach the sandbox in [`create`].
     pub devcontainer: Option<super::devcontainer::Devcontainer>,
+    /// The image to build first (`up --build`), whose name is also in `image`.
+    pub build: Option<crate::engine::BuildSpec>,
 }
 
 impl UpRequest {
@@ -283,6 +285,9 @@ async fn resolve_spec(ctx: &Ctx, req: &UpRequest) -> Result<Plan> {
         ),
     };
     let mount = check_workdir(ctx, req, &workdir)?;
+    if let Some(spec) = &req.build {
+        super::build::build(ctx, &ctx.engine, spec, limits.network).await?;
+    }
     // A devcontainer.json: its runArgs may only tighten the limits; its image is built, its
     // user looked up in it.
     let devcontainer = match &req.devcontainer {

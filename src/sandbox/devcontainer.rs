@@ -44,7 +44,6 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::time::Duration;
 
 use anyhow::{Context, Result};
 use serde_json::Value;
@@ -610,20 +609,10 @@ fn source(
 /// `h9sandbox-devcontainer-<project folder's name>-<12 hex of the configuration's path>:latest`
 /// (the same for every `up` of that file, so the engine's build cache serves the next one).
 pub fn image_tag(project: &Path, config: &Path) -> String {
-    let base: String = project
-        .file_name()
-        .map(|n| n.to_string_lossy().to_ascii_lowercase())
-        .unwrap_or_default()
-        .chars()
-        .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
-        .collect();
-    let base = base.trim_matches('-');
-    let base = if base.is_empty() { "project" } else { base };
-    let hash = hex(&Sha256::digest(config.as_os_str().as_encoded_bytes()));
-    format!(
-        "h9sandbox-devcontainer-{}-{}:latest",
-        &base[..base.len().min(40)],
-        &hash[..12]
+    super::build::image_name(
+        "h9sandbox-devcontainer",
+        project,
+        config.as_os_str().as_encoded_bytes(),
     )
 }
 
@@ -1039,19 +1028,7 @@ pub async fn prepare(
         _ => None,
     };
     if let Some(spec) = build {
-        let spec = BuildSpec {
-            no_network: limits.network != crate::types::Network::Bridge,
-            ..spec.clone()
-        };
-        ctx.reporter.step(&format!(
-            "building {image} from {}",
-            spec.dockerfile.display()
-        ));
-        let timeout = Duration::from_secs(ctx.cfg.pull_timeout_secs);
-        tokio::select! {
-            r = engine.build(&spec, timeout) => r?,
-            sig = super::interrupted() => anyhow::bail!("interrupted by {sig} while building {image}"),
-        }
+        super::build::build(ctx, engine, spec, limits.network).await?;
     }
     let user = match dc.user.as_deref().filter(|_| !user_given) {
         None => None,

@@ -12,6 +12,7 @@
 pub mod agent;
 pub mod background;
 pub mod bootstrap;
+pub mod build;
 pub mod container_files;
 pub mod create;
 pub mod devcontainer;

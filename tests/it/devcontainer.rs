@@ -344,3 +344,76 @@ fn a_real_projects_devcontainer_runs_its_post_create_command() {
     );
     assert_ok(&env.run(&["down", &id]));
 }
+
+#[test]
+fn up_build_runs_the_image_of_a_directorys_dockerfile() {
+    require_docker!();
+    let env = TestEnv::new();
+    let context = env.root.path().join("task env");
+    put(
+        &context,
+        "Dockerfile",
+        &format!("FROM {TINY}\nRUN echo built > /built\nWORKDIR /app\n"),
+    );
+    put(
+        &context,
+        "Dockerfile.other",
+        &format!("FROM {TINY}\nRUN echo other > /built\n"),
+    );
+    let ctx = context.to_str().unwrap();
+    // Without a network, the build has none either (-v shows the engine's command lines).
+    let out = env.run(&["up", "-v", "--build", ctx, "--network", "none"]);
+    assert_ok(&out);
+    let id = stdout(&out).trim().to_string();
+    let _image = RemoveImage(env.entry(&id)["image"].as_str().unwrap().to_string());
+    let err = stderr(&out);
+    let build_line = err
+        .lines()
+        .find(|l| l.contains(" build --force-rm --tag h9sandbox-build-task-env-"))
+        .unwrap_or_else(|| panic!("{err}"));
+    assert!(build_line.contains("--network none"), "{build_line}");
+    let out = env.run(&["exec", &id, "--", "cat /built"]);
+    assert_eq!(stdout(&out), "built\n");
+    // The same directory again: the same image name.
+    let again = env.up(&["--build", ctx]);
+    assert_eq!(env.entry(&again)["image"], env.entry(&id)["image"]);
+    // Another Dockerfile of it: another image.
+    let other = env.up(&[
+        "--build",
+        ctx,
+        "--dockerfile",
+        &format!("{ctx}/Dockerfile.other"),
+    ]);
+    let _other_image = RemoveImage(env.entry(&other)["image"].as_str().unwrap().to_string());
+    assert_ne!(env.entry(&other)["image"], env.entry(&id)["image"]);
+    assert_eq!(
+        stdout(&env.run(&["exec", &other, "--", "cat /built"])),
+        "other\n"
+    );
+    // A failing build: its last lines, then one error; nothing is left.
+    put(
+        &context,
+        "Dockerfile.bad",
+        &format!("FROM {TINY}\nRUN echo step-output && exit 7\n"),
+    );
+    let out = env.run(&[
+        "up",
+        "--build",
+        ctx,
+        "--dockerfile",
+        &format!("{ctx}/Dockerfile.bad"),
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = stderr(&out);
+    assert!(
+        err.contains("h9sandbox: note: build: ") && err.contains("step-output"),
+        "{err}"
+    );
+    let last = err.lines().last().unwrap();
+    assert!(
+        last.starts_with("h9sandbox: error: `docker build` of h9sandbox-build-task-env-"),
+        "{err}"
+    );
+    assert_ok(&env.run(&["down", &id, &again, &other]));
+    assert!(env.ls().is_empty());
+}
