@@ -23,7 +23,8 @@ pub const LABEL_BUILD: &str = "h9sandbox.build";
 
 /// The build of `up --build CONTEXT [--dockerfile FILE]`: the context and Dockerfile
 /// canonicalized (the Dockerfile, relative to the current directory, defaults to the context's
-/// `Dockerfile`), named `h9sandbox-build-<context's folder name>-<12 hex of both paths>:latest`.
+/// `Dockerfile`), named `h9sandbox-build-<context's parent and folder names>-<12 hex of both
+/// paths>:latest`.
 /// Errors: either does not exist.
 pub fn spec_for(context: &Path, dockerfile: Option<&Path>) -> Result<BuildSpec> {
     let context = context.canonicalize().map_err(|e| {
@@ -49,8 +50,17 @@ pub fn spec_for(context: &Path, dockerfile: Option<&Path>) -> Result<BuildSpec> 
     let mut both = context.as_os_str().as_encoded_bytes().to_vec();
     both.push(0);
     both.extend_from_slice(file.as_os_str().as_encoded_bytes());
+    // Named after the context's parent and its folder: a Harbor task's context is always
+    // `TASK/environment`.
+    let named = match (
+        context.parent().and_then(Path::file_name),
+        context.file_name(),
+    ) {
+        (Some(p), Some(f)) => Path::new(p).join(f),
+        _ => context.clone(),
+    };
     Ok(BuildSpec {
-        tag: image_name("h9sandbox-build", &context, &both),
+        tag: image_name("h9sandbox-build", &named, &both),
         labels: BTreeMap::from([(LABEL_BUILD.to_string(), context.display().to_string())]),
         context,
         dockerfile: file,
@@ -58,13 +68,23 @@ pub fn spec_for(context: &Path, dockerfile: Option<&Path>) -> Result<BuildSpec> 
     })
 }
 
-/// `PREFIX-<folder's name, lower case, at most 40 characters>-<12 hex of SHA-256(key)>:latest`,
-/// a valid image reference for any folder name.
+/// `PREFIX-<the last components of `folder`, lower case, `-` for anything but letters and
+/// digits, at most 40 characters>-<12 hex of SHA-256(key)>:latest`, a valid image reference for
+/// any folder name.
 pub fn image_name(prefix: &str, folder: &Path, key: &[u8]) -> String {
     let base: String = folder
-        .file_name()
-        .map(|n| n.to_string_lossy().to_ascii_lowercase())
-        .unwrap_or_default()
+        .components()
+        .rev()
+        .take(2)
+        .filter_map(|c| match c {
+            std::path::Component::Normal(n) => Some(n.to_string_lossy().to_ascii_lowercase()),
+            _ => None,
+        })
+        .collect::<Vec<_>>()
+        .into_iter()
+        .rev()
+        .collect::<Vec<_>>()
+        .join("-")
         .chars()
         .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
         .collect();
@@ -118,11 +138,15 @@ mod tests {
     #[test]
     fn names_are_valid_references_stable_per_directory() {
         let d = tempfile::tempdir().unwrap();
-        let ctx = d.path().join("My Task_1");
-        std::fs::create_dir(&ctx).unwrap();
+        let ctx = d.path().join("My Task_1/environment");
+        std::fs::create_dir_all(&ctx).unwrap();
         std::fs::write(ctx.join("Dockerfile"), "FROM scratch\n").unwrap();
         let a = spec_for(&ctx, None).unwrap();
-        assert!(a.tag.starts_with("h9sandbox-build-my-task-1-"), "{}", a.tag);
+        assert!(
+            a.tag.starts_with("h9sandbox-build-my-task-1-environment-"),
+            "{}",
+            a.tag
+        );
         assert!(a.tag.ends_with(":latest"));
         assert_eq!(a.tag, spec_for(&ctx, None).unwrap().tag);
         assert_eq!(a.dockerfile, ctx.canonicalize().unwrap().join("Dockerfile"));

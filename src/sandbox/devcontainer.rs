@@ -609,9 +609,10 @@ fn source(
 /// `h9sandbox-devcontainer-<project folder's name>-<12 hex of the configuration's path>:latest`
 /// (the same for every `up` of that file, so the engine's build cache serves the next one).
 pub fn image_tag(project: &Path, config: &Path) -> String {
+    let folder = project.file_name().map_or(project, Path::new);
     super::build::image_name(
         "h9sandbox-devcontainer",
-        project,
+        folder,
         config.as_os_str().as_encoded_bytes(),
     )
 }

@@ -369,7 +369,7 @@ fn up_build_runs_the_image_of_a_directorys_dockerfile() {
     let err = stderr(&out);
     let build_line = err
         .lines()
-        .find(|l| l.contains(" build --force-rm --tag h9sandbox-build-task-env-"))
+        .find(|l| l.contains(" build --force-rm --tag h9sandbox-build-"))
         .unwrap_or_else(|| panic!("{err}"));
     assert!(build_line.contains("--network none"), "{build_line}");
     let out = env.run(&["exec", &id, "--", "cat /built"]);
@@ -411,7 +411,7 @@ fn up_build_runs_the_image_of_a_directorys_dockerfile() {
     );
     let last = err.lines().last().unwrap();
     assert!(
-        last.starts_with("h9sandbox: error: `docker build` of h9sandbox-build-task-env-"),
+        last.starts_with("h9sandbox: error: `docker build` of h9sandbox-build-"),
         "{err}"
     );
     assert_ok(&env.run(&["down", &id, &again, &other]));

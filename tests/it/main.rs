@@ -18,6 +18,7 @@ mod files;
 mod files_as_user;
 mod first_hour;
 mod generated;
+mod harbor;
 mod inspect;
 mod lifecycle;
 mod mcp;
