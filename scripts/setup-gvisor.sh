@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Makes gVisor's runsc usable as a Docker runtime named `runsc` (h9sandbox's `runtime = "runsc"`
-# tier, see README "Isolation tiers"). Idempotent; needs root on a Debian-like host:
+# tier, see docs/security.md, "gVisor"). Idempotent; needs root on a Debian-like host:
 #   1. installs Debian's `runsc` package when no runsc is on PATH (apt-get);
 #   2. registers it in /etc/docker/daemon.json under "runtimes" (merged with python3: every other
 #      setting of the file is kept as it is) with the runtimeArgs this host needs:

@@ -195,7 +195,8 @@ pub enum Kind {
     OneOf(&'static [&'static str]),
 }
 
-/// One configuration key: its name (file key; env `H9SANDBOX_<NAME>`), type and seed fallback.
+/// One configuration key: its name (file key; env `H9SANDBOX_<NAME>`), type, seed fallback and
+/// meaning.
 #[derive(Debug, Clone, Copy)]
 pub struct Key {
     /// Key in the TOML file and, upper-cased, in `H9SANDBOX_<KEY>`.
@@ -204,66 +205,168 @@ pub struct Key {
     pub kind: Kind,
     /// Environment variable of the seed documents honoured when `H9SANDBOX_<KEY>` is unset.
     pub seed_env: Option<&'static str>,
+    /// What it means, for people: Markdown on one line (links relative to `docs/reference/`),
+    /// naming the flag that sets it and what an unset value means. The configuration reference,
+    /// `docs/reference/configuration.md`, is generated from [`KEYS`] (`tests/it/generated.rs`).
+    pub doc: &'static str,
 }
 
-const fn key(name: &'static str, kind: Kind) -> Key {
+const fn key(name: &'static str, kind: Kind, doc: &'static str) -> Key {
     Key {
         name,
         kind,
         seed_env: None,
+        doc,
     }
 }
 
-/// Every configuration key.
+/// Every configuration key, in the order the reference lists them.
 pub const KEYS: &[Key] = &[
     Key {
         name: "image",
         kind: Kind::Str,
         seed_env: Some("SANDBOX_IMAGE"),
+        doc: "Image of new sandboxes (`up --image`); pulled once when missing.",
     },
     Key {
         name: "cpus",
         kind: Kind::Float,
         seed_env: Some("SANDBOX_CPUS"),
+        doc: "CPU limit in cores, at least 0.01; more than the host's CPUs is lowered to them with a warning (`up --cpus`).",
     },
     Key {
         name: "memory",
         kind: Kind::Str,
         seed_env: Some("SANDBOX_MEMORY"),
+        doc: "Memory limit, a size such as `512m` or `2g`, at least `6m`, Docker's minimum; a number without a unit counts bytes (`up --memory`).",
     },
-    key("pids_limit", Kind::Int),
-    key("tmp_size", Kind::Str),
-    key("network", Kind::OneOf(&["bridge", "none", "allowlist"])),
-    key("allow", Kind::HostList),
-    key("caps", Kind::OneOf(&["minimal", "standard"])),
-    key("start_timeout_secs", Kind::Secs),
-    key("exec_timeout_secs", Kind::Secs),
-    key("stop_timeout_secs", Kind::Secs),
-    key("pull_timeout_secs", Kind::Secs),
-    key("engine", Kind::OneOf(&["docker", "podman", "local"])),
-    key("engine_bin", Kind::Str),
-    key("fallback", Kind::OneOf(&["fail", "local"])),
-    key("runtime", Kind::Str),
-    key("ulimit_nofile", Kind::Int),
-    key("ulimit_nproc", Kind::Int),
-    key("user", Kind::Str),
-    key("reap_on_up", Kind::Bool),
-    key("state_dir", Kind::Path),
+    key(
+        "pids_limit",
+        Kind::Int,
+        "Maximum number of processes in the container (`up --pids-limit`).",
+    ),
+    key(
+        "tmp_size",
+        Kind::Str,
+        "Size of the `/tmp` tmpfs (mounted `nosuid,noexec,nodev`).",
+    ),
+    key(
+        "network",
+        Kind::OneOf(&["bridge", "none", "allowlist"]),
+        "`bridge` (outbound access), `none` (loopback only), or `allowlist` (HTTP and HTTPS to the hosts of `allow` only, see [Isolation tiers](../security.md#egress-allowlist-network--allowlist)) (`up --network`).",
+    ),
+    key(
+        "allow",
+        Kind::HostList,
+        "Hosts an allowlist sandbox may reach: names and `*.domain` (`up --allow`, repeatable; `H9SANDBOX_ALLOW` comma-separated); a project file may only narrow it.",
+    ),
+    key(
+        "caps",
+        Kind::OneOf(&["minimal", "standard"]),
+        "Capabilities root in the sandbox gets back after `--cap-drop all`: `minimal` or `standard`, see [Capabilities](../security.md#capabilities) (`up --caps`); a project file may only narrow it.",
+    ),
+    key(
+        "start_timeout_secs",
+        Kind::Secs,
+        "How long `up` waits for the container's `State.Running`.",
+    ),
+    key(
+        "exec_timeout_secs",
+        Kind::Secs,
+        "Default `exec --timeout`; 0 = none (recorded in the sandbox by `up`).",
+    ),
+    key(
+        "stop_timeout_secs",
+        Kind::Secs,
+        "`down`'s and `stop`'s grace period between SIGTERM and SIGKILL (`docker stop -t`; recorded by `up`).",
+    ),
+    key(
+        "pull_timeout_secs",
+        Kind::Secs,
+        "How long `up` waits for the pull of a missing image.",
+    ),
+    key(
+        "engine",
+        Kind::OneOf(&["docker", "podman", "local"]),
+        "Which engine runs new sandboxes: `docker`, `podman`, or `local` (no container, no isolation; see [Engines](../guide.md#engines-docker-podman-local)).",
+    ),
+    key(
+        "engine_bin",
+        Kind::Str,
+        "The engine's command-line client: a name on `PATH` or a path; unset: the engine's name (`docker`, `podman`).",
+    ),
+    key(
+        "fallback",
+        Kind::OneOf(&["fail", "local"]),
+        "When the engine cannot be reached, `up` fails (`fail`), or with `local` creates a local sandbox, warning loudly.",
+    ),
+    key(
+        "runtime",
+        Kind::Str,
+        "OCI runtime of new containers (`up --runtime`, e.g. `runc`; `runsc`: gVisor, see [Isolation tiers](../security.md#gvisor-runtime--runsc)); unset: the engine's default. Recorded; a sub-sandbox's is its parent's.",
+    ),
+    key(
+        "ulimit_nofile",
+        Kind::Int,
+        "Open-files rlimit of new containers (`--ulimit nofile=N:N`); 0 = automatic: Docker's default, with Podman the host's hard limit.",
+    ),
+    key(
+        "ulimit_nproc",
+        Kind::Int,
+        "Processes rlimit of new containers, per user ID across the host (`--ulimit nproc=N:N`); 0 = automatic, as `ulimit_nofile`.",
+    ),
+    key(
+        "user",
+        Kind::Str,
+        "Who the sandbox's commands run as: `owner` (the work dir's uid:gid), `root`, `host` (the invoking uid:gid) or `UID:GID`; also the owner of files `write` creates (`up --user`; see [Ownership](../guide.md#ownership)).",
+    ),
+    key(
+        "reap_on_up",
+        Kind::Bool,
+        "`up` also reaps abandoned sandboxes of its state directory (as `h9sandbox reap`), alongside its own start.",
+    ),
+    key(
+        "state_dir",
+        Kind::Path,
+        "Where `state.json`, `state.lock` and `trust.json` live; unset: `$XDG_STATE_HOME/h9sandbox` (`~/.local/state/h9sandbox`). Must be yours alone (see [State file](#state-file)).",
+    ),
     Key {
         name: "bootstrap_cmd",
         kind: Kind::Str,
         seed_env: Some("SANDBOX_BOOTSTRAP_CMD"),
+        doc: "Shell command `up` runs once the container runs (`up --bootstrap`; see [Bootstrap](../guide.md#bootstrap)); unset or blank: none.",
     },
     Key {
         name: "bootstrap_timeout_secs",
         kind: Kind::Secs,
         seed_env: Some("SANDBOX_BOOTSTRAP_TIMEOUT_SECS"),
+        doc: "Timeout of a bootstrap; 0 = none (`up --bootstrap-timeout`, `bootstrap --timeout`).",
     },
-    key("bootstrap_required", Kind::Bool),
-    key("mcp_max_output_bytes", Kind::Int),
-    key("exec_agent", Kind::Bool),
-    key("json_max_bytes", Kind::Int),
-    key("allowed_workdirs", Kind::PathList),
+    key(
+        "bootstrap_required",
+        Kind::Bool,
+        "A failing `up` bootstrap fails `up` and removes the sandbox (fail-closed; `up --bootstrap-required`) instead of only warning.",
+    ),
+    key(
+        "mcp_max_output_bytes",
+        Kind::Int,
+        "`h9sandbox mcp`: bytes of each stream `sandbox_exec` returns (the first and last halves), and the most bytes one `sandbox_read` returns; at least 256.",
+    ),
+    key(
+        "exec_agent",
+        Kind::Bool,
+        "`exec` and `bootstrap` go through the sandbox's in-container agent when its socket can be reached; `false`: always the engine's exec (see [The in-container agent](../security.md#the-in-container-agent)).",
+    ),
+    key(
+        "json_max_bytes",
+        Kind::Int,
+        "Most bytes of sandbox data one JSON answer holds in memory (16 MiB by default): of a file `read --format json` loads (a larger one is refused; plain `read` streams), and of each stream an MCP client's `sandbox_exec` `max_output_bytes` may ask for; at least 1.",
+    ),
+    key(
+        "allowed_workdirs",
+        Kind::PathList,
+        "Directories `up` may use as work dirs (each, and what lies in it) although a system tree, a dot-directory of your home, an XDG base directory or another user's home holds them (see [Work directories](../security.md#work-directories)); never the ones always refused. Absolute paths. An MCP client has no way to set it.",
+    ),
 ];
 
 /// Where a configuration value came from; shown in error messages.

@@ -1,7 +1,7 @@
 //! h9sandbox: hardened, throw-away container sandboxes for AI agents, shell scripts and CI jobs.
 //!
 //! The binary is a thin wrapper around [`run`]. The layers, top to bottom (each module imports
-//! only from the layers below it; see the README's Architecture section):
+//! only from the layers below it; see ARCHITECTURE.md):
 //! - front ends: [`cli`] (the command line: clap types, one module per subcommand, rendering,
 //!   the spinner) and [`mcp`] (the Model Context Protocol server), apart from each other;
 //! - the core: [`sandbox`] (create, exec, bootstrap, files, list, down, reap, renew over a
@@ -10,15 +10,21 @@
 //!   [`state`] (the locked state file), [`config`] (layered configuration), [`files`] (reading
 //!   and writing inside a work dir, safe against planted symlinks), [`lease`] (owner processes,
 //!   TTLs and the reaper's judgement);
-//! - the in-container side: [`agent`] (PID 1, the exec agent, the set-ID filter; also the
-//!   protocol's host end, which the core uses), importing nothing else of the crate;
+//! - [`channel`]: the host's end of the agent protocol (the ways the core reaches a sandbox's
+//!   agent), below the core;
+//! - the in-container side: [`agent`] (PID 1, the exec agent, the set-ID filter), importing
+//!   nothing of the crate but the contract;
+//! - [`contract`]: what both sides agree on (the agent protocol, the fixed paths in every
+//!   container), importing nothing of the crate;
 //! - leaves: [`types`] (plain shared types), [`error`] (typed errors and exit codes) and
 //!   [`report`] (the [`report::Reporter`] trait through which lower layers tell the front end
 //!   what happens).
 
 pub mod agent;
+pub mod channel;
 pub mod cli;
 pub mod config;
+pub mod contract;
 pub mod engine;
 pub mod error;
 pub mod files;

@@ -228,7 +228,7 @@ pub struct AgentRecord {
     /// engine's exec, wrapped by the in-container binary.
     pub socket: Option<[u64; 2]>,
     /// The protocol version the agent said it speaks (its `ready` file). The host connects only
-    /// to an agent of its own version ([`crate::agent::proto::VERSION`]); a sandbox made by an
+    /// to an agent of its own version ([`crate::contract::proto::VERSION`]); a sandbox made by an
     /// older h9sandbox (no version recorded, or another one) runs its commands through the
     /// engine's exec.
     #[serde(default, skip_serializing_if = "Option::is_none")]

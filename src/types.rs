@@ -333,6 +333,13 @@ pub fn show_duration(d: std::time::Duration) -> String {
     humantime::format_duration(std::time::Duration::from_secs(d.as_secs())).to_string()
 }
 
+/// A CPU limit in cores as people and `docker run --cpus` write it: at most two decimals, no
+/// useless fraction (`1`, `0.5`, `0.25`).
+pub fn format_cpus(cpus: f64) -> String {
+    let s = format!("{cpus:.2}");
+    s.trim_end_matches('0').trim_end_matches('.').to_string()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -12,16 +12,10 @@ use std::io::{Read, Write};
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
-/// Exit status: no such file or directory.
-pub const EXIT_NOT_FOUND: i32 = 10;
-/// Exit status: not a regular file (a directory, a FIFO, a device, …).
-pub const EXIT_NOT_REGULAR: i32 = 11;
-/// Exit status: permission denied, for the user the command runs as.
-pub const EXIT_DENIED: i32 = 12;
-/// Exit status: the file is larger than the caller's `--cap`.
-pub const EXIT_TOO_LARGE: i32 = 13;
-/// Exit status: any other failure.
-pub const EXIT_OTHER: i32 = 14;
+// Exit statuses: the contract's ([`crate::contract::EXIT_NOT_FOUND`] and its kin).
+pub use crate::contract::{
+    EXIT_DENIED, EXIT_NOT_FOUND, EXIT_NOT_REGULAR, EXIT_OTHER, EXIT_TOO_LARGE,
+};
 
 /// `h9sandbox agent file …`.
 #[derive(Debug, Clone, clap::Subcommand)]

@@ -1,17 +1,16 @@
 //! The in-container side of h9sandbox: the same binary, built static (see `.cargo/config.toml`),
 //! bind-mounted read-only into every sandbox container at [`BIN`], where it runs as PID 1
 //! ([`init`]) and wraps every command an engine's exec starts ([`wrap`]), in any image (glibc,
-//! musl, busybox, `FROM scratch`). Nothing here reads host state; it imports no other module of
-//! the crate, so the host side can depend on it and never the reverse.
+//! musl, busybox, `FROM scratch`). Nothing here reads host state; it imports nothing of the
+//! crate but [`crate::contract`] (the protocol and the fixed paths both sides agree on), so the
+//! host side can depend on it and never the reverse.
 //!
 //! Entry: `h9sandbox agent init …` and `h9sandbox agent exec …`, dispatched by [`main`] before the
 //! host command line is parsed (they are no user commands, and `init` refuses to run unless it is
 //! PID 1).
 
-pub mod client;
 pub mod files;
 pub mod init;
-pub mod proto;
 pub mod proxy;
 pub mod seccomp;
 pub mod server;
@@ -19,11 +18,8 @@ pub mod supervise;
 pub mod user;
 pub mod wrap;
 
-/// The directory of h9sandbox's mounts in every container (itself a read-only mount).
-pub const ROOT: &str = "/.h9sandbox";
-
-/// Where the static h9sandbox binary is bind-mounted (read-only) in every container.
-pub const BIN: &str = "/.h9sandbox/h9sandbox";
+// The protocol, the fixed paths and the entry argument: the contract's.
+pub use crate::contract::{proto, ARG, BIN, ROOT};
 
 /// Makes this process not dumpable (`prctl(PR_SET_DUMPABLE, 0)`, see `prctl(2)`): no process
 /// without `CAP_SYS_PTRACE` (which no sandbox has) may then `ptrace` it or read its memory,
@@ -35,9 +31,6 @@ pub fn not_dumpable() -> std::io::Result<()> {
     rustix::process::set_dumpable_behavior(rustix::process::DumpableBehavior::NotDumpable)
         .map_err(std::io::Error::from)
 }
-
-/// The first argument that selects the in-container entry points.
-pub const ARG: &str = "agent";
 
 /// `h9sandbox agent …`.
 #[derive(Debug, clap::Parser)]

@@ -28,13 +28,10 @@ use hyper::{Method, Request, Response, StatusCode};
 use hyper_util::rt::TokioIo;
 use serde::Serialize;
 
-/// The port on the sandbox's loopback where its PID 1 relays to the proxy (`HTTP_PROXY`).
-pub const PORT: u16 = 3128;
-/// Where the proxy's socket directory is mounted: read-write in the sidecar, read-only in the
-/// sandbox.
-pub const DIR: &str = "/.h9sandbox/proxy";
-/// The proxy's socket as the sandbox sees it (its directory is mounted there read-only).
-pub const RELAY_SOCKET: &str = "/.h9sandbox/proxy/proxy.sock";
+// The port, the socket directory and the socket, as the contract fixes them.
+pub use crate::contract::{
+    PROXY_DIR as DIR, PROXY_PORT as PORT, PROXY_RELAY_SOCKET as RELAY_SOCKET,
+};
 /// Bytes the decision log may grow to; later decisions are not written (the last line says so).
 pub const LOG_MAX: u64 = 16 << 20;
 

@@ -34,16 +34,7 @@ use super::proto::{self, Codec, Detached, Exit, LogsRequest, Reply, Request, Sta
 use super::supervise::{Control, Event, Spec, CONTROL_FD, MARKER_VAR};
 use super::user;
 
-/// Where the host's per-sandbox run directory is mounted (read-write) in the container.
-pub const RUN_DIR: &str = "/.h9sandbox/run";
-/// The agent's socket, in the run directory.
-pub const SOCKET_FILE: &str = "agent.sock";
-/// The token file the host writes before the container starts; read and deleted by the agent.
-pub const TOKEN_FILE: &str = "token";
-/// Written by the agent once its socket listens: `h9sandbox-agent <protocol version>`.
-pub const READY_FILE: &str = "ready";
-/// Where detached commands' output is kept (in the scratch volume), root-owned, mode 0700.
-pub const LOG_DIR: &str = "/var/tmp/.h9sandbox-logs";
+pub use crate::contract::{LOG_DIR, READY_FILE, RUN_DIR, SOCKET_FILE, TOKEN_FILE};
 /// Each detached stream's log file is rotated past this size (one older file is kept), so a
 /// chatty background process cannot fill the disk.
 pub const LOG_CAP: u64 = 8 << 20;

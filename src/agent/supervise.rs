@@ -548,10 +548,10 @@ pub fn environ_has(pid: i32, needle: &[u8]) -> bool {
         .is_ok_and(|env| env.split(|b| *b == 0).any(|v| v == needle))
 }
 
-/// The variable every process of an exec carries, its value unique to that exec, by which its
-/// tree is found when nothing else answers for it (the engine's exec; a supervisor that was
-/// killed). The host side calls it `engine::EXEC_MARKER_VAR`.
-pub const MARKER_VAR: &str = "H9SANDBOX_EXEC_ID";
+// The variable every process of an exec carries, its value unique to that exec, by which its
+// tree is found when nothing else answers for it (the engine's exec; a supervisor that was
+// killed): the contract's.
+pub use crate::contract::MARKER_VAR;
 
 /// Options of `h9sandbox agent kill-marked`, the engine path's in-container kill helper.
 #[derive(Debug, Clone, clap::Args)]

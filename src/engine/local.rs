@@ -17,7 +17,6 @@
 use std::collections::BTreeSet;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -27,9 +26,10 @@ use tokio::process::Command;
 
 use super::shell::{shell_line, shell_quote};
 use super::{
-    BuildSpec, CommandLine, ContainerSpec, ContainerStatus, ContainerSummary, ContainerVerb,
-    Environment, ExecFailure, ExecSpec, ImageConfig, VolumeSummary, EXEC_MARKER_VAR,
-    LOCAL_SANDBOX_VAR, LOCAL_STATE_DIR_VAR,
+    spawn_exec, BuildSpec, Capabilities, CommandLine, CommandOwnsAll, ContainerSpec,
+    ContainerStatus, ContainerSummary, ContainerVerb, EngineExec, Environment, ExecSpec, ExecStdio,
+    ImageConfig, SidecarSpec, SidecarSummary, VolumeSummary, EXEC_MARKER_VAR, LOCAL_SANDBOX_VAR,
+    LOCAL_STATE_DIR_VAR,
 };
 use crate::error::Error;
 use crate::report::{Reporter, Silent};
@@ -98,6 +98,30 @@ impl Environment for Local {
         EngineKind::Local
     }
 
+    /// The host's own directories, nothing beside.
+    fn capabilities(&self) -> Capabilities {
+        Capabilities {
+            host_mounts: true,
+            sidecars: false,
+        }
+    }
+
+    async fn run_sidecar(&self, spec: &SidecarSpec) -> Result<String> {
+        Err(Error::Invalid(format!(
+            "the local engine runs no containers, so no sidecar ({}) either",
+            spec.name
+        ))
+        .into())
+    }
+
+    async fn list_sidecars(&self, _of: &str, _state_dir: &str) -> Result<Vec<SidecarSummary>> {
+        Ok(Vec::new())
+    }
+
+    async fn logs_tail(&self, _container: &str, _lines: usize) -> Result<String> {
+        Ok(String::new())
+    }
+
     /// Checks the work directory; starts nothing. Returns the sandbox name.
     async fn create(&self, spec: &ContainerSpec) -> Result<String> {
         if !spec.workdir.is_dir() {
@@ -153,7 +177,12 @@ impl Environment for Local {
     /// `spec.cwd`, with our environment plus `spec.env` and the marker variables, in a process
     /// group of its own. An interactive command whose standard input is a terminal stays in our
     /// group, since a background group reading the terminal would be stopped (`SIGTTIN`).
-    fn exec_command(&self, container: &str, spec: &ExecSpec) -> Command {
+    fn exec(
+        &self,
+        container: &str,
+        spec: &ExecSpec,
+        stdio: ExecStdio,
+    ) -> Result<EngineExec, Error> {
         use std::io::IsTerminal;
         let args = local_exec_args(spec);
         if self.reporter.verbose() {
@@ -168,7 +197,6 @@ impl Environment for Local {
         cmd.args(&args[1..])
             .current_dir(&spec.cwd)
             .env(EXEC_MARKER_VAR, &spec.marker)
-            .stdin(Stdio::null())
             .kill_on_drop(true);
         for (k, v) in self.sandbox_marks(container) {
             cmd.env(k, v);
@@ -179,7 +207,7 @@ impl Environment for Local {
         if !(spec.interactive && std::io::stdin().is_terminal()) {
             cmd.process_group(0);
         }
-        cmd
+        spawn_exec(&mut cmd, stdio, Arc::new(CommandOwnsAll), &args[0])
     }
 
     /// Kills every process carrying the exec's marker, and their process groups.
@@ -237,11 +265,6 @@ impl Environment for Local {
     /// Local sandboxes have no volumes.
     async fn remove_volume(&self, _name: &str) -> Result<()> {
         Ok(())
-    }
-
-    /// Whatever the command prints is its own.
-    fn exec_failure(&self, _container: &str, _head: &[u8], _status: i32) -> Option<ExecFailure> {
-        None
     }
 }
 
@@ -431,11 +454,7 @@ mod tests {
             wrapper_enters: false,
             backstop: None,
         };
-        let mut child = local
-            .exec_command("sb", &spec)
-            .stdout(Stdio::piped())
-            .spawn()
-            .unwrap();
+        let mut child = local.exec("sb", &spec, ExecStdio::PIPED).unwrap();
         let mut out = child.stdout.take().unwrap();
         let mut buf = [0u8; 8];
         use tokio::io::AsyncReadExt;
@@ -453,8 +472,8 @@ mod tests {
         let sandbox = local.sandbox_marks("sb");
         assert_eq!(marked_processes(&sandbox).len(), 3);
         local.kill_exec("sb", &spec).await.unwrap();
-        let status = child.wait().await.unwrap();
-        assert!(!status.success());
+        let end = child.wait().await.unwrap();
+        assert_ne!(end.code, 0);
         assert!(marked_processes(&marks).is_empty());
     }
 }

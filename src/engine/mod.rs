@@ -45,7 +45,7 @@ pub const LABEL_PARENT: &str = "h9sandbox.parent";
 pub const SCRATCH_DIR: &str = "/var/tmp";
 /// Environment variable set on every `exec`'d process; its value identifies the exec so that
 /// its whole process tree (children inherit the environment) can be found and killed.
-pub const EXEC_MARKER_VAR: &str = crate::agent::supervise::MARKER_VAR;
+pub const EXEC_MARKER_VAR: &str = crate::contract::MARKER_VAR;
 
 /// Environment variable set on every process of a local sandbox: the sandbox's name.
 /// With [`LOCAL_STATE_DIR_VAR`] it tells which processes `down` must end.
@@ -61,8 +61,11 @@ pub const ENGINE_OUTPUT_MAX: usize = 16 << 20;
 /// What [`bounded_output`] captured.
 #[derive(Debug)]
 pub struct BoundedOutput {
-    /// Exit status (`None` when the process was killed for printing too much).
+    /// Exit status (`None` when the process was killed for printing too much, or when it came
+    /// from an engine exec, which gives [`BoundedOutput::code`] instead).
     pub status: Option<std::process::ExitStatus>,
+    /// The exit code of an engine exec ([`EngineExec::output`]); `None` otherwise.
+    pub code: Option<i32>,
     /// stdout, at most the cap.
     pub stdout: Vec<u8>,
     /// stderr, at most the cap.
@@ -81,12 +84,41 @@ pub async fn bounded_output(
     max: usize,
 ) -> std::io::Result<BoundedOutput> {
     use std::process::Stdio;
-    use tokio::io::{AsyncRead, AsyncReadExt};
     let mut child = cmd
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .kill_on_drop(true)
         .spawn()?;
+    let (stdout, stderr, overflow) =
+        read_bounded(child.stdout.take(), child.stderr.take(), max).await?;
+    let status = if overflow.is_some() {
+        let _ = child.start_kill();
+        let _ = child.wait().await;
+        None
+    } else {
+        Some(child.wait().await?)
+    };
+    Ok(BoundedOutput {
+        status,
+        code: None,
+        stdout,
+        stderr,
+        overflow,
+    })
+}
+
+/// Reads `out` and `err` at once to their ends, each at most `max` bytes; the first stream past
+/// the cap ends the reading (its name is returned).
+async fn read_bounded<O, E>(
+    out: Option<O>,
+    err: Option<E>,
+    max: usize,
+) -> std::io::Result<(Vec<u8>, Vec<u8>, Option<&'static str>)>
+where
+    O: tokio::io::AsyncRead + Unpin,
+    E: tokio::io::AsyncRead + Unpin,
+{
+    use tokio::io::{AsyncRead, AsyncReadExt};
     async fn read<R: AsyncRead + Unpin>(
         r: Option<R>,
         max: usize,
@@ -103,8 +135,8 @@ pub async fn bounded_output(
             Ok(v)
         })
     }
-    let out = read(child.stdout.take(), max, "stdout");
-    let err = read(child.stderr.take(), max, "stderr");
+    let out = read(out, max, "stdout");
+    let err = read(err, max, "stderr");
     tokio::pin!(out, err);
     // Both at once; the first stream past the cap ends the wait.
     let (mut o, mut e) = (None, None);
@@ -123,19 +155,183 @@ pub async fn bounded_output(
             break None;
         }
     };
-    let status = if overflow.is_some() {
-        let _ = child.start_kill();
-        let _ = child.wait().await;
-        None
-    } else {
-        Some(child.wait().await?)
+    Ok((o.unwrap_or_default(), e.unwrap_or_default(), overflow))
+}
+
+/// How [`Environment::exec`] wires the standard streams of the engine's own exec: stdin from
+/// nothing, from ours, or a pipe the caller writes ([`EngineExec::stdin`]); stdout straight to
+/// ours or a pipe ([`EngineExec::stdout`]); stderr is always a pipe ([`EngineExec::stderr`]), so
+/// the engine's own failure can be told from the command's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ExecStdio {
+    /// Where the command's standard input comes from.
+    pub stdin: StdinFrom,
+    /// Whether its standard output goes straight to ours (`false`: a pipe).
+    pub stdout_inherit: bool,
+}
+
+impl ExecStdio {
+    /// Nothing in, everything piped: for commands whose output the caller reads.
+    pub const PIPED: ExecStdio = ExecStdio {
+        stdin: StdinFrom::Null,
+        stdout_inherit: false,
     };
-    Ok(BoundedOutput {
-        status,
-        stdout: o.unwrap_or_default(),
-        stderr: e.unwrap_or_default(),
-        overflow,
+}
+
+/// Where an engine exec's standard input comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StdinFrom {
+    /// `/dev/null`.
+    Null,
+    /// Our own standard input.
+    Inherit,
+    /// A pipe the caller writes to ([`EngineExec::stdin`]).
+    Piped,
+}
+
+/// A byte stream read from an engine exec.
+pub type ExecReader = Box<dyn tokio::io::AsyncRead + Send + Unpin>;
+/// A byte stream written to an engine exec.
+pub type ExecWriter = Box<dyn tokio::io::AsyncWrite + Send + Unpin>;
+
+/// A command started by an engine's own exec ([`Environment::exec`]: `docker exec`, a process
+/// of the local engine): its piped streams, its end, and what the engine makes of its failures.
+/// The core never sees how the engine runs it (a client process today, an API stream later):
+/// what it reads is bytes, what it learns of the engine's failures is [`ExecFailure`].
+pub struct EngineExec {
+    /// The command's standard input, when piped ([`StdinFrom::Piped`]).
+    pub stdin: Option<ExecWriter>,
+    /// Its standard output, unless it goes straight to ours.
+    pub stdout: Option<ExecReader>,
+    /// Its standard error.
+    pub stderr: Option<ExecReader>,
+    child: tokio::process::Child,
+    judge: Arc<dyn ExecJudge>,
+}
+
+/// What an engine makes of its own exec's failures: the first bytes of stderr and the exit
+/// status are the engine's message (the container is gone, the daemon unreachable) or the
+/// command's own.
+pub trait ExecJudge: Send + Sync {
+    /// The engine's failure that `head` (the first bytes of stderr) and `status` show; `None`
+    /// when they are the command's own.
+    fn failure(&self, head: &[u8], status: i32) -> Option<ExecFailure>;
+
+    /// Whether a first chunk of stderr may be the engine's own message, to be held back from
+    /// the caller's terminal until [`ExecJudge::failure`] can tell (see the core's stderr pump).
+    fn may_be_engine_message(&self, chunk: &[u8]) -> bool;
+}
+
+/// The judge of an engine whose exec's output is all the command's own (the local engine).
+#[derive(Debug, Clone, Copy)]
+pub struct CommandOwnsAll;
+
+impl ExecJudge for CommandOwnsAll {
+    fn failure(&self, _head: &[u8], _status: i32) -> Option<ExecFailure> {
+        None
+    }
+
+    fn may_be_engine_message(&self, _chunk: &[u8]) -> bool {
+        false
+    }
+}
+
+/// How an engine exec ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ExecEnd {
+    /// Its exit status; 128+N when signal N killed the engine's client (or the command).
+    pub code: i32,
+    /// Whether a signal killed the engine's client itself (SIGPIPE, say): the command may run
+    /// on unattended.
+    pub signalled: bool,
+}
+
+impl EngineExec {
+    /// The exec that `child` (spawned with the streams `stdio` asks for) runs, judged by `judge`.
+    pub fn from_child(mut child: tokio::process::Child, judge: Arc<dyn ExecJudge>) -> EngineExec {
+        EngineExec {
+            stdin: child.stdin.take().map(|s| Box::new(s) as ExecWriter),
+            stdout: child.stdout.take().map(|s| Box::new(s) as ExecReader),
+            stderr: child.stderr.take().map(|s| Box::new(s) as ExecReader),
+            child,
+            judge,
+        }
+    }
+
+    /// Waits for its end. Errors: waiting failed.
+    pub async fn wait(&mut self) -> std::io::Result<ExecEnd> {
+        use std::os::unix::process::ExitStatusExt;
+        let status = self.child.wait().await?;
+        Ok(ExecEnd {
+            code: status
+                .code()
+                .or_else(|| status.signal().map(|s| 128 + s))
+                .unwrap_or(125),
+            signalled: status.signal().is_some(),
+        })
+    }
+
+    /// Starts killing what runs the exec (the engine's client); the command's own tree is
+    /// [`Environment::kill_exec`]'s.
+    pub fn start_kill(&mut self) {
+        let _ = self.child.start_kill();
+    }
+
+    /// The engine's judge of this exec's failures.
+    pub fn judge(&self) -> Arc<dyn ExecJudge> {
+        Arc::clone(&self.judge)
+    }
+
+    /// Runs it to its end, capturing stdout and stderr, each at most `max` bytes (see
+    /// [`bounded_output`]). Errors: reading or waiting failed.
+    pub async fn output(mut self, max: usize) -> std::io::Result<BoundedOutput> {
+        let (out, err) = (self.stdout.take(), self.stderr.take());
+        let (stdout, stderr, overflow) = read_bounded(out, err, max).await?;
+        let code = if overflow.is_some() {
+            self.start_kill();
+            let _ = self.child.wait().await;
+            None
+        } else {
+            Some(self.wait().await?.code)
+        };
+        Ok(BoundedOutput {
+            status: None,
+            code,
+            stdout,
+            stderr,
+            overflow,
+        })
+    }
+}
+
+/// Spawns `cmd` (an engine client's exec) with the streams `stdio` asks for (stderr piped,
+/// killed when dropped), judged by `judge`. Errors: the client `bin` cannot be started.
+pub fn spawn_exec(
+    cmd: &mut tokio::process::Command,
+    stdio: ExecStdio,
+    judge: Arc<dyn ExecJudge>,
+    bin: &str,
+) -> Result<EngineExec, crate::error::Error> {
+    use std::process::Stdio;
+    cmd.stdin(match stdio.stdin {
+        StdinFrom::Null => Stdio::null(),
+        StdinFrom::Inherit => Stdio::inherit(),
+        StdinFrom::Piped => Stdio::piped(),
     })
+    .stdout(if stdio.stdout_inherit {
+        Stdio::inherit()
+    } else {
+        Stdio::piped()
+    })
+    .stderr(Stdio::piped())
+    .kill_on_drop(true);
+    let child = cmd
+        .spawn()
+        .map_err(|e| crate::error::Error::EngineUnavailable {
+            bin: bin.to_string(),
+            reason: format!("cannot run the engine client: {e}; check engine_bin"),
+        })?;
+    Ok(EngineExec::from_child(child, judge))
 }
 
 /// Everything needed to create a sandbox's container.
@@ -166,7 +362,7 @@ pub struct ContainerSpec {
     /// ([`docker::gvisor_host_pids`]).
     pub runtime: Option<String>,
     /// With `network = "allowlist"`: the host directory holding the proxy sidecar's socket,
-    /// mounted read-only at [`crate::agent::proxy::DIR`]; the container's PID 1 relays
+    /// mounted read-only at [`crate::contract::PROXY_DIR`]; the container's PID 1 relays
     /// `127.0.0.1:3128` to it and every process gets `HTTP_PROXY` and its kin
     /// ([`docker::proxy_env`]).
     pub proxy: Option<std::path::PathBuf>,
@@ -199,6 +395,88 @@ pub struct BuildSpec {
     pub no_network: bool,
     /// Labels of the image (`--label K=V`).
     pub labels: BTreeMap<String, String>,
+}
+
+/// Whether the OCI runtime `runtime` is gVisor: named `runsc`, or `runsc-` something (as
+/// `runsc-kvm`), the names gVisor's documentation registers it under.
+pub fn is_gvisor(runtime: Option<&str>) -> bool {
+    runtime.is_some_and(|r| r == "runsc" || r.starts_with("runsc-"))
+}
+
+/// Label naming the sandbox an allowlist proxy sidecar serves (`h9sandbox.proxy_of=<ID>`); a
+/// sidecar carries it (and [`LABEL_STATE_DIR`]), never [`LABEL_MANAGED`], so it is never taken
+/// for a sandbox's container.
+pub const LABEL_PROXY_OF: &str = "h9sandbox.proxy_of";
+
+/// What an engine offers beyond running containers, which decides how the core sets a sandbox
+/// up: whether the work dir, the agent's binary and its run directory can be bind-mounted from
+/// this machine, and whether helper containers can run beside a sandbox.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Capabilities {
+    /// The engine's containers can bind-mount this machine's directories (a daemon on this
+    /// machine): the work dir, the agent's binary and run directory are mounted. Without it,
+    /// nothing of this machine's file system reaches a container.
+    pub host_mounts: bool,
+    /// It runs sidecar containers ([`SidecarSpec`]) beside a sandbox (the allowlist's proxy).
+    pub sidecars: bool,
+}
+
+/// Where a sidecar's mount comes from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum MountSource {
+    /// A directory or file of this machine (needs [`Capabilities::host_mounts`]).
+    Host(PathBuf),
+}
+
+/// One mount of a sidecar.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SidecarMount {
+    /// What is mounted.
+    pub source: MountSource,
+    /// Where, in the sidecar.
+    pub target: String,
+    /// Read-only.
+    pub readonly: bool,
+}
+
+/// A helper container beside a sandbox (the allowlist's egress proxy), hardened like a
+/// sandbox and more (read-only root file system, every capability dropped, no-new-privileges),
+/// detached, never pulling its image, labelled so that it is found and removed with its sandbox.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SidecarSpec {
+    /// Container name.
+    pub name: String,
+    /// Its labels (never [`LABEL_MANAGED`]).
+    pub labels: BTreeMap<String, String>,
+    /// The engine's network it joins (`bridge`).
+    pub network: String,
+    /// Who it runs as.
+    pub user: crate::types::Ids,
+    /// Memory limit, Docker notation (`64m`).
+    pub memory: String,
+    /// Process limit.
+    pub pids_limit: u32,
+    /// CPU limit in cores.
+    pub cpus: f64,
+    /// Its mounts, in order.
+    pub mounts: Vec<SidecarMount>,
+    /// The program it runs (in place of the image's entrypoint).
+    pub entrypoint: String,
+    /// The image it runs from.
+    pub image: String,
+    /// The program's arguments.
+    pub args: Vec<String>,
+}
+
+/// One sidecar as listed by the engine ([`Environment::list_sidecars`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SidecarSummary {
+    /// Its container ID.
+    pub id: String,
+    /// The value of the label naming its sandbox.
+    pub of: String,
+    /// Its state directory label.
+    pub state_dir: String,
 }
 
 /// The name of sandbox `id`'s scratch volume.
@@ -253,9 +531,9 @@ pub struct VolumeSummary {
 }
 
 /// What a container needs for h9sandbox's in-container agent: the static binary, bind-mounted
-/// read-only at [`crate::agent::BIN`] and run as the container's PID 1 (in place of the image's
+/// read-only at [`crate::contract::BIN`] and run as the container's PID 1 (in place of the image's
 /// entrypoint and command), and the sandbox's run directory, bind-mounted at
-/// [`crate::agent::server::RUN_DIR`] (the agent's socket, the token handed over at start).
+/// [`crate::contract::RUN_DIR`] (the agent's socket, the token handed over at start).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AgentMount {
     /// The directory mounted read-only at `/.h9sandbox` (holding only the empty mount points of
@@ -302,7 +580,7 @@ pub struct ExecSpec {
     pub backstop: Option<Duration>,
 }
 
-pub use crate::agent::proto::{CommandLine, RunAs};
+pub use crate::contract::proto::{CommandLine, RunAs};
 
 /// A container's state as the engine reports it (`docker inspect` `.State`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -353,8 +631,10 @@ impl AppliedLimits {
         if self.nano_cpus.abs_diff(nano) > 5_000_000 {
             missing.push(format!(
                 "cpus {} (engine reports {})",
-                docker::format_cpus(want.cpus),
-                shown(self.nano_cpus, |n| docker::format_cpus(n as f64 / 1e9))
+                crate::types::format_cpus(want.cpus),
+                shown(self.nano_cpus, |n| crate::types::format_cpus(
+                    n as f64 / 1e9
+                ))
             ));
         }
         if self.pids_limit != u64::from(want.pids_limit) {
@@ -407,6 +687,21 @@ pub trait Environment {
     /// [`EngineKind::isolation`] tells whether there is a container at all.
     fn kind(&self) -> EngineKind;
 
+    /// What it offers beyond running containers ([`Capabilities`]).
+    fn capabilities(&self) -> Capabilities;
+
+    /// Creates and starts the sidecar `spec`; returns its container ID. Errors: the engine's,
+    /// or one that runs no sidecars ([`Capabilities::sidecars`]).
+    async fn run_sidecar(&self, spec: &SidecarSpec) -> Result<String>;
+
+    /// Lists this engine's sidecars carrying the label `of_label` and the state directory label
+    /// `state_dir`, in one call; the engine's filtering is checked, not trusted.
+    async fn list_sidecars(&self, of_label: &str, state_dir: &str) -> Result<Vec<SidecarSummary>>;
+
+    /// The last `lines` lines a container wrote to its log (`docker logs --tail`), for a
+    /// message. Errors: the engine's.
+    async fn logs_tail(&self, container: &str, lines: usize) -> Result<String>;
+
     /// Creates and starts a container, without pulling (an absent image is
     /// [`crate::error::Error::ImageUnavailable`]). Returns the container ID ([`Local`]: the
     /// sandbox name, since there is no container).
@@ -431,8 +726,16 @@ pub trait Environment {
     /// Lists all containers (running or not) carrying every `key=value` label, in one call.
     async fn list(&self, labels: &[(&str, &str)]) -> Result<Vec<ContainerSummary>>;
 
-    /// The command that runs `spec` in `container`; the caller wires its standard streams.
-    fn exec_command(&self, container: &str, spec: &ExecSpec) -> tokio::process::Command;
+    /// Starts `spec` in `container` through the engine's own exec (`docker exec`), its
+    /// standard streams wired as `stdio` says. The core uses it where no agent can be reached,
+    /// and for the stream a relay to the agent runs over. Errors: the engine's client cannot be
+    /// started ([`crate::error::Error::EngineUnavailable`]).
+    fn exec(
+        &self,
+        container: &str,
+        spec: &ExecSpec,
+        stdio: ExecStdio,
+    ) -> Result<EngineExec, crate::error::Error>;
 
     /// Kills every process of the exec `spec` (marked with its `marker`: the whole tree,
     /// daemonized ones included).
@@ -474,12 +777,6 @@ pub trait Environment {
 
     /// Removes the volume `name`; a missing one is success.
     async fn remove_volume(&self, name: &str) -> Result<()>;
-
-    /// Turns the first bytes an exec wrote to stderr, with its exit status, into h9sandbox's own
-    /// error when they show that the engine (not the command) failed: the container is gone or
-    /// stopped, the daemon is unreachable, or the image has no shell. `None` otherwise.
-    fn exec_failure(&self, container: &str, stderr_head: &[u8], status: i32)
-        -> Option<ExecFailure>;
 }
 
 /// The engine a command works with: the configured one, or the one a record was created with.
@@ -544,6 +841,22 @@ impl Environment for AnyEngine {
         delegate!(self, e => e.kind())
     }
 
+    fn capabilities(&self) -> Capabilities {
+        delegate!(self, e => e.capabilities())
+    }
+
+    async fn run_sidecar(&self, spec: &SidecarSpec) -> Result<String> {
+        delegate!(self, e => e.run_sidecar(spec).await)
+    }
+
+    async fn list_sidecars(&self, of_label: &str, state_dir: &str) -> Result<Vec<SidecarSummary>> {
+        delegate!(self, e => e.list_sidecars(of_label, state_dir).await)
+    }
+
+    async fn logs_tail(&self, container: &str, lines: usize) -> Result<String> {
+        delegate!(self, e => e.logs_tail(container, lines).await)
+    }
+
     async fn create(&self, spec: &ContainerSpec) -> Result<String> {
         delegate!(self, e => e.create(spec).await)
     }
@@ -572,16 +885,17 @@ impl Environment for AnyEngine {
         delegate!(self, e => e.list(labels).await)
     }
 
-    fn exec_command(&self, container: &str, spec: &ExecSpec) -> tokio::process::Command {
-        delegate!(self, e => e.exec_command(container, spec))
+    fn exec(
+        &self,
+        container: &str,
+        spec: &ExecSpec,
+        stdio: ExecStdio,
+    ) -> Result<EngineExec, crate::error::Error> {
+        delegate!(self, e => e.exec(container, spec, stdio))
     }
 
     async fn kill_exec(&self, container: &str, spec: &ExecSpec) -> Result<()> {
         delegate!(self, e => e.kill_exec(container, spec).await)
-    }
-
-    fn exec_failure(&self, container: &str, head: &[u8], status: i32) -> Option<ExecFailure> {
-        delegate!(self, e => e.exec_failure(container, head, status))
     }
 
     async fn lifecycle(&self, verb: ContainerVerb, container: &str) -> Result<()> {

@@ -3,10 +3,10 @@
 //! `exec` makes.
 //!
 //! Layout in the state directory (owner-only, like the state file):
-//! - `run/<id>/`: bind-mounted into the container at [`crate::agent::server::RUN_DIR`]; the
+//! - `run/<id>/`: bind-mounted into the container at [`crate::contract::RUN_DIR`]; the
 //!   agent's socket and `ready` file appear there. Code in the sandbox can write this directory,
 //!   so the host reads nothing from it but `ready` (bounded, without following a symlink) and
-//!   connects to the socket only through [`crate::agent::client::connect`].
+//!   connects to the socket only through [`crate::channel::socket::connect`].
 //! - `tokens/<id>`: the sandbox's token (random, 64 hex digits), which the agent demands before
 //!   it serves a connection. The agent gets a copy through `run/<id>/token`, written before the
 //!   container starts and deleted by the agent before any other process exists in it.
@@ -20,8 +20,8 @@ use anyhow::{Context, Result};
 use uuid::Uuid;
 
 use super::Ctx;
-use crate::agent::client::{self, ConnectError, Connection};
-use crate::agent::server::{READY_FILE, SOCKET_FILE, TOKEN_FILE};
+use crate::channel::{socket as client, ConnectError, Connection};
+use crate::contract::{READY_FILE, SOCKET_FILE, TOKEN_FILE};
 use crate::error::Error;
 use crate::state::{AgentRecord, Record};
 
@@ -34,9 +34,9 @@ pub fn run_dir(ctx: &Ctx, id: Uuid) -> PathBuf {
     ctx.store.dir().join("run").join(id.to_string())
 }
 
-/// Sandbox `id`'s mount root: the directory mounted read-only at [`crate::agent::ROOT`], holding
+/// Sandbox `id`'s mount root: the directory mounted read-only at [`crate::contract::ROOT`], holding
 /// the empty mount points `h9sandbox`, `run` and `proxy` (an allowlist sandbox's socket
-/// directory, [`crate::agent::proxy::DIR`]) ([`crate::engine::AgentMount::root`]).
+/// directory, [`crate::contract::PROXY_DIR`]) ([`crate::engine::AgentMount::root`]).
 pub fn mount_root(ctx: &Ctx, id: Uuid) -> PathBuf {
     ctx.store.dir().join("mounts").join(id.to_string())
 }
@@ -265,11 +265,11 @@ fn read_ready(path: &Path) -> Option<String> {
 }
 
 /// Whether sandbox `rec`'s in-container side speaks this h9sandbox's agent protocol
-/// ([`crate::agent::proto::VERSION`], recorded by `up`): its agent, its exec wrapper and its file
+/// ([`crate::contract::proto::VERSION`], recorded by `up`): its agent, its exec wrapper and its file
 /// helper take what this h9sandbox sends. A sandbox made by an older h9sandbox runs its commands
 /// through the engine's exec, with the flags its wrapper knows, and has no file helper.
 pub fn speaks_current(rec: &Record) -> bool {
-    rec.agent.and_then(|a| a.version) == Some(crate::agent::proto::VERSION)
+    rec.agent.and_then(|a| a.version) == Some(crate::contract::proto::VERSION)
 }
 
 /// A connection to the agent of sandbox `rec`, when it has one the host can reach: `Ok(None)`

@@ -1,6 +1,6 @@
 //! Commands that run in the background of a sandbox (`exec --detach`, `ps`, `logs`, `kill`),
 //! kept by its in-container agent: each has a handle, its own process tree (killed as a whole),
-//! and bounded log files in the scratch volume ([`crate::agent::server::LOG_DIR`]).
+//! and bounded log files in the scratch volume ([`crate::contract::LOG_DIR`]).
 //!
 //! They need the agent's socket: a sandbox whose commands go through the engine's exec (gVisor,
 //! a daemon in a VM, a sandbox made before the agent existed) cannot detach them.
@@ -9,8 +9,8 @@ use futures_util::{SinkExt, StreamExt};
 
 use super::exec::{ensure_running, resolve_cwd, ExecRequest};
 use super::Ctx;
-use crate::agent::client::Connection;
-use crate::agent::proto::{Detached, LogsRequest, Reply, Request, RunAs, Start};
+use crate::channel::Connection;
+use crate::contract::proto::{Detached, LogsRequest, Reply, Request, RunAs, Start};
 use crate::error::Error;
 use crate::report::{Forward, Stream};
 use crate::state::Record;

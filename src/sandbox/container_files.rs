@@ -12,7 +12,6 @@
 
 use std::io::Read;
 use std::path::{Component, Path, PathBuf};
-use std::process::Stdio;
 
 use anyhow::{anyhow, Result};
 use futures_util::{SinkExt, StreamExt};
@@ -22,9 +21,9 @@ use uuid::Uuid;
 
 use super::exec::ensure_running;
 use super::Ctx;
-use crate::agent::files::{EXIT_DENIED, EXIT_NOT_FOUND, EXIT_NOT_REGULAR, EXIT_TOO_LARGE};
-use crate::agent::proto::{Reply, Request, RunAs, Start};
-use crate::engine::{CommandLine, Environment, ExecSpec};
+use crate::contract::proto::{Reply, Request, RunAs, Start};
+use crate::contract::{EXIT_DENIED, EXIT_NOT_FOUND, EXIT_NOT_REGULAR, EXIT_TOO_LARGE};
+use crate::engine::{CommandLine, Environment, ExecSpec, ExecStdio, StdinFrom};
 use crate::error::Error;
 use crate::files::WriteOptions;
 use crate::state::Record;
@@ -135,8 +134,8 @@ impl Ended {
 /// The helper's command line: `h9sandbox agent file ARGS…` from the read-only mount.
 fn helper(args: Vec<String>) -> Vec<String> {
     let mut argv = vec![
-        crate::agent::BIN.to_string(),
-        crate::agent::ARG.to_string(),
+        crate::contract::BIN.to_string(),
+        crate::contract::ARG.to_string(),
         "file".to_string(),
     ];
     argv.extend(args);
@@ -217,7 +216,7 @@ fn keep(stderr: &mut Vec<u8>, bytes: &[u8]) {
 }
 
 async fn via_agent(
-    conn: crate::agent::client::Connection,
+    conn: crate::channel::Connection,
     user: RunAs,
     argv: Vec<String>,
     mut chunks: Option<mpsc::Receiver<Chunk>>,
@@ -289,19 +288,15 @@ async fn via_engine(
         wrapper_enters: true,
         backstop: None,
     };
-    let mut cmd = engine.exec_command(rec.container_ref(), &spec);
-    cmd.stdin(if chunks.is_some() {
-        Stdio::piped()
-    } else {
-        Stdio::null()
-    })
-    .stdout(Stdio::piped())
-    .stderr(Stdio::piped())
-    .kill_on_drop(true);
-    let mut child = cmd.spawn().map_err(|e| Error::EngineUnavailable {
-        bin: engine.kind().to_string(),
-        reason: format!("cannot run the engine client: {e}; check engine_bin"),
-    })?;
+    let stdio = ExecStdio {
+        stdin: if chunks.is_some() {
+            StdinFrom::Piped
+        } else {
+            StdinFrom::Null
+        },
+        stdout_inherit: false,
+    };
+    let mut child = engine.exec(rec.container_ref(), &spec, stdio)?;
     let mut stdin = child.stdin.take();
     let mut stdout = child.stdout.take().expect("piped");
     let mut errs = child.stderr.take().expect("piped");
@@ -332,9 +327,8 @@ async fn via_engine(
             },
         }
     }
-    let status = child.wait().await?;
-    let code = status.code().unwrap_or(255);
-    if let Some(f) = engine.exec_failure(rec.container_ref(), &stderr, code) {
+    let code = child.wait().await?.code;
+    if let Some(f) = child.judge().failure(&stderr, code) {
         use crate::engine::ExecFailure as F;
         let id = rec.short_id();
         return Err(match f {

@@ -228,8 +228,8 @@ fn differences(have: &Record, want: &Record) -> Vec<String> {
     let (h, w) = (&have.limits, &want.limits);
     differ(
         "cpus",
-        crate::engine::docker::format_cpus(h.cpus),
-        crate::engine::docker::format_cpus(w.cpus),
+        crate::types::format_cpus(h.cpus),
+        crate::types::format_cpus(w.cpus),
     );
     differ("memory", h.memory.clone(), w.memory.clone());
     differ(

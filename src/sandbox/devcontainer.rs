@@ -1059,7 +1059,7 @@ pub async fn prepare(
         if cpus > limits.cpus {
             not_honoured.push(format!(
                 "hostRequirements.cpus {cpus} (the sandbox has {}: --cpus)",
-                crate::engine::docker::format_cpus(limits.cpus)
+                crate::types::format_cpus(limits.cpus)
             ));
         }
     }
@@ -1229,8 +1229,8 @@ pub fn bootstrap_script(dc: &Devcontainer, workdir: &Path, user: Ids) -> Option<
     let run_as = |c: &Lifecycle| -> String {
         let wrapper = format!(
             "HOME= {} {} exec --user {user} --",
-            crate::agent::BIN,
-            crate::agent::ARG
+            crate::contract::BIN,
+            crate::contract::ARG
         );
         match c {
             Lifecycle::Shell(s) => format!("{wrapper} sh -c {}", shell_quote(s)),
@@ -1293,7 +1293,7 @@ pub fn tighten(dc: &Devcontainer, limits: &mut Limits) -> Result<()> {
             return Err(looser(
                 "--cpus",
                 c.to_string(),
-                crate::engine::docker::format_cpus(limits.cpus),
+                crate::types::format_cpus(limits.cpus),
             ));
         }
         limits.cpus = c;

@@ -14,6 +14,7 @@
 //! it is never taken for a sandbox's container); `reap` removes the sidecars whose sandbox has no
 //! record.
 
+use std::collections::BTreeMap;
 use std::io::Read;
 use std::os::unix::fs::DirBuilderExt;
 use std::path::PathBuf;
@@ -24,14 +25,15 @@ use uuid::Uuid;
 
 use super::Ctx;
 use crate::agent::proxy::{Entry, LOG_MAX};
-use crate::engine::docker::bind_mount_arg;
-use crate::engine::{AnyEngine, ContainerSpec, Environment, LABEL_STATE_DIR};
+use crate::engine::{
+    AnyEngine, ContainerSpec, Environment, MountSource, SidecarMount, SidecarSpec, LABEL_STATE_DIR,
+};
 use crate::error::Error;
 use crate::state::Record;
 use crate::types::{Ids, Network};
 
 /// The label naming the sandbox a proxy sidecar serves.
-pub const LABEL_PROXY_OF: &str = "h9sandbox.proxy_of";
+pub use crate::engine::LABEL_PROXY_OF;
 
 /// Where the sidecar mounts its directory (socket and log).
 const SIDECAR_DIR: &str = "/.h9sandbox/proxy";
@@ -56,55 +58,18 @@ pub fn sidecar_name(id: Uuid) -> String {
     format!("h9sandbox-proxy-{}", &id.simple().to_string()[..12])
 }
 
-/// `docker run` arguments of the sidecar of sandbox `id`, whose container is `spec`: hardened,
-/// labelled, detached, never pulling, in the sandbox's image; the static binary mounted
-/// read-only, the proxy's directory `dir` read-write, the allowed hosts of `spec.limits`.
-pub fn sidecar_args(
+/// The sidecar of sandbox `id`, whose container is `spec`: hardened, labelled, in the
+/// sandbox's image; the static binary mounted read-only, the proxy's directory `dir`
+/// read-write, the allowed hosts of `spec.limits`.
+pub fn sidecar_spec(
     spec: &ContainerSpec,
     id: Uuid,
     state_dir: &str,
     dir: &str,
     user: Ids,
-) -> Vec<String> {
-    let mut a: Vec<String> = vec![
-        "run".into(),
-        "-d".into(),
-        "--name".into(),
-        sidecar_name(id),
-        "--label".into(),
-        format!("{LABEL_PROXY_OF}={id}"),
-        "--label".into(),
-        format!("{LABEL_STATE_DIR}={state_dir}"),
-        "--network".into(),
-        "bridge".into(),
-        "--read-only".into(),
-        "--cap-drop".into(),
-        "all".into(),
-        "--security-opt".into(),
-        "no-new-privileges:true".into(),
-        "--user".into(),
-        user.to_string(),
-        "--memory".into(),
-        "64m".into(),
-        "--pids-limit".into(),
-        "64".into(),
-        "--cpus".into(),
-        "0.5".into(),
-        "--mount".into(),
-        bind_mount_arg(
-            &spec.agent.binary.to_string_lossy(),
-            crate::agent::BIN,
-            true,
-        ),
-        "--mount".into(),
-        bind_mount_arg(dir, SIDECAR_DIR, false),
-        "--entrypoint".into(),
-        crate::agent::BIN.into(),
-        "--pull".into(),
-        "never".into(),
-        "--".into(),
-        spec.image.clone(),
-        crate::agent::ARG.into(),
+) -> SidecarSpec {
+    let mut args: Vec<String> = vec![
+        crate::contract::ARG.into(),
         "proxy".into(),
         "--listen".into(),
         format!("{SIDECAR_DIR}/sock/proxy.sock"),
@@ -112,22 +77,49 @@ pub fn sidecar_args(
         format!("{SIDECAR_DIR}/log.jsonl"),
     ];
     for h in &spec.limits.allow {
-        a.extend(["--allow".into(), h.clone()]);
+        args.extend(["--allow".into(), h.clone()]);
     }
-    a
+    SidecarSpec {
+        name: sidecar_name(id),
+        labels: BTreeMap::from([
+            (LABEL_PROXY_OF.to_string(), id.to_string()),
+            (LABEL_STATE_DIR.to_string(), state_dir.to_string()),
+        ]),
+        network: "bridge".into(),
+        user,
+        memory: "64m".into(),
+        pids_limit: 64,
+        cpus: 0.5,
+        mounts: vec![
+            SidecarMount {
+                source: MountSource::Host(spec.agent.binary.clone()),
+                target: crate::contract::BIN.into(),
+                readonly: true,
+            },
+            SidecarMount {
+                source: MountSource::Host(dir.into()),
+                target: SIDECAR_DIR.into(),
+                readonly: false,
+            },
+        ],
+        entrypoint: crate::contract::BIN.into(),
+        image: spec.image.clone(),
+        args,
+    }
 }
 
-/// Checks that `engine` can run an allowlist sandbox with `runtime`: Docker only (the tested
-/// engine), and not under gVisor, whose unix sockets do not cross the bind mount the relay
-/// needs.
+/// Checks that `engine` can run an allowlist sandbox with `runtime`: an engine that runs
+/// sidecars and mounts this machine's directories (Docker, the tested one), and not under
+/// gVisor, whose unix sockets do not cross the bind mount the relay needs.
 pub fn check_supported(engine: &AnyEngine, runtime: Option<&str>) -> Result<(), Error> {
-    if engine.kind() != crate::types::EngineKind::Docker {
+    let caps = engine.capabilities();
+    if !(caps.sidecars && caps.host_mounts) {
         return Err(Error::Invalid(format!(
             "network = \"allowlist\" needs engine = \"docker\" (this sandbox's engine is {}); use network = \"none\" or \"bridge\"",
             engine.kind()
         )));
     }
-    if crate::engine::docker::is_gvisor(runtime) {
+    if crate::engine::is_gvisor(runtime) {
         return Err(Error::Invalid(
             "network = \"allowlist\" does not work under gVisor (runtime runsc): its unix sockets do not cross the bind mount that joins the sandbox to its proxy; use network = \"none\" there, or the default runtime".into(),
         ));
@@ -144,9 +136,6 @@ pub async fn start(ctx: &Ctx, engine: &AnyEngine, spec: &ContainerSpec, id: Uuid
         return Ok(());
     }
     check_supported(engine, spec.runtime.as_deref())?;
-    let AnyEngine::Docker(docker) = engine else {
-        return Ok(());
-    };
     let dir = proxy_dir(ctx, id);
     for d in [
         dir.parent().map(PathBuf::from),
@@ -164,27 +153,19 @@ pub async fn start(ctx: &Ctx, engine: &AnyEngine, spec: &ContainerSpec, id: Uuid
         }
     }
     ctx.reporter.step("starting the egress proxy");
-    let args = sidecar_args(
+    let sidecar = sidecar_spec(
         spec,
         id,
         &ctx.state_label(),
         &dir.to_string_lossy(),
         Ids::current(),
     );
-    let container = docker.run_client(args).await?;
+    let container = engine.run_sidecar(&sidecar).await?;
     let sock = socket_dir(ctx, id).join("proxy.sock");
     let deadline = Instant::now() + Duration::from_secs(10);
     while std::fs::symlink_metadata(&sock).is_err() {
         if Instant::now() >= deadline {
-            let why = docker
-                .run_client(vec![
-                    "logs".into(),
-                    "--tail".into(),
-                    "3".into(),
-                    container.clone(),
-                ])
-                .await
-                .unwrap_or_default();
+            let why = engine.logs_tail(&container, 3).await.unwrap_or_default();
             return Err(anyhow!(
                 "the egress proxy ({}) did not listen within 10s{}",
                 sidecar_name(id),
@@ -217,44 +198,21 @@ pub async fn remove(ctx: &Ctx, engine: &AnyEngine, id: Uuid) -> Result<()> {
 /// `reap`: removes the sidecars of this state directory whose sandbox has no record (`known`
 /// holds the IDs that do). Returns how many.
 pub async fn reap_orphans(ctx: &Ctx, known: &[Uuid]) -> Result<usize> {
-    let AnyEngine::Docker(docker) = &ctx.engine else {
-        return Ok(0);
-    };
-    if docker.flavor() != crate::engine::Flavor::Docker {
-        return Ok(0);
-    }
-    let out = docker
-        .run_client(vec![
-            "ps".into(),
-            "-a".into(),
-            "--no-trunc".into(),
-            "--filter".into(),
-            format!("label={LABEL_PROXY_OF}"),
-            "--filter".into(),
-            format!("label={LABEL_STATE_DIR}={}", ctx.state_label()),
-            "--format".into(),
-            format!(
-                "{{{{.ID}}}}\t{{{{.Label \"{LABEL_PROXY_OF}\"}}}}\t{{{{.Label \"{LABEL_STATE_DIR}\"}}}}"
-            ),
-        ])
+    let sidecars = ctx
+        .engine
+        .list_sidecars(LABEL_PROXY_OF, &ctx.state_label())
         .await?;
-    let state = ctx.state_label();
     let mut n = 0;
-    for line in out.lines() {
-        // The engine's filtering is checked, not trusted (as `Environment::list` does): only
-        // this state directory's sidecars are removed.
-        let mut fields = line.split('\t');
-        let (Some(cid), Some(of), Some(dir)) = (fields.next(), fields.next(), fields.next()) else {
-            continue;
-        };
-        if dir != state {
+    for sidecar in sidecars {
+        if sidecar
+            .of
+            .parse::<Uuid>()
+            .is_ok_and(|id| known.contains(&id))
+        {
             continue;
         }
-        if of.parse::<Uuid>().is_ok_and(|id| known.contains(&id)) {
-            continue;
-        }
-        ctx.engine.remove(cid).await?;
-        if let Ok(id) = of.parse::<Uuid>() {
+        ctx.engine.remove(&sidecar.id).await?;
+        if let Ok(id) = sidecar.of.parse::<Uuid>() {
             let _ = std::fs::remove_dir_all(proxy_dir(ctx, id));
         }
         n += 1;

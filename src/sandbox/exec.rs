@@ -6,20 +6,19 @@
 //! apply the timeout) for an [`ExecRequest`], which both front ends make.
 
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use anyhow::Result;
 use tokio::io::{AsyncRead, AsyncReadExt};
-use tokio::process::Child;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use uuid::Uuid;
 
 use super::Ctx;
-use crate::agent::client::ConnectError;
+use crate::channel::ConnectError;
 use crate::engine::{
-    AnyEngine, CommandLine, Environment, ExecFailure, ExecSpec, RunAs, EXEC_MARKER_VAR,
+    AnyEngine, CommandLine, EngineExec, Environment, ExecEnd, ExecFailure, ExecJudge, ExecReader,
+    ExecSpec, ExecStdio, RunAs, StdinFrom, EXEC_MARKER_VAR,
 };
 use crate::error::{Error, EXIT_TIMEOUT};
 use crate::report::{self, Forward, Stream};
@@ -478,6 +477,7 @@ pub async fn run_command_until(
     }
     let started = Instant::now();
     let mut child = spawn(&engine, rec, spec, sink)?;
+    let judge = child.judge();
     let mut pumps = Pumps::start(&mut child, sink);
     let ended = wait_for_end(
         &engine,
@@ -496,10 +496,10 @@ pub async fn run_command_until(
         ));
     }
     let duration = started.elapsed();
-    let code = status_code(ended.status);
+    let code = ended.status.code;
     let (head, stdout, stderr) = pumps.finish().await?;
     if !ended.timed_out && ended.interrupted.is_none() {
-        if let Some(e) = engine_failure(&engine, rec, &head, code) {
+        if let Some(e) = engine_failure(&engine, judge.as_ref(), rec, &head, code) {
             return Err(e.into());
         }
     }
@@ -576,15 +576,14 @@ fn describe(command: &CommandLine) -> String {
     }
 }
 
-/// Starts the engine's client running `spec` in the sandbox `rec`, its stdin attached only when
+/// Starts the engine's exec running `spec` in the sandbox `rec`, its stdin attached only when
 /// interactive, its stderr piped, its stdout piped unless it may go straight to ours.
-fn spawn(engine: &AnyEngine, rec: &Record, spec: &ExecSpec, sink: Sink) -> Result<Child, Error> {
-    let mut cmd = engine.exec_command(rec.container_ref(), spec);
-    cmd.stdin(if spec.interactive {
-        Stdio::inherit()
-    } else {
-        Stdio::null()
-    });
+fn spawn(
+    engine: &AnyEngine,
+    rec: &Record,
+    spec: &ExecSpec,
+    sink: Sink,
+) -> Result<EngineExec, Error> {
     // A container engine's client may write straight to our stdout when nothing else must go
     // there (the fastest path: no copy). Otherwise stdout passes through us: a local sandbox's
     // background processes would hold our caller's pipe open past OUTPUT_GRACE, and a spinner
@@ -592,16 +591,15 @@ fn spawn(engine: &AnyEngine, rec: &Record, spec: &ExecSpec, sink: Sink) -> Resul
     let direct = sink == Sink::Forward
         && !report::status_line_shown()
         && engine.kind().isolation() == Isolation::Container;
-    cmd.stdout(if direct {
-        Stdio::inherit()
-    } else {
-        Stdio::piped()
-    });
-    cmd.stderr(Stdio::piped());
-    cmd.spawn().map_err(|e| Error::EngineUnavailable {
-        bin: engine.kind().to_string(),
-        reason: format!("cannot run the engine client: {e}; check engine_bin"),
-    })
+    let stdio = ExecStdio {
+        stdin: if spec.interactive {
+            StdinFrom::Inherit
+        } else {
+            StdinFrom::Null
+        },
+        stdout_inherit: direct,
+    };
+    engine.exec(rec.container_ref(), spec, stdio)
 }
 
 /// The tasks that copy or capture a running command's output.
@@ -618,14 +616,18 @@ struct Pumps {
 
 impl Pumps {
     /// Starts the tasks on `child`'s piped streams, sending them to `sink`.
-    fn start(child: &mut Child, sink: Sink) -> Pumps {
+    fn start(child: &mut EngineExec, sink: Sink) -> Pumps {
         let (drained, stop) = watch::channel(false);
         let (broken_tx, broken) = watch::channel(false);
         let stdout = child
             .stdout
             .take()
             .map(|s| tokio::spawn(capture(s, sink, stop.clone(), broken_tx)));
-        let stderr = tokio::spawn(stderr_pump(child.stderr.take().expect("piped"), sink, stop));
+        let stderr: ExecReader = child
+            .stderr
+            .take()
+            .unwrap_or_else(|| Box::new(tokio::io::empty()));
+        let stderr = tokio::spawn(stderr_pump(stderr, sink, stop, child.judge()));
         Pumps {
             stdout,
             stderr,
@@ -655,8 +657,8 @@ impl Pumps {
 
 /// How the wait for a command ended.
 struct Ended {
-    /// The client's exit status.
-    status: std::process::ExitStatus,
+    /// How the engine's exec ended.
+    status: ExecEnd,
     /// Whether the timeout ended it.
     timed_out: bool,
     /// The signal (or the caller's reason, or `SIGPIPE`) that ended it, if one did.
@@ -691,7 +693,7 @@ async fn wait_for_end(
     engine: &AnyEngine,
     rec: &Record,
     spec: &ExecSpec,
-    child: &mut Child,
+    child: &mut EngineExec,
     timeout: Option<Duration>,
     stop: impl std::future::Future<Output = &'static str>,
     broken: &mut watch::Receiver<bool>,
@@ -722,7 +724,7 @@ async fn wait_for_end(
     let status = match status {
         // The client itself was killed (e.g. SIGPIPE when our reader went away): the command
         // would run on unattended, so its tree goes too.
-        Some(s) if std::os::unix::process::ExitStatusExt::signal(&s).is_some() => {
+        Some(s) if s.signalled => {
             kill_error = engine.kill_exec(container, spec).await.err();
             s
         }
@@ -733,7 +735,7 @@ async fn wait_for_end(
             match tokio::time::timeout(Duration::from_secs(5), child.wait()).await {
                 Ok(s) => s?,
                 Err(_) => {
-                    let _ = child.start_kill();
+                    child.start_kill();
                     child.wait().await?
                 }
             }
@@ -750,8 +752,14 @@ async fn wait_for_end(
 /// h9sandbox's own error when the first bytes of stderr (`head`) and the client's exit `code`
 /// show that the engine, not the command, failed: the container is gone, the engine is
 /// unreachable, or it could not start the command.
-fn engine_failure(engine: &AnyEngine, rec: &Record, head: &Head, code: i32) -> Option<Error> {
-    let f = engine.exec_failure(rec.container_ref(), &head.bytes, code)?;
+fn engine_failure(
+    engine: &AnyEngine,
+    judge: &dyn ExecJudge,
+    rec: &Record,
+    head: &Head,
+    code: i32,
+) -> Option<Error> {
+    let f = judge.failure(&head.bytes, code)?;
     Some(match f {
         ExecFailure::ContainerGone(reason) => Error::ContainerGone {
             id: rec.short_id(),
@@ -777,14 +785,6 @@ fn engine_failure(engine: &AnyEngine, rec: &Record, head: &Head, code: i32) -> O
         },
         ExecFailure::Other(reason) => Error::Invalid(reason),
     })
-}
-
-fn status_code(status: std::process::ExitStatus) -> i32 {
-    use std::os::unix::process::ExitStatusExt;
-    status
-        .code()
-        .or_else(|| status.signal().map(|s| 128 + s))
-        .unwrap_or(EXIT_TIMEOUT + 1)
 }
 
 /// Reads from `r` into `buf` until `stop` turns true; `Ok(0)` then, as at the end of the stream.
@@ -847,6 +847,7 @@ async fn stderr_pump<R: AsyncRead + Unpin>(
     mut r: R,
     sink: Sink,
     mut stop: tokio::sync::watch::Receiver<bool>,
+    judge: std::sync::Arc<dyn ExecJudge>,
 ) -> std::io::Result<(Head, Captured)> {
     let mut head = Head::default();
     let mut out = Captured::default();
@@ -888,7 +889,7 @@ async fn stderr_pump<R: AsyncRead + Unpin>(
         if first {
             first = false;
             head.bytes = chunk[..n.min(4096)].to_vec();
-            if fwd.is_some() && looks_like_engine_message(chunk) {
+            if fwd.is_some() && judge.may_be_engine_message(chunk) {
                 head.held = true;
                 continue;
             }
@@ -904,18 +905,6 @@ async fn stderr_pump<R: AsyncRead + Unpin>(
             (None, None) => {}
         }
     }
-}
-
-fn looks_like_engine_message(chunk: &[u8]) -> bool {
-    const PREFIXES: [&[u8]; 6] = [
-        b"Error",
-        b"unable to find user",
-        b"OCI runtime",
-        b"Cannot connect",
-        b"error during connect",
-        b"failed to connect",
-    ];
-    PREFIXES.iter().any(|p| chunk.starts_with(p))
 }
 
 async fn write_stderr(bytes: &[u8]) {

@@ -15,8 +15,8 @@ use futures_util::{SinkExt, StreamExt};
 use tokio::io::AsyncReadExt;
 
 use super::exec::{Captured, Outcome, Sink};
-use crate::agent::client::Connection;
-use crate::agent::proto::{Reply, Request, RunAs, Start};
+use crate::channel::Connection;
+use crate::contract::proto::{Reply, Request, RunAs, Start};
 use crate::engine::ExecSpec;
 use crate::error::{Error, EXIT_TIMEOUT};
 use crate::report::{Forward, Stream};
@@ -124,7 +124,7 @@ pub async fn run(
                 Some(Ok(Reply::Failed { code, message })) if code == 126 || code == 127 => {
                     let message = crate::report::printable(&message);
                     err.write(format!("h9sandbox: error: {message}\n").as_bytes()).await;
-                    break crate::agent::proto::Exit { code, timed_out: false, killed: false, oom_killed: false };
+                    break crate::contract::proto::Exit { code, timed_out: false, killed: false, oom_killed: false };
                 }
                 // The caller's mistake (an unknown user, a working directory the user cannot
                 // enter): h9sandbox's own failure, named as such.
@@ -213,7 +213,7 @@ fn start_refused(e: std::io::Error) -> Result<Error, std::io::Error> {
     if e.to_string().contains("frame size too big") {
         Ok(Error::Invalid(format!(
             "the command, its arguments and environment come to more than the {} MiB the sandbox's agent takes in one request; pass large data on stdin (-i) or in a file of the work dir",
-            crate::agent::proto::MAX_FRAME >> 20
+            crate::contract::proto::MAX_FRAME >> 20
         )))
     } else {
         Err(e)

@@ -30,7 +30,7 @@ use anyhow::{Context, Result};
 use uuid::Uuid;
 
 use super::Ctx;
-use crate::engine::{bounded_output, AnyEngine, CommandLine, Environment, ExecSpec, SCRATCH_DIR};
+use crate::engine::{AnyEngine, CommandLine, Environment, ExecSpec, ExecStdio, SCRATCH_DIR};
 use crate::error::Error;
 use crate::types::Ids;
 
@@ -654,8 +654,8 @@ impl MountCheck {
             // h9sandbox's own binary in the container answers, whatever the image holds.
             let spec = ExecSpec {
                 command: CommandLine::Argv(vec![
-                    crate::agent::BIN.into(),
-                    crate::agent::ARG.into(),
+                    crate::contract::BIN.into(),
+                    crate::contract::ARG.into(),
                     "stat".into(),
                     self.workdir.to_string_lossy().into_owned(),
                 ]),
@@ -669,14 +669,11 @@ impl MountCheck {
                 backstop: None,
             };
             // What the container prints is the sandbox's: hold at most a few KiB of it.
-            let out = bounded_output(
-                engine
-                    .exec_command(container, &spec)
-                    .stdin(std::process::Stdio::null()),
-                4096,
-            )
-            .await
-            .context("cannot check the container's work dir mount")?;
+            let out = engine
+                .exec(container, &spec, ExecStdio::PIPED)?
+                .output(4096)
+                .await
+                .context("cannot check the container's work dir mount")?;
             let text = String::from_utf8_lossy(&out.stdout);
             let mut f = text.split_whitespace().map(|w| w.parse::<u64>());
             match (f.next(), f.next()) {

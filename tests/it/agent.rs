@@ -95,7 +95,7 @@ fn no_command_can_trace_or_read_h9sandbox_in_the_container() {
     // Root in the sandbox has PID 1's and the supervisors' user and capabilities: only their
     // being not dumpable keeps it from ptrace and from their memory and environment in /proc.
     if gvisor() {
-        announce("gVisor's own /proc lets root read a process's environ and maps whatever its dumpable flag (see README, Isolation tiers)");
+        announce("gVisor's own /proc lets root read a process's environ and maps whatever its dumpable flag (see docs/security.md, Isolation tiers)");
         return;
     }
     let id = env.up(&["--user", "root"]);
@@ -305,7 +305,7 @@ fn the_timeout_kills_descendants_that_left_the_tree() {
             // Locally an env-cleared process loses the marker; the sandbox is no boundary.
             // Under gVisor (runsc 20221219) orphans go to PID 1, not to the command's subreaper,
             // so one that also cleared its environment cannot be told from another command's
-            // (README, Isolation tiers); it lives until `down`.
+            // (docs/security.md, gVisor); it lives until `down`.
             .filter(|s| !((engine() == Engine::Local || gvisor()) && *s == "sleep 292"))
             .filter(|s| ps.contains(s))
             .collect();
@@ -775,7 +775,7 @@ fn exec_runs_as_any_user_in_any_directory_of_the_container_on_both_paths() {
         // failure (125), one line naming the cause.
         for (args, says) in [
             // gVisor lets a user's chdir into a directory it may not search (/root, 0700);
-            // what is in it stays unreadable (see README, Isolation tiers).
+            // what is in it stays unreadable (see docs/security.md, Isolation tiers).
             (vec!["--cwd", "/root", "--", "pwd"], "--cwd"),
             (vec!["--cwd", "/no/such/dir", "--", "pwd"], "--cwd"),
             (vec!["--user", "nosuchuser", "--", "true"], "nosuchuser"),

@@ -81,7 +81,7 @@ pub fn runtime() -> Option<String> {
     }
 }
 
-/// Whether the runtime under test is gVisor's `runsc` (see README, Isolation tiers, for what
+/// Whether the runtime under test is gVisor's `runsc` (see docs/security.md, gVisor, for what
 /// differs there).
 pub fn gvisor() -> bool {
     runtime().as_deref() == Some("runsc")
@@ -356,6 +356,17 @@ impl TestEnv {
     pub fn path(&self, rel: &str) -> PathBuf {
         self.workdir.join(rel)
     }
+}
+
+/// `PATH` with the directory of the built binary first, as a user who installed it has it (the
+/// README's blocks and the completion scripts call `h9sandbox` by name).
+pub fn bin_dir() -> String {
+    let bin = assert_cmd::cargo::cargo_bin("h9sandbox");
+    format!(
+        "{}:{}",
+        bin.parent().unwrap().display(),
+        std::env::var("PATH").unwrap_or_default()
+    )
 }
 
 /// IDs of all Docker containers labelled with `state_dir`.

@@ -261,17 +261,6 @@ fn env_name_alone_passes_the_callers_value() {
     );
 }
 
-/// The directory of the built binary, to put first on `PATH` (the completion scripts call
-/// `h9sandbox` by name).
-fn bin_dir() -> String {
-    let bin = assert_cmd::cargo::cargo_bin("h9sandbox");
-    format!(
-        "{}:{}",
-        bin.parent().unwrap().display(),
-        std::env::var("PATH").unwrap_or_default()
-    )
-}
-
 #[test]
 fn completions_offer_the_live_sandboxes() {
     require_engine!();

@@ -1,7 +1,8 @@
-//! The committed generated files match the command line they were generated from: the shell
-//! completions in `completions/`, the man pages in `man/`, and the `--help` text of every
-//! (sub)command in `tests/snapshots/help/`. A change to `src/cli.rs` makes these tests fail until
-//! the files are regenerated with the one command
+//! The committed generated files match the code they were generated from: the shell
+//! completions in `completions/`, the man pages in `man/`, the `--help` text of every
+//! (sub)command in `tests/snapshots/help/` (all from `src/cli/args.rs`), and the key table of
+//! `docs/reference/configuration.md` (from `KEYS` in `src/config.rs`). A change there makes these
+//! tests fail until the files are regenerated with the one command
 //!
 //!     H9SANDBOX_BLESS=1 cargo test --test it generated::
 //!
@@ -189,4 +190,111 @@ fn every_command_shows_examples() {
         }
     }
     walk(&h9sandbox::cli::Cli::command(), "h9sandbox".into());
+}
+
+/// The key table of `docs/reference/configuration.md`: one row per key of
+/// `h9sandbox::config::KEYS`, with its default from `Config::default()`, its type, its
+/// environment variables, the layers closed to it, and its `doc`.
+fn configuration_keys_table() -> String {
+    use h9sandbox::config::{Config, Kind, HOST_SIDE_KEYS, KEYS, USER_FILE_ONLY_KEYS};
+    let defaults = toml::Table::try_from(Config::default()).unwrap();
+    let code = |s: &str| format!("`{s}`");
+    let mut out =
+        String::from("| key | default | type | environment | meaning |\n|---|---|---|---|---|\n");
+    for key in KEYS {
+        assert!(
+            !key.doc.trim().is_empty() && !key.doc.contains('\n'),
+            "configuration key {} needs a one-line doc in src/config.rs (KEYS)",
+            key.name
+        );
+        let default = match defaults.get(key.name) {
+            Some(v) => code(&v.to_string()),
+            None => "(unset)".to_string(),
+        };
+        let kind = match key.kind {
+            Kind::Str => "string".to_string(),
+            Kind::Int => "integer".to_string(),
+            Kind::Secs => "seconds, or a duration (`90s`, `10m`, `1.5h`)".to_string(),
+            Kind::Float => "number".to_string(),
+            Kind::Path => "path".to_string(),
+            Kind::Bool => "`true` or `false`".to_string(),
+            Kind::PathList => "list of absolute paths".to_string(),
+            Kind::HostList => "list of host names and `*.domain`".to_string(),
+            Kind::OneOf(values) => {
+                let v: Vec<String> = values.iter().map(|v| code(&format!("\"{v}\""))).collect();
+                format!("one of {}", v.join(", "))
+            }
+        };
+        let user_file_only = USER_FILE_ONLY_KEYS.contains(&key.name);
+        let env = if user_file_only {
+            "none (an error)".to_string()
+        } else {
+            let mut env = code(&format!("H9SANDBOX_{}", key.name.to_ascii_uppercase()));
+            if let Some(seed) = key.seed_env {
+                env.push_str(&format!(", else {}", code(seed)));
+            }
+            env
+        };
+        let mut meaning = key.doc.replace('|', "\\|");
+        if user_file_only {
+            meaning.push_str(
+                " **Only in your own configuration file** (or a `--config` file): in a project's \
+                 `sandbox.toml` or the environment it is an error.",
+            );
+        } else if HOST_SIDE_KEYS.contains(&key.name) {
+            meaning.push_str(" **Not in a project's `sandbox.toml`** (it acts on the host).");
+        }
+        out.push_str(&format!(
+            "| {} | {default} | {kind} | {env} | {meaning} |\n",
+            code(key.name)
+        ));
+    }
+    out
+}
+
+/// Replaces (blessing) or compares the lines between `<!-- BEGIN GENERATED {what}` and
+/// `<!-- END GENERATED {what}` of the committed file `rel` with `want`.
+fn check_region(rel: &str, what: &str, want: &str) {
+    let path = repo(rel);
+    let text = std::fs::read_to_string(&path).unwrap();
+    let begin = format!("<!-- BEGIN GENERATED {what}");
+    let end = format!("<!-- END GENERATED {what}");
+    let start = text
+        .find(&begin)
+        .and_then(|at| text[at..].find('\n').map(|nl| at + nl + 1))
+        .unwrap_or_else(|| panic!("{rel} lacks the line {begin} …"));
+    let stop = start
+        + text[start..]
+            .find(&end)
+            .unwrap_or_else(|| panic!("{rel} lacks the line {end} … after {begin}"));
+    let have = &text[start..stop];
+    if blessing() {
+        if have != want {
+            std::fs::write(&path, format!("{}{want}{}", &text[..start], &text[stop..])).unwrap();
+        }
+        return;
+    }
+    if have != want {
+        let line = have
+            .lines()
+            .zip(want.lines())
+            .position(|(a, b)| a != b)
+            .unwrap_or_else(|| have.lines().count().min(want.lines().count()));
+        panic!(
+            "the {what} of {rel} are stale (first difference at table line {}: committed {:?}, \
+             generated {:?}); run `{BLESS}` and commit the result",
+            line + 1,
+            have.lines().nth(line).unwrap_or(""),
+            want.lines().nth(line).unwrap_or("")
+        );
+    }
+}
+
+#[test]
+fn the_configuration_reference_lists_every_key_of_the_code() {
+    let table = configuration_keys_table();
+    for key in h9sandbox::config::KEYS {
+        assert!(table.contains(&format!("| `{}` |", key.name)));
+    }
+    check_region("docs/reference/configuration.md", "keys", &table);
 }

@@ -12,6 +12,7 @@ mod bootstrap;
 mod caps;
 mod core;
 mod devcontainer;
+mod docs;
 mod egress;
 mod engines;
 mod files;

@@ -18,7 +18,7 @@ from inspect_ai.util._sandbox.self_check import *  # noqa: F403
 
 from h9sandbox_inspect import H9SandboxConfig, H9SandboxEnvironment
 
-# Checks h9sandbox does not pass, each with the reason; README "Inspect" lists
+# Checks h9sandbox does not pass, each with the reason; docs/integrations.md "Inspect" lists
 # them too. A listed check that starts passing fails the run (strict xfail), so
 # this list stays true.
 EXCEPTIONS: dict[str, str] = {}

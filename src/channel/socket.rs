@@ -1,5 +1,5 @@
-//! The host's end of the agent protocol: connect to a sandbox's agent socket without ever being
-//! steered to another socket, and say hello.
+//! The agent's unix socket in the sandbox's run directory: connect without ever being steered to
+//! another socket, and say hello ([`super::hello`]).
 //!
 //! The socket lies in the sandbox's run directory, which code in the sandbox can write: it can
 //! put a symlink or another socket there. So the path is opened with `O_PATH | O_NOFOLLOW`
@@ -7,38 +7,14 @@
 //! recorded the agent's socket at `up` (device and inode), to be that very socket; the connection
 //! then goes through that descriptor (`/proc/self/fd/N`), so nothing swapped in after the checks
 //! is reached. What the agent sends is treated as data: frames are bounded
-//! ([`super::proto::MAX_FRAME`]) and the caller clamps exit statuses.
+//! ([`crate::contract::proto::MAX_FRAME`]) and the caller clamps exit statuses.
 
 use std::os::fd::AsRawFd;
 use std::path::Path;
 
-use futures_util::{SinkExt, StreamExt};
 use tokio::net::UnixStream;
-use tokio_util::codec::Framed;
 
-use super::proto::{self, Codec, Reply, Request};
-
-/// How long the agent may take to answer the hello.
-pub const HELLO_PATIENCE: std::time::Duration = std::time::Duration::from_secs(3);
-
-/// A connection to an agent, past the handshake.
-pub type Connection = Framed<UnixStream, Codec<Reply, Request>>;
-
-/// Why no connection was made.
-#[derive(Debug, thiserror::Error)]
-pub enum ConnectError {
-    /// Nothing usable is at the path (no socket yet, a stale one, a daemon in a VM): the engine's
-    /// exec is the way.
-    #[error("the agent's socket cannot be reached: {0}")]
-    Unreachable(String),
-    /// Something else sits where the agent's socket was (a symlink, a file, another socket):
-    /// the sandbox replaced it.
-    #[error("the agent's socket {0} was replaced inside the sandbox ({1})")]
-    Replaced(String, String),
-    /// The agent refused us (another protocol version, a wrong token).
-    #[error("the agent refused the connection: {0}")]
-    Refused(String),
-}
+use super::{ConnectError, Connection};
 
 /// The socket's identity (device, inode), for [`connect`]'s `pinned`.
 pub fn identity(path: &Path) -> Result<(u64, u64), ConnectError> {
@@ -93,31 +69,5 @@ pub async fn connect(
         .await
         .map_err(|e| ConnectError::Unreachable(format!("{}: {e}", path.display())))?;
     drop(fd);
-    let mut conn: Connection = Framed::new(stream, Codec::default());
-    conn.send(Request::Hello {
-        version: proto::VERSION,
-        token: token.to_string(),
-    })
-    .await
-    .map_err(|e| ConnectError::Unreachable(e.to_string()))?;
-    // A frozen agent (its container paused behind our back) accepts but never answers.
-    let answer = tokio::time::timeout(HELLO_PATIENCE, conn.next())
-        .await
-        .map_err(|_| {
-            ConnectError::Unreachable(format!(
-                "the agent did not answer within {}s (its container paused or overloaded?)",
-                HELLO_PATIENCE.as_secs()
-            ))
-        })?;
-    match answer {
-        Some(Ok(Reply::Welcome { version })) if version == proto::VERSION => Ok(conn),
-        Some(Ok(Reply::Refused(why))) => Err(ConnectError::Refused(why)),
-        Some(Ok(other)) => Err(ConnectError::Refused(format!(
-            "unexpected answer {other:?}"
-        ))),
-        Some(Err(e)) => Err(ConnectError::Unreachable(e.to_string())),
-        None => Err(ConnectError::Unreachable(
-            "the agent closed the connection".into(),
-        )),
-    }
+    super::hello(Box::new(stream), token).await
 }

@@ -1,0 +1,806 @@
+//! The container implementation of [`Environment`]: shells out to the `docker` CLI, or to
+//! `podman` (or any CLI-compatible client named by `engine_bin`), with argv vectors built by pure
+//! functions, which the unit tests below compare exactly.
+//!
+//! Docker and Podman share one code path; where Podman differs, a small function takes the
+//! [`Flavor`]: `ps` output ([`ps_args`], [`parse_ps`]: Podman's template has no `.Label`, and its
+//! `.State` is a human string, so Podman is asked for JSON), the explicit rlimits a daemonless
+//! engine needs ([`ulimit_args`]), and its error messages ([`errors::exec_failure`]).
+//!
+//! Split along its seams: this file holds the engine itself ([`Docker`] and its
+//! [`Environment`] implementation); [`args`] the argv builders, [`parse`] the parsers of what
+//! the client prints, [`errors`] what its English error messages mean.
+
+pub mod args;
+pub mod errors;
+pub mod parse;
+#[cfg(test)]
+mod tests;
+
+pub use args::*;
+pub use errors::*;
+pub use parse::*;
+
+use std::ffi::OsString;
+use std::path::Path;
+use std::process::Stdio;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{anyhow, Context, Result};
+use tokio::process::Command;
+
+use super::shell::shell_line;
+use super::{bounded_output, is_gvisor, ENGINE_OUTPUT_MAX};
+use super::{
+    spawn_exec, BuildSpec, Capabilities, ContainerSpec, ContainerStatus, ContainerSummary,
+    ContainerVerb, EngineExec, Environment, ExecFailure, ExecJudge, ExecSpec, ExecStdio,
+    ImageConfig, SidecarSpec, SidecarSummary, VolumeSummary,
+};
+use crate::error::Error;
+use crate::report::{Reporter, Silent};
+use crate::types::EngineKind;
+
+/// Runs the user's command with bash when the image has it, else with sh.
+/// Invoked as `sh -c SHELL_WRAPPER h9sandbox COMMAND`, so `$1` is the command.
+pub const SHELL_WRAPPER: &str =
+    r#"if command -v bash >/dev/null 2>&1; then exec bash -c "$1"; fi; exec sh -c "$1""#;
+
+/// Kills, with SIGKILL, every process whose environment holds `H9SANDBOX_EXEC_ID=$1`, repeating
+/// until a pass finds none (so children forked meanwhile are caught too). POSIX sh, reading
+/// `/proc/PID/environ`; works with dash, bash and busybox.
+pub const KILL_SCRIPT: &str = r#"m="H9SANDBOX_EXEC_ID=$1"; n=0
+while [ $n -lt 50 ]; do
+  found=
+  for d in /proc/[0-9]*; do
+    p=${d#/proc/}
+    [ "$p" = "$$" ] && continue
+    if tr '\0' '\n' < "$d/environ" 2>/dev/null | grep -qxF "$m"; then
+      kill -9 "$p" 2>/dev/null && found=1
+    fi
+  done
+  [ -z "$found" ] && exit 0
+  n=$((n+1))
+done
+exit 1"#;
+
+/// Which Docker-CLI-compatible engine a [`Docker`] drives.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Flavor {
+    /// Docker Engine: a daemon applies the container's rlimits from its own.
+    Docker,
+    /// Podman: no daemon; the client's process starts the OCI runtime, so the container's
+    /// rlimits cannot exceed the client's hard limits.
+    Podman,
+}
+
+/// Engine options of `run` beyond the sandbox's own limits (configuration keys
+/// `ulimit_nofile`, `ulimit_nproc`; the OCI runtime is the container's, [`ContainerSpec::runtime`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RunOptions {
+    /// Open-files rlimit (`--ulimit nofile=N:N`); 0 = automatic (see [`ulimit_args`]).
+    pub ulimit_nofile: u64,
+    /// Processes rlimit (`--ulimit nproc=N:N`); 0 = automatic (see [`ulimit_args`]).
+    pub ulimit_nproc: u64,
+}
+
+/// The host's hard rlimits and kernel ceilings that bound a Podman container's rlimits.
+/// `None` is unlimited (or unknown).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct HostLimits {
+    /// Our hard `RLIMIT_NOFILE` (`getrlimit(2)`).
+    pub nofile_hard: Option<u64>,
+    /// `/proc/sys/fs/nr_open`: no process may have more open files.
+    pub nr_open: Option<u64>,
+    /// Our hard `RLIMIT_NPROC`.
+    pub nproc_hard: Option<u64>,
+    /// `/proc/sys/kernel/pid_max`: Podman lowers its own `RLIMIT_NPROC` to it at start-up.
+    pub pid_max: Option<u64>,
+}
+
+impl HostLimits {
+    /// Reads them from `getrlimit(2)` and `/proc/sys`.
+    pub fn read() -> HostLimits {
+        use rustix::process::{getrlimit, Resource};
+        let sysctl = |path: &str| {
+            std::fs::read_to_string(path)
+                .ok()
+                .and_then(|s| s.trim().parse::<u64>().ok())
+        };
+        HostLimits {
+            nofile_hard: getrlimit(Resource::Nofile).maximum,
+            nr_open: sysctl("/proc/sys/fs/nr_open"),
+            nproc_hard: getrlimit(Resource::Nproc).maximum,
+            pid_max: sysctl("/proc/sys/kernel/pid_max"),
+        }
+    }
+}
+
+/// A Docker-CLI-compatible engine.
+#[derive(Clone)]
+pub struct Docker {
+    bin: String,
+    flavor: Flavor,
+    options: RunOptions,
+    reporter: Arc<dyn Reporter>,
+}
+
+impl std::fmt::Debug for Docker {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Docker")
+            .field("bin", &self.bin)
+            .field("flavor", &self.flavor)
+            .field("options", &self.options)
+            .field("verbose", &self.reporter.verbose())
+            .finish()
+    }
+}
+
+impl Docker {
+    /// The engine whose client is `bin` (e.g. `docker`), reporting to nobody until
+    /// [`Docker::reporter`] says otherwise. A `bin` whose file name contains `podman` drives
+    /// Podman.
+    pub fn new(bin: impl Into<String>) -> Docker {
+        let bin = bin.into();
+        let flavor = if Path::new(&bin)
+            .file_name()
+            .and_then(|n| n.to_str())
+            .is_some_and(|n| n.contains("podman"))
+        {
+            Flavor::Podman
+        } else {
+            Flavor::Docker
+        };
+        Docker::with_flavor(flavor, bin)
+    }
+
+    /// The engine `flavor` whose client is `bin`.
+    pub fn with_flavor(flavor: Flavor, bin: impl Into<String>) -> Docker {
+        Docker {
+            bin: bin.into(),
+            flavor,
+            options: RunOptions::default(),
+            reporter: Arc::new(Silent),
+        }
+    }
+
+    /// The same engine, showing every command line it runs to `reporter` when that is verbose
+    /// ([`Reporter::command`]).
+    pub fn reporter(mut self, reporter: Arc<dyn Reporter>) -> Docker {
+        self.reporter = reporter;
+        self
+    }
+
+    /// The same engine, creating containers with `options`.
+    pub fn options(mut self, options: RunOptions) -> Docker {
+        self.options = options;
+        self
+    }
+
+    /// Which engine this is.
+    pub fn flavor(&self) -> Flavor {
+        self.flavor
+    }
+
+    /// The client binary.
+    pub fn bin(&self) -> &str {
+        &self.bin
+    }
+
+    fn command<I, S>(&self, args: I) -> Command
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<OsString>,
+    {
+        let args: Vec<OsString> = args.into_iter().map(Into::into).collect();
+        if self.reporter.verbose() {
+            self.reporter
+                .command(&format!("+ {}", shell_line(&self.bin, &args)));
+        }
+        let mut cmd = Command::new(&self.bin);
+        cmd.args(&args).stdin(Stdio::null()).kill_on_drop(true);
+        cmd
+    }
+
+    /// Runs the client to completion, capturing its output, each stream at most
+    /// [`ENGINE_OUTPUT_MAX`] bytes (more is an error: the client is killed). Returns (exit
+    /// status, stdout, stderr).
+    async fn output(&self, args: Vec<String>) -> Result<(i32, String, String)> {
+        let what = args.first().cloned().unwrap_or_default();
+        let out = bounded_output(&mut self.command(args), ENGINE_OUTPUT_MAX)
+            .await
+            .map_err(|e| self.spawn_error(e))?;
+        if let Some(stream) = out.overflow {
+            return Err(anyhow!(
+                "`{} {what}` printed more than {ENGINE_OUTPUT_MAX} bytes on {stream}, more than h9sandbox holds; it was stopped",
+                self.bin
+            ));
+        }
+        let stdout = String::from_utf8_lossy(&out.stdout).trim().to_string();
+        let stderr = String::from_utf8_lossy(&out.stderr).trim().to_string();
+        let code = out.status.and_then(|s| s.code()).unwrap_or(-1);
+        if code != 0 {
+            if let Some(reason) = unreachable_reason(&stderr) {
+                return Err(self.unavailable(reason).into());
+            }
+        }
+        Ok((code, stdout, stderr))
+    }
+
+    /// As [`Docker::output`], failing on a non-zero status with the client's first error line.
+    async fn checked(&self, args: Vec<String>) -> Result<String> {
+        let what = args.first().cloned().unwrap_or_default();
+        let (code, stdout, stderr) = self.output(args).await?;
+        if code != 0 {
+            return Err(anyhow!(
+                "`{} {what}` failed: {}",
+                self.bin,
+                first_error_line(&stderr)
+            ));
+        }
+        Ok(stdout)
+    }
+
+    /// Polls `inspect` (10 ms doubling to 200 ms) until the container no longer exists.
+    async fn wait_gone(&self, container: &str, timeout: Duration) -> Result<()> {
+        let deadline = tokio::time::Instant::now() + timeout;
+        let mut delay = Duration::from_millis(10);
+        while self.inspect(container).await?.is_some() {
+            if tokio::time::Instant::now() >= deadline {
+                return Err(anyhow!(
+                    "container {container} is still being removed after {}s",
+                    timeout.as_secs()
+                ));
+            }
+            tokio::time::sleep(delay).await;
+            delay = (delay * 2).min(Duration::from_millis(200));
+        }
+        Ok(())
+    }
+
+    /// Checks that the daemon has the OCI runtime `name` registered (`docker info`'s
+    /// `.Runtimes`) and that it enforces the sandbox's limits: a runtime registered with
+    /// `--ignore-cgroups` (gVisor's flag to leave the host's cgroups alone) would run the
+    /// container without its memory, CPU and process limits, which the engine still reports as
+    /// set, so it is refused. Errors: [`Error::Invalid`] naming `scripts/setup-gvisor.sh`.
+    async fn check_runtime(&self, name: &str) -> Result<()> {
+        let out = self
+            .checked(vec![
+                "info".into(),
+                "--format".into(),
+                "{{json .Runtimes}}".into(),
+            ])
+            .await?;
+        let runtimes: std::collections::BTreeMap<String, serde_json::Value> =
+            serde_json::from_str(&out)
+                .with_context(|| format!("cannot parse `{} info`'s runtimes: {out}", self.bin))?;
+        let Some(rt) = runtimes.get(name) else {
+            return Err(unknown_runtime(&self.bin, name).into());
+        };
+        let ignores_cgroups = rt["runtimeArgs"]
+            .as_array()
+            .is_some_and(|a| a.iter().any(|v| v.as_str() == Some("--ignore-cgroups")));
+        if ignores_cgroups {
+            return Err(Error::Invalid(format!(
+                "the OCI runtime '{name}' is registered with --ignore-cgroups, so the sandbox's memory, CPU and process limits would not be enforced; register it without that flag (scripts/setup-gvisor.sh does when the host allows)"
+            ))
+            .into());
+        }
+        Ok(())
+    }
+
+    fn spawn_error(&self, e: std::io::Error) -> anyhow::Error {
+        let product = match self.flavor {
+            Flavor::Docker => "Docker",
+            Flavor::Podman => "Podman",
+        };
+        let reason = if e.kind() == std::io::ErrorKind::NotFound && self.bin.contains('/') {
+            format!("{} does not exist; fix engine_bin", self.bin)
+        } else if e.kind() == std::io::ErrorKind::NotFound {
+            format!(
+                "not found on PATH; install {product}, or set engine_bin to the engine's client"
+            )
+        } else {
+            format!("cannot run it: {e}; check engine_bin")
+        };
+        self.unavailable(reason).into()
+    }
+
+    fn unavailable(&self, reason: String) -> Error {
+        Error::EngineUnavailable {
+            bin: self.bin.clone(),
+            reason,
+        }
+    }
+}
+
+impl Environment for Docker {
+    fn kind(&self) -> EngineKind {
+        match self.flavor {
+            Flavor::Docker => EngineKind::Docker,
+            Flavor::Podman => EngineKind::Podman,
+        }
+    }
+
+    /// A daemon on this machine mounts its directories; Docker runs sidecars (the tested
+    /// engine for them), Podman does not here.
+    fn capabilities(&self) -> Capabilities {
+        Capabilities {
+            host_mounts: true,
+            sidecars: self.flavor == Flavor::Docker,
+        }
+    }
+
+    async fn run_sidecar(&self, spec: &SidecarSpec) -> Result<String> {
+        if !self.capabilities().sidecars {
+            return Err(Error::Invalid(format!(
+                "{} runs no sidecar containers here ({})",
+                self.kind(),
+                spec.name
+            ))
+            .into());
+        }
+        self.checked(sidecar_run_args(spec)).await
+    }
+
+    async fn list_sidecars(&self, of_label: &str, state_dir: &str) -> Result<Vec<SidecarSummary>> {
+        if !self.capabilities().sidecars {
+            return Ok(Vec::new());
+        }
+        let out = self.checked(sidecar_ps_args(of_label, state_dir)).await?;
+        // The engine's filtering is checked, not trusted (as `list` does): only this state
+        // directory's sidecars are returned.
+        Ok(parse_sidecars(&out)
+            .into_iter()
+            .filter(|s| s.state_dir == state_dir && !s.of.is_empty())
+            .collect())
+    }
+
+    async fn logs_tail(&self, container: &str, lines: usize) -> Result<String> {
+        self.checked(vec![
+            "logs".into(),
+            "--tail".into(),
+            lines.to_string(),
+            container.into(),
+        ])
+        .await
+    }
+
+    async fn create(&self, spec: &ContainerSpec) -> Result<String> {
+        let runtime = spec.runtime.as_deref();
+        // gVisor's kernel enforces the process limit as the rlimit (see gvisor_host_pids).
+        let nproc = match (is_gvisor(runtime), self.options.ulimit_nproc) {
+            (true, 0) => u64::from(spec.limits.pids_limit),
+            (true, n) => n.min(u64::from(spec.limits.pids_limit)),
+            (false, n) => n,
+        };
+        let extra = ulimit_args(
+            self.flavor,
+            self.options.ulimit_nofile,
+            nproc,
+            &HostLimits::read(),
+        )
+        .map_err(Error::Invalid)?;
+        if let (Some(r), Flavor::Docker) = (runtime, self.flavor) {
+            self.check_runtime(r).await?;
+        }
+        if self.flavor == Flavor::Podman {
+            // Podman's --mount has no volume-label: the labelled volume is made first.
+            self.checked(volume_create_args(spec)).await?;
+        }
+        let (code, stdout, stderr) = self.output(run_args(self.flavor, spec, &extra)).await?;
+        if code == 0 {
+            return stdout
+                .lines()
+                .last()
+                .map(str::to_string)
+                .ok_or_else(|| anyhow!("`{} run` printed no container ID", self.bin));
+        }
+        if is_no_such_image(&stderr) {
+            return Err(Error::ImageUnavailable {
+                image: spec.image.clone(),
+                reason: "not present locally".into(),
+            }
+            .into());
+        }
+        if stderr.contains("is already in use") {
+            return Err(Error::NameInUse(spec.name.clone()).into());
+        }
+        if let Some(r) = runtime.filter(|_| is_unknown_runtime(&stderr)) {
+            return Err(unknown_runtime(&self.bin, r).into());
+        }
+        Err(anyhow!(
+            "`{} run` failed: {}{}",
+            self.bin,
+            first_error_line(&stderr),
+            run_failure_hint(&stderr)
+        ))
+    }
+
+    async fn pull(&self, image: &str, timeout: Duration) -> Result<()> {
+        let run = self.output(vec![
+            "pull".into(),
+            "--quiet".into(),
+            "--".into(),
+            image.into(),
+        ]);
+        match tokio::time::timeout(timeout, run).await {
+            Err(_) => Err(Error::ImageUnavailable {
+                image: image.into(),
+                reason: format!(
+                    "the pull did not finish within {}s (pull_timeout_secs)",
+                    timeout.as_secs()
+                ),
+            }
+            .into()),
+            Ok(Err(e)) => Err(e),
+            Ok(Ok((0, _, _))) => Ok(()),
+            Ok(Ok((_, _, stderr))) => Err(Error::ImageUnavailable {
+                image: image.into(),
+                reason: first_error_line(&stderr),
+            }
+            .into()),
+        }
+    }
+
+    async fn inspect(&self, container: &str) -> Result<Option<ContainerStatus>> {
+        let (code, stdout, stderr) = self.output(inspect_args(container)).await?;
+        if code != 0 {
+            if is_no_such_container(&stderr) {
+                return Ok(None);
+            }
+            return Err(anyhow!(
+                "`{} inspect` failed: {}",
+                self.bin,
+                first_error_line(&stderr)
+            ));
+        }
+        parse_inspect(&stdout).map(Some)
+    }
+
+    async fn stop(&self, container: &str, grace: Duration) -> Result<()> {
+        let args = vec![
+            "stop".into(),
+            "-t".into(),
+            grace.as_secs().to_string(),
+            container.into(),
+        ];
+        let (code, _, stderr) = self.output(args).await?;
+        if code != 0 && !is_no_such_container(&stderr) {
+            return Err(anyhow!(
+                "`{} stop` failed: {}",
+                self.bin,
+                first_error_line(&stderr)
+            ));
+        }
+        Ok(())
+    }
+
+    async fn remove(&self, container: &str) -> Result<()> {
+        let args = vec!["rm".into(), "-f".into(), "-v".into(), container.into()];
+        let (code, _, stderr) = self.output(args).await?;
+        if code != 0 && is_removal_in_progress(&stderr) {
+            // Another process (a concurrent `down` or `reap`) is removing it: wait for that.
+            return self.wait_gone(container, Duration::from_secs(30)).await;
+        }
+        if code != 0 && !is_no_such_container(&stderr) {
+            return Err(anyhow!(
+                "`{} rm` failed: {}",
+                self.bin,
+                first_error_line(&stderr)
+            ));
+        }
+        Ok(())
+    }
+
+    async fn remove_labelled(&self, key: &str, value: &str) -> Result<usize> {
+        let ids = self
+            .checked(vec![
+                "ps".into(),
+                "-aq".into(),
+                "--no-trunc".into(),
+                "--filter".into(),
+                format!("label={key}={value}"),
+            ])
+            .await?;
+        let ids: Vec<&str> = ids.lines().filter(|l| !l.is_empty()).collect();
+        for id in &ids {
+            self.remove(id).await?;
+        }
+        Ok(ids.len())
+    }
+
+    async fn list(&self, labels: &[(&str, &str)]) -> Result<Vec<ContainerSummary>> {
+        let out = self.checked(ps_args(self.flavor, labels)).await?;
+        let mut found = parse_ps(self.flavor, &out)?;
+        // The engine's filtering is checked, not trusted: how several filters combine differs
+        // between engines and versions (Podman 4 ORs repeated `label=` filters of `volume ls`).
+        found.retain(|c| summary_has_labels(c, labels));
+        Ok(found)
+    }
+
+    fn exec(
+        &self,
+        container: &str,
+        spec: &ExecSpec,
+        stdio: ExecStdio,
+    ) -> Result<EngineExec, Error> {
+        let mut cmd = self.command(exec_args(container, spec));
+        spawn_exec(
+            &mut cmd,
+            stdio,
+            Arc::new(ClientJudge {
+                flavor: self.flavor,
+                container: container.to_string(),
+            }),
+            &self.bin,
+        )
+    }
+
+    async fn kill_exec(&self, container: &str, spec: &ExecSpec) -> Result<()> {
+        let marker = spec.marker.as_str();
+        // From the host first: the container's own tools cannot interfere.
+        let (code, pid, _) = self
+            .output(vec![
+                "inspect".into(),
+                "--type".into(),
+                "container".into(),
+                "--format".into(),
+                "{{.State.Pid}}".into(),
+                container.into(),
+            ])
+            .await?;
+        if let Some(pid) = pid.parse::<u32>().ok().filter(|p| code == 0 && *p > 0) {
+            match super::marker::kill_marked(Some(pid), marker) {
+                // Nothing found is also what the host sees of a gVisor sandbox, whose processes
+                // live in its own kernel: the helper inside then looks (it finds nothing either
+                // when all had ended).
+                Ok(s) if s.failed == 0 && s.killed > 0 => return Ok(()),
+                Ok(s) if s.failed == 0 => {}
+                Ok(s) => {
+                    return Err(anyhow!(
+                        "{} of the command's processes could not be signalled",
+                        s.failed
+                    ))
+                }
+                // Not allowed to look (rootful engine, non-root caller) or not on this host
+                // (remote engine): kill from inside the container instead.
+                Err(_) => {}
+            }
+        }
+        match tokio::time::timeout(
+            Duration::from_secs(5),
+            self.checked(kill_args(container, spec)),
+        )
+        .await
+        {
+            Ok(r) => r.map(|_| ()),
+            Err(_) => Err(anyhow!(
+                "the kill helper inside the container did not finish within 5s"
+            )),
+        }
+    }
+
+    async fn lifecycle(&self, verb: ContainerVerb, container: &str) -> Result<()> {
+        let (code, _, stderr) = self
+            .output(vec![verb.as_str().into(), container.into()])
+            .await?;
+        if code != 0 {
+            if is_no_such_container(&stderr) {
+                return Err(anyhow!(
+                    "its container {container} no longer exists (removed outside h9sandbox)"
+                ));
+            }
+            return Err(anyhow!(
+                "`{} {}` failed: {}",
+                self.bin,
+                verb.as_str(),
+                first_error_line(&stderr)
+            ));
+        }
+        Ok(())
+    }
+
+    async fn commit(&self, container: &str, image: &str, changes: &[String]) -> Result<String> {
+        let mut args: Vec<String> = vec!["commit".into()];
+        for c in changes {
+            args.extend(["--change".into(), c.clone()]);
+        }
+        args.extend([container.into(), image.into()]);
+        self.checked(args).await
+    }
+
+    async fn image_config(&self, image: &str) -> Result<ImageConfig> {
+        let out = self
+            .checked(vec![
+                "image".into(),
+                "inspect".into(),
+                "--format".into(),
+                "{{json .Config}}".into(),
+                image.into(),
+            ])
+            .await?;
+        parse_image_config(&out)
+    }
+
+    async fn build(&self, spec: &BuildSpec, timeout: Duration) -> Result<()> {
+        let run = self.output(build_args(spec));
+        let (code, stdout, stderr) = match tokio::time::timeout(timeout, run).await {
+            Err(_) => {
+                return Err(anyhow!(
+                    "building {} did not finish within {}s (pull_timeout_secs); raise it, or build the image yourself and give it as `image`",
+                    spec.tag,
+                    timeout.as_secs()
+                ))
+            }
+            Ok(r) => r?,
+        };
+        if code == 0 {
+            return Ok(());
+        }
+        // What the build printed last says which step failed and how.
+        let all = format!("{stdout}\n{stderr}");
+        let lines: Vec<&str> = all.lines().filter(|l| !l.trim().is_empty()).collect();
+        for line in &lines[lines.len().saturating_sub(BUILD_TAIL_LINES)..] {
+            self.reporter
+                .note(&format!("build: {}", crate::report::printable(line)));
+        }
+        Err(anyhow!(
+            "`{} build` of {} failed: {} (its last lines are above)",
+            self.bin,
+            spec.tag,
+            first_error_line(if stderr.is_empty() { &stdout } else { &stderr })
+        ))
+    }
+
+    async fn image_file(
+        &self,
+        image: &str,
+        path: &str,
+        max: u64,
+        labels: &[(&str, &str)],
+    ) -> Result<Option<Vec<u8>>> {
+        let (code, stdout, stderr) = self.output(probe_create_args(image, labels)).await?;
+        if code != 0 {
+            if is_no_such_image(&stderr) {
+                return Err(Error::ImageUnavailable {
+                    image: image.into(),
+                    reason: "not present locally".into(),
+                }
+                .into());
+            }
+            return Err(anyhow!(
+                "`{} create` of {image} (to read {path}) failed: {}",
+                self.bin,
+                first_error_line(&stderr)
+            ));
+        }
+        let probe = stdout.lines().last().unwrap_or_default().to_string();
+        let dir = tempfile::tempdir().context("cannot make a temporary directory")?;
+        let dest = dir.path().join("file");
+        let copied = self
+            .output(vec![
+                "cp".into(),
+                "-L".into(),
+                format!("{probe}:{path}"),
+                dest.to_string_lossy().into_owned(),
+            ])
+            .await;
+        let _ = self.remove(&probe).await;
+        let (code, _, stderr) = copied?;
+        if code != 0 {
+            if stderr.contains("Could not find the file") || stderr.contains("no such file") {
+                return Ok(None);
+            }
+            return Err(anyhow!(
+                "`{} cp` of {path} from {image} failed: {}",
+                self.bin,
+                first_error_line(&stderr)
+            ));
+        }
+        read_regular(&dest, max).map(Some)
+    }
+
+    async fn list_volumes(&self, labels: &[(&str, &str)]) -> Result<Vec<VolumeSummary>> {
+        let mut args: Vec<String> = vec!["volume".into(), "ls".into(), "-q".into()];
+        for (k, v) in labels {
+            args.extend(["--filter".into(), format!("label={k}={v}")]);
+        }
+        let names: Vec<String> = self
+            .checked(args)
+            .await?
+            .lines()
+            .filter(|l| !l.is_empty())
+            .map(str::to_string)
+            .collect();
+        if names.is_empty() {
+            return Ok(Vec::new());
+        }
+        // The filter is not trusted (Podman 4 ORs repeated `label=` filters, which would hand
+        // over every sandbox's volume): each volume's labels are read back and checked.
+        let mut args: Vec<String> = vec![
+            "volume".into(),
+            "inspect".into(),
+            "--format".into(),
+            "{{.Name}}\t{{json .Labels}}".into(),
+        ];
+        args.extend(names);
+        let out = self.checked(args).await?;
+        Ok(parse_volume_labels(&out)
+            .into_iter()
+            .filter(|(_, have)| {
+                labels
+                    .iter()
+                    .all(|(k, v)| have.get(*k).map(String::as_str) == Some(*v))
+            })
+            .map(|(name, _)| VolumeSummary {
+                // Our volumes are named after their sandbox (`h9sandbox-<32 hex>`).
+                sandbox_id: name
+                    .strip_prefix("h9sandbox-")
+                    .and_then(|h| uuid::Uuid::parse_str(h).ok())
+                    .map(|u| u.to_string()),
+                name,
+            })
+            .collect())
+    }
+
+    async fn remove_volume(&self, name: &str) -> Result<()> {
+        // Never `--force`: Podman's removes every container using the volume first.
+        let (code, _, stderr) = self
+            .output(vec!["volume".into(), "rm".into(), name.into()])
+            .await?;
+        if code != 0 && !stderr.contains("no such volume") && !stderr.contains("No such volume") {
+            return Err(anyhow!(
+                "`{} volume rm` failed: {}",
+                self.bin,
+                first_error_line(&stderr)
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// What the Docker (Podman) client's exec failures mean ([`exec_failure`]).
+struct ClientJudge {
+    flavor: Flavor,
+    container: String,
+}
+
+impl ExecJudge for ClientJudge {
+    fn failure(&self, head: &[u8], status: i32) -> Option<ExecFailure> {
+        exec_failure(self.flavor, &self.container, head, status)
+    }
+
+    fn may_be_engine_message(&self, chunk: &[u8]) -> bool {
+        looks_like_engine_message(chunk)
+    }
+}
+
+/// How many of a failed build's last output lines are shown.
+const BUILD_TAIL_LINES: usize = 20;
+
+/// The content of the regular file `path` (not followed if it is a symlink), at most `max`
+/// bytes. Errors: it is not a regular file, or larger.
+fn read_regular(path: &Path, max: u64) -> Result<Vec<u8>> {
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(path)
+        .with_context(|| format!("cannot open {}", path.display()))?;
+    let meta = f.metadata()?;
+    if !meta.is_file() {
+        return Err(anyhow!("{} is not a regular file", path.display()));
+    }
+    if meta.len() > max {
+        return Err(anyhow!(
+            "{} has {} bytes, more than the {max} read",
+            path.display(),
+            meta.len()
+        ));
+    }
+    let mut v = Vec::new();
+    f.take(max).read_to_end(&mut v)?;
+    Ok(v)
+}
