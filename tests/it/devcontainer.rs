@@ -16,11 +16,26 @@ fn put(root: &Path, rel: &str, text: &str) {
     std::fs::write(p, text).unwrap();
 }
 
-/// Removes the image `tag` when dropped (the tests build images of their own).
-struct RemoveImage(String);
+/// Removes the image `.0` when dropped (the tests build images of their own), after the
+/// containers of the test's state directory `.1` (a failed assertion leaves its sandbox
+/// running, and an image in use is only untagged).
+struct RemoveImage(String, std::path::PathBuf);
 
 impl Drop for RemoveImage {
     fn drop(&mut self) {
+        let label = format!("label=h9sandbox.state_dir={}", self.1.display());
+        let ids = std::process::Command::new(cli())
+            .args(["ps", "-aq", "--filter", &label])
+            .output()
+            .map(|o| String::from_utf8_lossy(&o.stdout).to_string())
+            .unwrap_or_default();
+        let ids: Vec<&str> = ids.split_whitespace().collect();
+        if !ids.is_empty() {
+            let _ = std::process::Command::new(cli())
+                .args(["rm", "-f"])
+                .args(&ids)
+                .output();
+        }
         let _ = std::process::Command::new(cli())
             .args(["image", "rm", "-f", &self.0])
             .output();
@@ -31,7 +46,7 @@ impl Drop for RemoveImage {
 fn built_image(env: &TestEnv, id: &str) -> RemoveImage {
     let image = env.entry(id)["image"].as_str().unwrap().to_string();
     assert!(image.starts_with("h9sandbox-devcontainer-"), "{image}");
-    RemoveImage(image)
+    RemoveImage(image, env.state_dir.clone())
 }
 
 /// The warning lines of `stderr` about the devcontainer.json.
@@ -365,7 +380,10 @@ fn up_build_runs_the_image_of_a_directorys_dockerfile() {
     let out = env.run(&["up", "-v", "--build", ctx, "--network", "none"]);
     assert_ok(&out);
     let id = stdout(&out).trim().to_string();
-    let _image = RemoveImage(env.entry(&id)["image"].as_str().unwrap().to_string());
+    let _image = RemoveImage(
+        env.entry(&id)["image"].as_str().unwrap().to_string(),
+        env.state_dir.clone(),
+    );
     let err = stderr(&out);
     let build_line = err
         .lines()
@@ -384,7 +402,10 @@ fn up_build_runs_the_image_of_a_directorys_dockerfile() {
         "--dockerfile",
         &format!("{ctx}/Dockerfile.other"),
     ]);
-    let _other_image = RemoveImage(env.entry(&other)["image"].as_str().unwrap().to_string());
+    let _other_image = RemoveImage(
+        env.entry(&other)["image"].as_str().unwrap().to_string(),
+        env.state_dir.clone(),
+    );
     assert_ne!(env.entry(&other)["image"], env.entry(&id)["image"]);
     assert_eq!(
         stdout(&env.run(&["exec", &other, "--", "cat /built"])),
