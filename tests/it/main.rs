@@ -11,6 +11,7 @@ mod agent;
 mod bootstrap;
 mod caps;
 mod core;
+mod deepagents;
 mod devcontainer;
 mod docs;
 mod egress;
