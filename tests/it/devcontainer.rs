@@ -257,6 +257,11 @@ fn what_would_loosen_the_sandbox_is_refused_and_nothing_is_left() {
             "`runArgs` --memory 64g is more than the sandbox's",
         ),
         ("{ \"image\": 'single quotes' }".into(), "is not valid JSON with comments"),
+        // Looked up in the image (through a container made for it, removed again).
+        (
+            image(r#""remoteUser": "nosuchuser""#),
+            "`remoteUser` nosuchuser is not a user of the image",
+        ),
     ];
     for (text, why) in &cases {
         put(&env.workdir, ".devcontainer/devcontainer.json", text);
@@ -269,7 +274,7 @@ fn what_would_loosen_the_sandbox_is_refused_and_nothing_is_left() {
             "{text}: {err}"
         );
     }
-    // Nothing was recorded or created.
+    // Nothing was recorded or created (the lookup's container is gone too).
     assert!(env.ls().is_empty());
     assert!(env.containers().is_empty());
     // No configuration at all: said so, with the places looked at.

@@ -314,6 +314,65 @@ impl Docker {
     }
 }
 
+impl Docker {
+    /// One attempt of [`Environment::image_file`]: a probe container of `image` created, `path`
+    /// copied out of it into a temporary directory, the probe removed.
+    async fn copy_out(&self, image: &str, path: &str, labels: &[(&str, &str)]) -> Result<Copied> {
+        let (code, stdout, stderr) = self.output(probe_create_args(image, labels)).await?;
+        if code != 0 {
+            if is_no_such_image(&stderr) {
+                return Err(Error::ImageUnavailable {
+                    image: image.into(),
+                    reason: "not present locally".into(),
+                }
+                .into());
+            }
+            return Err(anyhow!(
+                "`{} create` of {image} (to read {path}) failed: {}",
+                self.bin,
+                first_error_line(&stderr)
+            ));
+        }
+        let probe = stdout.lines().last().unwrap_or_default().to_string();
+        let dir = tempfile::tempdir().context("cannot make a temporary directory")?;
+        let dest = dir.path().join("file");
+        let copied = self
+            .output(vec![
+                "cp".into(),
+                "-L".into(),
+                format!("{probe}:{path}"),
+                dest.to_string_lossy().into_owned(),
+            ])
+            .await;
+        let _ = self.remove(&probe).await;
+        let (code, _, stderr) = copied?;
+        if code == 0 {
+            return Ok(Copied::File(dest, dir));
+        }
+        if stderr.contains("Could not find the file") || stderr.contains("no such file") {
+            return Ok(Copied::Missing);
+        }
+        if is_no_such_container(&stderr) {
+            return Ok(Copied::Gone);
+        }
+        Err(anyhow!(
+            "`{} cp` of {path} from {image} failed: {}",
+            self.bin,
+            first_error_line(&stderr)
+        ))
+    }
+}
+
+/// What one attempt of [`Docker::copy_out`] found.
+enum Copied {
+    /// The file, in its temporary directory (kept alive with it).
+    File(std::path::PathBuf, tempfile::TempDir),
+    /// The image has no such file.
+    Missing,
+    /// The probe container vanished before the copy.
+    Gone,
+}
+
 impl Environment for Docker {
     fn kind(&self) -> EngineKind {
         match self.flavor {
@@ -660,45 +719,21 @@ impl Environment for Docker {
         max: u64,
         labels: &[(&str, &str)],
     ) -> Result<Option<Vec<u8>>> {
-        let (code, stdout, stderr) = self.output(probe_create_args(image, labels)).await?;
-        if code != 0 {
-            if is_no_such_image(&stderr) {
-                return Err(Error::ImageUnavailable {
-                    image: image.into(),
-                    reason: "not present locally".into(),
+        // The probe carries its state directory's labels so that a reaper removes it if we die
+        // meanwhile; a concurrent sweep may therefore remove it under us: then again.
+        for attempt in 1.. {
+            match self.copy_out(image, path, labels).await? {
+                Copied::Gone if attempt < 3 => continue,
+                Copied::Gone => {
+                    return Err(anyhow!(
+                        "the container made to read {path} out of {image} was removed each time (by a concurrent `h9sandbox reap`?); try again"
+                    ))
                 }
-                .into());
+                Copied::Missing => return Ok(None),
+                Copied::File(dest, _dir) => return read_regular(&dest, max).map(Some),
             }
-            return Err(anyhow!(
-                "`{} create` of {image} (to read {path}) failed: {}",
-                self.bin,
-                first_error_line(&stderr)
-            ));
         }
-        let probe = stdout.lines().last().unwrap_or_default().to_string();
-        let dir = tempfile::tempdir().context("cannot make a temporary directory")?;
-        let dest = dir.path().join("file");
-        let copied = self
-            .output(vec![
-                "cp".into(),
-                "-L".into(),
-                format!("{probe}:{path}"),
-                dest.to_string_lossy().into_owned(),
-            ])
-            .await;
-        let _ = self.remove(&probe).await;
-        let (code, _, stderr) = copied?;
-        if code != 0 {
-            if stderr.contains("Could not find the file") || stderr.contains("no such file") {
-                return Ok(None);
-            }
-            return Err(anyhow!(
-                "`{} cp` of {path} from {image} failed: {}",
-                self.bin,
-                first_error_line(&stderr)
-            ));
-        }
-        read_regular(&dest, max).map(Some)
+        unreachable!("the loop returns")
     }
 
     async fn list_volumes(&self, labels: &[(&str, &str)]) -> Result<Vec<VolumeSummary>> {
