@@ -336,14 +336,17 @@ impl Docker {
         let probe = stdout.lines().last().unwrap_or_default().to_string();
         let dir = tempfile::tempdir().context("cannot make a temporary directory")?;
         let dest = dir.path().join("file");
-        let copied = self
-            .output(vec![
-                "cp".into(),
-                "-L".into(),
-                format!("{probe}:{path}"),
-                dest.to_string_lossy().into_owned(),
-            ])
-            .await;
+        // Docker follows a symlink in the image with -L; Podman's cp has no such flag (a symlink
+        // it copies as one is then refused by read_regular, never followed on the host).
+        let mut args: Vec<String> = vec!["cp".into()];
+        if self.flavor == Flavor::Docker {
+            args.push("-L".into());
+        }
+        args.extend([
+            format!("{probe}:{path}"),
+            dest.to_string_lossy().into_owned(),
+        ]);
+        let copied = self.output(args).await;
         let _ = self.remove(&probe).await;
         let (code, _, stderr) = copied?;
         if code == 0 {
