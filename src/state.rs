@@ -20,7 +20,7 @@ use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
 use crate::error::Error;
-use crate::types::{EngineKind, Ids, Isolation, Limits};
+use crate::types::{EngineKind, Ids, Isolation, Limits, WorkdirMode};
 
 /// Name prefixes of the temporary files a write renames over `state.json` (and over the other
 /// documents of the state directory, `trust.json`).
@@ -195,6 +195,11 @@ pub struct Record {
     /// sub-sandbox's is its parent's), e.g. `runsc` for gVisor; absent: the engine's default.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub runtime: Option<String>,
+    /// How the work dir reaches the container: `mount` (left out: the default, and what
+    /// records made before the key mean) or `copy` (copied in at `up`; the host's directory is
+    /// never changed by the sandbox, `cp` copies out).
+    #[serde(default, skip_serializing_if = "WorkdirMode::is_mount")]
+    pub workdir_mode: WorkdirMode,
     /// The devcontainer.json the sandbox was made from (`up --devcontainer`; a sub-sandbox's is
     /// its parent's); absent otherwise.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -220,7 +225,7 @@ pub struct DevcontainerRecord {
 }
 
 /// What `up` found of a sandbox's in-container agent.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct AgentRecord {
     /// The agent's socket (device and inode, as the host sees it) when `up` connected to it:
     /// commands go through that very socket, never another one put in its place. `null` when
@@ -233,6 +238,23 @@ pub struct AgentRecord {
     /// engine's exec.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub version: Option<u32>,
+    /// The remote channel (TLS over TCP to the agent), for a sandbox with no host mounts;
+    /// absent for a sandbox whose agent's socket is on this machine.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub channel: Option<ChannelRecord>,
+}
+
+/// Where and how the host reaches a sandbox's agent over the remote channel
+/// ([`crate::contract::tls`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ChannelRecord {
+    /// `HOST:PORT` of the channel's published port; `null` when it cannot be reached from here:
+    /// the host then relays through the engine's exec stream.
+    pub address: Option<String>,
+    /// SHA-256 of the agent's certificate, in hex: the host speaks to no other.
+    pub fingerprint: String,
+    /// Where the channel listens inside the container (`IP:PORT`), which the relay reaches.
+    pub inside: String,
 }
 
 /// The configuration a sandbox keeps for the commands run on it later, recorded by `up`
@@ -969,6 +991,7 @@ pub(crate) mod tests {
             workdir_id: None,
             runtime: None,
             devcontainer: None,
+            workdir_mode: Default::default(),
         }
     }
 

@@ -9,12 +9,14 @@
 //! host command line is parsed (they are no user commands, and `init` refuses to run unless it is
 //! PID 1).
 
+pub mod channel;
 pub mod files;
 pub mod init;
 pub mod proxy;
 pub mod seccomp;
 pub mod server;
 pub mod supervise;
+pub mod tarball;
 pub mod user;
 pub mod wrap;
 
@@ -63,6 +65,14 @@ enum AgentCommand {
         #[command(subcommand)]
         command: files::FileCommand,
     },
+    /// Write a tar stream of a path, or extract one (`h9sandbox cp`, a copied work dir)
+    Tar {
+        #[command(subcommand)]
+        command: tarball::TarCommand,
+    },
+    /// Carry standard input and output to the remote channel inside the container (the host's
+    /// fallback where the channel's published port cannot be reached)
+    Relay(channel::RelayArgs),
     /// Print the device and inode of a path, `DEV INO` (the host checks a mount with it)
     Stat {
         /// The path
@@ -90,6 +100,8 @@ pub fn main(args: &[std::ffi::OsString]) -> Option<i32> {
         AgentCommand::Signal(a) => supervise::signal(a),
         AgentCommand::KillMarked(a) => supervise::kill_marked(a),
         AgentCommand::Proxy(a) => proxy::run(a),
+        AgentCommand::Relay(a) => channel::relay(a),
+        AgentCommand::Tar { command } => tarball::run(command),
         AgentCommand::File { command } => files::run(command),
         AgentCommand::Stat { path } => match std::fs::metadata(path) {
             Ok(m) => {

@@ -35,6 +35,7 @@ pub fn request(args: &UpArgs) -> UpRequest {
         reuse: args.reuse,
         devcontainer: None,
         build: None,
+        workdir_mode: args.workdir_mode,
     }
 }
 
