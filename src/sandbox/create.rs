@@ -303,14 +303,23 @@ async fn resolve_spec(ctx: &Ctx, req: &UpRequest) -> Result<Plan> {
         ),
     };
     let mount = check_workdir(ctx, req, &workdir)?;
+    // A devcontainer.json's runArgs may only tighten the limits.
+    if let Some(dc) = &req.devcontainer {
+        super::devcontainer::tighten(dc, &mut limits)?;
+    }
+    // A sub-sandbox runs on its parent's engine.
+    let engine = match &parent {
+        Some(p) => ctx.runner_for(p)?,
+        None => ctx.engine.clone(),
+    };
+    // Before any build: a work dir mode refused with these limits builds nothing.
+    let workdir_mode = resolve_workdir_mode(ctx, &engine, parent.as_ref(), &limits)?;
     if let Some(spec) = &req.build {
         super::build::build(ctx, &ctx.engine, spec, limits.network).await?;
     }
-    // A devcontainer.json: its runArgs may only tighten the limits; its image is built, its
-    // user looked up in it.
+    // A devcontainer.json: its image is built, its user looked up in it.
     let devcontainer = match &req.devcontainer {
         Some(dc) => {
-            super::devcontainer::tighten(dc, &mut limits)?;
             let prepared = super::devcontainer::prepare(
                 ctx,
                 &ctx.engine,
@@ -337,10 +346,6 @@ async fn resolve_spec(ctx: &Ctx, req: &UpRequest) -> Result<Plan> {
         .into());
     }
     if limits.network == Network::Allowlist {
-        let engine = match &parent {
-            Some(p) => ctx.runner_for(p)?,
-            None => ctx.engine.clone(),
-        };
         super::egress::check_supported(&engine, runtime.as_deref())?;
     }
     if let Some(why) = unwritable_for(&workdir, user) {
@@ -349,12 +354,6 @@ async fn resolve_spec(ctx: &Ctx, req: &UpRequest) -> Result<Plan> {
     let labels = parse_labels(&req.labels)?;
     let id = Uuid::new_v4();
     let name = sandbox_name(req, id)?;
-    // A sub-sandbox runs on its parent's engine.
-    let engine = match &parent {
-        Some(p) => ctx.runner_for(p)?,
-        None => ctx.engine.clone(),
-    };
-    let workdir_mode = resolve_workdir_mode(ctx, &engine, parent.as_ref(), &limits)?;
     let now = now_rfc3339();
     let mut settings = ctx.configured_settings();
     if let (Some((dc, _)), None) = (&devcontainer, &req.bootstrap) {

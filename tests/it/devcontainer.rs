@@ -49,6 +49,13 @@ fn built_image(env: &TestEnv, id: &str) -> RemoveImage {
     RemoveImage(image, env.state_dir.clone())
 }
 
+/// The file `rel` of the sandbox `id`'s work dir ("" when it has none), read in the sandbox
+/// (`h9sandbox read`): the same with the work dir mounted or copied in.
+fn read_in(env: &TestEnv, id: &str, rel: &str) -> String {
+    let out = env.run(&["read", id, env.path(rel).to_str().unwrap()]);
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
 /// The warning lines of `stderr` about the devcontainer.json.
 fn warnings(stderr: &str) -> Vec<&str> {
     stderr
@@ -59,7 +66,7 @@ fn warnings(stderr: &str) -> Vec<&str> {
 
 #[test]
 fn an_image_configuration_gives_env_user_and_lifecycle_commands() {
-    require_docker!();
+    require_images!(DEBIAN);
     let env = TestEnv::new();
     std::os::unix::fs::chown(&env.workdir, Some(1000), Some(1000)).unwrap();
     put(
@@ -103,7 +110,7 @@ fn an_image_configuration_gives_env_user_and_lifecycle_commands() {
         w[1]
     );
     // The lifecycle commands ran, as the remote user, in the work dir, in order.
-    let read = |f: &str| std::fs::read_to_string(env.path(f)).unwrap_or_default();
+    let read = |f: &str| read_in(&env, &id, f);
     assert_eq!(
         (read("one.txt"), read("two.txt"), read("uid.txt")),
         ("one\n".into(), "two\n".into(), "1000\n".into()),
@@ -157,7 +164,7 @@ fn an_image_configuration_gives_env_user_and_lifecycle_commands() {
 
 #[test]
 fn a_dockerfile_configuration_is_built_with_the_engine() {
-    require_docker!();
+    require_images!(DEBIAN);
     let env = TestEnv::new();
     put(
         &env.workdir,
@@ -186,7 +193,7 @@ fn a_dockerfile_configuration_is_built_with_the_engine() {
     let _image = built_image(&env, &id);
     assert_eq!(rec["devcontainer"]["built"], true);
     assert_eq!(rec["user"], "1234:1234", "{}", stderr(&out));
-    let read = |f: &str| std::fs::read_to_string(env.path(f)).unwrap_or_default();
+    let read = |f: &str| read_in(&env, &id, f);
     assert!(read("version.txt").starts_with("1.2."), "{}", stderr(&out));
     assert_eq!(read("home.txt"), "/home/dev\n");
     assert_eq!(read("where.txt").trim(), env.workdir.to_str().unwrap());
@@ -231,7 +238,7 @@ fn a_dockerfile_configuration_is_built_with_the_engine() {
 
 #[test]
 fn what_would_loosen_the_sandbox_is_refused_and_nothing_is_left() {
-    require_docker!();
+    require_images!(DEBIAN);
     let env = TestEnv::new();
     let image = |rest: &str| format!(r#"{{ "image": "{DEBIAN}", {rest} }}"#);
     let cases: Vec<(String, &str)> = vec![
@@ -293,7 +300,7 @@ fn what_would_loosen_the_sandbox_is_refused_and_nothing_is_left() {
 
 #[test]
 fn a_real_projects_devcontainer_runs_its_post_create_command() {
-    require_docker!();
+    require_images!(PYTHON);
     let env = TestEnv::new();
     let fixture = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("tests/fixtures/devcontainer/vscode-remote-try-python");
@@ -440,6 +447,25 @@ fn up_build_runs_the_image_of_a_directorys_dockerfile() {
         last.starts_with("h9sandbox: error: `docker build` of h9sandbox-build-"),
         "{err}"
     );
+    // What the sandbox could not be is refused before anything is built: the work dir copied
+    // in with an allowlist (its proxy needs a host mount).
+    let out = env.run(&[
+        "up",
+        "-v",
+        "--build",
+        ctx,
+        "--dockerfile",
+        &format!("{ctx}/Dockerfile.bad"),
+        "--workdir-mode",
+        "copy",
+        "--allow",
+        "example.com",
+    ]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(!err.contains(" build "), "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.contains("workdir_mode = \"copy\""), "{err}");
     assert_ok(&env.run(&["down", &id, &again, &other]));
     assert!(env.ls().is_empty());
 }
