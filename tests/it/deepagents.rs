@@ -50,6 +50,7 @@ fn python() -> Option<PathBuf> {
 #[test]
 fn langchains_sandbox_suite_passes_against_h9sandbox() {
     require_container!("the suite's file helpers run python3 in a container");
+    require_images!(PYTHON);
     let Some(python) = python() else { return };
     let env = TestEnv::new();
     let suite = Path::new(env!("CARGO_MANIFEST_DIR")).join("integrations/deepagents/tests");

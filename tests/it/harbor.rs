@@ -44,7 +44,7 @@ fn python() -> Option<PathBuf> {
 
 #[test]
 fn harbor_trials_in_h9sandbox_reward_as_in_docker() {
-    require_docker!();
+    require_images!(DEBIAN);
     let Some(python) = python() else { return };
     let env = TestEnv::new();
     let suite = Path::new(env!("CARGO_MANIFEST_DIR")).join("integrations/harbor/tests");
