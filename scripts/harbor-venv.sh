@@ -7,7 +7,9 @@
 #   export H9TEST_HARBOR_PYTHON=$(scripts/harbor-venv.sh)    # what .ci/run does
 #
 # Harbor needs Python 3.12 or later: the first of $H9TEST_HARBOR_BASE_PYTHON, python3.13,
-# python3.12 (PATH, /usr/bin, /usr/local/bin, pyenv's versions) that is one.
+# python3.12 (PATH, /usr/bin, /usr/local/bin, pyenv's versions) that is one. Where there is none
+# (Debian bookworm has 3.11), uv (from PyPI, pinned) installs its CPython 3.12 build into
+# $venv-python, with uv itself in $venv-uv; nothing is installed on the host but python3-venv.
 # The tests compare h9sandbox with Harbor's own docker environment, which runs `docker compose`
 # (Compose V2). Where the Docker CLI has no such plugin (Debian bookworm's docker.io), the
 # script takes Debian's docker-compose plugin (trixie's package, a static Go program needing
@@ -20,7 +22,9 @@ cd "$(dirname "$0")/.."
 HARBOR_VERSION=0.25.0
 PYTEST_VERSION=8.3.5
 COMPOSE_DEB_VERSION=2.26.1-4
+UV_VERSION=0.13.8
 venv="${H9TEST_HARBOR_VENV:-target/harbor-venv}"
+case "$venv" in /*) ;; *) venv="$PWD/$venv" ;; esac
 python="$venv/bin/python"
 
 log() { echo "harbor-venv: $*" >&2; }
@@ -56,6 +60,24 @@ base_python() {
   return 1
 }
 
+# No Python 3.12 or later here: uv's CPython 3.12 in $venv-python; prints its interpreter.
+fetch_python() {
+  local uv="$venv-uv"
+  if [ ! -x "$uv/bin/uv" ]; then
+    if ! python3 -c 'import venv, ensurepip' 2>/dev/null; then
+      log "installing python3-venv"
+      apt-get update -qq >&2
+      DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-venv >/dev/null
+    fi
+    log "no Python 3.12 or later: uv $UV_VERSION into $uv, to install CPython 3.12"
+    python3 -m venv "$uv" >&2
+    "$uv/bin/python" -m pip install --quiet --disable-pip-version-check "uv==$UV_VERSION" >&2
+  fi
+  export UV_PYTHON_INSTALL_DIR="$venv-python" UV_PYTHON_PREFERENCE=only-managed
+  "$uv/bin/uv" python install --quiet 3.12 >&2
+  "$uv/bin/uv" python find --no-project 3.12
+}
+
 compose_plugin() {
   docker compose version >/dev/null 2>&1 && return 0
   local dest="$venv/docker-config/cli-plugins" apt="$venv/apt"
@@ -63,8 +85,8 @@ compose_plugin() {
   log "docker compose (Compose V2) is missing: Debian's docker-compose $COMPOSE_DEB_VERSION plugin into $dest"
   mkdir -p "$apt/lists/partial" "$apt/cache/archives/partial" "$dest"
   echo 'deb http://deb.debian.org/debian trixie main' >"$apt/sources.list"
-  local opts=(-o "Dir::Etc::sourcelist=$PWD/$apt/sources.list" -o Dir::Etc::sourceparts=-
-    -o "Dir::State::Lists=$PWD/$apt/lists" -o "Dir::Cache=$PWD/$apt/cache"
+  local opts=(-o "Dir::Etc::sourcelist=$apt/sources.list" -o Dir::Etc::sourceparts=-
+    -o "Dir::State::Lists=$apt/lists" -o "Dir::Cache=$apt/cache"
     -o APT::Get::List-Cleanup=0 -o APT::Sandbox::User=root)
   apt-get -qq "${opts[@]}" update >&2
   (cd "$apt" && apt-get -qq "${opts[@]}" download "docker-compose=$COMPOSE_DEB_VERSION" >&2)
@@ -75,7 +97,7 @@ compose_plugin() {
 }
 
 if ! have; then
-  base=$(base_python) || { log "Harbor needs Python 3.12 or later; none found (set H9TEST_HARBOR_BASE_PYTHON)"; exit 1; }
+  base=$(base_python || fetch_python) || { log "Harbor needs Python 3.12 or later; none found, and uv could not install one (set H9TEST_HARBOR_BASE_PYTHON)"; exit 1; }
   log "creating $venv with harbor==$HARBOR_VERSION ($("$base" --version))"
   [ -x "$python" ] || "$base" -m venv "$venv"
   "$python" -m pip install --quiet --disable-pip-version-check \
