@@ -18,7 +18,7 @@ fn put(root: &Path, rel: &str, text: &str) {
 
 /// Removes the image `.0` when dropped (the tests build images of their own), after the
 /// containers of the test's state directory `.1` (a failed assertion leaves its sandbox
-/// running, and an image in use is only untagged).
+/// running, and an image in use is only untagged) and the derived images of it.
 struct RemoveImage(String, std::path::PathBuf);
 
 impl Drop for RemoveImage {
@@ -35,6 +35,32 @@ impl Drop for RemoveImage {
                 .args(["rm", "-f"])
                 .args(&ids)
                 .output();
+        }
+        // First its derived image (made with the work dir copied), which would keep it.
+        let id = std::process::Command::new(cli())
+            .args(["image", "inspect", "--format", "{{.Id}}", &self.0])
+            .output()
+            .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+            .unwrap_or_default();
+        let short: String = id.trim_start_matches("sha256:").chars().take(12).collect();
+        if !short.is_empty() {
+            let refs = std::process::Command::new(cli())
+                .args(["image", "ls", "h9sandbox-agent", "--format"])
+                .arg("{{.Repository}}:{{.Tag}}")
+                .output()
+                .map(|o| String::from_utf8_lossy(&o.stdout).to_string())
+                .unwrap_or_default();
+            let prefix = format!("h9sandbox-agent:{short}-");
+            let derived: Vec<&str> = refs
+                .split_whitespace()
+                .filter(|r| r.starts_with(&prefix))
+                .collect();
+            if !derived.is_empty() {
+                let _ = std::process::Command::new(cli())
+                    .args(["image", "rm", "-f"])
+                    .args(&derived)
+                    .output();
+            }
         }
         let _ = std::process::Command::new(cli())
             .args(["image", "rm", "-f", &self.0])

@@ -59,11 +59,30 @@ def h9sandbox_binary() -> str:
 @pytest.fixture(scope="session", autouse=True)
 def remove_built_images():
     """Removes, after the tests, the images h9sandbox built for the test task (Harbor's
-    docker environment removes its own with `down --rmi local`)."""
+    docker environment removes its own with `down --rmi local`), and first their derived
+    images (`h9sandbox-agent:<12 hex of the image ID>-<build>`, made with the work dir
+    copied), which would keep them."""
     yield
     label = f"label=h9sandbox.build={(TASK / 'environment').resolve()}"
-    ids = subprocess.run(
-        ["docker", "image", "ls", "-q", "--filter", label], capture_output=True, text=True
-    ).stdout.split()
-    if ids:
-        subprocess.run(["docker", "image", "rm", "-f", *set(ids)], capture_output=True)
+    ids = set(
+        subprocess.run(
+            ["docker", "image", "ls", "-q", "--no-trunc", "--filter", label],
+            capture_output=True,
+            text=True,
+        ).stdout.split()
+    )
+    if not ids:
+        return
+    prefixes = tuple(f"h9sandbox-agent:{i.removeprefix('sha256:')[:12]}-" for i in ids)
+    derived = [
+        ref
+        for ref in subprocess.run(
+            ["docker", "image", "ls", "h9sandbox-agent", "--format", "{{.Repository}}:{{.Tag}}"],
+            capture_output=True,
+            text=True,
+        ).stdout.split()
+        if ref.startswith(prefixes)
+    ]
+    if derived:
+        subprocess.run(["docker", "image", "rm", "-f", *derived], capture_output=True)
+    subprocess.run(["docker", "image", "rm", "-f", *ids], capture_output=True)
