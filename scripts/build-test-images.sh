@@ -3,6 +3,11 @@
 #   h9sandbox-test/tiny:latest     FROM scratch + Debian's busybox-static and bash-static (seconds)
 #   h9sandbox-test/nobash:latest   the same without bash (tests the `sh -c` fallback)
 #   h9sandbox-test/debian:bookworm debootstrap --variant=minbase bookworm, imported (about 40 s)
+#   h9sandbox-test/python:bookworm the Debian image with Debian's python3, python3-pip and
+#                                  python-is-python3 (`python`), built with apt-get from Debian's
+#                                  mirror (about 40 s; for the Deep Agents backend, whose file
+#                                  helpers run python3, and the devcontainer tests); rebuilt when
+#                                  its label h9sandbox-test.revision is not the one below
 # Images already present are kept; set REBUILD=1 to build them again.
 # Needs root (apt-get, debootstrap) on a Debian-like host and a Docker Engine that answers.
 set -euo pipefail
@@ -57,4 +62,28 @@ if [ "$SKIP_DEBIAN" != 1 ] && ! have_image h9sandbox-test/debian:bookworm; then
   tar -C "$dir" -c . | "$ENGINE" import - h9sandbox-test/debian:bookworm >/dev/null
   rm -rf "$dir"
   echo "build-test-images: built h9sandbox-test/debian:bookworm" >&2
+fi
+
+PYTHON_REVISION=2
+python_current() {
+  have_image h9sandbox-test/python:bookworm && [ "$("$ENGINE" image inspect --format \
+    '{{index .Config.Labels "h9sandbox-test.revision"}}' h9sandbox-test/python:bookworm)" = "$PYTHON_REVISION" ]
+}
+if [ "$SKIP_DEBIAN" != 1 ] && ! python_current; then
+  ctx=$(mktemp -d)
+  cat >"$ctx/Dockerfile" <<DOCKERFILE
+FROM h9sandbox-test/debian:bookworm
+ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
+RUN apt-get update -qq \\
+ && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \\
+      python3 python3-pip python-is-python3 >/dev/null \\
+ && rm -rf /var/lib/apt/lists/*
+LABEL h9sandbox-test.revision=$PYTHON_REVISION
+DOCKERFILE
+  echo "build-test-images: h9sandbox-test/python:bookworm (apt-get install python3, about 40 s)" >&2
+  if ! "$ENGINE" build -q -t h9sandbox-test/python:bookworm "$ctx" >"$ctx.log" 2>&1; then
+    cat "$ctx.log" >&2; exit 1
+  fi
+  rm -rf "$ctx" "$ctx.log"
+  echo "build-test-images: built h9sandbox-test/python:bookworm" >&2
 fi

@@ -535,6 +535,7 @@ mod tests {
             agent: None,
             workdir_id: None,
             runtime: None,
+            devcontainer: None,
             workdir_mode: Default::default(),
             daemon: None,
             engine: EngineKind::Docker,

@@ -206,6 +206,28 @@ pub struct Record {
     /// never changed by the sandbox, `cp` copies out).
     #[serde(default, skip_serializing_if = "WorkdirMode::is_mount")]
     pub workdir_mode: WorkdirMode,
+    /// The devcontainer.json the sandbox was made from (`up --devcontainer`; a sub-sandbox's is
+    /// its parent's); absent otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub devcontainer: Option<DevcontainerRecord>,
+}
+
+/// What a sandbox's record keeps of its devcontainer.json (`ls --format json`:
+/// `"devcontainer"`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DevcontainerRecord {
+    /// The configuration file.
+    pub config: PathBuf,
+    /// Whether the image was built from its Dockerfile.
+    pub built: bool,
+    /// The environment it gave the container (`containerEnv`, `runArgs --env`, `remoteEnv`),
+    /// `NAME=VALUE` each, as `docker inspect` shows `Config.Env`; its sub-sandboxes get it too.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub env: Vec<String>,
+    /// `forwardPorts`, `appPort` and `runArgs -p`, as written: recorded, not forwarded (h9sandbox
+    /// has no port forwarding yet).
+    #[serde(default)]
+    pub forward_ports: Vec<String>,
 }
 
 /// What `up` found of a sandbox's in-container agent.
@@ -1031,6 +1053,7 @@ pub(crate) mod tests {
             agent: None,
             workdir_id: None,
             runtime: None,
+            devcontainer: None,
             workdir_mode: Default::default(),
             daemon: None,
         }

@@ -500,6 +500,20 @@ pub struct UpArgs {
     /// dir, print its ID and change nothing (fail naming what differs)
     #[arg(long, requires = "name")]
     pub reuse: bool,
+    /// Make it from a devcontainer.json: PATH is the file or the project folder holding
+    /// .devcontainer/ [default: the work dir's]. Its image or Dockerfile, environment, user and
+    /// lifecycle commands (as the bootstrap) are used, never anything that loosens the sandbox;
+    /// the flags given beat it
+    #[arg(long, value_name = "PATH", conflicts_with_all = ["parent", "build"])]
+    pub devcontainer: Option<Option<PathBuf>>,
+    /// Build the image from this directory's Dockerfile with the engine first (as `docker
+    /// compose up --build`), named h9sandbox-build-NAME-HASH; the engine's cache makes the next
+    /// build of the same directory quick
+    #[arg(long, value_name = "DIR", conflicts_with_all = ["image", "parent"])]
+    pub build: Option<PathBuf>,
+    /// With --build: the Dockerfile [default: DIR/Dockerfile]
+    #[arg(long, value_name = "FILE", requires = "build")]
+    pub dockerfile: Option<PathBuf>,
 }
 
 /// `mcp` arguments.

@@ -159,7 +159,7 @@ async fn dispatch(cli: Cli) -> Result<i32> {
     };
     match &cli.command {
         Command::Up(a) => {
-            let req = up::request(a);
+            let req = up::request_with_devcontainer(a)?;
             up::run(&ctx(&req.config_flags())?, format, &progress, &req).await
         }
         Command::Exec(a) => exec::run(&ctx(&[])?, format, a).await,
@@ -188,8 +188,8 @@ async fn dispatch(cli: Cli) -> Result<i32> {
         | Command::Resume(_)
         | Command::Snapshot(_) => lifecycle::run(&ctx(&[])?, format, &cli.command).await,
         Command::Run(a) => {
-            let req = run::up_request(a);
-            run::run(&ctx(&req.config_flags())?, format, &progress, a).await
+            let req = run::up_request(a)?;
+            run::run(&ctx(&req.config_flags())?, format, &progress, a, &req).await
         }
         Command::Mcp(a) => mcp::run(&cli, a).await,
     }

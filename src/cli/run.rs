@@ -24,13 +24,13 @@ pub struct RunJson {
 
 /// The `up` request of `run`: `args`' up options, tied to this process unless told otherwise
 /// (so that `reap` removes the sandbox if `run` is killed with SIGKILL).
-pub fn up_request(args: &RunArgs) -> crate::sandbox::create::UpRequest {
-    let mut req = super::up::request(&args.up);
+pub fn up_request(args: &RunArgs) -> anyhow::Result<crate::sandbox::create::UpRequest> {
+    let mut req = super::up::request_with_devcontainer(&args.up)?;
     req.one_command = true;
     if req.owner_pid.is_none() {
         req.owner_pid = Some(std::process::id().to_string());
     }
-    req
+    Ok(req)
 }
 
 /// Removes the Failed records this process made: a `run` leaves nothing behind, not even the
@@ -55,12 +55,18 @@ async fn drop_my_failed_records(ctx: &Ctx) {
     }
 }
 
-/// Runs `run` (`ctx` built with the up request's configuration flags); returns the command's
-/// exit status.
-pub async fn run(ctx: &Ctx, format: Format, progress: &CliReporter, args: &RunArgs) -> Result<i32> {
+/// Runs `run` (`ctx` built with the configuration flags of `req`, its [`up_request`]); returns
+/// the command's exit status.
+pub async fn run(
+    ctx: &Ctx,
+    format: Format,
+    progress: &CliReporter,
+    args: &RunArgs,
+    req: &crate::sandbox::create::UpRequest,
+) -> Result<i32> {
     super::exec::refuse_option_as_command("run", &args.command)?;
     let env = super::exec::env_assignments(&args.env, |k| std::env::var_os(k))?;
-    let created = create(ctx, &up_request(args)).await;
+    let created = create(ctx, req).await;
     progress.finish();
     let rec = match created {
         Ok(rec) => rec,

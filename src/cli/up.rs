@@ -34,8 +34,26 @@ pub fn request(args: &UpArgs) -> UpRequest {
         within: None,
         reuse: args.reuse,
         one_command: false,
+        devcontainer: None,
+        build: None,
         workdir_mode: args.workdir_mode,
     }
+}
+
+/// [`request`], with the devcontainer.json of `--devcontainer` read and applied
+/// ([`crate::sandbox::devcontainer::apply`]), and the build of `--build` named
+/// ([`crate::sandbox::build::spec_for`]: its image is the sandbox's).
+pub fn request_with_devcontainer(args: &UpArgs) -> Result<UpRequest> {
+    let mut req = request(args);
+    if let Some(path) = &args.devcontainer {
+        crate::sandbox::devcontainer::apply(&mut req, path.as_deref())?;
+    }
+    if let Some(dir) = &args.build {
+        let spec = crate::sandbox::build::spec_for(dir, args.dockerfile.as_deref())?;
+        req.image = Some(spec.tag.clone());
+        req.build = Some(spec);
+    }
+    Ok(req)
 }
 
 /// The warning when the owner process (`--owner-pid`) of the new sandbox `rec` has exited

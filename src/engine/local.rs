@@ -26,10 +26,10 @@ use tokio::process::Command;
 
 use super::shell::{shell_line, shell_quote};
 use super::{
-    spawn_exec, Capabilities, CommandLine, CommandOwnsAll, ContainerSpec, ContainerStatus,
-    ContainerSummary, ContainerVerb, EngineExec, Environment, ExecSpec, ExecStdio, ImageConfig,
-    Secret, SidecarSpec, SidecarSummary, VolumeSummary, EXEC_MARKER_VAR, LOCAL_SANDBOX_VAR,
-    LOCAL_STATE_DIR_VAR,
+    spawn_exec, BuildSpec, Capabilities, CommandLine, CommandOwnsAll, ContainerSpec,
+    ContainerStatus, ContainerSummary, ContainerVerb, EngineExec, Environment, ExecSpec, ExecStdio,
+    ImageConfig, Secret, SidecarSpec, SidecarSummary, VolumeSummary, EXEC_MARKER_VAR,
+    LOCAL_SANDBOX_VAR, LOCAL_STATE_DIR_VAR,
 };
 use crate::error::Error;
 use crate::report::{Reporter, Silent};
@@ -244,6 +244,26 @@ impl Environment for Local {
     /// Local sandboxes have no images.
     async fn image_config(&self, _image: &str) -> Result<ImageConfig> {
         Ok(ImageConfig::default())
+    }
+
+    /// Local sandboxes have no images to build.
+    async fn build(&self, spec: &BuildSpec, _timeout: Duration) -> Result<()> {
+        Err(Error::Invalid(format!(
+            "cannot build {}: engine = \"local\" has no images; use a container engine (docker or podman)",
+            spec.tag
+        ))
+        .into())
+    }
+
+    /// Local sandboxes have no images.
+    async fn image_file(
+        &self,
+        _image: &str,
+        _path: &str,
+        _max: u64,
+        _labels: &[(&str, &str)],
+    ) -> Result<Option<Vec<u8>>> {
+        Ok(None)
     }
 
     async fn agent_image(&self, _image: &str, _binary: &Path, _build: &str) -> Result<String> {

@@ -379,6 +379,35 @@ pub struct ContainerSpec {
     /// `127.0.0.1:3128` to it and every process gets `HTTP_PROXY` and its kin
     /// ([`docker::proxy_env`]).
     pub proxy: Option<std::path::PathBuf>,
+    /// Extra environment of every process of the container (`docker run --env`), in order
+    /// (a later name wins), set before h9sandbox's own (`TMPDIR`, the proxy's), which win over
+    /// them: a devcontainer.json's `containerEnv` and `remoteEnv`. Empty for most sandboxes.
+    pub env: Vec<(String, String)>,
+}
+
+/// An image to build from a Dockerfile with the engine (`docker build`, `podman build`), as
+/// `up --devcontainer` does for a `build` configuration. Built from local images only: the
+/// engine pulls a `FROM` image only when it is missing (and fails where no registry answers).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct BuildSpec {
+    /// The build context: a host directory the engine's client sends to the builder (minus
+    /// what its `.dockerignore` leaves out).
+    pub context: PathBuf,
+    /// The Dockerfile (`--file`).
+    pub dockerfile: PathBuf,
+    /// The image's name (`--tag`).
+    pub tag: String,
+    /// Build arguments (`--build-arg K=V`), in order.
+    pub args: Vec<(String, String)>,
+    /// The stage to build (`--target`), if any.
+    pub target: Option<String>,
+    /// Images whose layers may be reused (`--cache-from`).
+    pub cache_from: Vec<String>,
+    /// Run the build's `RUN` steps without a network (`--network none`): a sandbox whose own
+    /// network is `none` or `allowlist` does not get one in its build either.
+    pub no_network: bool,
+    /// Labels of the image (`--label K=V`).
+    pub labels: BTreeMap<String, String>,
 }
 
 /// Whether the OCI runtime `runtime` is gVisor: named `runsc`, or `runsc-` something (as
@@ -539,6 +568,8 @@ pub struct ImageConfig {
     pub user: String,
     /// `WORKDIR`; empty when none.
     pub working_dir: String,
+    /// `ENV`, `NAME=VALUE` each; empty when none.
+    pub env: Vec<String>,
 }
 
 /// One volume as listed by the engine (`docker volume ls`).
@@ -832,6 +863,24 @@ pub trait Environment {
     /// The configuration of the local image `image`.
     async fn image_config(&self, image: &str) -> Result<ImageConfig>;
 
+    /// Builds the image `spec` describes, giving up after `timeout` (the build's processes are
+    /// then stopped with the client). Errors: the build failed (its last output lines go to
+    /// the reporter as notes, the error names the failing step), [`crate::error::Error::Invalid`]
+    /// where the engine has no images ([`Local`]).
+    async fn build(&self, spec: &BuildSpec, timeout: Duration) -> Result<()>;
+
+    /// The content of the regular file `path` of the local image `image` (symlinks in the image
+    /// followed, inside the image), read through a container created for it and never started
+    /// (`docker create`, `docker cp -L`, `docker rm`; it carries `labels`, so that `reap` finds
+    /// it if h9sandbox dies meanwhile), at most `max` bytes. `None` when the image has no such
+    /// file ([`Local`]: always).
+    async fn image_file(
+        &self,
+        image: &str,
+        path: &str,
+        max: u64,
+        labels: &[(&str, &str)],
+    ) -> Result<Option<Vec<u8>>>;
     /// The derived image of `image` for sandboxes without host mounts: `image` with the static
     /// h9sandbox `binary` at [`crate::contract::BIN`], made on the engine without a registry
     /// and kept for the next `up`, named by the image's ID and `build` (the binary's build ID).
@@ -1023,6 +1072,20 @@ impl Environment for AnyEngine {
 
     async fn image_config(&self, image: &str) -> Result<ImageConfig> {
         delegate!(self, e => e.image_config(image).await)
+    }
+
+    async fn build(&self, spec: &BuildSpec, timeout: Duration) -> Result<()> {
+        delegate!(self, e => e.build(spec, timeout).await)
+    }
+
+    async fn image_file(
+        &self,
+        image: &str,
+        path: &str,
+        max: u64,
+        labels: &[(&str, &str)],
+    ) -> Result<Option<Vec<u8>>> {
+        delegate!(self, e => e.image_file(image, path, max, labels).await)
     }
 
     async fn agent_image(&self, image: &str, binary: &Path, build: &str) -> Result<String> {

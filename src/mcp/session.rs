@@ -268,6 +268,8 @@ impl Session {
             within: Some(self.workdir.clone()),
             reuse: false,
             one_command: false,
+            devcontainer: None,
+            build: None,
             workdir_mode: None,
         };
         // A sub-sandbox shares its parent's work dir: only of a sandbox the session may reach.

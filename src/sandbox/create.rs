@@ -87,6 +87,13 @@ pub struct UpRequest {
     /// The sandbox exists for one command and is removed right after (`run`): messages point at
     /// nothing that will be gone by then (its record).
     pub one_command: bool,
+    /// The devcontainer.json to make the sandbox from (`up --devcontainer`, read by
+    /// [`super::devcontainer::apply`], which also put its image and work dir in the fields above
+    /// when they were not given): its user, environment, lifecycle commands and `runArgs`
+    /// limits reach the sandbox in [`create`].
+    pub devcontainer: Option<super::devcontainer::Devcontainer>,
+    /// The image to build first (`up --build`), whose name is also in `image`.
+    pub build: Option<crate::engine::BuildSpec>,
     /// How the work dir reaches the container (`--workdir-mode`; default: config
     /// `workdir_mode`, else `mount` where the engine can mount this machine's directories).
     pub workdir_mode: Option<WorkdirMode>,
@@ -314,7 +321,7 @@ async fn resolve_spec(ctx: &Ctx, req: &UpRequest) -> Result<Plan> {
     let owner = req.owner_pid.as_deref().map(parse_owner).transpose()?;
     let ttl_secs = req.ttl.as_deref().map(parse_ttl).transpose()?;
     let parent = resolve_parent(ctx, req).await?;
-    let (image, limits, workdir) = match &parent {
+    let (image, mut limits, workdir) = match &parent {
         Some(p) => inherit_from(ctx, req, p)?,
         None => (
             ctx.cfg.image.clone(),
@@ -323,32 +330,14 @@ async fn resolve_spec(ctx: &Ctx, req: &UpRequest) -> Result<Plan> {
         ),
     };
     let mount = check_workdir(ctx, req, &workdir)?;
-    let user = resolve_user(ctx, req, parent.as_ref(), &workdir)?;
-    let runtime = resolve_runtime(ctx, req, parent.as_ref())?;
-    if !req.allow.is_empty() && limits.network != Network::Allowlist {
-        return Err(Error::Invalid(format!(
-            "--allow needs network allowlist, not {}; leave --network out (--allow implies allowlist)",
-            limits.network
-        ))
-        .into());
+    // A devcontainer.json's runArgs may only tighten the limits.
+    if let Some(dc) = &req.devcontainer {
+        super::devcontainer::tighten(dc, &mut limits)?;
     }
-    if limits.network == Network::Allowlist {
-        let engine = match &parent {
-            Some(p) => ctx.runner_for(p)?,
-            None => ctx.engine.clone(),
-        };
-        super::egress::check_supported(&engine, runtime.as_deref())?;
-    }
-    if let Some(why) = unwritable_for(&workdir, user) {
-        ctx.reporter.warn(&why);
-    }
-    let labels = parse_labels(&req.labels)?;
-    let id = Uuid::new_v4();
-    let name = sandbox_name(req, id)?;
     // Every setting that bounds the sandbox is recorded; a sub-sandbox's are its parent's,
     // tightened by its own flags only (the configuration and environment in force now do not
     // apply to it).
-    let settings = match &parent {
+    let mut settings = match &parent {
         Some(p) => p
             .settings
             .clone()
@@ -372,8 +361,59 @@ async fn resolve_spec(ctx: &Ctx, req: &UpRequest) -> Result<Plan> {
     if let Some(d) = engine.daemon() {
         d.validate().map_err(Error::Invalid)?;
     }
+    // Before any build: a work dir mode refused with these limits builds nothing.
     let workdir_mode = resolve_workdir_mode(ctx, &engine, parent.as_ref(), &limits)?;
+    if let Some(spec) = &req.build {
+        super::build::build(ctx, &ctx.engine, spec, limits.network).await?;
+    }
+    // A devcontainer.json: its image is built, its user looked up in it.
+    let devcontainer = match &req.devcontainer {
+        Some(dc) => {
+            let prepared = super::devcontainer::prepare(
+                ctx,
+                &ctx.engine,
+                dc,
+                &image,
+                &limits,
+                req.user.is_some(),
+            )
+            .await?;
+            Some((dc, prepared))
+        }
+        None => None,
+    };
+    let user = match devcontainer.as_ref().and_then(|(_, p)| p.user) {
+        Some(u) => u,
+        None => resolve_user(ctx, req, parent.as_ref(), &workdir)?,
+    };
+    let runtime = resolve_runtime(ctx, req, parent.as_ref())?;
+    if !req.allow.is_empty() && limits.network != Network::Allowlist {
+        return Err(Error::Invalid(format!(
+            "--allow needs network allowlist, not {}; leave --network out (--allow implies allowlist)",
+            limits.network
+        ))
+        .into());
+    }
+    if limits.network == Network::Allowlist {
+        super::egress::check_supported(&engine, runtime.as_deref())?;
+    }
+    if let Some(why) = unwritable_for(&workdir, user) {
+        ctx.reporter.warn(&why);
+    }
+    let labels = parse_labels(&req.labels)?;
+    let id = Uuid::new_v4();
+    let name = sandbox_name(req, id)?;
     let now = now_rfc3339();
+    if let (Some((dc, _)), None) = (&devcontainer, &req.bootstrap) {
+        // Its lifecycle commands are the bootstrap, as if given with --bootstrap.
+        if let Some(script) = super::devcontainer::bootstrap_script(dc, &workdir, user) {
+            settings.bootstrap_cmd = Some(script);
+        }
+    }
+    let dc_record = match &devcontainer {
+        Some((_, p)) => Some(p.record.clone()),
+        None => parent.as_ref().and_then(|p| p.devcontainer.clone()),
+    };
     let mut record = Record {
         id,
         name,
@@ -401,6 +441,7 @@ async fn resolve_spec(ctx: &Ctx, req: &UpRequest) -> Result<Plan> {
         // A copied work dir is the sandbox's own: what happens to the host's later is not its.
         workdir_id: workdir_mode.is_mount().then(|| mount.identity()),
         runtime,
+        devcontainer: dc_record,
         workdir_mode,
         daemon: engine.daemon().cloned(),
     };
@@ -599,6 +640,13 @@ fn resolve_runtime(ctx: &Ctx, req: &UpRequest, parent: Option<&Record>) -> Resul
 /// (`binary`, the sandbox's run directory).
 fn container_spec(ctx: &Ctx, record: &Record, user: Ids, binary: PathBuf) -> ContainerSpec {
     let mut labels = record.labels.clone();
+    let env = record
+        .devcontainer
+        .iter()
+        .flat_map(|d| &d.env)
+        .filter_map(|e| e.split_once('='))
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
     labels.insert(LABEL_MANAGED.into(), "1".into());
     labels.insert(LABEL_ID.into(), record.id.to_string());
     labels.insert(LABEL_STATE_DIR.into(), ctx.state_label());
@@ -614,6 +662,7 @@ fn container_spec(ctx: &Ctx, record: &Record, user: Ids, binary: PathBuf) -> Con
         user,
         scratch_volume: scratch_volume_name(&record.id),
         runtime: record.runtime.clone(),
+        env,
         proxy: (record.limits.network == Network::Allowlist)
             .then(|| super::egress::socket_dir(ctx, record.id)),
         user_name: (user == Ids::current() && !user.is_root())
@@ -926,7 +975,9 @@ async fn record_running(
 /// once the command ends).
 async fn run_bootstrap(ctx: &Ctx, mut rec: Record, one_command: bool) -> Result<Record> {
     let cfg = &ctx.cfg;
-    let Some(cmd) = ctx.settings_for(&rec).bootstrap_cmd else {
+    // What `up` recorded a moment ago: the configuration's, or the devcontainer's lifecycle
+    // commands, which count as a flag.
+    let Some(cmd) = rec.settings.as_ref().and_then(|s| s.bootstrap_cmd.clone()) else {
         return Ok(rec);
     };
     let cmd = cmd.as_str();
@@ -961,18 +1012,27 @@ async fn run_bootstrap(ctx: &Ctx, mut rec: Record, one_command: bool) -> Result<
 
 /// One line on why a recorded bootstrap failed.
 fn bootstrap_failure(run: &BootstrapRun, timeout_secs: u64) -> String {
+    let what = shown_bootstrap(&run.cmd);
     if run.timed_out {
         format!(
-            "bootstrap `{}` timed out after {}s (bootstrap_timeout_secs) and its process tree was killed",
-            run.cmd, timeout_secs
+            "bootstrap {what} timed out after {timeout_secs}s (bootstrap_timeout_secs) and its process tree was killed"
         )
     } else if let Some(e) = &run.error {
-        format!("bootstrap `{}` could not run: {e}", run.cmd)
+        format!("bootstrap {what} could not run: {e}")
     } else {
-        format!(
-            "bootstrap `{}` exited with status {}",
-            run.cmd, run.exit_code
-        )
+        format!("bootstrap {what} exited with status {}", run.exit_code)
+    }
+}
+
+/// A bootstrap command as a diagnostic line names it: in backquotes, or, for a script whose
+/// first line is a comment (a devcontainer.json's lifecycle commands), that comment.
+fn shown_bootstrap(cmd: &str) -> String {
+    match cmd
+        .strip_prefix("# ")
+        .and_then(|rest| rest.split_once('\n'))
+    {
+        Some((comment, _)) => format!("({comment})"),
+        None => format!("`{cmd}`"),
     }
 }
 

@@ -423,6 +423,7 @@ mod tests {
             cmd: vec![],
             user: "app".into(),
             working_dir: "/srv".into(),
+            env: vec![],
         };
         let c = restore_changes(&base);
         assert_eq!(

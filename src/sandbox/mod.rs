@@ -12,9 +12,11 @@
 pub mod agent;
 pub mod background;
 pub mod bootstrap;
+pub mod build;
 pub mod container_files;
 pub mod copy;
 pub mod create;
+pub mod devcontainer;
 pub mod down;
 pub mod egress;
 pub mod exec;

@@ -26,6 +26,8 @@ pub const TINY: &str = "h9sandbox-test/tiny:latest";
 pub const NOBASH: &str = "h9sandbox-test/nobash:latest";
 /// Debian bookworm (debootstrap minbase).
 pub const DEBIAN: &str = "h9sandbox-test/debian:bookworm";
+/// The Debian image with Debian's python3 and pip (Deep Agents' file helpers, devcontainers).
+pub const PYTHON: &str = "h9sandbox-test/python:bookworm";
 
 /// An engine the suite runs against.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -196,6 +198,40 @@ pub fn engine_available() -> bool {
         }
         ok
     })
+}
+
+/// Whether the engine under test has the test image `image` (one scripts/build-test-images.sh
+/// builds besides [`TINY`]); panics in CI when it has not, is announced as a skip otherwise.
+pub fn test_image_available(image: &str) -> bool {
+    let Some(cli) = engine().cli() else {
+        return true;
+    };
+    let ok = Command::new(cli)
+        .args(["image", "inspect", image])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !ok {
+        let why = format!("{cli} has no test image {image}: run scripts/build-test-images.sh");
+        if std::env::var_os("CI").is_some() {
+            panic!("CI is set but {why}");
+        }
+        announce(&format!("{why}; set CI=1 to make this fatal"));
+    }
+    ok
+}
+
+/// Skips the test (returns) when the engine under test is unavailable, or has not the test
+/// images named, outside CI; fails it in CI.
+#[macro_export]
+macro_rules! require_images {
+    ($($image:expr),+ $(,)?) => {
+        $crate::require_engine!();
+        $(
+            if !$crate::common::test_image_available($image) {
+                return;
+            }
+        )+
+    };
 }
 
 /// Whether Docker answers (the engine under test, by default); panics in CI when it does not.

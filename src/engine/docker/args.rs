@@ -4,10 +4,62 @@
 use super::{Flavor, HostLimits, KILL_SCRIPT, SHELL_WRAPPER};
 use crate::contract as agent;
 use crate::engine::{
-    is_gvisor, AgentSetup, CommandLine, ContainerSpec, ExecSpec, MountSource, RunAs, SidecarSpec,
-    EXEC_MARKER_VAR, LABEL_ID, LABEL_MANAGED, LABEL_STATE_DIR, SCRATCH_DIR,
+    is_gvisor, AgentSetup, BuildSpec, CommandLine, ContainerSpec, ExecSpec, MountSource, RunAs,
+    SidecarSpec, EXEC_MARKER_VAR, LABEL_ID, LABEL_MANAGED, LABEL_STATE_DIR, SCRATCH_DIR,
 };
 use crate::types::format_cpus;
+
+/// `build` arguments for `spec`: never pulling a base image that is present (the engine's
+/// default), removing the intermediate containers even of a failed step (`--force-rm`; the
+/// classic builder keeps them otherwise), the build args, target, caches, network and labels,
+/// then the context.
+pub fn build_args(spec: &BuildSpec) -> Vec<String> {
+    let mut a: Vec<String> = vec![
+        "build".into(),
+        "--force-rm".into(),
+        "--tag".into(),
+        spec.tag.clone(),
+        "--file".into(),
+        spec.dockerfile.to_string_lossy().into_owned(),
+    ];
+    for (k, v) in &spec.args {
+        a.extend(["--build-arg".into(), format!("{k}={v}")]);
+    }
+    if let Some(t) = &spec.target {
+        a.extend(["--target".into(), t.clone()]);
+    }
+    for c in &spec.cache_from {
+        a.extend(["--cache-from".into(), c.clone()]);
+    }
+    if spec.no_network {
+        a.extend(["--network".into(), "none".into()]);
+    }
+    for (k, v) in &spec.labels {
+        a.extend(["--label".into(), format!("{k}={v}")]);
+    }
+    a.extend(["--".into(), spec.context.to_string_lossy().into_owned()]);
+    a
+}
+
+/// `create` arguments of the container [`Docker::image_file`] copies a file out of: never
+/// started (its entrypoint need not exist), without a network, never pulling, labelled.
+pub fn probe_create_args(image: &str, labels: &[(&str, &str)]) -> Vec<String> {
+    let mut a: Vec<String> = vec!["create".into()];
+    for (k, v) in labels {
+        a.extend(["--label".into(), format!("{k}={v}")]);
+    }
+    a.extend([
+        "--network".into(),
+        "none".into(),
+        "--entrypoint".into(),
+        "/.h9sandbox-never-started".into(),
+        "--pull".into(),
+        "never".into(),
+        "--".into(),
+        image.into(),
+    ]);
+    a
+}
 
 /// The scratch volume's labels: the container's own h9sandbox labels (ID, state directory).
 pub(super) fn volume_labels(spec: &ContainerSpec) -> Vec<(String, String)> {
@@ -105,9 +157,12 @@ pub fn run_args(flavor: Flavor, spec: &ContainerSpec, extra: &[String]) -> Vec<S
         // The scratch dir: a volume of its own, removed with the sandbox.
         "--mount".into(),
         scratch_mount_arg(flavor, spec),
-        "--env".into(),
-        format!("TMPDIR={SCRATCH_DIR}"),
     ]);
+    // Extra environment first: h9sandbox's own names below win.
+    for (k, v) in &spec.env {
+        a.extend(["--env".into(), format!("{k}={v}")]);
+    }
+    a.extend(["--env".into(), format!("TMPDIR={SCRATCH_DIR}")]);
     match &spec.agent {
         AgentSetup::Mounted(m) => a.extend([
             "--mount".into(),

@@ -33,9 +33,9 @@ use tokio::process::Command;
 use super::shell::shell_line;
 use super::{bounded_output, is_gvisor, ENGINE_OUTPUT_MAX};
 use super::{
-    spawn_exec, AgentSetup, Capabilities, ContainerSpec, ContainerStatus, ContainerSummary,
-    ContainerVerb, EngineExec, Environment, ExecFailure, ExecJudge, ExecSpec, ExecStdio,
-    ImageConfig, Secret, ShippedAgent, SidecarSpec, SidecarSummary, VolumeSummary,
+    spawn_exec, AgentSetup, BuildSpec, Capabilities, ContainerSpec, ContainerStatus,
+    ContainerSummary, ContainerVerb, EngineExec, Environment, ExecFailure, ExecJudge, ExecSpec,
+    ExecStdio, ImageConfig, Secret, ShippedAgent, SidecarSpec, SidecarSummary, VolumeSummary,
 };
 use crate::error::Error;
 use crate::report::{Reporter, Silent};
@@ -495,6 +495,68 @@ impl Docker {
     }
 }
 
+impl Docker {
+    /// One attempt of [`Environment::image_file`]: a probe container of `image` created, `path`
+    /// copied out of it into a temporary directory, the probe removed.
+    async fn copy_out(&self, image: &str, path: &str, labels: &[(&str, &str)]) -> Result<Copied> {
+        let (code, stdout, stderr) = self.output(probe_create_args(image, labels)).await?;
+        if code != 0 {
+            if is_no_such_image(&stderr) {
+                return Err(Error::ImageUnavailable {
+                    image: image.into(),
+                    reason: "not present locally".into(),
+                }
+                .into());
+            }
+            return Err(anyhow!(
+                "`{} create` of {image} (to read {path}) failed: {}",
+                self.bin,
+                first_error_line(&stderr)
+            ));
+        }
+        let probe = stdout.lines().last().unwrap_or_default().to_string();
+        let dir = tempfile::tempdir().context("cannot make a temporary directory")?;
+        let dest = dir.path().join("file");
+        // Docker follows a symlink in the image with -L; Podman's cp has no such flag (a symlink
+        // it copies as one is then refused by read_regular, never followed on the host).
+        let mut args: Vec<String> = vec!["cp".into()];
+        if self.flavor == Flavor::Docker {
+            args.push("-L".into());
+        }
+        args.extend([
+            format!("{probe}:{path}"),
+            dest.to_string_lossy().into_owned(),
+        ]);
+        let copied = self.output(args).await;
+        let _ = self.remove(&probe).await;
+        let (code, _, stderr) = copied?;
+        if code == 0 {
+            return Ok(Copied::File(dest, dir));
+        }
+        if stderr.contains("Could not find the file") || stderr.contains("no such file") {
+            return Ok(Copied::Missing);
+        }
+        if is_no_such_container(&stderr) {
+            return Ok(Copied::Gone);
+        }
+        Err(anyhow!(
+            "`{} cp` of {path} from {image} failed: {}",
+            self.bin,
+            first_error_line(&stderr)
+        ))
+    }
+}
+
+/// What one attempt of [`Docker::copy_out`] found.
+enum Copied {
+    /// The file, in its temporary directory (kept alive with it).
+    File(std::path::PathBuf, tempfile::TempDir),
+    /// The image has no such file.
+    Missing,
+    /// The probe container vanished before the copy.
+    Gone,
+}
+
 impl Environment for Docker {
     fn kind(&self) -> EngineKind {
         match self.flavor {
@@ -901,6 +963,60 @@ impl Environment for Docker {
         parse_image_config(&out)
     }
 
+    async fn build(&self, spec: &BuildSpec, timeout: Duration) -> Result<()> {
+        let run = self.output(build_args(spec));
+        let (code, stdout, stderr) = match tokio::time::timeout(timeout, run).await {
+            Err(_) => {
+                return Err(anyhow!(
+                    "building {} did not finish within {}s (pull_timeout_secs); raise it, or build the image yourself and give it as `image`",
+                    spec.tag,
+                    timeout.as_secs()
+                ))
+            }
+            Ok(r) => r?,
+        };
+        if code == 0 {
+            return Ok(());
+        }
+        // What the build printed last says which step failed and how.
+        let all = format!("{stdout}\n{stderr}");
+        let lines: Vec<&str> = all.lines().filter(|l| !l.trim().is_empty()).collect();
+        for line in &lines[lines.len().saturating_sub(BUILD_TAIL_LINES)..] {
+            self.reporter
+                .note(&format!("build: {}", crate::report::printable(line)));
+        }
+        Err(anyhow!(
+            "`{} build` of {} failed: {} (its last lines are above)",
+            self.bin,
+            spec.tag,
+            first_error_line(if stderr.is_empty() { &stdout } else { &stderr })
+        ))
+    }
+
+    async fn image_file(
+        &self,
+        image: &str,
+        path: &str,
+        max: u64,
+        labels: &[(&str, &str)],
+    ) -> Result<Option<Vec<u8>>> {
+        // The probe carries its state directory's labels so that a reaper removes it if we die
+        // meanwhile; a concurrent sweep may therefore remove it under us: then again.
+        for attempt in 1.. {
+            match self.copy_out(image, path, labels).await? {
+                Copied::Gone if attempt < 3 => continue,
+                Copied::Gone => {
+                    return Err(anyhow!(
+                        "the container made to read {path} out of {image} was removed each time (by a concurrent `h9sandbox reap`?); try again"
+                    ))
+                }
+                Copied::Missing => return Ok(None),
+                Copied::File(dest, _dir) => return read_regular(&dest, max).map(Some),
+            }
+        }
+        unreachable!("the loop returns")
+    }
+
     async fn list_volumes(&self, labels: &[(&str, &str)]) -> Result<Vec<VolumeSummary>> {
         let mut args: Vec<String> = vec!["volume".into(), "ls".into(), "-q".into()];
         for (k, v) in labels {
@@ -1074,6 +1190,35 @@ impl ExecJudge for ClientJudge {
     fn may_be_engine_message(&self, chunk: &[u8]) -> bool {
         looks_like_engine_message(chunk)
     }
+}
+
+/// How many of a failed build's last output lines are shown.
+const BUILD_TAIL_LINES: usize = 20;
+
+/// The content of the regular file `path` (not followed if it is a symlink), at most `max`
+/// bytes. Errors: it is not a regular file, or larger.
+fn read_regular(path: &Path, max: u64) -> Result<Vec<u8>> {
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(path)
+        .with_context(|| format!("cannot open {}", path.display()))?;
+    let meta = f.metadata()?;
+    if !meta.is_file() {
+        return Err(anyhow!("{} is not a regular file", path.display()));
+    }
+    if meta.len() > max {
+        return Err(anyhow!(
+            "{} has {} bytes, more than the {max} read",
+            path.display(),
+            meta.len()
+        ));
+    }
+    let mut v = Vec::new();
+    f.take(max).read_to_end(&mut v)?;
+    Ok(v)
 }
 
 /// The label of a derived image (its value: the build ID of the binary in it) and of the

@@ -69,6 +69,8 @@ pub fn parse_image_config(json: &str) -> Result<ImageConfig> {
         user: Option<String>,
         #[serde(default)]
         working_dir: Option<String>,
+        #[serde(default)]
+        env: Option<Vec<String>>,
     }
     let c: Option<Config> = serde_json::from_str(json.trim())
         .with_context(|| format!("cannot parse the image's configuration: {json}"))?;
@@ -77,12 +79,14 @@ pub fn parse_image_config(json: &str) -> Result<ImageConfig> {
         cmd: None,
         user: None,
         working_dir: None,
+        env: None,
     });
     Ok(ImageConfig {
         entrypoint: c.entrypoint.unwrap_or_default(),
         cmd: c.cmd.unwrap_or_default(),
         user: c.user.unwrap_or_default(),
         working_dir: c.working_dir.unwrap_or_default(),
+        env: c.env.unwrap_or_default(),
     })
 }
 

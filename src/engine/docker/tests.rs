@@ -34,6 +34,7 @@ fn spec(workdir: &str) -> ContainerSpec {
         scratch_volume: "h9sandbox-abc".into(),
         runtime: None,
         proxy: None,
+        env: Vec::new(),
     }
 }
 
@@ -61,6 +62,51 @@ fn run_args_are_hardened_and_exact() {
          --entrypoint /.h9sandbox/h9sandbox --pull never -- ubuntu:22.04 \
          agent init --user 0:0"
     );
+}
+
+#[test]
+fn build_args_are_exact_and_never_loosen_the_network() {
+    let spec = BuildSpec {
+        context: "/p".into(),
+        dockerfile: "/p/.devcontainer/Dockerfile".into(),
+        tag: "h9sandbox-devcontainer-p-0123:latest".into(),
+        args: vec![("A".into(), "1 2".into())],
+        target: Some("dev".into()),
+        cache_from: vec!["base:1".into()],
+        no_network: true,
+        labels: BTreeMap::from([("h9sandbox.devcontainer".into(), "/p/x.json".into())]),
+    };
+    assert_eq!(
+        build_args(&spec).join(" "),
+        "build --force-rm --tag h9sandbox-devcontainer-p-0123:latest --file /p/.devcontainer/Dockerfile \
+         --build-arg A=1 2 --target dev --cache-from base:1 --network none \
+         --label h9sandbox.devcontainer=/p/x.json -- /p"
+    );
+    let plain = BuildSpec {
+        no_network: false,
+        ..spec
+    };
+    assert!(!build_args(&plain).contains(&"none".to_string()));
+}
+
+#[test]
+fn the_probe_container_is_labelled_offline_and_never_pulls() {
+    assert_eq!(
+        probe_create_args("img:1", &[("h9sandbox", "1")]).join(" "),
+        "create --label h9sandbox=1 --network none --entrypoint /.h9sandbox-never-started --pull never -- img:1"
+    );
+}
+
+#[test]
+fn extra_environment_goes_before_our_own() {
+    let spec = ContainerSpec {
+        env: vec![("TMPDIR".into(), "/mine".into()), ("A".into(), "b".into())],
+        ..spec("/w")
+    };
+    let args = run_args(Flavor::Docker, &spec, &[]);
+    let at = |w: &str| args.iter().position(|a| a == w).unwrap();
+    assert!(at("TMPDIR=/mine") < at("TMPDIR=/var/tmp"), "{args:?}");
+    assert!(args.contains(&"A=b".to_string()));
 }
 
 #[test]
