@@ -227,15 +227,25 @@ impl Abort {
         st.committed
     }
 
-    fn register(&self, dir: &OwnedFd, name: &OsStr) -> io::Result<u64> {
+    /// Makes the temporary file `name` in `dir` with `open` and registers it, both under the
+    /// lock [`Abort::abort`] takes, so that an abort finds every file made; fails with
+    /// [`io::ErrorKind::Interrupted`] (making nothing) once aborted.
+    fn create(
+        &self,
+        dir: &OwnedFd,
+        name: &OsStr,
+        open: impl FnOnce() -> Result<OwnedFd, Errno>,
+    ) -> io::Result<(OwnedFd, u64)> {
         let mut st = self.inner.lock().unwrap_or_else(|e| e.into_inner());
         if st.aborted {
             return Err(interrupted());
         }
+        let dir_handle = dir.try_clone()?;
+        let fd = open()?;
         st.next += 1;
         let id = st.next;
-        st.temps.push((id, dir.try_clone()?, name.to_os_string()));
-        Ok(id)
+        st.temps.push((id, dir_handle, name.to_os_string()));
+        Ok((fd, id))
     }
 
     /// Runs `rename` unless aborted, atomically with respect to [`Abort::abort`].
@@ -284,22 +294,30 @@ impl<'a> Temp<'a> {
                 | OFlags::NOFOLLOW
                 | OFlags::CLOEXEC
                 | OFlags::NOCTTY;
-            match rustix::fs::openat(dir, name.as_os_str(), flags, Mode::from_raw_mode(0o600)) {
-                Ok(fd) => {
-                    let mut temp = Temp {
+            let open =
+                || rustix::fs::openat(dir, name.as_os_str(), flags, Mode::from_raw_mode(0o600));
+            // With an abort token the file is made and registered under its lock at once: an
+            // abort never runs between the two, which would leave the file behind.
+            let made = match abort {
+                Some(a) => a
+                    .create(dir, &name, open)
+                    .map(|(fd, id)| (fd, Some((a, id)))),
+                None => open().map(|fd| (fd, None)).map_err(io::Error::from),
+            };
+            match made {
+                Ok((fd, abort)) => {
+                    return Ok(Temp {
                         dir,
                         name,
                         file: File::from(fd),
-                        abort: None,
+                        abort,
                         done: false,
-                    };
-                    if let Some(a) = abort {
-                        temp.abort = Some((a, a.register(dir, &temp.name)?));
-                    }
-                    return Ok(temp);
+                    });
                 }
-                Err(Errno::EXIST) => last = Errno::EXIST,
-                Err(e) => return Err(e.into()),
+                Err(e) if e.raw_os_error() == Some(Errno::EXIST.raw_os_error()) => {
+                    last = Errno::EXIST
+                }
+                Err(e) => return Err(e),
             }
         }
         Err(last.into())

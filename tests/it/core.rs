@@ -474,7 +474,9 @@ fn combined_output_keeps_the_order_the_chunks_were_written_in() {
         "json",
         "--combined",
         "--",
-        "echo a; echo b >&2",
+        // A pause between the two: writes in quick succession to both pipes carry no order
+        // (docs/reference/json.md).
+        "echo a; sleep 0.2; echo b >&2",
     ]);
     assert_ok(&out);
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
