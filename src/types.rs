@@ -99,8 +99,8 @@ impl Daemon {
         ]
     }
 
-    /// Checks the settings before any client is started with them: a host of a scheme the
-    /// client knows (`unix`, `tcp`, `ssh`, `fd`, `npipe`), an `ssh://` host that cannot be read
+    /// Checks the settings before any client is started with them: a host of a scheme a
+    /// client on Linux reaches a daemon by (`unix`, `tcp`, `ssh`), an `ssh://` host that cannot be read
     /// as an option of `ssh` (no leading `-`), no control characters, no empty value.
     /// Errors: a one-line message naming the variable.
     pub fn validate(&self) -> Result<(), String> {
@@ -114,7 +114,7 @@ impl Daemon {
         }
         if let Some(h) = &self.host {
             let (scheme, rest) = h.split_once("://").unwrap_or(("", h));
-            if !["unix", "tcp", "ssh", "fd", "npipe"].contains(&scheme) {
+            if !["unix", "tcp", "ssh"].contains(&scheme) {
                 return Err(format!(
                     "DOCKER_HOST={h} names no daemon the Docker client knows (unix://, tcp://, ssh://)"
                 ));

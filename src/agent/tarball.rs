@@ -233,9 +233,11 @@ pub fn extract(
     dest: &Path,
     opts: &ExtractOptions,
 ) -> Result<Extracted, ExtractError> {
+    // The destination itself is never a symlink gone through (one an earlier copy out of a
+    // sandbox left there would lead anywhere): `O_NOFOLLOW` makes it `ENOTDIR`.
     let root: OwnedFd = rustix::fs::open(
         dest,
-        OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC,
+        OFlags::PATH | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
         Mode::empty(),
     )
     .map_err(|e| std::io::Error::other(format!("{}: {e}", dest.display())))?;
@@ -477,7 +479,9 @@ pub fn run(cmd: &TarCommand) -> i32 {
 /// is a directory (or `as_is`), else into its parent with the stream's top name replaced by
 /// `path`'s last component.
 pub fn destination(path: &Path, as_is: bool) -> (PathBuf, Option<String>) {
-    if as_is || path.is_dir() {
+    // A symlink at the destination is not gone through (the caller refuses it first).
+    let is_dir = std::fs::symlink_metadata(path).is_ok_and(|m| m.is_dir());
+    if as_is || is_dir {
         return (path.to_path_buf(), None);
     }
     let parent = path

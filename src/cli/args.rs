@@ -647,6 +647,10 @@ pub struct DownArgs {
     /// Every sandbox of this state directory
     #[arg(long)]
     pub all: bool,
+    /// Drop the records of sandboxes whose daemon cannot be reached (gone, down, or named by
+    /// settings no longer valid), leaving their containers, if any, on that daemon
+    #[arg(long)]
+    pub forget: bool,
 }
 
 /// `read` arguments.

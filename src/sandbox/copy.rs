@@ -367,6 +367,15 @@ async fn receive(
             })
         }
         Side::Host(dest) => {
+            // A symlink at the destination may be the sandbox's own (an earlier `cp` out of it
+            // copied one there): never written through, whatever it points at.
+            if std::fs::symlink_metadata(dest).is_ok_and(|m| m.file_type().is_symlink()) {
+                return Err(Error::Invalid(format!(
+                    "cp: {} is a symbolic link (perhaps copied out of a sandbox earlier); nothing is copied through one: remove it, or name another destination",
+                    dest.display()
+                ))
+                .into());
+            }
             if content {
                 std::fs::create_dir_all(dest)
                     .with_context(|| format!("cannot make {}", dest.display()))?;

@@ -47,6 +47,19 @@ pub struct Report {
 /// several is in [`Report::unresolved`], and every other sandbox is removed all the same.
 /// Errors: the state file. Engine failures while removing are in the [`Report`].
 pub async fn take_down(ctx: &Ctx, ids: &[String], all: bool) -> Result<Report> {
+    take_down_or_forget(ctx, ids, all, false).await
+}
+
+/// [`take_down`]; with `forget`, a sandbox whose daemon cannot be reached
+/// ([`Error::EngineUnavailable`]: down, gone, or its recorded settings no longer valid) loses
+/// its record and this machine's files all the same, with a warning that its container (if it
+/// has one) was left on that daemon (`down --forget`).
+pub async fn take_down_or_forget(
+    ctx: &Ctx,
+    ids: &[String],
+    all: bool,
+    forget: bool,
+) -> Result<Report> {
     let me = ProcessRef::current();
     let mut unresolved = Vec::new();
     // Each level: (the record as it was, the claim on it).
@@ -94,7 +107,7 @@ pub async fn take_down(ctx: &Ctx, ids: &[String], all: bool) -> Result<Report> {
         let results = futures_util::future::join_all(
             targets
                 .iter()
-                .map(|(rec, claimed)| finish(ctx, rec, claimed.clone())),
+                .map(|(rec, claimed)| finish(ctx, rec, claimed.clone(), forget)),
         )
         .await;
         for ((rec, _), res) in targets.iter().zip(results) {
@@ -175,11 +188,11 @@ pub async fn remove(ctx: &Ctx, rec: &Record) -> Result<()> {
     let claimed = ctx
         .store
         .update(|s| Ok(s.get_mut(rec.id).map(|r| claim(r, me))))?;
-    finish(ctx, rec, claimed).await
+    finish(ctx, rec, claimed, false).await
 }
 
 /// The engine's part of [`remove`], for a record already claimed.
-async fn finish(ctx: &Ctx, rec: &Record, claimed: Claim) -> Result<()> {
+async fn finish(ctx: &Ctx, rec: &Record, claimed: Claim, forget: bool) -> Result<()> {
     let engine = ctx.engine_for(rec);
     let container = rec.container_ref();
     let grace = Duration::from_secs(ctx.settings_for(rec).stop_timeout_secs);
@@ -194,6 +207,17 @@ async fn finish(ctx: &Ctx, rec: &Record, claimed: Claim) -> Result<()> {
         }
         _ => e,
     });
+    let removed = match removed {
+        Err(e) if forget && matches!(e.downcast_ref(), Some(Error::EngineUnavailable { .. })) => {
+            ctx.reporter.warn(&format!(
+                "forgetting sandbox {}: its daemon cannot be reached ({e:#}); its container {}, if it has one, is left there",
+                rec.short_id(),
+                container
+            ));
+            Ok(())
+        }
+        r => r,
+    };
     if let Err(e) = removed {
         if let Some((before, ours)) = claimed {
             // Nothing was removed: the record goes back to what it was, so it tells the truth

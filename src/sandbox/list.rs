@@ -62,6 +62,14 @@ pub async fn entries(ctx: &Ctx) -> Result<Vec<Entry>> {
                 .await
             {
                 Ok(c) => Some(c),
+                // Another daemon than the one in force failing in any way (a remote host down,
+                // settings no longer valid) must not hide the other sandboxes.
+                Err(e) if target != current => {
+                    ctx.reporter.warn(&format!(
+                        "cannot check the sandboxes of {target}: {e:#}; they are shown as recorded, with container_state \"unknown\" (`h9sandbox down --forget ID` drops a record whose daemon is gone)"
+                    ));
+                    None
+                }
                 Err(e) => match e.downcast_ref::<Error>() {
                     // Degraded listing when local fallback sandboxes are expected, and for
                     // another daemon than the one in force (a remote host that is down must

@@ -26,7 +26,6 @@ use anyhow::Result;
 
 use super::{Ctx, Target};
 use crate::engine::{ContainerSummary, Environment, LABEL_MANAGED, LABEL_STATE_DIR};
-use crate::error::Error;
 use crate::lease::{judge, lease_reason, sandbox_uuid, still_holds, Action, Reason, Verdict};
 use crate::state::{Lifecycle, ProcessRef, Record, State};
 use crate::types::Isolation;
@@ -148,10 +147,9 @@ async fn list_containers(ctx: &Ctx, before: &State) -> Result<Listings> {
             .await
         {
             Ok(c) => listings.push((target, c)),
-            Err(e)
-                if target != current
-                    && matches!(e.downcast_ref(), Some(Error::EngineUnavailable { .. })) =>
-            {
+            // Another daemon than the one in force failing in any way: its sandboxes are not
+            // judged this time, the others are.
+            Err(e) if target != current => {
                 ctx.reporter
                     .warn(&format!("reap skips the sandboxes of {target}: {e:#}"));
             }

@@ -1037,3 +1037,61 @@ fn a_forged_label_next_to_the_real_container_changes_nothing_but_itself() {
     );
     assert!(env.containers().is_empty());
 }
+
+#[test]
+fn a_sandbox_whose_daemon_is_gone_hides_nothing_else_and_down_forget_drops_it() {
+    require_docker!();
+    let env = TestEnv::without_owner_watcher();
+    // Settings naming no daemon: `up` fails with one line and leaves no record.
+    let out = env
+        .cmd()
+        .env("DOCKER_CONTEXT", "no-such-context")
+        .arg("up")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert_eq!(stderr(&out).lines().count(), 1, "{}", stderr(&out));
+    assert!(env.ls().is_empty(), "a failed up left a record");
+    // A sandbox on a daemon that then goes away (its record keeps the daemon), and one here.
+    let host = env.daemon_link();
+    let out = env
+        .cmd()
+        .env("DOCKER_HOST", &host)
+        .arg("up")
+        .output()
+        .unwrap();
+    assert_ok(&out);
+    let gone = stdout(&out).trim().to_string();
+    let here = env.up(&[]);
+    env.daemon_away();
+    // ls and reap still work for the rest: the lost daemon's sandbox is shown as recorded.
+    let out = env.run(&["ls", "--format", "json"]);
+    assert_ok(&out);
+    assert!(stderr(&out).contains("cannot check the sandboxes of"), "{}", stderr(&out));
+    let all: Vec<serde_json::Value> = serde_json::from_slice(&out.stdout).unwrap();
+    let state_of = |id: &str| {
+        all.iter()
+            .find(|r| r["id"] == id)
+            .map(|r| r["container_state"].clone())
+    };
+    assert_eq!(state_of(&gone), Some("unknown".into()));
+    assert_eq!(state_of(&here), Some("running".into()));
+    assert_ok(&env.run(&["reap"]));
+    assert_eq!(env.ls_raw().len(), 2, "reap judged the unreachable daemon's sandbox");
+    // down keeps the record true while the daemon cannot be reached; --forget drops it.
+    let out = env.run(&["down", &gone]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let out = env.run(&["down", "--forget", &gone]);
+    assert_ok(&out);
+    assert!(stderr(&out).contains("forgetting sandbox"), "{}", stderr(&out));
+    let left: Vec<String> = env
+        .ls_raw()
+        .iter()
+        .map(|r| r["id"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(left, [here.clone()]);
+    // Its container (on this machine's daemon after all) is TestEnv's to clean up.
+    env.daemon_back();
+    assert_ok(&env.run(&["down", &here]));
+}

@@ -487,3 +487,48 @@ fn a_sandbox_keeps_the_daemon_it_was_made_on_whatever_the_environment_says_later
     assert_ok(&out);
     assert!(on(true).is_empty(), "left on the testbed");
 }
+
+#[test]
+fn a_symlink_an_earlier_cp_left_at_the_destination_is_never_written_through() {
+    require_container!("copy mode needs a container engine");
+    if engine() != Engine::Docker {
+        return announce("copy mode is Docker's");
+    }
+    let env = TestEnv::new();
+    let id = up_copied(&env, &["--image", DEBIAN]);
+    let outside = env.root.path().join("outside");
+    std::fs::create_dir(&outside).unwrap();
+    let dest = env.root.path().join("result");
+    // The sandbox's stock agent copies a symlink as a symlink: the first cp leaves one at the
+    // destination, pointing wherever the sandbox likes.
+    let link = format!("ln -s {} /srv/out", outside.display());
+    assert_ok(&env.run(&["exec", &id, "--", &link]));
+    assert_ok(&env.run(&["cp", &format!("{id}:/srv/out"), dest.to_str().unwrap()]));
+    assert!(std::fs::symlink_metadata(&dest)
+        .unwrap()
+        .file_type()
+        .is_symlink());
+    // The next cp to the same destination, of a directory with a file, in both of docker cp's
+    // forms: refused, nothing written where the link points.
+    assert_ok(&env.run(&[
+        "exec",
+        &id,
+        "--",
+        "rm /srv/out; mkdir /srv/out; echo planted > /srv/out/authorized_keys",
+    ]));
+    for src in [format!("{id}:/srv/out/."), format!("{id}:/srv/out")] {
+        let out = env.run(&["cp", &src, dest.to_str().unwrap()]);
+        assert_eq!(out.status.code(), Some(1), "{src}: {}", stderr(&out));
+        assert!(
+            stderr(&out).contains("is a symbolic link"),
+            "{}",
+            stderr(&out)
+        );
+        assert_eq!(stderr(&out).lines().count(), 1, "{}", stderr(&out));
+    }
+    assert_eq!(
+        std::fs::read_dir(&outside).unwrap().count(),
+        0,
+        "something was written through the link"
+    );
+}

@@ -36,18 +36,25 @@ pub fn run_failure_hint(stderr: &str) -> &'static str {
     }
 }
 
-/// When the client's stderr says the daemon cannot be reached, the reason in one line.
+/// When the client's stderr says the daemon cannot be reached as its settings name it (down,
+/// unknown context, TLS files missing, TLS expected or refused), the reason in one line.
 pub fn unreachable_reason(stderr: &str) -> Option<String> {
-    const SIGNS: [&str; 5] = [
+    const SIGNS: [&str; 9] = [
         "Cannot connect to the Docker daemon",
         "error during connect",
         "Is the docker daemon running",
         "failed to connect to the docker API",
         "Cannot connect to Podman",
+        // DOCKER_CONTEXT naming no context, DOCKER_CERT_PATH without the files.
+        "unable to resolve docker endpoint",
+        // A TLS port spoken to without DOCKER_TLS_VERIFY, or a certificate refused.
+        "Client sent an HTTP request to an HTTPS server",
+        "x509:",
+        "remote error: tls",
     ];
     SIGNS.iter().any(|s| stderr.contains(s)).then(|| {
         format!(
-            "{} (start the daemon, or point DOCKER_HOST / engine_bin at a running engine)",
+            "{} (start the daemon, or fix DOCKER_HOST, DOCKER_CONTEXT, DOCKER_TLS_VERIFY and DOCKER_CERT_PATH, or engine_bin; an existing sandbox keeps the daemon settings it was made with)",
             first_error_line(stderr)
         )
     })

@@ -183,6 +183,19 @@ impl Docker {
     /// client reads none of them).
     fn point_at_daemon(&self, cmd: &mut std::process::Command) {
         if self.flavor == Flavor::Docker {
+            // Settings that fail the checks (a forged record; `up` refuses them) never reach
+            // the client: it is pointed at a socket that does not exist instead, so it fails as
+            // an unreachable daemon does, and the message says why.
+            if self.daemon.validate().is_err() {
+                for name in Daemon::VARS {
+                    cmd.env_remove(name);
+                }
+                cmd.env(
+                    "DOCKER_HOST",
+                    "unix:///nonexistent/h9sandbox-refused-invalid-daemon-settings",
+                );
+                return;
+            }
             for (name, value) in Daemon::VARS.iter().zip(self.daemon.values()) {
                 match value {
                     Some(v) => cmd.env(name, v),

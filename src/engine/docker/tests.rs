@@ -770,3 +770,23 @@ fn every_client_command_gets_exactly_the_sandboxs_daemon_settings() {
     let p = Docker::new("podman").command(["ps"]);
     assert_eq!(p.as_std().get_envs().count(), 0);
 }
+
+#[test]
+fn settings_that_fail_the_checks_never_reach_the_client() {
+    use crate::types::Daemon;
+    let d = Docker::new("docker").daemon(Daemon {
+        host: Some("ssh://-oProxyCommand=touch /tmp/x".into()),
+        ..Daemon::default()
+    });
+    let cmd = d.command(["ps"]);
+    let host: Vec<String> = cmd
+        .as_std()
+        .get_envs()
+        .filter(|(k, _)| *k == "DOCKER_HOST")
+        .filter_map(|(_, v)| v.map(|v| v.to_string_lossy().into_owned()))
+        .collect();
+    assert_eq!(
+        host,
+        ["unix:///nonexistent/h9sandbox-refused-invalid-daemon-settings"]
+    );
+}
