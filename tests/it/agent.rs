@@ -440,7 +440,7 @@ fn a_peer_inside_without_the_token_is_refused() {
     let id = debian_root(&env);
     // From inside, connect to the agent and ask it to run a command as root, with a wrong token
     // and with none (a Start frame first): postcard messages, each behind a 4-byte length (the
-    // hello names protocol version 3).
+    // hello names protocol version 4).
     let perl = r#"
 use IO::Socket::UNIX;
 sub ask { my ($bytes) = @_;
@@ -448,7 +448,7 @@ sub ask { my ($bytes) = @_;
   print $s pack("N", length $bytes) . $bytes; $s->flush;
   my $n = read($s, my $len, 4); return "closed" unless $n;
   read($s, my $body, unpack("N", $len)); return $body; }
-print "wrong: ", ask("\x00\x03\x05guess"), "\n";
+print "wrong: ", ask("\x00\x04\x05guess"), "\n";
 print "none: ", ask("\x01\x00\x04true\x01/\x00\x00\x00\x00\x00\x00\x00"), "\n";
 "#;
     let out = env.run(&["exec", &id, "--", "perl", "-e", perl]);
