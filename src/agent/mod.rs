@@ -10,10 +10,14 @@
 //! PID 1).
 
 pub mod files;
+pub mod forward;
 pub mod init;
 pub mod proxy;
+pub mod pty;
 pub mod seccomp;
 pub mod server;
+pub mod socket_relay;
+pub mod stats;
 pub mod supervise;
 pub mod user;
 pub mod wrap;
@@ -63,6 +67,9 @@ enum AgentCommand {
         #[command(subcommand)]
         command: files::FileCommand,
     },
+    /// Carry standard input and output to the agent's socket inside the container and back
+    /// (the host's way to the agent where that socket does not cross the bind mount)
+    SocketRelay,
     /// Print the device and inode of a path, `DEV INO` (the host checks a mount with it)
     Stat {
         /// The path
@@ -91,6 +98,7 @@ pub fn main(args: &[std::ffi::OsString]) -> Option<i32> {
         AgentCommand::KillMarked(a) => supervise::kill_marked(a),
         AgentCommand::Proxy(a) => proxy::run(a),
         AgentCommand::File { command } => files::run(command),
+        AgentCommand::SocketRelay => socket_relay::run(),
         AgentCommand::Stat { path } => match std::fs::metadata(path) {
             Ok(m) => {
                 use std::os::unix::fs::MetadataExt;
