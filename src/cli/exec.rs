@@ -191,6 +191,9 @@ pub fn refuse_option_as_command(sub: &str, command: &[String]) -> Result<()> {
 
 /// Runs `exec`; returns the command's exit status.
 pub async fn run(ctx: &Ctx, format: Format, args: &ExecArgs) -> Result<i32> {
+    if args.tty {
+        return super::terminal::exec(ctx, format, args).await;
+    }
     refuse_option_as_command("exec", &args.command)?;
     let req = request(args)?;
     if args.detach {

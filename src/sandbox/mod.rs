@@ -19,11 +19,15 @@ pub mod egress;
 pub mod exec;
 pub mod exec_agent;
 pub mod files;
+pub mod forward;
 pub mod lifecycle;
 pub mod list;
 pub mod reap;
+pub mod relay;
 pub mod renew;
+pub mod stats;
 pub mod subsandbox;
+pub mod terminal;
 pub mod trust;
 pub mod workdir;
 
