@@ -535,6 +535,7 @@ mod tests {
             agent: None,
             workdir_id: None,
             runtime: None,
+            published: Vec::new(),
             engine: EngineKind::Docker,
             isolation: Isolation::Container,
             parent: None,

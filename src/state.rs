@@ -195,6 +195,10 @@ pub struct Record {
     /// sub-sandbox's is its parent's), e.g. `runsc` for gVisor; absent: the engine's default.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub runtime: Option<String>,
+    /// The ports the container publishes on the host (`up --publish`), as the engine bound them
+    /// at the last start. Absent when none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub published: Vec<crate::types::PublishedPort>,
 }
 
 /// What `up` found of a sandbox's in-container agent.
@@ -946,6 +950,7 @@ pub(crate) mod tests {
             agent: None,
             workdir_id: None,
             runtime: None,
+            published: Vec::new(),
         }
     }
 

@@ -525,6 +525,11 @@ pub struct UpArgs {
     /// dir, print its ID and change nothing (fail naming what differs)
     #[arg(long, requires = "name")]
     pub reuse: bool,
+    /// Publish a port of the sandbox on this host, as `docker run -p` (network bridge only):
+    /// PORT (a free host port), HOST_PORT:PORT or IP:HOST_PORT:PORT, on 127.0.0.1 unless IP
+    /// names another address (repeatable; `ls` shows the host ports)
+    #[arg(long = "publish", short = 'p', value_name = "[[IP:]HOST_PORT:]PORT")]
+    pub publish: Vec<String>,
 }
 
 /// `mcp` arguments.
@@ -912,6 +917,10 @@ pub struct LsArgs {
     /// With --watch: time between two looks at the sandboxes (seconds, or 500ms, 2s)
     #[arg(long, value_name = "DURATION", default_value = "1", value_parser = parse_interval, requires = "watch")]
     pub interval: std::time::Duration,
+    /// Also sample each running sandbox's resource use, as `stats --no-stream` does: a `stats`
+    /// object in JSON; CPU, MEM and PIDS columns in the table, and NEAR LIMIT marks
+    #[arg(long, conflicts_with = "quiet")]
+    pub stats: bool,
 }
 
 /// Parses a timeout: seconds or a duration, as `--ttl` takes it ([`crate::types::parse_duration`]).

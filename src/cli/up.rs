@@ -33,6 +33,7 @@ pub fn request(args: &UpArgs) -> UpRequest {
         ttl: args.ttl.clone(),
         within: None,
         reuse: args.reuse,
+        publish: args.publish.clone(),
     }
 }
 

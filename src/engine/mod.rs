@@ -366,6 +366,9 @@ pub struct ContainerSpec {
     /// `127.0.0.1:3128` to it and every process gets `HTTP_PROXY` and its kin
     /// ([`docker::proxy_env`]).
     pub proxy: Option<std::path::PathBuf>,
+    /// Ports to publish on the host (`docker run --publish`, `up --publish`; a bridge network
+    /// only, which the core checks).
+    pub publish: Vec<crate::types::Publish>,
 }
 
 /// Whether the OCI runtime `runtime` is gVisor: named `runsc`, or `runsc-` something (as
@@ -671,6 +674,10 @@ pub trait Environment {
     /// message. Errors: the engine's.
     async fn logs_tail(&self, container: &str, lines: usize) -> Result<String>;
 
+    /// The ports `container` publishes on the host, as the engine bound them (`docker port`:
+    /// the host port it picked for a free one). Errors: the engine's.
+    async fn published_ports(&self, container: &str) -> Result<Vec<crate::types::PublishedPort>>;
+
     /// Creates and starts a container, without pulling (an absent image is
     /// [`crate::error::Error::ImageUnavailable`]). Returns the container ID ([`Local`]: the
     /// sandbox name, since there is no container).
@@ -805,6 +812,10 @@ impl Environment for AnyEngine {
 
     async fn logs_tail(&self, container: &str, lines: usize) -> Result<String> {
         delegate!(self, e => e.logs_tail(container, lines).await)
+    }
+
+    async fn published_ports(&self, container: &str) -> Result<Vec<crate::types::PublishedPort>> {
+        delegate!(self, e => e.published_ports(container).await)
     }
 
     async fn create(&self, spec: &ContainerSpec) -> Result<String> {

@@ -267,6 +267,9 @@ impl Session {
             ttl: p.ttl,
             within: Some(self.workdir.clone()),
             reuse: false,
+            // Publishing opens a port of this host: the operator's decision, not a client's
+            // (sandbox_port_forward reaches a port on 127.0.0.1 instead).
+            publish: Vec::new(),
         };
         // A sub-sandbox shares its parent's work dir: only of a sandbox the session may reach.
         let req = UpRequest {

@@ -84,6 +84,8 @@ pub struct UpRequest {
     /// With `name`: a Running sandbox of that name with the same image, limits and work dir is
     /// the result, untouched ([`create`]).
     pub reuse: bool,
+    /// Ports to publish on the host, `[[IP:]HOST_PORT:]PORT` each ([`crate::types::Publish`]).
+    pub publish: Vec<String>,
 }
 
 impl UpRequest {
@@ -191,7 +193,24 @@ async fn reusable(ctx: &Ctx, plan: &Plan) -> Result<Option<Record>> {
                 .into());
             }
         }
-        let differences = differences(rec, &plan.record);
+        let mut differences = differences(rec, &plan.record);
+        let ports = |mut v: Vec<u16>| {
+            v.sort_unstable();
+            v.dedup();
+            v.iter().map(u16::to_string).collect::<Vec<_>>().join(",")
+        };
+        let (have, want) = (
+            ports(rec.published.iter().map(|p| p.port).collect()),
+            ports(plan.spec.publish.iter().map(|p| p.port).collect()),
+        );
+        if have != want {
+            let none = |s: String| if s.is_empty() { "none".to_string() } else { s };
+            differences.push(format!(
+                "published ports {}, not {}",
+                none(have),
+                none(want)
+            ));
+        }
         if differences.is_empty() {
             return Ok(Some(rec.clone()));
         }
@@ -297,6 +316,7 @@ async fn resolve_spec(ctx: &Ctx, req: &UpRequest) -> Result<Plan> {
     if let Some(why) = unwritable_for(&workdir, user) {
         ctx.reporter.warn(&why);
     }
+    let publish = resolve_publish(req, &limits, &ctx.engine, parent.as_ref())?;
     let labels = parse_labels(&req.labels)?;
     let id = Uuid::new_v4();
     let name = sandbox_name(req, id)?;
@@ -332,13 +352,15 @@ async fn resolve_spec(ctx: &Ctx, req: &UpRequest) -> Result<Plan> {
         agent: None,
         workdir_id: Some(mount.identity()),
         runtime,
+        published: Vec::new(),
     };
     record.start_lease(SystemTime::now())?;
     let binary = match engine.kind().isolation() {
         Isolation::Container => super::agent::binary()?,
         Isolation::None => PathBuf::new(),
     };
-    let spec = container_spec(ctx, &record, user, binary);
+    let mut spec = container_spec(ctx, &record, user, binary);
+    spec.publish = publish;
     Ok(Plan {
         record,
         spec,
@@ -346,6 +368,46 @@ async fn resolve_spec(ctx: &Ctx, req: &UpRequest) -> Result<Plan> {
         mount,
         parent,
     })
+}
+
+/// The ports `req.publish` asks to publish, checked: only on a container engine and on the
+/// bridge network (a sandbox with network none has no interface to publish; an allowlist
+/// sandbox's only way out is its proxy). Errors: a malformed one, or one that cannot apply.
+fn resolve_publish(
+    req: &UpRequest,
+    limits: &Limits,
+    engine: &AnyEngine,
+    parent: Option<&Record>,
+) -> Result<Vec<crate::types::Publish>, Error> {
+    let publish = req
+        .publish
+        .iter()
+        .map(|p| crate::types::Publish::parse(p).map_err(Error::Invalid))
+        .collect::<Result<Vec<_>, _>>()?;
+    if publish.is_empty() {
+        return Ok(publish);
+    }
+    let local = match parent {
+        Some(p) => p.isolation == Isolation::None,
+        None => engine.kind().isolation() == Isolation::None,
+    };
+    if local {
+        return Err(Error::Invalid(
+            "--publish needs a container: a local sandbox's ports are already this host's own"
+                .into(),
+        ));
+    }
+    if limits.network != Network::Bridge {
+        return Err(Error::Invalid(format!(
+            "--publish needs network bridge, not {}: {}; `h9sandbox port-forward ID PORT` reaches a port of any sandbox through its agent",
+            limits.network,
+            match limits.network {
+                Network::None => "a sandbox without network has no interface to publish a port on",
+                _ => "an allowlist sandbox has no network of its own (its only way out is its proxy)",
+            }
+        )));
+    }
+    Ok(publish)
 }
 
 /// The parent of a sub-sandbox (`req.parent`): its record, which must be Running, with its
@@ -502,6 +564,7 @@ fn container_spec(ctx: &Ctx, record: &Record, user: Ids, binary: PathBuf) -> Con
         user,
         scratch_volume: scratch_volume_name(&record.id),
         runtime: record.runtime.clone(),
+        publish: Vec::new(),
         proxy: (record.limits.network == Network::Allowlist)
             .then(|| super::egress::socket_dir(ctx, record.id)),
         agent: AgentMount {
@@ -727,12 +790,26 @@ async fn record_running(
 ) -> Result<Record> {
     let isolation = engine.kind().isolation();
     let container_id = started.container;
+    let published = if plan.spec.publish.is_empty() {
+        Vec::new()
+    } else {
+        match engine.published_ports(&container_id).await {
+            Ok(p) => p,
+            Err(e) => {
+                ctx.reporter.warn(&format!(
+                    "cannot tell which host ports the engine bound for --publish: {e:#}"
+                ));
+                Vec::new()
+            }
+        }
+    };
     let rec = ctx.store.update(|s| {
         let r = s
             .get_mut(plan.record.id)
             .context("the sandbox's record vanished from the state file while it started")?;
         r.container_id = (isolation == Isolation::Container).then(|| container_id.clone());
         r.agent = started.agent;
+        r.published = published.clone();
         r.set_state(Lifecycle::Running, None);
         // The lease runs from the moment the sandbox is usable.
         r.start_lease(SystemTime::now())?;

@@ -175,12 +175,20 @@ pub async fn start(ctx: &Ctx, query: &str) -> Result<Record> {
         Some(_) => super::agent::wait_ready(ctx, rec.id).await,
         None => None,
     };
+    // A port published on a free host port may get another one at each start.
+    let published = match rec.published.is_empty() {
+        true => None,
+        false => engine.published_ports(rec.container_ref()).await.ok(),
+    };
     ctx.store.update(|s| {
         let missing = s.not_found(&rec.id.to_string());
         let r = s.get_mut(rec.id).ok_or(missing)?;
         r.set_state(Lifecycle::Running, None);
         if r.agent.is_some() {
             r.agent = agent;
+        }
+        if let Some(p) = &published {
+            r.published = p.clone();
         }
         Ok(r.clone())
     })
