@@ -19,6 +19,7 @@ mod files_as_user;
 mod first_hour;
 mod generated;
 mod inspect;
+mod interactive;
 mod lifecycle;
 mod mcp;
 mod progress;
