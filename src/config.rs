@@ -24,7 +24,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use crate::error::Error;
-use crate::types::{Caps, EngineKind, Network, User};
+use crate::types::{Caps, EngineKind, Network, User, WorkdirMode};
 
 /// The seed documents' switch: `SANDBOX_ENABLED=false` (or `0`, `no`, `off`) selects
 /// `engine = "local"` when `H9SANDBOX_ENGINE` is unset; `true` leaves the engine as configured.
@@ -126,6 +126,15 @@ pub struct Config {
     /// configuration file (or a `--config` file) may set it ([`USER_FILE_ONLY_KEYS`]).
     #[serde(default)]
     pub allowed_workdirs: Vec<PathBuf>,
+    /// How a new sandbox's work dir reaches its container: `mount` (a bind mount) or `copy`
+    /// (copied in through the remote channel, nothing of this machine mounted); unset: `mount`
+    /// where the engine can mount this machine's directories, else `copy`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workdir_mode: Option<WorkdirMode>,
+    /// The most bytes of file content one copy moves into or out of a sandbox (a copied work
+    /// dir at `up`, `h9sandbox cp`): a larger one is refused before it starts (a stream from
+    /// the sandbox: cut off there).
+    pub copy_max_bytes: u64,
 }
 
 /// The smallest `mcp_max_output_bytes` (and `sandbox_exec` `max_output_bytes`).
@@ -166,6 +175,8 @@ impl Default for Config {
             exec_agent: true,
             json_max_bytes: DEFAULT_JSON_MAX_BYTES,
             allowed_workdirs: Vec::new(),
+            workdir_mode: None,
+            copy_max_bytes: 4 << 30,
         }
     }
 }
@@ -367,6 +378,16 @@ pub const KEYS: &[Key] = &[
         Kind::PathList,
         "Directories `up` may use as work dirs (each, and what lies in it) although a system tree, a dot-directory of your home, an XDG base directory or another user's home holds them (see [Work directories](../security.md#work-directories)); never the ones always refused. Absolute paths. An MCP client has no way to set it.",
     ),
+    key(
+        "workdir_mode",
+        Kind::OneOf(&["mount", "copy"]),
+        "How the work dir reaches the sandbox: `mount` (a bind mount of the host directory at the same path) or `copy` (copied in at `up` as a tar stream through the agent; changes come back only through `h9sandbox cp`); `up --workdir-mode`. Default: `mount` where the engine can mount this machine's directories, else `copy`. A project file may not set it.",
+    ),
+    key(
+        "copy_max_bytes",
+        Kind::Int,
+        "The most bytes `up` copies into a copy-mode sandbox (4 GiB by default); a larger work dir is refused, naming the limit.",
+    ),
 ];
 
 /// Where a configuration value came from; shown in error messages.
@@ -418,6 +439,7 @@ pub struct Layers {
 /// `LOCAL_STATE_DIR_VAR`), which an h9sandbox run inside a local sandbox inherits.
 pub const OTHER_ENV: &[&str] = &[
     "H9SANDBOX_CONFIG",
+    "H9SANDBOX_CHANNEL_HOST",
     "H9SANDBOX_COMPLETE",
     "H9SANDBOX_EXEC_ID",
     "H9SANDBOX_SANDBOX",
@@ -428,7 +450,14 @@ pub const OTHER_ENV: &[&str] = &[
 /// `./sandbox.toml` may not set, even once trusted: it usually sits in a work directory, which
 /// code inside a sandbox can write, and it travels with a repository; these keys belong to the
 /// person who runs h9sandbox.
-pub const HOST_SIDE_KEYS: &[&str] = &["engine_bin", "state_dir", "engine", "fallback", "runtime"];
+pub const HOST_SIDE_KEYS: &[&str] = &[
+    "engine_bin",
+    "state_dir",
+    "engine",
+    "fallback",
+    "runtime",
+    "workdir_mode",
+];
 
 /// Keys that widen what a sandbox may reach on the host, which only the user's own
 /// configuration file (or a `--config` / `$H9SANDBOX_CONFIG` file) may set: not a project's

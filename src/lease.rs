@@ -536,6 +536,7 @@ mod tests {
             workdir_id: None,
             runtime: None,
             published: Vec::new(),
+            workdir_mode: Default::default(),
             engine: EngineKind::Docker,
             isolation: Isolation::Container,
             parent: None,

@@ -20,7 +20,7 @@ use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
 use crate::error::Error;
-use crate::types::{EngineKind, Ids, Isolation, Limits};
+use crate::types::{EngineKind, Ids, Isolation, Limits, WorkdirMode};
 
 /// Name prefixes of the temporary files a write renames over `state.json` (and over the other
 /// documents of the state directory, `trust.json`).
@@ -199,10 +199,15 @@ pub struct Record {
     /// at the last start. Absent when none.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub published: Vec<crate::types::PublishedPort>,
+    /// How the work dir reaches the container: `mount` (left out: the default, and what
+    /// records made before the key mean) or `copy` (copied in at `up`; the host's directory is
+    /// never changed by the sandbox, `cp` copies out).
+    #[serde(default, skip_serializing_if = "WorkdirMode::is_mount")]
+    pub workdir_mode: WorkdirMode,
 }
 
 /// What `up` found of a sandbox's in-container agent.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct AgentRecord {
     /// The agent's socket (device and inode, as the host sees it) when `up` connected to it:
     /// commands go through that very socket, never another one put in its place. `null` when
@@ -215,6 +220,23 @@ pub struct AgentRecord {
     /// engine's exec.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub version: Option<u32>,
+    /// The remote channel (TLS over TCP to the agent), for a sandbox with no host mounts;
+    /// absent for a sandbox whose agent's socket is on this machine.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub channel: Option<ChannelRecord>,
+}
+
+/// Where and how the host reaches a sandbox's agent over the remote channel
+/// ([`crate::contract::tls`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ChannelRecord {
+    /// `HOST:PORT` of the channel's published port; `null` when it cannot be reached from here:
+    /// the host then relays through the engine's exec stream.
+    pub address: Option<String>,
+    /// SHA-256 of the agent's certificate, in hex: the host speaks to no other.
+    pub fingerprint: String,
+    /// Where the channel listens inside the container (`IP:PORT`), which the relay reaches.
+    pub inside: String,
 }
 
 /// The configuration a sandbox keeps for the commands run on it later, recorded by `up`
@@ -951,6 +973,7 @@ pub(crate) mod tests {
             workdir_id: None,
             runtime: None,
             published: Vec::new(),
+            workdir_mode: Default::default(),
         }
     }
 

@@ -147,6 +147,41 @@ pub struct PublishedPort {
     pub port: u16,
 }
 
+/// How a sandbox's work dir reaches its container (config `workdir_mode`, `up --workdir-mode`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum WorkdirMode {
+    /// Bind-mounted at the same path: the sandbox and the host see the same files (needs an
+    /// engine that mounts this machine's directories).
+    #[default]
+    Mount,
+    /// Copied in at `up` (a tar stream through the agent's channel), copied out only by `cp`:
+    /// nothing of this machine's file system is mounted, every command goes over the remote
+    /// channel, as for a daemon on another machine.
+    Copy,
+}
+
+impl WorkdirMode {
+    /// The mode's name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            WorkdirMode::Mount => "mount",
+            WorkdirMode::Copy => "copy",
+        }
+    }
+
+    /// Whether this is [`WorkdirMode::Mount`] (records leave the default out).
+    pub fn is_mount(&self) -> bool {
+        *self == WorkdirMode::Mount
+    }
+}
+
+impl fmt::Display for WorkdirMode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// Network mode of a sandbox (`docker run --network`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
 #[serde(rename_all = "lowercase")]

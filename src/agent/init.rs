@@ -24,6 +24,13 @@ pub struct InitArgs {
     /// Relay 127.0.0.1:3128 to the allowlist proxy's socket (network = "allowlist")
     #[arg(long)]
     pub proxy_relay: bool,
+    /// Read the remote channel's secret (token, the agent's key, the host's fingerprint) from
+    /// standard input before anything else runs, and serve the channel
+    #[arg(long, requires = "channel")]
+    pub secret_stdin: bool,
+    /// Where the remote channel listens (TLS over TCP), `IP:PORT`
+    #[arg(long, value_name = "IP:PORT", requires = "secret_stdin")]
+    pub channel: Option<String>,
 }
 
 /// Prints `msg` to stderr (the container's log, `docker logs`) as `h9sandbox-init: msg`.
@@ -65,9 +72,23 @@ pub fn run(args: &InitArgs) -> i32 {
             return 1;
         }
     }
-    // The token is read (and its file deleted) before any other process exists in the container.
+    // The token is read (and its file deleted) before any other process exists in the container;
+    // so is the remote channel's secret, from standard input, which is then closed.
     let run_dir = std::path::PathBuf::from(server::RUN_DIR);
-    let token = server::take_token(&run_dir);
+    let secret = match args.secret_stdin.then(take_secret) {
+        Some(Ok(s)) => Some(s),
+        Some(Err(e)) => {
+            log(&format!(
+                "cannot read the channel's secret on standard input: {e}; refusing to run the sandbox"
+            ));
+            return 1;
+        }
+        None => None,
+    };
+    let token = match &secret {
+        Some(s) => Some(s.token.clone()),
+        None => server::take_token(&run_dir),
+    };
     let rt = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -87,8 +108,29 @@ pub fn run(args: &InitArgs) -> i32 {
                 Err(e) => log(&format!("cannot listen for the proxy relay: {e}")),
             }
         }
-        serve(run_dir, token).await
+        let channel = match (&args.channel, &secret) {
+            (Some(address), Some(secret)) => {
+                match super::channel::Listener::bind(address, secret).await {
+                    Ok(l) => Some(l),
+                    Err(e) => {
+                        log(&format!("cannot listen for the channel on {address}: {e}"));
+                        return 1;
+                    }
+                }
+            }
+            _ => None,
+        };
+        serve(run_dir, token, channel).await
     })
+}
+
+/// Reads the channel's secret from standard input, then puts `/dev/null` in its place (a
+/// command never sees what came there).
+fn take_secret() -> std::io::Result<crate::contract::tls::ChannelSecret> {
+    let secret = crate::contract::tls::read_secret(&mut std::io::stdin().lock());
+    let null = std::fs::File::open("/dev/null")?;
+    rustix::stdio::dup2_stdin(&null)?;
+    secret
 }
 
 /// Relays every connection to 127.0.0.1:[`super::proxy::PORT`] to the allowlist proxy's socket
@@ -107,7 +149,11 @@ async fn relay(listener: tokio::net::TcpListener) {
     }
 }
 
-async fn serve(run_dir: std::path::PathBuf, token: Option<String>) -> i32 {
+async fn serve(
+    run_dir: std::path::PathBuf,
+    token: Option<String>,
+    channel: Option<super::channel::Listener>,
+) -> i32 {
     use tokio::signal::unix::{signal, SignalKind};
     let (Ok(mut term), Ok(mut int), Ok(mut hup), Ok(mut chld)) = (
         signal(SignalKind::terminate()),
@@ -121,11 +167,22 @@ async fn serve(run_dir: std::path::PathBuf, token: Option<String>) -> i32 {
     // Without a token (an engine whose bind mounts cannot carry a socket, or a token file that
     // did not arrive), commands come through the engine's exec only.
     if let Some(token) = token {
-        tokio::spawn(async move {
-            if let Err(e) = server::serve(run_dir, token).await {
-                log(&format!("the exec agent cannot serve: {e}"));
+        let agent = server::new_agent(token);
+        match channel {
+            // The remote channel: no run directory of the host's; say so on stdout, which the
+            // host reads while it hands the secret over.
+            Some(listener) => {
+                tokio::spawn(listener.serve(agent));
+                println!("h9sandbox-agent ready {}", super::proto::VERSION);
             }
-        });
+            None => {
+                tokio::spawn(async move {
+                    if let Err(e) = server::serve(run_dir, agent).await {
+                        log(&format!("the exec agent cannot serve: {e}"));
+                    }
+                });
+            }
+        }
     }
     // Also every second: gVisor (runsc 20221219) sends no SIGCHLD for a zombie reparented to
     // PID 1, which would otherwise stay, counting against the process limit.

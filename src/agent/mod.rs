@@ -9,6 +9,7 @@
 //! host command line is parsed (they are no user commands, and `init` refuses to run unless it is
 //! PID 1).
 
+pub mod channel;
 pub mod files;
 pub mod forward;
 pub mod init;
@@ -19,6 +20,7 @@ pub mod server;
 pub mod socket_relay;
 pub mod stats;
 pub mod supervise;
+pub mod tarball;
 pub mod user;
 pub mod wrap;
 
@@ -70,6 +72,14 @@ enum AgentCommand {
     /// Carry standard input and output to the agent's socket inside the container and back
     /// (the host's way to the agent where that socket does not cross the bind mount)
     SocketRelay,
+    /// Write a tar stream of a path, or extract one (`h9sandbox cp`, a copied work dir)
+    Tar {
+        #[command(subcommand)]
+        command: tarball::TarCommand,
+    },
+    /// Carry standard input and output to the remote channel inside the container (the host's
+    /// fallback where the channel's published port cannot be reached)
+    Relay(channel::RelayArgs),
     /// Print the device and inode of a path, `DEV INO` (the host checks a mount with it)
     Stat {
         /// The path
@@ -97,6 +107,8 @@ pub fn main(args: &[std::ffi::OsString]) -> Option<i32> {
         AgentCommand::Signal(a) => supervise::signal(a),
         AgentCommand::KillMarked(a) => supervise::kill_marked(a),
         AgentCommand::Proxy(a) => proxy::run(a),
+        AgentCommand::Relay(a) => channel::relay(a),
+        AgentCommand::Tar { command } => tarball::run(command),
         AgentCommand::File { command } => files::run(command),
         AgentCommand::SocketRelay => socket_relay::run(),
         AgentCommand::Stat { path } => match std::fs::metadata(path) {

@@ -27,6 +27,7 @@ use futures_util::{SinkExt, StreamExt};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::unix::pipe;
 use tokio::net::{UnixListener, UnixStream};
+
 use tokio::sync::mpsc;
 use tokio_util::codec::Framed;
 
@@ -42,7 +43,13 @@ pub const LOG_CAP: u64 = 8 << 20;
 /// sent (a background process writing without pause would otherwise hold the reply back).
 pub const DRAIN_CAP: usize = 4 << 20;
 
-type Conn = Framed<UnixStream, Codec<Request, Reply>>;
+/// A byte stream the agent serves: its unix socket, or a TLS stream of the remote channel
+/// ([`super::channel`]).
+pub trait AgentStream: tokio::io::AsyncRead + tokio::io::AsyncWrite + Send + Unpin {}
+
+impl<T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Send + Unpin> AgentStream for T {}
+
+type Conn = Framed<Box<dyn AgentStream>, Codec<Request, Reply>>;
 type Ctl = Framed<UnixStream, Codec<Event, Control>>;
 
 /// The agent's state.
@@ -67,9 +74,29 @@ pub fn take_token(run_dir: &Path) -> Option<String> {
     text.map(|t| t.trim().to_string()).filter(|t| t.len() >= 16)
 }
 
+/// The agent that serves peers presenting `token`, in the environment PID 1 received.
+pub fn new_agent(token: String) -> Arc<Agent> {
+    let env: Vec<(String, String)> = std::env::vars_os()
+        .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)))
+        .collect();
+    Arc::new(Agent {
+        token,
+        env,
+        detached: Mutex::new(HashMap::new()),
+    })
+}
+
+/// Serves one connection of `agent` on `stream` (the handshake, then one request).
+pub async fn serve_stream(agent: Arc<Agent>, stream: Box<dyn AgentStream>) {
+    let mut conn: Conn = Framed::new(stream, Codec::default());
+    if let Err(e) = agent.converse(&mut conn).await {
+        let _ = conn.send(Reply::Refused(e)).await;
+    }
+}
+
 /// Binds the socket in `run_dir` (replacing whatever has that name), writes the ready file, and
-/// serves connections forever.
-pub async fn serve(run_dir: PathBuf, token: String) -> std::io::Result<()> {
+/// serves connections of `agent` forever.
+pub async fn serve(run_dir: PathBuf, agent: Arc<Agent>) -> std::io::Result<()> {
     let socket = run_dir.join(SOCKET_FILE);
     let _ = std::fs::remove_file(&socket);
     let listener = UnixListener::bind(&socket)?;
@@ -81,14 +108,6 @@ pub async fn serve(run_dir: PathBuf, token: String) -> std::io::Result<()> {
     let ready = run_dir.join(READY_FILE);
     let _ = std::fs::remove_file(&ready);
     std::fs::write(&ready, format!("h9sandbox-agent {}\n", proto::VERSION))?;
-    let env: Vec<(String, String)> = std::env::vars_os()
-        .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)))
-        .collect();
-    let agent = Arc::new(Agent {
-        token,
-        env,
-        detached: Mutex::new(HashMap::new()),
-    });
     loop {
         let (stream, _) = match listener.accept().await {
             Ok(s) => s,
@@ -97,13 +116,7 @@ pub async fn serve(run_dir: PathBuf, token: String) -> std::io::Result<()> {
                 continue;
             }
         };
-        let agent = Arc::clone(&agent);
-        tokio::spawn(async move {
-            let mut conn = Framed::new(stream, Codec::default());
-            if let Err(e) = agent.converse(&mut conn).await {
-                let _ = conn.send(Reply::Refused(e)).await;
-            }
-        });
+        tokio::spawn(serve_stream(Arc::clone(&agent), Box::new(stream)));
     }
 }
 

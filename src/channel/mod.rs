@@ -5,10 +5,13 @@
 //!
 //! - [`socket`]: the agent's unix socket in the sandbox's run directory, on this machine (the
 //!   engine bind-mounts host directories);
+//! - [`tls`]: the remote channel, TLS 1.3 with pinned certificates to the agent's published
+//!   port, or over any other byte stream (the core's relay through the engine's exec stream).
 //!
 //! Where none can be reached, the core runs commands through the engine's own exec instead.
 
 pub mod socket;
+pub mod tls;
 
 use futures_util::{SinkExt, StreamExt};
 use tokio::io::{AsyncRead, AsyncWrite};

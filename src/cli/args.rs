@@ -228,6 +228,20 @@ Pending records whose `up` died; Stopping records whose `down` died. Never touch
 another state directory, a sandbox a live process answers for, or one whose lease runs.
 Running it twice is a no-op. `up` runs it too, alongside its own start (config reap_on_up).")]
     Reap(ReapArgs),
+    /// Copy files or directories between a sandbox and this machine (docker cp's syntax)
+    #[command(after_help = "\
+Examples:
+  h9sandbox cp ./src 3f2a:/opt/src                this machine's ./src into the sandbox
+  h9sandbox cp 3f2a:out/report.html .             a file of its work dir (relative paths start there)
+  h9sandbox cp 3f2a:/var/log - | tar t            a tar stream on stdout
+  tar c data | h9sandbox cp - 3f2a:/srv           a tar stream from stdin, into a directory
+
+ID:PATH names a path of a sandbox; `-` a tar stream. A destination that is a directory receives
+the source under its own name; one that does not exist becomes the source. Works whether the
+work dir is mounted or copied (a copied work dir changes on this machine only by cp). Modes,
+times and symlinks are kept (none is followed); set-ID bits, device files and FIFOs are not
+copied; names that lead out of the destination are refused. At most copy_max_bytes.")]
+    Cp(CpArgs),
     /// Extend a sandbox's lease (up --ttl): it then expires TTL from now
     #[command(after_help = "\
 Examples:
@@ -442,6 +456,7 @@ impl Command {
             Command::Edit(_) => "edit",
             Command::Reap(_) => "reap",
             Command::Renew(_) => "renew",
+            Command::Cp(_) => "cp",
             Command::Stop(_) => "stop",
             Command::Start(_) => "start",
             Command::Pause(_) => "pause",
@@ -462,6 +477,11 @@ pub struct UpArgs {
     /// allowed_workdirs) [default: current directory]
     #[arg(long, value_name = "DIR")]
     pub workdir: Option<PathBuf>,
+    /// How the work dir reaches the sandbox: mount (a bind mount) or copy (copied in, copied
+    /// out only by `h9sandbox cp`; nothing of this machine mounted) [config: workdir_mode;
+    /// default: mount where the engine's daemon is on this machine, else copy]
+    #[arg(long, value_enum, value_name = "MODE")]
+    pub workdir_mode: Option<crate::types::WorkdirMode>,
     /// Image to run [config: image]
     #[arg(long, value_name = "IMAGE")]
     pub image: Option<String>,
@@ -877,6 +897,20 @@ pub struct RunArgs {
         value_name = "COMMAND"
     )]
     pub command: Vec<String>,
+}
+
+/// `cp` arguments.
+#[derive(Debug, Args)]
+pub struct CpArgs {
+    /// The source: a path of this machine, ID:PATH, or - (a tar stream on stdin)
+    #[arg(value_name = "SRC")]
+    pub src: String,
+    /// The destination: a path of this machine, ID:PATH, or - (a tar stream on stdout)
+    #[arg(value_name = "DST")]
+    pub dst: String,
+    /// Act in the sandbox as this user, USER|UID[:GID] [default: the sandbox's user]
+    #[arg(long, value_name = "USER")]
+    pub user: Option<String>,
 }
 
 /// `renew` arguments.

@@ -26,7 +26,7 @@ pub async fn run(ctx: &Ctx, format: Format, args: &EditArgs) -> Result<i32> {
         Place::WorkDir => {
             let edited = replace(
                 ctx,
-                wd,
+                wd.open()?,
                 args.path.clone(),
                 args.old.clone(),
                 args.new.clone(),

@@ -9,6 +9,7 @@
 pub mod args;
 pub mod background;
 pub mod bootstrap;
+pub mod cp;
 pub mod down;
 pub mod edit;
 pub mod exec;
@@ -161,6 +162,7 @@ async fn dispatch(cli: Cli) -> Result<i32> {
         Command::Edit(a) => edit::run(&ctx(&[])?, format, a).await,
         Command::Reap(a) => reap::run(&ctx(&[])?, format, a).await,
         Command::Renew(a) => renew::run(&ctx(&[])?, format, a).await,
+        Command::Cp(a) => cp::run(&ctx(&[])?, format, a).await,
         Command::Trust(a) => trust::run(&ctx(&[])?, format, a).await,
         Command::Stop(_)
         | Command::Start(_)

@@ -38,6 +38,7 @@ pub async fn run(ctx: &Ctx, format: Format, args: &ReadArgs) -> Result<i32> {
     if let Place::Container(path) = place(&rec, &args.path, args.user.is_some()) {
         return in_container(ctx, format, args, &rec, &path).await;
     }
+    let wd = wd.open()?;
     match format {
         Format::Table => {
             // Straight to the descriptor (not through std's line-buffered Stdout), in the kernel.

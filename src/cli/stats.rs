@@ -191,9 +191,19 @@ pub fn table(rows: &[Row], colour: bool) -> Table {
                 opt(u.pids.used, |n| n.to_string()),
                 opt(u.pids.limit, |n| n.to_string())
             )),
-            Cell::new(match (u.disk.scratch_bytes, u.disk.scratch_complete) {
-                (Some(b), Some(false)) => format!("≥{}", bytes(b)),
-                (b, _) => opt(b, bytes),
+            Cell::new({
+                let shown = |b: Option<u64>, complete: Option<bool>| match (b, complete) {
+                    (Some(b), Some(false)) => format!("≥{}", bytes(b)),
+                    (b, _) => opt(b, bytes),
+                };
+                let scratch = shown(u.disk.scratch_bytes, u.disk.scratch_complete);
+                match u.disk.workdir_bytes {
+                    Some(_) => format!(
+                        "{scratch} + work dir {}",
+                        shown(u.disk.workdir_bytes, u.disk.workdir_complete)
+                    ),
+                    None => scratch,
+                }
             }),
             Cell::new(format!(
                 "{} / {}",

@@ -34,6 +34,7 @@ pub fn request(args: &UpArgs) -> UpRequest {
         within: None,
         reuse: args.reuse,
         publish: args.publish.clone(),
+        workdir_mode: args.workdir_mode,
     }
 }
 

@@ -12,7 +12,7 @@ use super::{Format, WriteArgs};
 use crate::error::Error;
 use crate::files;
 use crate::sandbox::container_files::{self, acting, place, Place};
-use crate::sandbox::files::{open_source, options, write_from};
+use crate::sandbox::files::{options, write_from};
 use crate::sandbox::{workdir_of, Ctx};
 
 /// `write --format json` document.
@@ -32,7 +32,7 @@ pub async fn run(ctx: &Ctx, format: Format, args: &WriteArgs) -> Result<i32> {
     let mode = args.mode.as_deref().map(files::parse_mode).transpose()?;
     let opts = options(&rec, mode, args.parents, args.append);
     let from = match &args.from {
-        Some(f) => open_source(&wd, f)?,
+        Some(f) => wd.clone().open_source(f)?,
         None if std::io::stdin().is_terminal() => {
             return Err(Error::Invalid(
                 "stdin is a terminal; pipe the content in, or pass --from FILE".into(),
@@ -45,7 +45,7 @@ pub async fn run(ctx: &Ctx, format: Format, args: &WriteArgs) -> Result<i32> {
     };
     let (path, bytes_written, size) = match place(&rec, &args.path, args.user.is_some()) {
         Place::WorkDir => {
-            let w = write_from(ctx, wd, args.path.clone(), from, opts).await?;
+            let w = write_from(ctx, wd.open()?, args.path.clone(), from, opts).await?;
             (w.path, w.bytes_written, w.size)
         }
         Place::Container(path) => {

@@ -9,6 +9,7 @@
 //! - the file helper's exit statuses.
 
 pub mod proto;
+pub mod tls;
 
 /// The directory of h9sandbox's things in every container (a read-only mount of its own where
 /// the engine mounts host directories; a directory of the derived image otherwise).
@@ -43,6 +44,10 @@ pub const PROXY_RELAY_SOCKET: &str = "/.h9sandbox/proxy/proxy.sock";
 /// Environment variable set on every process of a command (its value identifies the command),
 /// so that its whole process tree (children inherit the environment) can be found and killed.
 pub const MARKER_VAR: &str = "H9SANDBOX_EXEC_ID";
+
+/// The port the agent's remote channel listens on in the container (TLS over TCP), published by
+/// the engine on the daemon's host.
+pub const CHANNEL_PORT: u16 = 7336;
 
 /// Exit status of the file helper (`agent file …`): no such file.
 pub const EXIT_NOT_FOUND: i32 = 10;

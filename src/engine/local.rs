@@ -28,7 +28,7 @@ use super::shell::{shell_line, shell_quote};
 use super::{
     spawn_exec, Capabilities, CommandLine, CommandOwnsAll, ContainerSpec, ContainerStatus,
     ContainerSummary, ContainerVerb, EngineExec, Environment, ExecSpec, ExecStdio, ImageConfig,
-    SidecarSpec, SidecarSummary, VolumeSummary, EXEC_MARKER_VAR, LOCAL_SANDBOX_VAR,
+    Secret, SidecarSpec, SidecarSummary, VolumeSummary, EXEC_MARKER_VAR, LOCAL_SANDBOX_VAR,
     LOCAL_STATE_DIR_VAR,
 };
 use crate::error::Error;
@@ -106,6 +106,10 @@ impl Environment for Local {
         }
     }
 
+    fn remote_host(&self) -> Option<String> {
+        None
+    }
+
     async fn run_sidecar(&self, spec: &SidecarSpec) -> Result<String> {
         Err(Error::Invalid(format!(
             "the local engine runs no containers, so no sidecar ({}) either",
@@ -154,6 +158,7 @@ impl Environment for Local {
             oom_killed: false,
             applied: None,
             pid: 0,
+            ports: Vec::new(),
         }))
     }
 
@@ -240,6 +245,14 @@ impl Environment for Local {
     /// Local sandboxes have no images.
     async fn image_config(&self, _image: &str) -> Result<ImageConfig> {
         Ok(ImageConfig::default())
+    }
+
+    async fn agent_image(&self, _image: &str, _binary: &Path, _build: &str) -> Result<String> {
+        Err(Error::Invalid("the local engine has no images".into()).into())
+    }
+
+    async fn start_shipped(&self, container: &str, _s: &Secret, _r: Duration) -> Result<()> {
+        self.lifecycle(ContainerVerb::Start, container).await
     }
 
     /// Local sandboxes have no volumes.

@@ -351,8 +351,11 @@ pub struct ContainerSpec {
     /// its PID 1 is h9sandbox's agent ([`crate::agent::init`]), which runs every command as
     /// this user.
     pub user: Ids,
-    /// The in-container agent's mounts.
-    pub agent: AgentMount,
+    /// How the in-container agent gets into the container: bind mounts of this machine's
+    /// directories, or shipped in a derived image with its secret on PID 1's standard input.
+    pub agent: AgentSetup,
+    /// Login name for the sandbox's user when the image has none for its UID.
+    pub user_name: Option<String>,
     /// Name of the scratch volume mounted at [`SCRATCH_DIR`] (`h9sandbox-<id>`), labelled like
     /// the container, so that it can be found and removed even when the container was removed
     /// without its volumes.
@@ -393,6 +396,29 @@ pub struct Capabilities {
     pub host_mounts: bool,
     /// It runs sidecar containers ([`SidecarSpec`]) beside a sandbox (the allowlist's proxy).
     pub sidecars: bool,
+}
+
+/// Where a Docker-CLI client's daemon is, from the client's own settings (`DOCKER_HOST`,
+/// `DOCKER_CONTEXT`): `None` for this machine (unset, `unix://`, the `default` context), else
+/// the daemon's host name or address as the user gave it (`tcp://H:P` and `ssh://[U@]H[:P]` give
+/// `H`; a context other than `default` gives its name, its host unknown here). A daemon that is
+/// not this machine's cannot mount this machine's directories: its sandboxes are remote.
+pub fn daemon_host(docker_host: Option<&str>, context: Option<&str>) -> Option<String> {
+    match docker_host.filter(|h| !h.is_empty()) {
+        Some(h) if h.starts_with("unix://") || h.starts_with("npipe://") => None,
+        Some(h) => {
+            let rest = h.split_once("://").map_or(h, |(_, r)| r);
+            let rest = rest.rsplit_once('@').map_or(rest, |(_, r)| r);
+            let host = match rest.strip_prefix('[') {
+                Some(v6) => v6.split(']').next().unwrap_or(v6),
+                None => rest.split([':', '/']).next().unwrap_or(rest),
+            };
+            Some(host.to_string())
+        }
+        None => context
+            .filter(|c| !c.is_empty() && *c != "default")
+            .map(str::to_string),
+    }
 }
 
 /// Where a sidecar's mount comes from.
@@ -517,8 +543,55 @@ pub struct AgentMount {
     pub binary: PathBuf,
     /// The sandbox's run directory on the host (owner-only).
     pub run_dir: PathBuf,
-    /// Login name for the sandbox's user when the image has none for its UID.
-    pub user_name: Option<String>,
+}
+
+/// How the in-container agent gets into a sandbox's container.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AgentSetup {
+    /// Bind mounts of this machine's directories ([`Capabilities::host_mounts`]): the binary,
+    /// the run directory (the agent's unix socket, its token), the work dir.
+    Mounted(AgentMount),
+    /// Nothing of this machine's file system: the binary in a derived image, the channel's
+    /// secret on PID 1's standard input, commands over the remote channel.
+    Shipped(ShippedAgent),
+}
+
+/// The agent of a sandbox with no host mounts ([`AgentSetup::Shipped`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ShippedAgent {
+    /// The derived image: the sandbox's image with h9sandbox at [`crate::contract::BIN`]
+    /// ([`Environment::agent_image`]).
+    pub image: String,
+    /// What PID 1 reads on its standard input before anything else runs
+    /// ([`crate::contract::tls::ChannelSecret::to_frame`]).
+    pub secret: Secret,
+    /// Where the channel listens in the container (`IP:PORT`).
+    pub listen: String,
+    /// The address of the daemon's host to publish the channel's port on (`0.0.0.0`,
+    /// `127.0.0.1`); `None`: not published (the engine's exec stream is the way).
+    pub publish: Option<String>,
+    /// How long `create` waits for the agent to say it serves.
+    pub ready_timeout: Duration,
+}
+
+/// Bytes that must never be printed: `Debug` shows only their length.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Secret(pub Vec<u8>);
+
+impl std::fmt::Debug for Secret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Secret({} bytes)", self.0.len())
+    }
+}
+
+impl AgentSetup {
+    /// The host mounts, when the agent is mounted.
+    pub fn mounted(&self) -> Option<&AgentMount> {
+        match self {
+            AgentSetup::Mounted(m) => Some(m),
+            AgentSetup::Shipped(_) => None,
+        }
+    }
 }
 
 /// A command to run in a sandbox.
@@ -572,6 +645,9 @@ pub struct ContainerStatus {
     pub applied: Option<AppliedLimits>,
     /// Host PID of the container's init process (`State.Pid`); 0 when not running or unknown.
     pub pid: u32,
+    /// Its published ports (`NetworkSettings.Ports`): (container port, host address, host
+    /// port) each.
+    pub ports: Vec<(u16, String, u16)>,
 }
 
 /// Resource limits as an engine applied them (`docker inspect` `.HostConfig`); 0 means unlimited.
@@ -662,6 +738,9 @@ pub trait Environment {
     /// What it offers beyond running containers ([`Capabilities`]).
     fn capabilities(&self) -> Capabilities;
 
+    /// The host of its daemon when that is not this machine ([`daemon_host`]); `None` here.
+    fn remote_host(&self) -> Option<String>;
+
     /// Creates and starts the sidecar `spec`; returns its container ID. Errors: the engine's,
     /// or one that runs no sidecars ([`Capabilities::sidecars`]).
     async fn run_sidecar(&self, spec: &SidecarSpec) -> Result<String>;
@@ -728,6 +807,16 @@ pub trait Environment {
 
     /// The configuration of the local image `image`.
     async fn image_config(&self, image: &str) -> Result<ImageConfig>;
+
+    /// The derived image of `image` for sandboxes without host mounts: `image` with the static
+    /// h9sandbox `binary` at [`crate::contract::BIN`], made on the engine without a registry
+    /// and kept for the next `up`, named by the image's ID and `build` (the binary's build ID).
+    /// Errors: `image` is absent ([`crate::error::Error::ImageUnavailable`]), the engine's.
+    async fn agent_image(&self, image: &str, binary: &Path, build: &str) -> Result<String>;
+
+    /// Starts the stopped container of a shipped agent ([`AgentSetup::Shipped`]), handing
+    /// `secret` to its PID 1 again, and waits (at most `ready`) until the agent serves.
+    async fn start_shipped(&self, container: &str, secret: &Secret, ready: Duration) -> Result<()>;
 
     /// Lists the volumes carrying every `key=value` label.
     async fn list_volumes(&self, labels: &[(&str, &str)]) -> Result<Vec<VolumeSummary>>;
@@ -802,6 +891,10 @@ impl Environment for AnyEngine {
         delegate!(self, e => e.capabilities())
     }
 
+    fn remote_host(&self) -> Option<String> {
+        delegate!(self, e => e.remote_host())
+    }
+
     async fn run_sidecar(&self, spec: &SidecarSpec) -> Result<String> {
         delegate!(self, e => e.run_sidecar(spec).await)
     }
@@ -871,6 +964,14 @@ impl Environment for AnyEngine {
         delegate!(self, e => e.image_config(image).await)
     }
 
+    async fn agent_image(&self, image: &str, binary: &Path, build: &str) -> Result<String> {
+        delegate!(self, e => e.agent_image(image, binary, build).await)
+    }
+
+    async fn start_shipped(&self, container: &str, secret: &Secret, ready: Duration) -> Result<()> {
+        delegate!(self, e => e.start_shipped(container, secret, ready).await)
+    }
+
     async fn list_volumes(&self, labels: &[(&str, &str)]) -> Result<Vec<VolumeSummary>> {
         delegate!(self, e => e.list_volumes(labels).await)
     }
@@ -897,6 +998,26 @@ pub enum ExecFailure {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_daemon_elsewhere_is_told_from_the_clients_settings() {
+        assert_eq!(daemon_host(None, None), None);
+        assert_eq!(daemon_host(Some(""), Some("default")), None);
+        assert_eq!(daemon_host(Some("unix:///run/docker.sock"), None), None);
+        assert_eq!(
+            daemon_host(Some("tcp://127.0.0.2:2376"), None).as_deref(),
+            Some("127.0.0.2")
+        );
+        assert_eq!(
+            daemon_host(Some("ssh://me@builder:2222"), None).as_deref(),
+            Some("builder")
+        );
+        assert_eq!(
+            daemon_host(Some("tcp://[fd00::1]:2376"), None).as_deref(),
+            Some("fd00::1")
+        );
+        assert_eq!(daemon_host(None, Some("ci")).as_deref(), Some("ci"));
+    }
+
     #[test]
     fn the_marks_are_not_taken_for_mistyped_configuration() {
         for var in [EXEC_MARKER_VAR, LOCAL_SANDBOX_VAR, LOCAL_STATE_DIR_VAR] {

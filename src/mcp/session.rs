@@ -270,6 +270,7 @@ impl Session {
             // Publishing opens a port of this host: the operator's decision, not a client's
             // (sandbox_port_forward reaches a port on 127.0.0.1 instead).
             publish: Vec::new(),
+            workdir_mode: None,
         };
         // A sub-sandbox shares its parent's work dir: only of a sandbox the session may reach.
         let req = UpRequest {
@@ -571,6 +572,7 @@ impl Session {
         let path = PathBuf::from(&p.path);
         let lines = match container_files::place(&rec, &path, false) {
             container_files::Place::WorkDir => {
+                let wd = wd.open()?;
                 tokio::task::spawn_blocking(move || wd.read_lines(&path, first, limit, max))
                     .await??
             }
@@ -676,7 +678,7 @@ impl Session {
         let path = PathBuf::from(&p.path);
         let (path, bytes_written, size) = match container_files::place(&rec, &path, false) {
             container_files::Place::WorkDir => {
-                let w = files::write_from(&self.ctx, wd, path, data, opts).await?;
+                let w = files::write_from(&self.ctx, wd.open()?, path, data, opts).await?;
                 (w.path, w.bytes_written, w.size)
             }
             container_files::Place::Container(path) => {
@@ -705,7 +707,8 @@ impl Session {
         let path = PathBuf::from(&p.path);
         let result = match container_files::place(&rec, &path, false) {
             container_files::Place::WorkDir => {
-                let e = files::replace(&self.ctx, wd, path, p.old, p.new, p.replace_all).await?;
+                let e = files::replace(&self.ctx, wd.open()?, path, p.old, p.new, p.replace_all)
+                    .await?;
                 EditResult {
                     path: e.path.display().to_string(),
                     replacements: e.replacements as u64,

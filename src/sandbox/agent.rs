@@ -20,10 +20,16 @@ use anyhow::{Context, Result};
 use uuid::Uuid;
 
 use super::Ctx;
+use crate::channel::tls::HostKeys;
 use crate::channel::{socket as client, ConnectError, Connection};
+use crate::contract::tls::ChannelSecret;
 use crate::contract::{READY_FILE, SOCKET_FILE, TOKEN_FILE};
+use crate::engine::{
+    AnyEngine, CommandLine, EngineExec, Environment, ExecReader, ExecSpec, ExecStdio, ExecWriter,
+    RunAs, StdinFrom,
+};
 use crate::error::Error;
-use crate::state::{AgentRecord, Record};
+use crate::state::{AgentRecord, ChannelRecord, Record};
 
 /// How long `up` waits for the agent's `ready` file once the container runs; an agent that does
 /// not answer by then leaves the sandbox to the engine's exec.
@@ -199,6 +205,7 @@ pub fn forget(ctx: &Ctx, id: Uuid) {
     let _ = std::fs::remove_dir_all(run_dir(ctx, id));
     let _ = std::fs::remove_dir_all(mount_root(ctx, id));
     let _ = std::fs::remove_file(token_path(ctx, id));
+    let _ = std::fs::remove_file(keys_path(ctx, id));
 }
 
 /// Waits (at most [`READY_TIMEOUT`]) for the agent of the just-started sandbox `id` to say it is
@@ -233,6 +240,7 @@ pub async fn wait_ready(ctx: &Ctx, id: Uuid) -> Option<AgentRecord> {
         Ok(_) => Some(AgentRecord {
             socket: client::identity(&socket).ok().map(|(d, i)| [d, i]),
             version,
+            channel: None,
         }),
         Err(e) => {
             if ctx.verbose() {
@@ -244,6 +252,7 @@ pub async fn wait_ready(ctx: &Ctx, id: Uuid) -> Option<AgentRecord> {
             Some(AgentRecord {
                 socket: None,
                 version,
+                channel: None,
             })
         }
     }
@@ -270,7 +279,7 @@ fn read_ready(path: &Path) -> Option<String> {
 /// helper take what this h9sandbox sends. A sandbox made by an older h9sandbox runs its commands
 /// through the engine's exec, with the flags its wrapper knows, and has no file helper.
 pub fn speaks_current(rec: &Record) -> bool {
-    rec.agent.and_then(|a| a.version) == Some(crate::contract::proto::VERSION)
+    rec.agent.as_ref().and_then(|a| a.version) == Some(crate::contract::proto::VERSION)
 }
 
 /// A connection to the agent of sandbox `rec`, when it has one the host can reach: `Ok(None)`
@@ -279,18 +288,364 @@ pub fn speaks_current(rec: &Record) -> bool {
 /// A socket found replaced, or an agent that refuses the token, is an error for the caller to
 /// report before it falls back.
 pub async fn connect(ctx: &Ctx, rec: &Record) -> Result<Option<Connection>, ConnectError> {
-    let Some(socket) = rec.agent.and_then(|a| a.socket) else {
-        return Ok(None);
-    };
     // An agent of an older h9sandbox speaks another protocol: the engine's exec serves it.
     if !speaks_current(rec) {
         return Ok(None);
     }
+    let Some(agent) = &rec.agent else {
+        return Ok(None);
+    };
+    if let Some(channel) = &agent.channel {
+        return connect_channel(ctx, rec, channel).await.map(Some);
+    }
+    let Some(socket) = agent.socket else {
+        return Ok(None);
+    };
     let token = read_token(ctx, rec.id).map_err(|e| ConnectError::Unreachable(format!("{e:#}")))?;
     let path = run_dir(ctx, rec.id).join(SOCKET_FILE);
     client::connect(&path, &token, Some((socket[0], socket[1])))
         .await
         .map(Some)
+}
+
+/// The transport that carries the commands of sandbox `rec` ([`connect`] picks it), for `-v`
+/// and the documentation: the agent's socket on this machine, the remote channel to a
+/// published port, the remote channel relayed through the engine's exec stream, or the
+/// engine's own exec (no agent the host can reach).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Transport {
+    /// The agent's unix socket in the run directory.
+    Socket,
+    /// TLS over TCP to the channel's published port.
+    Channel,
+    /// TLS through `agent relay` in the engine's exec stream.
+    Relay,
+    /// The engine's exec, wrapped by the in-container binary.
+    EngineExec,
+}
+
+/// Which [`Transport`] commands of `rec` take (before any connection is tried).
+pub fn transport(rec: &Record) -> Transport {
+    match &rec.agent {
+        Some(a) if speaks_current(rec) => match (&a.channel, a.socket) {
+            (Some(c), _) if c.address.is_some() => Transport::Channel,
+            (Some(_), _) => Transport::Relay,
+            (None, Some(_)) => Transport::Socket,
+            (None, None) => Transport::EngineExec,
+        },
+        _ => Transport::EngineExec,
+    }
+}
+
+fn keys_path(ctx: &Ctx, id: Uuid) -> PathBuf {
+    ctx.store.dir().join("keys").join(id.to_string())
+}
+
+/// Makes sandbox `id`'s token and channel keys (the host's kept owner-only in the state
+/// directory, next to the token) and returns the secret its PID 1 receives. Errors: the state
+/// directory, key generation.
+pub fn prepare_channel(ctx: &Ctx, id: Uuid) -> Result<ChannelSecret> {
+    for d in [token_path(ctx, id), keys_path(ctx, id)] {
+        if let Some(parent) = d.parent() {
+            private_dir(parent)?;
+        }
+        match std::fs::remove_file(&d) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                return Err(e).with_context(|| format!("cannot replace {}", d.display()))
+            }
+            _ => {}
+        }
+    }
+    let token = format!("{}{}", Uuid::new_v4().simple(), Uuid::new_v4().simple());
+    let (keys, secret) = crate::channel::tls::generate(None, &token)
+        .context("cannot make the sandbox's channel keys")?;
+    write_new(&token_path(ctx, id), &token)?;
+    write_keys(ctx, id, &keys)?;
+    Ok(secret)
+}
+
+/// A new key pair for the agent of sandbox `id` (its container starts again: the agent's key
+/// lived only in the memory of its PID 1), with the host's keys and the token kept; returns the
+/// secret for PID 1 and the new fingerprint. Errors: the state directory, key generation.
+pub fn renew_channel(ctx: &Ctx, id: Uuid) -> Result<(ChannelSecret, String)> {
+    let token = read_token(ctx, id)?;
+    let old = read_keys(ctx, id)?;
+    let (keys, secret) = crate::channel::tls::generate(Some(&old), &token)
+        .context("cannot make the sandbox's channel keys")?;
+    let path = keys_path(ctx, id);
+    std::fs::remove_file(&path).with_context(|| format!("cannot replace {}", path.display()))?;
+    write_keys(ctx, id, &keys)?;
+    Ok((secret, crate::contract::tls::hex(&keys.agent_pin)))
+}
+
+fn write_keys(ctx: &Ctx, id: Uuid, keys: &HostKeys) -> Result<()> {
+    let bytes = postcard::to_stdvec(keys).context("cannot encode the channel keys")?;
+    let path = keys_path(ctx, id);
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(&path)
+        .with_context(|| format!("cannot create {}", path.display()))?;
+    f.write_all(&bytes)
+        .with_context(|| format!("cannot write {}", path.display()))
+}
+
+fn read_keys(ctx: &Ctx, id: Uuid) -> Result<HostKeys> {
+    let path = keys_path(ctx, id);
+    let mut bytes = Vec::new();
+    std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(&path)
+        .and_then(|f| f.take(64 << 10).read_to_end(&mut bytes))
+        .with_context(|| format!("cannot read the sandbox's channel keys {}", path.display()))?;
+    postcard::from_bytes(&bytes)
+        .with_context(|| format!("the sandbox's channel keys {} are damaged", path.display()))
+}
+
+/// The fingerprint (hex) of the agent certificate the host keys of sandbox `id` accept.
+pub fn channel_fingerprint(ctx: &Ctx, id: Uuid) -> Result<String> {
+    Ok(crate::contract::tls::hex(&read_keys(ctx, id)?.agent_pin))
+}
+
+/// A connection over sandbox `rec`'s remote channel: to its published port, or, when it has
+/// none the host can reach, relayed through the engine's exec stream (slower: one engine exec
+/// per connection; `-v` says so).
+async fn connect_channel(
+    ctx: &Ctx,
+    rec: &Record,
+    channel: &ChannelRecord,
+) -> Result<Connection, ConnectError> {
+    let engine = ctx
+        .runner_for(rec)
+        .map_err(|e| ConnectError::Unreachable(e.to_string()))?;
+    channel_conn(ctx, &engine, rec.container_ref(), rec.id, channel).await
+}
+
+/// [`connect_channel`] of sandbox `id`, whose container `container` runs on `engine`.
+async fn channel_conn(
+    ctx: &Ctx,
+    engine: &AnyEngine,
+    container: &str,
+    id: Uuid,
+    channel: &ChannelRecord,
+) -> Result<Connection, ConnectError> {
+    let failed = |e: anyhow::Error| ConnectError::Unreachable(format!("{e:#}"));
+    let token = read_token(ctx, id).map_err(failed)?;
+    let keys = read_keys(ctx, id).map_err(failed)?;
+    // The record pins the agent; the keys file is the host's own copy of the same pin.
+    if crate::contract::tls::hex(&keys.agent_pin) != channel.fingerprint {
+        return Err(ConnectError::Refused(
+            "the channel's keys do not match the sandbox's record".into(),
+        ));
+    }
+    if let Some(address) = &channel.address {
+        match crate::channel::tls::connect(address, &keys, &token).await {
+            Err(ConnectError::Unreachable(why)) => {
+                if ctx.verbose() {
+                    ctx.reporter.note(&format!(
+                        "{why}; relaying the channel through the engine's exec stream"
+                    ));
+                }
+            }
+            r => return r,
+        }
+    }
+    let stream = relay(ctx, engine, container, &channel.inside)
+        .map_err(|e| ConnectError::Unreachable(e.to_string()))?;
+    crate::channel::tls::over(Box::new(stream), &keys, &token).await
+}
+
+/// The engine's exec running `agent relay --to INSIDE` in sandbox `rec`'s container, as one
+/// byte stream: the TLS bytes of the channel, end to end to the agent.
+fn relay(
+    ctx: &Ctx,
+    engine: &AnyEngine,
+    container: &str,
+    inside: &str,
+) -> Result<ExecStream, crate::error::Error> {
+    let spec = ExecSpec {
+        command: CommandLine::Argv(vec![
+            crate::contract::BIN.into(),
+            crate::contract::ARG.into(),
+            "relay".into(),
+            "--to".into(),
+            inside.into(),
+        ]),
+        cwd: PathBuf::from("/"),
+        env: vec![],
+        interactive: true,
+        marker: Uuid::new_v4().simple().to_string(),
+        user: Some(RunAs::ROOT),
+        wrapped: false,
+        wrapper_enters: false,
+        backstop: None,
+    };
+    if ctx.verbose() {
+        ctx.reporter
+            .note("the sandbox's channel goes through the engine's exec stream");
+    }
+    let mut exec = engine.exec(
+        container,
+        &spec,
+        ExecStdio {
+            stdin: StdinFrom::Piped,
+            stdout_inherit: false,
+        },
+    )?;
+    let (Some(r), Some(w)) = (exec.stdout.take(), exec.stdin.take()) else {
+        return Err(crate::error::Error::Invalid(
+            "the engine's exec gave no streams for the relay".into(),
+        ));
+    };
+    Ok(ExecStream { exec, r, w })
+}
+
+/// An engine exec's stdout and stdin as one duplex stream, keeping the exec alive.
+struct ExecStream {
+    #[allow(dead_code)]
+    exec: EngineExec,
+    r: ExecReader,
+    w: ExecWriter,
+}
+
+impl tokio::io::AsyncRead for ExecStream {
+    fn poll_read(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.r).poll_read(cx, buf)
+    }
+}
+
+impl tokio::io::AsyncWrite for ExecStream {
+    fn poll_write(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &[u8],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        std::pin::Pin::new(&mut self.w).poll_write(cx, buf)
+    }
+
+    fn poll_flush(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.w).poll_flush(cx)
+    }
+
+    fn poll_shutdown(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.w).poll_shutdown(cx)
+    }
+}
+
+/// Connects once to the just-started sandbox `id`'s channel (at `address` when its port is
+/// published, else, or when that does not answer, through the engine's exec stream into
+/// `container` on `engine`) and returns what to record: the address when it answered there,
+/// none when only the relay did. Errors: neither answered, or something else than the
+/// sandbox's agent did.
+pub async fn check_channel(
+    ctx: &Ctx,
+    engine: &AnyEngine,
+    container: &str,
+    id: Uuid,
+    address: Option<String>,
+    inside: String,
+) -> Result<AgentRecord> {
+    let mut channel = ChannelRecord {
+        address,
+        fingerprint: channel_fingerprint(ctx, id)?,
+        inside,
+    };
+    if let Some(address) = channel.address.clone() {
+        let token = read_token(ctx, id)?;
+        let keys = read_keys(ctx, id)?;
+        match crate::channel::tls::connect(&address, &keys, &token).await {
+            Ok(_) => {}
+            Err(ConnectError::Unreachable(why)) => {
+                if ctx.verbose() {
+                    ctx.reporter.note(&format!(
+                        "{why}; the channel of {} goes through the engine's exec stream (slower)",
+                        &id.simple().to_string()[..12]
+                    ));
+                }
+                channel.address = None;
+            }
+            Err(e) => return Err(anyhow::anyhow!("the sandbox's channel: {e}")),
+        }
+    }
+    if channel.address.is_none() {
+        channel_conn(ctx, engine, container, id, &channel)
+            .await
+            .map_err(|e| anyhow::anyhow!("the sandbox's channel cannot be reached: {e}"))?;
+    }
+    Ok(AgentRecord {
+        socket: None,
+        version: Some(crate::contract::proto::VERSION),
+        channel: Some(channel),
+    })
+}
+
+/// The build ID of the ELF image whose first bytes are `head` (its `NT_GNU_BUILD_ID` note, in
+/// hex), which names the derived image the binary is shipped in; `None` without one.
+pub fn build_id(head: &[u8]) -> Option<String> {
+    const PT_NOTE: u32 = 4;
+    const NT_GNU_BUILD_ID: u32 = 3;
+    let u16_at = |o: usize| Some(u16::from_le_bytes(head.get(o..o + 2)?.try_into().ok()?));
+    let u32_at = |o: usize| Some(u32::from_le_bytes(head.get(o..o + 4)?.try_into().ok()?));
+    let u64_at = |o: usize| Some(u64::from_le_bytes(head.get(o..o + 8)?.try_into().ok()?));
+    if head.len() < 64 || &head[..4] != b"\x7fELF" || head[4] != 2 || head[5] != 1 {
+        return None;
+    }
+    let phoff = usize::try_from(u64_at(32)?).ok()?;
+    let phentsize = usize::from(u16_at(54)?);
+    let phnum = usize::from(u16_at(56)?);
+    for i in 0..phnum {
+        let ph = phoff.checked_add(i.checked_mul(phentsize)?)?;
+        if u32_at(ph)? != PT_NOTE {
+            continue;
+        }
+        let (mut at, end) = {
+            let off = usize::try_from(u64_at(ph + 8)?).ok()?;
+            (
+                off,
+                off.checked_add(usize::try_from(u64_at(ph + 32)?).ok()?)?,
+            )
+        };
+        while at + 12 <= end {
+            let namesz = u32_at(at)? as usize;
+            let descsz = u32_at(at + 4)? as usize;
+            let kind = u32_at(at + 8)?;
+            let name = at + 12;
+            let desc = name + namesz.div_ceil(4) * 4;
+            if kind == NT_GNU_BUILD_ID && head.get(name..name + namesz)? == b"GNU\0" {
+                return Some(crate::contract::tls::hex(head.get(desc..desc + descsz)?));
+            }
+            at = desc + descsz.div_ceil(4) * 4;
+        }
+    }
+    None
+}
+
+/// The build of this executable (its [`build_id`], else its size and modification time), which
+/// names the derived image that ships it.
+pub fn binary_build(exe: &Path) -> Result<String> {
+    let mut head = Vec::new();
+    std::fs::File::open(exe)
+        .and_then(|f| f.take(64 << 10).read_to_end(&mut head))
+        .with_context(|| format!("cannot read h9sandbox's own executable {}", exe.display()))?;
+    if let Some(id) = build_id(&head) {
+        return Ok(id);
+    }
+    use std::os::unix::fs::MetadataExt;
+    let m = std::fs::metadata(exe)?;
+    Ok(format!("{:012x}{:012x}", m.size(), m.mtime()))
 }
 
 #[cfg(test)]
@@ -304,6 +659,13 @@ mod tests {
         let head = std::fs::read(&exe).unwrap();
         assert_eq!(elf_interpreter(&head), Some(false));
         assert_eq!(elf_interpreter(b"#!/bin/sh\n"), None);
+        // Its build ID names the derived image it is shipped in (GNU ld and lld write one).
+        let id = build_id(&head).expect("a build ID note");
+        assert!(
+            id.len() >= 16 && id.bytes().all(|b| b.is_ascii_hexdigit()),
+            "{id}"
+        );
+        assert_eq!(build_id(b"#!/bin/sh\n"), None);
         // A dynamically linked system binary names its interpreter.
         if let Ok(sh) = std::fs::read("/bin/sh") {
             if elf_interpreter(&sh) == Some(true) {

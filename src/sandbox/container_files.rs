@@ -52,6 +52,8 @@ pub fn place(rec: &Record, path: &Path, by_user: bool) -> Place {
     if rec.isolation == Isolation::None {
         return Place::WorkDir;
     }
+    // A copied work dir is the container's, like every other path of it.
+    let by_user = by_user || rec.workdir_mode == crate::types::WorkdirMode::Copy;
     if !path.is_absolute() {
         // Relative paths start in the work dir, whose side refuses `..` above it.
         return match by_user {
@@ -94,14 +96,14 @@ pub fn acting(rec: &Record, user: Option<&str>) -> Result<RunAs> {
 }
 
 /// How the helper ended: its exit status and the start of its stderr.
-struct Ended {
-    code: i32,
-    stderr: Vec<u8>,
+pub(super) struct Ended {
+    pub(super) code: i32,
+    pub(super) stderr: Vec<u8>,
 }
 
 impl Ended {
     /// The helper's one-line message: printable characters only, at most 300 of them.
-    fn message(&self) -> String {
+    pub(super) fn message(&self) -> String {
         let text = String::from_utf8_lossy(&self.stderr);
         let line = text
             .lines()
@@ -163,7 +165,19 @@ async fn run_helper(
         ))
         .into());
     }
-    let argv = helper(args);
+    run_tool(ctx, rec, user, helper(args), input, out).await
+}
+
+/// Runs the in-container program `argv` (h9sandbox's own, from its fixed path) in sandbox `rec`
+/// as `user`, as [`run_helper`] does the file helper.
+pub(super) async fn run_tool(
+    ctx: &Ctx,
+    rec: &Record,
+    user: RunAs,
+    argv: Vec<String>,
+    input: Option<Box<dyn Read + Send>>,
+    out: &mut (dyn FnMut(&[u8]) -> Result<()> + Send),
+) -> Result<Ended> {
     let chunks = input.map(feed);
     let conn = match ctx.cfg.exec_agent {
         true => super::agent::connect(ctx, rec).await.ok().flatten(),

@@ -26,13 +26,13 @@ use super::workdir::{resolve_workdir, unwritable_for, MountCheck, WorkdirRule};
 use super::{bootstrap, interrupted, Ctx};
 use crate::config::{Config, Fallback};
 use crate::engine::{
-    scratch_volume_name, AgentMount, AnyEngine, ContainerSpec, ContainerStatus, Environment,
-    LABEL_ID, LABEL_MANAGED, LABEL_PARENT, LABEL_STATE_DIR,
+    scratch_volume_name, AgentMount, AgentSetup, AnyEngine, ContainerSpec, ContainerStatus,
+    Environment, Secret, ShippedAgent, LABEL_ID, LABEL_MANAGED, LABEL_PARENT, LABEL_STATE_DIR,
 };
 use crate::error::Error;
 use crate::lease::{parse_owner, parse_ttl};
 use crate::state::{now_rfc3339, AgentRecord, BootstrapRun, Lifecycle, ProcessRef, Record};
-use crate::types::{Caps, EngineKind, Ids, Isolation, Limits, Network};
+use crate::types::{Caps, EngineKind, Ids, Isolation, Limits, Network, WorkdirMode};
 
 /// What to create: `up`'s arguments, each `None` (or empty, or false) when not given. The limits,
 /// image, user and bootstrap settings reach [`create`] through the configuration
@@ -86,6 +86,9 @@ pub struct UpRequest {
     pub reuse: bool,
     /// Ports to publish on the host, `[[IP:]HOST_PORT:]PORT` each ([`crate::types::Publish`]).
     pub publish: Vec<String>,
+    /// How the work dir reaches the container (`--workdir-mode`; default: config
+    /// `workdir_mode`, else `mount` where the engine can mount this machine's directories).
+    pub workdir_mode: Option<WorkdirMode>,
 }
 
 impl UpRequest {
@@ -125,6 +128,11 @@ impl UpRequest {
                 "--bootstrap-timeout",
             ),
             ("user", self.user.clone(), "--user"),
+            (
+                "workdir_mode",
+                self.workdir_mode.map(|m| m.to_string()),
+                "--workdir-mode",
+            ),
         ]
     }
 }
@@ -158,6 +166,16 @@ pub async fn create(ctx: &Ctx, req: &UpRequest) -> Result<Record> {
     let rec = record_running(ctx, &plan, &engine, started).await?;
     if engine.kind().isolation() == Isolation::None {
         ctx.reporter.warn(&local_warning(&rec));
+    }
+    // A copied work dir: its content goes in before anyone may use the sandbox's files.
+    if rec.workdir_mode == WorkdirMode::Copy {
+        let seeded = tokio::select! {
+            r = super::copy::seed(ctx, &rec) => r.map(|_| ()),
+            sig = interrupted() => Err(anyhow::anyhow!("interrupted by {sig}")),
+        };
+        if let Err(e) = seeded {
+            return Err(abort(ctx, &rec, format!("{e:#}; the sandbox was removed")).await);
+        }
     }
     run_bootstrap(ctx, rec).await
 }
@@ -316,7 +334,6 @@ async fn resolve_spec(ctx: &Ctx, req: &UpRequest) -> Result<Plan> {
     if let Some(why) = unwritable_for(&workdir, user) {
         ctx.reporter.warn(&why);
     }
-    let publish = resolve_publish(req, &limits, &ctx.engine, parent.as_ref())?;
     let labels = parse_labels(&req.labels)?;
     let id = Uuid::new_v4();
     let name = sandbox_name(req, id)?;
@@ -325,6 +342,8 @@ async fn resolve_spec(ctx: &Ctx, req: &UpRequest) -> Result<Plan> {
         Some(p) => ctx.runner_for(p)?,
         None => ctx.engine.clone(),
     };
+    let workdir_mode = resolve_workdir_mode(ctx, &engine, parent.as_ref(), &limits)?;
+    let publish = resolve_publish(req, &limits, &engine, parent.as_ref(), workdir_mode)?;
     let now = now_rfc3339();
     let mut record = Record {
         id,
@@ -350,9 +369,11 @@ async fn resolve_spec(ctx: &Ctx, req: &UpRequest) -> Result<Plan> {
         settings: Some(ctx.configured_settings()),
         stopper: None,
         agent: None,
-        workdir_id: Some(mount.identity()),
+        // A copied work dir is the sandbox's own: what happens to the host's later is not its.
+        workdir_id: workdir_mode.is_mount().then(|| mount.identity()),
         runtime,
         published: Vec::new(),
+        workdir_mode,
     };
     record.start_lease(SystemTime::now())?;
     let binary = match engine.kind().isolation() {
@@ -378,6 +399,7 @@ fn resolve_publish(
     limits: &Limits,
     engine: &AnyEngine,
     parent: Option<&Record>,
+    workdir_mode: WorkdirMode,
 ) -> Result<Vec<crate::types::Publish>, Error> {
     let publish = req
         .publish
@@ -397,6 +419,24 @@ fn resolve_publish(
                 .into(),
         ));
     }
+    if let Some(p) = publish
+        .iter()
+        .find(|p| p.port == crate::contract::CHANNEL_PORT && !workdir_mode.is_mount())
+    {
+        return Err(Error::Invalid(format!(
+            "--publish {}: port {} inside is the agent's channel of a sandbox whose work dir is copied; give the server another port",
+            p.port,
+            crate::contract::CHANNEL_PORT
+        )));
+    }
+    if let Some(host) = engine.remote_host() {
+        if let Some(p) = publish.iter().find(|p| p.ip.is_loopback()) {
+            return Err(Error::Invalid(format!(
+                "--publish {}: the engine's daemon is on another machine ({host}), whose loopback is not this machine's; name an address of that machine (IP:HOST_PORT:PORT), or use `h9sandbox port-forward ID {}`, which listens here",
+                p.port, p.port
+            )));
+        }
+    }
     if limits.network != Network::Bridge {
         return Err(Error::Invalid(format!(
             "--publish needs network bridge, not {}: {}; `h9sandbox port-forward ID PORT` reaches a port of any sandbox through its agent",
@@ -408,6 +448,47 @@ fn resolve_publish(
         )));
     }
     Ok(publish)
+}
+
+/// How the new sandbox's work dir reaches its container: config `workdir_mode` (`up
+/// --workdir-mode`), else `mount` where `engine` can mount this machine's directories and
+/// `copy` where it cannot. Errors: `mount` on an engine that cannot, `copy` for a local sandbox
+/// (no container) or with what needs a host mount (the allowlist's proxy socket), a
+/// sub-sandbox (its work dir is its parent's, on the host).
+fn resolve_workdir_mode(
+    ctx: &Ctx,
+    engine: &AnyEngine,
+    parent: Option<&Record>,
+    limits: &Limits,
+) -> Result<WorkdirMode> {
+    let caps = engine.capabilities();
+    let mode = ctx.cfg.workdir_mode.unwrap_or(if caps.host_mounts {
+        WorkdirMode::Mount
+    } else {
+        WorkdirMode::Copy
+    });
+    match mode {
+        WorkdirMode::Mount if !caps.host_mounts => Err(Error::Invalid(format!(
+            "workdir_mode = \"mount\": the {} engine here cannot mount this machine's directories (its daemon is on another machine); use --workdir-mode copy",
+            engine.kind()
+        ))
+        .into()),
+        WorkdirMode::Copy if engine.kind().isolation() == Isolation::None => {
+            Err(Error::Invalid(
+                "workdir_mode = \"copy\" needs a container engine: a local sandbox runs in the work dir itself; use --workdir-mode mount, or engine docker".into(),
+            )
+            .into())
+        }
+        WorkdirMode::Copy if limits.network == Network::Allowlist => Err(Error::Invalid(
+            "network = \"allowlist\" does not work with workdir_mode = \"copy\" yet (its proxy joins the sandbox through a directory of this machine); use network none or bridge there".into(),
+        )
+        .into()),
+        WorkdirMode::Copy if parent.is_some() => Err(Error::Invalid(
+            "sub-sandboxes (--parent) do not work with workdir_mode = \"copy\" yet (a sub-sandbox shares its parent's work dir on this machine); use --workdir-mode mount".into(),
+        )
+        .into()),
+        m => Ok(m),
+    }
 }
 
 /// The parent of a sub-sandbox (`req.parent`): its record, which must be Running, with its
@@ -567,15 +648,63 @@ fn container_spec(ctx: &Ctx, record: &Record, user: Ids, binary: PathBuf) -> Con
         publish: Vec::new(),
         proxy: (record.limits.network == Network::Allowlist)
             .then(|| super::egress::socket_dir(ctx, record.id)),
-        agent: AgentMount {
-            root: super::agent::mount_root(ctx, record.id),
-            binary,
-            run_dir: super::agent::run_dir(ctx, record.id),
-            user_name: (user == Ids::current() && !user.is_root())
-                .then(host_login_name)
-                .flatten(),
+        user_name: (user == Ids::current() && !user.is_root())
+            .then(host_login_name)
+            .flatten(),
+        agent: match record.workdir_mode {
+            WorkdirMode::Mount => AgentSetup::Mounted(AgentMount {
+                root: super::agent::mount_root(ctx, record.id),
+                binary,
+                run_dir: super::agent::run_dir(ctx, record.id),
+            }),
+            // The image and the secret are made as the container is ([`start_container`]).
+            WorkdirMode::Copy => {
+                let published = record.limits.network == Network::Bridge;
+                AgentSetup::Shipped(ShippedAgent {
+                    image: String::new(),
+                    secret: Secret(Vec::new()),
+                    listen: format!(
+                        "{}:{}",
+                        if published { "0.0.0.0" } else { "127.0.0.1" },
+                        crate::contract::CHANNEL_PORT
+                    ),
+                    publish: published.then(|| channel_publish_address(ctx)),
+                    ready_timeout: Duration::from_secs(ctx.cfg.start_timeout_secs),
+                })
+            }
         },
     }
+}
+
+/// The address of the daemon's host the channel's port is published on: this machine's
+/// loopback for a daemon on this machine, every address of a remote daemon's host (the channel
+/// is authenticated both ways: README, Remote sandboxes).
+fn channel_publish_address(ctx: &Ctx) -> String {
+    match remote_host(ctx) {
+        None => "127.0.0.1".into(),
+        Some(_) => "0.0.0.0".into(),
+    }
+}
+
+/// Where the host connects to a channel published on port `port` of the daemon's host:
+/// `channel_host` when configured (`H9SANDBOX_CHANNEL_HOST`), else the daemon's host as
+/// `DOCKER_HOST` names it, else this machine's loopback.
+pub(super) fn channel_connect_address(ctx: &Ctx, port: u16) -> String {
+    let host = std::env::var("H9SANDBOX_CHANNEL_HOST")
+        .ok()
+        .filter(|h| !h.is_empty())
+        .or_else(|| remote_host(ctx))
+        .unwrap_or_else(|| "127.0.0.1".into());
+    if host.contains(':') {
+        format!("[{host}]:{port}")
+    } else {
+        format!("{host}:{port}")
+    }
+}
+
+/// The daemon's host of the configured engine when it is not this machine's.
+fn remote_host(ctx: &Ctx) -> Option<String> {
+    ctx.engine.remote_host()
 }
 
 /// This process's login name, from the host's `/etc/passwd` (read directly: a static binary
@@ -794,7 +923,11 @@ async fn record_running(
         Vec::new()
     } else {
         match engine.published_ports(&container_id).await {
-            Ok(p) => p,
+            // The channel's own port (copy mode) is no port the caller asked for.
+            Ok(p) => p
+                .into_iter()
+                .filter(|b| plan.spec.publish.iter().any(|want| want.port == b.port))
+                .collect(),
             Err(e) => {
                 ctx.reporter.warn(&format!(
                     "cannot tell which host ports the engine bound for --publish: {e:#}"
@@ -932,6 +1065,7 @@ async fn start_container(
     spec: &ContainerSpec,
     mount: &MountCheck,
 ) -> Result<Started> {
+    let mut spec = spec.clone();
     let container_id = match engine.kind().isolation() {
         Isolation::Container => {
             let id = spec
@@ -939,12 +1073,23 @@ async fn start_container(
                 .get(LABEL_ID)
                 .and_then(|i| Uuid::parse_str(i).ok());
             let id = id.context("the container has no sandbox ID label")?;
-            super::agent::prepare(ctx, id)?;
-            super::egress::start(ctx, engine, spec, id).await?;
-            create_container(ctx, engine, spec).await?
+            match &mut spec.agent {
+                AgentSetup::Mounted(_) => {
+                    super::agent::prepare(ctx, id)?;
+                }
+                AgentSetup::Shipped(shipped) => {
+                    shipped.secret = Secret(super::agent::prepare_channel(ctx, id)?.to_frame());
+                    ctx.reporter
+                        .step("preparing the image with h9sandbox's agent");
+                    shipped.image = agent_image(ctx, engine, &spec.image).await?;
+                }
+            }
+            super::egress::start(ctx, engine, &spec, id).await?;
+            create_container(ctx, engine, &spec).await?
         }
-        Isolation::None => create_container(ctx, engine, spec).await?,
+        Isolation::None => create_container(ctx, engine, &spec).await?,
     };
+    let spec = &spec;
     ctx.reporter.step("waiting for the container to run");
     let status = wait_running(
         engine,
@@ -954,6 +1099,24 @@ async fn start_container(
     .await?;
     verify_limits(engine, spec, mount, &container_id, &status).await?;
     let agent = match engine.kind().isolation() {
+        Isolation::Container if matches!(spec.agent, AgentSetup::Shipped(_)) => {
+            ctx.reporter.step("connecting to the sandbox's agent");
+            let id = spec
+                .labels
+                .get(LABEL_ID)
+                .and_then(|i| Uuid::parse_str(i).ok())
+                .context("the container has no sandbox ID label")?;
+            let address = status
+                .ports
+                .iter()
+                .find(|(port, _, _)| *port == crate::contract::CHANNEL_PORT)
+                .map(|(_, _, host_port)| channel_connect_address(ctx, *host_port));
+            let inside = format!("127.0.0.1:{}", crate::contract::CHANNEL_PORT);
+            Some(
+                super::agent::check_channel(ctx, engine, &container_id, id, address, inside)
+                    .await?,
+            )
+        }
         Isolation::Container => {
             ctx.reporter.step("waiting for the sandbox's agent");
             let id = spec
@@ -971,6 +1134,28 @@ async fn start_container(
         container: container_id,
         agent,
     })
+}
+
+/// The derived image of `image` that ships h9sandbox's agent ([`Environment::agent_image`]),
+/// pulling `image` once if it is missing.
+async fn agent_image(ctx: &Ctx, engine: &AnyEngine, image: &str) -> Result<String> {
+    let binary = super::agent::binary()?;
+    let build = super::agent::binary_build(&binary)?;
+    match engine.agent_image(image, &binary, &build).await {
+        Err(e)
+            if matches!(
+                e.downcast_ref::<Error>(),
+                Some(Error::ImageUnavailable { .. })
+            ) =>
+        {
+            ctx.reporter.step(&format!("pulling {image}"));
+            engine
+                .pull(image, Duration::from_secs(ctx.cfg.pull_timeout_secs))
+                .await?;
+            engine.agent_image(image, &binary, &build).await
+        }
+        r => r,
+    }
 }
 
 /// Creates and starts the container, pulling the image once if it is missing (bounded by
@@ -1011,6 +1196,10 @@ async fn verify_limits(
         anyhow::anyhow!("the engine did not report the container's resource limits; refusing to run a sandbox whose limits cannot be checked")
     })?;
     applied.check(&spec.limits).map_err(anyhow::Error::msg)?;
+    // A shipped agent's container mounts nothing of this machine.
+    if spec.agent.mounted().is_none() {
+        return Ok(());
+    }
     mount.verify(engine, container_id, status.pid).await
 }
 

@@ -92,7 +92,12 @@ pub fn sidecar_spec(
         cpus: 0.5,
         mounts: vec![
             SidecarMount {
-                source: MountSource::Host(spec.agent.binary.clone()),
+                source: MountSource::Host(
+                    spec.agent
+                        .mounted()
+                        .map(|m| m.binary.clone())
+                        .unwrap_or_default(),
+                ),
                 target: crate::contract::BIN.into(),
                 readonly: true,
             },

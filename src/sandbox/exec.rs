@@ -23,7 +23,7 @@ use crate::engine::{
 use crate::error::{Error, EXIT_TIMEOUT};
 use crate::report::{self, Forward, Stream};
 use crate::state::{Lifecycle, Record};
-use crate::types::Isolation;
+use crate::types::{Isolation, WorkdirMode};
 
 /// How long the output of a command that has exited is still read, when something it left
 /// running in the background holds its stdout or stderr open (`docker exec` waits about as
@@ -294,7 +294,10 @@ pub fn plan(ctx: &Ctx, req: &ExecRequest) -> Result<(Record, ExecSpec, Option<Du
     ensure_running(rec)?;
     super::lifecycle::check_workdir(rec)?;
     let container = ctx.runner_for(rec)?.kind().isolation() != Isolation::None;
-    let cwd = resolve_cwd(&rec.workdir, req.cwd.as_deref(), container)?;
+    let cwd = match rec.workdir_mode {
+        WorkdirMode::Mount => resolve_cwd(&rec.workdir, req.cwd.as_deref(), container)?,
+        WorkdirMode::Copy => resolve_copied_cwd(&rec.workdir, req.cwd.as_deref())?,
+    };
     let run_as = run_as(req.user.as_deref(), container)?;
     let env = parse_env(&req.env)?;
     let timeout = req
@@ -392,6 +395,41 @@ pub fn resolve_cwd(workdir: &Path, cwd: Option<&Path>, container: bool) -> Resul
         )));
     }
     Ok(canon)
+}
+
+/// Resolves `--cwd` of a sandbox whose work dir `workdir` is copied (the container's, like any
+/// other directory there): relative to the work dir, never above it (`..` taken lexically); an
+/// absolute path as it is. The container checks that its user can enter it.
+pub fn resolve_copied_cwd(workdir: &Path, cwd: Option<&Path>) -> Result<PathBuf, Error> {
+    let Some(cwd) = cwd else {
+        return Ok(workdir.to_path_buf());
+    };
+    use std::os::unix::ffi::OsStrExt;
+    if cwd.as_os_str().as_bytes().contains(&0) {
+        return Err(Error::Invalid("--cwd holds a NUL byte".into()));
+    }
+    if cwd.is_absolute() {
+        return Ok(cwd.to_path_buf());
+    }
+    let joined = workdir.join(cwd);
+    if !lexically_inside(workdir, &joined) {
+        return Err(Error::PathEscape(format!(
+            "--cwd {} is not a directory inside the work dir {}; pass a path inside it (relative paths start there)",
+            cwd.display(),
+            workdir.display()
+        )));
+    }
+    let mut lexical = PathBuf::new();
+    for c in joined.components() {
+        match c {
+            std::path::Component::ParentDir => {
+                lexical.pop();
+            }
+            std::path::Component::CurDir => {}
+            c => lexical.push(c),
+        }
+    }
+    Ok(lexical)
 }
 
 /// Whether the absolute `path`, its `.` and `..` taken lexically, is `dir` or lies inside it.

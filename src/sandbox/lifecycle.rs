@@ -150,12 +150,28 @@ pub async fn start(ctx: &Ctx, query: &str) -> Result<Record> {
     if rec.state == Lifecycle::Running && running {
         return Ok(rec);
     }
-    if rec.agent.is_some() {
-        super::agent::hand_over(ctx, rec.id)?;
+    let channel = rec.agent.as_ref().and_then(|a| a.channel.clone());
+    match (&rec.agent, &channel) {
+        // A shipped agent's key lived only in its PID 1: a new one, handed over as at `up`.
+        (_, Some(_)) => {
+            let (secret, _) = super::agent::renew_channel(ctx, rec.id)?;
+            engine
+                .start_shipped(
+                    rec.container_ref(),
+                    &crate::engine::Secret(secret.to_frame()),
+                    Duration::from_secs(ctx.cfg.start_timeout_secs),
+                )
+                .await?;
+        }
+        (agent, None) => {
+            if agent.is_some() {
+                super::agent::hand_over(ctx, rec.id)?;
+            }
+            engine
+                .lifecycle(ContainerVerb::Start, rec.container_ref())
+                .await?;
+        }
     }
-    engine
-        .lifecycle(ContainerVerb::Start, rec.container_ref())
-        .await?;
     let status = wait_running(
         &engine,
         rec.container_ref(),
@@ -171,14 +187,41 @@ pub async fn start(ctx: &Ctx, query: &str) -> Result<Record> {
             .verify(&engine, rec.container_ref(), status.pid)
             .await?;
     }
-    let agent = match rec.agent {
-        Some(_) => super::agent::wait_ready(ctx, rec.id).await,
-        None => None,
+    let agent = match (&rec.agent, channel) {
+        // The engine may publish the channel on another port after a restart.
+        (_, Some(c)) => {
+            let address = status
+                .ports
+                .iter()
+                .find(|(port, _, _)| *port == crate::contract::CHANNEL_PORT)
+                .map(|(_, _, p)| super::create::channel_connect_address(ctx, *p));
+            Some(
+                super::agent::check_channel(
+                    ctx,
+                    &engine,
+                    rec.container_ref(),
+                    rec.id,
+                    address,
+                    c.inside,
+                )
+                .await?,
+            )
+        }
+        (Some(_), None) => super::agent::wait_ready(ctx, rec.id).await,
+        (None, None) => None,
     };
     // A port published on a free host port may get another one at each start.
     let published = match rec.published.is_empty() {
         true => None,
-        false => engine.published_ports(rec.container_ref()).await.ok(),
+        false => engine
+            .published_ports(rec.container_ref())
+            .await
+            .ok()
+            .map(|p| {
+                p.into_iter()
+                    .filter(|b| rec.published.iter().any(|was| was.port == b.port))
+                    .collect::<Vec<_>>()
+            }),
     };
     ctx.store.update(|s| {
         let missing = s.not_found(&rec.id.to_string());

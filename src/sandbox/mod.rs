@@ -13,6 +13,7 @@ pub mod agent;
 pub mod background;
 pub mod bootstrap;
 pub mod container_files;
+pub mod copy;
 pub mod create;
 pub mod down;
 pub mod egress;
@@ -189,16 +190,64 @@ impl Ctx {
     }
 }
 
-/// The record of sandbox `query` (ID, prefix or name) and a handle on its work dir, for the file
-/// operations. The container need not run: they work on the host side of the bind mount.
-pub fn workdir_of(ctx: &Ctx, query: &str) -> Result<(Record, WorkDir)> {
+/// The record of sandbox `query` (ID, prefix or name). Errors: none or several match.
+pub fn resolve(ctx: &Ctx, query: &str) -> Result<Record> {
+    Ok(ctx.store.load()?.resolve(query)?.clone())
+}
+
+/// The record of sandbox `query` (ID, prefix or name) and its work dir on this machine, for the
+/// file operations ([`HostWorkDir`]). The container need not run for paths served on the host
+/// side of the bind mount.
+pub fn workdir_of(ctx: &Ctx, query: &str) -> Result<(Record, HostWorkDir)> {
     let state = ctx.store.load()?;
     let rec = state.resolve(query)?.clone();
     lifecycle::check_workdir(&rec)?;
-    // The container's commands run as the sandbox's user: the file commands act with its
-    // rights too.
-    let wd = WorkDir::open(&rec.workdir)?.acting_as(rec.user);
+    let wd = HostWorkDir { rec: rec.clone() };
     Ok((rec, wd))
+}
+
+/// The host side of a sandbox's work dir, opened when a file command is served there
+/// ([`container_files::Place::WorkDir`]): a mounted work dir. A copied one has none: every path
+/// of it is the container's ([`container_files::place`]).
+#[derive(Debug, Clone)]
+pub struct HostWorkDir {
+    rec: Record,
+}
+
+impl HostWorkDir {
+    /// The handle, acting with the sandbox user's rights (the container's commands run as that
+    /// user). Errors: the directory cannot be opened, or the work dir is copied (no host side).
+    pub fn open(self) -> Result<WorkDir> {
+        if self.rec.workdir_mode == crate::types::WorkdirMode::Copy {
+            return Err(Error::Invalid(format!(
+                "sandbox {} has a copied work dir: its files are the container's, not {}'s",
+                self.rec.short_id(),
+                self.rec.workdir.display()
+            ))
+            .into());
+        }
+        Ok(WorkDir::open(&self.rec.workdir)?.acting_as(self.rec.user))
+    }
+
+    /// Opens the host file `from` as the source of a write ([`files::open_source`]): beneath
+    /// the work dir when it lies there and the work dir is mounted (the sandbox plants symlinks
+    /// there); a copied work dir's host directory is the caller's own, opened as it is.
+    pub fn open_source(self, from: &std::path::Path) -> Result<std::fs::File> {
+        if self.rec.workdir_mode == crate::types::WorkdirMode::Copy {
+            let file = std::fs::File::open(from).map_err(|e| {
+                anyhow::anyhow!(e).context(format!("cannot open --from {}", from.display()))
+            })?;
+            if file.metadata().is_ok_and(|m| m.is_dir()) {
+                return Err(Error::Invalid(format!(
+                    "--from {} is a directory; give a file",
+                    from.display()
+                ))
+                .into());
+            }
+            return Ok(file);
+        }
+        files::open_source(&self.open()?, from)
+    }
 }
 
 /// Catches `SIGXFSZ` while the returned handle lives. Past `RLIMIT_FSIZE` (`ulimit -f`) the

@@ -1,5 +1,7 @@
 //! The host's way to a sandbox's agent for what only the agent does (a terminal, a forwarded
-//! port, stats): its socket where the host reaches it ([`super::agent::connect`]), else the
+//! port, stats): its socket where the host reaches it, or the remote channel of a copy-mode
+//! sandbox (TLS to its published port, else through the engine's exec stream; both
+//! [`super::agent::connect`]), else the
 //! agent protocol relayed through the engine's own exec (`docker exec -i C h9sandbox agent
 //! socket-relay`, [`crate::agent::socket_relay`]), which reaches the socket from inside the
 //! container: under gVisor, whose sockets do not cross the bind mount, every feature works
@@ -48,6 +50,7 @@ pub async fn connect(ctx: &Ctx, rec: &Record, what: &str) -> Result<Connection> 
     if !super::agent::speaks_current(rec) {
         let theirs = rec
             .agent
+            .as_ref()
             .and_then(|a| a.version)
             .map_or("none".to_string(), |v| v.to_string());
         return Err(Error::Invalid(format!(
@@ -67,6 +70,13 @@ pub async fn connect(ctx: &Ctx, rec: &Record, what: &str) -> Result<Connection> 
         Err(e @ ConnectError::Replaced(..)) => ctx.reporter.warn(&format!(
             "{e}; going through the engine's exec to the agent (`h9sandbox down {id}` and a new sandbox restore the socket)"
         )),
+        // The remote channel has its own way through the engine's exec, already tried.
+        Err(e) if rec.agent.as_ref().is_some_and(|a| a.channel.is_some()) => {
+            return Err(Error::Invalid(format!(
+                "cannot reach the agent of sandbox {id} over its channel for {what}: {e}"
+            ))
+            .into())
+        }
         Err(e) => {
             if ctx.verbose() {
                 ctx.reporter

@@ -27,9 +27,14 @@ pub const NEAR_LIMIT: f64 = 0.9;
 /// a large scratch dir is bounded by the agent).
 const SAMPLE_PATIENCE: Duration = Duration::from_secs(15);
 
-/// The directories whose disk use is sampled: the scratch dir.
-fn disk_dirs(_rec: &Record) -> Vec<String> {
-    vec![SCRATCH_DIR.to_string()]
+/// The directories whose disk use is sampled: the scratch dir, and the work dir's copy of a
+/// copy-mode sandbox (a mounted work dir is this host's, `du` tells).
+fn disk_dirs(rec: &Record) -> Vec<String> {
+    let mut dirs = vec![SCRATCH_DIR.to_string()];
+    if !rec.workdir_mode.is_mount() {
+        dirs.push(rec.workdir.to_string_lossy().into_owned());
+    }
+    dirs
 }
 
 /// One raw sample of sandbox `rec`, from its agent. Errors: no agent can be asked (a local or
@@ -82,7 +87,7 @@ pub struct Usage {
     pub memory: Gauge,
     /// Processes.
     pub pids: Gauge,
-    /// Disk used by the scratch dir (`/var/tmp`).
+    /// Disk used by the scratch dir (`/var/tmp`), and by the work dir's copy (copy mode).
     pub disk: Disk,
     /// Network bytes (all interfaces but loopback; an allowlist sandbox's traffic goes through
     /// its proxy and shows in the proxy's log instead).
@@ -112,6 +117,12 @@ pub struct Disk {
     pub scratch_bytes: Option<u64>,
     /// Whether every file was counted (false: a very large tree; the figure is a lower bound).
     pub scratch_complete: Option<bool>,
+    /// Bytes the work dir's copy takes (a copy-mode sandbox only; absent otherwise).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub workdir_bytes: Option<u64>,
+    /// Whether every file of the work dir's copy was counted (with `workdir_bytes`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub workdir_complete: Option<bool>,
 }
 
 /// Network bytes since the sandbox started.
@@ -169,6 +180,7 @@ pub fn usage(rec: &Record, now: &proto::Stats, before: Option<&proto::Stats>) ->
         near_limit.push("pids");
     }
     let scratch: Option<&DiskUse> = now.disk.first();
+    let copy: Option<&DiskUse> = now.disk.get(1).filter(|_| !rec.workdir_mode.is_mount());
     Usage {
         cpu_percent,
         cpus,
@@ -178,6 +190,8 @@ pub fn usage(rec: &Record, now: &proto::Stats, before: Option<&proto::Stats>) ->
         disk: Disk {
             scratch_bytes: scratch.map(|d| d.bytes),
             scratch_complete: scratch.map(|d| d.complete),
+            workdir_bytes: copy.map(|d| d.bytes),
+            workdir_complete: copy.map(|d| d.complete),
         },
         network: Network {
             rx_bytes: now.net_rx,

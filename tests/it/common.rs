@@ -112,6 +112,27 @@ pub fn host_pids_limit(n: u64) -> String {
     }
 }
 
+/// `H9TEST_WORKDIR_MODE` (`mount`, `copy`): how the sandboxes under test get their work dir;
+/// `None` (unset): the engine's default.
+pub fn workdir_mode() -> Option<&'static str> {
+    match std::env::var("H9TEST_WORKDIR_MODE").as_deref() {
+        Err(_) | Ok("") => None,
+        Ok("mount") => Some("mount"),
+        Ok("copy") => Some("copy"),
+        Ok(other) => panic!("H9TEST_WORKDIR_MODE={other}: expected mount or copy"),
+    }
+}
+
+/// Whether the sandboxes under test have their work dir copied (no host mount): what a test of
+/// the shared work dir cannot check there (announced as a skip).
+pub fn workdir_copied(reason: &str) -> bool {
+    if workdir_mode() == Some("copy") || std::env::var_os("DOCKER_HOST").is_some() {
+        announce(&format!("the work dir is copied, not mounted: {reason}"));
+        return true;
+    }
+    false
+}
+
 /// Whether `H9TEST_EXEC_PATH=engine` asks for commands through the engine's exec rather than
 /// the sandbox's agent.
 pub fn exec_path_is_engine() -> bool {
@@ -269,6 +290,22 @@ impl TestEnv {
         // exec (the fallback where the agent's socket cannot be reached).
         if exec_path_is_engine() {
             c.env("H9SANDBOX_EXEC_AGENT", "false");
+        }
+        // `H9TEST_WORKDIR_MODE=copy` runs the suites with every sandbox's work dir copied in
+        // and every command over the remote channel (what a daemon on another machine gets).
+        if let Some(mode) = workdir_mode() {
+            c.env("H9SANDBOX_WORKDIR_MODE", mode);
+        }
+        // A remote daemon under test (scripts/testbed.sh): its address and TLS files.
+        for var in [
+            "DOCKER_HOST",
+            "DOCKER_TLS_VERIFY",
+            "DOCKER_CERT_PATH",
+            "DOCKER_CONTEXT",
+        ] {
+            if let Some(v) = std::env::var_os(var) {
+                c.env(var, v);
+            }
         }
     }
 

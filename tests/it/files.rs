@@ -208,6 +208,9 @@ fn attack(env: &TestEnv, id: &str, path: &str, old: &str) -> Vec<Output> {
 #[test]
 fn read_write_edit_round_trip_the_bytes_the_container_sees() {
     require_docker!();
+    if workdir_copied("the test changes or checks the host's side of the work dir, which a copied work dir never shares (cp is the way)") {
+        return;
+    }
     let env = TestEnv::new();
     let id = env.up(&[]);
 
@@ -372,6 +375,9 @@ fn read_write_edit_round_trip_the_bytes_the_container_sees() {
 #[test]
 fn symlink_to_etc_is_refused() {
     require_docker!();
+    if workdir_copied("the test changes or checks the host's side of the work dir, which a copied work dir never shares (cp is the way)") {
+        return;
+    }
     let env = TestEnv::new();
     let id = env.up(&[]);
     sh(&env, &id, "ln -s /etc esc");
@@ -428,6 +434,9 @@ impl Drop for EtcGuard {
 #[test]
 fn symlink_to_root_is_refused() {
     require_docker!();
+    if workdir_copied("the test changes or checks the host's side of the work dir, which a copied work dir never shares (cp is the way)") {
+        return;
+    }
     let env = TestEnv::new();
     let id = env.up(&[]);
     let outside = Outside::plant(&env);
@@ -440,6 +449,9 @@ fn symlink_to_root_is_refused() {
 #[test]
 fn symlink_to_parent_is_refused_and_so_is_dotdot() {
     require_docker!();
+    if workdir_copied("the test changes or checks the host's side of the work dir, which a copied work dir never shares (cp is the way)") {
+        return;
+    }
     let env = TestEnv::new();
     let id = env.up(&[]);
     let outside = Outside::plant(&env);
@@ -464,6 +476,9 @@ fn symlink_to_parent_is_refused_and_so_is_dotdot() {
 #[test]
 fn relative_symlink_chain_that_climbs_out_is_refused() {
     require_docker!();
+    if workdir_copied("the test changes or checks the host's side of the work dir, which a copied work dir never shares (cp is the way)") {
+        return;
+    }
     let env = TestEnv::new();
     let id = env.up(&[]);
     let outside = Outside::plant(&env);
@@ -480,6 +495,9 @@ fn relative_symlink_chain_that_climbs_out_is_refused() {
 #[test]
 fn symlink_to_a_host_file_outside_is_refused() {
     require_docker!();
+    if workdir_copied("the test changes or checks the host's side of the work dir, which a copied work dir never shares (cp is the way)") {
+        return;
+    }
     let env = TestEnv::new();
     let id = env.up(&[]);
     let outside = Outside::plant(&env);
@@ -508,6 +526,9 @@ fn symlink_to_a_host_file_outside_is_refused() {
 #[test]
 fn symlinks_that_stay_inside_work() {
     require_docker!();
+    if workdir_copied("the test changes or checks the host's side of the work dir, which a copied work dir never shares (cp is the way)") {
+        return;
+    }
     let env = TestEnv::new();
     let id = env.up(&[]);
     sh(
@@ -550,6 +571,9 @@ fn symlinks_that_stay_inside_work() {
 #[test]
 fn swapping_a_directory_for_a_symlink_never_lets_an_access_out() {
     require_docker!();
+    if workdir_copied("the test changes or checks the host's side of the work dir, which a copied work dir never shares (cp is the way)") {
+        return;
+    }
     let env = TestEnv::new();
     let id = env.up(&[]);
     let outside = Outside::plant(&env);
@@ -632,6 +656,9 @@ fn swapping_a_directory_for_a_symlink_never_lets_an_access_out() {
 #[test]
 fn failed_writes_keep_the_old_content() {
     require_docker!();
+    if workdir_copied("the test changes or checks the host's side of the work dir, which a copied work dir never shares (cp is the way)") {
+        return;
+    }
     let env = TestEnv::new();
     let id = env.up(&[]);
     std::fs::write(env.path("f"), "old\n").unwrap();
@@ -675,6 +702,9 @@ fn failed_writes_keep_the_old_content() {
 #[test]
 fn interrupted_write_removes_its_temporary_file() {
     require_docker!();
+    if workdir_copied("it checks the host's work dir for the temporary file of a write, which a copied work dir's write makes in the container") {
+        return;
+    }
     let env = TestEnv::new();
     let id = env.up(&[]);
     std::fs::write(env.path("f"), "old\n").unwrap();
@@ -728,6 +758,9 @@ fn as_uid_1000(dir: &Path, argv: &[&str]) -> Output {
 #[test]
 fn numeric_user_owns_files_made_in_the_sandbox_and_written_by_the_host() {
     require_docker!();
+    if workdir_copied("the test changes or checks the host's side of the work dir, which a copied work dir never shares (cp is the way)") {
+        return;
+    }
     let env = TestEnv::new();
     std::os::unix::fs::chown(&env.workdir, Some(1000), Some(1000)).unwrap();
     let out = env
@@ -775,6 +808,9 @@ fn numeric_user_owns_files_made_in_the_sandbox_and_written_by_the_host() {
 #[test]
 fn host_user_as_non_root_can_delete_what_the_sandbox_made() {
     require_docker!();
+    if workdir_copied("the test changes or checks the host's side of the work dir, which a copied work dir never shares (cp is the way)") {
+        return;
+    }
     let env = TestEnv::new();
     // Run h9sandbox itself as uid 1000, with the docker socket's group so it reaches the daemon.
     let sock_gid = std::fs::metadata("/var/run/docker.sock").unwrap().gid();
@@ -948,6 +984,9 @@ fn a_json_read_of_a_huge_sparse_file_fails_without_holding_it() {
 #[test]
 fn an_edit_that_would_blow_a_planted_file_up_is_refused() {
     require_container!("the file is planted inside a container");
+    if workdir_copied("the test changes or checks the host's side of the work dir, which a copied work dir never shares (cp is the way)") {
+        return;
+    }
     let env = TestEnv::new();
     let id = env.up(&[]);
     // 1 MiB of `a`: replacing every `a` with 100 bytes would make 100 MiB.

@@ -21,17 +21,24 @@ fn http_get(addr: &str) -> std::io::Result<String> {
     Ok(out)
 }
 
-/// Starts busybox's httpd in sandbox `id` on `listen` (`127.0.0.1:8000`, `8000`), serving the
-/// work dir's `www`, with `body` as its index.html; waits until it answers inside.
+/// Starts busybox's httpd in sandbox `id` on `listen` (`127.0.0.1:8000`, `8000`), serving
+/// `/var/tmp/www` (the scratch dir: so in copy mode too), with `body` (one line, no quote) as its
+/// index.html; waits until it answers inside.
 fn serve(env: &TestEnv, id: &str, listen: &str, body: &str) {
-    std::fs::create_dir_all(env.path("www")).unwrap();
-    std::fs::write(env.path("www/index.html"), body).unwrap();
+    let line = body.trim_end_matches('\n');
+    let out = env.run(&[
+        "exec",
+        id,
+        "--",
+        &format!("mkdir -p /var/tmp/www && echo '{line}' > /var/tmp/www/index.html"),
+    ]);
+    assert_ok(&out);
     let out = env.run(&[
         "exec",
         "-d",
         id,
         "--",
-        &format!("httpd -f -p {listen} -h {}/www", env.workdir.display()),
+        &format!("httpd -f -p {listen} -h /var/tmp/www"),
     ]);
     assert_ok(&out);
     let port = listen.rsplit(':').next().unwrap();
@@ -514,4 +521,93 @@ fn stats_reports_sane_numbers_in_json_and_marks_a_sandbox_near_its_limit() {
         rows[0]["error"].as_str().unwrap().contains("not Running"),
         "{rows}"
     );
+}
+
+#[test]
+fn terminals_forwards_stats_and_publish_work_over_the_remote_channel() {
+    require_container!("copy mode needs a container engine");
+    if engine() != Engine::Docker {
+        return announce("copy mode is Docker's");
+    }
+    let env = TestEnv::new();
+    std::fs::write(env.path("big"), vec![7u8; 2_000_000]).unwrap();
+    // Bridge: the channel's own port is published, and ours next to it.
+    let id = env.up(&[
+        "--workdir-mode",
+        "copy",
+        "--network",
+        "bridge",
+        "--publish",
+        "8000",
+    ]);
+    let e = env.entry(&id);
+    let published = e["published"].as_array().cloned().unwrap_or_default();
+    assert_eq!(published.len(), 1, "only the port asked for is listed: {e}");
+    assert_eq!(published[0]["port"], 8000);
+    serve(&env, &id, "8000", "over the channel\n");
+    let got = http_get(published[0]["address"].as_str().unwrap()).unwrap();
+    assert!(got.ends_with("over the channel\n"), "{got}");
+    // A terminal over the channel.
+    let out = env.run(&[
+        "exec",
+        "-t",
+        "--force-tty",
+        &id,
+        "--",
+        "tty; stty size; exit 5",
+    ]);
+    assert_eq!(out.status.code(), Some(5), "{}", stderr(&out));
+    let text = stdout(&out).replace('\r', "");
+    assert!(
+        text.starts_with("/dev/pts/") && text.contains("24 80"),
+        "{text}"
+    );
+    // A forward over the channel.
+    let mut fwd = env
+        .cmd()
+        .args([
+            "port-forward",
+            &id,
+            ":8000",
+            "--format",
+            "json",
+            "--timeout",
+            "60",
+        ])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(fwd.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let said: serde_json::Value = serde_json::from_str(&line).unwrap_or_else(|e| {
+        let _ = fwd.kill();
+        panic!("port-forward printed {line:?}: {e}")
+    });
+    let addr = said["forwards"][0]["address"].as_str().unwrap().to_string();
+    let got = http_get(&addr);
+    let _ = fwd.kill();
+    let _ = fwd.wait();
+    assert!(got.unwrap().ends_with("over the channel\n"));
+    // Stats tell the work dir's copy too.
+    let out = env.run(&["stats", &id, "--no-stream", "--format", "json"]);
+    assert_ok(&out);
+    let rows: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let disk = &rows[0]["disk"];
+    assert!(
+        disk["workdir_bytes"].as_u64().unwrap() >= 2_000_000,
+        "{rows}"
+    );
+    assert!(rows[0]["memory"]["used"].as_u64().unwrap() > 0, "{rows}");
+
+    // Network none: the channel through the engine's exec stream carries them as well.
+    let quiet = env.up(&["--workdir-mode", "copy", "--network", "none"]);
+    let out = env.run(&["stats", &quiet, "--no-stream", "--format", "json"]);
+    assert_ok(&out);
+    let out = env.run(&["exec", "-t", "--force-tty", &quiet, "--", "tty"]);
+    assert_ok(&out);
+    assert!(stdout(&out).starts_with("/dev/pts/"), "{}", stdout(&out));
 }

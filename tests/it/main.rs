@@ -25,6 +25,7 @@ mod mcp;
 mod progress;
 mod project_file;
 mod reap;
+mod remote;
 mod security;
 mod state_dir;
 mod subsandbox;

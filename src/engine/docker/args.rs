@@ -4,7 +4,7 @@
 use super::{Flavor, HostLimits, KILL_SCRIPT, SHELL_WRAPPER};
 use crate::contract as agent;
 use crate::engine::{
-    is_gvisor, CommandLine, ContainerSpec, ExecSpec, MountSource, RunAs, SidecarSpec,
+    is_gvisor, AgentSetup, CommandLine, ContainerSpec, ExecSpec, MountSource, RunAs, SidecarSpec,
     EXEC_MARKER_VAR, LABEL_ID, LABEL_MANAGED, LABEL_STATE_DIR, SCRATCH_DIR,
 };
 use crate::types::format_cpus;
@@ -57,18 +57,15 @@ pub(super) fn csv_field(f: String) -> String {
     }
 }
 
-/// `docker run` arguments for `spec`: hardened, labelled, detached, never pulling. `extra`
+/// `docker run` arguments for `spec`: hardened, labelled, detached (a shipped agent's run is
+/// attached instead: [`attached_run`]), never pulling. `extra`
 /// (engine options: [`ulimit_args`]) and then [`runtime_args`] go before `--pull`. With gVisor
 /// the host's `--pids-limit` is [`gvisor_host_pids`].
 pub fn run_args(flavor: Flavor, spec: &ContainerSpec, extra: &[String]) -> Vec<String> {
     let l = &spec.limits;
     let workdir = spec.workdir.to_string_lossy();
-    let mut a: Vec<String> = vec![
-        "run".into(),
-        "-d".into(),
-        "--name".into(),
-        spec.name.clone(),
-    ];
+    let mut a: Vec<String> = vec!["run".into(), "-d".into()];
+    a.extend(["--name".into(), spec.name.clone()]);
     for (k, v) in &spec.labels {
         a.push("--label".into());
         a.push(format!("{k}={v}"));
@@ -103,19 +100,39 @@ pub fn run_args(flavor: Flavor, spec: &ContainerSpec, extra: &[String]) -> Vec<S
         scratch_mount_arg(flavor, spec),
         "--env".into(),
         format!("TMPDIR={SCRATCH_DIR}"),
-        "--mount".into(),
-        bind_mount_arg(&workdir, &workdir, false),
-        "--workdir".into(),
-        workdir.to_string(),
-        "--mount".into(),
-        bind_mount_arg(&spec.agent.root.to_string_lossy(), agent::ROOT, true),
-        "--mount".into(),
-        bind_mount_arg(&spec.agent.binary.to_string_lossy(), agent::BIN, true),
-        "--mount".into(),
-        bind_mount_arg(&spec.agent.run_dir.to_string_lossy(), agent::RUN_DIR, false),
-        "--entrypoint".into(),
-        agent::BIN.into(),
     ]);
+    match &spec.agent {
+        AgentSetup::Mounted(m) => a.extend([
+            "--mount".into(),
+            bind_mount_arg(&workdir, &workdir, false),
+            "--workdir".into(),
+            workdir.to_string(),
+            "--mount".into(),
+            bind_mount_arg(&m.root.to_string_lossy(), agent::ROOT, true),
+            "--mount".into(),
+            bind_mount_arg(&m.binary.to_string_lossy(), agent::BIN, true),
+            "--mount".into(),
+            bind_mount_arg(&m.run_dir.to_string_lossy(), agent::RUN_DIR, false),
+        ]),
+        // Nothing of this machine: the work dir is a volume of its own (removed with the
+        // container, `rm -v`), so that it is neither in the noexec `/tmp` tmpfs nor in the
+        // scratch volume when its path lies there; `up` copies the host's into it.
+        AgentSetup::Shipped(s) => {
+            a.extend([
+                "--mount".into(),
+                format!(
+                    "type=volume,{}",
+                    csv_field(format!("destination={workdir}"))
+                ),
+                "--workdir".into(),
+                workdir.to_string(),
+            ]);
+            if let Some(ip) = &s.publish {
+                a.extend(["--publish".into(), format!("{ip}::{}", agent::CHANNEL_PORT)]);
+            }
+        }
+    }
+    a.extend(["--entrypoint".into(), agent::BIN.into()]);
     for p in &spec.publish {
         a.extend(["--publish".into(), p.engine_arg()]);
     }
@@ -130,23 +147,63 @@ pub fn run_args(flavor: Flavor, spec: &ContainerSpec, extra: &[String]) -> Vec<S
     }
     a.extend(extra.iter().cloned());
     a.extend(runtime_args(spec.runtime.as_deref()));
+    let image = match &spec.agent {
+        AgentSetup::Mounted(_) => spec.image.clone(),
+        AgentSetup::Shipped(s) => s.image.clone(),
+    };
     a.extend([
         "--pull".into(),
         "never".into(),
         "--".into(),
-        spec.image.clone(),
+        image,
         agent::ARG.into(),
         "init".into(),
         "--user".into(),
         spec.user.to_string(),
     ]);
-    if let Some(n) = &spec.agent.user_name {
+    if let Some(n) = &spec.user_name {
         a.extend(["--user-name".into(), n.clone()]);
+    }
+    if let AgentSetup::Shipped(s) = &spec.agent {
+        a.extend([
+            "--secret-stdin".into(),
+            "--channel".into(),
+            s.listen.clone(),
+        ]);
     }
     if spec.proxy.is_some() {
         a.push("--proxy-relay".into());
     }
     a
+}
+
+/// `run_args` of a shipped agent's container made attached: in place of `-d`, its standard input
+/// open once (`-i`, the secret for PID 1), standard input and output attached (`-a`, PID 1 says
+/// when it serves), signals not passed on (the client is killed once the agent serves; the
+/// container runs on), and the container's ID written to `cidfile` (an attached `run` prints
+/// none).
+pub fn attached_run(mut args: Vec<String>, cidfile: &str) -> Vec<String> {
+    if args.get(1).map(String::as_str) == Some("-d") {
+        args.splice(
+            1..2,
+            [
+                "-i".to_string(),
+                "--sig-proxy=false".into(),
+                "-a".into(),
+                "stdin".into(),
+                "-a".into(),
+                "stdout".into(),
+                "--cidfile".into(),
+                cidfile.into(),
+            ],
+        );
+    }
+    args
+}
+
+/// `start` arguments that hand a shipped agent its secret again: attached as [`attached_run`].
+pub fn attached_start(container: &str) -> Vec<String> {
+    vec!["start".into(), "-a".into(), "-i".into(), container.into()]
 }
 
 /// The environment of every process of an allowlist sandbox: `HTTP_PROXY`, `HTTPS_PROXY` (and
@@ -268,7 +325,7 @@ pub fn inspect_args(container: &str) -> Vec<String> {
         "--type".into(),
         "container".into(),
         "--format".into(),
-        r#"{"State":{{json .State}},"HostConfig":{{json .HostConfig}}}"#.into(),
+        r#"{"State":{{json .State}},"HostConfig":{{json .HostConfig}},"Ports":{{json .NetworkSettings.Ports}}}"#.into(),
         container.into(),
     ]
 }

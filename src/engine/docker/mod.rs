@@ -33,9 +33,9 @@ use tokio::process::Command;
 use super::shell::shell_line;
 use super::{bounded_output, is_gvisor, ENGINE_OUTPUT_MAX};
 use super::{
-    spawn_exec, Capabilities, ContainerSpec, ContainerStatus, ContainerSummary, ContainerVerb,
-    EngineExec, Environment, ExecFailure, ExecJudge, ExecSpec, ExecStdio, ImageConfig, SidecarSpec,
-    SidecarSummary, VolumeSummary,
+    spawn_exec, AgentSetup, Capabilities, ContainerSpec, ContainerStatus, ContainerSummary,
+    ContainerVerb, EngineExec, Environment, ExecFailure, ExecJudge, ExecSpec, ExecStdio,
+    ImageConfig, Secret, ShippedAgent, SidecarSpec, SidecarSummary, VolumeSummary,
 };
 use crate::error::Error;
 use crate::report::{Reporter, Silent};
@@ -177,6 +177,18 @@ impl Docker {
         self
     }
 
+    /// The daemon's host when it is not this machine's ([`super::daemon_host`], from
+    /// `DOCKER_HOST` and `DOCKER_CONTEXT`; Podman here is always this machine's).
+    fn daemon_elsewhere(&self) -> Option<String> {
+        if self.flavor == Flavor::Podman {
+            return None;
+        }
+        super::daemon_host(
+            std::env::var("DOCKER_HOST").ok().as_deref(),
+            std::env::var("DOCKER_CONTEXT").ok().as_deref(),
+        )
+    }
+
     /// Which engine this is.
     pub fn flavor(&self) -> Flavor {
         self.flavor
@@ -239,6 +251,148 @@ impl Docker {
             ));
         }
         Ok(stdout)
+    }
+
+    /// Runs `args` (a shipped agent's `run`) attached ([`attached_run`]): hands PID 1 its
+    /// secret and waits until it serves. Returns the container's ID, or the client's exit
+    /// status and stderr when it ended before the agent served.
+    async fn run_attached(
+        &self,
+        args: Vec<String>,
+        agent: &ShippedAgent,
+    ) -> Result<Result<String, (i32, String)>> {
+        let dir = tempfile::tempdir().context("cannot make a temporary directory")?;
+        let cidfile = dir.path().join("cid");
+        let mut cmd = self.command(attached_run(args, &cidfile.to_string_lossy()));
+        if let Some(failed) = self
+            .hand_secret(&mut cmd, &agent.secret, agent.ready_timeout)
+            .await?
+        {
+            return Ok(Err(failed));
+        }
+        let id = std::fs::read_to_string(&cidfile)
+            .with_context(|| format!("`{} run` wrote no container ID", self.bin))?;
+        Ok(Ok(id.trim().to_string()))
+    }
+
+    /// Runs `cmd` (an attached `run` or `start` of a shipped agent's container) with `secret`
+    /// on its standard input, reading the container's standard output until PID 1 says it
+    /// serves (`h9sandbox-agent ready`), then ends the client (the container runs on). `None`
+    /// once the agent serves; the client's exit status and stderr when it ended first.
+    /// Errors: the agent did not serve within `ready`, the client could not be run.
+    async fn hand_secret(
+        &self,
+        cmd: &mut Command,
+        secret: &Secret,
+        ready: Duration,
+    ) -> Result<Option<(i32, String)>> {
+        use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt};
+        let mut child = cmd
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .map_err(|e| self.spawn_error(e))?;
+        if let Some(mut stdin) = child.stdin.take() {
+            // A client that failed at once (no such image) closed it: its stderr tells.
+            let _ = stdin.write_all(&secret.0).await;
+            let _ = stdin.shutdown().await;
+        }
+        let stdout = child.stdout.take().context("the client's stdout")?;
+        let mut stderr = child.stderr.take().context("the client's stderr")?;
+        let served = async {
+            // What the container prints is the sandbox's: at most a few lines are read.
+            let mut lines = tokio::io::BufReader::new(stdout.take(64 << 10)).lines();
+            while let Ok(Some(line)) = lines.next_line().await {
+                if line.starts_with("h9sandbox-agent ready") {
+                    return true;
+                }
+            }
+            false
+        };
+        match tokio::time::timeout(ready, served).await {
+            Ok(true) => {
+                let _ = child.start_kill();
+                let _ = child.wait().await;
+                Ok(None)
+            }
+            Ok(false) => {
+                let mut text = Vec::new();
+                let _ = (&mut stderr).take(64 << 10).read_to_end(&mut text).await;
+                let status = child.wait().await?;
+                let text = String::from_utf8_lossy(&text).trim().to_string();
+                if let Some(reason) = unreachable_reason(&text) {
+                    return Err(self.unavailable(reason).into());
+                }
+                Ok(Some((status.code().unwrap_or(-1), text)))
+            }
+            Err(_) => {
+                let _ = child.start_kill();
+                let _ = child.wait().await;
+                Err(anyhow!(
+                    "the sandbox's agent did not say it serves within {}s",
+                    ready.as_secs()
+                ))
+            }
+        }
+    }
+
+    /// Copies `binary` into the created container `container` at [`crate::contract::BIN`] (a
+    /// tar stream made here, on `cp -`'s standard input; the directory mode 0755, the file
+    /// 0755, both root's).
+    async fn put_binary(&self, container: &str, binary: &Path) -> Result<()> {
+        let args = vec!["cp".to_string(), "-".to_string(), format!("{container}:/")];
+        if self.reporter.verbose() {
+            let shown: Vec<OsString> = args.iter().map(Into::into).collect();
+            self.reporter.command(&format!(
+                "+ (tar of {}) | {}",
+                binary.display(),
+                shell_line(&self.bin, &shown)
+            ));
+        }
+        let bin = self.bin.clone();
+        let binary = binary.to_path_buf();
+        let out = tokio::task::spawn_blocking(move || -> Result<std::process::Output> {
+            let mut child = std::process::Command::new(&bin)
+                .args(&args)
+                .stdin(Stdio::piped())
+                .stdout(Stdio::null())
+                .stderr(Stdio::piped())
+                .spawn()?;
+            let stdin = child.stdin.take().context("the client's stdin")?;
+            let written = (|| -> std::io::Result<()> {
+                let mut tar = tar::Builder::new(stdin);
+                let mut dir = tar::Header::new_gnu();
+                dir.set_entry_type(tar::EntryType::Directory);
+                dir.set_mode(0o755);
+                dir.set_size(0);
+                dir.set_uid(0);
+                dir.set_gid(0);
+                tar.append_data(&mut dir, ".h9sandbox/", std::io::empty())?;
+                let file = std::fs::File::open(&binary)?;
+                let mut head = tar::Header::new_gnu();
+                head.set_entry_type(tar::EntryType::Regular);
+                head.set_mode(0o755);
+                head.set_size(file.metadata()?.len());
+                head.set_uid(0);
+                head.set_gid(0);
+                tar.append_data(&mut head, ".h9sandbox/h9sandbox", file)?;
+                tar.into_inner()?;
+                Ok(())
+            })();
+            let out = child.wait_with_output()?;
+            written.with_context(|| format!("cannot copy {} into the image", binary.display()))?;
+            Ok(out)
+        })
+        .await??;
+        if !out.status.success() {
+            return Err(anyhow!(
+                "`{} cp` failed: {}",
+                self.bin,
+                first_error_line(&String::from_utf8_lossy(&out.stderr))
+            ));
+        }
+        Ok(())
     }
 
     /// Polls `inspect` (10 ms doubling to 200 ms) until the container no longer exists.
@@ -326,9 +480,13 @@ impl Environment for Docker {
     /// engine for them), Podman does not here.
     fn capabilities(&self) -> Capabilities {
         Capabilities {
-            host_mounts: true,
+            host_mounts: self.daemon_elsewhere().is_none(),
             sidecars: self.flavor == Flavor::Docker,
         }
+    }
+
+    fn remote_host(&self) -> Option<String> {
+        self.daemon_elsewhere()
     }
 
     async fn run_sidecar(&self, spec: &SidecarSpec) -> Result<String> {
@@ -393,7 +551,14 @@ impl Environment for Docker {
             // Podman's --mount has no volume-label: the labelled volume is made first.
             self.checked(volume_create_args(spec)).await?;
         }
-        let (code, stdout, stderr) = self.output(run_args(self.flavor, spec, &extra)).await?;
+        let args = run_args(self.flavor, spec, &extra);
+        let (code, stdout, stderr) = match &spec.agent {
+            AgentSetup::Mounted(_) => self.output(args).await?,
+            AgentSetup::Shipped(s) => match self.run_attached(args, s).await? {
+                Ok(id) => return Ok(id),
+                Err((code, stderr)) => (code, String::new(), stderr),
+            },
+        };
         if code == 0 {
             return stdout
                 .lines()
@@ -615,6 +780,80 @@ impl Environment for Docker {
         self.checked(args).await
     }
 
+    async fn agent_image(&self, image: &str, binary: &Path, build: &str) -> Result<String> {
+        let id_of = |reference: &str| {
+            vec![
+                "image".to_string(),
+                "inspect".into(),
+                "--format".into(),
+                "{{.Id}}".into(),
+                reference.into(),
+            ]
+        };
+        let (code, id, stderr) = self.output(id_of(image)).await?;
+        if code != 0 {
+            if is_no_such_image(&stderr) || stderr.contains("No such object") {
+                return Err(Error::ImageUnavailable {
+                    image: image.into(),
+                    reason: "not present locally".into(),
+                }
+                .into());
+            }
+            return Err(anyhow!(
+                "`{} image inspect` failed: {}",
+                self.bin,
+                first_error_line(&stderr)
+            ));
+        }
+        let tag = agent_image_tag(&id, build);
+        if self.output(id_of(&tag)).await?.0 == 0 {
+            return Ok(tag);
+        }
+        // Made once per image and binary: a container of the image (never started), the
+        // binary put in through the archive API, committed.
+        let container = self
+            .checked(vec![
+                "create".into(),
+                "--label".into(),
+                format!("{LABEL_AGENT_IMAGE}=1"),
+                "--entrypoint".into(),
+                crate::contract::BIN.into(),
+                "--".into(),
+                image.into(),
+            ])
+            .await?;
+        let made = match self.put_binary(&container, binary).await {
+            Ok(()) => self
+                .checked(vec![
+                    "commit".into(),
+                    "--change".into(),
+                    format!("LABEL {LABEL_AGENT_IMAGE}={build}"),
+                    container.clone(),
+                    tag.clone(),
+                ])
+                .await
+                .map(|_| ()),
+            Err(e) => Err(e),
+        };
+        let _ = self.output(vec!["rm".into(), "-f".into(), container]).await;
+        made.map(|()| tag)
+    }
+
+    async fn start_shipped(&self, container: &str, secret: &Secret, ready: Duration) -> Result<()> {
+        let mut cmd = self.command(attached_start(container));
+        match self.hand_secret(&mut cmd, secret, ready).await? {
+            None => Ok(()),
+            Some((_, stderr)) if is_no_such_container(&stderr) => Err(anyhow!(
+                "its container {container} no longer exists (removed outside h9sandbox)"
+            )),
+            Some((_, stderr)) => Err(anyhow!(
+                "`{} start` failed: {}",
+                self.bin,
+                first_error_line(&stderr)
+            )),
+        }
+    }
+
     async fn image_config(&self, image: &str) -> Result<ImageConfig> {
         let out = self
             .checked(vec![
@@ -701,4 +940,22 @@ impl ExecJudge for ClientJudge {
     fn may_be_engine_message(&self, chunk: &[u8]) -> bool {
         looks_like_engine_message(chunk)
     }
+}
+
+/// The label of a derived image (its value: the build ID of the binary in it) and of the
+/// container it is made from.
+pub const LABEL_AGENT_IMAGE: &str = "h9sandbox.agent_image";
+
+/// The tag of the derived image of the image whose ID is `image_id` with the binary of build
+/// `build`: `h9sandbox-agent:<12 hex digits of each>`.
+pub fn agent_image_tag(image_id: &str, build: &str) -> String {
+    let id = image_id.trim().trim_start_matches("sha256:");
+    let short = |s: &str| -> String {
+        s.chars()
+            .filter(|c| c.is_ascii_hexdigit())
+            .take(12)
+            .collect::<String>()
+            .to_ascii_lowercase()
+    };
+    format!("h9sandbox-agent:{}-{}", short(id), short(build))
 }

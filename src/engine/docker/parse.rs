@@ -93,6 +93,16 @@ pub fn parse_inspect(json: &str) -> Result<ContainerStatus> {
     struct Inspect {
         state: State,
         host_config: Option<HostConfig>,
+        #[serde(default)]
+        ports: Option<std::collections::BTreeMap<String, Option<Vec<Binding>>>>,
+    }
+    #[derive(serde::Deserialize)]
+    #[serde(rename_all = "PascalCase")]
+    struct Binding {
+        #[serde(default)]
+        host_ip: String,
+        #[serde(default)]
+        host_port: String,
     }
     #[derive(serde::Deserialize)]
     #[serde(rename_all = "PascalCase")]
@@ -173,6 +183,18 @@ pub fn parse_inspect(json: &str) -> Result<ContainerStatus> {
         oom_killed: s.oom_killed,
         applied,
         pid: u32::try_from(s.pid).unwrap_or(0),
+        // `"7336/tcp": [{"HostIp": "0.0.0.0", "HostPort": "49153"}]`.
+        ports: i
+            .ports
+            .into_iter()
+            .flatten()
+            .filter_map(|(k, v)| Some((k.strip_suffix("/tcp")?.parse::<u16>().ok()?, v?)))
+            .flat_map(|(port, bindings)| {
+                bindings
+                    .into_iter()
+                    .filter_map(move |b| Some((port, b.host_ip, b.host_port.parse::<u16>().ok()?)))
+            })
+            .collect(),
     })
 }
 

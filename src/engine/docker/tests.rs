@@ -2,8 +2,8 @@
 
 use super::*;
 use crate::engine::{
-    AgentMount, AppliedLimits, CommandLine, ContainerSpec, ContainerSummary, ExecFailure, ExecSpec,
-    RunAs, LABEL_ID, LABEL_MANAGED, LABEL_STATE_DIR,
+    AgentMount, AgentSetup, AppliedLimits, CommandLine, ContainerSpec, ContainerSummary,
+    ExecFailure, ExecSpec, RunAs, Secret, ShippedAgent, LABEL_ID, LABEL_MANAGED, LABEL_STATE_DIR,
 };
 use crate::types::format_cpus;
 use crate::types::{Ids, Limits, Network};
@@ -25,12 +25,12 @@ fn spec(workdir: &str) -> ContainerSpec {
         },
         labels: BTreeMap::from([("h9sandbox".into(), "1".into())]),
         user: Ids::ROOT,
-        agent: AgentMount {
+        agent: AgentSetup::Mounted(AgentMount {
             root: "/state/mounts/abc".into(),
             binary: "/opt/h9/h9sandbox".into(),
             run_dir: "/state/run/abc".into(),
-            user_name: None,
-        },
+        }),
+        user_name: None,
         scratch_volume: "h9sandbox-abc".into(),
         runtime: None,
         proxy: None,
@@ -254,7 +254,7 @@ fn inspect_reads_state_and_applied_limits_of_both_engines() {
             "--type",
             "container",
             "--format",
-            r#"{"State":{{json .State}},"HostConfig":{{json .HostConfig}}}"#,
+            r#"{"State":{{json .State}},"HostConfig":{{json .HostConfig}},"Ports":{{json .NetworkSettings.Ports}}}"#,
             "c1"
         ]
     );
@@ -367,7 +367,7 @@ fn run_args_run_the_agent_as_root_for_the_user() {
         },
         ..spec("/w")
     };
-    spec.agent.user_name = Some("alice".into());
+    spec.user_name = Some("alice".into());
     let a = run_args(Flavor::Docker, &spec, &[]);
     let at = a.iter().position(|x| x == "--user").unwrap();
     assert_eq!(a[at + 1], "0:0");
@@ -690,4 +690,42 @@ fn sidecars_are_hardened_labelled_and_listed_by_their_label() {
             },
         ]
     );
+}
+
+#[test]
+fn a_shipped_agent_mounts_nothing_of_this_machine_and_gets_its_secret_on_stdin() {
+    let mut spec = spec("/w");
+    spec.agent = AgentSetup::Shipped(ShippedAgent {
+        image: "h9sandbox-agent:aaa-bbb".into(),
+        secret: Secret(b"never in argv".to_vec()),
+        listen: "0.0.0.0:7336".into(),
+        publish: Some("127.0.0.1".into()),
+        ready_timeout: std::time::Duration::from_secs(5),
+    });
+    let a = attached_run(run_args(Flavor::Docker, &spec, &[]), "/tmp/x/cid");
+    let line = a.join(" ");
+    assert!(
+        line.starts_with("run -i --sig-proxy=false -a stdin -a stdout --cidfile /tmp/x/cid --name h9sandbox-abc "),
+        "{line}"
+    );
+    assert!(!line.contains("type=bind"), "no host mount: {line}");
+    assert!(!line.contains("never in argv"), "{line}");
+    assert!(
+        line.contains(
+            " --workdir /w --publish 127.0.0.1::7336 --entrypoint /.h9sandbox/h9sandbox "
+        ),
+        "{line}"
+    );
+    assert!(
+        line.ends_with("-- h9sandbox-agent:aaa-bbb agent init --user 0:0 --secret-stdin --channel 0.0.0.0:7336"),
+        "{line}"
+    );
+    assert_eq!(format!("{:?}", Secret(vec![1, 2, 3])), "Secret(3 bytes)");
+    assert_eq!(
+        agent_image_tag("sha256:C4D23E2EA027ffff", "02a5a52516ac07c8"),
+        "h9sandbox-agent:c4d23e2ea027-02a5a52516ac"
+    );
+    // The published channel is read back from inspect.
+    let s = parse_inspect(r#"{"State":{"Status":"running","Running":true},"HostConfig":{},"Ports":{"7336/tcp":[{"HostIp":"127.0.0.1","HostPort":"49153"}],"80/udp":null}}"#).unwrap();
+    assert_eq!(s.ports, vec![(7336, "127.0.0.1".to_string(), 49153)]);
 }

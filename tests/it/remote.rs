@@ -1,0 +1,359 @@
+//! Sandboxes without host mounts (`--workdir-mode copy`, what a daemon on another machine gets):
+//! the work dir copied in, commands over the remote channel (TLS with pinned certificates and the
+//! token), `cp` both ways, and the attacks on the channel and on `cp`. Against the engine under
+//! test (a remote daemon: `DOCKER_HOST`, see scripts/testbed.sh).
+
+use std::process::Command;
+
+use crate::common::*;
+
+/// `up --workdir-mode copy` with `args`; the sandbox's ID.
+fn up_copied(env: &TestEnv, args: &[&str]) -> String {
+    let mut a = vec!["--workdir-mode", "copy"];
+    a.extend_from_slice(args);
+    env.up(&a)
+}
+
+/// The `docker` client of the engine under test (it inherits `DOCKER_HOST` and its kin).
+fn docker() -> Command {
+    Command::new(cli())
+}
+
+/// The record of sandbox `id` as state.json holds it.
+fn record(env: &TestEnv, id: &str) -> serde_json::Value {
+    env.ls_raw()
+        .into_iter()
+        .find(|r| r["id"] == id)
+        .unwrap_or_else(|| panic!("no record of {id}"))
+}
+
+/// The host keys and token the state directory keeps for sandbox `id`.
+fn keys_of(env: &TestEnv, id: &str) -> (h9sandbox::channel::tls::HostKeys, String) {
+    let keys = std::fs::read(env.state_dir.join("keys").join(id)).unwrap();
+    let token = std::fs::read_to_string(env.state_dir.join("tokens").join(id)).unwrap();
+    (
+        postcard::from_bytes(&keys).unwrap(),
+        token.trim().to_string(),
+    )
+}
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+#[test]
+fn a_copied_work_dir_mounts_nothing_and_changes_the_host_only_by_cp() {
+    require_container!("copy mode needs a container engine");
+    if engine() != Engine::Docker {
+        return announce("copy mode is Docker's (Podman runs no attached secret hand-over here)");
+    }
+    let env = TestEnv::new();
+    std::fs::create_dir(env.path("sub")).unwrap();
+    std::fs::write(env.path("sub/a.txt"), "from the host\n").unwrap();
+    std::fs::write(env.path("run.sh"), "#!/bin/sh\necho ran\n").unwrap();
+    std::os::unix::fs::symlink("/etc/passwd", env.path("esc")).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(env.path("run.sh"), std::fs::Permissions::from_mode(0o750)).unwrap();
+    let id = up_copied(&env, &[]);
+    let container = env.container(&id);
+    // No bind mount of any kind: work dir, binary, run directory.
+    let out = docker()
+        .args([
+            "inspect",
+            "--format",
+            "{{range .Mounts}}{{.Type}} {{end}}",
+            &container,
+        ])
+        .output()
+        .unwrap();
+    let mounts = String::from_utf8(out.stdout).unwrap();
+    assert!(!mounts.contains("bind"), "mounts: {mounts}");
+    // The copy keeps content, modes and symlinks (not followed), and runs scripts.
+    let out = env.run(&[
+        "exec",
+        &id,
+        "--",
+        "cat sub/a.txt; stat -c %a run.sh; readlink esc; ./run.sh; echo made > new.txt",
+    ]);
+    assert_ok(&out);
+    assert_eq!(stdout(&out), "from the host\n750\n/etc/passwd\nran\n");
+    // The host's directory is never changed by the sandbox.
+    assert!(!env.path("new.txt").exists());
+    // read/write/edit act on the sandbox's copy.
+    let out = env.run(&["read", &id, "new.txt"]);
+    assert_ok(&out);
+    assert_eq!(stdout(&out), "made\n");
+    let mut w = env.cmd();
+    let out = w
+        .args(["write", &id, "sub/w.txt"])
+        .stdin(std::process::Stdio::piped())
+        .spawn()
+        .and_then(|mut c| {
+            use std::io::Write;
+            c.stdin.take().unwrap().write_all(b"written\n")?;
+            c.wait_with_output()
+        })
+        .unwrap();
+    assert_ok(&out);
+    assert!(!env.path("sub/w.txt").exists());
+    assert_ok(&env.run(&[
+        "edit",
+        &id,
+        "sub/w.txt",
+        "--old",
+        "written",
+        "--new",
+        "edited",
+    ]));
+    // cp out, both a directory and a directory's content, and in again.
+    let dest = env.root.path().join("out");
+    assert_ok(&env.run(&["cp", &format!("{id}:sub"), dest.to_str().unwrap()]));
+    assert_eq!(
+        std::fs::read_to_string(dest.join("w.txt")).unwrap(),
+        "edited\n"
+    );
+    let all = env.root.path().join("all");
+    assert_ok(&env.run(&["cp", &format!("{id}:."), all.to_str().unwrap()]));
+    assert_eq!(
+        std::fs::read_to_string(all.join("new.txt")).unwrap(),
+        "made\n"
+    );
+    assert_eq!(
+        std::fs::read_link(all.join("esc")).unwrap().to_str(),
+        Some("/etc/passwd")
+    );
+    assert_ok(&env.run(&["cp", dest.to_str().unwrap(), &format!("{id}:/tmp/back")]));
+    let out = env.run(&["exec", &id, "--", "cat /tmp/back/w.txt"]);
+    assert_eq!(stdout(&out), "edited\n");
+    assert_ok(&env.run(&["down", &id]));
+    assert!(env.containers().is_empty());
+}
+
+#[test]
+fn the_channel_answers_only_the_pinned_host_with_the_token() {
+    require_container!("copy mode needs a container engine");
+    if engine() != Engine::Docker {
+        return announce("copy mode is Docker's");
+    }
+    let env = TestEnv::new();
+    let a = up_copied(&env, &[]);
+    let b = up_copied(&env, &[]);
+    let address = |id: &str| {
+        record(&env, id)["agent"]["channel"]["address"]
+            .as_str()
+            .expect("a published channel")
+            .to_string()
+    };
+    let (keys_a, token_a) = keys_of(&env, &a);
+    let (keys_b, token_b) = keys_of(&env, &b);
+    let rt = runtime();
+    use h9sandbox::channel::{tls, ConnectError};
+    // The right keys and token: served.
+    assert!(rt
+        .block_on(tls::connect(&address(&a), &keys_a, &token_a))
+        .is_ok());
+    // A certificate the agent does not pin (another host's keys): refused in the handshake.
+    let (stranger, _) = tls::generate(None, &token_a).unwrap();
+    let wrong_cert = h9sandbox::channel::tls::HostKeys {
+        agent_pin: keys_a.agent_pin.clone(),
+        ..stranger
+    };
+    let r = rt
+        .block_on(tls::connect(&address(&a), &wrong_cert, &token_a))
+        .err();
+    assert!(
+        matches!(
+            r,
+            Some(ConnectError::Refused(_) | ConnectError::Unreachable(_))
+        ),
+        "{r:?}"
+    );
+    // The pinned certificate without the token: refused at the hello.
+    let r = rt
+        .block_on(tls::connect(&address(&a), &keys_a, &"0".repeat(64)))
+        .err();
+    assert!(
+        matches!(&r, Some(ConnectError::Refused(why)) if why.contains("wrong token")),
+        "{r:?}"
+    );
+    // Another sandbox's port with this one's keys: its agent is not the pinned one.
+    let r = rt
+        .block_on(tls::connect(&address(b.as_str()), &keys_a, &token_a))
+        .err();
+    assert!(matches!(r, Some(ConnectError::Refused(_))), "{r:?}");
+    let _ = token_b;
+    let _ = keys_b;
+    // Plain bytes get nothing back: the handshake fails before the protocol.
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(address(&a)).unwrap();
+    s.set_read_timeout(Some(std::time::Duration::from_secs(12)))
+        .unwrap();
+    let hello = [0u8, 0, 0, 5, 0, 3, 1, b'x', b'y'];
+    let _ = s.write_all(&hello);
+    let mut buf = [0u8; 64];
+    let n = s.read(&mut buf).unwrap_or(0);
+    // A TLS alert at most (content type 21), never a protocol frame.
+    assert!(n == 0 || buf[0] == 21, "answered {:?}", &buf[..n]);
+}
+
+#[test]
+fn a_hostile_tar_stream_from_the_sandbox_never_reaches_the_hosts_files() {
+    require_container!("copy mode needs a container engine");
+    if engine() != Engine::Docker {
+        return announce("copy mode is Docker's");
+    }
+    let env = TestEnv::new();
+    let id = up_copied(&env, &[]);
+    let outside = env.root.path().join("outside");
+    std::fs::create_dir(&outside).unwrap();
+    // Root in the sandbox replaces the binary its `agent tar create` runs (in copy mode it is
+    // in the container's own file system) with one that prints a hostile stream.
+    let evil = {
+        let mut b = tar::Builder::new(Vec::new());
+        let mut add = |name: &str, kind: tar::EntryType, link: Option<&str>, data: &[u8]| {
+            let mut h = tar::Header::new_gnu();
+            h.set_entry_type(kind);
+            h.set_size(data.len() as u64);
+            h.set_mode(0o4755);
+            let raw = &mut h.as_old_mut().name;
+            raw[..name.len()].copy_from_slice(name.as_bytes());
+            if let Some(l) = link {
+                h.set_link_name(l).unwrap();
+            }
+            h.set_cksum();
+            b.append(&h, data).unwrap();
+        };
+        add("x/ok", tar::EntryType::Regular, None, b"fine");
+        add(
+            "x/lnk",
+            tar::EntryType::Symlink,
+            Some(outside.to_str().unwrap()),
+            b"",
+        );
+        add("x/lnk/planted", tar::EntryType::Regular, None, b"bad");
+        add(
+            "x/../../outside/dotdot",
+            tar::EntryType::Regular,
+            None,
+            b"bad",
+        );
+        b.into_inner().unwrap()
+    };
+    let mut w = env.cmd();
+    let out = w
+        .args(["write", &id, "/tmp/evil.tar"])
+        .stdin(std::process::Stdio::piped())
+        .spawn()
+        .and_then(|mut c| {
+            use std::io::Write;
+            c.stdin.take().unwrap().write_all(&evil)?;
+            c.wait_with_output()
+        })
+        .unwrap();
+    assert_ok(&out);
+    let out = env.run(&[
+        "exec",
+        &id,
+        "--user",
+        "0",
+        "--",
+        "rm -f /.h9sandbox/h9sandbox && printf '#!/bin/sh\\ncat /tmp/evil.tar\\n' > /.h9sandbox/h9sandbox && chmod 755 /.h9sandbox/h9sandbox",
+    ]);
+    assert_ok(&out);
+    let dest = env.root.path().join("dest");
+    let out = env.run(&["cp", &format!("{id}:/anything"), dest.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let err = stderr(&out);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.contains("leads out of the destination"), "{err}");
+    // Nothing was written outside, nor through the symlink.
+    assert_eq!(std::fs::read_dir(&outside).unwrap().count(), 0);
+    assert!(!env.root.path().join("outside/dotdot").exists());
+}
+
+#[test]
+fn a_connection_lost_mid_command_is_told_not_taken_for_its_exit() {
+    require_container!("copy mode needs a container engine");
+    if engine() != Engine::Docker {
+        return announce("copy mode is Docker's");
+    }
+    let env = TestEnv::new();
+    let id = up_copied(&env, &[]);
+    let container = env.container(&id);
+    let mut child = env
+        .cmd()
+        .args(["exec", &id, "--", "echo started; sleep 60"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    use std::io::BufRead;
+    let mut line = String::new();
+    std::io::BufReader::new(child.stdout.as_mut().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    assert_eq!(line, "started\n");
+    assert!(docker()
+        .args(["kill", &container])
+        .status()
+        .unwrap()
+        .success());
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        assert!(std::time::Instant::now() < deadline, "exec did not end");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    let mut err = String::new();
+    use std::io::Read;
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut err)
+        .unwrap();
+    assert_eq!(status.code(), Some(125), "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.starts_with("h9sandbox: error: "), "{err}");
+}
+
+#[test]
+fn a_copied_sandbox_starts_again_with_a_new_agent_key() {
+    require_container!("copy mode needs a container engine");
+    if engine() != Engine::Docker {
+        return announce("copy mode is Docker's");
+    }
+    let env = TestEnv::new();
+    let id = up_copied(&env, &[]);
+    assert_ok(&env.run(&["exec", &id, "--", "echo kept > k"]));
+    let before = record(&env, &id)["agent"]["channel"]["fingerprint"].clone();
+    assert_ok(&env.run(&["stop", &id]));
+    assert_ok(&env.run(&["start", &id]));
+    let after = record(&env, &id)["agent"]["channel"]["fingerprint"].clone();
+    assert_ne!(before, after, "a new key pair at start");
+    let out = env.run(&["exec", &id, "--", "cat k"]);
+    assert_ok(&out);
+    assert_eq!(stdout(&out), "kept\n");
+}
+
+#[test]
+fn a_network_none_sandbox_is_reached_through_the_engines_exec_stream() {
+    require_container!("copy mode needs a container engine");
+    if engine() != Engine::Docker {
+        return announce("copy mode is Docker's");
+    }
+    let env = TestEnv::new();
+    let id = up_copied(&env, &["--network", "none"]);
+    // No port of its own: the channel is relayed through the engine's exec.
+    assert!(record(&env, &id)["agent"]["channel"]["address"].is_null());
+    let out = env.run(&["exec", &id, "--", "cat /proc/net/route | wc -l; exit 7"]);
+    assert_eq!(out.status.code(), Some(7), "{}", stderr(&out));
+    assert_eq!(stdout(&out), "1\n", "no route but the header");
+    let out = env.run(&["exec", &id, "--timeout", "1", "--", "sleep 30"]);
+    assert_eq!(out.status.code(), Some(124));
+}
