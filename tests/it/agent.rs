@@ -861,8 +861,8 @@ sub ask { my @frames = @_;
   print $s pack("N", length $_) . $_ for @frames; $s->flush;
   my $all = ""; while (read($s, my $len, 4) == 4) { read($s, my $body, unpack("N", $len)); $all .= "[$body]"; }
   return $all; }
-print "guess: ", ask("\x00\x03\x40" . ("0" x 64), $start), "\n";
-print "empty: ", ask("\x00\x03\x00", $start), "\n";
+print "guess: ", ask("\x00\x04\x40" . ("0" x 64), $start), "\n";
+print "empty: ", ask("\x00\x04\x00", $start), "\n";
 print "none: ", ask($start), "\n";
 print "uid: $<\n";
 "#;

@@ -467,11 +467,12 @@ fn stats_reports_sane_numbers_in_json_and_marks_a_sandbox_near_its_limit() {
     assert_eq!(r["id"], id.as_str());
     assert!(r["name"].is_string());
     let cpu = r["cpu_percent"].as_f64().unwrap_or_else(|| panic!("{r}"));
-    // A busy loop under a 0.5-core limit: a good part of it (the machine is shared), never
-    // much more than all of it.
-    assert!((10.0..=130.0).contains(&cpu), "cpu {cpu}: {r}");
+    // A busy loop under a 0.5-core limit: some of it (how much depends on who else uses this
+    // machine's cores), never much more than all of it.
+    assert!(cpu > 0.5 && cpu <= 130.0, "cpu {cpu}: {r}");
     assert_eq!(r["cpus"], 0.5);
-    assert!(r["cpu_seconds"].as_f64().unwrap() > 0.0, "{r}");
+    let cpu_seconds = r["cpu_seconds"].as_f64().unwrap();
+    assert!(cpu_seconds > 0.0, "{r}");
     assert_eq!(r["memory"]["limit"], 256u64 << 20, "{r}");
     let used = r["memory"]["used"].as_u64().unwrap();
     assert!(used > 0 && used < 256 << 20, "{r}");
@@ -484,6 +485,14 @@ fn stats_reports_sane_numbers_in_json_and_marks_a_sandbox_near_its_limit() {
     );
     assert!(r["network"].is_object(), "{r}");
     assert_eq!(r["near_limit"], serde_json::json!([]), "{r}");
+    // The CPU time goes on growing while the loop runs.
+    std::thread::sleep(Duration::from_millis(500));
+    let out = env.run(&["stats", &id, "--no-stream", "--format", "json"]);
+    let again: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(
+        again[0]["cpu_seconds"].as_f64().unwrap() > cpu_seconds,
+        "{again}"
+    );
     // The table names the columns docker stats has.
     let table = stdout(&env.run(&["stats", &id, "--no-stream"]));
     assert!(
