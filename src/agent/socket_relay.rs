@@ -42,6 +42,14 @@ pub fn run() -> i32 {
     };
     match rustix::net::sockopt::socket_peercred(&sock) {
         Ok(cred) if cred.pid.as_raw_nonzero().get() == 1 => {}
+        // gVisor's kernel answers with the asking process's own credentials: who listens
+        // cannot be told, so a socket a sandbox process put there cannot be told apart.
+        Ok(cred) if cred.pid.as_raw_nonzero().get() as u32 == std::process::id() => {
+            return fail(format!(
+                "this kernel (gVisor) does not tell who listens on {}, so the agent's socket cannot be told apart from one a process of the sandbox put there",
+                path.display()
+            ))
+        }
         Ok(cred) => {
             return fail(format!(
                 "the socket {} is not the agent's (its listener is process {}, not PID 1): it was replaced inside the sandbox",

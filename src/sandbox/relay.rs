@@ -4,8 +4,10 @@
 //! [`super::agent::connect`]), else the
 //! agent protocol relayed through the engine's own exec (`docker exec -i C h9sandbox agent
 //! socket-relay`, [`crate::agent::socket_relay`]), which reaches the socket from inside the
-//! container: under gVisor, whose sockets do not cross the bind mount, every feature works
-//! that way too, at the cost of one engine exec per connection.
+//! container (a daemon in a VM, say), at the cost of one engine exec per connection. Under
+//! gVisor, whose sockets do not cross the bind mount, the relay cannot tell who listens on the
+//! socket (its kernel answers `SO_PEERCRED` with the asker's own credentials), so a sandbox with a
+//! mounted work dir is refused there, naming copy mode, whose channel is TLS-pinned.
 //!
 //! Configuration `exec_agent = false` (commands through the engine's exec) does not apply: the
 //! engine's exec has no terminal size of its own to change, no port to reach on a sandbox
@@ -83,6 +85,14 @@ pub async fn connect(ctx: &Ctx, rec: &Record, what: &str) -> Result<Connection> 
                     .note(&format!("{e}; relaying through the engine's exec"));
             }
         }
+    }
+    if crate::engine::is_gvisor(rec.runtime.as_deref()) {
+        // gVisor's kernel does not tell the relay who listens on the agent's socket
+        // ([`crate::agent::socket_relay`]): it would hand the token to whatever listens there.
+        return Err(Error::Invalid(format!(
+            "sandbox {id} runs under gVisor, whose agent socket the host cannot reach nor the relay authenticate, so it has no {what}; a sandbox made with `--workdir-mode copy` has (its agent is reached over the pinned TLS channel)"
+        ))
+        .into());
     }
     relayed(ctx, rec).await
 }
