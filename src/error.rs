@@ -112,5 +112,5 @@ pub fn exit_code(command: &str, _err: &anyhow::Error) -> i32 {
 
 /// Whether `command` passes the child's exit status through (so its own failures use 125).
 pub fn reserves_child_statuses(command: &str) -> bool {
-    matches!(command, "exec" | "bootstrap" | "run")
+    matches!(command, "exec" | "bootstrap" | "run" | "shell")
 }

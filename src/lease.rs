@@ -536,6 +536,7 @@ mod tests {
             workdir_id: None,
             runtime: None,
             devcontainer: None,
+            published: Vec::new(),
             workdir_mode: Default::default(),
             daemon: None,
             engine: EngineKind::Docker,

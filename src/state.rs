@@ -201,6 +201,10 @@ pub struct Record {
     /// sub-sandbox's is its parent's), e.g. `runsc` for gVisor; absent: the engine's default.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub runtime: Option<String>,
+    /// The ports the container publishes on the host (`up --publish`), as the engine bound them
+    /// at the last start. Absent when none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub published: Vec<crate::types::PublishedPort>,
     /// How the work dir reaches the container: `mount` (left out: the default, and what
     /// records made before the key mean) or `copy` (copied in at `up`; the host's directory is
     /// never changed by the sandbox, `cp` copies out).
@@ -1054,6 +1058,7 @@ pub(crate) mod tests {
             workdir_id: None,
             runtime: None,
             devcontainer: None,
+            published: Vec::new(),
             workdir_mode: Default::default(),
             daemon: None,
         }

@@ -140,6 +140,95 @@ impl Daemon {
     }
 }
 
+/// A port `up --publish` asks for (`docker run -p`'s `[[IP:]HOST_PORT:]PORT`, TCP).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Publish {
+    /// The host address to listen on: 127.0.0.1 unless the caller names another.
+    pub ip: std::net::IpAddr,
+    /// The host port; 0: one the engine picks.
+    pub host_port: u16,
+    /// The sandbox's port (1–65535).
+    pub port: u16,
+}
+
+impl Publish {
+    /// Parses `PORT` (a free host port), `HOST_PORT:PORT`, `IP:HOST_PORT:PORT` or `IP::PORT`
+    /// (an IPv6 address in brackets: `[::1]:8080:80`). Unlike `docker run -p`, whose default is
+    /// every interface, the host address is 127.0.0.1 unless given. Errors: a one-line reason.
+    pub fn parse(s: &str) -> Result<Publish, String> {
+        let bad = |why: &str| {
+            format!("--publish {s:?}: {why} (give PORT, HOST_PORT:PORT or IP:HOST_PORT:PORT)")
+        };
+        let (ip, rest) = if let Some(r) = s.strip_prefix('[') {
+            let (ip, rest) = r
+                .split_once("]:")
+                .ok_or_else(|| bad("an IPv6 address needs its port after ]:"))?;
+            (Some(ip), rest)
+        } else {
+            match s.matches(':').count() {
+                2 => {
+                    let (ip, rest) = s.split_once(':').unwrap_or_default();
+                    (Some(ip), rest)
+                }
+                0 | 1 => (None, s),
+                _ => return Err(bad("too many ':' (an IPv6 address goes in brackets)")),
+            }
+        };
+        let ip: std::net::IpAddr = match ip {
+            None => std::net::Ipv4Addr::LOCALHOST.into(),
+            Some(ip) => ip
+                .parse()
+                .map_err(|_| bad(&format!("{ip:?} is not an IP address")))?,
+        };
+        let (host, port) = match rest.split_once(':') {
+            Some((h, p)) => (h, p),
+            None if ip.is_loopback() && !s.contains(':') => ("", rest),
+            None => return Err(bad("the host port is missing")),
+        };
+        let num = |p: &str, what: &str| {
+            p.parse::<u16>()
+                .map_err(|_| bad(&format!("{what} {p:?} is not a port number")))
+        };
+        let port = num(port.trim_end_matches("/tcp"), "the sandbox's port")?;
+        if port == 0 {
+            return Err(bad("the sandbox's port must be 1 to 65535"));
+        }
+        let host_port = if host.is_empty() {
+            0
+        } else {
+            num(host, "the host port")?
+        };
+        Ok(Publish {
+            ip,
+            host_port,
+            port,
+        })
+    }
+
+    /// `docker run --publish`'s value: `IP:HOST_PORT:PORT/tcp` (the host port empty for a free one).
+    pub fn engine_arg(&self) -> String {
+        let ip = match self.ip {
+            std::net::IpAddr::V6(v6) => format!("[{v6}]"),
+            v4 => v4.to_string(),
+        };
+        let host = if self.host_port == 0 {
+            String::new()
+        } else {
+            self.host_port.to_string()
+        };
+        format!("{ip}:{host}:{}/tcp", self.port)
+    }
+}
+
+/// A port of a sandbox published on the host, as the engine reports it after the start.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PublishedPort {
+    /// Where clients connect on the host, `IP:PORT` (`[IPv6]:PORT`).
+    pub address: String,
+    /// The sandbox's port.
+    pub port: u16,
+}
+
 /// How a sandbox's work dir reaches its container (config `workdir_mode`, `up --workdir-mode`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, clap::ValueEnum)]
 #[serde(rename_all = "lowercase")]
@@ -179,7 +268,8 @@ impl fmt::Display for WorkdirMode {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
 #[serde(rename_all = "lowercase")]
 pub enum Network {
-    /// Docker's default bridge: outbound access, no published ports.
+    /// Docker's default bridge: outbound access; ports reach it from the host only where
+    /// `up --publish` publishes them.
     Bridge,
     /// No network at all, only loopback.
     None,
@@ -422,6 +512,35 @@ pub fn also_writable_by(mode: u32) -> Option<&'static str> {
         (true, false) => Some("its group"),
         (false, true) => Some("others"),
         (false, false) => None,
+    }
+}
+
+#[cfg(test)]
+mod publish_tests {
+    use super::Publish;
+
+    #[test]
+    fn publish_takes_dockers_forms_on_loopback_by_default() {
+        let p = |s| Publish::parse(s).map(|p| p.engine_arg());
+        assert_eq!(p("8000").unwrap(), "127.0.0.1::8000/tcp");
+        assert_eq!(p("8080:80").unwrap(), "127.0.0.1:8080:80/tcp");
+        assert_eq!(p("0.0.0.0:8080:80").unwrap(), "0.0.0.0:8080:80/tcp");
+        assert_eq!(p("127.0.0.1::80").unwrap(), "127.0.0.1::80/tcp");
+        assert_eq!(p("[::1]:8080:80").unwrap(), "[::1]:8080:80/tcp");
+        assert_eq!(p("80/tcp").unwrap(), "127.0.0.1::80/tcp");
+        for bad in [
+            "",
+            "x",
+            "0",
+            "1:2:3:4",
+            "host:80:80",
+            "8080:",
+            "[::1]80",
+            "70000",
+            "1.2.3.4:80",
+        ] {
+            assert!(Publish::parse(bad).is_err(), "{bad:?}");
+        }
     }
 }
 

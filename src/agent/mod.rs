@@ -11,10 +11,14 @@
 
 pub mod channel;
 pub mod files;
+pub mod forward;
 pub mod init;
 pub mod proxy;
+pub mod pty;
 pub mod seccomp;
 pub mod server;
+pub mod socket_relay;
+pub mod stats;
 pub mod supervise;
 pub mod tarball;
 pub mod user;
@@ -104,6 +108,9 @@ enum AgentCommand {
         #[command(subcommand)]
         command: files::FileCommand,
     },
+    /// Carry standard input and output to the agent's socket inside the container and back
+    /// (the host's way to the agent where that socket does not cross the bind mount)
+    SocketRelay,
     /// Write a tar stream of a path, or extract one (`h9sandbox cp`, a copied work dir)
     Tar {
         #[command(subcommand)]
@@ -150,6 +157,7 @@ pub fn main(args: &[std::ffi::OsString]) -> Option<i32> {
         AgentCommand::Relay(a) => channel::relay(a),
         AgentCommand::Tar { command } => tarball::run(command),
         AgentCommand::File { command } => files::run(command),
+        AgentCommand::SocketRelay => socket_relay::run(),
         AgentCommand::Purge { dirs } => {
             let mut status = 0;
             for d in dirs {

@@ -31,7 +31,7 @@ use tokio::net::{UnixListener, UnixStream};
 use tokio::sync::mpsc;
 use tokio_util::codec::Framed;
 
-use super::proto::{self, Codec, Detached, Exit, LogsRequest, Reply, Request, Start};
+use super::proto::{self, Codec, Detached, Exit, LogsRequest, Reply, Request, Start, WinSize};
 use super::supervise::{Control, Event, Spec, CONTROL_FD, MARKER_VAR};
 use super::user;
 
@@ -185,8 +185,22 @@ impl Agent {
                     let reply = self.detach(start).await?;
                     conn.send(reply).await.map_err(|e| e.to_string())
                 } else {
-                    self.attached(conn, start).await
+                    self.attached(conn, start, None).await
                 }
+            }
+            Some(Ok(Request::Terminal(t))) => {
+                t.check()?;
+                self.attached(conn, t.start, Some(t.size)).await
+            }
+            Some(Ok(Request::Forward(f))) => super::forward::serve(conn, f).await,
+            Some(Ok(Request::Stats(r))) => {
+                r.check()?;
+                let sample = tokio::task::spawn_blocking(move || super::stats::sample(&r))
+                    .await
+                    .map_err(|e| e.to_string())?;
+                conn.send(Reply::Stats(Box::new(sample)))
+                    .await
+                    .map_err(|e| e.to_string())
             }
             Some(Ok(Request::List)) => {
                 let list = self.list();
@@ -221,9 +235,13 @@ impl Agent {
         env
     }
 
-    /// Starts `start` under a supervisor; returns it once the command's process runs, with its
-    /// PID and the program executed.
-    async fn spawn(&self, start: &Start) -> Result<(Running, u32, String), Reply> {
+    /// Starts `start` under a supervisor (on a new terminal of size `tty`, when given); returns
+    /// it once the command's process runs, with its PID and the program executed.
+    async fn spawn(
+        &self,
+        start: &Start,
+        tty: Option<WinSize>,
+    ) -> Result<(Running, u32, String), Reply> {
         let fail = |m: String| Reply::Failed {
             code: 125,
             message: m,
@@ -241,6 +259,7 @@ impl Agent {
             uid,
             gid,
             home: Some(home.to_string_lossy().into_owned()),
+            tty,
         };
         let (out_r, out_w) = pipe_pair().map_err(|e| fail(format!("cannot make a pipe: {e}")))?;
         let (err_r, err_w) = pipe_pair().map_err(|e| fail(format!("cannot make a pipe: {e}")))?;
@@ -314,10 +333,16 @@ impl Agent {
         Ok((running, pid, program))
     }
 
-    /// Runs `start` attached to `conn`: streams its output, forwards stdin and signals, enforces
-    /// its timeout, and kills its tree when the connection closes before it exits.
-    async fn attached(&self, conn: &mut Conn, start: Start) -> Result<(), String> {
-        let (mut run, pid, program) = match self.spawn(&start).await {
+    /// Runs `start` attached to `conn` (on a new terminal of size `tty`, when given): streams
+    /// its output, forwards stdin, signals and resizes, enforces its timeout, and kills its tree
+    /// when the connection closes before it exits.
+    async fn attached(
+        &self,
+        conn: &mut Conn,
+        start: Start,
+        tty: Option<WinSize>,
+    ) -> Result<(), String> {
+        let (mut run, pid, program) = match self.spawn(&start, tty).await {
             Ok(r) => r,
             Err(reply) => return conn.send(reply).await.map_err(|e| e.to_string()),
         };
@@ -355,6 +380,7 @@ impl Agent {
                 r = from_reader.recv(), if !f.caller_gone => match r {
                     Some(Some(Request::Signal(sig))) => { let _ = run.ctl.send(Control::Signal(sig)).await; }
                     Some(Some(Request::Cancel)) => { f.killed = true; let _ = run.ctl.send(Control::Kill).await; }
+                    Some(Some(Request::Resize(size))) => { let _ = run.ctl.send(Control::Resize(size)).await; }
                     _ => { f.caller_gone = true; }
                 },
                 ev = run.ctl.next() => match ev {
@@ -392,7 +418,7 @@ impl Agent {
 
     /// Starts `start` in the background, its output going to log files; returns its handle.
     async fn detach(&self, start: Start) -> Result<Reply, String> {
-        let (run, pid, program) = match self.spawn(&start).await {
+        let (run, pid, program) = match self.spawn(&start, None).await {
             Ok(r) => r,
             Err(reply) => return Ok(reply),
         };
@@ -647,7 +673,7 @@ async fn read_requests(
                 }
             }
             Some(Ok(Request::CloseStdin)) => stdin = None,
-            Some(Ok(r @ (Request::Signal(_) | Request::Cancel))) => {
+            Some(Ok(r @ (Request::Signal(_) | Request::Cancel | Request::Resize(_)))) => {
                 if to_main.send(Some(r)).await.is_err() {
                     return;
                 }

@@ -15,7 +15,7 @@
 //! the output when the last process of the tree holding it exits.
 
 use std::io::{Read, Write};
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::net::UnixStream;
 use std::os::unix::process::CommandExt;
 use std::sync::{Arc, Mutex};
@@ -24,7 +24,7 @@ use bytes::BytesMut;
 use serde::{Deserialize, Serialize};
 use tokio_util::codec::{Decoder, Encoder};
 
-use super::proto::{Codec, CommandLine};
+use super::proto::{Codec, CommandLine, WinSize};
 
 /// Added to the `errno` of a failed `chdir` into the command's working directory, to tell it from
 /// a failed `exec` (reported as [`Event::Failed`] with status 125: the caller's mistake).
@@ -52,6 +52,9 @@ pub struct Spec {
     pub gid: u32,
     /// Home directory to create (as the user) when missing.
     pub home: Option<String>,
+    /// Run it on a new pseudo-terminal of this size ([`super::pty`]): its standard streams and
+    /// controlling terminal, pumped to and from the supervisor's stdout and stdin.
+    pub tty: Option<WinSize>,
 }
 
 /// What the supervisor reports.
@@ -87,6 +90,8 @@ pub enum Control {
     Kill,
     /// Send this signal to the command's process group.
     Signal(i32),
+    /// Resize the command's terminal ([`Spec::tty`]).
+    Resize(WinSize),
 }
 
 /// Reads one framed message from a blocking stream.
@@ -156,12 +161,30 @@ pub fn run() -> i32 {
     let oom_before = oom_kills();
     // Before the command exists: it inherits the session, and can never leave it.
     let session = join_audit_session(spec.uid);
-    let (main, program) = match spawn(&spec) {
+    let (main, program, master) = match spawn(&spec) {
         Ok(started) => started,
         Err((code, message)) => {
             send(&writer, Event::Failed { code, message });
             return 0;
         }
+    };
+    // A terminal's pumps take our stdin and stdout (the agent's pipes) before they go.
+    let pumps = match &master {
+        Some(m) => match terminal_pumps(m) {
+            Ok(p) => Some(p),
+            Err(e) => {
+                unsafe { libc::kill(main, libc::SIGKILL) };
+                send(
+                    &writer,
+                    Event::Failed {
+                        code: 125,
+                        message: format!("cannot pass the terminal on: {e}"),
+                    },
+                );
+                return 0;
+            }
+        },
+        None => None,
     };
     // The tree holds the output pipes now; our copies would keep them open.
     if let Ok(null) = std::fs::OpenOptions::new()
@@ -184,6 +207,7 @@ pub fn run() -> i32 {
     let me = std::process::id() as i32;
     let helpers: Arc<Mutex<Vec<i32>>> = Arc::default();
     let helpers_of_killer = Arc::clone(&helpers);
+    let master_of_control = master.clone();
     std::thread::spawn(move || {
         let helpers = helpers_of_killer;
         let mut buf = BytesMut::new();
@@ -195,6 +219,11 @@ pub fn run() -> i32 {
                 Ok(Some(Control::Signal(sig))) => unsafe {
                     libc::kill(-main, sig);
                 },
+                Ok(Some(Control::Resize(size))) => {
+                    if let Some(m) = &master_of_control {
+                        super::pty::resize(m.as_fd(), size);
+                    }
+                }
                 // The agent is gone (or spoke nonsense): nothing answers for the tree any more.
                 Ok(None) | Err(_) => {
                     kill_tree(me, &helpers);
@@ -209,6 +238,10 @@ pub fn run() -> i32 {
         let pid = unsafe { libc::waitpid(-1, &mut status, 0) };
         if pid == main {
             main_done = true;
+            // What it wrote to its terminal last is passed on before its exit is told.
+            if let Some(p) = &pumps {
+                p.drain(std::time::Duration::from_secs(2));
+            }
             // Killed (SIGKILL), or a shell reporting a child's SIGKILL (137), while the OOM
             // killer killed in this container.
             let oom = exit_code(status) == 128 + libc::SIGKILL
@@ -245,9 +278,33 @@ pub fn run() -> i32 {
     }
 }
 
-/// Starts the command as `spec` says, in its own session; returns its PID, or the exit status
-/// a shell would give (127 not found, 126 cannot execute) with the reason.
-fn spawn(spec: &Spec) -> Result<(i32, String), (i32, String)> {
+/// The pumps of a terminal command's `master`: our stdin and stdout (the agent's pipes; stdin
+/// only when it is no `/dev/null`) are moved to descriptors of their own first.
+fn terminal_pumps(master: &Arc<OwnedFd>) -> std::io::Result<super::pty::Pumps> {
+    let dup = |fd: i32| -> std::io::Result<OwnedFd> {
+        // SAFETY: 0 and 1 are open (the agent passed them).
+        let b = unsafe { std::os::fd::BorrowedFd::borrow_raw(fd) };
+        Ok(rustix::io::fcntl_dupfd_cloexec(b, 10)?)
+    };
+    let stdin_is_null = std::fs::metadata("/proc/self/fd/0")
+        .ok()
+        .zip(std::fs::metadata("/dev/null").ok())
+        .is_some_and(|(a, b)| {
+            use std::os::unix::fs::MetadataExt;
+            (a.dev(), a.ino(), a.rdev()) == (b.dev(), b.ino(), b.rdev())
+        });
+    let input = if stdin_is_null { None } else { Some(dup(0)?) };
+    super::pty::Pumps::start(Arc::clone(master), input, dup(1)?)
+}
+
+/// A started command: its PID, the program executed, and its terminal's master side
+/// ([`Spec::tty`]).
+type Started = (i32, String, Option<Arc<OwnedFd>>);
+
+/// Starts the command as `spec` says, in its own session (on a new terminal with
+/// [`Spec::tty`], whose master is returned too); returns its PID and the program executed, or
+/// the exit status a shell would give (127 not found, 126 cannot execute) with the reason.
+fn spawn(spec: &Spec) -> Result<Started, (i32, String)> {
     let path = spec
         .env
         .iter()
@@ -295,10 +352,27 @@ fn spawn(spec: &Spec) -> Result<(i32, String), (i32, String)> {
             (program, argv[1..].to_vec())
         }
     };
+    let pty = match spec.tty {
+        Some(size) => Some(
+            super::pty::open_as(spec.uid, spec.gid, size)
+                .map_err(|e| (125, format!("cannot open a terminal in the sandbox: {e}")))?,
+        ),
+        None => None,
+    };
     let mut cmd = std::process::Command::new(&program);
     cmd.args(&args)
         .env_clear()
         .envs(spec.env.iter().map(|(k, v)| (k, v)));
+    if let Some(p) = &pty {
+        let side = || {
+            p.slave
+                .try_clone()
+                .map(std::process::Stdio::from)
+                .map_err(|e| (125, format!("cannot open a terminal in the sandbox: {e}")))
+        };
+        cmd.stdin(side()?).stdout(side()?).stderr(side()?);
+    }
+    let tty = pty.is_some();
     if let CommandLine::Argv(argv) = &spec.command {
         cmd.arg0(&argv[0]);
     }
@@ -320,6 +394,10 @@ fn spawn(spec: &Spec) -> Result<(i32, String), (i32, String)> {
             if libc::setsid() < 0 {
                 return Err(std::io::Error::last_os_error());
             }
+            // The terminal (its standard streams by now) becomes the new session's.
+            if tty && libc::ioctl(0, libc::TIOCSCTTY, 0) < 0 {
+                return Err(std::io::Error::last_os_error());
+            }
             if let Some(h) = &home {
                 libc::mkdir(h.as_ptr(), 0o700);
             }
@@ -338,7 +416,7 @@ fn spawn(spec: &Spec) -> Result<(i32, String), (i32, String)> {
         });
     }
     match cmd.spawn() {
-        Ok(child) => Ok((child.id() as i32, program)),
+        Ok(child) => Ok((child.id() as i32, program, pty.map(|p| Arc::new(p.master)))),
         Err(e) => match e.raw_os_error() {
             Some(n) if n >= CWD_ERRNO => {
                 let why = std::io::Error::from_raw_os_error(n - CWD_ERRNO);

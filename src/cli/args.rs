@@ -148,14 +148,30 @@ Examples:
   echo data | h9sandbox exec 3f2a -i -- wc -c      attach stdin (never attached without -i)
   h9sandbox exec 3f2a --format json -- 'ls; echo done >&2'
   h9sandbox exec 3f2a --detach -- 'python -m http.server'   in the background: prints a handle
+  h9sandbox exec -it 3f2a -- vi notes.txt          on a terminal, as `docker exec -it`
 
 Two or more words after `--` are a program and its arguments, passed as they are (no shell, as
 `docker exec` does); a single word is a command line for `bash -c` (`sh -c` without bash).
+
+With -t the command gets a terminal of its own in the sandbox (your window's size, following
+it); with -i your keystrokes go to it (your terminal in raw mode until it ends: Ctrl-C, Ctrl-Z
+and Ctrl-\\ reach the command as a terminal delivers them). -t needs a terminal on our side;
+--force-tty gives the command one anyway (for programs that drive a terminal themselves).
 
 Exit status: the command's (128+N when killed by signal N), 124 on timeout, 125 when h9sandbox
 itself failed (unknown sandbox, engine down, container gone)."
     )]
     Exec(ExecArgs),
+    /// Open an interactive login shell in a sandbox, on a terminal (bash, else sh)
+    #[command(after_help = "\
+Examples:
+  h9sandbox shell 3f2a                            as the sandbox's user, in the work dir
+  h9sandbox shell 3f2a --user root --cwd /etc     as root, elsewhere
+  h9sandbox shell 3f2a --timeout 1h               the session's tree is killed after an hour
+
+The same as `h9sandbox exec -it ID -- 'exec bash -l'` (sh -l where the image has no bash), with
+no timeout unless --timeout gives one. `exit` or Ctrl-D ends it, with the shell's exit status.")]
+    Shell(ShellArgs),
     /// List the commands running in a sandbox's background (exec --detach)
     #[command(after_help = "\
 Examples:
@@ -321,6 +337,37 @@ Examples:
   h9sandbox ls --format json | jq -r '.[] | select(.state == \"Running\") | .id'
   h9sandbox ls --watch --format json              one JSON array per line, on every change")]
     Ls(LsArgs),
+    /// Forward local ports to ports on a sandbox's loopback, through its agent (kubectl's shape)
+    #[command(
+        name = "port-forward",
+        after_help = "\
+Examples:
+  h9sandbox port-forward 3f2a 8000                127.0.0.1:8000 to port 8000 in the sandbox
+  h9sandbox port-forward 3f2a 8080:80 :5432       8080 to 80, and a free local port to 5432
+  h9sandbox port-forward 3f2a 8000 --format json  prints {id, forwards: [{address, port}]}
+  h9sandbox port-forward 3f2a 8000 --timeout 10m  ends by itself after 10 minutes
+
+Listens on 127.0.0.1 only, and carries each connection through the sandbox's agent to
+127.0.0.1:PORT inside it (the sandbox's own loopback: nothing else is reachable), so it works
+with network none and allowlist too. Prints where it listens once it does, then runs until
+Ctrl-C, --timeout, or `h9sandbox down` of the sandbox. A port nothing listens on inside resets
+the client's connection. `ls --format json` lists the forwards."
+    )]
+    PortForward(PortForwardArgs),
+    /// Show sandboxes' live resource use: CPU, memory, processes, disk, network
+    #[command(after_help = "\
+Examples:
+  h9sandbox stats                                 every running sandbox, live on a terminal
+  h9sandbox stats 3f2a --no-stream                one sample, then exit
+  h9sandbox stats --format json --watch           one JSON array per line, every second
+
+Read inside each sandbox by its agent, from its cgroup (v1 or v2): CPU as a percentage of the
+sandbox's CPU limit, memory in use (as `docker stats` counts it) of its limit and the most used
+at once, processes of the process limit, disk used by the scratch dir (/var/tmp), and bytes
+received and sent on its network. A sandbox at 90% or more of its memory or process limit is
+marked (NEAR LIMIT; `near_limit` in JSON). Streams (--watch) by default on a terminal; prints
+once otherwise or with --no-stream.")]
+    Stats(StatsArgs),
     /// Print a file of the sandbox, in its work dir or anywhere in the container
     #[command(after_help = "\
 Examples:
@@ -397,6 +444,9 @@ impl Command {
         match self {
             Command::Up(_) => "up",
             Command::Exec(_) => "exec",
+            Command::Shell(_) => "shell",
+            Command::PortForward(_) => "port-forward",
+            Command::Stats(_) => "stats",
             Command::Ps(_) => "ps",
             Command::Logs(_) => "logs",
             Command::Kill(_) => "kill",
@@ -514,6 +564,11 @@ pub struct UpArgs {
     /// With --build: the Dockerfile [default: DIR/Dockerfile]
     #[arg(long, value_name = "FILE", requires = "build")]
     pub dockerfile: Option<PathBuf>,
+    /// Publish a port of the sandbox on this host, as `docker run -p` (network bridge only):
+    /// PORT (a free host port), HOST_PORT:PORT or IP:HOST_PORT:PORT, on 127.0.0.1 unless IP
+    /// names another address (repeatable; `ls` shows the host ports)
+    #[arg(long = "publish", short = 'p', value_name = "[[IP:]HOST_PORT:]PORT")]
+    pub publish: Vec<String>,
 }
 
 /// `mcp` arguments.
@@ -560,6 +615,14 @@ pub struct ExecArgs {
     /// Attach standard input to the command
     #[arg(short, long)]
     pub interactive: bool,
+    /// Run it on a terminal of its own in the sandbox (with -i: as `docker exec -it`); needs a
+    /// terminal on our side
+    #[arg(short, long)]
+    pub tty: bool,
+    /// With -t: give the command a terminal even when ours is none (for programs that drive
+    /// a terminal themselves; 80x24 unless our stdout is a terminal)
+    #[arg(long, requires = "tty")]
+    pub force_tty: bool,
     /// With --format json: bytes kept of each of stdout and stderr
     #[arg(long, value_name = "BYTES", default_value_t = 1 << 20)]
     pub max_output: usize,
@@ -568,7 +631,7 @@ pub struct ExecArgs {
     #[arg(long)]
     pub combined: bool,
     /// Run it in the background: print its handle at once (see `ps`, `logs`, `kill`)
-    #[arg(short, long, conflicts_with = "interactive")]
+    #[arg(short, long, conflicts_with_all = ["interactive", "tty"])]
     pub detach: bool,
     /// Take the command, one shell command line (bash -c), from this file (`-`: stdin) instead
     /// of the arguments: for a text past the 128 KiB one argument may hold (up to 4 MiB)
@@ -582,6 +645,67 @@ pub struct ExecArgs {
         value_name = "COMMAND"
     )]
     pub command: Vec<String>,
+}
+
+/// `shell` arguments.
+#[derive(Debug, Args)]
+pub struct ShellArgs {
+    /// Sandbox ID, unique ID prefix, or name
+    #[arg(add = sandboxes())]
+    pub id: String,
+    /// Working directory: relative to the work dir, or absolute (any directory of the container)
+    /// [default: the work dir]
+    #[arg(long, value_name = "DIR")]
+    pub cwd: Option<PathBuf>,
+    /// Run it as this user: a name of the container's /etc/passwd, or UID[:GID] [default: the
+    /// sandbox's user]
+    #[arg(long, short = 'u', value_name = "USER|UID[:GID]")]
+    pub user: Option<String>,
+    /// Environment variable for the shell (repeatable); NAME alone passes your own value of
+    /// NAME
+    #[arg(long = "env", short = 'e', value_name = "K=V|NAME")]
+    pub env: Vec<String>,
+    /// Time before the session's process tree is killed: seconds or a duration (30m, 2h)
+    /// [default: none]
+    #[arg(long, value_name = "DURATION", value_parser = parse_timeout)]
+    pub timeout: Option<std::time::Duration>,
+}
+
+/// `port-forward` arguments.
+#[derive(Debug, Args)]
+pub struct PortForwardArgs {
+    /// Sandbox ID, unique ID prefix, or name
+    #[arg(add = sandboxes())]
+    pub id: String,
+    /// Ports to forward: PORT (the same local port), LOCAL:PORT, or :PORT (a free local port)
+    #[arg(required = true, value_name = "[LOCAL:]PORT", value_parser = parse_forward_spec)]
+    pub ports: Vec<crate::sandbox::forward::PortSpec>,
+    /// End after this long: seconds or a duration (90s, 10m) [default: until Ctrl-C or `down`]
+    #[arg(long, value_name = "DURATION", value_parser = parse_timeout)]
+    pub timeout: Option<std::time::Duration>,
+}
+
+/// `stats` arguments.
+#[derive(Debug, Args)]
+pub struct StatsArgs {
+    /// Sandbox IDs, unique ID prefixes, or names [default: every running sandbox]
+    #[arg(add = sandboxes())]
+    pub ids: Vec<String>,
+    /// Keep sampling: a table redrawn in place on a terminal, one JSON array per line with
+    /// --format json [default: on a terminal]
+    #[arg(short, long, conflicts_with = "no_stream")]
+    pub watch: bool,
+    /// Print one sample and exit (as `docker stats --no-stream`) [default: unless on a terminal]
+    #[arg(long)]
+    pub no_stream: bool,
+    /// Time between two samples (seconds, or 500ms, 2s)
+    #[arg(long, value_name = "DURATION", default_value = "1", value_parser = parse_interval)]
+    pub interval: std::time::Duration,
+}
+
+/// Parses a port-forward argument ([`crate::sandbox::forward::PortSpec::parse`]).
+fn parse_forward_spec(s: &str) -> Result<crate::sandbox::forward::PortSpec, String> {
+    crate::sandbox::forward::PortSpec::parse(s)
 }
 
 /// `ps` arguments.
@@ -866,6 +990,10 @@ pub struct LsArgs {
     /// With --watch: time between two looks at the sandboxes (seconds, or 500ms, 2s)
     #[arg(long, value_name = "DURATION", default_value = "1", value_parser = parse_interval, requires = "watch")]
     pub interval: std::time::Duration,
+    /// Also sample each running sandbox's resource use, as `stats --no-stream` does: a `stats`
+    /// object in JSON; CPU, MEM and PIDS columns in the table, and NEAR LIMIT marks
+    #[arg(long, conflicts_with = "quiet")]
+    pub stats: bool,
 }
 
 /// Parses a timeout: seconds or a duration, as `--ttl` takes it ([`crate::types::parse_duration`]).

@@ -295,6 +295,9 @@ fn similar_option(sub: &str, opt: &str) -> Option<String> {
 
 /// Runs `exec`; returns the command's exit status.
 pub async fn run(ctx: &Ctx, format: Format, args: &ExecArgs) -> Result<i32> {
+    if args.tty {
+        return super::terminal::exec(ctx, format, args).await;
+    }
     refuse_option_as_command("exec", &args.command)?;
     let req = request(args)?;
     // What `ended_message` calls the command.

@@ -11,16 +11,22 @@ use comfy_table::{Cell, Table};
 use super::output;
 use super::{Format, LsArgs};
 use crate::lease::{self, foreign_detail};
-use crate::sandbox::list::{entries, Entry};
+use crate::sandbox::list::{entries, with_stats, Entry};
 use crate::sandbox::{interrupted, Ctx};
 use crate::types::Isolation;
+
+/// The gap between the two samples of `ls --stats` (the first only gives the CPU rate a base).
+const STATS_GAP: Duration = Duration::from_millis(500);
 
 /// Runs `ls`, or `ls --watch`.
 pub async fn run(ctx: &Ctx, format: Format, args: &LsArgs) -> Result<i32> {
     if args.watch {
-        return watch(ctx, format, args.interval).await;
+        return watch(ctx, format, args.interval, args.stats).await;
     }
-    let entries = entries(ctx).await?;
+    let mut entries = entries(ctx).await?;
+    if args.stats {
+        with_stats(ctx, &mut entries, STATS_GAP).await;
+    }
     if args.quiet {
         for e in &entries {
             output::print_line(&e.record.id.to_string())?;
@@ -51,18 +57,45 @@ pub async fn run(ctx: &Ctx, format: Format, args: &LsArgs) -> Result<i32> {
     Ok(0)
 }
 
-/// The table of `entries`: one row per sandbox, sub-sandboxes under their parent.
-pub fn table(entries: &[Entry], colour: bool) -> Table {
-    let mut t = output::table(
-        &[
-            "ID", "ROLE", "NAME", "STATE", "ENGINE", "IMAGE", "WORKDIR", "AGE", "LEASE",
-        ],
-        colour,
+/// The PORTS cell of a sandbox: its published ports (`127.0.0.1:49153->8000`) and forwards
+/// (`127.0.0.1:8000=>8000`, through the agent).
+fn ports(e: &Entry) -> String {
+    let mut out: Vec<String> = e
+        .record
+        .published
+        .iter()
+        .map(|p| format!("{}->{}", p.address, p.port))
+        .collect();
+    out.extend(
+        e.forwards
+            .iter()
+            .map(|f| format!("{}=>{}", f.address, f.port)),
     );
+    out.join(", ")
+}
+
+/// The table of `entries`: one row per sandbox, sub-sandboxes under their parent; a PORTS
+/// column when a sandbox has published or forwarded ports, CPU, MEM, PIDS and NOTE columns when
+/// they were sampled (`--stats`).
+pub fn table(entries: &[Entry], colour: bool) -> Table {
+    let mut head = vec![
+        "ID", "ROLE", "NAME", "STATE", "ENGINE", "IMAGE", "WORKDIR", "AGE", "LEASE",
+    ];
+    let with_ports = entries
+        .iter()
+        .any(|e| !e.record.published.is_empty() || !e.forwards.is_empty());
+    if with_ports {
+        head.push("PORTS");
+    }
+    let with_stats = entries.iter().any(|e| e.stats.is_some());
+    if with_stats {
+        head.extend(["CPU %", "MEM USAGE / LIMIT", "PIDS", "NOTE"]);
+    }
+    let mut t = output::table(&head, colour);
     let now = std::time::SystemTime::now();
     for e in entries {
         let r = &e.record;
-        t.add_row(vec![
+        let mut row = vec![
             Cell::new(r.short_id()),
             Cell::new(format!("{}{}", "  ".repeat(e.depth), e.role)),
             Cell::new(&r.name),
@@ -80,9 +113,57 @@ pub fn table(entries: &[Entry], colour: bool) -> Table {
             Cell::new(r.workdir.display()),
             Cell::new(output::age(&r.created_at)),
             Cell::new(lease::describe(r, |p| p.is_alive(), now)),
-        ]);
+        ];
+        if with_ports {
+            row.push(Cell::new(ports(e)));
+        }
+        if with_stats {
+            row.extend(stats_cells(e, colour));
+        }
+        t.add_row(row);
     }
     t
+}
+
+/// The CPU %, MEM USAGE / LIMIT, PIDS and NOTE cells of `ls --stats`.
+fn stats_cells(e: &Entry, colour: bool) -> Vec<Cell> {
+    use super::stats::{bytes, near_note};
+    let opt = |v: Option<String>| v.unwrap_or_else(|| "-".into());
+    let Some(s) = &e.stats else {
+        return vec![
+            Cell::new("-"),
+            Cell::new("-"),
+            Cell::new("-"),
+            Cell::new(""),
+        ];
+    };
+    let Some(u) = &s.usage else {
+        let why = crate::report::printable(s.error.as_deref().unwrap_or("")).into_owned();
+        return vec![
+            Cell::new("-"),
+            Cell::new("-"),
+            Cell::new("-"),
+            Cell::new(why),
+        ];
+    };
+    let mut note = Cell::new(near_note(&u.near_limit));
+    if colour && !u.near_limit.is_empty() {
+        note = note.fg(comfy_table::Color::Yellow);
+    }
+    vec![
+        Cell::new(opt(u.cpu_percent.map(|p| format!("{p:.1}%")))),
+        Cell::new(format!(
+            "{} / {}",
+            opt(u.memory.used.map(bytes)),
+            opt(u.memory.limit.map(bytes))
+        )),
+        Cell::new(format!(
+            "{} / {}",
+            opt(u.pids.used.map(|n| n.to_string())),
+            opt(u.pids.limit.map(|n| n.to_string()))
+        )),
+        note,
+    ]
 }
 
 /// `ls --watch`: looks at the sandboxes every `interval` until SIGINT/SIGTERM/SIGHUP (then exits
@@ -90,7 +171,7 @@ pub fn table(entries: &[Entry], colour: bool) -> Table {
 /// clear-to-end); in a pipe, a table (blank-line separated) or, with `--format json`, one compact
 /// JSON array per line is written only when the sandboxes changed. A failing look (engine down)
 /// is shown and the watch goes on.
-pub async fn watch(ctx: &Ctx, format: Format, interval: Duration) -> Result<i32> {
+pub async fn watch(ctx: &Ctx, format: Format, interval: Duration, stats: bool) -> Result<i32> {
     let tty = std::io::stdout().is_terminal() && format == Format::Table;
     let colour = output::colour_enabled();
     let stop = interrupted();
@@ -98,7 +179,13 @@ pub async fn watch(ctx: &Ctx, format: Format, interval: Duration) -> Result<i32>
     let mut last: Option<String> = None;
     loop {
         let looked = tokio::select! {
-            r = entries(ctx) => r.map_err(|e| format!("{e:#}")),
+            r = async {
+                let mut es = entries(ctx).await?;
+                if stats {
+                    with_stats(ctx, &mut es, STATS_GAP).await;
+                }
+                anyhow::Ok(es)
+            } => r.map_err(|e| format!("{e:#}")),
             _ = &mut stop => break,
         };
         // What changed is judged on the data, not on the rendering (ages tick on their own).
@@ -107,7 +194,15 @@ pub async fn watch(ctx: &Ctx, format: Format, interval: Duration) -> Result<i32>
             Ok(entries) => serde_json::to_string(
                 &entries
                     .iter()
-                    .map(|e| (&e.record, &e.role, &e.container_state))
+                    .map(|e| {
+                        (
+                            &e.record,
+                            &e.role,
+                            &e.container_state,
+                            &e.forwards,
+                            &e.stats,
+                        )
+                    })
                     .collect::<Vec<_>>(),
             )?,
             Err(e) => e.clone(),

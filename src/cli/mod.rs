@@ -13,6 +13,7 @@ pub mod cp;
 pub mod down;
 pub mod edit;
 pub mod exec;
+pub mod forward;
 pub mod generate;
 pub mod lifecycle;
 pub mod ls;
@@ -23,6 +24,8 @@ pub mod read;
 pub mod reap;
 pub mod renew;
 pub mod run;
+pub mod stats;
+pub mod terminal;
 pub mod trust;
 pub mod up;
 pub mod write;
@@ -163,6 +166,9 @@ async fn dispatch(cli: Cli) -> Result<i32> {
             up::run(&ctx(&req.config_flags())?, format, &progress, &req).await
         }
         Command::Exec(a) => exec::run(&ctx(&[])?, format, a).await,
+        Command::Shell(a) => terminal::shell(&ctx(&[])?, format, a).await,
+        Command::PortForward(a) => forward::run(&ctx(&[])?, format, a).await,
+        Command::Stats(a) => stats::run(&ctx(&[])?, format, a).await,
         Command::Ps(a) => background::ps(&ctx(&[])?, format, a).await,
         Command::Logs(a) => background::logs(&ctx(&[])?, format, a).await,
         Command::Kill(a) => background::kill(&ctx(&[])?, format, a).await,

@@ -36,6 +36,7 @@ pub fn request(args: &UpArgs) -> UpRequest {
         one_command: false,
         devcontainer: None,
         build: None,
+        publish: args.publish.clone(),
         workdir_mode: args.workdir_mode,
     }
 }

@@ -13,6 +13,13 @@
 //! [`Request::Start`] (a command: then `Stdin`/`CloseStdin`/`Signal`/`Cancel` from the host,
 //! `Started`/`Stdout`/`Stderr`/`Exited` from the agent), or [`Request::List`], [`Request::Logs`],
 //! [`Request::Kill`] for detached commands.
+//!
+//! Protocol 4 added, each as a conversation of its own (see [`Terminal`], [`Forward`],
+//! [`StatsRequest`]): [`Request::Terminal`] (a command on a pseudo-terminal: then `Stdin`,
+//! `Resize`, `Signal`, `Cancel` from the host, `Started`/`Stdout`/`Exited` from the agent),
+//! [`Request::Forward`] (a TCP connection to a port on the sandbox's loopback: `Connected` or
+//! `Reset`, then the bytes as `Stdin`/`CloseStdin` one way and `Stdout`/`End`/`Reset` the other),
+//! and [`Request::Stats`] (answered by one [`Reply::Stats`]).
 
 use bytes::{Bytes, BytesMut};
 use serde::{Deserialize, Serialize};
@@ -23,7 +30,8 @@ pub const VERSION: u32 = 4;
 
 /// The protocol versions of agents the host still knows but no longer speaks to (their sandboxes'
 /// commands go through the engine's exec): 2 had no [`RunAs`]; 3 had neither
-/// [`Reply::Started`]'s `program` nor [`Exit::signal`].
+/// [`Reply::Started`]'s `program` nor [`Exit::signal`], nor terminals, port forwarding or stats
+/// ([`Request::Terminal`], [`Request::Forward`], [`Request::Stats`]).
 pub const OLD_VERSIONS: [u32; 2] = [2, 3];
 
 /// The largest frame either end accepts (bytes after the length prefix): a command line and its
@@ -99,6 +107,16 @@ pub enum Request {
     Logs(LogsRequest),
     /// Kill a detached command's process tree.
     Kill { handle: String },
+    // Protocol 4: terminals, port forwarding, stats (kept together, after every older request,
+    // so that each older one keeps its encoding).
+    /// Run a command on a pseudo-terminal the agent allocates in the sandbox.
+    Terminal(Terminal),
+    /// The terminal's new size (the caller's window changed).
+    Resize(WinSize),
+    /// Carry one TCP connection to a port on the sandbox's own loopback.
+    Forward(Forward),
+    /// Sample the sandbox's resource use once.
+    Stats(StatsRequest),
 }
 
 /// How a command is given.
@@ -270,8 +288,18 @@ pub enum Reply {
     Failed { code: i32, message: String },
     /// The detached commands.
     Processes(Vec<Detached>),
-    /// The end of a `Logs` answer.
+    /// The end of a `Logs` answer; in a [`Request::Forward`] conversation, the server closed
+    /// its side of the connection (no more `Stdout`).
     End,
+    // Protocol 4 (see [`Request::Terminal`] and the requests after it).
+    /// The forwarded connection is open ([`Request::Forward`]).
+    Connected,
+    /// The forwarded connection could not be made (nothing listens on the port) or ended
+    /// abnormally (the server reset it): the reason. The host then resets its client's
+    /// connection, so the client sees what it would have seen at the port itself.
+    Reset(String),
+    /// A sample of the sandbox's resource use ([`Request::Stats`]).
+    Stats(Box<Stats>),
 }
 
 /// How a command's own process ended.
@@ -309,6 +337,141 @@ pub struct Detached {
     pub running: bool,
 }
 
+/// A terminal's size in character cells (`struct winsize` of `TIOCSWINSZ`, `ioctl_tty(2)`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WinSize {
+    /// Lines.
+    pub rows: u16,
+    /// Columns.
+    pub cols: u16,
+}
+
+impl WinSize {
+    /// What a terminal of unknown size is taken to be: 24 lines of 80 columns (VT100's).
+    pub const DEFAULT: WinSize = WinSize { rows: 24, cols: 80 };
+
+    /// This size, each side at least 1 (a zero-sized terminal breaks full-screen programs).
+    pub fn at_least_one(self) -> WinSize {
+        WinSize {
+            rows: self.rows.max(1),
+            cols: self.cols.max(1),
+        }
+    }
+}
+
+/// [`Request::Terminal`]: `start`'s command on a new pseudo-terminal, as `docker exec -t` and
+/// `ssh` give one. The agent opens the terminal as the command's user (so the user owns its
+/// `/dev/pts/N`), makes it the controlling terminal of the command's new session
+/// (`setsid(2)`, `TIOCSCTTY`), and gives it `size`. Everything else is `start`'s: the user,
+/// the working directory, the environment, the timeout that kills the whole tree, the tree
+/// killed when the connection closes. `start.stdin` says whether the host sends keystrokes
+/// (`Stdin`, bytes the terminal's line discipline turns into signals as a terminal does:
+/// Ctrl-C is SIGINT); the command's output and its echo come back as `Stdout` (a terminal has
+/// one output stream). `start.detach` must be false.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Terminal {
+    /// The command.
+    pub start: Start,
+    /// The terminal's size at start.
+    pub size: WinSize,
+}
+
+impl Terminal {
+    /// Checks what the agent must not take on trust ([`Start::check`], and no `detach`).
+    pub fn check(&self) -> Result<(), String> {
+        if self.start.detach {
+            return Err("a terminal's command cannot be detached".into());
+        }
+        self.start.check()
+    }
+}
+
+/// [`Request::Forward`]: connect to `port` on the sandbox's loopback (`127.0.0.1`, else `::1`)
+/// from inside the sandbox's network namespace, so that it works whatever the sandbox's network
+/// (none and the allowlist included) and reaches nothing but the sandbox's own ports.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Forward {
+    /// The TCP port inside the sandbox (1–65535).
+    pub port: u16,
+}
+
+/// [`Request::Stats`]: what to sample beside the cgroup's counters.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StatsRequest {
+    /// Absolute directories of the container whose disk use to measure (the scratch dir, a
+    /// copied work dir); answered in [`Stats::disk`] in the same order. At most 8.
+    pub disk: Vec<String>,
+}
+
+/// The most directories one [`StatsRequest`] may name.
+pub const STATS_DISK_MAX: usize = 8;
+
+impl StatsRequest {
+    /// Checks what the agent must not take on trust: at most [`STATS_DISK_MAX`] absolute paths
+    /// without NUL bytes.
+    pub fn check(&self) -> Result<(), String> {
+        if self.disk.len() > STATS_DISK_MAX {
+            return Err(format!(
+                "at most {STATS_DISK_MAX} directories per stats request"
+            ));
+        }
+        match self
+            .disk
+            .iter()
+            .find(|d| !d.starts_with('/') || d.contains('\0'))
+        {
+            Some(d) => Err(format!("{d:?} is not an absolute path")),
+            None => Ok(()),
+        }
+    }
+}
+
+/// [`Reply::Stats`]: one sample of the sandbox's resource use, read by the agent from the
+/// container's cgroup (v1 or v2), `/proc/net/dev` and the file system. `None` where the
+/// sandbox cannot tell (no such controller, a kernel without the file). Counters are
+/// cumulative: rates come from two samples.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Stats {
+    /// When it was taken: `CLOCK_MONOTONIC` in the container, nanoseconds.
+    pub at_ns: u64,
+    /// The cgroup version read: 1, 2, or 0 when none could be read.
+    pub cgroup: u8,
+    /// CPU time used by the sandbox's processes since it started, nanoseconds.
+    pub cpu_ns: Option<u64>,
+    /// The CPU limit in thousandths of a core (`--cpus 0.5` is 500); `None`: no limit.
+    pub cpu_limit_milli: Option<u64>,
+    /// Memory in use, bytes, as `docker stats` counts it: the usage less inactive file cache.
+    pub memory: Option<u64>,
+    /// The memory limit, bytes; `None`: no limit.
+    pub memory_limit: Option<u64>,
+    /// The most memory used at once, bytes (cgroup v2 `memory.peak`, v1
+    /// `memory.max_usage_in_bytes`: page cache included).
+    pub memory_peak: Option<u64>,
+    /// Processes (tasks) in the sandbox.
+    pub pids: Option<u64>,
+    /// The process limit; `None`: no limit.
+    pub pids_limit: Option<u64>,
+    /// Bytes received on the sandbox's network interfaces but loopback.
+    pub net_rx: Option<u64>,
+    /// Bytes sent on the sandbox's network interfaces but loopback.
+    pub net_tx: Option<u64>,
+    /// Disk use of each directory of the request, in its order.
+    pub disk: Vec<DiskUse>,
+}
+
+/// The disk use of one directory of a [`StatsRequest`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DiskUse {
+    /// Bytes of disk its files take (allocated blocks), on its own file system only, symlinks
+    /// not followed.
+    pub bytes: u64,
+    /// Files and directories counted.
+    pub entries: u64,
+    /// Whether every entry was counted (false: the walk stopped at its bound, or could not read
+    /// a directory; `bytes` is then a lower bound).
+    pub complete: bool,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -342,6 +505,35 @@ mod tests {
         assert_eq!(round_trip(start.clone()), start);
         let data = Request::Stdin(vec![0, 1, 2, 255]);
         assert_eq!(round_trip(data.clone()), data);
+        for r in [
+            Request::Resize(WinSize {
+                rows: 50,
+                cols: 132,
+            }),
+            Request::Forward(Forward { port: 8000 }),
+            Request::Stats(StatsRequest {
+                disk: vec!["/var/tmp".into()],
+            }),
+        ] {
+            assert_eq!(round_trip(r.clone()), r);
+        }
+    }
+
+    #[test]
+    fn older_requests_keep_their_encoding() {
+        // What an agent of protocol 3 sent and understood stays byte for byte the same: the
+        // additions of protocol 4 come after every older variant.
+        let mut codec: Codec<Request, Request> = Codec::default();
+        let mut buf = BytesMut::new();
+        codec.encode(Request::List, &mut buf).unwrap();
+        assert_eq!(&buf[..], &[0, 0, 0, 1, 6]);
+        let mut buf = BytesMut::new();
+        codec.encode(Request::Cancel, &mut buf).unwrap();
+        assert_eq!(&buf[..], &[0, 0, 0, 1, 5]);
+        let mut replies: Codec<Reply, Reply> = Codec::default();
+        let mut buf = BytesMut::new();
+        replies.encode(Reply::End, &mut buf).unwrap();
+        assert_eq!(&buf[..], &[0, 0, 0, 1, 8]);
     }
 
     #[test]

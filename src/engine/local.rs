@@ -130,6 +130,11 @@ impl Environment for Local {
         Ok(String::new())
     }
 
+    /// A local sandbox's ports are this host's own: nothing is published.
+    async fn published_ports(&self, _container: &str) -> Result<Vec<crate::types::PublishedPort>> {
+        Ok(Vec::new())
+    }
+
     /// Checks the work directory; starts nothing. Returns the sandbox name.
     async fn create(&self, spec: &ContainerSpec) -> Result<String> {
         if !spec.workdir.is_dir() {

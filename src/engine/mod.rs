@@ -383,6 +383,9 @@ pub struct ContainerSpec {
     /// (a later name wins), set before h9sandbox's own (`TMPDIR`, the proxy's), which win over
     /// them: a devcontainer.json's `containerEnv` and `remoteEnv`. Empty for most sandboxes.
     pub env: Vec<(String, String)>,
+    /// Ports to publish on the host (`docker run --publish`, `up --publish`; a bridge network
+    /// only, which the core checks).
+    pub publish: Vec<crate::types::Publish>,
 }
 
 /// An image to build from a Dockerfile with the engine (`docker build`, `podman build`), as
@@ -812,6 +815,10 @@ pub trait Environment {
     /// message. Errors: the engine's.
     async fn logs_tail(&self, container: &str, lines: usize) -> Result<String>;
 
+    /// The ports `container` publishes on the host, as the engine bound them (`docker port`:
+    /// the host port it picked for a free one). Errors: the engine's.
+    async fn published_ports(&self, container: &str) -> Result<Vec<crate::types::PublishedPort>>;
+
     /// Creates and starts a container, without pulling (an absent image is
     /// [`crate::error::Error::ImageUnavailable`]). Returns the container ID ([`Local`]: the
     /// sandbox name, since there is no container).
@@ -1019,6 +1026,10 @@ impl Environment for AnyEngine {
 
     async fn logs_tail(&self, container: &str, lines: usize) -> Result<String> {
         delegate!(self, e => e.logs_tail(container, lines).await)
+    }
+
+    async fn published_ports(&self, container: &str) -> Result<Vec<crate::types::PublishedPort>> {
+        delegate!(self, e => e.published_ports(container).await)
     }
 
     async fn create(&self, spec: &ContainerSpec) -> Result<String> {

@@ -270,6 +270,9 @@ impl Session {
             one_command: false,
             devcontainer: None,
             build: None,
+            // Publishing opens a port of this host: the operator's decision, not a client's
+            // (sandbox_port_forward reaches a port on 127.0.0.1 instead).
+            publish: Vec::new(),
             workdir_mode: None,
         };
         // A sub-sandbox shares its parent's work dir: only of a sandbox the session may reach.

@@ -208,7 +208,8 @@ fn write_new(path: &Path, text: &str) -> Result<()> {
         .with_context(|| format!("cannot write {}", path.display()))
 }
 
-fn read_token(ctx: &Ctx, id: Uuid) -> Result<String> {
+/// Sandbox `id`'s token, as the host keeps it. Errors: the state directory.
+pub(crate) fn read_token(ctx: &Ctx, id: Uuid) -> Result<String> {
     let path = token_path(ctx, id);
     let mut text = String::new();
     std::fs::OpenOptions::new()

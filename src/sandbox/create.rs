@@ -94,6 +94,8 @@ pub struct UpRequest {
     pub devcontainer: Option<super::devcontainer::Devcontainer>,
     /// The image to build first (`up --build`), whose name is also in `image`.
     pub build: Option<crate::engine::BuildSpec>,
+    /// Ports to publish on the host, `[[IP:]HOST_PORT:]PORT` each ([`crate::types::Publish`]).
+    pub publish: Vec<String>,
     /// How the work dir reaches the container (`--workdir-mode`; default: config
     /// `workdir_mode`, else `mount` where the engine can mount this machine's directories).
     pub workdir_mode: Option<WorkdirMode>,
@@ -243,7 +245,24 @@ async fn reusable(ctx: &Ctx, plan: &Plan) -> Result<Option<Record>> {
                 .into());
             }
         }
-        let differences = differences(rec, &plan.record);
+        let mut differences = differences(rec, &plan.record);
+        let ports = |mut v: Vec<u16>| {
+            v.sort_unstable();
+            v.dedup();
+            v.iter().map(u16::to_string).collect::<Vec<_>>().join(",")
+        };
+        let (have, want) = (
+            ports(rec.published.iter().map(|p| p.port).collect()),
+            ports(plan.spec.publish.iter().map(|p| p.port).collect()),
+        );
+        if have != want {
+            let none = |s: String| if s.is_empty() { "none".to_string() } else { s };
+            differences.push(format!(
+                "published ports {}, not {}",
+                none(have),
+                none(want)
+            ));
+        }
         if differences.is_empty() {
             return Ok(Some(rec.clone()));
         }
@@ -363,6 +382,7 @@ async fn resolve_spec(ctx: &Ctx, req: &UpRequest) -> Result<Plan> {
     }
     // Before any build: a work dir mode refused with these limits builds nothing.
     let workdir_mode = resolve_workdir_mode(ctx, &engine, parent.as_ref(), &limits)?;
+    let publish = resolve_publish(req, &limits, &engine, parent.as_ref(), workdir_mode)?;
     if let Some(spec) = &req.build {
         super::build::build(ctx, &ctx.engine, spec, limits.network).await?;
     }
@@ -442,6 +462,7 @@ async fn resolve_spec(ctx: &Ctx, req: &UpRequest) -> Result<Plan> {
         workdir_id: workdir_mode.is_mount().then(|| mount.identity()),
         runtime,
         devcontainer: dc_record,
+        published: Vec::new(),
         workdir_mode,
         daemon: engine.daemon().cloned(),
     };
@@ -450,7 +471,8 @@ async fn resolve_spec(ctx: &Ctx, req: &UpRequest) -> Result<Plan> {
         Isolation::Container => super::agent::binary()?,
         Isolation::None => PathBuf::new(),
     };
-    let spec = container_spec(ctx, &record, user, binary);
+    let mut spec = container_spec(ctx, &record, user, binary);
+    spec.publish = publish;
     Ok(Plan {
         record,
         spec,
@@ -458,6 +480,65 @@ async fn resolve_spec(ctx: &Ctx, req: &UpRequest) -> Result<Plan> {
         mount,
         parent,
     })
+}
+
+/// The ports `req.publish` asks to publish, checked: only on a container engine and on the
+/// bridge network (a sandbox with network none has no interface to publish; an allowlist
+/// sandbox's only way out is its proxy). Errors: a malformed one, or one that cannot apply.
+fn resolve_publish(
+    req: &UpRequest,
+    limits: &Limits,
+    engine: &AnyEngine,
+    parent: Option<&Record>,
+    workdir_mode: WorkdirMode,
+) -> Result<Vec<crate::types::Publish>, Error> {
+    let publish = req
+        .publish
+        .iter()
+        .map(|p| crate::types::Publish::parse(p).map_err(Error::Invalid))
+        .collect::<Result<Vec<_>, _>>()?;
+    if publish.is_empty() {
+        return Ok(publish);
+    }
+    let local = match parent {
+        Some(p) => p.isolation == Isolation::None,
+        None => engine.kind().isolation() == Isolation::None,
+    };
+    if local {
+        return Err(Error::Invalid(
+            "--publish needs a container: a local sandbox's ports are already this host's own"
+                .into(),
+        ));
+    }
+    if let Some(p) = publish
+        .iter()
+        .find(|p| p.port == crate::contract::CHANNEL_PORT && !workdir_mode.is_mount())
+    {
+        return Err(Error::Invalid(format!(
+            "--publish {}: port {} inside is the agent's channel of a sandbox whose work dir is copied; give the server another port",
+            p.port,
+            crate::contract::CHANNEL_PORT
+        )));
+    }
+    if let Some(host) = engine.remote_host() {
+        if let Some(p) = publish.iter().find(|p| p.ip.is_loopback()) {
+            return Err(Error::Invalid(format!(
+                "--publish {}: the engine's daemon is on another machine ({host}), whose loopback is not this machine's; name an address of that machine (IP:HOST_PORT:PORT), or use `h9sandbox port-forward ID {}`, which listens here",
+                p.port, p.port
+            )));
+        }
+    }
+    if limits.network != Network::Bridge {
+        return Err(Error::Invalid(format!(
+            "--publish needs network bridge, not {}: {}; `h9sandbox port-forward ID PORT` reaches a port of any sandbox through its agent",
+            limits.network,
+            match limits.network {
+                Network::None => "a sandbox without network has no interface to publish a port on",
+                _ => "an allowlist sandbox has no network of its own (its only way out is its proxy)",
+            }
+        )));
+    }
+    Ok(publish)
 }
 
 /// How the new sandbox's work dir reaches its container: config `workdir_mode` (`up
@@ -663,6 +744,7 @@ fn container_spec(ctx: &Ctx, record: &Record, user: Ids, binary: PathBuf) -> Con
         scratch_volume: scratch_volume_name(&record.id),
         runtime: record.runtime.clone(),
         env,
+        publish: Vec::new(),
         proxy: (record.limits.network == Network::Allowlist)
             .then(|| super::egress::socket_dir(ctx, record.id)),
         user_name: (user == Ids::current() && !user.is_root())
@@ -950,12 +1032,30 @@ async fn record_running(
 ) -> Result<Record> {
     let isolation = engine.kind().isolation();
     let container_id = started.container;
+    let published = if plan.spec.publish.is_empty() {
+        Vec::new()
+    } else {
+        match engine.published_ports(&container_id).await {
+            // The channel's own port (copy mode) is no port the caller asked for.
+            Ok(p) => p
+                .into_iter()
+                .filter(|b| plan.spec.publish.iter().any(|want| want.port == b.port))
+                .collect(),
+            Err(e) => {
+                ctx.reporter.warn(&format!(
+                    "cannot tell which host ports the engine bound for --publish: {e:#}"
+                ));
+                Vec::new()
+            }
+        }
+    };
     let rec = ctx.store.update(|s| {
         let r = s
             .get_mut(plan.record.id)
             .context("the sandbox's record vanished from the state file while it started")?;
         r.container_id = (isolation == Isolation::Container).then(|| container_id.clone());
         r.agent = started.agent;
+        r.published = published.clone();
         r.set_state(Lifecycle::Running, None);
         // The lease runs from the moment the sandbox is usable.
         r.start_lease(SystemTime::now())?;

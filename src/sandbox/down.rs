@@ -235,6 +235,8 @@ async fn finish(ctx: &Ctx, rec: &Record, claimed: Claim, forget: bool) -> Result
         s.sandboxes.retain(|r| r.id != rec.id);
         Ok(())
     })?;
+    // Its forwards would end by themselves at their next look; told now, they end at once.
+    super::forward::end_for(ctx, rec.id);
     super::release(ctx, &engine, rec.id).await;
     Ok(())
 }

@@ -357,6 +357,20 @@ pub async fn execute(
     sink: Sink,
     stop: impl std::future::Future<Output = &'static str>,
 ) -> Result<Executed> {
+    let (rec, spec, timeout) = plan(ctx, req)?;
+    let outcome = run_command_until(ctx, &rec, &spec, timeout, sink, stop).await?;
+    Ok(Executed {
+        record: rec,
+        timeout,
+        outcome,
+    })
+}
+
+/// What [`execute`] runs for `req`, checked as it says: the sandbox's record, the engine's spec
+/// of the command and the timeout that applies (`None`: none). A terminal's command
+/// ([`super::terminal`]) is checked the same way. Errors: as [`execute`]'s, before anything
+/// runs.
+pub fn plan(ctx: &Ctx, req: &ExecRequest) -> Result<(Record, ExecSpec, Option<Duration>)> {
     let state = ctx.store.load()?;
     let rec = state.resolve(&req.id)?;
     ensure_running(rec)?;
@@ -389,12 +403,7 @@ pub async fn execute(
         wrapper_enters: super::agent::speaks_current(rec),
         backstop: backstop(timeout),
     };
-    let outcome = run_command_until(ctx, rec, &spec, timeout, sink, stop).await?;
-    Ok(Executed {
-        record: rec.clone(),
-        timeout,
-        outcome,
-    })
+    Ok((rec.clone(), spec, timeout))
 }
 
 /// The in-container wrapper's own timeout for a command whose timeout is `timeout`: a little

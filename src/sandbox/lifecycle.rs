@@ -219,12 +219,28 @@ pub async fn start(ctx: &Ctx, query: &str) -> Result<Record> {
         (Some(_), None) => super::agent::wait_ready(ctx, rec.id).await,
         (None, None) => None,
     };
+    // A port published on a free host port may get another one at each start.
+    let published = match rec.published.is_empty() {
+        true => None,
+        false => engine
+            .published_ports(rec.container_ref())
+            .await
+            .ok()
+            .map(|p| {
+                p.into_iter()
+                    .filter(|b| rec.published.iter().any(|was| was.port == b.port))
+                    .collect::<Vec<_>>()
+            }),
+    };
     ctx.store.update(|s| {
         let missing = s.not_found(&rec.id.to_string());
         let r = s.get_mut(rec.id).ok_or(missing)?;
         r.set_state(Lifecycle::Running, None);
         if r.agent.is_some() {
             r.agent = agent;
+        }
+        if let Some(p) = &published {
+            r.published = p.clone();
         }
         Ok(r.clone())
     })

@@ -37,9 +37,64 @@ pub struct Entry {
     /// label but are not its recorded container (forged or stray labels): reported, never
     /// taken for the sandbox's; `h9sandbox reap` removes them as orphans. Usually empty.
     pub foreign_containers: Vec<String>,
+    /// Its ports forwarded by live `port-forward` processes (and MCP servers) of this state
+    /// directory ([`super::forward::registered`]); absent when none. Ports published by `up
+    /// --publish` are the record's `published`.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub forwards: Vec<ListedForward>,
+    /// Its resource use, with `ls --stats` ([`with_stats`]); absent otherwise.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stats: Option<ListedStats>,
     /// Depth in the tree (0 for a top-level sandbox); indents the table's ROLE column.
     #[serde(skip)]
     pub depth: usize,
+}
+
+/// A forward of a sandbox's port, as `ls` lists it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ListedForward {
+    /// Where it listens on this host, `127.0.0.1:PORT`.
+    pub address: String,
+    /// The port inside the sandbox.
+    pub port: u16,
+    /// The process that forwards it.
+    pub pid: u32,
+    /// What that process is: `port-forward` or `mcp`.
+    pub kind: String,
+}
+
+/// `ls --stats`' `stats` object: the usage `stats --no-stream` shows, or why there is none.
+#[derive(Debug, Clone, Serialize)]
+pub struct ListedStats {
+    /// The usage ([`super::stats::Usage`]'s fields); absent with `error`.
+    #[serde(flatten)]
+    pub usage: Option<super::stats::Usage>,
+    /// Why it could not be sampled; absent otherwise.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+/// Adds each Running container sandbox's resource use to `entries` (all sampled at once, two
+/// samples `gap` apart for the CPU rate); other sandboxes get none.
+pub async fn with_stats(ctx: &Ctx, entries: &mut [Entry], gap: std::time::Duration) {
+    let (idx, recs): (Vec<usize>, Vec<Record>) = entries
+        .iter()
+        .enumerate()
+        .filter(|(_, e)| super::stats::samplable(&e.record) && e.container_state == "running")
+        .map(|(i, e)| (i, e.record.clone()))
+        .unzip();
+    if recs.is_empty() {
+        return;
+    }
+    for (i, row) in idx
+        .into_iter()
+        .zip(super::stats::once(ctx, recs, gap).await)
+    {
+        entries[i].stats = Some(ListedStats {
+            usage: row.usage,
+            error: row.error,
+        });
+    }
 }
 
 /// The records in tree order ([`tree`]), reconciled with one listing of each container engine
@@ -114,6 +169,7 @@ pub async fn entries(ctx: &Ctx) -> Result<Vec<Entry>> {
             }
         }
     }
+    let mut forwards = super::forward::registered(ctx);
     let mut records: Vec<Option<Record>> = state.sandboxes.into_iter().map(Some).collect();
     let nodes = tree(records.iter().flatten());
     Ok(nodes
@@ -132,6 +188,8 @@ pub async fn entries(ctx: &Ctx) -> Result<Vec<Entry>> {
                     container_state: "unknown".into(),
                     container_status: "engine unreachable".into(),
                     foreign_containers: Vec::new(),
+                    forwards: Vec::new(),
+                    stats: None,
                     depth: 0,
                 }
             } else {
@@ -144,6 +202,17 @@ pub async fn entries(ctx: &Ctx) -> Result<Vec<Entry>> {
             };
             e.role = n.role;
             e.depth = n.depth;
+            e.forwards = forwards
+                .remove(&e.record.id)
+                .unwrap_or_default()
+                .into_iter()
+                .map(|(pid, kind, b)| ListedForward {
+                    address: b.address,
+                    port: b.port,
+                    pid,
+                    kind,
+                })
+                .collect();
             Some(e)
         })
         .collect())
@@ -175,6 +244,8 @@ pub fn reconcile_local(mut record: Record) -> Entry {
         container_state: "none".into(),
         container_status: "no container: commands run on the host".into(),
         foreign_containers: Vec::new(),
+        forwards: Vec::new(),
+        stats: None,
         depth: 0,
     }
 }
@@ -287,6 +358,8 @@ pub fn reconcile(mut record: Record, c: Option<&ContainerSummary>) -> Entry {
         container_state: cstate,
         container_status: cstatus,
         foreign_containers: Vec::new(),
+        forwards: Vec::new(),
+        stats: None,
         depth: 0,
     }
 }

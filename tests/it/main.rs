@@ -22,6 +22,7 @@ mod first_hour;
 mod generated;
 mod harbor;
 mod inspect;
+mod interactive;
 mod lifecycle;
 mod mcp;
 mod owner;

@@ -1068,7 +1068,11 @@ fn a_sandbox_whose_daemon_is_gone_hides_nothing_else_and_down_forget_drops_it() 
     // ls and reap still work for the rest: the lost daemon's sandbox is shown as recorded.
     let out = env.run(&["ls", "--format", "json"]);
     assert_ok(&out);
-    assert!(stderr(&out).contains("cannot check the sandboxes of"), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("cannot check the sandboxes of"),
+        "{}",
+        stderr(&out)
+    );
     let all: Vec<serde_json::Value> = serde_json::from_slice(&out.stdout).unwrap();
     let state_of = |id: &str| {
         all.iter()
@@ -1078,19 +1082,27 @@ fn a_sandbox_whose_daemon_is_gone_hides_nothing_else_and_down_forget_drops_it() 
     assert_eq!(state_of(&gone), Some("unknown".into()));
     assert_eq!(state_of(&here), Some("running".into()));
     assert_ok(&env.run(&["reap"]));
-    assert_eq!(env.ls_raw().len(), 2, "reap judged the unreachable daemon's sandbox");
+    assert_eq!(
+        env.ls_raw().len(),
+        2,
+        "reap judged the unreachable daemon's sandbox"
+    );
     // down keeps the record true while the daemon cannot be reached; --forget drops it.
     let out = env.run(&["down", &gone]);
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
     let out = env.run(&["down", "--forget", &gone]);
     assert_ok(&out);
-    assert!(stderr(&out).contains("forgetting sandbox"), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("forgetting sandbox"),
+        "{}",
+        stderr(&out)
+    );
     let left: Vec<String> = env
         .ls_raw()
         .iter()
         .map(|r| r["id"].as_str().unwrap().to_string())
         .collect();
-    assert_eq!(left, [here.clone()]);
+    assert_eq!(left, std::slice::from_ref(&here));
     // Its container (on this machine's daemon after all) is TestEnv's to clean up.
     env.daemon_back();
     assert_ok(&env.run(&["down", &here]));

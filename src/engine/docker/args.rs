@@ -195,6 +195,9 @@ pub fn run_args(flavor: Flavor, spec: &ContainerSpec, extra: &[String]) -> Vec<S
         }
     }
     a.extend(["--entrypoint".into(), agent::BIN.into()]);
+    for p in &spec.publish {
+        a.extend(["--publish".into(), p.engine_arg()]);
+    }
     if let Some(dir) = &spec.proxy {
         a.extend([
             "--mount".into(),

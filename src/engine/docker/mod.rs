@@ -638,6 +638,11 @@ impl Environment for Docker {
         .await
     }
 
+    async fn published_ports(&self, container: &str) -> Result<Vec<crate::types::PublishedPort>> {
+        let out = self.checked(vec!["port".into(), container.into()]).await?;
+        Ok(parse::parse_port(&out))
+    }
+
     async fn create(&self, spec: &ContainerSpec) -> Result<String> {
         let runtime = spec.runtime.as_deref();
         // gVisor's kernel enforces the process limit as the rlimit (see gvisor_host_pids).

@@ -260,6 +260,27 @@ pub(super) fn parse_ps_line(line: &str) -> Option<ContainerSummary> {
     })
 }
 
+/// What `docker port C` (and `podman port C`) prints, one binding a line: `80/tcp ->
+/// 127.0.0.1:49153` (`[::1]:49153`, or `:::49153` from older clients, for IPv6). Lines of
+/// other protocols, and lines that do not parse, are left out.
+pub fn parse_port(out: &str) -> Vec<crate::types::PublishedPort> {
+    out.lines()
+        .filter_map(|l| {
+            let (inside, host) = l.split_once(" -> ")?;
+            let port = inside.trim().strip_suffix("/tcp")?.parse::<u16>().ok()?;
+            let host = host.trim();
+            let address = match host.strip_prefix(":::") {
+                Some(p) => format!("[::]:{p}"),
+                None => host.to_string(),
+            };
+            address
+                .parse::<std::net::SocketAddr>()
+                .ok()
+                .map(|_| crate::types::PublishedPort { address, port })
+        })
+        .collect()
+}
+
 /// Parses the output of [`super::args::sidecar_ps_args`]; lines without three fields are
 /// skipped.
 pub fn parse_sidecars(out: &str) -> Vec<SidecarSummary> {

@@ -35,7 +35,46 @@ fn spec(workdir: &str) -> ContainerSpec {
         runtime: None,
         proxy: None,
         env: Vec::new(),
+        publish: Vec::new(),
     }
+}
+
+#[test]
+fn published_ports_are_asked_for_and_read_back() {
+    let spec = ContainerSpec {
+        publish: vec![
+            crate::types::Publish::parse("8000").unwrap(),
+            crate::types::Publish::parse("0.0.0.0:8080:80").unwrap(),
+        ],
+        ..spec("/w")
+    };
+    let a = run_args(Flavor::Docker, &spec, &[]);
+    let at = a.iter().position(|w| w == "--publish").unwrap();
+    assert_eq!(
+        a[at..at + 4],
+        [
+            "--publish",
+            "127.0.0.1::8000/tcp",
+            "--publish",
+            "0.0.0.0:8080:80/tcp"
+        ]
+    );
+    // `docker port` of Docker 20.10 (IPv6 as :::), and of newer clients and Podman.
+    let out = "8000/tcp -> 127.0.0.1:49153\n80/tcp -> 0.0.0.0:8080\n80/tcp -> :::8080\n\
+               53/udp -> 0.0.0.0:53\n81/tcp -> [::1]:8081\ngarbage\n";
+    let got: Vec<(String, u16)> = super::parse::parse_port(out)
+        .into_iter()
+        .map(|p| (p.address, p.port))
+        .collect();
+    assert_eq!(
+        got,
+        [
+            ("127.0.0.1:49153".to_string(), 8000),
+            ("0.0.0.0:8080".to_string(), 80),
+            ("[::]:8080".to_string(), 80),
+            ("[::1]:8081".to_string(), 81)
+        ]
+    );
 }
 
 #[test]
