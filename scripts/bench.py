@@ -42,10 +42,25 @@ And the MCP server (`h9sandbox mcp --auto-up`, one session, spoken to by hand ov
 The page cache is written back (`sync`) before every timed run, so one run's dirty pages do not
 slow the next.
 
+With --only remote, a sandbox whose work dir is copied in (`--workdir-mode copy`: what a daemon
+that is not this machine's gets; run it with DOCKER_HOST etc. naming that daemon, e.g.
+`eval "$(bash scripts/testbed.sh env)"`, and the raw docker client goes there too):
+
+  exec:        `h9sandbox exec ID -- true` (the remote channel) vs `docker exec C true`, same C
+  exec relay:  the same with `network = "none"` (the channel relayed through the engine's exec)
+  up:          `h9sandbox up` (empty work dir)  vs `docker run -d` with the flags `up -v` prints
+               (the hardening, limits, tmpfs, volumes, network and published port), minus the
+               attached stdin (the secret) and the labels, PID 1 a busybox shell that sleeps
+  down:        `h9sandbox down ID`               vs `docker stop -t 5 C && docker rm -f -v C`
+  cp in:       `h9sandbox cp DIR/. ID:D1`        vs `tar c -C DIR . | docker cp - C:D2`
+  cp out:      `h9sandbox cp ID:D1/. OUT1`       vs `docker cp C:D2/. - | tar x -C OUT2`
+               (DIR: 200 files of 1 MiB of random bytes in 10 directories, D1 and D2 in the
+               same container's work dir; throughputs)
+
 Runs alternate (ours, theirs, ours, ...) so drift hits both alike; prints medians and the ratio
 ours/theirs. Usage:
   scripts/bench.py [--binary PATH] [--image IMG] [--runs N] [--engine E] [--runtime R]
-                   [--only core|files|mcp|allowlist|owner]
+                   [--only core|files|mcp|allowlist|owner|remote]
 """
 import argparse, os, re, shlex, statistics, subprocess, sys, tempfile, time
 
@@ -238,6 +253,170 @@ def bench_owner(a, env, h9, work):
     report("up --owner-pid", up_w[1:], up_p[1:], "up")
 
 
+def anonymous_volume(mount):
+    """A `--mount` value of the sandbox's named scratch volume (`type=volume,source=NAME,...`) as
+    an anonymous volume at the same place (a bare run's own, removed with `rm -v`, which a named
+    one is not); any other value unchanged."""
+    if not (mount.startswith("type=volume,") and "source=" in mount):
+        return mount
+    return "type=volume,destination=" + re.search(r"destination=([^,]*)", mount).group(1)
+
+
+def bench_remote(a, env, h9, work):
+    """exec, up, down and cp of a copied sandbox (see the docstring); `work` stays empty."""
+    import json
+    cli, q = a.engine, shlex.quote
+    daemon = os.environ.get("DOCKER_HOST") or os.environ.get("DOCKER_CONTEXT") or "the default"
+    print(f"remote: daemon {daemon}")
+    up = h9 + ["up", "--workdir-mode", "copy", "--workdir", work]
+    made = []  # sandboxes to take down, raw containers to remove, whatever happens
+
+    def h9_up(extra=()):
+        dt, p = timed(up + list(extra), env=env)
+        sid = p.stdout.decode().strip()
+        made.append(("h9", sid))
+        return dt, sid, p
+
+    def container_of(sid):
+        ls = json.loads(timed(h9 + ["ls", "--json"], env=env)[1].stdout)
+        return next(e for e in ls if e["id"] == sid)["container_id"]
+
+    def h9_down(sid):
+        dt, _ = timed(h9 + ["down", sid], env=env)
+        made.remove(("h9", sid))
+        return dt
+
+    tmp = tempfile.mkdtemp(prefix="h9bench-remote")
+    try:
+        # The first `up` of the image builds its derived image (the image plus the binary).
+        _, sid, _ = h9_up()
+        cid = container_of(sid)
+        raw = [cli, "exec", cid, "true"]
+        for _ in range(3):
+            timed(h9 + ["exec", sid, "--", "true"], env=env); timed(raw)
+        ours, theirs = [], []
+        for _ in range(a.runs):
+            ours.append(timed(h9 + ["exec", sid, "--", "true"], env=env)[0])
+            theirs.append(timed(raw)[0])
+        report("exec (remote channel)", ours, theirs, f"{cli} exec")
+
+        # network = "none": no published port, the channel relayed through the engine's exec.
+        _, nid, _ = h9_up(["--network", "none"])
+        ncid = container_of(nid)
+        nraw = [cli, "exec", ncid, "true"]
+        for _ in range(2):
+            timed(h9 + ["exec", nid, "--", "true"], env=env); timed(nraw)
+        ours, theirs = [], []
+        for _ in range(max(5, a.runs // 3)):
+            ours.append(timed(h9 + ["exec", nid, "--", "true"], env=env)[0])
+            theirs.append(timed(nraw)[0])
+        report("exec (relay, network none)", ours, theirs, f"{cli} exec")
+        h9_down(nid)
+
+        # cp of a 200 MiB tree, both ways, against docker cp of a tar stream into the same
+        # container's work dir (the same volume). The tar's owner is the sandbox's user, as
+        # `h9sandbox cp` makes them, so the sandbox's user can remove either copy.
+        tree = os.path.join(tmp, "tree")
+        for d in range(10):
+            os.makedirs(os.path.join(tree, f"d{d}"))
+            for f in range(20):
+                with open(os.path.join(tree, f"d{d}", f"f{f}.bin"), "wb") as fh:
+                    fh.write(os.urandom(1 << 20))
+        size = 200 << 20
+        uid, gid = (timed([cli, "exec", cid, "id", "-" + x])[1].stdout.decode().strip()
+                    for x in "ug")
+        # The sandbox's work dir is at the host's path; relative paths of `cp` start there.
+        dst_h9, dst_raw = "bench-h9", os.path.join(work, "bench-raw")
+        out_h9, out_raw = os.path.join(tmp, "out-h9"), os.path.join(tmp, "out-raw")
+        b = q(a.binary)
+        cp_in = (f"{b} cp {q(tree)}/. {sid}:{dst_h9}",
+                 f"tar c --numeric-owner --owner={uid} --group={gid} -C {q(tree)} . | "
+                 f"{cli} cp - {cid}:{q(dst_raw)}")
+        cp_out = (f"{b} cp {sid}:{dst_h9}/. {q(out_h9)}",
+                  f"{cli} cp {cid}:{q(dst_raw)}/. - | tar x -C {q(out_raw)}")
+
+        def fresh_in():
+            # `docker cp -` needs its destination; `h9sandbox cp DIR/. ID:D1` makes D1 (into an
+            # existing D1 it puts DIR itself, unlike docker cp).
+            timed(h9 + ["exec", sid, "--", f"rm -rf {dst_h9} {q(dst_raw)} && "
+                                           f"mkdir {q(dst_raw)}"], env=env)
+
+        def fresh_out():
+            subprocess.run(["rm", "-rf", out_h9, out_raw])
+            os.mkdir(out_h9); os.mkdir(out_raw)
+
+        runs = max(5, a.runs // 3)
+        for name, (ours_line, theirs_line), fresh in (("cp in", cp_in, fresh_in),
+                                                      ("cp out", cp_out, fresh_out)):
+            ours, theirs = [], []
+            for i in range(runs + 1):  # the first round warms caches; it is left out
+                fresh()
+                o = shell_timed(ours_line, env=env)
+                t = shell_timed(theirs_line, env=env)
+                if i:
+                    ours.append(o); theirs.append(t)
+            mo, mt = statistics.median(ours), statistics.median(theirs)
+            print(f"{name:7} h9sandbox {mo*1000:7.0f} ms ({size / mo / 2**20:5.0f} MiB/s)   "
+                  f"{cli} cp {mt*1000:7.0f} ms ({size / mt / 2**20:5.0f} MiB/s)   "
+                  f"throughput ratio {mt/mo:5.2f}x   (median of {runs})")
+        sums = lambda d: subprocess.run(["sh", "-c", f"cd {q(d)} && find . -type f | sort | "
+                                              "xargs md5sum"], stdout=subprocess.PIPE).stdout
+        for d in (out_h9, out_raw):
+            if sums(d) != sums(tree):
+                sys.exit(f"bench: {d}, copied in and out, differs from {tree}")
+        h9_down(sid)
+
+        # up and down: the bare docker run gets the flags `up -v` prints, run detached.
+        _, p = timed(h9 + ["-v"] + up[len(h9):], env=env)
+        sid = p.stdout.decode().strip()
+        made.append(("h9", sid))
+        run_line = next(l[2:] for l in p.stderr.decode().splitlines()
+                        if l.startswith(f"+ {cli} run"))
+        h9_down(sid)
+        argv = shlex.split(run_line)
+        image_at = argv.index("--") + 1
+        argv, image = argv[:image_at - 1], argv[image_at]
+        bare = [cli, "run", "-d"]
+        i = 2
+        while i < len(argv):
+            x = argv[i]
+            if x in ("-i", "--sig-proxy=false"):
+                i += 1
+            elif x in ("-a", "--cidfile", "--name", "--label", "--entrypoint"):
+                i += 2
+            elif x == "--mount":
+                bare += [x, anonymous_volume(argv[i + 1])]  # the scratch volume
+                i += 2
+            else:
+                bare.append(x)
+                i += 1
+        bare += ["--entrypoint", "/bin/busybox", "--", image,
+                 "sh", "-c", "trap 'exit 0' TERM; sleep 1000 & wait"]
+        up_o, up_t, down_o, down_t = [], [], [], []
+        for i in range(max(5, a.runs // 3) + 1):  # the first round is left out
+            dt, sid, _ = h9_up()
+            up_o.append(dt)
+            dt, p = timed(bare[:3] + ["--name", f"h9bench-{os.getpid()}-{i}"] + bare[3:])
+            rid = p.stdout.decode().strip()
+            made.append(("raw", rid))
+            up_t.append(dt)
+            down_o.append(h9_down(sid))
+            t = time.perf_counter()
+            subprocess.run([cli, "stop", "-t", "5", rid], stdout=subprocess.DEVNULL)
+            subprocess.run([cli, "rm", "-f", "-v", rid], stdout=subprocess.DEVNULL)
+            down_t.append(time.perf_counter() - t)
+            made.remove(("raw", rid))
+        report("up (copy, empty work dir)", up_o[1:], up_t[1:], f"{cli} run -d")
+        report("down (copy)", down_o[1:], down_t[1:], f"{cli} stop+rm")
+    finally:
+        for kind, x in made:
+            if kind == "h9":
+                subprocess.run(h9 + ["down", x], env=env, stdout=subprocess.DEVNULL)
+            else:
+                subprocess.run([cli, "rm", "-f", "-v", x], stdout=subprocess.DEVNULL)
+        subprocess.run(["rm", "-rf", tmp])
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--binary", help="h9sandbox to measure [default: cargo's release build]")
@@ -245,7 +424,7 @@ def main():
     ap.add_argument("--runs", type=int, default=30)
     ap.add_argument("--engine", choices=["docker", "podman", "local"], default="docker")
     ap.add_argument("--runtime", help="OCI runtime of the sandboxes and raw containers (runsc)")
-    ap.add_argument("--only", choices=["core", "files", "mcp", "allowlist", "owner"])
+    ap.add_argument("--only", choices=["core", "files", "mcp", "allowlist", "owner", "remote"])
     a = ap.parse_args()
     if a.binary is None:
         sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -263,6 +442,12 @@ def main():
     if a.only == "owner":
         bench_owner(a, env, h9, work)
         subprocess.run(["rm", "-rf", state, work])
+        return
+    if a.only == "remote":
+        try:
+            bench_remote(a, env, h9, work)
+        finally:
+            subprocess.run(["rm", "-rf", state, work])
         return
     if a.only == "allowlist":
         bench_allowlist(a, env, h9, work)
@@ -318,6 +503,7 @@ def main():
               f"   ratio {mb/mo:5.2f}x   (median of {len(background)})")
     timed(h9 + ["down", sid], env=env)
     if a.engine == "local":
+        subprocess.run(["rm", "-rf", state, work])
         return  # no container to start or stop
 
     # up and down: the bare docker run uses exactly the flags h9sandbox prints with -v.
@@ -337,6 +523,8 @@ def main():
         os.mkdir(os.path.join(bare_root, d))
     open(os.path.join(bare_root, "h9sandbox"), "w").close()
     run_argv = [re.sub(r"source=[^,]*/mounts/[0-9a-f-]{36},", f"source={bare_root},", x) for x in run_argv]
+    # ... and an anonymous scratch volume (one of its own per run, removed with `rm -v`).
+    run_argv = [anonymous_volume(x) for x in run_argv]
     up_o, up_t, down_o, down_t = [], [], [], []
     runs = max(5, a.runs // 3)
     for i in range(runs):
@@ -357,6 +545,7 @@ def main():
         down_t.append(time.perf_counter() - t)
     report("up", up_o, up_t, cli)
     report("down", down_o, down_t, cli)
+    subprocess.run(["rm", "-rf", state, work, bare_run, bare_root])
 
 
 if __name__ == "__main__":

@@ -295,7 +295,10 @@ pub async fn copy(ctx: &Ctx, src: &Side, dst: &Side, user: Option<&str>) -> Resu
                         ))
                         .into());
                     }
-                    let top = if meta.is_dir() && p.ends_with(".") {
+                    // `DIR/.`: the directory's content (Path::ends_with drops a trailing `.`).
+                    let content = p.as_os_str() == "."
+                        || p.as_os_str().as_encoded_bytes().ends_with(b"/.");
+                    let top = if meta.is_dir() && content {
                         ".".to_string()
                     } else {
                         std::path::absolute(p)?

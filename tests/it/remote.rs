@@ -532,3 +532,23 @@ fn a_symlink_an_earlier_cp_left_at_the_destination_is_never_written_through() {
         "something was written through the link"
     );
 }
+
+#[test]
+fn cp_of_a_directorys_content_into_an_existing_directory_copies_the_content() {
+    require_container!("copy mode needs a container engine");
+    if engine() != Engine::Docker {
+        return announce("copy mode is Docker's");
+    }
+    let env = TestEnv::new();
+    let id = up_copied(&env, &["--image", DEBIAN]);
+    let src = env.root.path().join("src");
+    std::fs::create_dir(&src).unwrap();
+    std::fs::write(src.join("a"), "A").unwrap();
+    assert_ok(&env.run(&["exec", &id, "--", "mkdir /srv/d"]));
+    // docker cp's `SRC/.`: the content of SRC into the existing directory, not SRC itself.
+    let dot = format!("{}/.", src.display());
+    assert_ok(&env.run(&["cp", &dot, &format!("{id}:/srv/d")]));
+    let out = env.run(&["exec", &id, "--", "cat /srv/d/a; test ! -e /srv/d/src"]);
+    assert_ok(&out);
+    assert_eq!(stdout(&out), "A");
+}
