@@ -301,19 +301,26 @@ impl Agent {
             Codec::default(),
         );
         ctl.send_spec(spec).await.map_err(|e| fail(e.to_string()))?;
-        let (pid, session, program) = match ctl.next().await {
-            Some(Ok(Event::Started {
-                pid,
-                session,
-                program,
-            })) => (pid, session, program),
-            Some(Ok(Event::Failed { code, message })) => {
-                return Err(Reply::Failed { code, message })
-            }
-            _ => {
-                return Err(fail(
-                    "the supervisor ended before the command started".into(),
-                ))
+        let mut early_session = None;
+        let (pid, session, program) = loop {
+            match ctl.next().await {
+                Some(Ok(Event::Session { session })) => early_session = session,
+                Some(Ok(Event::Started {
+                    pid,
+                    session,
+                    program,
+                })) => break (pid, session, program),
+                Some(Ok(Event::Failed { code, message })) => {
+                    return Err(Reply::Failed { code, message })
+                }
+                _ => {
+                    // Killed (by the command, which may already run) before it said the
+                    // command started: whatever of it runs goes, by marker and session.
+                    kill_exec(&marker, early_session).await;
+                    return Err(fail(
+                        "the command's supervisor was killed (by the command?) before it reported the command's start; every process of the command was killed".into(),
+                    ));
+                }
             }
         };
         let to_pipe =

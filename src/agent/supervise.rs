@@ -81,6 +81,10 @@ pub enum Event {
     },
     /// No process of the tree is left; the supervisor exits.
     Empty,
+    /// Sent before the command exists: the audit session it will run in (`None` where the
+    /// kernel gave none), so that a command killing its supervisor before [`Event::Started`]
+    /// is still found by its session.
+    Session { session: Option<u32> },
 }
 
 /// What the agent asks of a running supervisor.
@@ -161,6 +165,7 @@ pub fn run() -> i32 {
     let oom_before = oom_kills();
     // Before the command exists: it inherits the session, and can never leave it.
     let session = join_audit_session(spec.uid);
+    send(&writer, Event::Session { session });
     let (main, program, master) = match spawn(&spec) {
         Ok(started) => started,
         Err((code, message)) => {
