@@ -359,11 +359,16 @@ fn a_network_none_sandbox_is_reached_through_the_engines_exec_stream() {
 }
 
 /// The second daemon of `scripts/testbed.sh` (`H9TEST_TESTBED_HOST`, `H9TEST_TESTBED_CERTS`, as
-/// `.ci/run` exports them): its `DOCKER_*` settings, or `None` (announced; a failure under CI).
+/// `.ci/run` exports them; else the script's defaults while its daemon runs): its `DOCKER_*`
+/// settings, or `None` (announced; a failure under CI).
 fn testbed() -> Option<[(&'static str, String); 3]> {
+    let running = std::path::Path::new("/run/h9-testbed/docker.pid").exists();
+    let default = |var: &str, value: &str| {
+        std::env::var(var).or_else(|e| running.then(|| value.to_string()).ok_or(e))
+    };
     match (
-        std::env::var("H9TEST_TESTBED_HOST"),
-        std::env::var("H9TEST_TESTBED_CERTS"),
+        default("H9TEST_TESTBED_HOST", "tcp://127.0.0.2:23760"),
+        default("H9TEST_TESTBED_CERTS", "/var/lib/h9-testbed/certs/client"),
     ) {
         (Ok(host), Ok(certs)) => Some([
             ("DOCKER_HOST", host),
