@@ -62,9 +62,12 @@ fn the_watcher(id: &str) -> u32 {
     let mut pid = 0;
     wait_until(Duration::from_secs(20), "the owner watcher", || {
         let w = watchers(id);
-        // The intermediate processes of the double fork may still show for a moment.
-        if w.len() == 1 && stat_field(w[0], 6) == w[0].to_string() {
-            return false; // still the session leader: before the second fork
+        // The processes of the double fork may still show for a moment: the first, in its
+        // caller's session (ours), and the session leader between the two forks.
+        let ours = stat_field(std::process::id(), 6);
+        if w.len() == 1 && (stat_field(w[0], 6) == w[0].to_string() || stat_field(w[0], 6) == ours)
+        {
+            return false;
         }
         match w.as_slice() {
             [one] => {
