@@ -25,7 +25,7 @@ use crate::types::Ids;
 
 /// How long past its timeout (or past our request to kill it) a command may go unreported before
 /// the agent is given up on.
-const AGENT_PATIENCE: Duration = Duration::from_secs(10);
+const AGENT_PATIENCE: Duration = Duration::from_secs(30);
 
 /// One output stream of the command, as the sink wants it.
 struct Out {

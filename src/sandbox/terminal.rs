@@ -37,7 +37,7 @@ pub enum Input {
 
 /// How long past its timeout (or past our request to kill it) a command may go unreported
 /// before the agent is given up on.
-const AGENT_PATIENCE: Duration = Duration::from_secs(10);
+const AGENT_PATIENCE: Duration = Duration::from_secs(30);
 
 /// Runs `req` (as `exec` checks it; `req.interactive`: keystrokes are passed in) on a new
 /// terminal of `size` in its sandbox, passing `input` in and the terminal's output to `output`;

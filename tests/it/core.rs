@@ -126,7 +126,8 @@ fn timeout_kills_the_whole_process_tree() {
     ]);
     assert_eq!(out.status.code(), Some(124), "{}", stderr(&out));
     assert!(stderr(&out).contains("timed out"), "{}", stderr(&out));
-    assert!(started.elapsed() < Duration::from_secs(20));
+    // Well before the 300 s the sleeps would take (a loaded machine may take seconds).
+    assert!(started.elapsed() < Duration::from_secs(40));
     let ps = env.sandbox_processes(&id);
     assert!(!ps.contains("sleep 30"), "processes left behind:\n{ps}");
 }
