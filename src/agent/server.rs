@@ -401,6 +401,12 @@ impl Agent {
                     (f.timed_out, f.killed) = (true, true);
                     let _ = run.ctl.send(Control::Kill).await;
                 }
+                // The supervisor was killed a while ago, but its control socket is still open
+                // (a process of the command kept a copy): it is lost all the same.
+                _ = sleep_until(killed_at.map(|t| t + 3 * KILL_PATIENCE)), if f.escalated => {
+                    f.supervisor_lost = true;
+                    break (125, false, None);
+                }
                 _ = sleep_until(killed_at.map(|t| t + KILL_PATIENCE)), if !f.escalated => {
                     // A supervisor that does not act (root in the sandbox may SIGSTOP it) is
                     // killed; its end ends this loop.
