@@ -12,39 +12,18 @@
 //! `target/deepagents-venv/bin/python` if that exists. When neither has the packages, the test
 //! fails if `CI` is set, and is skipped with a loud message otherwise.
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::path::PathBuf;
 
 use crate::common::*;
 
-/// The Python interpreter with deepagents, langchain-tests and the backend, or `None`
-/// (announced) outside CI.
+/// The Python interpreter with the suite's packages, or `None` (announced) outside CI.
 fn python() -> Option<PathBuf> {
-    let candidate = std::env::var_os("H9TEST_DEEPAGENTS_PYTHON")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            Path::new(env!("CARGO_MANIFEST_DIR")).join("target/deepagents-venv/bin/python")
-        });
-    let works = Command::new(&candidate)
-        .args([
-            "-c",
-            "import deepagents, langchain_tests, pytest, h9sandbox_deepagents",
-        ])
-        .stdin(Stdio::null())
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if works {
-        return Some(candidate);
-    }
-    let why = format!(
-        "{} cannot import deepagents, langchain_tests, pytest and h9sandbox_deepagents; run scripts/deepagents-venv.sh (or set H9TEST_DEEPAGENTS_PYTHON)",
-        candidate.display()
-    );
-    if std::env::var_os("CI").is_some() {
-        panic!("CI is set but {why}");
-    }
-    announce(&format!("{why}; set CI=1 to make this fatal"));
-    None
+    venv_python(
+        "H9TEST_DEEPAGENTS_PYTHON",
+        "deepagents-venv",
+        "deepagents, langchain_tests, pytest, h9sandbox_deepagents",
+        "scripts/deepagents-venv.sh",
+    )
 }
 
 #[test]
@@ -53,23 +32,7 @@ fn langchains_sandbox_suite_passes_against_h9sandbox() {
     require_images!(PYTHON);
     let Some(python) = python() else { return };
     let env = TestEnv::new();
-    let suite = Path::new(env!("CARGO_MANIFEST_DIR")).join("integrations/deepagents/tests");
-    let out = env
-        .program(&python)
-        .env("H9SANDBOX_BIN", assert_cmd::cargo::cargo_bin("h9sandbox"))
-        .args(["-m", "pytest", "-q", "-rfEX", "-p", "no:cacheprovider"])
-        .arg(&suite)
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
-    let report = format!("{}{}", stdout(&out), stderr(&out));
-    assert!(out.status.success(), "the suite failed:\n{report}");
-    // The summary line: "N passed, M xfailed[, K warnings] in S s"; nothing else.
-    let summary = report
-        .lines()
-        .rev()
-        .find(|l| l.contains(" passed"))
-        .unwrap_or_else(|| panic!("no summary:\n{report}"));
+    let (report, summary) = run_pytest(&env, &python, "integrations/deepagents/tests", "the suite");
     for bad in ["failed", "error", "xpassed", "skipped"] {
         assert!(
             !summary.replace("xfailed", "").contains(bad),

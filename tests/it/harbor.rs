@@ -10,36 +10,18 @@
 //! When neither has `harbor`, `pytest` and the environment, the test fails if `CI` is set, and
 //! is skipped with a loud message otherwise.
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::path::PathBuf;
 
 use crate::common::*;
 
-/// The Python interpreter with Harbor, pytest and the environment, or `None` (announced)
-/// outside CI.
+/// The Python interpreter with the suite's packages, or `None` (announced) outside CI.
 fn python() -> Option<PathBuf> {
-    let candidate = std::env::var_os("H9TEST_HARBOR_PYTHON")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            Path::new(env!("CARGO_MANIFEST_DIR")).join("target/harbor-venv/bin/python")
-        });
-    let works = Command::new(&candidate)
-        .args(["-c", "import harbor, pytest, h9sandbox_harbor"])
-        .stdin(Stdio::null())
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if works {
-        return Some(candidate);
-    }
-    let why = format!(
-        "{} cannot import harbor, pytest and h9sandbox_harbor; run scripts/harbor-venv.sh (or set H9TEST_HARBOR_PYTHON)",
-        candidate.display()
-    );
-    if std::env::var_os("CI").is_some() {
-        panic!("CI is set but {why}");
-    }
-    announce(&format!("{why}; set CI=1 to make this fatal"));
-    None
+    venv_python(
+        "H9TEST_HARBOR_PYTHON",
+        "harbor-venv",
+        "harbor, pytest, h9sandbox_harbor",
+        "scripts/harbor-venv.sh",
+    )
 }
 
 #[test]
@@ -47,22 +29,12 @@ fn harbor_trials_in_h9sandbox_reward_as_in_docker() {
     require_images!(DEBIAN);
     let Some(python) = python() else { return };
     let env = TestEnv::new();
-    let suite = Path::new(env!("CARGO_MANIFEST_DIR")).join("integrations/harbor/tests");
-    let out = env
-        .program(&python)
-        .env("H9SANDBOX_BIN", assert_cmd::cargo::cargo_bin("h9sandbox"))
-        .args(["-m", "pytest", "-q", "-rfEX", "-p", "no:cacheprovider"])
-        .arg(&suite)
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
-    let report = format!("{}{}", stdout(&out), stderr(&out));
-    assert!(out.status.success(), "the Harbor suite failed:\n{report}");
-    let summary = report
-        .lines()
-        .rev()
-        .find(|l| l.contains(" passed"))
-        .unwrap_or_else(|| panic!("no summary:\n{report}"));
+    let (report, summary) = run_pytest(
+        &env,
+        &python,
+        "integrations/harbor/tests",
+        "the Harbor suite",
+    );
     for bad in ["failed", "error", "xpassed", "skipped", "xfailed"] {
         assert!(!summary.contains(bad), "{summary}\n{report}");
     }

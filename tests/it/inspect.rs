@@ -9,36 +9,18 @@
 //! exists. When neither has `inspect_ai`, `pytest` and the provider, the test fails if `CI` is
 //! set, and is skipped with a loud message otherwise.
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::path::PathBuf;
 
 use crate::common::*;
 
-/// The Python interpreter with Inspect, pytest and the provider, or `None` (announced) outside
-/// CI.
+/// The Python interpreter with the suite's packages, or `None` (announced) outside CI.
 fn python() -> Option<PathBuf> {
-    let candidate = std::env::var_os("H9TEST_INSPECT_PYTHON")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            Path::new(env!("CARGO_MANIFEST_DIR")).join("target/inspect-venv/bin/python")
-        });
-    let works = Command::new(&candidate)
-        .args(["-c", "import inspect_ai, pytest, h9sandbox_inspect"])
-        .stdin(Stdio::null())
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if works {
-        return Some(candidate);
-    }
-    let why = format!(
-        "{} cannot import inspect_ai, pytest and h9sandbox_inspect; run scripts/inspect-venv.sh (or set H9TEST_INSPECT_PYTHON)",
-        candidate.display()
-    );
-    if std::env::var_os("CI").is_some() {
-        panic!("CI is set but {why}");
-    }
-    announce(&format!("{why}; set CI=1 to make this fatal"));
-    None
+    venv_python(
+        "H9TEST_INSPECT_PYTHON",
+        "inspect-venv",
+        "inspect_ai, pytest, h9sandbox_inspect",
+        "scripts/inspect-venv.sh",
+    )
 }
 
 #[test]
@@ -46,23 +28,12 @@ fn inspects_sandbox_self_check_passes_against_h9sandbox() {
     require_container!("Inspect's checks need a container (users, absolute paths)");
     let Some(python) = python() else { return };
     let env = TestEnv::new();
-    let suite = Path::new(env!("CARGO_MANIFEST_DIR")).join("integrations/inspect/tests");
-    let out = env
-        .program(&python)
-        .env("H9SANDBOX_BIN", assert_cmd::cargo::cargo_bin("h9sandbox"))
-        .args(["-m", "pytest", "-q", "-rfEX", "-p", "no:cacheprovider"])
-        .arg(&suite)
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
-    let report = format!("{}{}", stdout(&out), stderr(&out));
-    assert!(out.status.success(), "the self-check failed:\n{report}");
-    // The summary line: "N passed[, M xfailed] in S s"; nothing failed, nothing errored.
-    let summary = report
-        .lines()
-        .rev()
-        .find(|l| l.contains(" passed"))
-        .unwrap_or_else(|| panic!("no summary:\n{report}"));
+    let (report, summary) = run_pytest(
+        &env,
+        &python,
+        "integrations/inspect/tests",
+        "the self-check",
+    );
     for bad in ["failed", "error", "xpassed", "skipped"] {
         assert!(!summary.contains(bad), "{summary}\n{report}");
     }

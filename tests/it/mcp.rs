@@ -11,7 +11,7 @@
 
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::sync::OnceLock;
 use std::time::Duration;
 
@@ -23,28 +23,12 @@ fn python() -> Option<PathBuf> {
     static PYTHON: OnceLock<Option<PathBuf>> = OnceLock::new();
     PYTHON
         .get_or_init(|| {
-            let candidate = std::env::var_os("H9TEST_MCP_PYTHON")
-                .map(PathBuf::from)
-                .unwrap_or_else(|| {
-                    Path::new(env!("CARGO_MANIFEST_DIR")).join("target/mcp-venv/bin/python")
-                });
-            let works = Command::new(&candidate)
-                .args(["-c", "import mcp"])
-                .stdin(Stdio::null())
-                .output()
-                .is_ok_and(|o| o.status.success());
-            if works {
-                return Some(candidate);
-            }
-            let why = format!(
-                "{} cannot import the `mcp` package; run scripts/mcp-venv.sh (or set H9TEST_MCP_PYTHON)",
-                candidate.display()
-            );
-            if std::env::var_os("CI").is_some() {
-                panic!("CI is set but {why}");
-            }
-            announce(&format!("{why}; set CI=1 to make this fatal"));
-            None
+            venv_python(
+                "H9TEST_MCP_PYTHON",
+                "mcp-venv",
+                "mcp",
+                "scripts/mcp-venv.sh",
+            )
         })
         .clone()
 }
