@@ -19,8 +19,9 @@ use tokio_util::codec::Framed;
 
 use crate::contract::proto::{self, Codec, Reply, Request};
 
-/// How long the agent may take to answer the hello.
-pub const HELLO_PATIENCE: std::time::Duration = std::time::Duration::from_secs(3);
+/// How long the agent may take to answer the hello, and a TLS handshake to finish: 10 s, as
+/// the agent gives a peer (a loaded remote host or a busy 2-core CI machine took over 3 s).
+pub const HELLO_PATIENCE: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// A byte stream to an agent: a unix socket, a TLS stream, a relay through the engine's exec.
 pub trait Duplex: AsyncRead + AsyncWrite + Send + Unpin {}
