@@ -11,7 +11,19 @@ use crate::sandbox::Ctx;
 /// Runs `cp`; returns 0.
 pub async fn run(ctx: &Ctx, format: Format, args: &CpArgs) -> Result<i32> {
     let (src, dst) = (Side::parse(&args.src), Side::parse(&args.dst));
-    let copied = copy(ctx, &src, &dst, args.user.as_deref()).await?;
+    // A signal ends the copy (its tool in the sandbox goes with the stream) and says so; what
+    // arrived before stays, as with `docker cp` or `tar` interrupted.
+    let copied = tokio::select! {
+        biased;
+        sig = crate::sandbox::interrupted() => {
+            let partial = match args.dst.as_str() {
+                "-" => "stdout got part of the stream".to_string(),
+                dst => format!("{dst} may hold part of the copy: copy again, or remove it"),
+            };
+            return Err(anyhow::anyhow!("interrupted by {sig}; {partial}"));
+        }
+        r = copy(ctx, &src, &dst, args.user.as_deref()) => r?,
+    };
     if format == Format::Json {
         output::print_json(&copied)?;
     }

@@ -260,6 +260,23 @@ fn stdin_has_bytes() -> bool {
 /// `sub` that clap's trailing argument took for the command (`exec ID --tiemout 5 -- true`),
 /// naming the option of `sub` it is closest to, as clap does for the options before the ID.
 pub fn refuse_option_as_command(sub: &str, command: &[String]) -> Result<()> {
+    refuse_option(sub, command)
+}
+
+/// Refuses `--combined` outside `--format json` (where `output` has nowhere to go: the table
+/// format forwards each stream as it comes), as clap's `requires` would for a flag of the
+/// subcommand itself (`--format` is global, and may come from the configuration).
+pub fn refuse_combined_without_json(sub: &str, combined: bool, format: Format) -> Result<()> {
+    if combined && format != Format::Json {
+        return Err(Error::Invalid(format!(
+            "--combined puts `output` in the JSON document and needs --format json; without it stdout and stderr already arrive as written; see `h9sandbox {sub} --help`"
+        ))
+        .into());
+    }
+    Ok(())
+}
+
+fn refuse_option(sub: &str, command: &[String]) -> Result<()> {
     let Some(opt) = command.first().filter(|w| w.starts_with('-')) else {
         return Ok(());
     };
@@ -299,6 +316,7 @@ pub async fn run(ctx: &Ctx, format: Format, args: &ExecArgs) -> Result<i32> {
         return super::terminal::exec(ctx, format, args).await;
     }
     refuse_option_as_command("exec", &args.command)?;
+    refuse_combined_without_json("exec", args.combined, format)?;
     let req = request(args)?;
     // What `ended_message` calls the command.
     let named = match &args.command_file {

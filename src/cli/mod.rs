@@ -139,6 +139,8 @@ fn acts_on_signals(command: &Command) -> bool {
         | Command::Bootstrap(_)
         | Command::Write(_)
         | Command::Edit(_)
+        | Command::Cp(_)
+        | Command::PortForward(_)
         | Command::Mcp(_) => true,
         Command::Exec(a) => !a.detach,
         Command::Ls(a) => a.watch,

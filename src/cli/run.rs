@@ -65,6 +65,7 @@ pub async fn run(
     req: &crate::sandbox::create::UpRequest,
 ) -> Result<i32> {
     super::exec::refuse_option_as_command("run", &args.command)?;
+    super::exec::refuse_combined_without_json("run", args.combined, format)?;
     let env = super::exec::env_assignments(&args.env, |k| std::env::var_os(k))?;
     let created = create(ctx, req).await;
     progress.finish();
@@ -72,6 +73,12 @@ pub async fn run(
         Ok(rec) => rec,
         Err(e) => {
             drop_my_failed_records(ctx).await;
+            // A signal that stopped `up` midway (say, during the bootstrap) ends `run` as it
+            // would have ended the command: 128+N, not 125 (the sandbox is gone either way).
+            if let Some(sig) = crate::sandbox::signals::received() {
+                crate::report::eprintln(&format!("h9sandbox: error: {e:#}"));
+                return Ok(crate::sandbox::signals::exit_status(sig));
+            }
             return Err(e);
         }
     };

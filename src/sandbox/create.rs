@@ -1115,7 +1115,7 @@ fn bootstrap_failure(run: &BootstrapRun, timeout_secs: u64) -> String {
     let what = shown_bootstrap(&run.cmd);
     if run.timed_out {
         format!(
-            "bootstrap {what} timed out after {timeout_secs}s (bootstrap_timeout_secs) and its process tree was killed"
+            "bootstrap {what} timed out after {timeout_secs}s (--bootstrap-timeout, else bootstrap_timeout_secs) and its process tree was killed"
         )
     } else if let Some(e) = &run.error {
         format!("bootstrap {what} could not run: {e}")

@@ -869,12 +869,7 @@ impl Ended {
         if self.timed_out {
             EXIT_TIMEOUT
         } else if let Some(sig) = self.interrupted {
-            128 + match sig {
-                "SIGINT" => 2,
-                "SIGHUP" => 1,
-                "SIGPIPE" => 13,
-                _ => 15,
-            }
+            super::signals::exit_status(sig)
         } else {
             code
         }

@@ -114,6 +114,18 @@ pub async fn interrupted() -> &'static str {
     }
 }
 
+/// The exit status a command ended because h9sandbox got signal `name` reports, as a shell
+/// does for a child killed by that signal: 128 + its number (SIGINT 130, SIGHUP 129, SIGPIPE
+/// 141, SIGTERM and any other name 143).
+pub fn exit_status(name: &str) -> i32 {
+    128 + match name {
+        "SIGINT" => libc::SIGINT,
+        "SIGHUP" => libc::SIGHUP,
+        "SIGPIPE" => libc::SIGPIPE,
+        _ => libc::SIGTERM,
+    }
+}
+
 /// The signal that has arrived since [`install`], if one did (without waiting).
 pub fn received() -> Option<&'static str> {
     FIRST.get().and_then(|rx| *rx.borrow())

@@ -138,11 +138,7 @@ pub async fn run(
     let exit_code = if exit.timed_out {
         EXIT_TIMEOUT
     } else if let Some(sig) = interrupted {
-        128 + match sig {
-            "SIGINT" => 2,
-            "SIGHUP" => 1,
-            _ => 15,
-        }
+        super::signals::exit_status(sig)
     } else {
         exit.code.clamp(0, 255)
     };

@@ -482,6 +482,20 @@ fn combined_output_keeps_the_order_the_chunks_were_written_in() {
     assert_ok(&out);
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v["output"], "a\nb\n", "{v}");
+    // Without --format json it has nowhere to go: refused, the command never runs.
+    for sub in [vec!["exec", id.as_str()], vec!["run"]] {
+        let mut args = sub.clone();
+        args.extend(["--combined", "--", "echo ran"]);
+        let out = env.run(&args);
+        assert_eq!(out.status.code(), Some(125), "{sub:?}: {}", stderr(&out));
+        assert!(
+            stderr(&out)
+                .contains("--combined puts `output` in the JSON document and needs --format json"),
+            "{}",
+            stderr(&out)
+        );
+        assert_eq!(stdout(&out), "", "{sub:?}");
+    }
 }
 
 #[test]

@@ -858,6 +858,44 @@ fn interrupted_write_removes_its_temporary_file() {
     }
 }
 
+#[test]
+fn an_interrupted_cp_ends_its_tool_in_the_sandbox_and_says_so() {
+    require_container!("a local sandbox's cp runs no tool in a container");
+    let env = TestEnv::new();
+    let id = env.up(&[]);
+    let tools = || sh(&env, &id, "ps -o args 2>/dev/null || ps").contains("agent tar");
+    for ignored in [false, true] {
+        let what = format!("cp from stdin (SIGINT ignored: {ignored})");
+        // Its stdin stays open and empty: the extraction in the sandbox waits for the stream.
+        let mut cmd = env.cmd();
+        cmd.args(["cp", "-", &format!("{id}:/tmp")])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        if ignored {
+            with_sigint_ignored(&mut cmd);
+        }
+        let mut child = cmd.spawn().unwrap();
+        let stdin = child.stdin.take();
+        wait_until(Duration::from_secs(60), &what, tools);
+        signal(child.id(), "INT");
+        let out = wait_output(child, Duration::from_secs(30), &what);
+        drop(stdin);
+        assert_eq!(out.status.code(), Some(1), "{what}: {}", stderr(&out));
+        assert!(
+            stderr(&out).contains("interrupted by SIGINT;")
+                && stderr(&out).contains("may hold part of the copy"),
+            "{what}: {}",
+            stderr(&out)
+        );
+        wait_until(
+            Duration::from_secs(20),
+            &format!("{what}: its tool gone"),
+            || !tools(),
+        );
+    }
+}
+
 /// `setpriv` as uid/gid 1000 without supplementary groups, running `argv` in `dir`.
 fn as_uid_1000(dir: &Path, argv: &[&str]) -> Output {
     Command::new("setpriv")

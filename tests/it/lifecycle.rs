@@ -543,3 +543,38 @@ fn an_interrupted_run_leaves_nothing_whatever_its_sigint_disposition() {
         env.assert_nothing_left(&what);
     }
 }
+
+#[test]
+fn a_run_interrupted_during_its_bootstrap_ends_as_the_signal_says_and_leaves_nothing() {
+    require_engine!();
+    if workdir_copied("it waits for a file the bootstrap makes in the shared work dir") {
+        return;
+    }
+    let env = TestEnv::new();
+    let what = "run interrupted in its bootstrap";
+    let marker = env.path("bootstrapping");
+    let mut cmd = env.cmd();
+    cmd.args([
+        "run",
+        "--bootstrap",
+        &format!("touch {}; sleep 60", marker.display()),
+        "--",
+        "echo never",
+    ])
+    .stdin(Stdio::null())
+    .stdout(Stdio::piped())
+    .stderr(Stdio::piped());
+    let child = cmd.spawn().unwrap();
+    wait_until(Duration::from_secs(60), what, || marker.exists());
+    signal(child.id(), "INT");
+    let out = wait_output(child, Duration::from_secs(60), what);
+    // As an interrupted command: 128 + SIGINT, not h9sandbox's own failure (125).
+    assert_eq!(out.status.code(), Some(130), "{what}: {}", stderr(&out));
+    assert!(
+        stderr(&out).contains("interrupted by SIGINT during the bootstrap"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(!stdout(&out).contains("never"), "{}", stdout(&out));
+    env.assert_nothing_left(what);
+}
