@@ -302,9 +302,39 @@ impl Agent {
         );
         ctl.send_spec(spec).await.map_err(|e| fail(e.to_string()))?;
         let mut early_session = None;
+        // The command runs from its fork on, before the supervisor reports it: one that stops
+        // its supervisor first (root may) must not hold this wait, so it has the command's
+        // timeout, and START_PATIENCE from the supervisor's last word.
+        let now = tokio::time::Instant::now();
+        let timeout_at = start.timeout_ms.map(|ms| now + Duration::from_millis(ms));
+        let mut patience_at = now + START_PATIENCE;
         let (pid, session, program) = loop {
-            match ctl.next().await {
-                Some(Ok(Event::Session { session })) => early_session = session,
+            let ev = tokio::select! {
+                ev = ctl.next() => ev,
+                _ = sleep_until(Some(timeout_at.map_or(patience_at, |t| t.min(patience_at)))) => {
+                    // SAFETY: kill(2) of our own child (PID 1 reaps it).
+                    unsafe { libc::kill(supervisor as i32, libc::SIGKILL) };
+                    kill_exec(&marker, early_session).await;
+                    if timeout_at.is_some_and(|t| t <= patience_at) {
+                        return Err(Reply::Exited(Exit {
+                            code: 124,
+                            timed_out: true,
+                            killed: true,
+                            oom_killed: false,
+                            signal: None,
+                        }));
+                    }
+                    return Err(fail(format!(
+                        "the command's supervisor did not report the command's start within {}s (stopped by the command?); every process of the command was killed",
+                        START_PATIENCE.as_secs()
+                    )));
+                }
+            };
+            match ev {
+                Some(Ok(Event::Session { session })) => {
+                    early_session = session;
+                    patience_at = tokio::time::Instant::now() + START_PATIENCE;
+                }
                 Some(Ok(Event::Started {
                     pid,
                     session,
@@ -631,6 +661,10 @@ impl Running {
 
 /// How long the supervisor has to end a tree it was told to kill before the agent does it.
 const KILL_PATIENCE: Duration = Duration::from_secs(1);
+
+/// How long a supervisor may take between its words while it starts a command (reading the
+/// spec, joining the audit session, the fork and exec) before it counts as stopped.
+const START_PATIENCE: Duration = Duration::from_secs(10);
 
 /// What happened to an attached command and its caller.
 #[derive(Debug, Default)]
