@@ -588,6 +588,11 @@ pub struct McpArgs {
     /// elsewhere [default: only the sandboxes this session made, and their sub-sandboxes]
     #[arg(long)]
     pub all_sandboxes: bool,
+    /// Offer the tool sandbox_port_forward: the client may have this server listen on
+    /// 127.0.0.1 and carry connections to a port inside a sandbox, until the sandbox or the
+    /// session ends [default: not offered]
+    #[arg(long)]
+    pub port_forward: bool,
 }
 
 /// `exec` arguments.

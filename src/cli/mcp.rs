@@ -20,6 +20,7 @@ pub async fn run(cli: &Cli, args: &McpArgs) -> Result<i32> {
         workdir: args.workdir.clone(),
         auto_up: args.auto_up,
         all_sandboxes: args.all_sandboxes,
+        port_forward: args.port_forward,
         verbose,
     })
     .await

@@ -65,6 +65,9 @@ pub struct McpOptions {
     /// Let the tools act on every sandbox of the state directory (`--all-sandboxes`), not only
     /// on those the session made and their sub-sandboxes.
     pub all_sandboxes: bool,
+    /// Offer `sandbox_port_forward` (`--port-forward`): listeners on this machine's loopback
+    /// are the operator's to grant, not the client's to take.
+    pub port_forward: bool,
     /// Whether `-v` was given: engine command lines and the server's notes go to stderr.
     pub verbose: bool,
 }
@@ -107,6 +110,7 @@ pub async fn serve(options: McpOptions) -> Result<i32> {
         workdir,
         auto_up,
         options.all_sandboxes,
+        options.port_forward,
     ));
 
     let auto = async {
@@ -156,6 +160,7 @@ pub async fn serve(options: McpOptions) -> Result<i32> {
         auto.await;
     }
     session.wait_for_calls(CALLS_PATIENCE).await;
+    session.end_forwards().await;
     let owned: Vec<String> = session
         .take_owned()
         .iter()
@@ -202,11 +207,15 @@ impl ServerHandler for Server {
         _request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
-        Ok(ListToolsResult::with_all_items(tools()))
+        Ok(ListToolsResult::with_all_items(tools(
+            self.session.offers_port_forward(),
+        )))
     }
 
     fn get_tool(&self, name: &str) -> Option<Tool> {
-        tools().into_iter().find(|t| t.name == name)
+        tools(self.session.offers_port_forward())
+            .into_iter()
+            .find(|t| t.name == name)
     }
 
     async fn call_tool(

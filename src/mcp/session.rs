@@ -22,6 +22,7 @@ use crate::config::{Layers, MIN_MCP_OUTPUT};
 use crate::error::Error;
 use crate::sandbox::create::{self, UpRequest};
 use crate::sandbox::exec::{self, ExecRequest};
+use crate::sandbox::forward::{self, PortSpec, RegisteredForward, Registry};
 use crate::sandbox::{background, container_files, down, files, list, workdir_of, Ctx};
 use crate::state::{Record, State};
 use crate::types::{Isolation, Network};
@@ -49,6 +50,27 @@ pub struct Session {
     auto_done: watch::Sender<bool>,
     /// One permit per tool call under way.
     calls: Arc<Semaphore>,
+    /// Whether `sandbox_port_forward` is offered (`mcp --port-forward`).
+    port_forward: bool,
+    /// The forwards `sandbox_port_forward` started; never held across an await.
+    forwards: Mutex<Forwards>,
+    /// Turns true when the session ends: every forward stops.
+    forwards_end: watch::Sender<bool>,
+}
+
+/// The session's port forwards: each serving in a task of its own, all registered in the state
+/// directory as this process's (kind `mcp`: `ls` shows them; `down` leaves them to end with
+/// their sandbox).
+#[derive(Default)]
+struct Forwards {
+    /// The registered forwards, each with the key its task removes it by.
+    live: Vec<(u64, RegisteredForward)>,
+    /// The registration, while there is a forward.
+    registry: Option<Registry>,
+    /// The forwards' tasks.
+    tasks: Vec<tokio::task::JoinHandle<()>>,
+    /// The key of the next forward.
+    next: u64,
 }
 
 #[derive(Debug, Default)]
@@ -75,6 +97,7 @@ impl Session {
         workdir: PathBuf,
         auto_up: bool,
         all_sandboxes: bool,
+        port_forward: bool,
     ) -> Session {
         let (tx, rx) = watch::channel(!auto_up);
         Session {
@@ -86,7 +109,128 @@ impl Session {
             auto: auto_up.then_some(rx),
             auto_done: tx,
             calls: Arc::new(Semaphore::new(MAX_CALLS as usize)),
+            port_forward,
+            forwards: Mutex::default(),
+            forwards_end: watch::channel(false).0,
         }
+    }
+
+    /// Whether the session offers `sandbox_port_forward` (`mcp --port-forward`).
+    pub fn offers_port_forward(&self) -> bool {
+        self.port_forward
+    }
+
+    fn forwards(&self) -> std::sync::MutexGuard<'_, Forwards> {
+        self.forwards.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Ends every forward of the session and waits (a few seconds at most) for their tasks;
+    /// their registration goes with the last.
+    pub async fn end_forwards(&self) {
+        let _ = self.forwards_end.send(true);
+        let tasks = std::mem::take(&mut self.forwards().tasks);
+        for t in tasks {
+            let _ = tokio::time::timeout(Duration::from_secs(5), t).await;
+        }
+        let mut f = self.forwards();
+        f.live.clear();
+        f.registry = None;
+    }
+
+    /// Registers `fwd` in the state directory with the session's other forwards; returns its
+    /// key. Errors: the state directory cannot be written.
+    fn register_forward(&self, fwd: RegisteredForward) -> Result<u64> {
+        let mut f = self.forwards();
+        let key = f.next;
+        f.next += 1;
+        f.live.push((key, fwd));
+        let all: Vec<RegisteredForward> = f.live.iter().map(|(_, r)| r.clone()).collect();
+        let written = match &mut f.registry {
+            Some(r) => r.set(all),
+            None => Registry::new(&self.ctx, "mcp", all).map(|r| f.registry = Some(r)),
+        };
+        if let Err(e) = written {
+            f.live.retain(|(k, _)| *k != key);
+            return Err(e);
+        }
+        Ok(key)
+    }
+
+    /// Forgets the forward `key` (its task ended), and the registration with the last one.
+    fn unregister_forward(&self, key: u64) {
+        let mut f = self.forwards();
+        f.live.retain(|(k, _)| *k != key);
+        let all: Vec<RegisteredForward> = f.live.iter().map(|(_, r)| r.clone()).collect();
+        if all.is_empty() {
+            f.registry = None;
+        } else if let Some(r) = &mut f.registry {
+            let _ = r.set(all);
+        }
+    }
+
+    /// `sandbox_port_forward`: [`forward::bind`] one listener, served in a task of its own
+    /// until its sandbox is gone or the session ends ([`Session::end_forwards`]).
+    async fn port_forward(self: &Arc<Self>, p: PortForwardParams) -> Result<Done> {
+        if !self.port_forward {
+            return Err(Error::Invalid(
+                "this MCP server does not forward ports; its operator offers it with `h9sandbox mcp --port-forward`".into(),
+            )
+            .into());
+        }
+        if p.port == 0 {
+            return Err(Error::Invalid(
+                "port must be 1 to 65535 (the sandbox's port a server listens on)".into(),
+            )
+            .into());
+        }
+        if *self.forwards_end.borrow() {
+            return Err(anyhow::anyhow!("the server is shutting down"));
+        }
+        let id = self.target(p.id).await?;
+        let spec = PortSpec {
+            local: p.local_port.unwrap_or(0),
+            remote: p.port,
+        };
+        let forwarder = forward::bind(&self.ctx, &id, &[spec]).await?;
+        let sandbox = forwarder.record.id;
+        let Some(bound) = forwarder.bound().into_iter().next() else {
+            return Err(anyhow::anyhow!("no listener was bound"));
+        };
+        let key = self.register_forward(RegisteredForward {
+            sandbox,
+            bound: bound.clone(),
+        })?;
+        let session = Arc::clone(self);
+        let mut end = self.forwards_end.subscribe();
+        let task = tokio::spawn(async move {
+            let stop = async move {
+                let _ = end.wait_for(|ended| *ended).await;
+                "the session ended".to_string()
+            };
+            let why = forwarder.serve(session.ctx(), stop).await;
+            if session.ctx.verbose() {
+                session.ctx.reporter.note(&format!(
+                    "mcp: port forwarding to sandbox {}: {why}",
+                    &sandbox.simple().to_string()[..12]
+                ));
+            }
+            session.unregister_forward(key);
+        });
+        self.forwards().tasks.push(task);
+        let text = format!(
+            "{} carries connections to port {} of sandbox {}",
+            bound.address,
+            bound.port,
+            &sandbox.simple().to_string()[..12]
+        );
+        Done::new(
+            &PortForwardResult {
+                id: sandbox.to_string(),
+                address: bound.address,
+                port: bound.port,
+            },
+            text,
+        )
     }
 
     fn state(&self) -> std::sync::MutexGuard<'_, SessionState> {
@@ -875,7 +1019,7 @@ impl Session {
     /// shutdown can wait for it, [`Session::wait_for_calls`]); `cancelled` resolving kills a
     /// command under way. Every failure becomes a tool error.
     pub async fn call_tool(
-        &self,
+        self: &Arc<Self>,
         name: &str,
         args: Option<JsonObject>,
         cancelled: impl std::future::Future<Output = ()>,
@@ -888,7 +1032,7 @@ impl Session {
 
     /// Runs the tool `name` with `args`; every failure becomes a tool error.
     async fn call(
-        &self,
+        self: &Arc<Self>,
         name: &str,
         args: Option<JsonObject>,
         cancelled: impl std::future::Future<Output = ()>,
@@ -936,6 +1080,10 @@ impl Session {
             },
             "sandbox_down" => match parse(name, args) {
                 Ok(p) => self.down(p).await,
+                Err(e) => Err(e),
+            },
+            "sandbox_port_forward" => match parse(name, args) {
+                Ok(p) => self.port_forward(p).await,
                 Err(e) => Err(e),
             },
             other => Err(Error::Invalid(format!("unknown tool {other}")).into()),

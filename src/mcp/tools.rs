@@ -192,6 +192,31 @@ pub struct KillParams {
     pub id: Option<String>,
 }
 
+/// Arguments of `sandbox_port_forward`.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PortForwardParams {
+    /// The port inside the sandbox (1-65535) that a server there listens on.
+    pub port: u16,
+    /// The port on 127.0.0.1 of the server's machine to listen on. Default: a free one.
+    #[serde(default)]
+    pub local_port: Option<u16>,
+    /// Sandbox ID, unique ID prefix, or name. Default: this session's sandbox.
+    #[serde(default)]
+    pub id: Option<String>,
+}
+
+/// Result of `sandbox_port_forward`.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct PortForwardResult {
+    /// The sandbox's ID.
+    pub id: String,
+    /// Where the server listens, `127.0.0.1:PORT`: connect there to reach `port` inside.
+    pub address: String,
+    /// The port inside the sandbox.
+    pub port: u16,
+}
+
 /// Result of `sandbox_spawn`.
 #[derive(Debug, Clone, Serialize, JsonSchema)]
 pub struct SpawnResult {
@@ -526,9 +551,10 @@ fn tidy(schema: &JsonObject) -> Arc<JsonObject> {
     Arc::new(map)
 }
 
-/// The tool list, in the order clients show it.
-pub fn tools() -> Vec<Tool> {
-    vec![
+/// The tool list, in the order clients show it; `sandbox_port_forward` only when
+/// `port_forward` (the operator's `mcp --port-forward`).
+pub fn tools(port_forward: bool) -> Vec<Tool> {
+    let mut all = vec![
         tool::<UpParams, SandboxInfo>(
             "sandbox_up",
             "Start a new sandbox: a hardened, throw-away container with a host directory (the work dir) mounted at the same path. It becomes this session's default sandbox, which the other tools use when called without `id`. It is removed when the session ends, unless keep is true.",
@@ -584,7 +610,15 @@ pub fn tools() -> Vec<Tool> {
             "Stop and remove a sandbox and its sub-sandboxes. Files in its work dir stay on the host; everything else in the sandbox is lost.",
             (false, true, true),
         ),
-    ]
+    ];
+    if port_forward {
+        all.push(tool::<PortForwardParams, PortForwardResult>(
+            "sandbox_port_forward",
+            "Reach a server listening on a port inside a sandbox (a dev server started with sandbox_spawn, say) from this machine: returns the address on 127.0.0.1 that carries each connection to that port, on any network mode. It lasts until the sandbox or this session ends.",
+            (false, false, false),
+        ));
+    }
+    all
 }
 
 /// A finished tool call: structured content and the text for clients that show only text.
@@ -658,11 +692,12 @@ mod tests {
 
     #[test]
     fn tools_have_object_schemas_without_line_breaks() {
-        let tools = tools();
+        let tools = tools(true);
         let mut names: Vec<&str> = tools.iter().map(|t| t.name.as_ref()).collect();
         names.sort();
         names.dedup();
-        assert_eq!(names.len(), 11);
+        assert_eq!(names.len(), 12);
+        assert_eq!(tools.len() - 1, super::tools(false).len());
         for t in &tools {
             assert_eq!(t.input_schema["type"], "object", "{}", t.name);
             assert_eq!(t.input_schema["additionalProperties"], false, "{}", t.name);
