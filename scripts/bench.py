@@ -57,10 +57,14 @@ that is not this machine's gets; run it with DOCKER_HOST etc. naming that daemon
                (DIR: 200 files of 1 MiB of random bytes in 10 directories, D1 and D2 in the
                same container's work dir; throughputs)
 
+With --only forward, the throughput of one 64 MiB HTTP download from busybox httpd in a
+sandbox on the bridge network: through `h9sandbox port-forward` (the agent carries it) against
+the port `up --publish` had the engine publish (docker-proxy or the kernel's NAT), alternating.
+
 Runs alternate (ours, theirs, ours, ...) so drift hits both alike; prints medians and the ratio
 ours/theirs. Usage:
   scripts/bench.py [--binary PATH] [--image IMG] [--runs N] [--engine E] [--runtime R]
-                   [--only core|files|mcp|allowlist|owner|remote]
+                   [--only core|files|mcp|allowlist|owner|remote|forward]
 """
 import argparse, os, re, shlex, statistics, subprocess, sys, tempfile, time
 
@@ -253,6 +257,50 @@ def bench_owner(a, env, h9, work):
     report("up --owner-pid", up_w[1:], up_p[1:], "up")
 
 
+def bench_forward(a, env, h9, work):
+    """A 64 MiB download through `port-forward` against the published port (see the docstring)."""
+    import json, urllib.request
+    _, p = timed(h9 + ["up", "--workdir", work, "--network", "bridge", "--publish", "8000"],
+                 env=env)
+    sid = p.stdout.decode().strip()
+    fwd = None
+    try:
+        timed(h9 + ["exec", sid, "--", "mkdir -p /var/tmp/www && head -c 67108864 /dev/urandom"
+                    " > /var/tmp/www/big"], env=env)
+        timed(h9 + ["exec", "-d", sid, "--", "httpd -f -p 8000 -h /var/tmp/www"], env=env)
+        _, p = timed(h9 + ["ls", "--format", "json"], env=env)
+        published = json.loads(p.stdout)[0]["published"][0]["address"]
+        fwd = subprocess.Popen(h9 + ["port-forward", sid, ":8000", "--format", "json"], env=env,
+                               stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+        forwarded = json.loads(fwd.stdout.readline())["forwards"][0]["address"]
+
+        def get(addr):
+            for _ in range(100):  # httpd may still be starting
+                try:
+                    t = time.perf_counter()
+                    with urllib.request.urlopen(f"http://{addr}/big", timeout=60) as r:
+                        n = len(r.read())
+                    return n / (time.perf_counter() - t) / (1 << 20)
+                except OSError:
+                    time.sleep(0.1)
+            sys.exit(f"bench: nothing answered at {addr}")
+
+        get(published), get(forwarded)  # warm both
+        ours, theirs = [], []
+        runs = max(5, a.runs // 3)
+        for _ in range(runs):
+            ours.append(get(forwarded))
+            theirs.append(get(published))
+        mo, mt = statistics.median(ours), statistics.median(theirs)
+        print(f"forward   port-forward {mo:8.1f} MiB/s   published port {mt:8.1f} MiB/s"
+              f"   throughput ratio {mo/mt:5.2f}x   (median of {runs} downloads of 64 MiB)")
+    finally:
+        if fwd:
+            fwd.terminate()
+            fwd.wait(timeout=30)
+        subprocess.run(h9 + ["down", sid], env=env, stdout=subprocess.DEVNULL)
+
+
 def anonymous_volume(mount):
     """A `--mount` value of the sandbox's named scratch volume (`type=volume,source=NAME,...`) as
     an anonymous volume at the same place (a bare run's own, removed with `rm -v`, which a named
@@ -424,7 +472,8 @@ def main():
     ap.add_argument("--runs", type=int, default=30)
     ap.add_argument("--engine", choices=["docker", "podman", "local"], default="docker")
     ap.add_argument("--runtime", help="OCI runtime of the sandboxes and raw containers (runsc)")
-    ap.add_argument("--only", choices=["core", "files", "mcp", "allowlist", "owner", "remote"])
+    ap.add_argument("--only", choices=["core", "files", "mcp", "allowlist", "owner", "remote",
+                                       "forward"])
     a = ap.parse_args()
     if a.binary is None:
         sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -446,6 +495,12 @@ def main():
     if a.only == "remote":
         try:
             bench_remote(a, env, h9, work)
+        finally:
+            subprocess.run(["rm", "-rf", state, work])
+        return
+    if a.only == "forward":
+        try:
+            bench_forward(a, env, h9, work)
         finally:
             subprocess.run(["rm", "-rf", state, work])
         return
