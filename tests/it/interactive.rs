@@ -421,7 +421,11 @@ fn shell_under_tmux_follows_resizes_and_delivers_ctrl_c() {
         return;
     }
     if Command::new("tmux").arg("-V").output().is_err() {
-        announce("tmux is not installed");
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "CI is set but tmux is not installed (.ci/run installs it)"
+        );
+        announce("tmux is not installed; set CI=1 to make this fatal");
         return;
     }
     let env = TestEnv::new();
@@ -458,6 +462,25 @@ fn shell_under_tmux_follows_resizes_and_delivers_ctrl_c() {
     tmux.keys(&["C-c"]);
     tmux.keys(&["echo rc=$?", "Enter"]);
     tmux.wait_for("rc=130");
+    // Ctrl-\ ends one with SIGQUIT (131); Ctrl-Z stops one, as the shell's job control shows.
+    tmux.keys(&["clear; sleep 30", "Enter"]);
+    std::thread::sleep(Duration::from_millis(1000));
+    tmux.keys(&["C-\\"]);
+    tmux.keys(&["echo rc=$?", "Enter"]);
+    tmux.wait_for("rc=131");
+    tmux.keys(&["clear; sleep 31", "Enter"]);
+    std::thread::sleep(Duration::from_millis(1000));
+    tmux.keys(&["C-z"]);
+    let s = tmux.wait_for("Stopped");
+    assert!(s.contains("sleep 31"), "{s}");
+    tmux.keys(&["clear; jobs; kill %1; wait; echo after-stop=$?", "Enter"]);
+    tmux.wait_for("after-stop=");
+    // top draws its screen and quits on q.
+    tmux.keys(&["clear; top", "Enter"]);
+    tmux.wait_for("PID");
+    tmux.keys(&["q"]);
+    tmux.keys(&["clear; echo back-from-top", "Enter"]);
+    tmux.wait_for("back-from-top");
     // vi draws and quits.
     tmux.keys(&["clear; vi /tmp/x", "Enter"]);
     tmux.wait_for("/tmp/x");
