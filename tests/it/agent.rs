@@ -8,13 +8,6 @@ use std::time::{Duration, Instant};
 
 use crate::common::*;
 
-/// `exec ID -- SCRIPT` (one word: a shell command line), asserting success; its stdout.
-fn sh(env: &TestEnv, id: &str, script: &str) -> String {
-    let out = env.run(&["exec", id, "--", script]);
-    assert_ok(&out);
-    stdout(&out)
-}
-
 /// The mode bits of `path` on the host.
 fn mode(path: &std::path::Path) -> u32 {
     std::fs::metadata(path).unwrap().permissions().mode() & 0o7777
@@ -208,23 +201,6 @@ fn variables_with_dots_and_dashes_arrive_from_flags_and_the_image() {
     // The shell line keeps them too (bash passes what it cannot name).
     let seen = sh(&env, &id, "env");
     assert!(seen.contains("spring.profiles.active=from-image"), "{seen}");
-}
-
-/// Builds `tag` from `dockerfile` (context: an empty directory) with the engine under test (the
-/// image is kept for the next run; building it again is a cache hit).
-fn build_image(env: &TestEnv, tag: &str, dockerfile: &str) {
-    let dir = env
-        .root
-        .path()
-        .join(format!("ctx-{}", tag.replace(['/', ':'], "_")));
-    std::fs::create_dir_all(&dir).unwrap();
-    std::fs::write(dir.join("Dockerfile"), dockerfile).unwrap();
-    let out = Command::new(cli())
-        .args(["build", "-q", "-t", tag])
-        .arg(&dir)
-        .output()
-        .unwrap();
-    assert_ok(&out);
 }
 
 #[test]

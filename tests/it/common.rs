@@ -393,16 +393,37 @@ impl TestEnv {
         self.daemon_link();
     }
 
-    /// Runs the binary with `args`, stdin closed.
+    /// Runs the binary with `args`, stdin closed, and collects its output; one still running
+    /// after [`RUN_PATIENCE`] is killed and fails the test ([`wait_output`]), never hangs it.
+    #[track_caller]
     pub fn run(&self, args: &[&str]) -> Output {
-        self.cmd()
+        let child = self
+            .cmd()
             .args(args)
             .stdin(std::process::Stdio::null())
-            .output()
-            .unwrap()
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        wait_output(
+            child,
+            RUN_PATIENCE,
+            &format!("h9sandbox {}", args.join(" ")),
+        )
+    }
+
+    /// Runs the binary with `args`, stdin closed, for assert_cmd's assertions:
+    /// `env.assert(&["exec", &id, "--", "exit 3"]).code(3).stdout("")`, with predicates for
+    /// the rest (`predicates::str::contains`). Killed past [`RUN_PATIENCE`], as [`TestEnv::run`].
+    #[track_caller]
+    pub fn assert(&self, args: &[&str]) -> assert_cmd::assert::Assert {
+        let mut c = assert_cmd::Command::from_std(self.cmd());
+        c.args(args).write_stdin(Vec::new()).timeout(RUN_PATIENCE);
+        c.assert()
     }
 
     /// `up` with `args`; asserts success and returns the sandbox ID.
+    #[track_caller]
     pub fn up(&self, args: &[&str]) -> String {
         let mut a = vec!["up"];
         a.extend_from_slice(args);
@@ -580,7 +601,72 @@ impl Drop for TestEnv {
     }
 }
 
+/// `exec` of the shell command line `script` in sandbox `id`; asserts success and returns stdout.
+#[track_caller]
+pub fn sh(env: &TestEnv, id: &str, script: &str) -> String {
+    let out = env.run(&["exec", id, "--", script]);
+    assert_ok(&out);
+    stdout(&out)
+}
+
+/// Runs the binary with `args`, feeding `input` on stdin (from a thread of its own, so that a
+/// command that writes before it reads cannot deadlock with us), within [`RUN_PATIENCE`].
+#[track_caller]
+pub fn run_stdin(env: &TestEnv, args: &[&str], input: &[u8]) -> Output {
+    let mut child = env
+        .cmd()
+        .args(args)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let input = input.to_vec();
+    let feeder = std::thread::spawn(move || {
+        use std::io::Write;
+        let _ = stdin.write_all(&input);
+    });
+    let out = wait_output(
+        child,
+        RUN_PATIENCE,
+        &format!("h9sandbox {}", args.join(" ")),
+    );
+    feeder.join().unwrap();
+    out
+}
+
+/// Builds `tag` from `dockerfile` (context: an empty directory) with the engine under test (the
+/// image is kept for the next run; building it again is a cache hit).
+#[track_caller]
+pub fn build_image(env: &TestEnv, tag: &str, dockerfile: &str) {
+    let dir = env
+        .root
+        .path()
+        .join(format!("ctx-{}", tag.replace(['/', ':'], "_")));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("Dockerfile"), dockerfile).unwrap();
+    let out = Command::new(cli())
+        .args(["build", "-q", "-t", tag])
+        .arg(&dir)
+        .output()
+        .unwrap();
+    assert_ok(&out);
+}
+
+/// `argv` run by `setpriv` as uid/gid 1000 without supplementary groups, in `dir`, stdin closed.
+pub fn as_uid_1000(dir: &Path, argv: &[&str]) -> Output {
+    Command::new("setpriv")
+        .args(["--reuid", "1000", "--regid", "1000", "--clear-groups", "--"])
+        .args(argv)
+        .current_dir(dir)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap()
+}
+
 /// Asserts a zero exit status, showing stderr otherwise.
+#[track_caller]
 pub fn assert_ok(out: &Output) {
     assert!(
         out.status.success(),
@@ -600,6 +686,7 @@ pub fn stderr(out: &Output) -> String {
 }
 
 /// `docker inspect --format FORMAT container` (or `podman inspect`, the engine under test).
+#[track_caller]
 pub fn inspect(container: &str, format: &str) -> String {
     let out = Command::new(cli())
         .args(["inspect", "--format", format, container])
@@ -608,10 +695,16 @@ pub fn inspect(container: &str, format: &str) -> String {
     String::from_utf8(out.stdout).unwrap().trim().to_string()
 }
 
+/// How long one run of the binary may take in a test ([`TestEnv::run`]): past the slowest real
+/// case (a bootstrap installing packages from Debian's mirror, a build of a derived image on a
+/// loaded 2-core machine), so that only a hang reaches it.
+pub const RUN_PATIENCE: std::time::Duration = std::time::Duration::from_secs(600);
+
 /// Waits for `child` to exit within `within` and collects what it printed on its piped stdout
 /// and stderr. Past the deadline the child is killed and the test fails naming `what`, so a
 /// child that ignores a signal (or waits on a pipe nobody closes) fails the test instead of
 /// hanging it.
+#[track_caller]
 pub fn wait_output(
     mut child: std::process::Child,
     within: std::time::Duration,
@@ -673,6 +766,7 @@ pub fn wait_output(
 
 /// Waits until `ready` holds, polling every 20 ms, for at most `within`; fails the test naming
 /// `what` otherwise. For tests that must not signal a process before it said it is ready.
+#[track_caller]
 pub fn wait_until(within: std::time::Duration, what: &str, mut ready: impl FnMut() -> bool) {
     let deadline = std::time::Instant::now() + within;
     while !ready() {
@@ -685,6 +779,7 @@ pub fn wait_until(within: std::time::Duration, what: &str, mut ready: impl FnMut
 }
 
 /// Sends signal `sig` (`"INT"`, `"TERM"`, ...) to process `pid` with kill(1); asserts it was sent.
+#[track_caller]
 pub fn signal(pid: u32, sig: &str) {
     let ok = Command::new("kill")
         .args([&format!("-{sig}"), &pid.to_string()])

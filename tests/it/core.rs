@@ -10,6 +10,9 @@ use std::time::{Duration, Instant};
 
 use crate::common::*;
 use serde::Deserialize;
+use predicates::function::function;
+use predicates::prelude::PredicateBooleanExt;
+use predicates::str::{contains, starts_with};
 
 #[test]
 fn full_lifecycle_up_exec_ls_down() {
@@ -72,30 +75,28 @@ fn exit_codes_follow_the_contract() {
     require_engine!();
     let env = TestEnv::new();
     let id = env.up(&[]);
-    let code = |args: &[&str]| env.run(args).status.code();
-    assert_eq!(code(&["exec", &id, "--", "true"]), Some(0));
-    assert_eq!(code(&["exec", &id, "--", "exit 3"]), Some(3));
-    assert_eq!(code(&["exec", &id, "--", "no-such-command-xyz"]), Some(127));
-    assert_eq!(code(&["exec", &id, "--", "kill -TERM $$"]), Some(143));
-    assert_eq!(
-        code(&["exec", &id, "--timeout", "1", "--", "sleep 30"]),
-        Some(124)
-    );
-    // h9sandbox's own failures: unknown sandbox, bad flag.
-    let out = env.run(&["exec", "ffffffff", "--", "true"]);
-    assert_eq!(out.status.code(), Some(125));
-    assert!(
-        stderr(&out).contains("no sandbox matches 'ffffffff'"),
-        "{}",
-        stderr(&out)
-    );
-    assert_eq!(
-        code(&["exec", &id, "--no-such-flag", "--", "true"]),
-        Some(125)
-    );
+    // The command's own status, passed through; its streams are its own.
+    env.assert(&["exec", &id, "--", "true"]).code(0).stdout("").stderr("");
+    env.assert(&["exec", &id, "--", "echo out; exit 3"]).code(3).stdout("out\n");
+    env.assert(&["exec", &id, "--", "no-such-command-xyz"])
+        .code(127)
+        .stderr(contains("no-such-command-xyz"));
+    env.assert(&["exec", &id, "--", "kill -TERM $$"]).code(143);
+    env.assert(&["exec", &id, "--timeout", "1", "--", "sleep 30"])
+        .code(124)
+        .stderr(contains("timed out"));
+    // h9sandbox's own failures: unknown sandbox, bad flag; one line, nothing on stdout.
+    let one_line = |s: &str| s.ends_with('\n') && s.lines().count() == 1;
+    env.assert(&["exec", "ffffffff", "--", "true"])
+        .code(125)
+        .stdout("")
+        .stderr(contains("no sandbox matches 'ffffffff'").and(function(one_line)));
+    env.assert(&["exec", &id, "--no-such-flag", "--", "true"])
+        .code(125)
+        .stderr(starts_with("h9sandbox: error: ").and(function(one_line)));
     // Other subcommands fail with 1 (and 2 for bad usage).
-    assert_eq!(code(&["down", "ffffffff"]), Some(1));
-    assert_eq!(code(&["ls", "--no-such-flag"]), Some(2));
+    env.assert(&["down", "ffffffff"]).code(1).stdout("");
+    env.assert(&["ls", "--no-such-flag"]).code(2).stdout("");
 }
 
 #[test]
@@ -103,10 +104,10 @@ fn streams_are_separate() {
     require_engine!();
     let env = TestEnv::new();
     let id = env.up(&[]);
-    let out = env.run(&["exec", &id, "--", "echo out; echo err >&2"]);
-    assert_ok(&out);
-    assert_eq!(stdout(&out), "out\n");
-    assert_eq!(stderr(&out), "err\n");
+    env.assert(&["exec", &id, "--", "echo out; echo err >&2"])
+        .success()
+        .stdout("out\n")
+        .stderr("err\n");
 }
 
 #[test]

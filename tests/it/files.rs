@@ -38,35 +38,8 @@ struct EditJson {
     replacements: usize,
 }
 
-/// Runs the binary with `args`, feeding `input` on stdin.
-fn run_stdin(env: &TestEnv, args: &[&str], input: &[u8]) -> Output {
-    let mut child = env
-        .cmd()
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut stdin = child.stdin.take().unwrap();
-    let input = input.to_vec();
-    let feeder = std::thread::spawn(move || {
-        let _ = stdin.write_all(&input);
-    });
-    let out = child.wait_with_output().unwrap();
-    feeder.join().unwrap();
-    out
-}
-
-/// `exec` in the sandbox; asserts success and returns stdout.
-fn sh(env: &TestEnv, id: &str, script: &str) -> String {
-    let out = env.run(&["exec", id, "--", script]);
-    assert_ok(&out);
-    stdout(&out)
-}
-
 /// Asserts a refusal: exit status 1 and one line on stderr saying the path leads out.
-fn assert_refused(out: &Output, what: &str) {
+fn assert_path_refused(out: &Output, what: &str) {
     let err = stderr(out);
     assert_eq!(out.status.code(), Some(1), "{what}: {err}");
     assert!(
@@ -200,7 +173,7 @@ fn attack(env: &TestEnv, id: &str, path: &str, old: &str) -> Vec<Output> {
         outs.push(run_stdin(env, &["write", id, &deep, "--parents"], b"pwned"));
     }
     for (i, o) in outs.iter().enumerate() {
-        assert_refused(o, &format!("attack #{i} through {path}"));
+        assert_path_refused(o, &format!("attack #{i} through {path}"));
     }
     outs
 }
@@ -393,7 +366,7 @@ fn symlink_to_etc_is_refused() {
         vec!["edit", &id, "esc/passwd", "--old", &marker, "--new", "x"],
     ] {
         let out = env.run(&args);
-        assert_refused(&out, &format!("{args:?}"));
+        assert_path_refused(&out, &format!("{args:?}"));
         outs.push(out);
     }
     assert_eq!(std::fs::read("/etc/passwd").unwrap(), passwd);
@@ -565,7 +538,7 @@ fn symlinks_that_stay_inside_work() {
     assert_ok(&run_stdin(&env, &["write", &id, "dangling"], b"made\n"));
     assert_eq!(sh(&env, &id, "cat missing"), "made\n");
     // Absolute links are refused even when they point inside (RESOLVE_BENEATH).
-    assert_refused(&env.run(&["read", &id, "abslink"]), "absolute link inside");
+    assert_path_refused(&env.run(&["read", &id, "abslink"]), "absolute link inside");
 }
 
 #[test]
@@ -894,16 +867,6 @@ fn an_interrupted_cp_ends_its_tool_in_the_sandbox_and_says_so() {
             || !tools(),
         );
     }
-}
-
-/// `setpriv` as uid/gid 1000 without supplementary groups, running `argv` in `dir`.
-fn as_uid_1000(dir: &Path, argv: &[&str]) -> Output {
-    Command::new("setpriv")
-        .args(["--reuid", "1000", "--regid", "1000", "--clear-groups", "--"])
-        .args(argv)
-        .current_dir(dir)
-        .output()
-        .unwrap()
 }
 
 #[test]

@@ -8,23 +8,9 @@ use std::process::{Output, Stdio};
 
 use crate::common::*;
 
-/// `args` with `input` on stdin.
-fn run_stdin(env: &TestEnv, args: &[&str], input: &[u8]) -> Output {
-    let mut child = env
-        .cmd()
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child.stdin.take().unwrap().write_all(input).unwrap();
-    child.wait_with_output().unwrap()
-}
-
 /// A one-line error with exit status 1 that says `says`.
 #[track_caller]
-fn assert_refused(out: &Output, says: &str) {
+fn assert_fails_saying(out: &Output, says: &str) {
     let err = stderr(out);
     assert_eq!(out.status.code(), Some(1), "{err}");
     assert!(err.starts_with("h9sandbox: error: "), "{err}");
@@ -49,21 +35,21 @@ fn work_dir_files_are_read_and_written_with_the_sandbox_users_rights() {
     assert_ok(&env.run(&["exec", &id, "--", setup]));
     // This test runs as root on the host, which could read and write them all.
     let out = env.run(&["read", &id, "unreadable"]);
-    assert_refused(&out, "permission denied");
+    assert_fails_saying(&out, "permission denied");
     assert_eq!(stdout(&out), "");
-    assert_refused(
+    assert_fails_saying(
         &env.run(&["read", &id, "unreadable", "--format", "json"]),
         "permission denied",
     );
-    assert_refused(
+    assert_fails_saying(
         &run_stdin(&env, &["write", &id, "readonly"], b"new"),
         "permission denied",
     );
-    assert_refused(
+    assert_fails_saying(
         &run_stdin(&env, &["write", &id, "readonly", "--append"], b"new"),
         "permission denied",
     );
-    assert_refused(
+    assert_fails_saying(
         &env.run(&["edit", &id, "readonly", "--old", "old", "--new", "new"]),
         "permission denied",
     );
@@ -71,12 +57,12 @@ fn work_dir_files_are_read_and_written_with_the_sandbox_users_rights() {
         std::fs::read_to_string(env.path("readonly")).unwrap(),
         "old\n"
     );
-    assert_refused(
+    assert_fails_saying(
         &run_stdin(&env, &["write", &id, "closed/new"], b"x"),
         "permission denied",
     );
     assert!(!env.path("closed/new").exists());
-    assert_refused(
+    assert_fails_saying(
         &run_stdin(&env, &["write", &id, "closed/f"], b"x"),
         "permission denied",
     );
@@ -206,24 +192,24 @@ fn files_outside_the_work_dir_are_the_containers_both_ways_as_the_sandbox_user()
         );
         // Another user's home: root's, with --user root, and refused to the sandbox's user.
         assert!(!ok(&["read", &id, "/root/.bashrc", "--user", "root"], b"").is_empty());
-        assert_refused(
+        assert_fails_saying(
             &via(&env, engine, &["read", &id, "/root/.bashrc"], b""),
             "permission denied",
         );
         // The same errors as on the host side.
-        assert_refused(
+        assert_fails_saying(
             &via(&env, engine, &["read", &id, "/no/such"], b""),
             "no such file",
         );
-        assert_refused(
+        assert_fails_saying(
             &via(&env, engine, &["read", &id, "/etc"], b""),
             "a directory",
         );
-        assert_refused(
+        assert_fails_saying(
             &via(&env, engine, &["read", &id, "/etc/shadow"], b""),
             "permission denied",
         );
-        assert_refused(
+        assert_fails_saying(
             &via(&env, engine, &["write", &id, "/etc/passwd"], b"x"),
             "permission denied",
         );
@@ -237,7 +223,7 @@ fn files_outside_the_work_dir_are_the_containers_both_ways_as_the_sandbox_user()
             ],
             b"",
         );
-        assert_refused(
+        assert_fails_saying(
             &via(&env, engine, &["write", &id, "/var/tmp/ro"], b"new"),
             "permission denied",
         );

@@ -8,28 +8,6 @@ use std::time::{Duration, Instant};
 
 use crate::common::*;
 
-/// Builds `tag` from `dockerfile` with the engine under test (kept for the next run).
-fn build_image(env: &TestEnv, tag: &str, dockerfile: &str) {
-    let dir = env
-        .root
-        .path()
-        .join(format!("ctx-{}", tag.replace(['/', ':'], "_")));
-    std::fs::create_dir_all(&dir).unwrap();
-    std::fs::write(dir.join("Dockerfile"), dockerfile).unwrap();
-    let out = Command::new(cli())
-        .args(["build", "-q", "-t", tag])
-        .arg(&dir)
-        .output()
-        .unwrap();
-    assert_ok(&out);
-}
-
-fn sh(env: &TestEnv, id: &str, script: &str) -> String {
-    let out = env.run(&["exec", id, "--", script]);
-    assert_ok(&out);
-    stdout(&out)
-}
-
 #[test]
 fn any_image_starts_its_config_handled_on_purpose() {
     require_container!("a local sandbox has no image");

@@ -5,7 +5,7 @@
 //! nothing a sandbox writes there changes anything until a person acts.
 
 use std::path::PathBuf;
-use std::process::{Output, Stdio};
+use std::process::Stdio;
 
 use crate::common::*;
 
@@ -20,11 +20,6 @@ fn user_config(env: &TestEnv, text: &str) {
 /// Runs `script` in sandbox `id` (as code in the sandbox would); asserts success.
 fn inside(env: &TestEnv, id: &str, script: &str) {
     assert_ok(&env.run(&["exec", id, "--", script]));
-}
-
-/// `h9sandbox ARGS` with stdin closed.
-fn h9(env: &TestEnv, args: &[&str]) -> Output {
-    env.run(args)
 }
 
 #[test]
@@ -72,7 +67,7 @@ fn a_planted_bootstrap_cmd_is_not_what_bootstrap_runs() {
         "echo 'bootstrap_cmd = \"touch bootstrapped\"' > sandbox.toml",
     );
     // `bootstrap ID` without a command: nothing was configured or recorded, so it has none.
-    let out = h9(&env, &["bootstrap", &id]);
+    let out = env.run(&["bootstrap", &id]);
     assert_eq!(out.status.code(), Some(125), "{}", stderr(&out));
     assert!(
         stderr(&out).contains("no command given"),
@@ -94,7 +89,7 @@ fn a_planted_exec_timeout_does_not_apply() {
     let id = env.up(&[]);
     // The sandbox wants its commands to run forever.
     inside(&env, &id, "echo 'exec_timeout_secs = 0' > sandbox.toml");
-    let out = h9(&env, &["exec", &id, "--", "sleep 6; echo survived"]);
+    let out = env.run(&["exec", &id, "--", "sleep 6; echo survived"]);
     assert_eq!(out.status.code(), Some(124), "{}", stderr(&out));
     assert!(!stdout(&out).contains("survived"));
 }
@@ -108,7 +103,7 @@ fn commands_on_a_sandbox_use_what_up_recorded_not_the_current_directory() {
         "exec_timeout_secs = 1\nstop_timeout_secs = 2\n",
     )
     .unwrap();
-    assert_ok(&h9(&env, &["trust"]));
+    assert_ok(&env.run(&["trust"]));
     let out = env.cmd().args(["up", "--json"]).output().unwrap();
     assert_ok(&out);
     let rec: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
@@ -152,7 +147,7 @@ fn nothing_in_a_project_file_makes_commands_on_a_sandbox_fail() {
             vec!["reap"],
             vec!["read", id.as_str(), "sandbox.toml"],
         ] {
-            let out = h9(&env, &args);
+            let out = env.run(&args);
             assert_ok(&out);
             assert!(
                 stderr(&out).is_empty(),
@@ -161,9 +156,9 @@ fn nothing_in_a_project_file_makes_commands_on_a_sandbox_fail() {
             );
         }
     }
-    assert_ok(&h9(&env, &["down", &id]));
+    assert_ok(&env.run(&["down", &id]));
     let other = env.up(&[]);
-    assert_ok(&h9(&env, &["down", "--all"]));
+    assert_ok(&env.run(&["down", "--all"]));
     assert!(env.ls_raw().iter().all(|r| r["id"] != other.as_str()));
     assert!(env.containers().is_empty());
 }
@@ -248,7 +243,7 @@ fn trust_honours_exactly_the_content_it_was_given() {
     assert_eq!(p, "256");
     assert!(err.contains("not trusted"), "{err}");
     // Trusted: `trust` prints what it trusts, and `up` applies it.
-    let out = h9(&env, &["trust"]);
+    let out = env.run(&["trust"]);
     assert_ok(&out);
     assert!(
         stdout(&out).contains(file.to_str().unwrap()) && stdout(&out).contains("pids_limit = 77"),
@@ -263,15 +258,15 @@ fn trust_honours_exactly_the_content_it_was_given() {
     let (p, err) = pids(&env);
     assert_eq!(p, "256");
     assert!(err.contains("changed since"), "{err}");
-    assert_ok(&h9(&env, &["trust"]));
+    assert_ok(&env.run(&["trust"]));
     assert_eq!(pids(&env).0, "78");
-    let out = h9(&env, &["trust", "--list", "--format", "json"]);
+    let out = env.run(&["trust", "--list", "--format", "json"]);
     assert_ok(&out);
     let listed: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(listed[0]["path"], file.to_str().unwrap(), "{listed}");
     assert_eq!(listed[0]["status"], "trusted", "{listed}");
     // Forgotten: ignored.
-    assert_ok(&h9(&env, &["trust", "--forget"]));
+    assert_ok(&env.run(&["trust", "--forget"]));
     assert_eq!(pids(&env).0, "256");
     // A symlink named sandbox.toml (to a file trusted elsewhere) is never followed.
     let other = env.root.path().join("other");
@@ -304,7 +299,7 @@ fn trust_refuses_a_file_it_could_not_honour() {
         ("colour = true\n", "unknown key `colour`"),
     ] {
         std::fs::write(&file, text).unwrap();
-        let out = h9(&env, &["trust"]);
+        let out = env.run(&["trust"]);
         assert_eq!(out.status.code(), Some(1), "{text}");
         let err = stderr(&out);
         assert!(err.contains(needle), "{text}: {err}");

@@ -37,7 +37,7 @@ fn keys_of(env: &TestEnv, id: &str) -> (h9sandbox::channel::tls::HostKeys, Strin
     )
 }
 
-fn runtime() -> tokio::runtime::Runtime {
+fn tokio_runtime() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -149,7 +149,7 @@ fn the_channel_answers_only_the_pinned_host_with_the_token() {
     };
     let (keys_a, token_a) = keys_of(&env, &a);
     let (keys_b, token_b) = keys_of(&env, &b);
-    let rt = runtime();
+    let rt = tokio_runtime();
     use h9sandbox::channel::{tls, ConnectError};
     // The right keys and token: served.
     assert!(rt

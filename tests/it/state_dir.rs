@@ -15,7 +15,7 @@ use crate::common::*;
 use serde_json::json;
 
 /// A record of a Running sandbox on `engine` working in `workdir`, as `state.json` holds it.
-fn record(id: &str, engine: &str, workdir: &Path) -> serde_json::Value {
+fn planted_record(id: &str, engine: &str, workdir: &Path) -> serde_json::Value {
     let isolation = if engine == "local" {
         "none"
     } else {
@@ -40,17 +40,6 @@ fn state_json(records: &[serde_json::Value]) -> String {
 
 const ID: &str = "aaaa1111-0000-4000-8000-000000000001";
 
-/// Runs `argv` as uid/gid 1000 (no supplementary groups) in `dir`.
-fn as_uid_1000(dir: &Path, argv: &[&str]) -> Output {
-    Command::new("setpriv")
-        .args(["--reuid", "1000", "--regid", "1000", "--clear-groups", "--"])
-        .args(argv)
-        .current_dir(dir)
-        .stdin(Stdio::null())
-        .output()
-        .unwrap()
-}
-
 /// The binary run by `env` with the state directory `state`.
 fn h9(env: &TestEnv, state: &Path, args: &[&str]) -> Output {
     env.cmd()
@@ -62,7 +51,7 @@ fn h9(env: &TestEnv, state: &Path, args: &[&str]) -> Output {
 }
 
 /// Asserts that `out` is one refusal line of `code` naming `path` and containing `needle`.
-fn assert_refused(out: &Output, code: i32, path: &Path, needle: &str) {
+fn assert_refused_naming(out: &Output, code: i32, path: &Path, needle: &str) {
     let err = stderr(out);
     assert_eq!(out.status.code(), Some(code), "{err}");
     assert_eq!(err.lines().count(), 1, "one line: {err}");
@@ -85,7 +74,7 @@ fn a_world_writable_state_dir_with_a_planted_local_record_is_refused() {
     std::fs::set_permissions(env.root.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
     // Another user (uid 1000) writes a record saying the sandbox is local, so that the victim's
     // next `exec` would run on the host, as the victim (root).
-    let planted = state_json(&[record(ID, "local", &env.workdir)]);
+    let planted = state_json(&[planted_record(ID, "local", &env.workdir)]);
     let out = as_uid_1000(
         &shared,
         &["sh", "-c", &format!("printf '%s' '{planted}' > state.json")],
@@ -97,14 +86,14 @@ fn a_world_writable_state_dir_with_a_planted_local_record_is_refused() {
         &shared,
         &["exec", ID, "--", &format!("touch {}", pwned.display())],
     );
-    assert_refused(&out, 125, &shared, "chmod go-w");
+    assert_refused_naming(&out, 125, &shared, "chmod go-w");
     assert!(
         !pwned.exists(),
         "the planted record ran a command on the host"
     );
     // `ls` refuses the directory too (exit 1), and `reap` with it.
-    assert_refused(&h9(&env, &shared, &["ls"]), 1, &shared, "writable");
-    assert_refused(&h9(&env, &shared, &["reap"]), 1, &shared, "writable");
+    assert_refused_naming(&h9(&env, &shared, &["ls"]), 1, &shared, "writable");
+    assert_refused_naming(&h9(&env, &shared, &["reap"]), 1, &shared, "writable");
 }
 
 #[test]
@@ -112,12 +101,12 @@ fn a_state_file_written_by_another_user_is_refused() {
     let env = TestEnv::new();
     std::fs::write(
         env.state_dir.join("state.json"),
-        state_json(&[record(ID, "docker", &env.workdir)]),
+        state_json(&[planted_record(ID, "docker", &env.workdir)]),
     )
     .unwrap();
     chown(env.state_dir.join("state.json"), Some(1000), Some(1000)).unwrap();
     let file = env.state_dir.join("state.json");
-    assert_refused(
+    assert_refused_naming(
         &h9(&env, &env.state_dir, &["ls"]),
         1,
         &file,
@@ -126,7 +115,7 @@ fn a_state_file_written_by_another_user_is_refused() {
     // Group-writable, though ours: refused as well.
     chown(&file, Some(0), Some(0)).unwrap();
     std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o664)).unwrap();
-    assert_refused(&h9(&env, &env.state_dir, &["ls"]), 1, &file, "chmod go-w");
+    assert_refused_naming(&h9(&env, &env.state_dir, &["ls"]), 1, &file, "chmod go-w");
 }
 
 #[test]
@@ -134,13 +123,13 @@ fn a_planted_state_lock_symlink_creates_nothing_elsewhere() {
     let env = TestEnv::new();
     std::fs::write(
         env.state_dir.join("state.json"),
-        state_json(&[record(ID, "docker", &env.workdir)]),
+        state_json(&[planted_record(ID, "docker", &env.workdir)]),
     )
     .unwrap();
     let target = env.root.path().join("made-by-renew");
     symlink(&target, env.state_dir.join("state.lock")).unwrap();
     let out = h9(&env, &env.state_dir, &["renew", ID, "--ttl", "1h"]);
-    assert_refused(&out, 1, &env.state_dir.join("state.lock"), "symlink");
+    assert_refused_naming(&out, 1, &env.state_dir.join("state.lock"), "symlink");
     assert!(
         std::fs::symlink_metadata(&target).is_err(),
         "renew created {} through the planted symlink",
@@ -152,7 +141,7 @@ fn a_planted_state_lock_symlink_creates_nothing_elsewhere() {
     std::fs::rename(env.state_dir.join("state.json"), &elsewhere).unwrap();
     symlink(&elsewhere, env.state_dir.join("state.json")).unwrap();
     let out = h9(&env, &env.state_dir, &["ls"]);
-    assert_refused(&out, 1, &env.state_dir.join("state.json"), "symlink");
+    assert_refused_naming(&out, 1, &env.state_dir.join("state.json"), "symlink");
 }
 
 #[test]
@@ -162,13 +151,13 @@ fn a_state_dir_owned_by_another_user_is_refused() {
     std::fs::create_dir(&theirs).unwrap();
     std::fs::write(
         theirs.join("state.json"),
-        state_json(&[record(ID, "docker", &env.workdir)]),
+        state_json(&[planted_record(ID, "docker", &env.workdir)]),
     )
     .unwrap();
     for p in [&theirs, &theirs.join("state.json")] {
         chown(p, Some(1000), Some(1000)).unwrap();
     }
-    assert_refused(&h9(&env, &theirs, &["ls"]), 1, &theirs, "owned by uid 1000");
+    assert_refused_naming(&h9(&env, &theirs, &["ls"]), 1, &theirs, "owned by uid 1000");
     // The same for a user who is not root: uid 1000 refuses a directory of uid 1001.
     std::fs::set_permissions(env.root.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
     let other = env.root.path().join("other");
@@ -188,7 +177,7 @@ fn a_state_dir_owned_by_another_user_is_refused() {
         .stdin(Stdio::null())
         .output()
         .unwrap();
-    assert_refused(&out, 1, &other, "owned by uid 1001");
+    assert_refused_naming(&out, 1, &other, "owned by uid 1001");
 }
 
 #[test]
@@ -197,7 +186,7 @@ fn a_state_dir_that_is_a_symlink_is_refused() {
     let link = env.root.path().join("state-link");
     symlink(&env.state_dir, &link).unwrap();
     let out = h9(&env, &link, &["ls"]);
-    assert_refused(&out, 1, &link, "symlink");
+    assert_refused_naming(&out, 1, &link, "symlink");
 }
 
 #[test]
@@ -210,7 +199,7 @@ fn a_state_dir_in_a_directory_others_can_swap_it_out_of_is_refused() {
     std::fs::create_dir_all(&state).unwrap();
     std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o777)).unwrap();
     let out = h9(&env, &state, &["ls"]);
-    assert_refused(&out, 1, &state, &open.display().to_string());
+    assert_refused_naming(&out, 1, &state, &open.display().to_string());
     assert!(stderr(&out).contains("sticky"), "{}", stderr(&out));
     // With the sticky bit (as /tmp has), only the owner may rename it: accepted.
     std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o1777)).unwrap();
@@ -230,7 +219,7 @@ fn a_record_alone_cannot_make_a_container_sandbox_run_on_the_host() {
     // the local engine, so nothing runs on the host.
     std::fs::write(
         env.state_dir.join("state.json"),
-        state_json(&[record(ID, "local", &env.workdir)]),
+        state_json(&[planted_record(ID, "local", &env.workdir)]),
     )
     .unwrap();
     let pwned = env.root.path().join("pwned");
@@ -300,7 +289,7 @@ fn a_user_config_file_others_can_write_is_refused() {
             .output()
             .unwrap()
     };
-    assert_refused(&up(), 1, &file, "chmod go-w");
+    assert_refused_naming(&up(), 1, &file, "chmod go-w");
     assert!(
         !pwned.exists(),
         "a configuration others can write ran a program"
@@ -308,7 +297,7 @@ fn a_user_config_file_others_can_write_is_refused() {
     // Another user's file, even read-only.
     std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o644)).unwrap();
     chown(&file, Some(1000), Some(1000)).unwrap();
-    assert_refused(&up(), 1, &file, "belongs to uid 1000");
+    assert_refused_naming(&up(), 1, &file, "belongs to uid 1000");
     assert!(
         !pwned.exists(),
         "another user's configuration ran a program"
