@@ -155,7 +155,7 @@ pub enum Stream {
 
 /// Copies a child's output to one of our streams as it arrives. While a status line is drawn,
 /// bytes are written a whole line at a time (up to the last `\n` or `\r`) above it; the rest
-/// waits for its line break, for [`MAX_PENDING`] bytes, or for [`Forward::finish`].
+/// waits for its line break, for `MAX_PENDING` bytes, or for [`Forward::finish`].
 #[derive(Debug)]
 pub struct Forward {
     stream: Stream,

@@ -18,7 +18,7 @@ use std::path::{Path, PathBuf};
 pub const FALLBACK_HOME: &str = "/var/tmp/home";
 
 /// The `uid:gid` a command runs as, for `run_as`: numeric IDs as they are; a login name looked up
-/// in the container's `/etc/passwd` ([`read_account_file`]), with its primary group unless one is given
+/// in the container's `/etc/passwd` (`read_account_file`), with its primary group unless one is given
 /// (`root` is 0:0 even in an image without the file). Errors: the name is unknown.
 pub fn resolve(run_as: &super::proto::RunAs) -> Result<(u32, u32), String> {
     use super::proto::RunAs;

@@ -31,6 +31,8 @@ pub struct ExecArgs {
     /// Kill the command's whole process tree after this many milliseconds (exit 124)
     #[arg(long, value_name = "MS")]
     pub timeout_ms: Option<u64>,
+    // Help text, not rustdoc: `NAME[:GID]` is no link.
+    #[allow(rustdoc::broken_intra_doc_links)]
     /// Run as this user of the container's /etc/passwd, NAME[:GID] (the engine's exec starts
     /// this wrapper as root then; exit 125 when there is no such user)
     #[arg(long, value_name = "NAME[:GID]")]

@@ -60,7 +60,7 @@ struct LogsJson {
 }
 
 /// Runs `logs`: the command's output on our stdout and stderr, or with `--format json` one
-/// document ([`LogsJson`]; not with `--follow`, which streams); with `--network`, the egress
+/// document (`LogsJson`; not with `--follow`, which streams); with `--network`, the egress
 /// proxy's decisions (a table, or a JSON array of `{ts, method, host, port, decision,
 /// bytes_out, bytes_in}`).
 pub async fn logs(ctx: &Ctx, format: Format, args: &LogsArgs) -> Result<i32> {

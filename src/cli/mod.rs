@@ -2,7 +2,7 @@
 //! and convert its arguments, call the [`crate::sandbox`] core, render a table or JSON, return
 //! the exit status), the rendering ([`output`]) and the spinner ([`progress`]).
 //!
-//! [`run`] is the whole program: it parses the command line (a malformed one is a one-line
+//! [`run()`] is the whole program: it parses the command line (a malformed one is a one-line
 //! error), starts the async runtime, runs the subcommand and turns its result into the exit
 //! status ([`crate::error::exit_code`]), printing an error once, with its cause chain.
 

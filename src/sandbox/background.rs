@@ -52,7 +52,7 @@ fn agent_failed(e: impl std::fmt::Display) -> anyhow::Error {
 /// Starts `req` in the background (`exec --detach`): returns its handle at once. The command
 /// runs with `req`'s working directory and environment, as `req.user` or the sandbox's user, without a
 /// timeout unless `req.timeout` gives one, its output going to its log files. Errors: as
-/// [`agent_of`], a bad working directory or variable, the agent's refusal.
+/// `agent_of`, a bad working directory or variable, the agent's refusal.
 pub async fn detach(ctx: &Ctx, req: &ExecRequest) -> anyhow::Result<Started> {
     let (rec, mut conn) = agent_of(ctx, &req.id).await?;
     let cwd = resolve_cwd(&rec.workdir, req.cwd.as_deref(), true)?;

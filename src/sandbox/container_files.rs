@@ -422,7 +422,7 @@ pub async fn read(
 #[error("the file is {0} bytes")]
 pub struct TooLarge(pub u64);
 
-/// What [`write`] did.
+/// What [`write()`] did.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Written {
     /// The container's path.

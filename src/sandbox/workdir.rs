@@ -636,7 +636,7 @@ impl MountCheck {
     /// the containers' own user: one `openat` per component); else (a non-root user of a
     /// rootful engine) by h9sandbox's own binary in the container (`agent stat`, through the
     /// engine's exec). Under gVisor, whose file system numbers devices and inodes itself, by a
-    /// mark ([`MountCheck::verify_by_mark`]). Run before any of the sandbox's processes exists
+    /// mark (`MountCheck::verify_by_mark`). Run before any of the sandbox's processes exists
     /// (`up`, `start`).
     /// Errors: a mismatch or a path that does not resolve, which the caller turns into a
     /// stopped or removed container; the engine's.

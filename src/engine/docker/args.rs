@@ -1,5 +1,5 @@
 //! The argv builders of the Docker-CLI-compatible engines: pure functions from a spec to the
-//! client's arguments, compared exactly by the unit tests ([`super::tests`]).
+//! client's arguments, compared exactly by the unit tests (`super::tests`).
 
 use super::{Flavor, HostLimits, KILL_SCRIPT, SHELL_WRAPPER};
 use crate::contract as agent;
@@ -41,7 +41,7 @@ pub fn build_args(spec: &BuildSpec) -> Vec<String> {
     a
 }
 
-/// `create` arguments of the container [`Docker::image_file`] copies a file out of: never
+/// `create` arguments of the container [`Environment::image_file`](crate::engine::Environment::image_file) copies a file out of: never
 /// started (its entrypoint need not exist), without a network, never pulling, labelled.
 pub fn probe_create_args(image: &str, labels: &[(&str, &str)]) -> Vec<String> {
     let mut a: Vec<String> = vec!["create".into()];

@@ -10,7 +10,7 @@ use crate::engine::{
     LABEL_ID, LABEL_STATE_DIR,
 };
 
-/// Parses the output of [`ps_args`].
+/// Parses the output of [`super::args::ps_args`].
 pub fn parse_ps(flavor: Flavor, out: &str) -> Result<Vec<ContainerSummary>> {
     match flavor {
         Flavor::Docker => Ok(out.lines().filter_map(parse_ps_line).collect()),
@@ -90,7 +90,7 @@ pub fn parse_image_config(json: &str) -> Result<ImageConfig> {
     })
 }
 
-/// Parses the output of [`inspect_args`].
+/// Parses the output of [`super::args::inspect_args`].
 pub fn parse_inspect(json: &str) -> Result<ContainerStatus> {
     #[derive(serde::Deserialize)]
     #[serde(rename_all = "PascalCase")]
