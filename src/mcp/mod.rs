@@ -48,8 +48,8 @@ use crate::config::Layers;
 use crate::report::{Reporter, Stderr};
 use crate::sandbox::workdir::{resolve_workdir, WorkdirRule};
 use crate::sandbox::{down, interrupted, Ctx};
+use session::tools;
 pub use session::Session;
-use tools::tools;
 
 /// How the server is started (`h9sandbox mcp`'s arguments and configuration).
 #[derive(Debug, Clone)]

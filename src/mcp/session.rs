@@ -13,7 +13,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use anyhow::Result;
-use rmcp::model::{CallToolResult, JsonObject};
+use rmcp::model::{CallToolResult, JsonObject, Tool};
 use tokio::sync::{watch, Semaphore};
 use uuid::Uuid;
 
@@ -1037,57 +1037,7 @@ impl Session {
         args: Option<JsonObject>,
         cancelled: impl std::future::Future<Output = ()>,
     ) -> CallToolResult {
-        let done = match name {
-            "sandbox_up" => match parse(name, args) {
-                Ok(p) => self.up(p).await,
-                Err(e) => Err(e),
-            },
-            "sandbox_exec" => match parse(name, args) {
-                Ok(p) => self.exec(p, cancelled).await,
-                Err(e) => Err(e),
-            },
-            "sandbox_read" => match parse(name, args) {
-                Ok(p) => self.read(p).await,
-                Err(e) => Err(e),
-            },
-            "sandbox_spawn" => match parse(name, args) {
-                Ok(p) => self.spawn(p).await,
-                Err(e) => Err(e),
-            },
-            "sandbox_ps" => match parse(name, args) {
-                Ok(p) => self.ps(p).await,
-                Err(e) => Err(e),
-            },
-            "sandbox_logs" => match parse(name, args) {
-                Ok(p) => self.logs(p).await,
-                Err(e) => Err(e),
-            },
-            "sandbox_kill" => match parse(name, args) {
-                Ok(p) => self.kill(p).await,
-                Err(e) => Err(e),
-            },
-            "sandbox_write" => match parse(name, args) {
-                Ok(p) => self.write(p).await,
-                Err(e) => Err(e),
-            },
-            "sandbox_edit" => match parse(name, args) {
-                Ok(p) => self.edit(p).await,
-                Err(e) => Err(e),
-            },
-            "sandbox_list" => match parse(name, args) {
-                Ok(p) => self.list(p).await,
-                Err(e) => Err(e),
-            },
-            "sandbox_down" => match parse(name, args) {
-                Ok(p) => self.down(p).await,
-                Err(e) => Err(e),
-            },
-            "sandbox_port_forward" => match parse(name, args) {
-                Ok(p) => self.port_forward(p).await,
-                Err(e) => Err(e),
-            },
-            other => Err(Error::Invalid(format!("unknown tool {other}")).into()),
-        };
+        let done = self.dispatch(name, args, cancelled).await;
         match done {
             Ok(d) => d.into_result(),
             Err(e) => {
@@ -1100,6 +1050,78 @@ impl Session {
             }
         }
     }
+}
+
+/// The tools, in the order clients show them: name, arguments => structured result, the
+/// session's method that runs it, the hints for the client (read-only, destructive, idempotent;
+/// see [`tool`]), whether it is offered (`port_forward`: only with `mcp --port-forward`), and
+/// the description a model reads. One list: [`tools`] lists them, [`Session::dispatch`] runs
+/// them.
+macro_rules! tool_table {
+    ($cancelled:ident, $port_forward:ident; $(
+        $name:literal: $params:ty => $result:ty, $method:ident $(($extra:ident))?,
+        $hints:expr, $offered:expr, $desc:literal;
+    )*) => {
+        /// The tool list, in the order clients show it; `sandbox_port_forward` only when
+        /// `port_forward` (the operator's `mcp --port-forward`).
+        pub fn tools($port_forward: bool) -> Vec<Tool> {
+            let mut all = Vec::new();
+            $(
+                if $offered {
+                    all.push(tool::<$params, $result>($name, $desc, $hints));
+                }
+            )*
+            all
+        }
+
+        impl Session {
+            /// Runs the tool `name` with `args` (checked against its argument type first);
+            /// `cancelled` resolving kills a command under way (`sandbox_exec`).
+            async fn dispatch(
+                self: &Arc<Self>,
+                name: &str,
+                args: Option<JsonObject>,
+                $cancelled: impl std::future::Future<Output = ()>,
+            ) -> Result<Done> {
+                match name {
+                    $(
+                        $name => {
+                            let p: $params = parse(name, args)?;
+                            self.$method(p $(, $extra)?).await
+                        }
+                    )*
+                    other => Err(Error::Invalid(format!("unknown tool {other}")).into()),
+                }
+            }
+        }
+    };
+}
+
+tool_table! { cancelled, port_forward;
+    "sandbox_up": UpParams => SandboxInfo, up, (false, false, false), true,
+        "Start a new sandbox: a hardened, throw-away container with a host directory (the work dir) mounted at the same path. It becomes this session's default sandbox, which the other tools use when called without `id`. It is removed when the session ends, unless keep is true.";
+    "sandbox_exec": ExecParams => ExecResult, exec(cancelled), (false, true, false), true,
+        "Run a command in a sandbox (a shell command line, or an argv array run exactly) and return its exit code, stdout and stderr; a non-zero exit code is a normal result. The command starts in the work dir. A timeout kills its whole process tree (a tool error, with the output so far). Long output keeps its start and end, with a marker saying how many bytes were cut between them.";
+    "sandbox_spawn": SpawnParams => SpawnResult, spawn, (false, false, false), true,
+        "Start a command in a sandbox's background (a server, a watcher, a long build) and return at once with its handle; its output goes to log files (sandbox_logs), its whole process tree can be killed (sandbox_kill), and sandbox_ps lists such commands.";
+    "sandbox_ps": PsParams => PsResult, ps, (true, false, true), true,
+        "List the commands running in a sandbox's background (started with sandbox_spawn): handle, pid, command, start time, exit code once exited.";
+    "sandbox_logs": LogsParams => LogsResult, logs, (true, false, true), true,
+        "Return what a background command (sandbox_spawn) has written to stdout and stderr so far; long output keeps its start and end.";
+    "sandbox_kill": KillParams => KillResult, kill, (false, true, true), true,
+        "Kill a background command's whole process tree (sandbox_spawn).";
+    "sandbox_read": ReadParams => ReadResult, read, (true, false, true), true,
+        "Read lines of a text file in a sandbox's work dir: offset and limit in lines, optional cat -n style line numbers; next_offset says where to go on. Paths that leave the work dir are refused. Binary files are refused too: read those with sandbox_exec (e.g. base64).";
+    "sandbox_write": WriteParams => WriteResult, write, (false, true, true), true,
+        "Create or replace a text file in a sandbox's work dir, atomically (missing parent directories are created). Paths that leave the work dir are refused and touch nothing.";
+    "sandbox_edit": EditParams => EditResult, edit, (false, true, false), true,
+        "Replace exact text in a file of a sandbox's work dir: `old` must occur exactly once (or at least once with replace_all). The file is replaced atomically and keeps its mode and owner.";
+    "sandbox_list": ListParams => ListResult, list, (true, false, true), true,
+        "List the sandboxes (this session's and any others of the same state directory) with their real container state, and which one is this session's default.";
+    "sandbox_down": DownParams => DownResult, down, (false, true, true), true,
+        "Stop and remove a sandbox and its sub-sandboxes. Files in its work dir stay on the host; everything else in the sandbox is lost.";
+    "sandbox_port_forward": PortForwardParams => PortForwardResult, port_forward, (false, false, false), port_forward,
+        "Reach a server listening on a port inside a sandbox (a dev server started with sandbox_spawn, say) from this machine: returns the address on 127.0.0.1 that carries each connection to that port, on any network mode. It lasts until the sandbox or this session ends.";
 }
 
 /// A tool's command as [`ExecRequest`] takes it: `command` (one shell command line) or `argv`
@@ -1187,4 +1209,26 @@ fn within_grant(cfg: &crate::config::Config, p: &UpParams) -> Result<(), Error> 
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tools_have_object_schemas_without_line_breaks() {
+        let tools = tools(true);
+        let mut names: Vec<&str> = tools.iter().map(|t| t.name.as_ref()).collect();
+        names.sort();
+        names.dedup();
+        assert_eq!(names.len(), 12);
+        assert_eq!(tools.len() - 1, super::tools(false).len());
+        for t in &tools {
+            assert_eq!(t.input_schema["type"], "object", "{}", t.name);
+            assert_eq!(t.input_schema["additionalProperties"], false, "{}", t.name);
+            assert!(t.output_schema.is_some(), "{}", t.name);
+            let text = serde_json::to_string(&t).unwrap();
+            assert!(!text.contains("\\n"), "{}: {text}", t.name);
+        }
+    }
 }

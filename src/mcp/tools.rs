@@ -511,7 +511,7 @@ pub struct DownResult {
 /// A tool whose arguments are `P` and whose structured result is `R`; `read_only`,
 /// `destructive` and `idempotent` are hints for the client (it never reaches beyond the
 /// sandboxes: not open-world).
-fn tool<P: JsonSchema + 'static, R: JsonSchema + 'static>(
+pub fn tool<P: JsonSchema + 'static, R: JsonSchema + 'static>(
     name: &'static str,
     description: &'static str,
     (read_only, destructive, idempotent): (bool, bool, bool),
@@ -549,76 +549,6 @@ fn tidy(schema: &JsonObject) -> Arc<JsonObject> {
     let mut map = schema.clone();
     walk_map(&mut map);
     Arc::new(map)
-}
-
-/// The tool list, in the order clients show it; `sandbox_port_forward` only when
-/// `port_forward` (the operator's `mcp --port-forward`).
-pub fn tools(port_forward: bool) -> Vec<Tool> {
-    let mut all = vec![
-        tool::<UpParams, SandboxInfo>(
-            "sandbox_up",
-            "Start a new sandbox: a hardened, throw-away container with a host directory (the work dir) mounted at the same path. It becomes this session's default sandbox, which the other tools use when called without `id`. It is removed when the session ends, unless keep is true.",
-            (false, false, false),
-        ),
-        tool::<ExecParams, ExecResult>(
-            "sandbox_exec",
-            "Run a command in a sandbox (a shell command line, or an argv array run exactly) and return its exit code, stdout and stderr; a non-zero exit code is a normal result. The command starts in the work dir. A timeout kills its whole process tree (a tool error, with the output so far). Long output keeps its start and end, with a marker saying how many bytes were cut between them.",
-            (false, true, false),
-        ),
-        tool::<SpawnParams, SpawnResult>(
-            "sandbox_spawn",
-            "Start a command in a sandbox's background (a server, a watcher, a long build) and return at once with its handle; its output goes to log files (sandbox_logs), its whole process tree can be killed (sandbox_kill), and sandbox_ps lists such commands.",
-            (false, false, false),
-        ),
-        tool::<PsParams, PsResult>(
-            "sandbox_ps",
-            "List the commands running in a sandbox's background (started with sandbox_spawn): handle, pid, command, start time, exit code once exited.",
-            (true, false, true),
-        ),
-        tool::<LogsParams, LogsResult>(
-            "sandbox_logs",
-            "Return what a background command (sandbox_spawn) has written to stdout and stderr so far; long output keeps its start and end.",
-            (true, false, true),
-        ),
-        tool::<KillParams, KillResult>(
-            "sandbox_kill",
-            "Kill a background command's whole process tree (sandbox_spawn).",
-            (false, true, true),
-        ),
-        tool::<ReadParams, ReadResult>(
-            "sandbox_read",
-            "Read lines of a text file in a sandbox's work dir: offset and limit in lines, optional cat -n style line numbers; next_offset says where to go on. Paths that leave the work dir are refused. Binary files are refused too: read those with sandbox_exec (e.g. base64).",
-            (true, false, true),
-        ),
-        tool::<WriteParams, WriteResult>(
-            "sandbox_write",
-            "Create or replace a text file in a sandbox's work dir, atomically (missing parent directories are created). Paths that leave the work dir are refused and touch nothing.",
-            (false, true, true),
-        ),
-        tool::<EditParams, EditResult>(
-            "sandbox_edit",
-            "Replace exact text in a file of a sandbox's work dir: `old` must occur exactly once (or at least once with replace_all). The file is replaced atomically and keeps its mode and owner.",
-            (false, true, false),
-        ),
-        tool::<ListParams, ListResult>(
-            "sandbox_list",
-            "List the sandboxes (this session's and any others of the same state directory) with their real container state, and which one is this session's default.",
-            (true, false, true),
-        ),
-        tool::<DownParams, DownResult>(
-            "sandbox_down",
-            "Stop and remove a sandbox and its sub-sandboxes. Files in its work dir stay on the host; everything else in the sandbox is lost.",
-            (false, true, true),
-        ),
-    ];
-    if port_forward {
-        all.push(tool::<PortForwardParams, PortForwardResult>(
-            "sandbox_port_forward",
-            "Reach a server listening on a port inside a sandbox (a dev server started with sandbox_spawn, say) from this machine: returns the address on 127.0.0.1 that carries each connection to that port, on any network mode. It lasts until the sandbox or this session ends.",
-            (false, false, false),
-        ));
-    }
-    all
 }
 
 /// A finished tool call: structured content and the text for clients that show only text.
@@ -689,23 +619,6 @@ pub fn parse<T: DeserializeOwned>(tool: &str, args: Option<JsonObject>) -> Resul
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn tools_have_object_schemas_without_line_breaks() {
-        let tools = tools(true);
-        let mut names: Vec<&str> = tools.iter().map(|t| t.name.as_ref()).collect();
-        names.sort();
-        names.dedup();
-        assert_eq!(names.len(), 12);
-        assert_eq!(tools.len() - 1, super::tools(false).len());
-        for t in &tools {
-            assert_eq!(t.input_schema["type"], "object", "{}", t.name);
-            assert_eq!(t.input_schema["additionalProperties"], false, "{}", t.name);
-            assert!(t.output_schema.is_some(), "{}", t.name);
-            let text = serde_json::to_string(&t).unwrap();
-            assert!(!text.contains("\\n"), "{}: {text}", t.name);
-        }
-    }
 
     #[test]
     fn arguments_are_checked_with_defaults_filled_in() {

@@ -9,10 +9,10 @@ use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use crate::common::*;
-use serde::Deserialize;
 use predicates::function::function;
 use predicates::prelude::PredicateBooleanExt;
 use predicates::str::{contains, starts_with};
+use serde::Deserialize;
 
 #[test]
 fn full_lifecycle_up_exec_ls_down() {
@@ -76,8 +76,13 @@ fn exit_codes_follow_the_contract() {
     let env = TestEnv::new();
     let id = env.up(&[]);
     // The command's own status, passed through; its streams are its own.
-    env.assert(&["exec", &id, "--", "true"]).code(0).stdout("").stderr("");
-    env.assert(&["exec", &id, "--", "echo out; exit 3"]).code(3).stdout("out\n");
+    env.assert(&["exec", &id, "--", "true"])
+        .code(0)
+        .stdout("")
+        .stderr("");
+    env.assert(&["exec", &id, "--", "echo out; exit 3"])
+        .code(3)
+        .stdout("out\n");
     env.assert(&["exec", &id, "--", "no-such-command-xyz"])
         .code(127)
         .stderr(contains("no-such-command-xyz"));
