@@ -6,6 +6,12 @@
 #
 #   bash scripts/testbed.sh up     start it (idempotent), load the test images, print its env
 #   bash scripts/testbed.sh env    print the environment that points a client at it
+#
+# Where sshd is installed (Debian's openssh-server, never started as a service here), it also
+# runs an sshd of its own on $ADDR:$H9_TESTBED_SSH_PORT (2222) whose sessions' docker client is
+# pointed at this daemon (SetEnv DOCKER_HOST), so `DOCKER_HOST=ssh://root@127.0.0.2:2222` reaches
+# it as `ssh://builder` would: root by key only, keys and known_hosts in $ROOT/ssh, an
+# ssh_config there for the client (ssh -F), its PID in $RUN/sshd.pid.
 #   bash scripts/testbed.sh down   stop it by its PID file, remove its bridge, check docker0
 #
 # It has its own data root, exec root, PID file, config file, containerd, unix socket
@@ -22,6 +28,9 @@ PORT=${H9_TESTBED_PORT:-23760}
 ADDR=${H9_TESTBED_ADDR:-127.0.0.2}
 BRIDGE=${H9_TESTBED_BRIDGE:-h9tb0}
 SUBNET_IP=${H9_TESTBED_BRIDGE_IP:-172.31.250.1/24}
+SSH_PORT=${H9_TESTBED_SSH_PORT:-2222}
+SSH_DIR=$ROOT/ssh
+SSHD_PID=$RUN/sshd.pid
 CERTS=$ROOT/certs
 SOCK=$RUN/docker.sock
 PIDFILE=$RUN/docker.pid
@@ -60,6 +69,49 @@ make_certs() {
     rm -f server.csr client.csr server.ext client.ext
     chmod 600 ca-key.pem server-key.pem client/key.pem
   )
+}
+
+# The sshd of the testbed (see the header), when sshd is installed; idempotent.
+ssh_up() {
+  [ -x /usr/sbin/sshd ] || { log "no sshd here (openssh-server): ssh:// is not served"; return 0; }
+  if [ -f "$SSHD_PID" ] && kill -0 "$(cat "$SSHD_PID")" 2>/dev/null; then
+    return 0
+  fi
+  mkdir -p "$SSH_DIR" /run/sshd
+  chmod 700 "$SSH_DIR"
+  [ -f "$SSH_DIR/host_key" ] || ssh-keygen -q -t ed25519 -N '' -f "$SSH_DIR/host_key"
+  [ -f "$SSH_DIR/client_key" ] || ssh-keygen -q -t ed25519 -N '' -f "$SSH_DIR/client_key"
+  cp "$SSH_DIR/client_key.pub" "$SSH_DIR/authorized_keys"
+  echo "[$ADDR]:$SSH_PORT $(cut -d' ' -f1,2 "$SSH_DIR/host_key.pub")" >"$SSH_DIR/known_hosts"
+  cat >"$SSH_DIR/sshd_config" <<CONF
+ListenAddress $ADDR:$SSH_PORT
+HostKey $SSH_DIR/host_key
+PidFile $SSHD_PID
+AuthorizedKeysFile $SSH_DIR/authorized_keys
+PermitRootLogin prohibit-password
+PasswordAuthentication no
+KbdInteractiveAuthentication no
+UsePAM no
+SetEnv DOCKER_HOST=unix://$SOCK
+CONF
+  cat >"$SSH_DIR/ssh_config" <<CONF
+Host *
+  IdentityFile $SSH_DIR/client_key
+  UserKnownHostsFile $SSH_DIR/known_hosts
+  StrictHostKeyChecking yes
+  BatchMode yes
+CONF
+  /usr/sbin/sshd -f "$SSH_DIR/sshd_config" -E "$ROOT/sshd.log"
+  for _ in $(seq 50); do [ -f "$SSHD_PID" ] && break; sleep 0.1; done
+  log "sshd at ssh://root@$ADDR:$SSH_PORT (client: ssh -F $SSH_DIR/ssh_config)"
+}
+
+ssh_down() {
+  if [ -f "$SSHD_PID" ] && kill -0 "$(cat "$SSHD_PID")" 2>/dev/null; then
+    log "stopping sshd (pid $(cat "$SSHD_PID"))"
+    kill "$(cat "$SSHD_PID")"
+  fi
+  rm -f "$SSHD_PID"
 }
 
 need_tools() {
@@ -129,6 +181,7 @@ EOF
       docker save "$img" | docker -H "unix://$SOCK" load -q >/dev/null
     fi
   done
+  ssh_up
   # Reached as a client would: TCP with TLS.
   eval "$(print_env)"
   docker version --format 'testbed: server {{.Server.Version}} at '"$DOCKER_HOST" >&2
@@ -136,6 +189,7 @@ EOF
 }
 
 down() {
+  ssh_down
   if running; then
     pid=$(cat "$PIDFILE")
     log "stopping dockerd (pid $pid)"

@@ -557,3 +557,137 @@ fn cp_of_a_directorys_content_into_an_existing_directory_copies_the_content() {
     assert_ok(&out);
     assert_eq!(stdout(&out), "A");
 }
+
+/// The testbed's sshd (`scripts/testbed.sh`, where openssh-server is installed): the
+/// `ssh://` address of the daemon behind it and the directory of its client files, or `None`
+/// (announced; a failure under CI, whose `.ci/run` installs openssh-server).
+fn testbed_ssh() -> Option<(String, std::path::PathBuf)> {
+    let pid = std::path::Path::new("/run/h9-testbed/sshd.pid");
+    let dir = std::path::PathBuf::from("/var/lib/h9-testbed/ssh");
+    if pid.exists() && dir.join("ssh_config").exists() {
+        return Some(("ssh://root@127.0.0.2:2222".to_string(), dir));
+    }
+    assert!(
+        std::env::var_os("CI").is_none(),
+        "CI is set but the testbed has no sshd: install openssh-server and run scripts/testbed.sh up (.ci/run does)"
+    );
+    announce(
+        "no sshd beside the second daemon: install openssh-server, then bash scripts/testbed.sh up",
+    );
+    None
+}
+
+#[test]
+fn a_daemon_reached_over_ssh_runs_a_copied_sandbox_end_to_end() {
+    require_container!("the daemon belongs to a container engine");
+    if engine() != Engine::Docker {
+        return announce("DOCKER_HOST is the Docker client's");
+    }
+    let Some((host, dir)) = testbed_ssh() else {
+        return;
+    };
+    let env = TestEnv::new();
+    // The client's ssh settings, as a user's ~/.ssh/config would hold them: ssh reads the
+    // account's home, not $HOME, so an `ssh` first on PATH passes them with -F.
+    let bin = env.root.path().join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let ssh = bin.join("ssh");
+    std::fs::write(
+        &ssh,
+        format!(
+            "#!/bin/sh\nexec /usr/bin/ssh -F {} \"$@\"\n",
+            dir.join("ssh_config").display()
+        ),
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&ssh, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let path = format!(
+        "{}:{}",
+        bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    std::fs::write(env.path("in.txt"), "over ssh\n").unwrap();
+    let run = |args: &[&str]| {
+        let mut c = env.cmd();
+        c.env("DOCKER_HOST", &host)
+            .env("PATH", &path)
+            .env_remove("DOCKER_TLS_VERIFY")
+            .env_remove("DOCKER_CERT_PATH")
+            .env_remove("DOCKER_CONTEXT")
+            .args(args)
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped());
+        wait_output(c.spawn().unwrap(), RUN_PATIENCE, &args.join(" "))
+    };
+    let out = run(&["up"]);
+    assert_ok(&out);
+    let id = stdout(&out).trim().to_string();
+    struct Down<'a>(&'a dyn Fn(&[&str]) -> std::process::Output, String);
+    impl Drop for Down<'_> {
+        fn drop(&mut self) {
+            let _ = (self.0)(&["down", &self.1]);
+        }
+    }
+    let _down = Down(&run, id.clone());
+    let rec = record(&env, &id);
+    assert_eq!(rec["daemon"]["host"], host.as_str(), "{rec}");
+    assert_eq!(
+        rec["workdir_mode"], "copy",
+        "a daemon over ssh copies: {rec}"
+    );
+    // The work dir was copied in; a command's status and streams come back over the channel.
+    let out = run(&[
+        "exec",
+        &id,
+        "--",
+        "cat in.txt; echo made > out.txt; echo err >&2; exit 3",
+    ]);
+    assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
+    assert_eq!(stdout(&out), "over ssh\n");
+    assert_eq!(stderr(&out), "err\n");
+    assert!(
+        !env.path("out.txt").exists(),
+        "the host's work dir is untouched"
+    );
+    // cp brings a file back; the container is on the daemon behind ssh, not on this machine's.
+    let dest = env.root.path().join("back");
+    let out = run(&["cp", &format!("{id}:out.txt"), dest.to_str().unwrap()]);
+    assert_ok(&out);
+    assert_eq!(std::fs::read_to_string(&dest).unwrap(), "made\n");
+    let container = rec["container_id"].as_str().unwrap().to_string();
+    let here = std::process::Command::new("docker")
+        .env_remove("DOCKER_HOST")
+        .env_remove("DOCKER_CONTEXT")
+        .env_remove("DOCKER_TLS_VERIFY")
+        .env_remove("DOCKER_CERT_PATH")
+        .args([
+            "ps",
+            "-aq",
+            "--no-trunc",
+            "--filter",
+            &format!("id={container}"),
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(stdout(&here).trim(), "", "not on this machine's daemon");
+    let out = run(&["down", &id]);
+    assert_ok(&out);
+    let there = std::process::Command::new("docker")
+        .args([
+            "-H",
+            "unix:///run/h9-testbed/docker.sock",
+            "ps",
+            "-aq",
+            "--filter",
+        ])
+        .arg(format!("id={container}"))
+        .output()
+        .unwrap();
+    assert_eq!(
+        stdout(&there).trim(),
+        "",
+        "removed on the daemon behind ssh"
+    );
+}
