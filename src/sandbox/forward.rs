@@ -143,6 +143,8 @@ impl Forwarder {
         let mut carried = FuturesUnordered::new();
         let mut look = tokio::time::interval(Duration::from_secs(1));
         look.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let engine = ctx.engine_for(rec);
+        let mut ticks = 0u32;
         tokio::pin!(stop);
         loop {
             tokio::select! {
@@ -157,6 +159,15 @@ impl Forwarder {
                 _ = look.tick() => {
                     if let Some(why) = gone(ctx, rec) {
                         return why;
+                    }
+                    // The record is not told when the container dies or is removed behind
+                    // h9sandbox's back (`docker kill`, `docker rm -f`): the engine is asked
+                    // every few seconds.
+                    ticks += 1;
+                    if ticks.is_multiple_of(CONTAINER_LOOK_TICKS) {
+                        if let Some(why) = container_gone(&engine, rec).await {
+                            return why;
+                        }
                     }
                 }
             }
@@ -181,6 +192,28 @@ fn gone(ctx: &Ctx, rec: &Record) -> Option<String> {
         None => Some(format!("sandbox {} was removed", rec.short_id())),
         Some(r) if matches!(r.state, Lifecycle::Running | Lifecycle::Paused) => None,
         Some(r) => Some(format!("sandbox {} is {} now", rec.short_id(), r.state)),
+    }
+}
+
+/// Every how many seconds [`Forwarder::serve`] asks the engine whether the container still runs.
+const CONTAINER_LOOK_TICKS: u32 = 3;
+
+/// Why the forwards of `rec` must end because of its container, if they must: gone, or no
+/// longer running (nor paused). An engine that does not answer ends nothing.
+async fn container_gone(engine: &crate::engine::AnyEngine, rec: &Record) -> Option<String> {
+    use crate::engine::Environment;
+    match engine.inspect(rec.container_ref()).await {
+        Ok(None) => Some(format!(
+            "sandbox {}'s container was removed behind h9sandbox's back (`h9sandbox down {}` removes its record)",
+            rec.short_id(),
+            rec.short_id()
+        )),
+        Ok(Some(st)) if !st.running && st.status != "paused" => Some(format!(
+            "sandbox {}'s container is {} (`h9sandbox ls` shows why)",
+            rec.short_id(),
+            st.status
+        )),
+        _ => None,
     }
 }
 

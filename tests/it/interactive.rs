@@ -887,3 +887,45 @@ fn mcp_port_forward_returns_an_address_that_reaches_the_sandbox_until_it_goes() 
     );
     env.assert_nothing_left("mcp port forward");
 }
+
+#[test]
+fn port_forward_ends_when_its_container_dies_behind_its_back() {
+    require_container!("port forwarding needs the in-container agent");
+    if mounted_under_gvisor() {
+        return;
+    }
+    let env = TestEnv::new();
+    let id = env.up(&[]);
+    let mut fwd = env
+        .cmd()
+        .args(["port-forward", &id, ":8000", "--format", "json"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(fwd.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let said: serde_json::Value = serde_json::from_str(&line).unwrap_or_else(|e| {
+        let _ = fwd.kill();
+        panic!("port-forward printed {line:?}: {e}")
+    });
+    let addr = said["forwards"][0]["address"].as_str().unwrap().to_string();
+    // Killed with the engine's own client: h9sandbox's record still says Running.
+    let out = Command::new(cli())
+        .args(["kill", &env.container(&id)])
+        .output()
+        .unwrap();
+    assert_ok(&out);
+    let out = wait_output(
+        fwd,
+        Duration::from_secs(30),
+        "port-forward of a killed container",
+    );
+    let err = stderr(&out);
+    assert!(out.status.success(), "{:?}: {err}", out.status);
+    assert!(err.contains("container is exited"), "{err}");
+    assert!(TcpStream::connect(&addr).is_err(), "still listening");
+}
