@@ -290,7 +290,12 @@ impl Agent {
         // PID 1 reaps it ([`super::init`]); its status travels on the control socket.
         let supervisor = cmd
             .spawn()
-            .map_err(|e| fail(format!("cannot start the supervisor: {e}")))?
+            .map_err(|e| {
+                fail(
+                    super::stats::at_process_limit(&e)
+                        .unwrap_or_else(|| format!("cannot start the supervisor: {e}")),
+                )
+            })?
             .id();
         drop(cmd);
         drop(theirs);

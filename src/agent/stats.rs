@@ -63,6 +63,26 @@ pub fn sample(req: &StatsRequest) -> Stats {
     s
 }
 
+/// The container's process limit (`pids.max` of its cgroup, v2 or v1), when it has one.
+pub fn pids_limit() -> Option<u64> {
+    match cgroup_v2_dir(Path::new(CGROUP_ROOT), &read("/proc/self/cgroup")) {
+        Some(dir) => max_value(&read(dir.join("pids.max"))),
+        None => max_value(&read(Path::new(CGROUP_ROOT).join("pids/pids.max"))),
+    }
+}
+
+/// Why a process could not be made, when `e` is the kernel's `EAGAIN` of fork(2) or clone(2) at
+/// the container's process limit: the limit, and what to do; `None` for any other error.
+pub fn at_process_limit(e: &std::io::Error) -> Option<String> {
+    if e.raw_os_error() != Some(libc::EAGAIN) {
+        return None;
+    }
+    let limit = pids_limit().map_or(String::new(), |n| format!(" ({n})"));
+    Some(format!(
+        "the sandbox runs as many processes as its limit allows{limit}: end some (`h9sandbox ps ID`, `h9sandbox kill ID HANDLE`, or an exec of `kill`), or make the sandbox with a higher --pids-limit"
+    ))
+}
+
 fn read(path: impl AsRef<Path>) -> String {
     std::fs::read_to_string(path).unwrap_or_default()
 }

@@ -439,7 +439,10 @@ fn spawn(spec: &Spec) -> Result<Started, (i32, String)> {
                 } else {
                     126
                 };
-                Err((code, format!("cannot run {program}: {e}")))
+                match super::stats::at_process_limit(&e) {
+                    Some(why) => Err((125, format!("cannot run {program}: {why}"))),
+                    None => Err((code, format!("cannot run {program}: {e}"))),
+                }
             }
         },
     }

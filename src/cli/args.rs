@@ -35,8 +35,8 @@ Examples:
   h9sandbox mcp --auto-up                      serve the tools to an agent over MCP (stdio)
   h9sandbox down \"$id\"                         stop and remove it (and its sub-sandboxes)
 
-Exit status: 0 success, 1 failure, 2 bad usage; `exec`, `run` and `bootstrap` pass the command's
-status through (128+N for signal N), 124 on timeout and 125 when h9sandbox itself failed.";
+Exit status: 0 success, 1 failure, 2 bad usage; `exec`, `run`, `bootstrap` and `shell` pass the
+command's status through (128+N for signal N), 124 on timeout and 125 when h9sandbox itself failed.";
 
 /// The top-level `--help` epilogue: the examples and the exit status, then the environment
 /// variables read (every configuration key's `H9SANDBOX_<KEY>`, from [`crate::config::KEYS`]).
@@ -172,7 +172,10 @@ Examples:
   h9sandbox shell 3f2a --timeout 1h               the session's tree is killed after an hour
 
 The same as `h9sandbox exec -it ID -- 'exec bash -l'` (sh -l where the image has no bash), with
-no timeout unless --timeout gives one. `exit` or Ctrl-D ends it, with the shell's exit status.")]
+no timeout unless --timeout gives one. `exit` or Ctrl-D ends it, with the shell's exit status.
+
+Exit status: the shell's (128+N when killed by signal N), 124 on timeout, 125 when h9sandbox
+itself failed (unknown sandbox, no terminal, sandbox stopped, engine down).")]
     Shell(ShellArgs),
     /// List the commands running in a sandbox's background (exec --detach)
     #[command(after_help = "\

@@ -34,7 +34,16 @@ pub async fn exec(ctx: &Ctx, format: Format, args: &ExecArgs) -> Result<i32> {
         Some(f) => vec![format!("--command-file {}", f.display())],
         None => args.command.clone(),
     };
-    run(ctx, format, req, args.force_tty, &named).await
+    run(ctx, format, req, args.force_tty, &named, Front::ExecT).await
+}
+
+/// Which front end asked for the terminal, for messages that name its own options.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Front {
+    /// `exec -t`.
+    ExecT,
+    /// `shell`.
+    Shell,
 }
 
 /// `shell`.
@@ -53,7 +62,15 @@ pub async fn shell(ctx: &Ctx, format: Format, args: &ShellArgs) -> Result<i32> {
         command: vec![LOGIN_SHELL.to_string()],
         argv: false,
     };
-    run(ctx, format, req, false, &["shell".to_string()]).await
+    run(
+        ctx,
+        format,
+        req,
+        false,
+        &["shell".to_string()],
+        Front::Shell,
+    )
+    .await
 }
 
 /// `TERM=` our own terminal's type (what programs in the sandbox draw for), `xterm` when we
@@ -72,28 +89,28 @@ async fn run(
     req: ExecRequest,
     force: bool,
     command: &[String],
+    front: Front,
 ) -> Result<i32> {
+    let refuse = |why: &str| -> anyhow::Error { Error::Invalid(why.to_string()).into() };
     if format == Format::Json {
-        return Err(Error::Invalid(
-            "--format json cannot hold a terminal's output (what a terminal shows is one stream of screen updates); drop -t to capture stdout and stderr".into(),
-        )
-        .into());
+        return Err(refuse(match front {
+            Front::ExecT => "--format json cannot hold a terminal's output (what a terminal shows is one stream of screen updates); drop -t to capture stdout and stderr",
+            Front::Shell => "--format json cannot hold a terminal session (one stream of screen updates); `h9sandbox exec ID --format json -- COMMAND` captures a command's stdout and stderr",
+        }));
     }
     let stdin_tty = rustix::termios::isatty(rustix::stdio::stdin());
     let stdout_tty = rustix::termios::isatty(rustix::stdio::stdout());
-    if !force {
-        if req.interactive && !stdin_tty {
-            return Err(Error::Invalid(
-                "the input is not a terminal: -t with -i needs one (run it from a terminal, drop -t, or give --force-tty for a program that drives the terminal itself)".into(),
-            )
-            .into());
-        }
-        if !stdout_tty {
-            return Err(Error::Invalid(
-                "the output is not a terminal: -t needs one (drop -t to pass the output on as it is, or give --force-tty)".into(),
-            )
-            .into());
-        }
+    if !force && ((req.interactive && !stdin_tty) || !stdout_tty) {
+        let which = if req.interactive && !stdin_tty {
+            "input"
+        } else {
+            "output"
+        };
+        return Err(refuse(&match front {
+            Front::ExecT if which == "input" => "the input is not a terminal: -t with -i needs one (run it from a terminal, drop -t, or give --force-tty for a program that drives the terminal itself)".to_string(),
+            Front::ExecT => "the output is not a terminal: -t needs one (drop -t to pass the output on as it is, or give --force-tty)".to_string(),
+            Front::Shell => format!("the {which} is not a terminal: `shell` needs one (run it from a terminal; without one, `h9sandbox exec ID -- COMMAND` runs a command, and `exec -it --force-tty` gives a program a terminal of its own)"),
+        }));
     }
     let size = window_size().unwrap_or(WinSize::DEFAULT);
     let (tx, rx) = mpsc::channel::<Input>(16);

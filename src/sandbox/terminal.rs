@@ -85,6 +85,8 @@ pub async fn run(
     let mut backstop = timeout.map(|t| tokio::time::Instant::now() + t + AGENT_PATIENCE);
     let mut interrupted: Option<&'static str> = None;
     let mut input_open = true;
+    // The last byte the caller typed, for the end of its input.
+    let mut last_typed: Option<u8> = None;
     let signal = super::interrupted();
     tokio::pin!(signal);
     let exit = loop {
@@ -111,12 +113,24 @@ pub async fn run(
                 None => return Err(lost(std::io::Error::other("it closed the connection before the command ended")).into()),
             },
             i = input.recv(), if input_open => match i {
-                Some(Input::Bytes(b)) if req.interactive => { let _ = tx.send(Request::Stdin(b)).await; }
+                Some(Input::Bytes(b)) if req.interactive => {
+                    last_typed = b.last().copied().or(last_typed);
+                    let _ = tx.send(Request::Stdin(b)).await;
+                }
                 Some(Input::Bytes(_)) => {}
                 Some(Input::Resize(s)) => { let _ = tx.send(Request::Resize(s.at_least_one())).await; }
                 Some(Input::End) | None => {
                     input_open = false;
                     if req.interactive {
+                        // A terminal has no end of input but the EOF character (^D) at the start
+                        // of a line (termios(3), VEOF): what a person types, and what a program
+                        // reading piped input through `--force-tty` waits for. After a partial
+                        // line the first one only sends the line.
+                        let eof: &[u8] = match last_typed {
+                            None | Some(b'\n' | b'\r') => b"\x04",
+                            Some(_) => b"\x04\x04",
+                        };
+                        let _ = tx.send(Request::Stdin(eof.to_vec())).await;
                         let _ = tx.send(Request::CloseStdin).await;
                     }
                 }

@@ -1177,3 +1177,37 @@ print "said: $all\n";
         "the agent served the planted token: a command ran as root"
     );
 }
+
+#[test]
+fn at_its_process_limit_a_command_is_refused_naming_the_limit_and_the_fix() {
+    require_container!("a local sandbox has no process limit");
+    if exec_path_is_engine() || gvisor() {
+        return announce(
+            "the agent's own spawn is what is tested (not the engine's exec, nor gVisor's)",
+        );
+    }
+    let env = TestEnv::new();
+    let id = env.up(&["--pids-limit", "24"]);
+    let out = env.run(&[
+        "exec",
+        "-d",
+        &id,
+        "--",
+        "for i in $(seq 40); do sleep 300 & done; wait",
+    ]);
+    assert_ok(&out);
+    let mut last = None;
+    wait_until(Duration::from_secs(30), "the sandbox at its limit", || {
+        let out = env.run(&["exec", &id, "--", "true"]);
+        let full = out.status.code() == Some(125);
+        last = Some(out);
+        full
+    });
+    let out = last.unwrap();
+    let err = stderr(&out);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.contains("as many processes as its limit allows (24)") && err.contains("--pids-limit"),
+        "{err}"
+    );
+}

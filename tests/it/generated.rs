@@ -318,7 +318,7 @@ fn help_text_is_true_to_the_commands() {
     }
     let top = text(&["--help"]);
     assert!(
-        top.contains("`exec`, `run` and `bootstrap` pass the command's\nstatus through"),
+        top.contains("`exec`, `run`, `bootstrap` and `shell` pass the\ncommand's status through"),
         "{top}"
     );
     for one_liner in [

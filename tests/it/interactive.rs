@@ -929,3 +929,63 @@ fn port_forward_ends_when_its_container_dies_behind_its_back() {
     assert!(err.contains("container is exited"), "{err}");
     assert!(TcpStream::connect(&addr).is_err(), "still listening");
 }
+
+#[test]
+fn force_tty_with_piped_input_ends_the_program_at_the_end_of_its_input() {
+    require_container!("a terminal needs the in-container agent");
+    if mounted_under_gvisor() {
+        return;
+    }
+    let env = TestEnv::new();
+    let id = env.up(&[]);
+    // A terminal's end of input is ^D at the start of a line (twice after a partial one).
+    for (input, program, want) in [
+        (&b"hi\n"[..], "cat", "hi"),
+        (&b"partial"[..], "wc -c", "7"),
+        (&b""[..], "cat", ""),
+    ] {
+        let mut child = env
+            .cmd()
+            .args(["exec", "-it", "--force-tty", &id, "--", program])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        child.stdin.take().unwrap().write_all(input).unwrap();
+        let out = wait_output(child, Duration::from_secs(30), program);
+        assert_eq!(out.status.code(), Some(0), "{program}: {}", stderr(&out));
+        assert!(stdout(&out).contains(want), "{program}: {:?}", stdout(&out));
+    }
+}
+
+#[test]
+fn shell_and_exec_t_without_a_terminal_are_refused_naming_their_own_options() {
+    require_container!("a terminal needs the in-container agent");
+    let env = TestEnv::new();
+    let id = env.up(&[]);
+    // Piped, as in a test: no terminal on either side.
+    let out = env.run(&["shell", &id]);
+    assert_eq!(out.status.code(), Some(125), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("`shell` needs one"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(!stderr(&out).contains("drop -t"), "{}", stderr(&out));
+    let out = env.run(&["shell", &id, "--format", "json"]);
+    assert_eq!(out.status.code(), Some(125), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("h9sandbox exec ID --format json"),
+        "{}",
+        stderr(&out)
+    );
+    let out = env.run(&["exec", "-t", &id, "--", "true"]);
+    assert_eq!(out.status.code(), Some(125), "{}", stderr(&out));
+    assert!(stderr(&out).contains("drop -t"), "{}", stderr(&out));
+    // shell's own failures are 125, as exec's (its statuses are the shell's).
+    let out = env.run(&["shell", "ffffffff"]);
+    assert_eq!(out.status.code(), Some(125), "{}", stderr(&out));
+    let out = env.run(&["shell", &id, "--no-such-flag"]);
+    assert_eq!(out.status.code(), Some(125), "{}", stderr(&out));
+}
