@@ -236,6 +236,40 @@ fn environment() -> Vec<(String, String)> {
     vars
 }
 
+/// `page` with `...` after each positional argument of `cmd` that takes several values in its
+/// SYNOPSIS (`<[LOCAL:]PORT>...`, `[IDS]...`), as `--help`'s usage line has it; clap_mangen
+/// leaves it out.
+fn repeatable_positionals(cmd: &clap::Command, page: Vec<u8>) -> Vec<u8> {
+    let mut text = String::from_utf8(page).expect("clap_mangen writes UTF-8");
+    for a in cmd.get_positionals() {
+        if !matches!(a.get_action(), clap::ArgAction::Append) {
+            continue;
+        }
+        let name = a
+            .get_value_names()
+            .and_then(|v| v.first())
+            .map_or_else(|| a.get_id().as_str().to_uppercase(), |n| n.to_string());
+        // The SYNOPSIS section only (an `override_usage` one says it already).
+        let Some(from) = text.find(".SH SYNOPSIS") else {
+            continue;
+        };
+        let to = text[from + 1..]
+            .find(".SH ")
+            .map_or(text.len(), |i| from + 1 + i);
+        for (open, close) in [("<", ">"), ("[", "]")] {
+            let plain = format!("{open}\\fI{name}\\fR{close}");
+            if let Some(at) = text[from..to].find(&plain) {
+                let end = from + at + plain.len();
+                if !text[end..].starts_with("...") {
+                    text.insert_str(end, "...");
+                }
+                break;
+            }
+        }
+    }
+    text.into_bytes()
+}
+
 /// One man page: clap_mangen's sections (name, synopsis, description, options, subcommands),
 /// then the `after_help` text split at blank lines into EXAMPLES (verbatim, so examples keep their
 /// lines), EXIT STATUS (a generic one when it says nothing of it) and NOTES, then, on the
@@ -257,6 +291,7 @@ fn man_page(cmd: &clap::Command, see_also: &[String], top: bool) -> Vec<u8> {
         .source(format!("{BIN} {version}"))
         .render(&mut page)
         .expect("writing to memory cannot fail");
+    let mut page = repeatable_positionals(cmd, page);
     let mut roff = Roff::new();
     let mut exit_status = false;
     for block in after

@@ -177,21 +177,15 @@ impl Session {
             )
             .into());
         }
-        if p.port == 0 {
-            return Err(Error::Invalid(
-                "port must be 1 to 65535 (the sandbox's port a server listens on)".into(),
-            )
-            .into());
-        }
         if *self.forwards_end.borrow() {
             return Err(anyhow::anyhow!("the server is shutting down"));
         }
         let id = self.target(p.id).await?;
         let spec = PortSpec {
             local: p.local_port.unwrap_or(0),
-            remote: p.port,
+            remote: p.port.get(),
         };
-        let forwarder = forward::bind(&self.ctx, &id, &[spec]).await?;
+        let forwarder = forward::bind(&self.ctx, &id, &[spec], forward::Asker::Mcp).await?;
         let sandbox = forwarder.record.id;
         let Some(bound) = forwarder.bound().into_iter().next() else {
             return Err(anyhow::anyhow!("no listener was bound"));

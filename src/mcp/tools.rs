@@ -197,7 +197,7 @@ pub struct KillParams {
 #[serde(deny_unknown_fields)]
 pub struct PortForwardParams {
     /// The port inside the sandbox (1-65535) that a server there listens on.
-    pub port: u16,
+    pub port: std::num::NonZeroU16,
     /// The port on 127.0.0.1 of the server's machine to listen on. Default: a free one.
     #[serde(default)]
     pub local_port: Option<u16>,

@@ -90,10 +90,30 @@ pub struct Forwarder {
     listeners: Vec<(TcpListener, Bound)>,
 }
 
+/// Who asked for a forward, for the fix a refusal names: the command line's `LOCAL:PORT`, or
+/// MCP's `local_port`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Asker {
+    /// `h9sandbox port-forward ID [LOCAL:]PORT…`.
+    Cli,
+    /// `sandbox_port_forward {"port", "local_port"}`.
+    Mcp,
+}
+
 /// Binds a listener on 127.0.0.1 for each of `ports` of the Running sandbox `query`, after
-/// checking that its agent can forward (a connection to it). Errors: an unknown or stopped
-/// sandbox, one whose agent cannot forward ([`super::relay::connect`]), a local port in use.
-pub async fn bind(ctx: &Ctx, query: &str, ports: &[PortSpec]) -> Result<Forwarder> {
+/// checking that its agent can forward (a connection to it). Errors: a local port given twice,
+/// an unknown or stopped sandbox, one whose agent cannot forward ([`super::relay::connect`]), a
+/// local port in use (the fix phrased for `asker`).
+pub async fn bind(ctx: &Ctx, query: &str, ports: &[PortSpec], asker: Asker) -> Result<Forwarder> {
+    for (i, p) in ports.iter().enumerate() {
+        if p.local != 0 && ports[..i].iter().any(|q| q.local == p.local) {
+            return Err(Error::Invalid(format!(
+                "local port {} is given twice; give each forward a local port of its own, or :PORT for a free one",
+                p.local
+            ))
+            .into());
+        }
+    }
     let state = ctx.store.load()?;
     let record = state.resolve(query)?.clone();
     // Said now rather than at the first connection: an old or local sandbox cannot forward.
@@ -102,17 +122,21 @@ pub async fn bind(ctx: &Ctx, query: &str, ports: &[PortSpec]) -> Result<Forwarde
     for p in ports {
         let addr = SocketAddr::from(([127, 0, 0, 1], p.local));
         let l = TcpListener::bind(addr).await.map_err(|e| {
-            let hint = if e.kind() == std::io::ErrorKind::AddrInUse {
-                format!(
+            let hint = match (e.kind() == std::io::ErrorKind::AddrInUse, asker) {
+                (true, Asker::Cli) => format!(
                     "another process listens there; give another local port ({}:{}) or a free one (:{})",
                     p.local.wrapping_add(1).max(1024),
                     p.remote,
                     p.remote
-                )
-            } else if p.local < 1024 {
-                "ports below 1024 need privileges; give a higher local port".to_string()
-            } else {
-                "give another local port".to_string()
+                ),
+                (true, Asker::Mcp) => format!(
+                    "another process listens there; give another local_port ({}), or none for a free one",
+                    p.local.wrapping_add(1).max(1024)
+                ),
+                (false, _) if p.local < 1024 => {
+                    "ports below 1024 need privileges; give a higher local port".to_string()
+                }
+                (false, _) => "give another local port".to_string(),
             };
             Error::Invalid(format!("cannot listen on {addr}: {e}; {hint}"))
         })?;

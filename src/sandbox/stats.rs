@@ -247,8 +247,15 @@ impl Sampler {
     pub async fn next(&mut self, ctx: &Ctx) -> Vec<Row> {
         let samples = futures_util::future::join_all(self.records.iter().map(|r| async move {
             if !samplable(r) {
+                let fix = match r.state {
+                    Lifecycle::Stopped => {
+                        format!(" (`h9sandbox start {}` starts it again)", r.short_id())
+                    }
+                    Lifecycle::Paused => format!(" (`h9sandbox resume {}` thaws it)", r.short_id()),
+                    _ => String::new(),
+                };
                 return Err(format!(
-                    "sandbox {} is {}, not Running",
+                    "sandbox {} is {}, not Running{fix}",
                     r.short_id(),
                     r.state
                 ));
