@@ -57,10 +57,18 @@ that is not this machine's gets; run it with DOCKER_HOST etc. naming that daemon
                (DIR: 200 files of 1 MiB of random bytes in 10 directories, D1 and D2 in the
                same container's work dir; throughputs)
 
+With --only ls, 30 sandboxes up at once (`--sandboxes N`), listed and swept:
+
+  ls:          `h9sandbox ls`                    vs `docker ps -a --filter label=h9sandbox.managed=1`
+  ls --json:   `h9sandbox ls --json`             (the same raw counterpart)
+  reap:        `h9sandbox reap --dry-run`        (the same raw counterpart)
+
+and the engine calls each makes (`-v`'s lines), which must not grow with the sandboxes.
+
 Runs alternate (ours, theirs, ours, ...) so drift hits both alike; prints medians and the ratio
 ours/theirs. Usage:
   scripts/bench.py [--binary PATH] [--image IMG] [--runs N] [--engine E] [--runtime R]
-                   [--only core|files|mcp|allowlist|owner|remote]
+                   [--only core|files|mcp|allowlist|owner|remote|ls] [--sandboxes N]
 """
 import argparse, os, re, shlex, statistics, subprocess, sys, tempfile, time
 
@@ -253,6 +261,32 @@ def bench_owner(a, env, h9, work):
     report("up --owner-pid", up_w[1:], up_p[1:], "up")
 
 
+def bench_ls(a, env, h9, work):
+    """`ls`, `ls --json` and `reap --dry-run` with `a.sandboxes` sandboxes against `docker ps -a`
+    of the same label, and how many engine calls each makes (`-v`'s `+ ` lines)."""
+    made = []
+    try:
+        for _ in range(a.sandboxes):
+            _, p = timed(h9 + ["up", "--workdir", work], env=env)
+            made.append(p.stdout.decode().strip())
+        raw = [a.engine, "ps", "-a", "--no-trunc", "--filter", "label=h9sandbox.managed=1"]
+        for name, argv in (("ls", ["ls"]), ("ls --json", ["ls", "--json"]),
+                           ("reap --dry-run", ["reap", "--dry-run"])):
+            _, p = timed(h9 + ["-v"] + argv, env=env)
+            calls = [l for l in p.stderr.decode().splitlines() if l.startswith("+ ")]
+            for _ in range(3):
+                timed(h9 + argv, env=env); timed(raw)
+            ours, theirs = [], []
+            for _ in range(a.runs):
+                ours.append(timed(h9 + argv, env=env)[0])
+                theirs.append(timed(raw)[0])
+            report(f"{name} ({a.sandboxes} sandboxes, {len(calls)} engine calls)", ours, theirs,
+                   f"{a.engine} ps")
+    finally:
+        for sid in made:
+            subprocess.run(h9 + ["down", sid], env=env, stdout=subprocess.DEVNULL)
+
+
 def anonymous_volume(mount):
     """A `--mount` value of the sandbox's named scratch volume (`type=volume,source=NAME,...`) as
     an anonymous volume at the same place (a bare run's own, removed with `rm -v`, which a named
@@ -424,7 +458,8 @@ def main():
     ap.add_argument("--runs", type=int, default=30)
     ap.add_argument("--engine", choices=["docker", "podman", "local"], default="docker")
     ap.add_argument("--runtime", help="OCI runtime of the sandboxes and raw containers (runsc)")
-    ap.add_argument("--only", choices=["core", "files", "mcp", "allowlist", "owner", "remote"])
+    ap.add_argument("--only", choices=["core", "files", "mcp", "allowlist", "owner", "remote", "ls"])
+    ap.add_argument("--sandboxes", type=int, default=30, help="how many sandboxes `--only ls` lists")
     a = ap.parse_args()
     if a.binary is None:
         sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -442,6 +477,12 @@ def main():
     if a.only == "owner":
         bench_owner(a, env, h9, work)
         subprocess.run(["rm", "-rf", state, work])
+        return
+    if a.only == "ls":
+        try:
+            bench_ls(a, env, h9, work)
+        finally:
+            subprocess.run(["rm", "-rf", state, work])
         return
     if a.only == "remote":
         try:
