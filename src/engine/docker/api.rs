@@ -97,6 +97,13 @@ impl Answer {
         self.status == 409
     }
 
+    /// 400 refusing the API version itself (a daemon whose oldest version is newer than
+    /// [`MAX_API_VERSION`]: "client version 1.44 is too old"): the client, which negotiates
+    /// its own, is asked instead.
+    pub fn version_refused(&self) -> bool {
+        self.status == 400 && self.message().contains("is too old")
+    }
+
     /// The daemon's message (`{"message": "..."}`), else the body as text.
     pub fn message(&self) -> String {
         let text = String::from_utf8_lossy(&self.body);
@@ -162,7 +169,8 @@ impl Api {
 
     /// Sends `method path` (the path without version prefix, with its query) with the JSON
     /// `body`, waiting at most `timeout`. `Ok(None)`: nothing answers at the socket (the caller
-    /// runs the client instead, which fails as it always did). Errors: the daemon accepted the
+    /// runs the client instead, which fails as it always did), or the daemon refused the API
+    /// version ([`Answer::version_refused`]). Errors: the daemon accepted the
     /// connection but did not answer in time, or answered with something unreadable.
     pub async fn call(
         &self,
@@ -177,6 +185,7 @@ impl Api {
         let full = format!("/{version}{path}");
         let body = body.map(|b| b.to_string());
         match send(&self.socket, method, &full, body, timeout).await {
+            Ok((answer, _)) if answer.version_refused() => Ok(None),
             Ok((answer, _)) => Ok(Some(answer)),
             Err(Failure::Connect) => Ok(None),
             Err(Failure::Other(e)) => Err(e.context(format!(

@@ -1137,6 +1137,13 @@ fn refused_creates_mean_what_the_clients_messages_meant() {
     // Not JSON: the body as text.
     assert_eq!(answer(502, " bad gateway\n").message(), "bad gateway");
     assert!(answer(304, "").ok() && answer(204, "").ok() && !answer(404, "").ok());
+    // A daemon too new for our API version: the client is asked instead.
+    assert!(answer(
+        400,
+        r#"{"message":"client version 1.44 is too old. Minimum supported API version is 1.50, please upgrade your client to a newer version"}"#
+    )
+    .version_refused());
+    assert!(!answer(400, r#"{"message":"invalid mount config"}"#).version_refused());
 }
 
 #[test]
