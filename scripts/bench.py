@@ -61,10 +61,23 @@ With --only forward, the throughput of one 64 MiB HTTP download from busybox htt
 sandbox on the bridge network: through `h9sandbox port-forward` (the agent carries it) against
 the port `up --publish` had the engine publish (docker-proxy or the kernel's NAT), alternating.
 
+With --only ls, 30 sandboxes up at once (`--sandboxes N`), listed and swept:
+
+  ls:          `h9sandbox ls`                    vs `docker ps -a --filter label=h9sandbox.managed=1`
+  ls --json:   `h9sandbox ls --json`             (the same raw counterpart)
+  reap:        `h9sandbox reap --dry-run`        (the same raw counterpart)
+
+and the engine calls each makes (`-v`'s lines), which must not grow with the sandboxes.
+
+With --only concurrent, 50 `h9sandbox up`s (`--sandboxes N`) run 8 at a time against 50 bare
+`docker run -d`s of the same container 8 at a time (totals: the state lock must not serialise
+the engine's part), then their `down`s against `docker stop -t 5` + `docker rm -f -v`.
+
 Runs alternate (ours, theirs, ours, ...) so drift hits both alike; prints medians and the ratio
 ours/theirs. Usage:
   scripts/bench.py [--binary PATH] [--image IMG] [--runs N] [--engine E] [--runtime R]
-                   [--only core|files|mcp|allowlist|owner|remote|forward]
+                   [--only core|files|mcp|allowlist|owner|remote|forward|ls|concurrent]
+                   [--sandboxes N]
 """
 import argparse, os, re, shlex, statistics, subprocess, sys, tempfile, time
 
@@ -299,6 +312,105 @@ def bench_forward(a, env, h9, work):
             fwd.terminate()
             fwd.wait(timeout=30)
         subprocess.run(h9 + ["down", sid], env=env, stdout=subprocess.DEVNULL)
+def bench_ls(a, env, h9, work):
+    """`ls`, `ls --json` and `reap --dry-run` with `a.sandboxes` sandboxes against `docker ps -a`
+    of the same label, and how many engine calls each makes (`-v`'s `+ ` lines)."""
+    made = []
+    try:
+        for _ in range(a.sandboxes):
+            _, p = timed(h9 + ["up", "--workdir", work], env=env)
+            made.append(p.stdout.decode().strip())
+        raw = [a.engine, "ps", "-a", "--no-trunc", "--filter", "label=h9sandbox.managed=1"]
+        for name, argv in (("ls", ["ls"]), ("ls --json", ["ls", "--json"]),
+                           ("reap --dry-run", ["reap", "--dry-run"])):
+            _, p = timed(h9 + ["-v"] + argv, env=env)
+            calls = [l for l in p.stderr.decode().splitlines() if l.startswith("+ ")]
+            for _ in range(3):
+                timed(h9 + argv, env=env); timed(raw)
+            ours, theirs = [], []
+            for _ in range(a.runs):
+                ours.append(timed(h9 + argv, env=env)[0])
+                theirs.append(timed(raw)[0])
+            report(f"{name} ({a.sandboxes} sandboxes, {len(calls)} engine calls)", ours, theirs,
+                   f"{a.engine} ps")
+    finally:
+        for sid in made:
+            subprocess.run(h9 + ["down", sid], env=env, stdout=subprocess.DEVNULL)
+
+
+def bare_run_template(a, env, h9, work):
+    """The `docker run -d` argv of a bare container with exactly the flags `up -v` prints (a run
+    directory, mount root and anonymous scratch volume of its own), the index of its name, and
+    the directories to remove afterwards."""
+    cli = a.engine
+    _, p = timed(h9 + ["-v", "up", "--workdir", work], env=env)
+    sid = p.stdout.decode().strip()
+    run_line = next(l[2:] for l in p.stderr.decode().splitlines() if l.startswith(f"+ {cli} run"))
+    timed(h9 + ["down", sid], env=env)
+    run_argv = shlex.split(run_line)
+    name_at = run_argv.index("--name") + 1
+    # The bare run mounts a run directory of its own (the sandbox's went with `down`).
+    bare_run = tempfile.mkdtemp(prefix="h9bench-run")
+    run_argv = [re.sub(r"source=[^,]*/run/[0-9a-f-]{36},", f"source={bare_run},", x) for x in run_argv]
+    # ... and a mount root of its own (the read-only /.h9sandbox with its empty mount points).
+    bare_root = tempfile.mkdtemp(prefix="h9bench-root")
+    os.chmod(bare_root, 0o755)
+    for d in ("run", "proxy"):
+        os.mkdir(os.path.join(bare_root, d))
+    open(os.path.join(bare_root, "h9sandbox"), "w").close()
+    run_argv = [re.sub(r"source=[^,]*/mounts/[0-9a-f-]{36},", f"source={bare_root},", x) for x in run_argv]
+    # ... and an anonymous scratch volume (one of its own per run, removed with `rm -v`).
+    run_argv = [anonymous_volume(x) for x in run_argv]
+    return run_argv, name_at, [bare_run, bare_root]
+
+
+def bare_argv(run_argv, name_at, name):
+    """`run_argv` naming its container `name`, without h9sandbox's labels (so that h9sandbox
+    never sees the bare containers)."""
+    argv = list(run_argv)
+    argv[name_at] = name
+    return [x for j, x in enumerate(argv)
+            if not (x.startswith("h9sandbox") and argv[j-1] == "--label")
+            and not (x == "--label" and argv[j+1].startswith("h9sandbox"))]
+
+
+def bench_concurrent(a, env, h9, work):
+    """`a.sandboxes` `up`s, 8 at a time, against as many bare `docker run -d`s of the same
+    container, 8 at a time (totals), then their `down`s against `stop` + `rm`."""
+    from concurrent.futures import ThreadPoolExecutor
+    cli, n = a.engine, a.sandboxes
+    run_argv, name_at, bare_dirs = bare_run_template(a, env, h9, work)
+    ours, theirs = [], []
+    try:
+        with ThreadPoolExecutor(8) as pool:
+            t = time.perf_counter()
+            ours = [p.stdout.decode().strip() for _, p in
+                    pool.map(lambda _: timed(h9 + ["up", "--workdir", work], env=env), range(n))]
+            up_o = time.perf_counter() - t
+            t = time.perf_counter()
+            theirs = [p.stdout.decode().strip() for _, p in pool.map(
+                lambda i: timed(bare_argv(run_argv, name_at, f"h9bench-{os.getpid()}-c{i}")),
+                range(n))]
+            up_t = time.perf_counter() - t
+            t = time.perf_counter()
+            list(pool.map(lambda sid: timed(h9 + ["down", sid], env=env), ours))
+            down_o = time.perf_counter() - t
+            ours = []
+            t = time.perf_counter()
+            list(pool.map(lambda c: (timed([cli, "stop", "-t", "5", c]),
+                                     timed([cli, "rm", "-f", "-v", c])), theirs))
+            down_t = time.perf_counter() - t
+            theirs = []
+        for name, o, r, raw in ((f"{n} up, 8 at a time", up_o, up_t, f"{cli} run -d"),
+                                (f"{n} down, 8 at a time", down_o, down_t, f"{cli} stop+rm")):
+            print(f"{name}: h9sandbox {o*1000:8.0f} ms   {raw} {r*1000:8.0f} ms   ratio {o/r:5.2f}x"
+                  f"   (totals)")
+    finally:
+        for sid in ours:
+            subprocess.run(h9 + ["down", sid], env=env, stdout=subprocess.DEVNULL)
+        for c in theirs:
+            subprocess.run([cli, "rm", "-f", "-v", c], stdout=subprocess.DEVNULL)
+        subprocess.run(["rm", "-rf"] + bare_dirs)
 
 
 def anonymous_volume(mount):
@@ -473,7 +585,9 @@ def main():
     ap.add_argument("--engine", choices=["docker", "podman", "local"], default="docker")
     ap.add_argument("--runtime", help="OCI runtime of the sandboxes and raw containers (runsc)")
     ap.add_argument("--only", choices=["core", "files", "mcp", "allowlist", "owner", "remote",
-                                       "forward"])
+                                       "forward", "ls", "concurrent"])
+    ap.add_argument("--sandboxes", type=int,
+                    help="how many sandboxes `--only ls` lists (30), `--only concurrent` makes (50)")
     a = ap.parse_args()
     if a.binary is None:
         sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -491,6 +605,20 @@ def main():
     if a.only == "owner":
         bench_owner(a, env, h9, work)
         subprocess.run(["rm", "-rf", state, work])
+        return
+    if a.sandboxes is None:
+        a.sandboxes = 50 if a.only == "concurrent" else 30
+    if a.only == "concurrent":
+        try:
+            bench_concurrent(a, env, h9, work)
+        finally:
+            subprocess.run(["rm", "-rf", state, work])
+        return
+    if a.only == "ls":
+        try:
+            bench_ls(a, env, h9, work)
+        finally:
+            subprocess.run(["rm", "-rf", state, work])
         return
     if a.only == "remote":
         try:
@@ -562,35 +690,14 @@ def main():
         return  # no container to start or stop
 
     # up and down: the bare docker run uses exactly the flags h9sandbox prints with -v.
-    _, p = timed(h9 + ["-v", "up", "--workdir", work], env=env)
-    sid = p.stdout.decode().strip()
-    run_line = next(l[2:] for l in p.stderr.decode().splitlines() if l.startswith(f"+ {cli} run"))
-    timed(h9 + ["down", sid], env=env)
-    run_argv = shlex.split(run_line)
-    name_at = run_argv.index("--name") + 1
-    # The bare run mounts a run directory of its own (the sandbox's went with `down`).
-    bare_run = tempfile.mkdtemp(prefix="h9bench-run")
-    run_argv = [re.sub(r"source=[^,]*/run/[0-9a-f-]{36},", f"source={bare_run},", x) for x in run_argv]
-    # ... and a mount root of its own (the read-only /.h9sandbox with its empty mount points).
-    bare_root = tempfile.mkdtemp(prefix="h9bench-root")
-    os.chmod(bare_root, 0o755)
-    for d in ("run", "proxy"):
-        os.mkdir(os.path.join(bare_root, d))
-    open(os.path.join(bare_root, "h9sandbox"), "w").close()
-    run_argv = [re.sub(r"source=[^,]*/mounts/[0-9a-f-]{36},", f"source={bare_root},", x) for x in run_argv]
-    # ... and an anonymous scratch volume (one of its own per run, removed with `rm -v`).
-    run_argv = [anonymous_volume(x) for x in run_argv]
+    run_argv, name_at, bare_dirs = bare_run_template(a, env, h9, work)
     up_o, up_t, down_o, down_t = [], [], [], []
     runs = max(5, a.runs // 3)
     for i in range(runs):
         dt, p = timed(h9 + ["up", "--workdir", work], env=env)
         up_o.append(dt)
         sid = p.stdout.decode().strip()
-        argv = list(run_argv)
-        argv[name_at] = f"h9bench-{os.getpid()}-{i}"
-        # strip our labels so `h9sandbox` never sees the bare containers
-        argv = [x for j, x in enumerate(argv) if not (x.startswith("h9sandbox") and argv[j-1] == "--label") and not (x == "--label" and argv[j+1].startswith("h9sandbox"))]
-        dt, p = timed(argv)
+        dt, p = timed(bare_argv(run_argv, name_at, f"h9bench-{os.getpid()}-{i}"))
         up_t.append(dt)
         cid = p.stdout.decode().strip()
         down_o.append(timed(h9 + ["down", sid], env=env)[0])
@@ -600,7 +707,7 @@ def main():
         down_t.append(time.perf_counter() - t)
     report("up", up_o, up_t, cli)
     report("down", down_o, down_t, cli)
-    subprocess.run(["rm", "-rf", state, work, bare_run, bare_root])
+    subprocess.run(["rm", "-rf", state, work] + bare_dirs)
 
 
 if __name__ == "__main__":

@@ -357,3 +357,163 @@ fn commands_use_the_engine_the_sandbox_was_created_with() {
     assert!(env.ls().is_empty());
     assert!(env.containers().is_empty(), "container left behind");
 }
+
+/// `text` with every run of 8 or more hex digits and dashes (IDs) as `ID`.
+fn without_ids(text: &str) -> String {
+    let mut out = String::new();
+    let mut run = String::new();
+    for ch in text.chars().chain(std::iter::once(' ')) {
+        if ch.is_ascii_hexdigit() || ch == '-' {
+            run.push(ch);
+            continue;
+        }
+        let hex = run.chars().filter(char::is_ascii_hexdigit).count();
+        out.push_str(if hex >= 8 { "ID" } else { &run });
+        run.clear();
+        out.push(ch);
+    }
+    out.pop();
+    out
+}
+
+/// The `+ ` lines (what was asked of the engine) of a `-v` run's stderr.
+fn engine_lines(out: &std::process::Output) -> Vec<String> {
+    stderr(out)
+        .lines()
+        .filter(|l| l.starts_with("+ "))
+        .map(str::to_string)
+        .collect()
+}
+
+#[test]
+fn a_local_docker_daemon_is_asked_through_its_api_with_the_clients_errors() {
+    if engine() != Engine::Docker || std::env::var_os("DOCKER_HOST").is_some() {
+        announce("the Engine API is used for a Docker daemon on this machine's socket only");
+        return;
+    }
+    require_engine!();
+    let env = TestEnv::new();
+    // `up`: the create shown as the equivalent `docker run` and as the API requests it was;
+    // everything else asked (listings, volumes, inspect) is an API request too.
+    let out = env.run(&["-v", "up"]);
+    assert_ok(&out);
+    let id = stdout(&out).trim().to_string();
+    let err = stderr(&out);
+    let lines = engine_lines(&out);
+    assert!(
+        lines.iter().any(|l| l.starts_with("+ docker run -d ")),
+        "{err}"
+    );
+    assert!(
+        err.lines().any(|l| l.starts_with("  = curl --unix-socket ")
+            && l.contains("/containers/create?name=")
+            && l.contains("/start")),
+        "{err}"
+    );
+    assert!(
+        lines
+            .iter()
+            .all(|l| l.starts_with("+ docker run -d ") || l.starts_with("+ curl --unix-socket ")),
+        "{err}"
+    );
+    assert!(
+        lines.iter().any(|l| l.contains("/containers/json?all=1"))
+            && lines
+                .iter()
+                .any(|l| l.contains("/json") && l.contains("-X GET")),
+        "{err}"
+    );
+    // `down`: stop, remove, the volume: three requests, no client.
+    let out = env.run(&["-v", "down", &id]);
+    assert_ok(&out);
+    let lines = engine_lines(&out);
+    assert_eq!(lines.len(), 3, "{}", stderr(&out));
+    assert!(
+        lines[0].contains("-X POST")
+            && lines[0].contains("/stop?t=")
+            && lines[1].contains("-X DELETE")
+            && lines[1].contains("?force=1&v=1")
+            && lines[2].contains("-X DELETE")
+            && lines[2].contains("/volumes/h9sandbox-"),
+        "{lines:?}"
+    );
+    assert!(env.containers().is_empty());
+
+    // The errors are the client's, with its exit codes: the same through the API as through
+    // the client (a client named by its path is run for every call, as `engine_bin` asks).
+    let client = String::from_utf8(
+        Command::new("sh")
+            .args(["-c", "command -v docker"])
+            .output()
+            .unwrap()
+            .stdout,
+    )
+    .unwrap()
+    .trim()
+    .to_string();
+    assert!(client.starts_with('/'), "{client}");
+    let mut seen = Vec::new();
+    for bin in ["docker", client.as_str()] {
+        let h9 = |args: &[&str]| {
+            env.cmd()
+                .env("H9SANDBOX_ENGINE_BIN", bin)
+                .args(args)
+                .stdin(std::process::Stdio::null())
+                .output()
+                .unwrap()
+        };
+        let via_api = bin == "docker";
+        // A missing image: the create's 404 is the client's "No such image" (a pull is tried,
+        // and fails), one line, exit 1, nothing left.
+        let out = h9(&["-v", "up", "--image", "h9sandbox-test/does-not-exist:1"]);
+        assert_eq!(out.status.code(), Some(1), "{bin}: {}", stderr(&out));
+        let last = stderr(&out).lines().last().unwrap_or_default().to_string();
+        assert!(
+            last.starts_with("h9sandbox: error: ")
+                && last.contains("h9sandbox-test/does-not-exist:1")
+                && last.contains("could not be pulled"),
+            "{bin}: {}",
+            stderr(&out)
+        );
+        assert_eq!(
+            engine_lines(&out)
+                .iter()
+                .any(|l| l.starts_with("+ curl --unix-socket ")),
+            via_api,
+            "{bin}: {}",
+            stderr(&out)
+        );
+        env.assert_nothing_left(&format!("a missing image ({bin})"));
+        // A container removed behind h9sandbox's back: its commands say so (125), `down`
+        // still succeeds and leaves nothing.
+        let id = env.up(&[]);
+        let c = env.container(&id);
+        assert_ok(
+            &Command::new("docker")
+                .args(["rm", "-f", "-v", &c])
+                .output()
+                .unwrap(),
+        );
+        let gone = h9(&["exec", &id, "--", "true"]);
+        assert_eq!(gone.status.code(), Some(125), "{bin}: {}", stderr(&gone));
+        assert!(
+            stderr(&gone).contains("no longer exists"),
+            "{}",
+            stderr(&gone)
+        );
+        let stopped = h9(&["stop", &id]);
+        let down = h9(&["down", &id]);
+        assert_ok(&down);
+        assert!(env.ls().is_empty(), "{bin}");
+        seen.push((
+            without_ids(&last),
+            without_ids(&stderr(&gone)),
+            stopped.status.code(),
+            without_ids(&stderr(&stopped)),
+        ));
+    }
+    assert_eq!(
+        seen[0], seen[1],
+        "the API's errors differ from the client's"
+    );
+}

@@ -132,7 +132,8 @@ fn sigkill_during_up_then_reap_leaves_nothing() {
         let pgid = up.id();
         std::thread::sleep(Duration::from_millis(random_below(&mut seed, 800)));
         up.kill().unwrap();
-        if up.wait().unwrap().code().is_some() {
+        let finished = up.wait().unwrap().code().is_some();
+        if finished {
             finished_before_kill += 1;
         }
         kill9(&mut agent);
@@ -142,6 +143,21 @@ fn sigkill_during_up_then_reap_leaves_nothing() {
         wait_group_gone(pgid);
 
         reaped.extend(reap(&env, &[]));
+        // A create the killed `up` sent over the Engine API is finished by the daemon after
+        // that `up` is gone (no client process of it is left to wait for): until no container
+        // has appeared for a second, what appears is reaped.
+        let deadline = Instant::now() + Duration::from_secs(15);
+        let mut quiet_since = Instant::now();
+        while !finished
+            && quiet_since.elapsed() < Duration::from_secs(1)
+            && Instant::now() < deadline
+        {
+            std::thread::sleep(Duration::from_millis(100));
+            if !env.containers().is_empty() {
+                reaped.extend(reap(&env, &[]));
+                quiet_since = Instant::now();
+            }
+        }
         assert!(
             env.containers().is_empty(),
             "round {round}: containers left after reap {reaped:?}"

@@ -11,6 +11,7 @@
 //! [`Environment`] implementation); [`args`] the argv builders, [`parse`] the parsers of what
 //! the client prints, [`errors`] what its English error messages mean.
 
+pub mod api;
 pub mod args;
 pub mod errors;
 pub mod parse;
@@ -125,6 +126,11 @@ pub struct Docker {
     reporter: Arc<dyn Reporter>,
     /// The daemon every client command talks to (Docker only; Podman's are this machine's).
     daemon: Daemon,
+    /// The daemon's Engine API, when it is a unix socket on this machine that the default
+    /// client would reach too ([`api::local_socket`]); found once, on first use.
+    api: Arc<std::sync::OnceLock<Option<api::Api>>>,
+    /// Held (shared) by every Engine API create under way ([`Docker::create_api`]).
+    creating: Arc<tokio::sync::RwLock<()>>,
 }
 
 impl std::fmt::Debug for Docker {
@@ -164,6 +170,8 @@ impl Docker {
             options: RunOptions::default(),
             reporter: Arc::new(Silent),
             daemon: Daemon::default(),
+            api: Arc::default(),
+            creating: Arc::default(),
         }
     }
 
@@ -171,7 +179,61 @@ impl Docker {
     /// exactly these `DOCKER_*` settings, the caller's own environment notwithstanding.
     pub fn daemon(mut self, daemon: Daemon) -> Docker {
         self.daemon = daemon;
+        self.api = Arc::default();
         self
+    }
+
+    /// The Engine API of the daemon, when this engine talks to it directly: Docker, its default
+    /// client `docker` (an `engine_bin` of one's own is run for every call, as it asks), a
+    /// daemon on a unix socket of this machine ([`api::local_socket`]).
+    fn api(&self) -> Option<&api::Api> {
+        self.api
+            .get_or_init(|| {
+                if self.flavor != Flavor::Docker || self.bin != "docker" {
+                    return None;
+                }
+                let current = if self.daemon.host.is_none() && self.daemon.context.is_none() {
+                    api::client_current_context()
+                } else {
+                    None
+                };
+                api::local_socket(&self.daemon, current.as_deref()).map(api::Api::new)
+            })
+            .as_ref()
+    }
+
+    /// Sends `method path` (with its query; no version prefix) with `body` to the Engine API,
+    /// showing it as a `curl` line with `-v`. `None`: no API here, or nothing answers at its
+    /// socket: the caller runs the client (which then fails as it always did).
+    async fn call(
+        &self,
+        method: &str,
+        path: &str,
+        body: Option<&serde_json::Value>,
+        timeout: Duration,
+    ) -> Result<Option<api::Answer>> {
+        let Some(api) = self.api() else {
+            return Ok(None);
+        };
+        if api.version().await.is_none() {
+            return Ok(None);
+        }
+        if self.reporter.verbose() {
+            self.reporter
+                .command(&format!("+ {}", api.curl_line(method, path, body).await));
+        }
+        api.call(method, path, body, timeout).await
+    }
+
+    /// [`Docker::call`] with [`api::REQUEST_TIMEOUT`] and no body.
+    async fn get(&self, method: &str, path: &str) -> Result<Option<api::Answer>> {
+        self.call(method, path, None, api::REQUEST_TIMEOUT).await
+    }
+
+    /// The error of a failed API request, worded as the client's (`` `docker VERB` failed:
+    /// Error response from daemon: ... ``).
+    fn api_failed(&self, verb: &str, answer: &api::Answer) -> anyhow::Error {
+        anyhow!("`{} {verb}` failed: {}", self.bin, answer.as_client_error())
     }
 
     /// The daemon its client talks to.
@@ -458,13 +520,18 @@ impl Docker {
     /// container without its memory, CPU and process limits, which the engine still reports as
     /// set, so it is refused. Errors: [`Error::Invalid`] naming `scripts/setup-gvisor.sh`.
     async fn check_runtime(&self, name: &str) -> Result<()> {
-        let out = self
-            .checked(vec![
-                "info".into(),
-                "--format".into(),
-                "{{json .Runtimes}}".into(),
-            ])
-            .await?;
+        let out = match self.get("GET", "/info").await? {
+            Some(a) if a.ok() => a.json("info")?["Runtimes"].to_string(),
+            Some(a) => return Err(self.api_failed("info", &a)),
+            None => {
+                self.checked(vec![
+                    "info".into(),
+                    "--format".into(),
+                    "{{json .Runtimes}}".into(),
+                ])
+                .await?
+            }
+        };
         let runtimes: std::collections::BTreeMap<String, serde_json::Value> =
             serde_json::from_str(&out)
                 .with_context(|| format!("cannot parse `{} info`'s runtimes: {out}", self.bin))?;
@@ -666,6 +733,9 @@ impl Environment for Docker {
             self.checked(volume_create_args(spec)).await?;
         }
         let args = run_args(self.flavor, spec, &extra);
+        if let Some(created) = self.create_api(spec, &extra, &args).await? {
+            return created;
+        }
         let (code, stdout, stderr) = match &spec.agent {
             AgentSetup::Mounted(_) => self.output(args).await?,
             AgentSetup::Shipped(s) => match self.run_attached(args, s).await? {
@@ -728,6 +798,14 @@ impl Environment for Docker {
     }
 
     async fn inspect(&self, container: &str) -> Result<Option<ContainerStatus>> {
+        let path = format!("/containers/{}/json", api::encode(container));
+        if let Some(a) = self.get("GET", &path).await? {
+            return match a.status {
+                200 => api::parse_inspect_body(&a.body).map(Some),
+                404 => Ok(None),
+                _ => Err(self.api_failed("inspect", &a)),
+            };
+        }
         let (code, stdout, stderr) = self.output(inspect_args(container)).await?;
         if code != 0 {
             if is_no_such_container(&stderr) {
@@ -743,6 +821,19 @@ impl Environment for Docker {
     }
 
     async fn stop(&self, container: &str, grace: Duration) -> Result<()> {
+        let path = format!(
+            "/containers/{}/stop?t={}",
+            api::encode(container),
+            grace.as_secs()
+        );
+        let timeout = grace + api::REQUEST_TIMEOUT;
+        if let Some(a) = self.call("POST", &path, None, timeout).await? {
+            // 304: not running; 404: no such container (nothing to stop either way).
+            if a.ok() || a.not_found() {
+                return Ok(());
+            }
+            return Err(self.api_failed("stop", &a));
+        }
         let args = vec![
             "stop".into(),
             "-t".into(),
@@ -761,6 +852,17 @@ impl Environment for Docker {
     }
 
     async fn remove(&self, container: &str) -> Result<()> {
+        let path = format!("/containers/{}?force=1&v=1", api::encode(container));
+        if let Some(a) = self.get("DELETE", &path).await? {
+            if a.ok() || a.not_found() {
+                return Ok(());
+            }
+            if a.conflict() && is_removal_in_progress(&a.message()) {
+                // Another process (a concurrent `down` or `reap`) is removing it: wait for that.
+                return self.wait_gone(container, Duration::from_secs(30)).await;
+            }
+            return Err(self.api_failed("rm", &a));
+        }
         let args = vec!["rm".into(), "-f".into(), "-v".into(), container.into()];
         let (code, _, stderr) = self.output(args).await?;
         if code != 0 && is_removal_in_progress(&stderr) {
@@ -778,6 +880,14 @@ impl Environment for Docker {
     }
 
     async fn remove_labelled(&self, key: &str, value: &str) -> Result<usize> {
+        // A create still under way (its `up` interrupted) first makes its container.
+        let _settled = tokio::time::timeout(2 * api::REQUEST_TIMEOUT, self.creating.write()).await;
+        if let Some(found) = self.list_api(&[(key, value)]).await? {
+            for c in &found {
+                self.remove(&c.id).await?;
+            }
+            return Ok(found.len());
+        }
         let ids = self
             .checked(vec![
                 "ps".into(),
@@ -795,8 +905,13 @@ impl Environment for Docker {
     }
 
     async fn list(&self, labels: &[(&str, &str)]) -> Result<Vec<ContainerSummary>> {
-        let out = self.checked(ps_args(self.flavor, labels)).await?;
-        let mut found = parse_ps(self.flavor, &out)?;
+        let mut found = match self.list_api(labels).await? {
+            Some(found) => found,
+            None => parse_ps(
+                self.flavor,
+                &self.checked(ps_args(self.flavor, labels)).await?,
+            )?,
+        };
         // The engine's filtering is checked, not trusted: how several filters combine differs
         // between engines and versions (Podman 4 ORs repeated `label=` filters of `volume ls`).
         found.retain(|c| summary_has_labels(c, labels));
@@ -866,6 +981,18 @@ impl Environment for Docker {
     }
 
     async fn lifecycle(&self, verb: ContainerVerb, container: &str) -> Result<()> {
+        let path = format!("/containers/{}/{}", api::encode(container), verb.as_str());
+        if let Some(a) = self.get("POST", &path).await? {
+            if a.ok() {
+                return Ok(());
+            }
+            if a.not_found() {
+                return Err(anyhow!(
+                    "its container {container} no longer exists (removed outside h9sandbox)"
+                ));
+            }
+            return Err(self.api_failed(verb.as_str(), &a));
+        }
         let (code, _, stderr) = self
             .output(vec![verb.as_str().into(), container.into()])
             .await?;
@@ -904,7 +1031,12 @@ impl Environment for Docker {
                 reference.into(),
             ]
         };
-        let (code, id, stderr) = self.output(id_of(image)).await?;
+        let (code, id, stderr) = match self.image_id_api(image).await? {
+            Some(Ok(id)) => (0, id, String::new()),
+            Some(Err(a)) if a.not_found() => (1, String::new(), a.as_client_error()),
+            Some(Err(a)) => return Err(self.api_failed("image inspect", &a)),
+            None => self.output(id_of(image)).await?,
+        };
         if code != 0 {
             if is_no_such_image(&stderr) || stderr.contains("No such object") {
                 return Err(Error::ImageUnavailable {
@@ -920,7 +1052,11 @@ impl Environment for Docker {
             ));
         }
         let tag = agent_image_tag(&id, build);
-        if self.output(id_of(&tag)).await?.0 == 0 {
+        let present = match self.image_id_api(&tag).await? {
+            Some(found) => found.is_ok(),
+            None => self.output(id_of(&tag)).await?.0 == 0,
+        };
+        if present {
             return Ok(tag);
         }
         // Made once per image and binary: a container of the image (never started), the
@@ -969,6 +1105,13 @@ impl Environment for Docker {
     }
 
     async fn image_config(&self, image: &str) -> Result<ImageConfig> {
+        let path = format!("/images/{}/json", api::encode_image(image));
+        if let Some(a) = self.get("GET", &path).await? {
+            if !a.ok() {
+                return Err(self.api_failed("image inspect", &a));
+            }
+            return parse_image_config(&a.json("images/json")?["Config"].to_string());
+        }
         let out = self
             .checked(vec![
                 "image".into(),
@@ -1036,6 +1179,13 @@ impl Environment for Docker {
     }
 
     async fn list_volumes(&self, labels: &[(&str, &str)]) -> Result<Vec<VolumeSummary>> {
+        let path = format!("/volumes?filters={}", api::label_filters(labels));
+        if let Some(a) = self.get("GET", &path).await? {
+            if !a.ok() {
+                return Err(self.api_failed("volume ls", &a));
+            }
+            return Ok(volume_summaries(api::parse_volumes_body(&a.body)?, labels));
+        }
         let mut args: Vec<String> = vec!["volume".into(), "ls".into(), "-q".into()];
         for (k, v) in labels {
             args.extend(["--filter".into(), format!("label={k}={v}")]);
@@ -1060,25 +1210,16 @@ impl Environment for Docker {
         ];
         args.extend(names);
         let out = self.checked(args).await?;
-        Ok(parse_volume_labels(&out)
-            .into_iter()
-            .filter(|(_, have)| {
-                labels
-                    .iter()
-                    .all(|(k, v)| have.get(*k).map(String::as_str) == Some(*v))
-            })
-            .map(|(name, _)| VolumeSummary {
-                // Our volumes are named after their sandbox (`h9sandbox-<32 hex>`).
-                sandbox_id: name
-                    .strip_prefix("h9sandbox-")
-                    .and_then(|h| uuid::Uuid::parse_str(h).ok())
-                    .map(|u| u.to_string()),
-                name,
-            })
-            .collect())
+        Ok(volume_summaries(parse_volume_labels(&out), labels))
     }
 
     async fn ensure_image(&self, build: &super::image::ImageBuild) -> Result<()> {
+        if let Some(found) = self.image_id_api(&build.tag).await? {
+            return match found {
+                Ok(_) => Ok(()),
+                Err(_) => self.build_image(build).await,
+            };
+        }
         let (code, _, _) = self
             .output(vec![
                 "image".into(),
@@ -1096,6 +1237,15 @@ impl Environment for Docker {
 
     async fn remove_volume(&self, name: &str) -> Result<()> {
         // Never `--force`: Podman's removes every container using the volume first.
+        if let Some(a) = self
+            .get("DELETE", &format!("/volumes/{}", api::encode(name)))
+            .await?
+        {
+            if a.ok() || a.not_found() {
+                return Ok(());
+            }
+            return Err(self.api_failed("volume rm", &a));
+        }
         let (code, _, stderr) = self
             .output(vec!["volume".into(), "rm".into(), name.into()])
             .await?;
@@ -1192,6 +1342,163 @@ impl Docker {
         }
         Ok(())
     }
+}
+
+impl Docker {
+    /// [`Environment::create`] through the Engine API (a mounted agent's container on a local
+    /// daemon): `POST /containers/create` and `/start`, the same container as `args`' `docker
+    /// run -d`, which `-v` shows first (a person can replay either). Its failures are worded and
+    /// typed as the client's. `None`: not here (the client runs).
+    async fn create_api(
+        &self,
+        spec: &ContainerSpec,
+        ulimits: &[String],
+        args: &[String],
+    ) -> Result<Option<Result<String>>> {
+        let Some(api) = self.api() else {
+            return Ok(None);
+        };
+        if !matches!(spec.agent, AgentSetup::Mounted(_)) || api.version().await.is_none() {
+            return Ok(None);
+        }
+        let body = api::create_body(spec, ulimits)?;
+        let create = format!("/containers/create?name={}", api::encode(&spec.name));
+        let start = format!("/containers/{}/start", api::encode(&spec.name));
+        if self.reporter.verbose() {
+            let shown: Vec<OsString> = args.iter().map(Into::into).collect();
+            self.reporter
+                .command(&format!("+ {}", shell_line(&self.bin, &shown)));
+            self.reporter.command(&format!(
+                "  = {} && {}",
+                api.curl_line("POST", &create, Some(&body)).await,
+                api.curl_line("POST", &start, None).await
+            ));
+        }
+        // Once sent, a create is seen through even when `up` is interrupted meanwhile (its
+        // future dropped): the cleanup that follows ([`Environment::remove_labelled`]) waits
+        // for it, so that it finds the container the daemon made.
+        let guard = Arc::clone(&self.creating).read_owned().await;
+        let (api, name) = (api.clone(), spec.name.clone());
+        let task = tokio::spawn(async move {
+            let _guard = guard;
+            let t = api::REQUEST_TIMEOUT;
+            let Some(made) = api.call("POST", &create, Some(&body), t).await? else {
+                return Ok(None);
+            };
+            if !made.ok() {
+                return Ok(Some(Err(made)));
+            }
+            let id = made.json("containers/create")?["Id"]
+                .as_str()
+                .map(str::to_string)
+                .filter(|i| !i.is_empty())
+                .ok_or_else(|| anyhow!("the Docker daemon created {name} but named no ID"))?;
+            let path = format!("/containers/{}/start", api::encode(&id));
+            match api.call("POST", &path, None, t).await? {
+                Some(a) if a.ok() => Ok(Some(Ok(id))),
+                Some(a) => Ok(Some(Err(a))),
+                None => Err(anyhow!(
+                    "the Docker daemon at unix://{} went away between creating and starting {name}",
+                    api.socket().display()
+                )),
+            }
+        });
+        let outcome: Result<Option<std::result::Result<String, api::Answer>>> = task
+            .await
+            .map_err(|e| anyhow!("the container's create was lost: {e}"))?;
+        Ok(outcome?.map(|r| r.map_err(|refused| self.run_failure(spec, &refused))))
+    }
+
+    /// The error of a refused `create` or `start` (`answer`), as the client's `run` failure
+    /// means it: 404 of an image: [`Error::ImageUnavailable`]; 409: [`Error::NameInUse`]; an
+    /// unknown runtime; else the daemon's message with the hint for a known cause.
+    fn run_failure(&self, spec: &ContainerSpec, answer: &api::Answer) -> anyhow::Error {
+        let message = answer.as_client_error();
+        if answer.not_found() && is_no_such_image(&message) {
+            return Error::ImageUnavailable {
+                image: spec.image.clone(),
+                reason: "not present locally".into(),
+            }
+            .into();
+        }
+        if answer.conflict() && message.contains("is already in use") {
+            return Error::NameInUse(spec.name.clone()).into();
+        }
+        if let Some(r) = spec
+            .runtime
+            .as_deref()
+            .filter(|_| is_unknown_runtime(&message))
+        {
+            return unknown_runtime(&self.bin, r).into();
+        }
+        anyhow!(
+            "`{} run` failed: {}{}",
+            self.bin,
+            message,
+            run_failure_hint(&message)
+        )
+    }
+
+    /// The ID of the image `reference` (`GET /images/{name}/json`), or the daemon's refusal
+    /// (404: no such image); `None`: no API here.
+    async fn image_id_api(
+        &self,
+        reference: &str,
+    ) -> Result<Option<std::result::Result<String, api::Answer>>> {
+        let path = format!("/images/{}/json", api::encode_image(reference));
+        let Some(a) = self.get("GET", &path).await? else {
+            return Ok(None);
+        };
+        if !a.ok() {
+            return Ok(Some(Err(a)));
+        }
+        let id = a.json("images/json")?["Id"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        Ok(Some(Ok(id)))
+    }
+
+    /// The containers carrying `labels` (`GET /containers/json?all=1`), as the engine filtered
+    /// them; `None`: no API here ([`Docker::call`]).
+    async fn list_api(&self, labels: &[(&str, &str)]) -> Result<Option<Vec<ContainerSummary>>> {
+        let path = format!(
+            "/containers/json?all=1&filters={}",
+            api::label_filters(labels)
+        );
+        let Some(a) = self.get("GET", &path).await? else {
+            return Ok(None);
+        };
+        if !a.ok() {
+            return Err(self.api_failed("ps", &a));
+        }
+        api::parse_list_body(&a.body).map(Some)
+    }
+}
+
+/// The volumes of `found` (names and labels) that carry every label of `labels`: the engine's
+/// filter is not trusted (Podman 4 ORs repeated `label=` filters, which would hand over every
+/// sandbox's volume).
+fn volume_summaries(
+    found: Vec<(String, std::collections::BTreeMap<String, String>)>,
+    labels: &[(&str, &str)],
+) -> Vec<VolumeSummary> {
+    found
+        .into_iter()
+        .filter(|(_, have)| {
+            labels
+                .iter()
+                .all(|(k, v)| have.get(*k).map(String::as_str) == Some(*v))
+        })
+        .map(|(name, _)| VolumeSummary {
+            // Our volumes are named after their sandbox (`h9sandbox-<32 hex>`).
+            sandbox_id: name
+                .strip_prefix("h9sandbox-")
+                .and_then(|h| uuid::Uuid::parse_str(h).ok())
+                .map(|u| u.to_string()),
+            name,
+        })
+        .collect()
 }
 
 /// What the Docker (Podman) client's exec failures mean ([`exec_failure`]).

@@ -1,0 +1,557 @@
+//! The Docker Engine API over a daemon's unix socket: what the hot paths (`up`, `down`, `ls`,
+//! `reap`, `inspect`) ask of a Docker daemon on this machine, without a `docker` process each
+//! (30–60 ms apiece before it talks to the daemon).
+//!
+//! Used only where it is the same daemon the client would reach: the default client (`docker`,
+//! no `engine_bin` of one's own), `DOCKER_HOST` unset or `unix://`, no context other than
+//! `default` ([`local_socket`]). Anything else (tcp://, ssh://, a named context, Podman) keeps the
+//! client, and so does every call that finds no daemon at the socket: the client then fails as
+//! before, with its own message.
+//!
+//! Pure parts here ([`create_body`], [`parse_inspect_body`], [`parse_list_body`],
+//! [`parse_volumes_body`], [`Answer::message`]), compared by the unit tests; the connection in
+//! [`Api::call`].
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{anyhow, Context, Result};
+use bytes::Bytes;
+use serde_json::{json, Value};
+
+use super::args::volume_labels;
+use super::gvisor_host_pids;
+use crate::contract as agent;
+use crate::engine::{
+    is_gvisor, AgentSetup, ContainerSpec, ContainerSummary, ENGINE_OUTPUT_MAX, SCRATCH_DIR,
+};
+use crate::types::Daemon;
+
+/// The newest API version the requests and answers here are written against: a daemon that
+/// speaks a newer one is asked in this one (Docker 25 and later accept it), an older daemon in
+/// its own (1.41, Docker 20.10, has every field used here).
+pub const MAX_API_VERSION: (u32, u32) = (1, 44);
+
+/// The socket of the default context when `DOCKER_HOST` is unset.
+pub const DEFAULT_SOCKET: &str = "/var/run/docker.sock";
+
+/// The unix socket of the daemon a `docker` client with these settings reaches, when that is a
+/// socket on this machine: `DOCKER_HOST` unset (then [`DEFAULT_SOCKET`]) or `unix://PATH`, and
+/// `DOCKER_CONTEXT` unset or `default`; when both are unset, the client's current context
+/// (`current_context`, from its `config.json`) must be unset or `default` too. `None`: the
+/// client's business (tcp://, ssh://, a named context, settings that fail the checks).
+pub fn local_socket(daemon: &Daemon, current_context: Option<&str>) -> Option<PathBuf> {
+    if daemon.validate().is_err() {
+        return None;
+    }
+    let named = |c: Option<&str>| c.is_some_and(|c| !c.is_empty() && c != "default");
+    if named(daemon.context.as_deref()) {
+        return None;
+    }
+    match daemon.host.as_deref() {
+        Some(h) => h
+            .strip_prefix("unix://")
+            .filter(|p| p.starts_with('/'))
+            .map(PathBuf::from),
+        None if daemon.context.is_none() && named(current_context) => None,
+        None => Some(PathBuf::from(DEFAULT_SOCKET)),
+    }
+}
+
+/// The `currentContext` of the client's `config.json` (`$DOCKER_CONFIG/config.json`, else
+/// `~/.docker/config.json`), if it names one.
+pub fn client_current_context() -> Option<String> {
+    let dir = match std::env::var_os("DOCKER_CONFIG").filter(|d| !d.is_empty()) {
+        Some(d) => PathBuf::from(d),
+        None => PathBuf::from(std::env::var_os("HOME")?).join(".docker"),
+    };
+    let text = std::fs::read(dir.join("config.json")).ok()?;
+    let v: Value = serde_json::from_slice(&text).ok()?;
+    v.get("currentContext")?.as_str().map(str::to_string)
+}
+
+/// One answer of the daemon.
+#[derive(Debug, Clone)]
+pub struct Answer {
+    /// The HTTP status.
+    pub status: u16,
+    /// The body (at most [`ENGINE_OUTPUT_MAX`] bytes).
+    pub body: Bytes,
+}
+
+impl Answer {
+    /// 2xx, or 304 (nothing to do: already started, already stopped).
+    pub fn ok(&self) -> bool {
+        (200..300).contains(&self.status) || self.status == 304
+    }
+
+    /// 404: no such container, image or volume.
+    pub fn not_found(&self) -> bool {
+        self.status == 404
+    }
+
+    /// 409: a conflict (a name in use, a removal in progress, a volume in use).
+    pub fn conflict(&self) -> bool {
+        self.status == 409
+    }
+
+    /// 400 refusing the API version itself (a daemon whose oldest version is newer than
+    /// [`MAX_API_VERSION`]: "client version 1.44 is too old"): the client, which negotiates
+    /// its own, is asked instead.
+    pub fn version_refused(&self) -> bool {
+        self.status == 400 && self.message().contains("is too old")
+    }
+
+    /// The daemon's message (`{"message": "..."}`), else the body as text.
+    pub fn message(&self) -> String {
+        let text = String::from_utf8_lossy(&self.body);
+        serde_json::from_slice::<Value>(&self.body)
+            .ok()
+            .and_then(|v| v.get("message")?.as_str().map(str::to_string))
+            .unwrap_or_else(|| text.trim().to_string())
+    }
+
+    /// The daemon's message as the client prints it: `Error response from daemon: MESSAGE`.
+    pub fn as_client_error(&self) -> String {
+        format!("Error response from daemon: {}", self.message())
+    }
+
+    /// The body as JSON. Errors: it is not JSON (`what` names the request).
+    pub fn json(&self, what: &str) -> Result<Value> {
+        serde_json::from_slice(&self.body).with_context(|| {
+            format!(
+                "cannot parse the Docker daemon's answer to {what}: {}",
+                String::from_utf8_lossy(&self.body)
+            )
+        })
+    }
+}
+
+/// A daemon's socket and the API version agreed with it (asked once: `GET /_ping`).
+#[derive(Debug, Clone)]
+pub struct Api {
+    socket: PathBuf,
+    version: Arc<tokio::sync::OnceCell<Option<String>>>,
+}
+
+/// How long one request may take, beyond what it waits for by design (`stop`'s grace).
+pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(120);
+
+impl Api {
+    /// The daemon at `socket`.
+    pub fn new(socket: PathBuf) -> Api {
+        Api {
+            socket,
+            version: Arc::new(tokio::sync::OnceCell::new()),
+        }
+    }
+
+    /// The socket.
+    pub fn socket(&self) -> &Path {
+        &self.socket
+    }
+
+    /// The version prefix of every request (`/v1.44`), from the daemon's `Api-Version` at most
+    /// [`MAX_API_VERSION`]. `None`: nothing answers at the socket (the client then runs).
+    pub async fn version(&self) -> Option<String> {
+        self.version
+            .get_or_init(|| async {
+                let a = send(&self.socket, "GET", "/_ping", None, Duration::from_secs(30))
+                    .await
+                    .ok()?;
+                Some(agreed_version(a.1.as_deref()))
+            })
+            .await
+            .clone()
+    }
+
+    /// Sends `method path` (the path without version prefix, with its query) with the JSON
+    /// `body`, waiting at most `timeout`. `Ok(None)`: nothing answers at the socket (the caller
+    /// runs the client instead, which fails as it always did), or the daemon refused the API
+    /// version ([`Answer::version_refused`]). Errors: the daemon accepted the
+    /// connection but did not answer in time, or answered with something unreadable.
+    pub async fn call(
+        &self,
+        method: &str,
+        path: &str,
+        body: Option<&Value>,
+        timeout: Duration,
+    ) -> Result<Option<Answer>> {
+        let Some(version) = self.version().await else {
+            return Ok(None);
+        };
+        let full = format!("/{version}{path}");
+        let body = body.map(|b| b.to_string());
+        match send(&self.socket, method, &full, body, timeout).await {
+            Ok((answer, _)) if answer.version_refused() => Ok(None),
+            Ok((answer, _)) => Ok(Some(answer)),
+            Err(Failure::Connect) => Ok(None),
+            Err(Failure::Other(e)) => Err(e.context(format!(
+                "the Docker daemon at unix://{} failed {method} {full}",
+                self.socket.display()
+            ))),
+        }
+    }
+
+    /// `method path` with `body` as a `curl` command line a person can paste (`-v`).
+    pub async fn curl_line(&self, method: &str, path: &str, body: Option<&Value>) -> String {
+        let version = self.version().await.unwrap_or_else(|| "v1.41".into());
+        curl_line(&self.socket, method, &format!("/{version}{path}"), body)
+    }
+}
+
+/// `method path` (version prefix included) on `socket` as a `curl` command line.
+pub fn curl_line(socket: &Path, method: &str, path: &str, body: Option<&Value>) -> String {
+    use crate::engine::shell::shell_quote;
+    let mut line = format!(
+        "curl --unix-socket {} -X {method} {}",
+        shell_quote(&socket.to_string_lossy()),
+        shell_quote(&format!("http://localhost{path}"))
+    );
+    if let Some(b) = body {
+        line.push_str(" -H 'Content-Type: application/json' -d ");
+        line.push_str(&shell_quote(&b.to_string()));
+    }
+    line
+}
+
+/// The version prefix agreed from the daemon's `Api-Version` header (`1.47`): the lower of it
+/// and [`MAX_API_VERSION`]; without a readable header, `v1.41`.
+pub fn agreed_version(daemon: Option<&str>) -> String {
+    let parsed = daemon.and_then(|v| {
+        let (a, b) = v.trim().split_once('.')?;
+        Some((a.parse::<u32>().ok()?, b.parse::<u32>().ok()?))
+    });
+    let (a, b) = match parsed {
+        Some(v) => v.min(MAX_API_VERSION),
+        None => (1, 41),
+    };
+    format!("v{a}.{b}")
+}
+
+/// Why a request got no answer.
+enum Failure {
+    /// No connection to the socket (no daemon there, no permission).
+    Connect,
+    /// Anything after the connection.
+    Other(anyhow::Error),
+}
+
+/// One request on a connection of its own. Returns the answer and its `Api-Version` header.
+async fn send(
+    socket: &Path,
+    method: &str,
+    path: &str,
+    body: Option<String>,
+    timeout: Duration,
+) -> Result<(Answer, Option<String>), Failure> {
+    use http_body_util::{BodyExt, Full, Limited};
+    let stream = tokio::time::timeout(
+        Duration::from_secs(10),
+        tokio::net::UnixStream::connect(socket),
+    )
+    .await
+    .map_err(|_| Failure::Connect)?
+    .map_err(|_| Failure::Connect)?;
+    let exchange = async {
+        let (mut sender, conn) =
+            hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream)).await?;
+        let driver = tokio::spawn(async move {
+            let _ = conn.await;
+        });
+        let mut req = hyper::Request::builder()
+            .method(method)
+            .uri(path)
+            .header("Host", "localhost")
+            .header(
+                "User-Agent",
+                concat!("h9sandbox/", env!("CARGO_PKG_VERSION")),
+            );
+        if body.is_some() {
+            req = req.header("Content-Type", "application/json");
+        }
+        let req = req.body(Full::new(Bytes::from(body.unwrap_or_default())))?;
+        let resp = sender.send_request(req).await?;
+        let status = resp.status().as_u16();
+        let version = resp
+            .headers()
+            .get("api-version")
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_string);
+        let body = Limited::new(resp.into_body(), ENGINE_OUTPUT_MAX)
+            .collect()
+            .await
+            .map_err(|e| anyhow!("reading the answer: {e}"))?
+            .to_bytes();
+        driver.abort();
+        Ok::<_, anyhow::Error>((Answer { status, body }, version))
+    };
+    match tokio::time::timeout(timeout, exchange).await {
+        Ok(r) => r.map_err(Failure::Other),
+        Err(_) => Err(Failure::Other(anyhow!(
+            "no answer within {}s",
+            timeout.as_secs()
+        ))),
+    }
+}
+
+/// `s` as one path segment or query value (RFC 3986 unreserved characters kept).
+pub fn encode(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for b in s.bytes() {
+        if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+/// An image reference as the path of `/images/{name}/json`: each `/`-separated part encoded
+/// (the daemon decodes the path before it reads the name).
+pub fn encode_image(s: &str) -> String {
+    s.split('/').map(encode).collect::<Vec<_>>().join("/")
+}
+
+/// The `filters` query value of labels (`{"label": ["k=v", "k"]}`; an empty value: the label
+/// with any value).
+pub fn label_filters(labels: &[(&str, &str)]) -> String {
+    let list: Vec<String> = labels
+        .iter()
+        .map(|(k, v)| {
+            if v.is_empty() {
+                k.to_string()
+            } else {
+                format!("{k}={v}")
+            }
+        })
+        .collect();
+    encode(&json!({ "label": list }).to_string())
+}
+
+/// The body of `POST /containers/create` for `spec` (a mounted agent's container; a shipped
+/// one's `run` stays the client's, whose attached standard input hands over the secret): the
+/// same container as [`super::run_args`]'s `docker run -d`. `ulimits` are
+/// [`super::ulimit_args`]'s (`--ulimit NAME=SOFT:HARD` pairs).
+pub fn create_body(spec: &ContainerSpec, ulimits: &[String]) -> Result<Value> {
+    let l = &spec.limits;
+    let workdir = spec.workdir.to_string_lossy().into_owned();
+    let size =
+        |s: &str| crate::config::parse_size(s).map_err(|e| anyhow!("{e} (memory of the sandbox)"));
+    let memory = size(&l.memory)?;
+    let mut env: Vec<String> = spec.env.iter().map(|(k, v)| format!("{k}={v}")).collect();
+    env.push(format!("TMPDIR={SCRATCH_DIR}"));
+    let volume_labels: BTreeMap<String, String> = volume_labels(spec).into_iter().collect();
+    let mut mounts = vec![json!({
+        "Type": "volume",
+        "Source": spec.scratch_volume,
+        "Target": SCRATCH_DIR,
+        "VolumeOptions": { "Labels": volume_labels },
+    })];
+    let bind = |source: &Path, target: &str, readonly: bool| {
+        json!({
+            "Type": "bind",
+            "Source": source.to_string_lossy(),
+            "Target": target,
+            "ReadOnly": readonly,
+        })
+    };
+    let AgentSetup::Mounted(m) = &spec.agent else {
+        return Err(anyhow!(
+            "a shipped agent's container is made by the client (its secret goes on stdin)"
+        ));
+    };
+    mounts.extend([
+        bind(&spec.workdir, &workdir, false),
+        bind(&m.root, agent::ROOT, true),
+        bind(&m.binary, agent::BIN, true),
+        bind(&m.run_dir, agent::RUN_DIR, false),
+    ]);
+    if let Some(dir) = &spec.proxy {
+        mounts.push(bind(dir, agent::PROXY_DIR, true));
+        env.extend(
+            super::proxy_env()
+                .into_iter()
+                .map(|(k, v)| format!("{k}={v}")),
+        );
+    }
+    let mut exposed = serde_json::Map::new();
+    let mut bindings: BTreeMap<String, Vec<Value>> = BTreeMap::new();
+    for p in &spec.publish {
+        let key = format!("{}/tcp", p.port);
+        exposed.insert(key.clone(), json!({}));
+        let host_port = if p.host_port == 0 {
+            String::new()
+        } else {
+            p.host_port.to_string()
+        };
+        bindings
+            .entry(key)
+            .or_default()
+            .push(json!({ "HostIp": p.ip.to_string(), "HostPort": host_port }));
+    }
+    let ulimits: Vec<Value> = ulimits
+        .iter()
+        .filter(|a| *a != "--ulimit")
+        .filter_map(|a| {
+            let (name, rest) = a.split_once('=')?;
+            let (soft, hard) = rest.split_once(':').unwrap_or((rest, rest));
+            Some(json!({
+                "Name": name,
+                "Soft": soft.parse::<i64>().ok()?,
+                "Hard": hard.parse::<i64>().ok()?,
+            }))
+        })
+        .collect();
+    let mut cmd = vec![
+        agent::ARG.to_string(),
+        "init".into(),
+        "--user".into(),
+        spec.user.to_string(),
+    ];
+    if let Some(n) = &spec.user_name {
+        cmd.extend(["--user-name".into(), n.clone()]);
+    }
+    if spec.proxy.is_some() {
+        cmd.push("--proxy-relay".into());
+    }
+    let pids = if is_gvisor(spec.runtime.as_deref()) {
+        gvisor_host_pids(l.pids_limit)
+    } else {
+        u64::from(l.pids_limit)
+    };
+    // As the client sends them: `CAP_` names, sorted.
+    let mut caps: Vec<String> = l.caps.added().iter().map(|c| format!("CAP_{c}")).collect();
+    caps.sort();
+    let mut host = json!({
+        "CapDrop": ["ALL"],
+        "RestartPolicy": { "Name": "no" },
+        "CapAdd": caps,
+        "SecurityOpt": ["no-new-privileges:true"],
+        "PidsLimit": pids,
+        "NanoCpus": (l.cpus * 1e9).round() as i64,
+        "Memory": memory,
+        "ShmSize": memory,
+        "Tmpfs": { "/tmp": format!("size={},nosuid,noexec,nodev", l.tmp_size) },
+        "NetworkMode": l.network.engine_mode(),
+        "Mounts": mounts,
+        "PortBindings": bindings,
+    });
+    if !ulimits.is_empty() {
+        host["Ulimits"] = Value::Array(ulimits);
+    }
+    if let Some(r) = &spec.runtime {
+        host["Runtime"] = json!(r);
+    }
+    Ok(json!({
+        "Image": spec.image,
+        "User": "0:0",
+        "Labels": spec.labels,
+        "Env": env,
+        "WorkingDir": workdir,
+        "Entrypoint": [agent::BIN],
+        "Cmd": cmd,
+        "Healthcheck": { "Test": ["NONE"] },
+        "ExposedPorts": exposed,
+        "AttachStdin": false,
+        "AttachStdout": false,
+        "AttachStderr": false,
+        "OpenStdin": false,
+        "Tty": false,
+        "HostConfig": host,
+    }))
+}
+
+/// `GET /containers/{id}/json`'s body as [`super::inspect_args`]'s output (`State`,
+/// `HostConfig`, `NetworkSettings.Ports`), for [`super::parse_inspect`].
+pub fn parse_inspect_body(body: &[u8]) -> Result<crate::engine::ContainerStatus> {
+    let v: Value = serde_json::from_slice(body).with_context(|| {
+        format!(
+            "cannot parse the engine's container state: {}",
+            String::from_utf8_lossy(body)
+        )
+    })?;
+    let picked = json!({
+        "State": v.get("State").cloned().unwrap_or(Value::Null),
+        "HostConfig": v.get("HostConfig").cloned().unwrap_or(Value::Null),
+        "Ports": v.pointer("/NetworkSettings/Ports").cloned().unwrap_or(Value::Null),
+    });
+    super::parse_inspect(&picked.to_string())
+}
+
+/// `GET /containers/json`'s body as container summaries (as [`super::parse_ps`] makes them
+/// of `ps`: the first name without its `/`, the sandbox ID and state directory labels).
+pub fn parse_list_body(body: &[u8]) -> Result<Vec<ContainerSummary>> {
+    #[derive(serde::Deserialize)]
+    #[serde(rename_all = "PascalCase")]
+    struct Entry {
+        id: String,
+        #[serde(default)]
+        names: Option<Vec<String>>,
+        #[serde(default)]
+        state: String,
+        #[serde(default)]
+        status: String,
+        #[serde(default)]
+        labels: Option<BTreeMap<String, String>>,
+    }
+    let entries: Vec<Entry> = serde_json::from_slice(body).with_context(|| {
+        format!(
+            "cannot parse the Docker daemon's container list: {}",
+            String::from_utf8_lossy(body)
+        )
+    })?;
+    Ok(entries
+        .into_iter()
+        .filter(|e| !e.id.is_empty())
+        .map(|e| {
+            let mut labels = e.labels.unwrap_or_default();
+            let mut label = |k: &str| labels.remove(k).filter(|s| !s.is_empty());
+            ContainerSummary {
+                sandbox_id: label(crate::engine::LABEL_ID),
+                state_dir: label(crate::engine::LABEL_STATE_DIR),
+                id: e.id,
+                name: e
+                    .names
+                    .unwrap_or_default()
+                    .first()
+                    .map(|n| n.trim_start_matches('/').to_string())
+                    .unwrap_or_default(),
+                state: e.state,
+                status: e.status,
+            }
+        })
+        .collect())
+}
+
+/// `GET /volumes`'s body: each volume's name and labels.
+pub fn parse_volumes_body(body: &[u8]) -> Result<Vec<(String, BTreeMap<String, String>)>> {
+    #[derive(serde::Deserialize)]
+    #[serde(rename_all = "PascalCase")]
+    struct List {
+        #[serde(default)]
+        volumes: Option<Vec<Volume>>,
+    }
+    #[derive(serde::Deserialize)]
+    #[serde(rename_all = "PascalCase")]
+    struct Volume {
+        name: String,
+        #[serde(default)]
+        labels: Option<BTreeMap<String, String>>,
+    }
+    let list: List = serde_json::from_slice(body).with_context(|| {
+        format!(
+            "cannot parse the Docker daemon's volume list: {}",
+            String::from_utf8_lossy(body)
+        )
+    })?;
+    Ok(list
+        .volumes
+        .unwrap_or_default()
+        .into_iter()
+        .map(|v| (v.name, v.labels.unwrap_or_default()))
+        .collect())
+}
