@@ -22,6 +22,35 @@ use super::proto::{self, Codec, Forward, Reply, Request};
 /// How long connecting to the port may take (loopback answers at once; a full backlog not).
 const CONNECT_PATIENCE: Duration = Duration::from_secs(10);
 
+/// How many forwarded connections the agent carries at once. Each costs it buffers charged to
+/// the sandbox's memory: without a bound, anyone who can reach a forward's local port (every
+/// local user) could grow PID 1 until the OOM killer ends the sandbox.
+pub const MAX_FORWARDS: usize = 512;
+
+/// Forwarded connections under way.
+static FORWARDS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+/// One of [`FORWARDS`], given back when dropped.
+struct Slot;
+
+impl Slot {
+    fn take() -> Option<Slot> {
+        use std::sync::atomic::Ordering;
+        FORWARDS
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+                (n < MAX_FORWARDS).then_some(n + 1)
+            })
+            .ok()
+            .map(|_| Slot)
+    }
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        FORWARDS.fetch_sub(1, std::sync::atomic::Ordering::AcqRel);
+    }
+}
+
 /// Connects to `port` on the sandbox's loopback: IPv4 first, then IPv6 (as `kubectl
 /// port-forward` tries `localhost`). Errors: the reason, for [`Reply::Reset`].
 async fn connect(port: u16) -> Result<TcpStream, String> {
@@ -54,6 +83,14 @@ where
     if f.port == 0 {
         return Err("port 0 cannot be forwarded".into());
     }
+    let Some(_slot) = Slot::take() else {
+        return conn
+            .send(Reply::Reset(format!(
+                "the sandbox's agent carries {MAX_FORWARDS} forwarded connections already; this one is reset"
+            )))
+            .await
+            .map_err(|e| e.to_string());
+    };
     let stream = match connect(f.port).await {
         Ok(s) => s,
         Err(why) => {

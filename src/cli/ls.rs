@@ -71,7 +71,8 @@ fn ports(e: &Entry) -> String {
             .iter()
             .map(|f| format!("{}=>{}", f.address, f.port)),
     );
-    out.join(", ")
+    // Text from the state directory's files, as every cell of such text: no escape sequences.
+    crate::report::printable(&out.join(", ")).into_owned()
 }
 
 /// The table of `entries`: one row per sandbox, sub-sandboxes under their parent; a PORTS

@@ -243,9 +243,29 @@ impl RawMode {
     }
 }
 
+/// Terminal modes a program in the sandbox may have left on that would make our terminal
+/// report to the caller's shell (mouse reports: 1000, 1002, 1003, 1006, 1015; focus events:
+/// 1004; bracketed paste: 2004), turned off as the session ends (xterm's control sequences).
+const MODES_OFF: &[u8] =
+    b"\x1b[?1000l\x1b[?1002l\x1b[?1003l\x1b[?1006l\x1b[?1015l\x1b[?1004l\x1b[?2004l";
+
 impl Drop for RawMode {
     fn drop(&mut self) {
-        restore();
+        // The sandbox may have asked our terminal a question (a device attributes or a title
+        // report) whose answer would land in the caller's shell as typed input: the modes
+        // that report go off, the answers get a moment to arrive, and unread input is
+        // discarded with the mode restored (TCSAFLUSH).
+        if rustix::termios::isatty(rustix::stdio::stdout()) {
+            let _ = rustix::io::write(rustix::stdio::stdout(), MODES_OFF);
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        if let Some(t) = SAVED.lock().unwrap_or_else(|e| e.into_inner()).as_ref() {
+            let _ = rustix::termios::tcsetattr(
+                rustix::stdio::stdin(),
+                rustix::termios::OptionalActions::Flush,
+                t,
+            );
+        }
         *SAVED.lock().unwrap_or_else(|e| e.into_inner()) = None;
     }
 }

@@ -58,6 +58,9 @@ pub struct Session {
     forwards_end: watch::Sender<bool>,
 }
 
+/// How many ports one MCP session may forward at once.
+const MAX_SESSION_FORWARDS: usize = 32;
+
 /// The session's port forwards: each serving in a task of its own, all registered in the state
 /// directory as this process's (kind `mcp`: `ls` shows them; `down` leaves them to end with
 /// their sandbox).
@@ -175,6 +178,18 @@ impl Session {
             return Err(Error::Invalid(
                 "this MCP server does not forward ports; its operator offers it with `h9sandbox mcp --port-forward`".into(),
             )
+            .into());
+        }
+        if p.local_port.is_some_and(|l| l != 0 && l < 1024) {
+            return Err(Error::Invalid(
+                "local_port below 1024 is refused (the server's privileged ports are not a client's to take); give one from 1024 up, or none for a free one".into(),
+            )
+            .into());
+        }
+        if self.forwards().live.len() >= MAX_SESSION_FORWARDS {
+            return Err(Error::Invalid(format!(
+                "this session forwards {MAX_SESSION_FORWARDS} ports already, the most one session may; end a sandbox (sandbox_down) to end its forwards"
+            ))
             .into());
         }
         if *self.forwards_end.borrow() {

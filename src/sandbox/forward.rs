@@ -174,8 +174,12 @@ impl Forwarder {
             tokio::select! {
                 why = &mut stop => return why,
                 Some((l, port, got)) = accepts.next() => {
-                    if let Ok(client) = got {
-                        carried.push(carry(ctx, rec, client, port));
+                    match got {
+                        // Each costs this process and the sandbox's agent memory: anyone on
+                        // this machine can connect, so there is a bound.
+                        Ok(client) if carried.len() >= MAX_CONNECTIONS => reset(client),
+                        Ok(client) => carried.push(carry(ctx, rec, client, port)),
+                        Err(_) => {}
                     }
                     accepts.push(accept(l, port));
                 }
@@ -203,6 +207,10 @@ type Accepted<'a> = (&'a TcpListener, u16, std::io::Result<TcpStream>);
 
 async fn accept(l: &TcpListener, port: u16) -> Accepted<'_> {
     let got = l.accept().await.map(|(s, _)| s);
+    if got.is_err() {
+        // Out of descriptors, say: a pause, not a busy loop of failed accepts.
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
     (l, port, got)
 }
 
@@ -218,6 +226,10 @@ fn gone(ctx: &Ctx, rec: &Record) -> Option<String> {
         Some(r) => Some(format!("sandbox {} is {} now", rec.short_id(), r.state)),
     }
 }
+
+/// How many connections one forwarding process carries at once; more are reset at once (the
+/// sandbox's agent has a bound of its own, [`crate::agent::forward::MAX_FORWARDS`]).
+pub const MAX_CONNECTIONS: usize = 256;
 
 /// Every how many seconds [`Forwarder::serve`] asks the engine whether the container still runs.
 const CONTAINER_LOOK_TICKS: u32 = 3;
@@ -327,6 +339,28 @@ async fn carry(ctx: &Ctx, rec: &Record, mut client: TcpStream, port: u16) {
     }
 }
 
+/// Sends SIGTERM to the very process `p` names, through a pidfd (`pidfd_open(2)`, Linux 5.3)
+/// taken before its start time is compared, so that a PID reused meanwhile is never signalled;
+/// never to one whose start time is unknown (0). Returns whether it was sent.
+fn terminate(p: ProcessRef) -> bool {
+    if p.start_time == 0 {
+        return false;
+    }
+    let Some(pid) = i32::try_from(p.pid)
+        .ok()
+        .and_then(rustix::process::Pid::from_raw)
+    else {
+        return false;
+    };
+    let Ok(fd) = rustix::process::pidfd_open(pid, rustix::process::PidfdFlags::empty()) else {
+        return false;
+    };
+    if crate::state::proc_start_time(p.pid) != Some(p.start_time) {
+        return false;
+    }
+    rustix::process::pidfd_send_signal(&fd, rustix::process::Signal::TERM).is_ok()
+}
+
 /// What the state directory records of one process's forwards.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Registration {
@@ -368,12 +402,22 @@ impl Registry {
     /// Registers this process (`kind`: `port-forward` or `mcp`) with `forwards`. Errors: the
     /// state directory cannot be written.
     pub fn new(ctx: &Ctx, kind: &str, forwards: Vec<RegisteredForward>) -> Result<Registry> {
+        use std::os::unix::fs::DirBuilderExt;
         let dir = registry_dir(ctx);
-        match std::fs::DirBuilder::new().create(&dir) {
+        match std::fs::DirBuilder::new().mode(0o700).create(&dir) {
             Err(e) if e.kind() != std::io::ErrorKind::AlreadyExists => {
                 return Err(e).with_context(|| format!("cannot create {}", dir.display()))
             }
             _ => {}
+        }
+        // One an older h9sandbox made with the umask's mode, or anything else there: only a
+        // directory of our own, closed to others, holds registrations.
+        if open_registry_dir(&dir).is_none() {
+            return Err(Error::Invalid(format!(
+                "{} is not a directory of yours closed to others (a symlink, another owner, or group/other access); remove it, and port-forward makes it again",
+                dir.display()
+            ))
+            .into());
         }
         let me = ProcessRef::current();
         let r = Registry {
@@ -411,10 +455,67 @@ impl Drop for Registry {
     }
 }
 
+/// The registry directory `dir`, opened without following a symlink, when it is a directory
+/// owned by this user that nobody else may enter or write (mode 0700 or tighter; one of ours
+/// that is looser, made by an older h9sandbox under the umask, is closed first): what it holds
+/// decides which processes `down` signals.
+fn open_registry_dir(dir: &Path) -> Option<std::os::fd::OwnedFd> {
+    use rustix::fs::{Mode, OFlags};
+    let fd = rustix::fs::open(
+        dir,
+        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+        Mode::empty(),
+    )
+    .ok()?;
+    let st = rustix::fs::fstat(&fd).ok()?;
+    if st.st_uid != rustix::process::geteuid().as_raw() {
+        return None;
+    }
+    if st.st_mode & 0o077 != 0 && rustix::fs::fchmod(&fd, Mode::from_raw_mode(0o700)).is_err() {
+        return None;
+    }
+    Some(fd)
+}
+
+/// The registration in the file `name` of the registry directory `dir`: a regular file of ours
+/// (opened without following a symlink, and without waiting on a FIFO), at most 1 MiB, whose
+/// every address is a socket address. `None` for anything else.
+fn read_registration(dir: &std::os::fd::OwnedFd, name: &std::ffi::OsStr) -> Option<Registration> {
+    use rustix::fs::{FileType, Mode, OFlags};
+    use std::io::Read;
+    let fd = rustix::fs::openat(
+        dir,
+        name,
+        OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC,
+        Mode::empty(),
+    )
+    .ok()?;
+    let st = rustix::fs::fstat(&fd).ok()?;
+    if FileType::from_raw_mode(st.st_mode) != FileType::RegularFile
+        || st.st_uid != rustix::process::geteuid().as_raw()
+    {
+        return None;
+    }
+    let mut text = String::new();
+    std::fs::File::from(fd)
+        .take(1 << 20)
+        .read_to_string(&mut text)
+        .ok()?;
+    let reg: Registration = serde_json::from_str(&text).ok()?;
+    reg.forwards
+        .iter()
+        .all(|f| f.bound.address.parse::<SocketAddr>().is_ok())
+        .then_some(reg)
+}
+
 /// The registrations of live processes in `ctx`'s state directory; those of processes that are
-/// gone are removed.
+/// gone are removed. Nothing is read from a registry directory that is not ours alone.
 pub fn registrations(ctx: &Ctx) -> Vec<Registration> {
-    let Ok(dir) = std::fs::read_dir(registry_dir(ctx)) else {
+    let path = registry_dir(ctx);
+    let Some(fd) = open_registry_dir(&path) else {
+        return Vec::new();
+    };
+    let Ok(dir) = std::fs::read_dir(&path) else {
         return Vec::new();
     };
     let mut out = Vec::new();
@@ -423,14 +524,10 @@ pub fn registrations(ctx: &Ctx) -> Vec<Registration> {
         if path.extension().is_none_or(|x| x != "json") {
             continue;
         }
-        let reg = std::fs::File::open(&path).ok().and_then(|f| {
-            use std::io::Read;
-            let mut text = String::new();
-            f.take(1 << 20).read_to_string(&mut text).ok()?;
-            serde_json::from_str::<Registration>(&text).ok()
-        });
+        let reg = read_registration(&fd, &e.file_name());
         match reg {
-            Some(r) if r.process.is_alive() => out.push(r),
+            // Ours always carry a start time: one without it names no process for sure.
+            Some(r) if r.process.start_time != 0 && r.process.is_alive() => out.push(r),
             // Its process is gone (or it is no registration): nobody answers for it.
             Some(r) if r.process.pid != std::process::id() => {
                 let _ = std::fs::remove_file(&path);
@@ -466,12 +563,8 @@ pub fn end_for(ctx: &Ctx, id: Uuid) -> usize {
         {
             continue;
         }
-        if r.process.is_alive() {
-            if let Some(pid) = rustix::process::Pid::from_raw(r.process.pid as i32) {
-                if rustix::process::kill_process(pid, rustix::process::Signal::TERM).is_ok() {
-                    n += 1;
-                }
-            }
+        if terminate(r.process) {
+            n += 1;
         }
     }
     n

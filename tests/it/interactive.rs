@@ -842,6 +842,16 @@ fn mcp_port_forward_returns_an_address_that_reaches_the_sandbox_until_it_goes() 
         json!({"name": "sandbox_port_forward", "arguments": {"port": 0}}),
     );
     assert_eq!(r["result"]["isError"], json!(true), "{r}");
+    // A privileged port of the server's machine is not the client's to take.
+    let r = mcp_request(
+        &mut stdin,
+        &lines,
+        61,
+        "tools/call",
+        json!({"name": "sandbox_port_forward", "arguments": {"port": 8000, "local_port": 80}}),
+    );
+    assert_eq!(r["result"]["isError"], json!(true), "{r}");
+    assert!(r.to_string().contains("below 1024"), "{r}");
     let r = mcp_request(
         &mut stdin,
         &lines,
@@ -988,4 +998,148 @@ fn shell_and_exec_t_without_a_terminal_are_refused_naming_their_own_options() {
     assert_eq!(out.status.code(), Some(125), "{}", stderr(&out));
     let out = env.run(&["shell", &id, "--no-such-flag"]);
     assert_eq!(out.status.code(), Some(125), "{}", stderr(&out));
+}
+
+#[test]
+fn forward_registrations_come_only_from_our_own_files_and_signal_only_their_process() {
+    require_engine!();
+    let env = TestEnv::new();
+    let id = env.up(&[]);
+    let dir = env.state_dir.join("forwards");
+    // Made by a forward under the loosest umask: still ours alone.
+    let mut fwd = env.shell(&format!(
+        "umask 000; exec \"$H9\" port-forward {id} :8000 --format json"
+    ));
+    if engine() == Engine::Local {
+        // No agent to forward to: refused, and nothing made.
+        let out = fwd.output().unwrap();
+        assert!(!out.status.success());
+    } else {
+        let mut fwd = fwd
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let mut line = String::new();
+        BufReader::new(fwd.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(&dir).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o700, "{line}");
+        let _ = fwd.kill();
+        let _ = fwd.wait();
+    }
+    std::fs::create_dir_all(&dir).unwrap();
+    // A victim, named by forged registrations: with no start time, with its real one in a file
+    // of another user, and with an address carrying escape sequences; a FIFO beside them.
+    let mut victim = Command::new("sleep").arg("300").spawn().unwrap();
+    let start: u64 = {
+        let stat = std::fs::read_to_string(format!("/proc/{}/stat", victim.id())).unwrap();
+        let rest = &stat[stat.rfind(')').unwrap() + 1..];
+        rest.split_whitespace().nth(19).unwrap().parse().unwrap()
+    };
+    let forged = |start: u64, address: &str| {
+        serde_json::json!({"process": {"pid": victim.id(), "start_time": start},
+            "kind": "port-forward",
+            "forwards": [{"sandbox": id, "address": address, "port": 8000}]})
+        .to_string()
+    };
+    std::fs::write(dir.join("1.json"), forged(0, "127.0.0.1:1")).unwrap();
+    std::fs::write(dir.join("2.json"), forged(start, "127.0.0.1:2")).unwrap();
+    std::os::unix::fs::chown(dir.join("2.json"), Some(1000), Some(1000)).unwrap();
+    std::fs::write(
+        dir.join("3.json"),
+        forged(start + 1, "127.0.0.1:3\u{1b}]0;TITLE\u{7}"),
+    )
+    .unwrap();
+    assert!(Command::new("mkfifo")
+        .arg(dir.join("4.json"))
+        .status()
+        .unwrap()
+        .success());
+    // ls neither hangs on the FIFO nor prints what the files say.
+    let out = env.run(&["ls"]);
+    assert_ok(&out);
+    assert!(!stdout(&out).contains('\u{1b}'), "{}", stdout(&out));
+    assert!(!stdout(&out).contains("127.0.0.1:1"), "{}", stdout(&out));
+    assert!(!stdout(&out).contains("127.0.0.1:2"), "{}", stdout(&out));
+    // down signals none of them.
+    assert_ok(&env.run(&["down", &id]));
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(
+        victim.try_wait().unwrap().is_none(),
+        "down signalled a process a forged registration named"
+    );
+    let _ = victim.kill();
+    let _ = victim.wait();
+}
+
+#[test]
+fn a_forward_carries_a_bounded_number_of_connections_and_resets_the_rest() {
+    require_container!("port forwarding needs the in-container agent");
+    require_images!(PYTHON);
+    if mounted_under_gvisor() {
+        return;
+    }
+    let env = TestEnv::new();
+    let id = env.up(&["--image", PYTHON, "--network", "none"]);
+    // A server that holds every connection open without answering.
+    let server = "import asyncio\nasync def hold(r, w):\n    await asyncio.sleep(600)\nasync def main():\n    s = await asyncio.start_server(hold, '127.0.0.1', 8000, backlog=1024)\n    await s.serve_forever()\nasyncio.run(main())\n";
+    assert_ok(&run_stdin(
+        &env,
+        &["write", &id, "/var/tmp/hold.py"],
+        server.as_bytes(),
+    ));
+    assert_ok(&env.run(&["exec", "-d", &id, "--", "python3 /var/tmp/hold.py"]));
+    let mut fwd = env
+        .cmd()
+        .args(["port-forward", &id, ":8000", "--format", "json"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(fwd.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let said: serde_json::Value = serde_json::from_str(&line).unwrap();
+    let addr = said["forwards"][0]["address"].as_str().unwrap().to_string();
+    // Wait for the server: a connection it holds open stays open.
+    wait_until(
+        Duration::from_secs(30),
+        "the server holds a connection",
+        || {
+            let Ok(mut s) = TcpStream::connect(&addr) else {
+                return false;
+            };
+            s.set_read_timeout(Some(Duration::from_millis(500)))
+                .unwrap();
+            let mut b = [0u8; 1];
+            matches!(s.read(&mut b), Err(e) if e.kind() == std::io::ErrorKind::WouldBlock || e.kind() == std::io::ErrorKind::TimedOut)
+        },
+    );
+    let conns: Vec<TcpStream> = (0..300)
+        .map(|_| TcpStream::connect(&addr).unwrap())
+        .collect();
+    std::thread::sleep(Duration::from_secs(3));
+    let mut closed = 0;
+    for mut s in conns {
+        s.set_read_timeout(Some(Duration::from_millis(50))).unwrap();
+        let mut b = [0u8; 1];
+        match s.read(&mut b) {
+            Ok(0) => closed += 1,
+            Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => closed += 1,
+            _ => {}
+        }
+    }
+    // 256 carried at most (one is the readiness probe's, perhaps not yet gone): the rest reset.
+    assert!(
+        (44..=60).contains(&closed),
+        "{closed} of 300 connections were closed"
+    );
+    let _ = fwd.kill();
+    let _ = fwd.wait();
 }
