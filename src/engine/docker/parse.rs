@@ -204,7 +204,7 @@ pub fn parse_inspect(json: &str) -> Result<ContainerStatus> {
 
 /// Whether `c` carries every `key=value` of `labels` that a summary holds (the sandbox ID and
 /// the state directory; other labels are left to the engine's filter).
-pub(super) fn summary_has_labels(c: &ContainerSummary, labels: &[(&str, &str)]) -> bool {
+pub(crate) fn summary_has_labels(c: &ContainerSummary, labels: &[(&str, &str)]) -> bool {
     let holds = |have: &Option<String>, want: &str| match have {
         Some(h) => want.is_empty() || h == want,
         None => false,

@@ -36,6 +36,7 @@ fn spec(workdir: &str) -> ContainerSpec {
         proxy: None,
         env: Vec::new(),
         publish: Vec::new(),
+        constraints: Vec::new(),
     }
 }
 
