@@ -798,6 +798,10 @@ pub struct ContainerSummary {
     pub sandbox_id: Option<String>,
     /// The state directory label ([`LABEL_STATE_DIR`]), if present.
     pub state_dir: Option<String>,
+    /// The node it runs on, for an engine of several nodes (a swarm's node's host name);
+    /// `None` where there is one host.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub node: Option<String>,
 }
 
 /// What h9sandbox needs from an engine.

@@ -527,8 +527,13 @@ pub fn task_status(task: &Task) -> ContainerStatus {
     }
 }
 
-/// Parses `docker service inspect` of several services and `docker service ps` lines (`TASK
-/// NAME STATE`) into summaries: a service's state is its task's, as [`task_status`] names it.
+/// The `docker service ps` format [`parse_services`] reads: task, its name, its node, its state,
+/// tab-separated (a task waiting for a node has none).
+pub const PS_FORMAT: &str = "{{.ID}}\t{{.Name}}\t{{.Node}}\t{{.CurrentState}}";
+
+/// Parses `docker service inspect` of several services and `docker service ps` lines
+/// ([`PS_FORMAT`]) into summaries: a service's state is its task's, as [`task_status`] names
+/// it, and its node the task's.
 pub fn parse_services(inspect: &str, ps: &str) -> Result<Vec<ContainerSummary>> {
     let v: serde_json::Value = serde_json::from_str(inspect)
         .with_context(|| format!("cannot parse `docker service inspect`: {inspect}"))?;
@@ -546,13 +551,14 @@ pub fn parse_services(inspect: &str, ps: &str) -> Result<Vec<ContainerSummary>> 
                 .filter(|v| !v.is_empty())
                 .map(str::to_string)
         };
-        let state = ps
+        let (node, state) = ps
             .lines()
             .filter_map(|l| {
-                let mut f = l.split_whitespace();
-                let (_, task, state) = (f.next()?, f.next()?, f.next()?);
+                let mut f = l.split('\t');
+                let (_, task, node, state) = (f.next()?, f.next()?, f.next()?, f.next()?);
+                let state = state.split_whitespace().next().unwrap_or("");
                 (task.rsplit_once('.').map(|(svc, _)| svc) == Some(name.as_str()))
-                    .then(|| state.to_ascii_lowercase())
+                    .then(|| (node.trim().to_string(), state.to_ascii_lowercase()))
             })
             .next()
             .unwrap_or_default();
@@ -576,6 +582,7 @@ pub fn parse_services(inspect: &str, ps: &str) -> Result<Vec<ContainerSummary>> 
             state: status,
             sandbox_id: label(LABEL_ID),
             state_dir: label(LABEL_STATE_DIR),
+            node: Some(node).filter(|n| !n.is_empty()),
         });
     }
     Ok(found)
@@ -782,13 +789,7 @@ impl Environment for Swarm {
         let mut inspect = strings(&["service", "inspect"]);
         inspect.extend(ids.iter().cloned());
         let inspect = self.docker.checked(inspect).await?;
-        let mut ps = strings(&[
-            "service",
-            "ps",
-            "--no-trunc",
-            "--format",
-            "{{.ID}} {{.Name}} {{.CurrentState}}",
-        ]);
+        let mut ps = strings(&["service", "ps", "--no-trunc", "--format", PS_FORMAT]);
         ps.extend(ids.iter().cloned());
         let ps = self.docker.checked(ps).await?;
         let mut found = parse_services(&inspect, &ps)?;
@@ -855,13 +856,24 @@ impl Environment for Swarm {
             return Ok(local);
         };
         let pushed = format!("{}/{local}", registry.trim_end_matches('/'));
-        let have = self
+        // Pushed once: the client records the registry's digest of an image only once a push
+        // of it finished (an `up` running beside the one pushing pushes too, and waits).
+        let repo = pushed.rsplit_once(':').map_or(pushed.as_str(), |(r, _)| r);
+        let (code, digests, _) = self
             .docker
             .output(strings(&[
-                "image", "inspect", "--format", "{{.Id}}", &pushed,
+                "image",
+                "inspect",
+                "--format",
+                "{{range .RepoDigests}}{{.}} {{end}}",
+                &pushed,
             ]))
             .await?;
-        if have.0 == 0 {
+        if code == 0
+            && digests
+                .split_whitespace()
+                .any(|d| d.starts_with(&format!("{repo}@")))
+        {
             return Ok(pushed);
         }
         self.docker
@@ -1086,7 +1098,7 @@ mod tests {
     fn services_are_summarised_with_their_tasks_state() {
         let inspect = r#"[{"ID":"s1","Spec":{"Name":"h9sandbox-a","Labels":{"h9sandbox":"1","h9sandbox.id":"a","h9sandbox.state_dir":"/st"}}},
                           {"ID":"s2","Spec":{"Name":"h9sandbox-b","Labels":{"h9sandbox":"1","h9sandbox.id":"b","h9sandbox.state_dir":"/st"}}}]"#;
-        let ps = "t1 h9sandbox-a.1 Running 5 seconds ago\nt2 h9sandbox-b.1 Failed 1 second ago\n";
+        let ps = "t1\th9sandbox-a.1\tnode-7\tRunning 5 seconds ago\nt2\th9sandbox-b.1\t\tFailed 1 second ago\n";
         let s = parse_services(inspect, ps).unwrap();
         assert_eq!(s.len(), 2);
         assert_eq!(
@@ -1100,6 +1112,10 @@ mod tests {
         assert_eq!(
             (s[1].state.as_str(), s[1].state_dir.as_deref()),
             ("exited", Some("/st"))
+        );
+        assert_eq!(
+            (s[0].node.as_deref(), s[1].node.as_deref()),
+            (Some("node-7"), None)
         );
     }
 

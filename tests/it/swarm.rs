@@ -261,6 +261,10 @@ fn a_sandbox_on_the_worker_is_limited_reached_over_its_node_and_removed_from_eve
     let rec = s.env.ls().into_iter().find(|r| r["id"] == id.as_str());
     let rec = rec.unwrap();
     assert_eq!(rec["engine"], "swarm");
+    let hostname = text(worker().args(["info", "--format", "{{.Name}}"]));
+    assert_eq!(rec["node"], hostname.as_str(), "{rec}");
+    let table = stdout(&s.run(&["ls"]));
+    assert!(table.lines().next().unwrap().contains("NODE"), "{table}");
     assert!(rec["agent"]["channel"]["address"].is_string(), "{rec}");
     // The task's volumes (the copied work dir, the scratch dir), to be gone after down.
     let container = &s.containers_of(worker, &id)[0];

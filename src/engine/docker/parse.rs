@@ -53,6 +53,7 @@ pub(super) fn parse_podman_ps(json: &str) -> Result<Vec<ContainerSummary>> {
                 .labels
                 .and_then(|mut l| l.remove(LABEL_STATE_DIR))
                 .filter(|s| !s.is_empty()),
+            node: None,
         })
         .collect())
 }
@@ -257,6 +258,7 @@ pub(super) fn parse_ps_line(line: &str) -> Option<ContainerSummary> {
         status,
         sandbox_id,
         state_dir,
+        node: None,
     })
 }
 
