@@ -379,6 +379,22 @@ fn what_a_swarm_cannot_do_is_refused_with_one_line() {
         let err = one_line_error(&s.run(&args));
         assert!(err.contains(says), "{args:?}: {err}");
     }
+    // Two nodes and no registry: the nodes could not pull the agent's image.
+    let out = s
+        .env
+        .cmd()
+        .env_remove("DOCKER_HOST")
+        .env("H9SANDBOX_ENGINE", "swarm")
+        .env("H9SANDBOX_IMAGE", DEBIAN)
+        .env("H9SANDBOX_REGISTRY", "")
+        .arg("up")
+        .output()
+        .unwrap();
+    let err = one_line_error(&out);
+    assert!(
+        err.contains("the swarm has 2 nodes") && err.contains("registry"),
+        "{err}"
+    );
     assert!(s.services().is_empty() && s.secrets().is_empty());
     let id = s.up(&[]);
     for args in [
