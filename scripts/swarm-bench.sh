@@ -5,7 +5,7 @@
 #   raw:  docker service create --detach (the same image, limits, reservations and published
 #         port) and `docker service ps` polled every 50 ms until its task is Running
 #   up:   h9sandbox up until it prints the ID (task running, channel connected, agent ready)
-#   exec: h9sandbox exec -- true over the channel to that task
+#   exec: h9sandbox exec -- true over the channel to that task (the median of 10 per run)
 #
 #   bash scripts/swarm-bench.sh [N] [BINARY]     (defaults: 5, target/release/h9sandbox)
 set -euo pipefail
@@ -31,17 +31,21 @@ for _ in $(seq "$N"); do
   svc=$(docker service create --detach --quiet --restart-condition none --limit-cpu 1 \
     --reserve-cpu 1 --limit-memory 512m --reserve-memory 512m --limit-pids 256 \
     --publish mode=host,target=7336 --constraint node.role==worker --no-resolve-image \
-    --label h9sandbox.bench=1 --entrypoint sleep "$image" 600)
+    --label h9sandbox.bench=1 --stop-signal SIGKILL --entrypoint sleep "$image" 600)
   until docker service ps --format '{{.CurrentState}}' "$svc" | grep -q '^Running'; do sleep 0.05; done
   raw+=("$(echo "$(now) - $t0" | bc)")
   docker service rm "$svc" >/dev/null
+  sleep 1 # the node's removal of the task done, as before every `up`
   t0=$(now)
   id=$(h9 up --constraint node.role==worker)
   ups+=("$(echo "$(now) - $t0" | bc)")
-  t0=$(now)
-  for _ in 1 2 3 4 5 6 7 8 9 10; do h9 exec "$id" -- true; done
-  execs+=("$(echo "($(now) - $t0) / 10" | bc -l)")
+  for _ in 1 2 3 4 5 6 7 8 9 10; do
+    t0=$(now)
+    h9 exec "$id" -- true
+    execs+=("$(echo "$(now) - $t0" | bc)")
+  done
   h9 down "$id" >/dev/null
+  sleep 1
 done
 r=$(printf '%s\n' "${raw[@]}" | median)
 u=$(printf '%s\n' "${ups[@]}" | median)

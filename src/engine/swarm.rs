@@ -123,33 +123,73 @@ impl Swarm {
         Ok(Some(task))
     }
 
-    /// Waits until service `service`'s task runs (polling, 50 ms doubling to 500 ms), at most
-    /// the placement timeout. Errors name what the sandbox asked for and what the scheduler
-    /// said.
+    /// The state of service `service`'s task (lower case: `pending`, `running`, ...; empty
+    /// while it has none) and the scheduler's error, in one client call; `None` when the
+    /// service does not exist.
+    async fn task_brief(&self, service: &str) -> Result<Option<(String, String)>> {
+        let (code, out, err) = self
+            .docker
+            .output(strings(&[
+                "service",
+                "ps",
+                "--no-trunc",
+                "--format",
+                "{{.CurrentState}}\t{{.Error}}",
+                service,
+            ]))
+            .await?;
+        if code != 0 {
+            if is_no_such_service(&err) {
+                return Ok(None);
+            }
+            return Err(anyhow!(
+                "`{} service ps` failed: {}",
+                self.bin(),
+                first_error_line(&err)
+            ));
+        }
+        let line = out.lines().next().unwrap_or("");
+        let (state, err) = line.split_once('\t').unwrap_or((line, ""));
+        let state = state.split_whitespace().next().unwrap_or("");
+        Ok(Some((state.to_ascii_lowercase(), err.trim().to_string())))
+    }
+
+    /// Waits until service `service`'s task runs (polled every 100 ms, one client call each),
+    /// at most the placement timeout. Errors name what the sandbox asked for and what the
+    /// scheduler said.
     async fn wait_placed(&self, service: &str, spec: &ContainerSpec) -> Result<()> {
         let deadline = tokio::time::Instant::now() + self.placement_timeout;
-        let mut delay = Duration::from_millis(50);
-        let mut said = String::new();
+        let (mut said, mut shown) = (String::new(), String::new());
         loop {
-            let Some(task) = self.task(service).await? else {
+            let Some((state, err)) = self.task_brief(service).await? else {
                 return Err(anyhow!(
                     "the sandbox's service disappeared while it started"
                 ));
             };
-            match task.state.as_str() {
+            match state.as_str() {
                 "running" => return Ok(()),
                 s if is_terminal(s) => {
+                    let task = self.task(service).await?.unwrap_or_default();
                     return Err(anyhow!(
                         "the sandbox's task ended ({s}) before it ran: {}",
-                        [task.err.as_str(), task.message.as_str()]
+                        [task.err.as_str(), task.message.as_str(), err.as_str()]
                             .into_iter()
                             .find(|m| !m.is_empty())
                             .unwrap_or("no reason given")
-                    ))
+                    ));
                 }
-                _ => {
-                    if !task.err.is_empty() {
-                        said = task.err.clone();
+                state => {
+                    if !err.is_empty() {
+                        said = err.clone();
+                    }
+                    // What the swarm is at, on the spinner: placing, pulling, starting.
+                    let now = match err.as_str() {
+                        "" => format!("waiting for the swarm's task to run (it is {state})"),
+                        err => format!("waiting for a node of the swarm: {err}"),
+                    };
+                    if now != shown {
+                        self.docker.reporter_of().step(&now);
+                        shown = now;
                     }
                 }
             }
@@ -158,8 +198,32 @@ impl Swarm {
                     Error::Invalid(placement_failure(spec, self.placement_timeout, &said)).into(),
                 );
             }
-            tokio::time::sleep(delay).await;
-            delay = (delay * 2).min(Duration::from_millis(500));
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    /// Waits (polling its log every 50 ms, at most `ready`) until the agent of service
+    /// `service`'s running task says it serves (`h9sandbox-agent ready` on its standard output,
+    /// which the swarm's log of the task holds): a task runs before its PID 1 listens.
+    async fn wait_serving(&self, service: &str, ready: Duration) -> Result<()> {
+        let deadline = tokio::time::Instant::now() + ready;
+        loop {
+            let (code, out, _) = self
+                .docker
+                .output(strings(&[
+                    "service", "logs", "--raw", "--tail", "20", service,
+                ]))
+                .await?;
+            if code == 0 && out.lines().any(|l| l.starts_with("h9sandbox-agent ready")) {
+                return Ok(());
+            }
+            if tokio::time::Instant::now() >= deadline {
+                return Err(anyhow!(
+                    "the sandbox's agent did not say it serves within {}s (start_timeout_secs)",
+                    ready.as_secs()
+                ));
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
         }
     }
 
@@ -667,7 +731,8 @@ impl Environment for Swarm {
     }
 
     /// Creates the channel's secret and the service, then waits for its task to run on some
-    /// node (at most the placement timeout); on any failure both are removed again.
+    /// node (at most the placement timeout) and for its agent to serve (at most the shipped
+    /// agent's `ready_timeout`); on any failure both are removed again.
     async fn create(&self, spec: &ContainerSpec) -> Result<String> {
         let AgentSetup::Shipped(agent) = &spec.agent else {
             return Err(service_create_args(spec, "").unwrap_err().into());
@@ -707,7 +772,11 @@ impl Environment for Swarm {
                 self.bin()
             ));
         }
-        if let Err(e) = self.wait_placed(&service, spec).await {
+        let started = match self.wait_placed(&service, spec).await {
+            Ok(()) => self.wait_serving(&service, agent.ready_timeout).await,
+            Err(e) => Err(e),
+        };
+        if let Err(e) = started {
             let _ = self.remove(&service).await;
             return Err(e);
         }

@@ -212,6 +212,11 @@ impl Docker {
         self
     }
 
+    /// Who it reports to.
+    pub(crate) fn reporter_of(&self) -> &Arc<dyn Reporter> {
+        &self.reporter
+    }
+
     /// The same engine, creating containers with `options`.
     pub fn options(mut self, options: RunOptions) -> Docker {
         self.options = options;
