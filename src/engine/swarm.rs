@@ -507,6 +507,8 @@ pub fn network_refusal(network: Network) -> Error {
 pub struct Task {
     /// `new`, `pending`, `assigned`, ..., `running`, `complete`, `failed`, `shutdown`, ...
     pub state: String,
+    /// The state the swarm wants it in (`running`; `shutdown` once it gave it up).
+    pub desired: String,
     /// The scheduler's or the node's error (`no suitable node (...)`).
     pub err: String,
     /// Its status message.
@@ -550,6 +552,7 @@ pub fn parse_task(json: &str) -> Result<Task> {
     ports.dedup();
     Ok(Task {
         state: s("/Status/State"),
+        desired: s("/DesiredState"),
         err: s("/Status/Err"),
         message: s("/Status/Message"),
         node_id: s("/NodeID"),
@@ -567,10 +570,16 @@ pub fn parse_task(json: &str) -> Result<Task> {
     })
 }
 
+/// Why a task is lost: the swarm wants it shut down while its last word was that it runs.
+pub const LOST: &str = "the swarm gave it up while it ran (its node is down, or was drained); its files are gone with it";
+
 /// The container status a task stands for: `running`, `created` while it waits for a node or
-/// starts, `exited` once it ended (it is never restarted).
+/// starts, `exited` once it ended (it is never restarted), `lost` when the swarm gave up a task
+/// that ran (its node down).
 pub fn task_status(task: &Task) -> ContainerStatus {
+    let given_up = !task.desired.is_empty() && task.desired != "running";
     let status = match task.state.as_str() {
+        "running" if given_up => "lost",
         "running" => "running",
         s if is_terminal(s) => "exited",
         _ => "created",
@@ -579,7 +588,11 @@ pub fn task_status(task: &Task) -> ContainerStatus {
         status: status.into(),
         running: status == "running",
         exit_code: task.exit_code,
-        error: task.err.clone(),
+        error: if status == "lost" {
+            LOST.into()
+        } else {
+            task.err.clone()
+        },
         oom_killed: false,
         applied: Some(task.applied),
         pid: 0,
@@ -591,9 +604,9 @@ pub fn task_status(task: &Task) -> ContainerStatus {
     }
 }
 
-/// The `docker service ps` format [`parse_services`] reads: task, its name, its node, its state,
-/// tab-separated (a task waiting for a node has none).
-pub const PS_FORMAT: &str = "{{.ID}}\t{{.Name}}\t{{.Node}}\t{{.CurrentState}}";
+/// The `docker service ps` format [`parse_services`] reads: task, its name, its node, the state
+/// the swarm wants it in, its state, tab-separated (a task waiting for a node has no node).
+pub const PS_FORMAT: &str = "{{.ID}}\t{{.Name}}\t{{.Node}}\t{{.DesiredState}}\t{{.CurrentState}}";
 
 /// Parses `docker service inspect` of several services and `docker service ps` lines
 /// ([`PS_FORMAT`]) into summaries: a service's state is its task's, as [`task_status`] names
@@ -615,19 +628,26 @@ pub fn parse_services(inspect: &str, ps: &str) -> Result<Vec<ContainerSummary>> 
                 .filter(|v| !v.is_empty())
                 .map(str::to_string)
         };
-        let (node, state) = ps
+        let (node, desired, state) = ps
             .lines()
             .filter_map(|l| {
                 let mut f = l.split('\t');
-                let (_, task, node, state) = (f.next()?, f.next()?, f.next()?, f.next()?);
+                let (_, task, node, desired, state) =
+                    (f.next()?, f.next()?, f.next()?, f.next()?, f.next()?);
                 let state = state.split_whitespace().next().unwrap_or("");
-                (task.rsplit_once('.').map(|(svc, _)| svc) == Some(name.as_str()))
-                    .then(|| (node.trim().to_string(), state.to_ascii_lowercase()))
+                (task.rsplit_once('.').map(|(svc, _)| svc) == Some(name.as_str())).then(|| {
+                    (
+                        node.trim().to_string(),
+                        desired.trim().to_ascii_lowercase(),
+                        state.to_ascii_lowercase(),
+                    )
+                })
             })
             .next()
             .unwrap_or_default();
         let status = task_status(&Task {
             state: state.clone(),
+            desired,
             ..Task::default()
         })
         .status;
@@ -638,10 +658,10 @@ pub fn parse_services(inspect: &str, ps: &str) -> Result<Vec<ContainerSummary>> 
                 .unwrap_or("")
                 .to_string(),
             name,
-            status: if state.is_empty() {
-                "no task".into()
-            } else {
-                format!("task {state}")
+            status: match (state.as_str(), status.as_str()) {
+                ("", _) => "no task".into(),
+                (_, "lost") => format!("task lost: {LOST}"),
+                (s, _) => format!("task {s}"),
             },
             state: status,
             sandbox_id: label(LABEL_ID),
@@ -873,7 +893,7 @@ impl Environment for Swarm {
         _stdio: ExecStdio,
     ) -> Result<EngineExec, Error> {
         Err(Error::Invalid(format!(
-            "engine swarm has no exec of its own into service {container}'s task (its node's daemon is not this client's): commands go over the agent's channel, whose port on the task's node must be reachable from this machine"
+            "its agent's channel on its node does not answer, and engine swarm has no exec of its own to fall back on (service {container}): is its node down (`docker node ls`)? Is the channel's published port reachable from this machine?"
         )))
     }
 
@@ -1167,7 +1187,7 @@ mod tests {
     fn services_are_summarised_with_their_tasks_state() {
         let inspect = r#"[{"ID":"s1","Spec":{"Name":"h9sandbox-a","Labels":{"h9sandbox":"1","h9sandbox.id":"a","h9sandbox.state_dir":"/st"}}},
                           {"ID":"s2","Spec":{"Name":"h9sandbox-b","Labels":{"h9sandbox":"1","h9sandbox.id":"b","h9sandbox.state_dir":"/st"}}}]"#;
-        let ps = "t1\th9sandbox-a.1\tnode-7\tRunning 5 seconds ago\nt2\th9sandbox-b.1\t\tFailed 1 second ago\n";
+        let ps = "t1\th9sandbox-a.1\tnode-7\tRunning\tRunning 5 seconds ago\nt2\th9sandbox-b.1\t\tShutdown\tFailed 1 second ago\n";
         let s = parse_services(inspect, ps).unwrap();
         assert_eq!(s.len(), 2);
         assert_eq!(
@@ -1186,6 +1206,11 @@ mod tests {
             (s[0].node.as_deref(), s[1].node.as_deref()),
             (Some("node-7"), None)
         );
+        // A task the swarm gave up while it ran (its node went down) is lost, not running.
+        let ps = "t1\th9sandbox-a.1\tnode-7\tShutdown\tRunning 5 minutes ago\n";
+        let s = parse_services(inspect, ps).unwrap();
+        assert_eq!(s[0].state, "lost");
+        assert!(s[0].status.starts_with("task lost:"), "{}", s[0].status);
     }
 
     #[test]

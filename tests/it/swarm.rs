@@ -33,11 +33,15 @@ fn swarm_up() -> bool {
     true
 }
 
+/// Held (shared) by every test of this module, and alone by the one that kills the worker.
+static WORKER: std::sync::RwLock<()> = std::sync::RwLock::new(());
+
 macro_rules! require_swarm {
     () => {
         if !swarm_up() {
             return;
         }
+        let _shared = WORKER.read().unwrap_or_else(|e| e.into_inner());
     };
 }
 
@@ -438,4 +442,66 @@ fn reap_removes_an_expired_sandbox_and_leaves_another_state_dirs_alone() {
     // The other state directory's sandbox is untouched (its own reap's business).
     assert_eq!(theirs.services().len(), 1);
     assert_ok(&theirs.run(&["exec", &other, "--", "true"]));
+}
+
+#[test]
+fn a_node_that_dies_takes_its_sandboxes_which_are_told_lost_and_removed() {
+    if !swarm_up() {
+        return;
+    }
+    let _alone = WORKER.write().unwrap_or_else(|e| e.into_inner());
+    let s = Swarm::new();
+    let id = s.up(&["--constraint", "node.role==worker"]);
+    let pidfile = "/run/h9-swarm/worker/docker.pid";
+    let pid = std::fs::read_to_string(pidfile).unwrap();
+    // The worker's daemon dies (and with it the port its proxy published).
+    signal(pid.trim().parse().unwrap(), "KILL");
+    let _revive = Revive;
+    let out = s.run(&["exec", &id, "--", "true"]);
+    assert_eq!(out.status.code(), Some(125), "{}", stderr(&out));
+    let err = one_line_error(&out);
+    assert!(err.contains("node down"), "{err}");
+    // Once the manager has marked the node down, `ls` tells the sandbox lost.
+    wait_until(Duration::from_secs(60), "ls tells the sandbox lost", || {
+        let e = s.env.entry(&id);
+        e["state"] == "Failed" && e["container_state"] == "lost"
+    });
+    assert!(s.env.entry(&id)["error"]
+        .as_str()
+        .unwrap()
+        .contains("its files are gone"));
+    // `down` removes the service and its secret while the node is away.
+    assert_ok(&s.run(&["down", &id]));
+    assert!(s.services().is_empty() && s.secrets().is_empty());
+    // The node comes back and removes what was left of the task.
+    revive();
+    wait_until(
+        Duration::from_secs(60),
+        "the worker removes the lost task",
+        || s.containers_of(worker, &id).is_empty(),
+    );
+}
+
+/// Starts the worker's daemon again and waits until it is a Ready node (scripts/swarm.sh up).
+fn revive() {
+    let out = Command::new("bash")
+        .args(["scripts/swarm.sh", "up"])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .unwrap();
+    assert_ok(&out);
+}
+
+/// Brings the worker back however the test that killed it ends.
+struct Revive;
+
+impl Drop for Revive {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            let _ = Command::new("bash")
+                .args(["scripts/swarm.sh", "up"])
+                .current_dir(env!("CARGO_MANIFEST_DIR"))
+                .output();
+        }
+    }
 }
