@@ -194,12 +194,47 @@ impl Swarm {
                 }
             }
             if tokio::time::Instant::now() >= deadline {
-                return Err(
-                    Error::Invalid(placement_failure(spec, self.placement_timeout, &said)).into(),
-                );
+                let mut why = placement_failure(spec, self.placement_timeout, &said);
+                if let Some(free) = self.biggest_free_node().await {
+                    why.push_str(&format!("; {free}"));
+                }
+                return Err(Error::Invalid(why).into());
             }
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
+    }
+
+    /// The node with the most unreserved memory among the ready, active ones, as
+    /// [`biggest_free`] describes it; `None` when it cannot be told (a client call failed).
+    async fn biggest_free_node(&self) -> Option<String> {
+        let nodes = self
+            .docker
+            .checked(strings(&["node", "ls", "-q"]))
+            .await
+            .ok()?;
+        let nodes: Vec<String> = nodes.split_whitespace().map(str::to_string).collect();
+        let mut inspect = strings(&["node", "inspect"]);
+        inspect.extend(nodes.iter().cloned());
+        let nodes_json = self.docker.checked(inspect).await.ok()?;
+        let mut ps = strings(&[
+            "node",
+            "ps",
+            "-q",
+            "--no-trunc",
+            "--filter",
+            "desired-state=running",
+        ]);
+        ps.extend(nodes);
+        let tasks = self.docker.checked(ps).await.ok()?;
+        let tasks: Vec<String> = tasks.split_whitespace().map(str::to_string).collect();
+        let tasks_json = if tasks.is_empty() {
+            "[]".to_string()
+        } else {
+            let mut inspect = strings(&["inspect", "--type", "task"]);
+            inspect.extend(tasks);
+            self.docker.checked(inspect).await.ok()?
+        };
+        biggest_free(&nodes_json, &tasks_json)
     }
 
     /// Waits (polling its log every 50 ms, at most `ready`) until the agent of service
@@ -368,6 +403,52 @@ pub fn placement_failure(spec: &ContainerSpec, timeout: Duration, said: &str) ->
         timeout.as_secs(),
         if said.is_empty() { "nothing" } else { said }
     )
+}
+
+/// "the biggest free node, NAME (ID), has C CPUs and M MiB unreserved": the ready, active node
+/// of `docker node inspect` output `nodes` with the most memory left once the reservations of
+/// the tasks in `docker inspect --type task` output `tasks` (those the swarm wants running) are
+/// taken off; `None` without such a node.
+pub fn biggest_free(nodes: &str, tasks: &str) -> Option<String> {
+    let nodes: serde_json::Value = serde_json::from_str(nodes).ok()?;
+    let tasks: serde_json::Value = serde_json::from_str(tasks).ok()?;
+    let n = |v: &serde_json::Value, p: &str| v.pointer(p).and_then(|v| v.as_u64()).unwrap_or(0);
+    let s = |v: &serde_json::Value, p: &str| {
+        v.pointer(p)
+            .and_then(|v| v.as_str())
+            .unwrap_or("")
+            .to_string()
+    };
+    nodes
+        .as_array()?
+        .iter()
+        .filter(|node| {
+            s(node, "/Status/State") == "ready" && s(node, "/Spec/Availability") == "active"
+        })
+        .map(|node| {
+            let id = s(node, "/ID");
+            let on: Vec<&serde_json::Value> = tasks
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter(|t| s(t, "/NodeID") == id)
+                .collect();
+            let used = |p: &str| on.iter().map(|t| n(t, p)).sum::<u64>();
+            let cpus = n(node, "/Description/Resources/NanoCPUs")
+                .saturating_sub(used("/Spec/Resources/Reservations/NanoCPUs"));
+            let mem = n(node, "/Description/Resources/MemoryBytes")
+                .saturating_sub(used("/Spec/Resources/Reservations/MemoryBytes"));
+            (mem, cpus, s(node, "/Description/Hostname"), id)
+        })
+        .max()
+        .map(|(mem, cpus, name, id)| {
+            format!(
+                "the biggest free node, {name} ({}), has {} CPUs and {} MiB unreserved",
+                id.get(..12).unwrap_or(&id),
+                crate::types::format_cpus(cpus as f64 / 1e9),
+                mem >> 20
+            )
+        })
 }
 
 /// The swarm secret of sandbox service `service`.
@@ -1211,6 +1292,22 @@ mod tests {
         let s = parse_services(inspect, ps).unwrap();
         assert_eq!(s[0].state, "lost");
         assert!(s[0].status.starts_with("task lost:"), "{}", s[0].status);
+    }
+
+    #[test]
+    fn the_biggest_free_node_is_the_one_with_most_memory_unreserved() {
+        let nodes = r#"[
+          {"ID":"aaaaaaaaaaaaaaaa","Description":{"Hostname":"a","Resources":{"NanoCPUs":4000000000,"MemoryBytes":8589934592}},"Status":{"State":"ready"},"Spec":{"Availability":"active"}},
+          {"ID":"bbbbbbbbbbbbbbbb","Description":{"Hostname":"b","Resources":{"NanoCPUs":2000000000,"MemoryBytes":4294967296}},"Status":{"State":"ready"},"Spec":{"Availability":"active"}},
+          {"ID":"cccccccccccccccc","Description":{"Hostname":"c","Resources":{"NanoCPUs":64000000000,"MemoryBytes":68719476736}},"Status":{"State":"down"},"Spec":{"Availability":"active"}}]"#;
+        let tasks = r#"[
+          {"NodeID":"aaaaaaaaaaaaaaaa","Spec":{"Resources":{"Reservations":{"NanoCPUs":3000000000,"MemoryBytes":6442450944}}}},
+          {"NodeID":"bbbbbbbbbbbbbbbb","Spec":{"Resources":{"Reservations":{"NanoCPUs":500000000,"MemoryBytes":1073741824}}}}]"#;
+        assert_eq!(
+            biggest_free(nodes, tasks).as_deref(),
+            Some("the biggest free node, b (bbbbbbbbbbbb), has 1.5 CPUs and 3072 MiB unreserved")
+        );
+        assert_eq!(biggest_free("[]", "[]"), None);
     }
 
     #[test]

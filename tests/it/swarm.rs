@@ -368,7 +368,10 @@ fn what_no_node_can_take_fails_within_the_placement_timeout_naming_what_it_asked
     let out = s.run(&["up", "--memory", "900g", "--placement-timeout", "3s"]);
     let err = one_line_error(&out);
     assert!(
-        err.contains("900g of memory reserved") && err.contains("insufficient resources"),
+        err.contains("900g of memory reserved")
+            && err.contains("insufficient resources")
+            && err.contains("the biggest free node,")
+            && err.contains("MiB unreserved"),
         "{err}"
     );
     // Nothing is left behind.
