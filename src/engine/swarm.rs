@@ -151,7 +151,12 @@ impl Swarm {
         let line = out.lines().next().unwrap_or("");
         let (state, err) = line.split_once('\t').unwrap_or((line, ""));
         let state = state.split_whitespace().next().unwrap_or("");
-        Ok(Some((state.to_ascii_lowercase(), err.trim().to_string())))
+        let err = err.trim();
+        let err = err
+            .strip_prefix('"')
+            .and_then(|e| e.strip_suffix('"'))
+            .unwrap_or(err);
+        Ok(Some((state.to_ascii_lowercase(), err.to_string())))
     }
 
     /// Waits until service `service`'s task runs (polled every 100 ms, one client call each),
@@ -194,10 +199,8 @@ impl Swarm {
                 }
             }
             if tokio::time::Instant::now() >= deadline {
-                let mut why = placement_failure(spec, self.placement_timeout, &said);
-                if let Some(free) = self.biggest_free_node().await {
-                    why.push_str(&format!("; {free}"));
-                }
+                let free = self.biggest_free_node().await;
+                let why = placement_failure(spec, self.placement_timeout, &said, free.as_deref());
                 return Err(Error::Invalid(why).into());
             }
             tokio::time::sleep(Duration::from_millis(100)).await;
@@ -387,9 +390,14 @@ fn is_terminal(s: &str) -> bool {
     )
 }
 
-/// The one-line error of a sandbox no node took within `timeout`: what it asked for, and what
-/// the scheduler said (`said`).
-pub fn placement_failure(spec: &ContainerSpec, timeout: Duration, said: &str) -> String {
+/// The one-line error of a sandbox no node took within `timeout`: what it asked for, what the
+/// scheduler said (`said`), and the biggest free node (`free`, [`biggest_free`]) if known.
+pub fn placement_failure(
+    spec: &ContainerSpec,
+    timeout: Duration,
+    said: &str,
+    free: Option<&str>,
+) -> String {
     let mut asked = format!(
         "{} CPUs and {} of memory reserved",
         crate::types::format_cpus(spec.limits.cpus),
@@ -399,9 +407,10 @@ pub fn placement_failure(spec: &ContainerSpec, timeout: Duration, said: &str) ->
         asked.push_str(&format!(", constraints {}", spec.constraints.join(", ")));
     }
     format!(
-        "no node of the swarm ran the sandbox within {}s (placement_timeout_secs, up --placement-timeout): it asked for {asked}; the scheduler says: {}; free resources on a node, lower --cpus or --memory, or fix the constraints",
+        "no node of the swarm ran the sandbox within {}s (placement_timeout_secs, up --placement-timeout): it asked for {asked}; the scheduler says: {}{}; free resources on a node, lower --cpus or --memory, or fix the constraints",
         timeout.as_secs(),
-        if said.is_empty() { "nothing" } else { said }
+        if said.is_empty() { "nothing" } else { said },
+        free.map(|f| format!("; {f}")).unwrap_or_default()
     )
 }
 
@@ -1316,6 +1325,11 @@ mod tests {
             &spec(),
             Duration::from_secs(5),
             "no suitable node (scheduling constraints not satisfied on 2 nodes)",
+            Some("the biggest free node, b (bbbbbbbbbbbb), has 1 CPUs and 512 MiB unreserved"),
+        );
+        assert!(
+            msg.contains("on 2 nodes); the biggest free node, b (bbbbbbbbbbbb), has 1 CPUs and 512 MiB unreserved; free resources"),
+            "{msg}"
         );
         assert!(
             msg.starts_with("no node of the swarm ran the sandbox within 5s"),
