@@ -508,3 +508,56 @@ impl Drop for Revive {
         }
     }
 }
+
+#[test]
+fn background_commands_timeouts_and_cp_work_on_a_task_of_the_worker() {
+    require_swarm!();
+    let s = Swarm::new();
+    let id = s.up(&["--constraint", "node.role==worker"]);
+    // exec --detach, logs, ps, kill: kept by the agent, over the channel.
+    let out = s.run(&["exec", &id, "--detach", "--", "echo ready; sleep 291"]);
+    assert_ok(&out);
+    let handle = stdout(&out).trim().to_string();
+    wait_until(
+        Duration::from_secs(30),
+        "the detached command's output",
+        || stdout(&s.run(&["logs", &id, &handle])) == "ready\n",
+    );
+    let list: Vec<serde_json::Value> =
+        serde_json::from_slice(&s.run(&["ps", &id, "--format", "json"]).stdout).unwrap();
+    assert_eq!(list[0]["running"], true, "{list:?}");
+    assert_ok(&s.run(&["kill", &id, &handle]));
+    let list: Vec<serde_json::Value> =
+        serde_json::from_slice(&s.run(&["ps", &id, "--format", "json"]).stdout).unwrap();
+    assert_eq!(list[0]["running"], false, "{list:?}");
+    // A timeout kills the command's tree in the task (exit 124), and exit statuses come back.
+    let out = s.run(&["exec", &id, "--timeout", "1", "--", "sleep 30 & sleep 31"]);
+    assert_eq!(out.status.code(), Some(124), "{}", stderr(&out));
+    let out = s.run(&["exec", &id, "--", "exit 7"]);
+    assert_eq!(out.status.code(), Some(7));
+    let out = s.run(&[
+        "exec",
+        &id,
+        "--",
+        "cat /proc/[0-9]*/comm 2>/dev/null | grep -cx sleep || true",
+    ]);
+    assert_eq!(stdout(&out).trim(), "0", "the timed-out tree lives on");
+    // cp both ways.
+    std::fs::write(s.env.path("up.txt"), "to the task\n").unwrap();
+    let up_txt = s.env.path("up.txt");
+    assert_ok(&s.run(&[
+        "cp",
+        up_txt.to_str().unwrap(),
+        &format!("{id}:/var/tmp/up.txt"),
+    ]));
+    assert_ok(&s.run(&["exec", &id, "--", "cat /var/tmp/up.txt > /var/tmp/down.txt"]));
+    let back = s.env.path("down.txt");
+    assert_ok(&s.run(&[
+        "cp",
+        &format!("{id}:/var/tmp/down.txt"),
+        back.to_str().unwrap(),
+    ]));
+    assert_eq!(std::fs::read_to_string(back).unwrap(), "to the task\n");
+    assert_ok(&s.run(&["down", &id]));
+    assert!(s.services().is_empty() && s.secrets().is_empty());
+}
