@@ -145,6 +145,13 @@ pub struct Config {
     /// dir at `up`, `h9sandbox cp`): a larger one is refused before it starts (a stream from
     /// the sandbox: cut off there).
     pub copy_max_bytes: u64,
+    /// Where `up` on a swarm pushes the image with h9sandbox's agent, so that every node can
+    /// pull it (`HOST[:PORT][/PATH]`); unset: the manager's own image, which only a one-node
+    /// swarm can run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub registry: Option<String>,
+    /// Seconds `up` on a swarm waits for the scheduler to place and start the sandbox's task.
+    pub placement_timeout_secs: u64,
 }
 
 /// The smallest `mcp_max_output_bytes` (and `sandbox_exec` `max_output_bytes`).
@@ -189,6 +196,8 @@ impl Default for Config {
             allowed_workdirs: Vec::new(),
             workdir_mode: None,
             copy_max_bytes: 4 << 30,
+            registry: None,
+            placement_timeout_secs: 60,
         }
     }
 }
@@ -310,8 +319,8 @@ pub const KEYS: &[Key] = &[
     ),
     key(
         "engine",
-        Kind::OneOf(&["docker", "podman", "local"]),
-        "Which engine runs new sandboxes: `docker`, `podman`, or `local` (no container, no isolation; see [Engines](../guide.md#engines-docker-podman-local)).",
+        Kind::OneOf(&["docker", "podman", "local", "swarm"]),
+        "Which engine runs new sandboxes: `docker`, `podman`, `local` (no container, no isolation; see [Engines](../guide.md#engines-docker-podman-local)), or `swarm` (a service per sandbox on a Docker Swarm, through its manager; see [Docker Swarm](../swarm.md)).",
     ),
     key(
         "engine_bin",
@@ -410,6 +419,16 @@ pub const KEYS: &[Key] = &[
         Kind::Int,
         "The most bytes `up` copies into a copy-mode sandbox (4 GiB by default); a larger work dir is refused, naming the limit.",
     ),
+    key(
+        "registry",
+        Kind::Str,
+        "Engine `swarm`: the registry (`HOST[:PORT][/PATH]`) `up` pushes the image with h9sandbox's agent to, so that every node can pull it; unset: only a one-node swarm works (see [Docker Swarm](../swarm.md)).",
+    ),
+    key(
+        "placement_timeout_secs",
+        Kind::Secs,
+        "Engine `swarm`: how long `up` waits for the scheduler to place and start the sandbox's task (`up --placement-timeout`); then it fails naming what it asked for.",
+    ),
 ];
 
 /// Where a configuration value came from; shown in error messages.
@@ -488,6 +507,8 @@ pub const UP_ONLY_KEYS: &[&str] = &[
     "allowed_workdirs",
     "workdir_mode",
     "docker_context",
+    "registry",
+    "placement_timeout_secs",
 ];
 
 /// The `H9SANDBOX_*` variables that are no configuration key: the configuration file, the
@@ -515,6 +536,7 @@ pub const HOST_SIDE_KEYS: &[&str] = &[
     "fallback",
     "runtime",
     "workdir_mode",
+    "registry",
 ];
 
 /// Keys that widen what a sandbox may reach on the host, which only the user's own

@@ -559,6 +559,7 @@ mod tests {
             status: "Up".into(),
             sandbox_id: Some(r.id.to_string()),
             state_dir: None,
+            node: None,
         }
     }
 

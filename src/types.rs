@@ -20,6 +20,9 @@ pub enum EngineKind {
     Podman,
     /// No engine: commands run directly on the host (the engine's `Local`).
     Local,
+    /// Docker Swarm mode: each sandbox a service of one task on a node the swarm's scheduler
+    /// picks, through the `docker` client pointed at a manager.
+    Swarm,
 }
 
 impl EngineKind {
@@ -29,13 +32,14 @@ impl EngineKind {
             EngineKind::Docker => "docker",
             EngineKind::Podman => "podman",
             EngineKind::Local => "local",
+            EngineKind::Swarm => "swarm",
         }
     }
 
     /// The isolation a sandbox of this engine has.
     pub fn isolation(self) -> Isolation {
         match self {
-            EngineKind::Docker | EngineKind::Podman => Isolation::Container,
+            EngineKind::Docker | EngineKind::Podman | EngineKind::Swarm => Isolation::Container,
             EngineKind::Local => Isolation::None,
         }
     }
@@ -599,6 +603,8 @@ mod tests {
         assert_eq!(EngineKind::Podman.isolation(), Isolation::Container);
         assert_eq!(EngineKind::Local.isolation(), Isolation::None);
         assert_eq!(EngineKind::Podman.to_string(), "podman");
+        assert_eq!(EngineKind::Swarm.to_string(), "swarm");
+        assert_eq!(EngineKind::Swarm.isolation(), Isolation::Container);
     }
 
     #[test]

@@ -26,10 +26,14 @@ pub struct InitArgs {
     pub proxy_relay: bool,
     /// Read the remote channel's secret (token, the agent's key, the host's fingerprint) from
     /// standard input before anything else runs, and serve the channel
-    #[arg(long, requires = "channel")]
+    #[arg(long, requires = "channel", conflicts_with = "secret_file")]
     pub secret_stdin: bool,
+    /// Read the remote channel's secret from this file instead (an engine's secret, as a swarm
+    /// service's `/run/secrets/NAME`, readable by root only), and serve the channel
+    #[arg(long, value_name = "PATH", requires = "channel")]
+    pub secret_file: Option<std::path::PathBuf>,
     /// Where the remote channel listens (TLS over TCP), `IP:PORT`
-    #[arg(long, value_name = "IP:PORT", requires = "secret_stdin")]
+    #[arg(long, value_name = "IP:PORT")]
     pub channel: Option<String>,
 }
 
@@ -75,11 +79,22 @@ pub fn run(args: &InitArgs) -> i32 {
     // The token is read (and its file deleted) before any other process exists in the container;
     // so is the remote channel's secret, from standard input, which is then closed.
     let run_dir = std::path::PathBuf::from(server::RUN_DIR);
-    let secret = match args.secret_stdin.then(take_secret) {
+    if args.channel.is_some() && !args.secret_stdin && args.secret_file.is_none() {
+        log("--channel needs the channel's secret: --secret-stdin or --secret-file");
+        return 2;
+    }
+    let secret = match (args.secret_stdin, &args.secret_file) {
+        (true, _) => Some(take_secret()),
+        (false, Some(path)) => Some(
+            std::fs::File::open(path).and_then(|mut f| crate::contract::tls::read_secret(&mut f)),
+        ),
+        (false, None) => None,
+    };
+    let secret = match secret {
         Some(Ok(s)) => Some(s),
         Some(Err(e)) => {
             log(&format!(
-                "cannot read the channel's secret on standard input: {e}; refusing to run the sandbox"
+                "cannot read the channel's secret: {e}; refusing to run the sandbox"
             ));
             return 1;
         }

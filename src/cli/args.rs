@@ -134,9 +134,10 @@ time it returns.
 
 Prints the sandbox ID (a UUID; any unique prefix names it), or the whole record with --format json.
 A sub-sandbox (--parent) may only tighten its parent's limits; `down` of the parent removes it.
-The engine is config `engine` (H9SANDBOX_ENGINE): docker (default), podman, or local, which runs
-commands directly on the host WITHOUT ISOLATION (so does `fallback = \"local\"` when the engine is
-unreachable); `up` warns on stderr when a sandbox is local.")]
+The engine is config `engine` (H9SANDBOX_ENGINE, --engine): docker (default), podman, swarm (a
+service on a Docker Swarm node: docs/swarm.md), or local, which runs commands directly on the host
+WITHOUT ISOLATION (so does `fallback = \"local\"` when the engine is unreachable); `up` warns on
+stderr when a sandbox is local.")]
     Up(UpArgs),
     /// Run a command in a sandbox: a program and its arguments, or one shell command line
     #[command(
@@ -490,6 +491,16 @@ pub struct UpArgs {
     /// default: mount where the engine's daemon is on this machine, else copy]
     #[arg(long, value_enum, value_name = "MODE")]
     pub workdir_mode: Option<crate::types::WorkdirMode>,
+    /// Engine of the sandbox: docker, podman, local (no isolation) or swarm [config: engine]
+    #[arg(long, value_name = "ENGINE")]
+    pub engine: Option<String>,
+    /// Swarm placement constraint, e.g. node.labels.gpu==true (repeatable; engine swarm)
+    #[arg(long = "constraint", value_name = "EXPR")]
+    pub constraints: Vec<String>,
+    /// How long a swarm may take to place and start the sandbox, e.g. 60s [config:
+    /// placement_timeout_secs]
+    #[arg(long, value_name = "DURATION")]
+    pub placement_timeout: Option<String>,
     /// Image to run [config: image]
     #[arg(long, value_name = "IMAGE")]
     pub image: Option<String>,

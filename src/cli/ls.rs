@@ -82,6 +82,10 @@ pub fn table(entries: &[Entry], colour: bool) -> Table {
     let mut head = vec![
         "ID", "ROLE", "NAME", "STATE", "ENGINE", "IMAGE", "WORKDIR", "AGE", "LEASE",
     ];
+    let with_node = entries.iter().any(|e| e.node.is_some());
+    if with_node {
+        head.push("NODE");
+    }
     let with_ports = entries
         .iter()
         .any(|e| !e.record.published.is_empty() || !e.forwards.is_empty());
@@ -115,6 +119,9 @@ pub fn table(entries: &[Entry], colour: bool) -> Table {
             Cell::new(output::age(&r.created_at)),
             Cell::new(lease::describe(r, |p| p.is_alive(), now)),
         ];
+        if with_node {
+            row.push(Cell::new(e.node.as_deref().unwrap_or("-")));
+        }
         if with_ports {
             row.push(Cell::new(ports(e)));
         }

@@ -38,6 +38,9 @@ pub fn request(args: &UpArgs) -> UpRequest {
         build: None,
         publish: args.publish.clone(),
         workdir_mode: args.workdir_mode,
+        engine: args.engine.clone(),
+        constraints: args.constraints.clone(),
+        placement_timeout: args.placement_timeout.clone(),
     }
 }
 

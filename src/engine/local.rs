@@ -103,6 +103,9 @@ impl Environment for Local {
         Capabilities {
             host_mounts: true,
             sidecars: false,
+            isolated_networks: true,
+            node_ports: false,
+            lifecycle: true,
         }
     }
 

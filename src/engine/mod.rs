@@ -12,6 +12,7 @@ pub mod image;
 pub mod local;
 pub mod marker;
 pub mod shell;
+pub mod swarm;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -27,6 +28,7 @@ use crate::types::{Daemon, EngineKind, Ids, Limits};
 
 pub use docker::{Docker, Flavor, RunOptions};
 pub use local::Local;
+pub use swarm::Swarm;
 
 /// Label every h9sandbox container carries (`h9sandbox=1`).
 pub const LABEL_MANAGED: &str = "h9sandbox";
@@ -386,6 +388,9 @@ pub struct ContainerSpec {
     /// Ports to publish on the host (`docker run --publish`, `up --publish`; a bridge network
     /// only, which the core checks).
     pub publish: Vec<crate::types::Publish>,
+    /// Placement constraints of a swarm service (`up --constraint`, e.g.
+    /// `node.labels.gpu==true`); other engines have one host and refuse any.
+    pub constraints: Vec<String>,
 }
 
 /// An image to build from a Dockerfile with the engine (`docker build`, `podman build`), as
@@ -435,6 +440,16 @@ pub struct Capabilities {
     pub host_mounts: bool,
     /// It runs sidecar containers ([`SidecarSpec`]) beside a sandbox (the allowlist's proxy).
     pub sidecars: bool,
+    /// It can give a sandbox less than a bridge network (`network = "none"`, the allowlist);
+    /// an engine without it refuses those modes at `up`, never giving a wider network.
+    pub isolated_networks: bool,
+    /// The host address of a published port in [`ContainerStatus::ports`] is the address of
+    /// the node the sandbox runs on, where this machine connects to it (a swarm's task), not
+    /// the daemon's host.
+    pub node_ports: bool,
+    /// Its sandboxes can be stopped, started again, paused and snapshotted
+    /// ([`Environment::lifecycle`], [`Environment::commit`]).
+    pub lifecycle: bool,
 }
 
 /// Where a Docker-CLI client's daemon is, from the client's own settings (`DOCKER_HOST`,
@@ -783,6 +798,10 @@ pub struct ContainerSummary {
     pub sandbox_id: Option<String>,
     /// The state directory label ([`LABEL_STATE_DIR`]), if present.
     pub state_dir: Option<String>,
+    /// The node it runs on, for an engine of several nodes (a swarm's node's host name);
+    /// `None` where there is one host.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub node: Option<String>,
 }
 
 /// What h9sandbox needs from an engine.
@@ -919,6 +938,8 @@ pub enum AnyEngine {
     Docker(Docker),
     /// Commands on the host, no container.
     Local(Local),
+    /// Services on a Docker Swarm.
+    Swarm(Swarm),
 }
 
 impl AnyEngine {
@@ -926,6 +947,7 @@ impl AnyEngine {
     pub fn daemon(&self) -> Option<&Daemon> {
         match self {
             AnyEngine::Docker(d) if d.flavor() == Flavor::Docker => Some(d.daemon_settings()),
+            AnyEngine::Swarm(s) => Some(s.daemon_settings()),
             _ => None,
         }
     }
@@ -936,6 +958,7 @@ impl AnyEngine {
             AnyEngine::Docker(d) if d.flavor() == Flavor::Docker => {
                 AnyEngine::Docker(d.daemon(daemon.clone()))
             }
+            AnyEngine::Swarm(s) => AnyEngine::Swarm(s.at(daemon)),
             other => other,
         }
     }
@@ -975,6 +998,13 @@ impl AnyEngine {
             EngineKind::Local => {
                 AnyEngine::Local(Local::new(state_dir).reporter(Arc::clone(reporter)))
             }
+            EngineKind::Swarm => AnyEngine::Swarm(Swarm::new(
+                Docker::with_flavor(Flavor::Docker, bin("docker"))
+                    .reporter(Arc::clone(reporter))
+                    .daemon(current_daemon(cfg, |k| std::env::var(k).ok())),
+                cfg.registry.clone(),
+                Duration::from_secs(cfg.placement_timeout_secs),
+            )),
         }
     }
 }
@@ -995,6 +1025,7 @@ macro_rules! delegate {
         match $self {
             AnyEngine::Docker($e) => $call,
             AnyEngine::Local($e) => $call,
+            AnyEngine::Swarm($e) => $call,
         }
     };
 }

@@ -427,6 +427,9 @@ impl Session {
             // (sandbox_port_forward reaches a port on 127.0.0.1 instead).
             publish: Vec::new(),
             workdir_mode: None,
+            engine: None,
+            constraints: Vec::new(),
+            placement_timeout: None,
         };
         // A sub-sandbox shares its parent's work dir: only of a sandbox the session may reach.
         let req = UpRequest {

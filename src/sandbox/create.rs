@@ -99,6 +99,13 @@ pub struct UpRequest {
     /// How the work dir reaches the container (`--workdir-mode`; default: config
     /// `workdir_mode`, else `mount` where the engine can mount this machine's directories).
     pub workdir_mode: Option<WorkdirMode>,
+    /// The engine (`--engine`; default: config `engine`).
+    pub engine: Option<String>,
+    /// Placement constraints (`--constraint`, repeatable; engine swarm only).
+    pub constraints: Vec<String>,
+    /// How long a swarm may take to place the sandbox (`--placement-timeout`; default: config
+    /// `placement_timeout_secs`).
+    pub placement_timeout: Option<String>,
 }
 
 impl UpRequest {
@@ -142,6 +149,12 @@ impl UpRequest {
                 "workdir_mode",
                 self.workdir_mode.map(|m| m.to_string()),
                 "--workdir-mode",
+            ),
+            ("engine", self.engine.clone(), "--engine"),
+            (
+                "placement_timeout_secs",
+                self.placement_timeout.clone(),
+                "--placement-timeout",
             ),
         ]
     }
@@ -380,6 +393,7 @@ async fn resolve_spec(ctx: &Ctx, req: &UpRequest) -> Result<Plan> {
     if let Some(d) = engine.daemon() {
         d.validate().map_err(Error::Invalid)?;
     }
+    check_engine_fits(&engine, &limits, req)?;
     // Before any build: a work dir mode refused with these limits builds nothing.
     let workdir_mode = resolve_workdir_mode(ctx, &engine, parent.as_ref(), &limits)?;
     let publish = resolve_publish(req, &limits, &engine, parent.as_ref(), workdir_mode)?;
@@ -473,6 +487,7 @@ async fn resolve_spec(ctx: &Ctx, req: &UpRequest) -> Result<Plan> {
     };
     let mut spec = container_spec(ctx, &record, user, binary);
     spec.publish = publish;
+    spec.constraints = req.constraints.clone();
     Ok(Plan {
         record,
         spec,
@@ -480,6 +495,29 @@ async fn resolve_spec(ctx: &Ctx, req: &UpRequest) -> Result<Plan> {
         mount,
         parent,
     })
+}
+
+/// Checks that `engine` can give the sandbox what `req` and `limits` ask for: a network no wider
+/// than asked (an engine without isolated networks refuses `none` and the allowlist) and
+/// placement constraints only where there are nodes to choose from. Errors: [`Error::Invalid`].
+fn check_engine_fits(engine: &AnyEngine, limits: &Limits, req: &UpRequest) -> Result<(), Error> {
+    let caps = engine.capabilities();
+    if !caps.isolated_networks && limits.network != Network::Bridge {
+        return Err(Error::Invalid(format!(
+            "network = \"{}\" is not available on engine {}: it cannot give a sandbox less than a bridge network (the agent's channel is a port published on the sandbox's node); use --network bridge",
+            limits.network,
+            engine.kind()
+        ))
+        );
+    }
+    if let Some(c) = req.constraints.first().filter(|_| !caps.node_ports) {
+        return Err(Error::Invalid(format!(
+            "--constraint {c}: engine {} has one host, no nodes to choose from; placement constraints need engine swarm",
+            engine.kind()
+        ))
+        );
+    }
+    Ok(())
 }
 
 /// The ports `req.publish` asks to publish, checked: only on a container engine and on the
@@ -745,6 +783,7 @@ fn container_spec(ctx: &Ctx, record: &Record, user: Ids, binary: PathBuf) -> Con
         runtime: record.runtime.clone(),
         env,
         publish: Vec::new(),
+        constraints: Vec::new(),
         proxy: (record.limits.network == Network::Allowlist)
             .then(|| super::egress::socket_dir(ctx, record.id)),
         user_name: (user == Ids::current() && !user.is_root())
@@ -794,6 +833,11 @@ pub(super) fn channel_connect_address(engine: &AnyEngine, port: u16) -> String {
         .filter(|h| !h.is_empty())
         .or_else(|| engine.remote_host())
         .unwrap_or_else(|| "127.0.0.1".into());
+    join_host_port(&host, port)
+}
+
+/// `HOST:PORT`, an IPv6 address in brackets.
+fn join_host_port(host: &str, port: u16) -> String {
     if host.contains(':') {
         format!("[{host}]:{port}")
     } else {
@@ -1243,11 +1287,20 @@ async fn start_container(
                 .get(LABEL_ID)
                 .and_then(|i| Uuid::parse_str(i).ok())
                 .context("the container has no sandbox ID label")?;
+            let on_node = engine.capabilities().node_ports;
             let address = status
                 .ports
                 .iter()
                 .find(|(port, _, _)| *port == crate::contract::CHANNEL_PORT)
-                .map(|(_, _, host_port)| channel_connect_address(engine, *host_port));
+                .map(|(_, node, host_port)| match on_node {
+                    // The task's node, as its manager sees it (a swarm).
+                    true if std::env::var("H9SANDBOX_CHANNEL_HOST")
+                        .map_or(true, |h| h.is_empty()) =>
+                    {
+                        join_host_port(node, *host_port)
+                    }
+                    _ => channel_connect_address(engine, *host_port),
+                });
             let inside = format!("127.0.0.1:{}", crate::contract::CHANNEL_PORT);
             Some(
                 super::agent::check_channel(ctx, engine, &container_id, id, address, inside)

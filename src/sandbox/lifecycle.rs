@@ -61,6 +61,15 @@ fn container_record(ctx: &Ctx, query: &str, verb: &str) -> Result<Record> {
         ))
         .into());
     }
+    if !ctx.engine_for(&rec).capabilities().lifecycle {
+        return Err(Error::Invalid(format!(
+            "sandbox {} runs on engine {}, whose sandboxes cannot {verb} (a swarm service's task is never stopped, restarted, frozen or committed as the same container); `h9sandbox down {}` and `up` again",
+            rec.short_id(),
+            rec.engine,
+            rec.short_id()
+        ))
+        .into());
+    }
     Ok(rec)
 }
 

@@ -33,6 +33,10 @@ pub struct Entry {
     pub container_state: String,
     /// The engine's human status, e.g. `Exited (137) 3 seconds ago`.
     pub container_status: String,
+    /// The node it runs on, for an engine of several nodes (a swarm: the node's host name);
+    /// absent where there is one host.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub node: Option<String>,
     /// Full IDs of containers of this state directory that carry this sandbox's `h9sandbox.id`
     /// label but are not its recorded container (forged or stray labels): reported, never
     /// taken for the sandbox's; `h9sandbox reap` removes them as orphans. Usually empty.
@@ -187,6 +191,7 @@ pub async fn entries(ctx: &Ctx) -> Result<Vec<Entry>> {
                     role: String::new(),
                     container_state: "unknown".into(),
                     container_status: "engine unreachable".into(),
+                    node: None,
                     foreign_containers: Vec::new(),
                     forwards: Vec::new(),
                     stats: None,
@@ -243,6 +248,7 @@ pub fn reconcile_local(mut record: Record) -> Entry {
         role: String::new(),
         container_state: "none".into(),
         container_status: "no container: commands run on the host".into(),
+        node: None,
         foreign_containers: Vec::new(),
         forwards: Vec::new(),
         stats: None,
@@ -357,6 +363,7 @@ pub fn reconcile(mut record: Record, c: Option<&ContainerSummary>) -> Entry {
         role: "main".into(),
         container_state: cstate,
         container_status: cstatus,
+        node: c.and_then(|c| c.node.clone()),
         foreign_containers: Vec::new(),
         forwards: Vec::new(),
         stats: None,

@@ -33,3 +33,4 @@ mod remote;
 mod security;
 mod state_dir;
 mod subsandbox;
+mod swarm;

@@ -101,7 +101,7 @@ pub(super) fn scratch_mount_arg(flavor: Flavor, spec: &ContainerSpec) -> String 
 }
 
 /// A field of `--mount`'s CSV record, quoted when it holds `,` or `"` (RFC 4180).
-pub(super) fn csv_field(f: String) -> String {
+pub(crate) fn csv_field(f: String) -> String {
     if f.contains([',', '"']) || f.starts_with(' ') || f.ends_with(' ') {
         format!("\"{}\"", f.replace('"', "\"\""))
     } else {

@@ -274,6 +274,11 @@ impl Docker {
         self
     }
 
+    /// Who it reports to.
+    pub(crate) fn reporter_of(&self) -> &Arc<dyn Reporter> {
+        &self.reporter
+    }
+
     /// The same engine, creating containers with `options`.
     pub fn options(mut self, options: RunOptions) -> Docker {
         self.options = options;
@@ -299,7 +304,8 @@ impl Docker {
         &self.bin
     }
 
-    fn command<I, S>(&self, args: I) -> Command
+    /// The client command running `args` against this engine's daemon (shown with `-v`).
+    pub(crate) fn command<I, S>(&self, args: I) -> Command
     where
         I: IntoIterator<Item = S>,
         S: Into<OsString>,
@@ -318,7 +324,7 @@ impl Docker {
     /// Runs the client to completion, capturing its output, each stream at most
     /// [`ENGINE_OUTPUT_MAX`] bytes (more is an error: the client is killed). Returns (exit
     /// status, stdout, stderr).
-    async fn output(&self, args: Vec<String>) -> Result<(i32, String, String)> {
+    pub(crate) async fn output(&self, args: Vec<String>) -> Result<(i32, String, String)> {
         let what = args.first().cloned().unwrap_or_default();
         let out = bounded_output(&mut self.command(args), ENGINE_OUTPUT_MAX)
             .await
@@ -341,7 +347,7 @@ impl Docker {
     }
 
     /// As [`Docker::output`], failing on a non-zero status with the client's first error line.
-    async fn checked(&self, args: Vec<String>) -> Result<String> {
+    pub(crate) async fn checked(&self, args: Vec<String>) -> Result<String> {
         let what = args.first().cloned().unwrap_or_default();
         let (code, stdout, stderr) = self.output(args).await?;
         if code != 0 {
@@ -651,6 +657,9 @@ impl Environment for Docker {
         Capabilities {
             host_mounts: self.daemon_elsewhere().is_none(),
             sidecars: self.flavor == Flavor::Docker,
+            isolated_networks: true,
+            node_ports: false,
+            lifecycle: true,
         }
     }
 

@@ -53,6 +53,7 @@ pub(super) fn parse_podman_ps(json: &str) -> Result<Vec<ContainerSummary>> {
                 .labels
                 .and_then(|mut l| l.remove(LABEL_STATE_DIR))
                 .filter(|s| !s.is_empty()),
+            node: None,
         })
         .collect())
 }
@@ -204,7 +205,7 @@ pub fn parse_inspect(json: &str) -> Result<ContainerStatus> {
 
 /// Whether `c` carries every `key=value` of `labels` that a summary holds (the sandbox ID and
 /// the state directory; other labels are left to the engine's filter).
-pub(super) fn summary_has_labels(c: &ContainerSummary, labels: &[(&str, &str)]) -> bool {
+pub(crate) fn summary_has_labels(c: &ContainerSummary, labels: &[(&str, &str)]) -> bool {
     let holds = |have: &Option<String>, want: &str| match have {
         Some(h) => want.is_empty() || h == want,
         None => false,
@@ -257,6 +258,7 @@ pub(super) fn parse_ps_line(line: &str) -> Option<ContainerSummary> {
         status,
         sandbox_id,
         state_dir,
+        node: None,
     })
 }
 

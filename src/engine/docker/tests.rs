@@ -36,6 +36,7 @@ fn spec(workdir: &str) -> ContainerSpec {
         proxy: None,
         env: Vec::new(),
         publish: Vec::new(),
+        constraints: Vec::new(),
     }
 }
 
@@ -379,6 +380,7 @@ fn ps_differs_between_docker_and_podman() {
                 status: "Exited (137) 2 seconds ago".into(),
                 sandbox_id: Some("uuid-1".into()),
                 state_dir: None,
+                node: None,
             },
             ContainerSummary {
                 id: "def".into(),
@@ -387,6 +389,7 @@ fn ps_differs_between_docker_and_podman() {
                 status: "Up 1 second ago".into(),
                 sandbox_id: None,
                 state_dir: None,
+                node: None,
             },
         ]
     );
@@ -646,6 +649,7 @@ fn listings_are_checked_against_the_labels_asked_for() {
         status: "Up".into(),
         sandbox_id: Some("s".into()),
         state_dir: dir.map(str::to_string),
+        node: None,
     };
     let want = [(LABEL_MANAGED, "1"), (LABEL_STATE_DIR, "/a")];
     assert!(summary_has_labels(&c(Some("/a")), &want));
