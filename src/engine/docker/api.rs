@@ -522,6 +522,7 @@ pub fn parse_list_body(body: &[u8]) -> Result<Vec<ContainerSummary>> {
                     .unwrap_or_default(),
                 state: e.state,
                 status: e.status,
+                node: None,
             }
         })
         .collect())

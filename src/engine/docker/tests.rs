@@ -1165,6 +1165,7 @@ fn api_answers_parse_as_the_clients_output_did() {
                 status: "Up 2 seconds".into(),
                 sandbox_id: Some("abc".into()),
                 state_dir: Some("/s".into()),
+                node: None,
             },
             ContainerSummary {
                 id: "ba2".into(),
@@ -1173,6 +1174,7 @@ fn api_answers_parse_as_the_clients_output_did() {
                 status: "Exited (0)".into(),
                 sandbox_id: None,
                 state_dir: None,
+                node: None,
             }
         ]
     );
