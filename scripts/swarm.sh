@@ -27,7 +27,7 @@ log() { echo "swarm: $*" >&2; }
 
 # The worker: testbed.sh's daemon with its own everything.
 worker() {
-  H9_TESTBED_ROOT=$ROOT/worker H9_TESTBED_RUN=$RUN/worker H9_TESTBED_PORT=23761 \
+  H9_TESTBED_SSH=0 H9_TESTBED_ROOT=$ROOT/worker H9_TESTBED_RUN=$RUN/worker H9_TESTBED_PORT=23761 \
     H9_TESTBED_ADDR=$WORKER_ADDR H9_TESTBED_BRIDGE=h9sw0 H9_TESTBED_BRIDGE_IP=172.31.251.1/24 \
     bash scripts/testbed.sh "$@"
 }
