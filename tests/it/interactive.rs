@@ -272,6 +272,23 @@ fn publish_binds_loopback_by_default_and_is_recorded() {
     ]);
     assert_ok(&out);
     assert_eq!(stdout(&out).trim(), named);
+    // A host port that is taken: one line naming the fix, and nothing left of the attempt.
+    let before = env.ls().len();
+    let out = env.run(&[
+        "up",
+        "--network",
+        "bridge",
+        "--publish",
+        &format!("127.0.0.1:{host_port}:8000"),
+    ]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert_eq!(stderr(&out).lines().count(), 1, "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("a host port --publish asked for is taken"),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(env.ls().len(), before);
 }
 
 /// Runs `script` (a bash script, with `$H9` the binary and `$ID` the sandbox) on a pseudo-terminal

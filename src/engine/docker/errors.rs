@@ -29,6 +29,10 @@ pub(super) fn unknown_runtime(bin: &str, name: &str) -> Error {
 pub fn run_failure_hint(stderr: &str) -> &'static str {
     if stderr.contains("error setting rlimit") {
         "; an rlimit exceeds what the runtime may grant: lower ulimit_nofile / ulimit_nproc (0 = automatic)"
+    } else if stderr.contains("port is already allocated")
+        || stderr.contains("address already in use")
+    {
+        "; a host port --publish asked for is taken: give another (--publish HOST_PORT:PORT), or let the engine pick a free one (--publish PORT)"
     } else if stderr.contains("crun") && stderr.contains("cgroup") {
         "; crun cannot use this host's cgroups: set runtime = \"runc\" (apt-get install runc)"
     } else {
