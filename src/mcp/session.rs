@@ -72,6 +72,8 @@ struct Forwards {
     registry: Option<Registry>,
     /// The forwards' tasks.
     tasks: Vec<tokio::task::JoinHandle<()>>,
+    /// What ends each forward at once (`sandbox_down` of its sandbox), by key, with its sandbox.
+    stops: Vec<(u64, Uuid, tokio::sync::oneshot::Sender<()>)>,
     /// The key of the next forward.
     next: u64,
 }
@@ -159,10 +161,23 @@ impl Session {
         Ok(key)
     }
 
+    /// Ends at once the forwards of `sandbox` (their tasks unregister them).
+    fn end_forwards_of(&self, sandbox: Uuid) {
+        let mut f = self.forwards();
+        let (mine, rest): (Vec<_>, Vec<_>) = std::mem::take(&mut f.stops)
+            .into_iter()
+            .partition(|(_, s, _)| *s == sandbox);
+        f.stops = rest;
+        for (_, _, stop) in mine {
+            let _ = stop.send(());
+        }
+    }
+
     /// Forgets the forward `key` (its task ended), and the registration with the last one.
     fn unregister_forward(&self, key: u64) {
         let mut f = self.forwards();
         f.live.retain(|(k, _)| *k != key);
+        f.stops.retain(|(k, _, _)| *k != key);
         let all: Vec<RegisteredForward> = f.live.iter().map(|(_, r)| r.clone()).collect();
         if all.is_empty() {
             f.registry = None;
@@ -211,10 +226,14 @@ impl Session {
         })?;
         let session = Arc::clone(self);
         let mut end = self.forwards_end.subscribe();
+        let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+        self.forwards().stops.push((key, sandbox, stop_tx));
         let task = tokio::spawn(async move {
             let stop = async move {
-                let _ = end.wait_for(|ended| *ended).await;
-                "the session ended".to_string()
+                tokio::select! {
+                    _ = end.wait_for(|ended| *ended) => "the session ended".to_string(),
+                    _ = stop_rx => "its sandbox was taken down".to_string(),
+                }
             };
             let why = forwarder.serve(session.ctx(), stop).await;
             if session.ctx.verbose() {
@@ -960,7 +979,12 @@ impl Session {
             .filter(|e| scope.as_ref().is_none_or(|s| s.contains(&e.record.id)))
             .map(|e| self.info(&e.record, Some(e)))
             .collect();
-        let default = self.state().default.map(|d| d.to_string());
+        // One removed behind the session's back (`h9sandbox down`) is no default any more.
+        let default = self
+            .state()
+            .default
+            .filter(|d| state.sandboxes.iter().any(|r| r.id == *d))
+            .map(|d| d.to_string());
         let mut text = if sandboxes.is_empty() {
             "no sandboxes".to_string()
         } else {
@@ -989,6 +1013,9 @@ impl Session {
             return Err(e.into());
         }
         {
+            for r in &report.removed {
+                self.end_forwards_of(r.id);
+            }
             let mut st = self.state();
             for r in &report.removed {
                 st.owned.retain(|o| *o != r.id);
