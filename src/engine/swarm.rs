@@ -82,23 +82,36 @@ impl Swarm {
         Ok(out.lines().filter(|l| !l.trim().is_empty()).count())
     }
 
+    /// What the manager's client prints for `docker service VERB ARGS…` (`args` begins with
+    /// the verb); `Ok(None)` when the service it names does not exist. Errors: any other
+    /// failure, with the client's first error line.
+    async fn service_query(&self, args: &[&str]) -> Result<Option<String>> {
+        let mut argv = vec!["service"];
+        argv.extend_from_slice(args);
+        let (code, out, err) = self.docker.output(strings(&argv)).await?;
+        if code == 0 {
+            return Ok(Some(out));
+        }
+        if is_no_such_service(&err) {
+            return Ok(None);
+        }
+        Err(anyhow!(
+            "`{} service {}` failed: {}",
+            self.bin(),
+            args.first().copied().unwrap_or_default(),
+            first_error_line(&err)
+        ))
+    }
+
     /// The current task of service `service` as the manager reports it; `Ok(None)` when the
     /// service does not exist, a task of state `new` when it has none yet.
     async fn task(&self, service: &str) -> Result<Option<Task>> {
-        let (code, out, err) = self
-            .docker
-            .output(strings(&["service", "ps", "-q", "--no-trunc", service]))
-            .await?;
-        if code != 0 {
-            if is_no_such_service(&err) {
-                return Ok(None);
-            }
-            return Err(anyhow!(
-                "`{} service ps` failed: {}",
-                self.bin(),
-                first_error_line(&err)
-            ));
-        }
+        let Some(out) = self
+            .service_query(&["ps", "-q", "--no-trunc", service])
+            .await?
+        else {
+            return Ok(None);
+        };
         let Some(task) = out.lines().map(str::trim).find(|l| !l.is_empty()) else {
             return Ok(Some(Task::default()));
         };
@@ -127,27 +140,18 @@ impl Swarm {
     /// while it has none) and the scheduler's error, in one client call; `None` when the
     /// service does not exist.
     async fn task_brief(&self, service: &str) -> Result<Option<(String, String)>> {
-        let (code, out, err) = self
-            .docker
-            .output(strings(&[
-                "service",
+        let Some(out) = self
+            .service_query(&[
                 "ps",
                 "--no-trunc",
                 "--format",
                 "{{.CurrentState}}\t{{.Error}}",
                 service,
-            ]))
-            .await?;
-        if code != 0 {
-            if is_no_such_service(&err) {
-                return Ok(None);
-            }
-            return Err(anyhow!(
-                "`{} service ps` failed: {}",
-                self.bin(),
-                first_error_line(&err)
-            ));
-        }
+            ])
+            .await?
+        else {
+            return Ok(None);
+        };
         let line = out.lines().next().unwrap_or("");
         let (state, err) = line.split_once('\t').unwrap_or((line, ""));
         let state = state.split_whitespace().next().unwrap_or("");
@@ -267,26 +271,17 @@ impl Swarm {
 
     /// The names of the secrets service `service` uses; empty when it does not exist.
     async fn secrets_of(&self, service: &str) -> Result<Option<Vec<String>>> {
-        let (code, out, err) = self
-            .docker
-            .output(strings(&[
-                "service",
+        let Some(out) = self
+            .service_query(&[
                 "inspect",
                 "--format",
                 "{{range .Spec.TaskTemplate.ContainerSpec.Secrets}}{{.SecretName}} {{end}}",
                 service,
-            ]))
-            .await?;
-        if code != 0 {
-            if is_no_such_service(&err) {
-                return Ok(None);
-            }
-            return Err(anyhow!(
-                "`{} service inspect` failed: {}",
-                self.bin(),
-                first_error_line(&err)
-            ));
-        }
+            ])
+            .await?
+        else {
+            return Ok(None);
+        };
         Ok(Some(out.split_whitespace().map(str::to_string).collect()))
     }
 
