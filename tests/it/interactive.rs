@@ -31,6 +31,34 @@ fn http_get(addr: &str) -> std::io::Result<String> {
     Ok(out)
 }
 
+/// `port-forward ID ARGS… --format json` started with its stderr piped: the process and the
+/// JSON line it printed once it listens (the process is killed when that line is no JSON).
+fn port_forward(
+    env: &TestEnv,
+    id: &str,
+    args: &[&str],
+) -> (std::process::Child, serde_json::Value) {
+    let mut fwd = env
+        .cmd()
+        .args(["port-forward", id])
+        .args(args)
+        .args(["--format", "json"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(fwd.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let said: serde_json::Value = serde_json::from_str(&line).unwrap_or_else(|e| {
+        let _ = fwd.kill();
+        panic!("port-forward printed {line:?}: {e}")
+    });
+    (fwd, said)
+}
+
 /// Starts busybox's httpd in sandbox `id` on `listen` (`127.0.0.1:8000`, `8000`), serving
 /// `/var/tmp/www` (the scratch dir: so in copy mode too), with `body` (one line, no quote) as its
 /// index.html; waits until it answers inside.
@@ -80,22 +108,7 @@ fn port_forward_carries_connections_on_a_sandbox_without_network_and_ends_with_d
     serve(&env, &id, "127.0.0.1:8000", "hello through the agent\n");
 
     // One forward to the server, one to a port nothing listens on; free local ports.
-    let mut fwd = env
-        .cmd()
-        .args(["port-forward", &id, ":8000", ":8001", "--format", "json"])
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    BufReader::new(fwd.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let said: serde_json::Value = serde_json::from_str(&line).unwrap_or_else(|e| {
-        let _ = fwd.kill();
-        panic!("port-forward printed {line:?}: {e}")
-    });
+    let (mut fwd, said) = port_forward(&env, &id, &[":8000", ":8001"]);
     assert_eq!(said["id"], id.as_str());
     let forwards = said["forwards"].as_array().unwrap();
     assert_eq!(forwards.len(), 2, "{said}");
@@ -647,30 +660,7 @@ fn terminals_forwards_stats_and_publish_work_over_the_remote_channel() {
         "{text}"
     );
     // A forward over the channel.
-    let mut fwd = env
-        .cmd()
-        .args([
-            "port-forward",
-            &id,
-            ":8000",
-            "--format",
-            "json",
-            "--timeout",
-            "60",
-        ])
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    BufReader::new(fwd.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let said: serde_json::Value = serde_json::from_str(&line).unwrap_or_else(|e| {
-        let _ = fwd.kill();
-        panic!("port-forward printed {line:?}: {e}")
-    });
+    let (mut fwd, said) = port_forward(&env, &id, &[":8000", "--timeout", "60"]);
     let addr = said["forwards"][0]["address"].as_str().unwrap().to_string();
     let got = with_server.then(|| http_get(&addr));
     let _ = fwd.kill();
@@ -923,22 +913,7 @@ fn port_forward_ends_when_its_container_dies_behind_its_back() {
     }
     let env = TestEnv::new();
     let id = env.up(&[]);
-    let mut fwd = env
-        .cmd()
-        .args(["port-forward", &id, ":8000", "--format", "json"])
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    BufReader::new(fwd.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let said: serde_json::Value = serde_json::from_str(&line).unwrap_or_else(|e| {
-        let _ = fwd.kill();
-        panic!("port-forward printed {line:?}: {e}")
-    });
+    let (fwd, said) = port_forward(&env, &id, &[":8000"]);
     let addr = said["forwards"][0]["address"].as_str().unwrap().to_string();
     // Killed with the engine's own client: h9sandbox's record still says Running.
     let out = Command::new(cli())
@@ -1110,19 +1085,7 @@ fn a_forward_carries_a_bounded_number_of_connections_and_resets_the_rest() {
         server.as_bytes(),
     ));
     assert_ok(&env.run(&["exec", "-d", &id, "--", "python3 /var/tmp/hold.py"]));
-    let mut fwd = env
-        .cmd()
-        .args(["port-forward", &id, ":8000", "--format", "json"])
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    BufReader::new(fwd.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let said: serde_json::Value = serde_json::from_str(&line).unwrap();
+    let (mut fwd, said) = port_forward(&env, &id, &[":8000"]);
     let addr = said["forwards"][0]["address"].as_str().unwrap().to_string();
     // Wait for the server: a connection it holds open stays open.
     wait_until(
