@@ -59,6 +59,15 @@ fn sandboxes() -> clap_complete::engine::ArgValueCandidates {
     clap_complete::engine::ArgValueCandidates::new(crate::cli::generate::sandbox_candidates)
 }
 
+/// The one sandbox a subcommand acts on, flattened into each such subcommand's arguments (its
+/// first positional, `<ID>`, completed with the live sandboxes' IDs and names).
+#[derive(Debug, Args)]
+pub struct SandboxArg {
+    /// Sandbox ID, unique ID prefix, or name
+    #[arg(add = sandboxes())]
+    pub id: String,
+}
+
 /// h9sandbox command line.
 #[derive(Debug, Parser)]
 #[command(name = "h9sandbox", version, about = ABOUT, after_help = top_help())]
@@ -614,9 +623,8 @@ pub struct McpArgs {
 /// `exec` arguments.
 #[derive(Debug, Args)]
 pub struct ExecArgs {
-    /// Sandbox ID, unique ID prefix, or name
-    #[arg(add = sandboxes())]
-    pub id: String,
+    #[command(flatten)]
+    pub sandbox: SandboxArg,
     /// Working directory: relative to the work dir, or absolute (any directory of the container)
     /// [default: the work dir]
     #[arg(long, value_name = "DIR")]
@@ -671,9 +679,8 @@ pub struct ExecArgs {
 /// `shell` arguments.
 #[derive(Debug, Args)]
 pub struct ShellArgs {
-    /// Sandbox ID, unique ID prefix, or name
-    #[arg(add = sandboxes())]
-    pub id: String,
+    #[command(flatten)]
+    pub sandbox: SandboxArg,
     /// Working directory: relative to the work dir, or absolute (any directory of the container)
     /// [default: the work dir]
     #[arg(long, value_name = "DIR")]
@@ -695,9 +702,8 @@ pub struct ShellArgs {
 /// `port-forward` arguments.
 #[derive(Debug, Args)]
 pub struct PortForwardArgs {
-    /// Sandbox ID, unique ID prefix, or name
-    #[arg(add = sandboxes())]
-    pub id: String,
+    #[command(flatten)]
+    pub sandbox: SandboxArg,
     /// Ports to forward: PORT (the same local port), LOCAL:PORT, or :PORT (a free local port)
     #[arg(required = true, value_name = "[LOCAL:]PORT", value_parser = parse_forward_spec)]
     pub ports: Vec<crate::sandbox::forward::PortSpec>,
@@ -732,17 +738,15 @@ fn parse_forward_spec(s: &str) -> Result<crate::sandbox::forward::PortSpec, Stri
 /// `ps` arguments.
 #[derive(Debug, Args)]
 pub struct PsArgs {
-    /// Sandbox ID, unique ID prefix, or name
-    #[arg(add = sandboxes())]
-    pub id: String,
+    #[command(flatten)]
+    pub sandbox: SandboxArg,
 }
 
 /// `logs` arguments.
 #[derive(Debug, Args)]
 pub struct LogsArgs {
-    /// Sandbox ID, unique ID prefix, or name
-    #[arg(add = sandboxes())]
-    pub id: String,
+    #[command(flatten)]
+    pub sandbox: SandboxArg,
     /// The background command's handle (printed by exec --detach; see `ps`)
     #[arg(required_unless_present = "network")]
     pub handle: Option<String>,
@@ -757,9 +761,8 @@ pub struct LogsArgs {
 /// `kill` arguments.
 #[derive(Debug, Args)]
 pub struct KillArgs {
-    /// Sandbox ID, unique ID prefix, or name
-    #[arg(add = sandboxes())]
-    pub id: String,
+    #[command(flatten)]
+    pub sandbox: SandboxArg,
     /// The background command's handle
     pub handle: String,
 }
@@ -767,9 +770,8 @@ pub struct KillArgs {
 /// `bootstrap` arguments.
 #[derive(Debug, Args)]
 pub struct BootstrapArgs {
-    /// Sandbox ID, unique ID prefix, or name
-    #[arg(add = sandboxes())]
-    pub id: String,
+    #[command(flatten)]
+    pub sandbox: SandboxArg,
     /// Time before the command's process tree is killed: seconds or a duration (1800, 30m),
     /// counted in whole seconds (rounded up); 0 = none [config: bootstrap_timeout_secs]
     #[arg(long, value_name = "DURATION", value_parser = parse_timeout)]
@@ -801,9 +803,8 @@ pub struct DownArgs {
 /// `read` arguments.
 #[derive(Debug, Args)]
 pub struct ReadArgs {
-    /// Sandbox ID, unique ID prefix, or name
-    #[arg(add = sandboxes())]
-    pub id: String,
+    #[command(flatten)]
+    pub sandbox: SandboxArg,
     /// File: relative to the work dir, or absolute (inside the work dir: read on the host side;
     /// elsewhere: the container's file, served inside it)
     pub path: PathBuf,
@@ -819,9 +820,8 @@ pub struct ReadArgs {
 /// `write` arguments.
 #[derive(Debug, Args)]
 pub struct WriteArgs {
-    /// Sandbox ID, unique ID prefix, or name
-    #[arg(add = sandboxes())]
-    pub id: String,
+    #[command(flatten)]
+    pub sandbox: SandboxArg,
     /// File: relative to the work dir, or absolute (inside the work dir: read on the host side;
     /// elsewhere: the container's file, served inside it)
     pub path: PathBuf,
@@ -850,9 +850,8 @@ pub struct WriteArgs {
 /// `edit` arguments.
 #[derive(Debug, Args)]
 pub struct EditArgs {
-    /// Sandbox ID, unique ID prefix, or name
-    #[arg(add = sandboxes())]
-    pub id: String,
+    #[command(flatten)]
+    pub sandbox: SandboxArg,
     /// File: relative to the work dir, or absolute (inside the work dir: read on the host side;
     /// elsewhere: the container's file, served inside it)
     pub path: PathBuf,
@@ -882,41 +881,36 @@ pub struct ReapArgs {
 /// `stop` arguments.
 #[derive(Debug, Args)]
 pub struct StopArgs {
-    /// Sandbox ID, unique ID prefix, or name
-    #[arg(add = sandboxes())]
-    pub id: String,
+    #[command(flatten)]
+    pub sandbox: SandboxArg,
 }
 
 /// `start` arguments.
 #[derive(Debug, Args)]
 pub struct StartArgs {
-    /// Sandbox ID, unique ID prefix, or name
-    #[arg(add = sandboxes())]
-    pub id: String,
+    #[command(flatten)]
+    pub sandbox: SandboxArg,
 }
 
 /// `pause` arguments.
 #[derive(Debug, Args)]
 pub struct PauseArgs {
-    /// Sandbox ID, unique ID prefix, or name
-    #[arg(add = sandboxes())]
-    pub id: String,
+    #[command(flatten)]
+    pub sandbox: SandboxArg,
 }
 
 /// `resume` arguments.
 #[derive(Debug, Args)]
 pub struct ResumeArgs {
-    /// Sandbox ID, unique ID prefix, or name
-    #[arg(add = sandboxes())]
-    pub id: String,
+    #[command(flatten)]
+    pub sandbox: SandboxArg,
 }
 
 /// `snapshot` arguments.
 #[derive(Debug, Args)]
 pub struct SnapshotArgs {
-    /// Sandbox ID, unique ID prefix, or name
-    #[arg(add = sandboxes())]
-    pub id: String,
+    #[command(flatten)]
+    pub sandbox: SandboxArg,
     /// Name of the image to make, e.g. my-env:v1
     #[arg(long, value_name = "NAME")]
     pub tag: String,
@@ -976,9 +970,8 @@ pub struct CpArgs {
 /// `renew` arguments.
 #[derive(Debug, Args)]
 pub struct RenewArgs {
-    /// Sandbox ID, unique ID prefix, or name
-    #[arg(add = sandboxes())]
-    pub id: String,
+    #[command(flatten)]
+    pub sandbox: SandboxArg,
     /// New lease length from now, which later renewals keep (e.g. 30m, 2h)
     /// [default: the sandbox's TTL]
     #[arg(long, value_name = "DURATION")]

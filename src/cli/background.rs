@@ -13,7 +13,7 @@ use crate::sandbox::Ctx;
 
 /// Runs `ps`: one row per background command (or a JSON array).
 pub async fn ps(ctx: &Ctx, format: Format, args: &PsArgs) -> Result<i32> {
-    let (_, list) = background::list(ctx, &args.id).await?;
+    let (_, list) = background::list(ctx, &args.sandbox.id).await?;
     match format {
         Format::Json => output::print_json(&list)?,
         Format::Table => {
@@ -65,7 +65,7 @@ struct LogsJson {
 /// bytes_out, bytes_in}`).
 pub async fn logs(ctx: &Ctx, format: Format, args: &LogsArgs) -> Result<i32> {
     let Some(handle) = args.handle.clone().filter(|_| !args.network) else {
-        let rec = ctx.store.load()?.resolve(&args.id)?.clone();
+        let rec = ctx.store.load()?.resolve(&args.sandbox.id)?.clone();
         let entries = crate::sandbox::egress::read_log(ctx, &rec)?;
         match format {
             Format::Json => output::print_json(&entries)?,
@@ -92,7 +92,14 @@ pub async fn logs(ctx: &Ctx, format: Format, args: &LogsArgs) -> Result<i32> {
         return Ok(0);
     };
     if format == Format::Table {
-        background::logs(ctx, &args.id, &handle, args.follow, LogSink::Forward).await?;
+        background::logs(
+            ctx,
+            &args.sandbox.id,
+            &handle,
+            args.follow,
+            LogSink::Forward,
+        )
+        .await?;
         return Ok(0);
     }
     if args.follow {
@@ -109,7 +116,7 @@ pub async fn logs(ctx: &Ctx, format: Format, args: &LogsArgs) -> Result<i32> {
     };
     background::logs(
         ctx,
-        &args.id,
+        &args.sandbox.id,
         &handle,
         false,
         LogSink::Collect(&mut collect),
@@ -130,7 +137,7 @@ pub async fn logs(ctx: &Ctx, format: Format, args: &LogsArgs) -> Result<i32> {
 /// Runs `kill`: prints nothing (with `--format json`, `{"handle": H, "killed": true}`); 0 once
 /// the tree is being killed.
 pub async fn kill(ctx: &Ctx, format: Format, args: &KillArgs) -> Result<i32> {
-    background::kill(ctx, &args.id, &args.handle).await?;
+    background::kill(ctx, &args.sandbox.id, &args.handle).await?;
     if format == Format::Json {
         output::print_json(&serde_json::json!({"handle": args.handle, "killed": true}))?;
     }

@@ -37,7 +37,7 @@ pub async fn run(
         Format::Table => Sink::Forward,
         Format::Json => Sink::Stderr,
     };
-    let ran = bootstrap::run(ctx, &args.id, &args.command, sink).await;
+    let ran = bootstrap::run(ctx, &args.sandbox.id, &args.command, sink).await;
     progress.finish();
     let (rec, done) = ran?;
     let code = done.run.exit_code;

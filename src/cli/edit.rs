@@ -21,7 +21,7 @@ pub struct EditJson {
 
 /// Runs `edit`; prints the number of replacements and returns 0.
 pub async fn run(ctx: &Ctx, format: Format, args: &EditArgs) -> Result<i32> {
-    let (rec, wd) = workdir_of(ctx, &args.id)?;
+    let (rec, wd) = workdir_of(ctx, &args.sandbox.id)?;
     let (path, replacements) = match place(&rec, &args.path, args.user.is_some()) {
         Place::WorkDir => {
             let edited = replace(

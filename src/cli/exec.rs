@@ -79,7 +79,7 @@ pub fn request(args: &ExecArgs) -> Result<ExecRequest, Error> {
         None => args.command.clone(),
     };
     Ok(ExecRequest {
-        id: args.id.clone(),
+        id: args.sandbox.id.clone(),
         cwd: args.cwd.clone(),
         user: args.user.clone(),
         env: env_assignments(&args.env, |k| std::env::var_os(k))?,

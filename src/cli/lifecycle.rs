@@ -12,12 +12,12 @@ use crate::sandbox::Ctx;
 /// Runs one of the lifecycle subcommands in `command`; returns 0.
 pub async fn run(ctx: &Ctx, format: Format, command: &Command) -> Result<i32> {
     let rec = match command {
-        Command::Stop(a) => lifecycle::stop(ctx, &a.id).await?,
-        Command::Start(a) => lifecycle::start(ctx, &a.id).await?,
-        Command::Pause(a) => lifecycle::pause(ctx, &a.id).await?,
-        Command::Resume(a) => lifecycle::resume(ctx, &a.id).await?,
+        Command::Stop(a) => lifecycle::stop(ctx, &a.sandbox.id).await?,
+        Command::Start(a) => lifecycle::start(ctx, &a.sandbox.id).await?,
+        Command::Pause(a) => lifecycle::pause(ctx, &a.sandbox.id).await?,
+        Command::Resume(a) => lifecycle::resume(ctx, &a.sandbox.id).await?,
         Command::Snapshot(a) => {
-            let snap = lifecycle::snapshot(ctx, &a.id, &a.tag).await?;
+            let snap = lifecycle::snapshot(ctx, &a.sandbox.id, &a.tag).await?;
             match format {
                 Format::Json => output::print_json(&snap)?,
                 Format::Table => output::print_line(&snap.image)?,

@@ -34,7 +34,7 @@ pub struct ReadJson {
 
 /// Runs `read`; returns 0.
 pub async fn run(ctx: &Ctx, format: Format, args: &ReadArgs) -> Result<i32> {
-    let (rec, wd) = workdir_of(ctx, &args.id)?;
+    let (rec, wd) = workdir_of(ctx, &args.sandbox.id)?;
     if let Place::Container(path) = place(&rec, &args.path, args.user.is_some()) {
         return in_container(ctx, format, args, &rec, &path).await;
     }

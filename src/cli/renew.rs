@@ -9,7 +9,7 @@ use crate::sandbox::{renew, Ctx};
 
 /// Runs `renew`; prints the new end of the lease (or the record as JSON).
 pub async fn run(ctx: &Ctx, format: Format, args: &RenewArgs) -> Result<i32> {
-    let rec = renew::extend(ctx, &args.id, args.ttl.as_deref())?;
+    let rec = renew::extend(ctx, &args.sandbox.id, args.ttl.as_deref())?;
     match format {
         Format::Json => output::print_json(&rec)?,
         Format::Table => output::print_line(rec.expires_at.as_deref().unwrap_or_default())?,

@@ -51,7 +51,7 @@ pub async fn shell(ctx: &Ctx, format: Format, args: &ShellArgs) -> Result<i32> {
     let mut env = env_assignments(&args.env, |k| std::env::var_os(k))?;
     env.insert(0, term_variable());
     let req = ExecRequest {
-        id: args.id.clone(),
+        id: args.sandbox.id.clone(),
         cwd: args.cwd.clone(),
         user: args.user.clone(),
         env,

@@ -28,7 +28,7 @@ pub struct WriteJson {
 
 /// Runs `write`; prints nothing (or the JSON document) and returns 0.
 pub async fn run(ctx: &Ctx, format: Format, args: &WriteArgs) -> Result<i32> {
-    let (rec, wd) = workdir_of(ctx, &args.id)?;
+    let (rec, wd) = workdir_of(ctx, &args.sandbox.id)?;
     let mode = args.mode.as_deref().map(files::parse_mode).transpose()?;
     let mut opts = options(&rec, mode, args.parents, args.append);
     opts.no_clobber = args.no_clobber;
