@@ -1,7 +1,7 @@
 //! The committed generated files match the code they were generated from: the shell
 //! completions in `completions/`, the man pages in `man/`, the `--help` text of every
 //! (sub)command in `tests/snapshots/help/` (all from `src/cli/args.rs`), and the key table of
-//! `docs/reference/configuration.md` (from `KEYS` in `src/config.rs`). A change there makes these
+//! `docs/reference/configuration.md` (from `KEYS` in `src/config/keys.rs`). A change there makes these
 //! tests fail until the files are regenerated with the one command
 //!
 //!     H9SANDBOX_BLESS=1 cargo test --test it generated::
@@ -204,7 +204,7 @@ fn configuration_keys_table() -> String {
     for key in KEYS {
         assert!(
             !key.doc.trim().is_empty() && !key.doc.contains('\n'),
-            "configuration key {} needs a one-line doc in src/config.rs (KEYS)",
+            "configuration key {} needs a one-line doc in src/config/keys.rs (KEYS)",
             key.name
         );
         let default = match defaults.get(key.name) {
