@@ -507,6 +507,83 @@ pub struct Limits {
     pub caps: Caps,
 }
 
+/// A signal, by its number on Linux (signal(7)): the one that ended a command's own process (its
+/// wait status, as the agent reports it: data, any number), or the one that made h9sandbox end a
+/// command (SIGINT, SIGTERM, SIGHUP, SIGPIPE). Printed by its name ([`fmt::Display`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Signal(i32);
+
+impl Signal {
+    /// SIGHUP (1).
+    pub const HUP: Signal = Signal(libc::SIGHUP);
+    /// SIGINT (2).
+    pub const INT: Signal = Signal(libc::SIGINT);
+    /// SIGPIPE (13).
+    pub const PIPE: Signal = Signal(libc::SIGPIPE);
+    /// SIGTERM (15).
+    pub const TERM: Signal = Signal(libc::SIGTERM);
+
+    /// The signal numbered `n`, whatever the number (one outside 1..=64 prints as `SIG<n>`).
+    pub fn from_number(n: i32) -> Signal {
+        Signal(n)
+    }
+
+    /// Its number.
+    pub fn number(self) -> i32 {
+        self.0
+    }
+
+    /// The exit status a shell reports for a child this signal killed: 128 + its number.
+    pub fn exit_status(self) -> i32 {
+        128 + self.0
+    }
+}
+
+impl fmt::Display for Signal {
+    /// The name signal(7) gives it on Linux (`SIGKILL`), `SIGRTMIN+k` for the real-time ones,
+    /// `SIG<n>` for any other number.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        const NAMES: [&str; 31] = [
+            "SIGHUP",
+            "SIGINT",
+            "SIGQUIT",
+            "SIGILL",
+            "SIGTRAP",
+            "SIGABRT",
+            "SIGBUS",
+            "SIGFPE",
+            "SIGKILL",
+            "SIGUSR1",
+            "SIGSEGV",
+            "SIGUSR2",
+            "SIGPIPE",
+            "SIGALRM",
+            "SIGTERM",
+            "SIGSTKFLT",
+            "SIGCHLD",
+            "SIGCONT",
+            "SIGSTOP",
+            "SIGTSTP",
+            "SIGTTIN",
+            "SIGTTOU",
+            "SIGURG",
+            "SIGXCPU",
+            "SIGXFSZ",
+            "SIGVTALRM",
+            "SIGPROF",
+            "SIGWINCH",
+            "SIGIO",
+            "SIGPWR",
+            "SIGSYS",
+        ];
+        match self.0 {
+            n @ 1..=31 => f.write_str(NAMES[(n - 1) as usize]),
+            n @ 34..=64 => write!(f, "SIGRTMIN+{}", n - 34),
+            n => write!(f, "SIG{n}"),
+        }
+    }
+}
+
 /// Who besides the owner may write a file of permission bits `mode` (`st_mode`): `"its group"`,
 /// `"others"` or `"group and others"` (the `S_IWGRP` and `S_IWOTH` bits, chmod(2)); `None`
 /// when nobody else may. For messages that must name the right fix (`chmod g-w`, `o-w`).
@@ -596,6 +673,27 @@ pub fn format_cpus(cpus: f64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn signals_print_as_signal_7_names_them() {
+        let name = |n| Signal::from_number(n).to_string();
+        assert_eq!(name(9), "SIGKILL");
+        assert_eq!(name(1), "SIGHUP");
+        assert_eq!(name(31), "SIGSYS");
+        assert_eq!(name(34), "SIGRTMIN+0");
+        assert_eq!(name(64), "SIGRTMIN+30");
+        assert_eq!(
+            (name(0), name(32), name(65), name(-3)),
+            (
+                "SIG0".into(),
+                "SIG32".into(),
+                "SIG65".into(),
+                "SIG-3".into()
+            )
+        );
+        assert_eq!(Signal::INT.exit_status(), 130);
+        assert_eq!(Signal::PIPE.exit_status(), 141);
+    }
 
     #[test]
     fn engine_kinds_name_their_isolation() {

@@ -9,7 +9,9 @@ use super::output;
 use super::{ExecArgs, Format};
 use crate::error::Error;
 use crate::sandbox::exec::{execute, ExecRequest, Sink};
+use crate::sandbox::signals::Interruption;
 use crate::sandbox::Ctx;
+use crate::types::Signal;
 
 /// `exec --format json` document.
 #[derive(Debug, Serialize)]
@@ -36,7 +38,7 @@ pub struct ExecJson {
     pub signal: Option<String>,
     /// What made h9sandbox kill the tree: `"SIGINT"`, `"SIGTERM"`, `"SIGHUP"` (a signal to
     /// h9sandbox), `"SIGPIPE"` (its stdout was closed); null otherwise.
-    pub interrupted: Option<&'static str>,
+    pub interrupted: Option<String>,
     /// With `--combined`: stdout and stderr together, chunk by chunk in the order they were
     /// read, capped at `--max-output` as each stream is; absent otherwise.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -57,7 +59,7 @@ pub fn json(out: &crate::sandbox::exec::Outcome, combined: bool) -> ExecJson {
         oom_killed: out.oom_killed,
         ended: out.ended(),
         signal: out.signal_name(),
-        interrupted: out.interrupted,
+        interrupted: out.interrupted.map(|i| i.to_string()),
         output: combined.then(|| out.combined.text()),
     }
 }
@@ -202,8 +204,8 @@ pub fn ended_message(
         ));
     }
     let why = match out.interrupted? {
-        "SIGPIPE" => "our standard output was closed".to_string(),
-        sig => format!("interrupted by {sig}"),
+        Interruption::Signal(Signal::PIPE) => "our standard output was closed".to_string(),
+        why => format!("interrupted by {why}"),
     };
     Some(format!(
         "h9sandbox: error: {why}: {killed} (exit {})",

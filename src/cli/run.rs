@@ -77,7 +77,7 @@ pub async fn run(
             // would have ended the command: 128+N, not 125 (the sandbox is gone either way).
             if let Some(sig) = crate::sandbox::signals::received() {
                 crate::report::eprintln(&format!("h9sandbox: error: {e:#}"));
-                return Ok(crate::sandbox::signals::exit_status(sig));
+                return Ok(sig.exit_status());
             }
             return Err(e);
         }

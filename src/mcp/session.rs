@@ -549,7 +549,7 @@ impl Session {
         };
         let stop = async {
             cancelled.await;
-            "cancelled"
+            crate::sandbox::signals::Interruption::Cancelled
         };
         let done = exec::execute(
             &self.ctx,

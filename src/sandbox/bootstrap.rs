@@ -55,7 +55,7 @@ pub struct Done {
     /// What was recorded.
     pub run: BootstrapRun,
     /// The signal (SIGINT, SIGTERM, SIGHUP) that interrupted it, if one did.
-    pub interrupted: Option<&'static str>,
+    pub interrupted: Option<super::signals::Interruption>,
 }
 
 /// Runs `cmd` as the bootstrap of the Running sandbox `rec` (timeout: the sandbox's

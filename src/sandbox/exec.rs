@@ -14,6 +14,7 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use uuid::Uuid;
 
+use super::signals::Interruption;
 use super::Ctx;
 use crate::channel::ConnectError;
 use crate::engine::{
@@ -23,7 +24,7 @@ use crate::engine::{
 use crate::error::{Error, EXIT_TIMEOUT};
 use crate::report::{self, Forward, Stream};
 use crate::state::{Lifecycle, Record};
-use crate::types::{Isolation, WorkdirMode};
+use crate::types::{Isolation, Signal, WorkdirMode};
 
 /// How long the output of a command that has exited is still read, when something it left
 /// running in the background holds its stdout or stderr open (`docker exec` waits about as
@@ -91,8 +92,9 @@ pub struct Outcome {
     pub duration: Duration,
     /// Whether the timeout killed the process tree.
     pub timed_out: bool,
-    /// The signal (SIGINT, SIGTERM, SIGHUP) that made us kill the tree, if one did.
-    pub interrupted: Option<&'static str>,
+    /// What made us kill the tree (a signal to h9sandbox, our stdout closed, the caller's
+    /// `stop`), if something did.
+    pub interrupted: Option<Interruption>,
     /// Whether a timeout or signal made us kill the tree and the kill succeeded.
     pub tree_killed: bool,
     /// Whether the kernel's OOM killer ended the command (known through the agent; through the
@@ -101,7 +103,7 @@ pub struct Outcome {
     /// The signal that ended the command's own process (its wait status, through the agent);
     /// `None` when it exited, and always through the engine's exec, where only the exit status
     /// (128+N) is known.
-    pub signal: Option<i32>,
+    pub signal: Option<Signal>,
 }
 
 impl Outcome {
@@ -126,50 +128,7 @@ impl Outcome {
 
     /// The name of the signal that ended the command's own process (`SIGKILL`), if one did.
     pub fn signal_name(&self) -> Option<String> {
-        self.signal.map(signal_name)
-    }
-}
-
-/// The name of signal `n` as signal(7) gives it on Linux (`SIGKILL`), `SIGRTMIN+k` for the
-/// real-time ones, `SIG<n>` for any other number.
-pub fn signal_name(n: i32) -> String {
-    const NAMES: [&str; 31] = [
-        "SIGHUP",
-        "SIGINT",
-        "SIGQUIT",
-        "SIGILL",
-        "SIGTRAP",
-        "SIGABRT",
-        "SIGBUS",
-        "SIGFPE",
-        "SIGKILL",
-        "SIGUSR1",
-        "SIGSEGV",
-        "SIGUSR2",
-        "SIGPIPE",
-        "SIGALRM",
-        "SIGTERM",
-        "SIGSTKFLT",
-        "SIGCHLD",
-        "SIGCONT",
-        "SIGSTOP",
-        "SIGTSTP",
-        "SIGTTIN",
-        "SIGTTOU",
-        "SIGURG",
-        "SIGXCPU",
-        "SIGXFSZ",
-        "SIGVTALRM",
-        "SIGPROF",
-        "SIGWINCH",
-        "SIGIO",
-        "SIGPWR",
-        "SIGSYS",
-    ];
-    match n {
-        1..=31 => NAMES[(n - 1) as usize].to_string(),
-        34..=64 => format!("SIGRTMIN+{}", n - 34),
-        _ => format!("SIG{n}"),
+        self.signal.map(|s| s.to_string())
     }
 }
 
@@ -355,7 +314,7 @@ pub async fn execute(
     ctx: &Ctx,
     req: &ExecRequest,
     sink: Sink,
-    stop: impl std::future::Future<Output = &'static str>,
+    stop: impl std::future::Future<Output = Interruption>,
 ) -> Result<Executed> {
     let (rec, spec, timeout) = plan(ctx, req)?;
     let outcome = run_command_until(ctx, &rec, &spec, timeout, sink, stop).await?;
@@ -569,7 +528,7 @@ pub async fn run_command_until(
     spec: &ExecSpec,
     timeout: Option<Duration>,
     sink: Sink,
-    stop: impl std::future::Future<Output = &'static str>,
+    stop: impl std::future::Future<Output = Interruption>,
 ) -> Result<Outcome> {
     // A record saying "local" runs on the host only when the configuration allows it.
     let engine = ctx.runner_for(rec)?;
@@ -649,7 +608,7 @@ pub async fn run_command_until(
             Isolation::None
                 if !ended.timed_out && ended.interrupted.is_none() && ended.status.signalled =>
             {
-                Some(ended.status.code - 128)
+                Some(Signal::from_number(ended.status.code - 128))
             }
             _ => None,
         },
@@ -857,7 +816,7 @@ struct Ended {
     /// Whether the timeout ended it.
     timed_out: bool,
     /// The signal (or the caller's reason, or `SIGPIPE`) that ended it, if one did.
-    interrupted: Option<&'static str>,
+    interrupted: Option<Interruption>,
     /// Why killing the process tree failed, when it was killed and that failed.
     kill_error: Option<anyhow::Error>,
 }
@@ -868,8 +827,8 @@ impl Ended {
     fn exit_code(&self, code: i32) -> i32 {
         if self.timed_out {
             EXIT_TIMEOUT
-        } else if let Some(sig) = self.interrupted {
-            super::signals::exit_status(sig)
+        } else if let Some(why) = self.interrupted {
+            why.exit_status()
         } else {
             code
         }
@@ -885,7 +844,7 @@ async fn wait_for_end(
     spec: &ExecSpec,
     child: &mut EngineExec,
     timeout: Option<Duration>,
-    stop: impl std::future::Future<Output = &'static str>,
+    stop: impl std::future::Future<Output = Interruption>,
     broken: &mut watch::Receiver<bool>,
 ) -> Result<Ended> {
     let deadline = async {
@@ -899,7 +858,7 @@ async fn wait_for_end(
     let status = tokio::select! {
         s = child.wait() => Some(s?),
         _ = deadline => { timed_out = true; None }
-        sig = super::interrupted() => { interrupted = Some(sig); None }
+        sig = super::interrupted() => { interrupted = Some(Interruption::Signal(sig)); None }
         why = stop => { interrupted = Some(why); None }
         // Nobody reads the output any more: the command would run on unattended.
         _ = async {
@@ -907,7 +866,7 @@ async fn wait_for_end(
             if broken.wait_for(|b| *b).await.is_err() {
                 std::future::pending::<()>().await;
             }
-        } => { interrupted = Some("SIGPIPE"); None }
+        } => { interrupted = Some(Interruption::Signal(Signal::PIPE)); None }
     };
     let container = rec.container_ref();
     let mut kill_error = None;

@@ -15,13 +15,14 @@ use futures_util::{SinkExt, StreamExt};
 use tokio::io::AsyncReadExt;
 
 use super::exec::{Captured, Outcome, Sink};
+use super::signals::Interruption;
 use crate::channel::Connection;
 use crate::contract::proto::{Reply, Request, RunAs, Start};
 use crate::engine::ExecSpec;
 use crate::error::{Error, EXIT_TIMEOUT};
 use crate::report::{Forward, Stream};
 use crate::state::Record;
-use crate::types::Ids;
+use crate::types::{Ids, Signal};
 
 /// How long past its timeout (or past our request to kill it) a command may go unreported before
 /// the agent is given up on.
@@ -73,7 +74,7 @@ pub async fn run(
     spec: &ExecSpec,
     timeout: Option<Duration>,
     sink: Sink,
-    stop: impl std::future::Future<Output = &'static str>,
+    stop: impl std::future::Future<Output = Interruption>,
     verbose: Option<&dyn crate::report::Reporter>,
 ) -> Result<Outcome> {
     let start = Start {
@@ -112,7 +113,7 @@ pub async fn run(
     let mut stdin_buf = vec![0u8; 64 << 10];
     // Past the agent's own deadline, or after we asked for the kill, it must answer soon.
     let mut backstop = timeout.map(|t| tokio::time::Instant::now() + t + AGENT_PATIENCE);
-    let mut interrupted: Option<&'static str> = None;
+    let mut interrupted: Option<Interruption> = None;
     let signal = super::interrupted();
     tokio::pin!(signal, stop);
     let exit = loop {
@@ -131,7 +132,7 @@ pub async fn run(
                     combine(&b);
                     out.write(&b).await;
                     if out.broken() && interrupted.is_none() {
-                        interrupted = Some("SIGPIPE");
+                        interrupted = Some(Interruption::Signal(Signal::PIPE));
                         backstop = Some(tokio::time::Instant::now() + AGENT_PATIENCE);
                         let _ = tx.send(Request::Cancel).await;
                     }
@@ -166,7 +167,7 @@ pub async fn run(
                 None => { stdin = None; let _ = tx.send(Request::CloseStdin).await; }
             },
             sig = &mut signal, if interrupted.is_none() => {
-                interrupted = Some(sig);
+                interrupted = Some(Interruption::Signal(sig));
                 backstop = Some(tokio::time::Instant::now() + AGENT_PATIENCE);
                 let _ = tx.send(Request::Cancel).await;
             }
@@ -189,8 +190,8 @@ pub async fn run(
     let stderr = err.finish().await;
     let exit_code = if exit.timed_out {
         EXIT_TIMEOUT
-    } else if let Some(sig) = interrupted {
-        super::signals::exit_status(sig)
+    } else if let Some(why) = interrupted {
+        why.exit_status()
     } else {
         exit.code.clamp(0, 255)
     };
@@ -205,7 +206,10 @@ pub async fn run(
         tree_killed: exit.killed,
         oom_killed: exit.oom_killed,
         // What the agent reports is data: a signal number, or nothing.
-        signal: exit.signal.filter(|s| (1..=64).contains(s)),
+        signal: exit
+            .signal
+            .filter(|s| (1..=64).contains(s))
+            .map(Signal::from_number),
     })
 }
 

@@ -339,8 +339,8 @@ pub fn catch_file_size_signal() -> Option<tokio::signal::unix::Signal> {
 }
 
 /// Resolves when SIGINT, SIGTERM or SIGHUP has arrived (also one that came before the call,
-/// once [`signals::install`] ran); yields the signal's name.
-pub async fn interrupted() -> &'static str {
+/// once [`signals::install`] ran); yields the signal.
+pub async fn interrupted() -> crate::types::Signal {
     signals::interrupted().await
 }
 

@@ -21,8 +21,10 @@ use std::sync::OnceLock;
 use tokio::signal::unix::{signal, SignalKind};
 use tokio::sync::watch;
 
-/// The latch: `None` until the first of the signals arrives, then its name.
-static FIRST: OnceLock<watch::Receiver<Option<&'static str>>> = OnceLock::new();
+use crate::types::Signal;
+
+/// The latch: `None` until the first of the signals arrives, then that signal.
+static FIRST: OnceLock<watch::Receiver<Option<Signal>>> = OnceLock::new();
 
 /// Catches SIGINT, SIGTERM and SIGHUP (but see the module documentation for an ignored SIGHUP)
 /// for the rest of the process's life, and latches the first one for [`interrupted`]. Call it
@@ -44,16 +46,16 @@ pub fn install() {
         tokio::spawn(async move {
             let (mut int, mut term, mut hup) = (int, term, hup);
             loop {
-                let name = tokio::select! {
-                    Some(()) = recv(&mut int) => "SIGINT",
-                    Some(()) = recv(&mut term) => "SIGTERM",
-                    Some(()) = recv(&mut hup) => "SIGHUP",
+                let sig = tokio::select! {
+                    Some(()) = recv(&mut int) => Signal::INT,
+                    Some(()) = recv(&mut term) => Signal::TERM,
+                    Some(()) = recv(&mut hup) => Signal::HUP,
                     else => return,
                 };
                 // Only the first counts; later ones change nothing.
                 tx.send_if_modified(|v| {
                     if v.is_none() {
-                        *v = Some(name);
+                        *v = Some(sig);
                         true
                     } else {
                         false
@@ -97,10 +99,10 @@ fn unblock() {
     }
 }
 
-/// Resolves with the signal's name (`"SIGINT"`, `"SIGTERM"`, `"SIGHUP"`) once one has arrived
+/// Resolves with the signal (SIGINT, SIGTERM or SIGHUP) once one has arrived
 /// since [`install`], at once when one already did. Installs the handlers first when nothing
 /// did yet (a command that promised no cleanup, or a unit test).
-pub async fn interrupted() -> &'static str {
+pub async fn interrupted() -> Signal {
     install();
     let Some(rx) = FIRST.get() else {
         return std::future::pending().await;
@@ -108,25 +110,45 @@ pub async fn interrupted() -> &'static str {
     let mut rx = rx.clone();
     let got = rx.wait_for(|v| v.is_some()).await.map(|v| *v);
     match got {
-        Ok(v) => v.unwrap_or("SIGTERM"),
+        Ok(v) => v.unwrap_or(Signal::TERM),
         // The latch's task is gone (the runtime is shutting down): nothing will arrive.
         Err(_) => std::future::pending().await,
     }
 }
 
-/// The exit status a command ended because h9sandbox got signal `name` reports, as a shell
-/// does for a child killed by that signal: 128 + its number (SIGINT 130, SIGHUP 129, SIGPIPE
-/// 141, SIGTERM and any other name 143).
-pub fn exit_status(name: &str) -> i32 {
-    128 + match name {
-        "SIGINT" => libc::SIGINT,
-        "SIGHUP" => libc::SIGHUP,
-        "SIGPIPE" => libc::SIGPIPE,
-        _ => libc::SIGTERM,
+/// Why h9sandbox ended a command before it ended by itself (other than by its timeout).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Interruption {
+    /// A signal: one of those h9sandbox acts on (SIGINT, SIGTERM, SIGHUP) arrived, or SIGPIPE
+    /// for "our standard output's reader went away".
+    Signal(Signal),
+    /// The caller gave up (an MCP client cancelled its request).
+    Cancelled,
+}
+
+impl Interruption {
+    /// The exit status of a command so ended, as a shell reports a child killed by the signal:
+    /// 128 + its number (SIGINT 130, SIGHUP 129, SIGPIPE 141, SIGTERM 143), and 143, as for
+    /// SIGTERM, for a cancelled one.
+    pub fn exit_status(self) -> i32 {
+        match self {
+            Interruption::Signal(s) => s.exit_status(),
+            Interruption::Cancelled => Signal::TERM.exit_status(),
+        }
+    }
+}
+
+impl std::fmt::Display for Interruption {
+    /// The signal's name (`SIGINT`), or `cancelled`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Interruption::Signal(s) => s.fmt(f),
+            Interruption::Cancelled => f.write_str("cancelled"),
+        }
     }
 }
 
 /// The signal that has arrived since [`install`], if one did (without waiting).
-pub fn received() -> Option<&'static str> {
+pub fn received() -> Option<Signal> {
     FIRST.get().and_then(|rx| *rx.borrow())
 }

@@ -19,10 +19,11 @@ use tokio::io::{AsyncWrite, AsyncWriteExt};
 use tokio::sync::mpsc;
 
 use super::exec::{Captured, ExecRequest, Executed, Outcome};
+use super::signals::Interruption;
 use super::Ctx;
 use crate::contract::proto::{Exit, Reply, Request, RunAs, Start, Terminal, WinSize};
 use crate::error::{Error, EXIT_TIMEOUT};
-use crate::types::Ids;
+use crate::types::{Ids, Signal};
 
 /// What the caller's side of a terminal sends.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -83,7 +84,7 @@ pub async fn run(
     let (mut tx, mut rx) = conn.split();
     tx.send(Request::Terminal(terminal)).await.map_err(&lost)?;
     let mut backstop = timeout.map(|t| tokio::time::Instant::now() + t + AGENT_PATIENCE);
-    let mut interrupted: Option<&'static str> = None;
+    let mut interrupted: Option<Interruption> = None;
     let mut input_open = true;
     // The last byte the caller typed, for the end of its input.
     let mut last_typed: Option<u8> = None;
@@ -136,7 +137,7 @@ pub async fn run(
                 }
             },
             sig = &mut signal, if interrupted.is_none() => {
-                interrupted = Some(sig);
+                interrupted = Some(Interruption::Signal(sig));
                 backstop = Some(tokio::time::Instant::now() + AGENT_PATIENCE);
                 let _ = tx.send(Request::Cancel).await;
             }
@@ -151,8 +152,8 @@ pub async fn run(
     };
     let exit_code = if exit.timed_out {
         EXIT_TIMEOUT
-    } else if let Some(sig) = interrupted {
-        super::signals::exit_status(sig)
+    } else if let Some(why) = interrupted {
+        why.exit_status()
     } else {
         exit.code.clamp(0, 255)
     };
@@ -169,7 +170,7 @@ pub async fn run(
             interrupted,
             tree_killed: exit.killed,
             oom_killed: exit.oom_killed,
-            signal: exit.signal,
+            signal: exit.signal.map(Signal::from_number),
         },
     })
 }
