@@ -16,9 +16,9 @@
 //!   nothing of the crate but the contract;
 //! - [`contract`]: what both sides agree on (the agent protocol, the fixed paths in every
 //!   container), importing nothing of the crate;
-//! - leaves: [`types`] (plain shared types), [`error`] (typed errors and exit codes) and
+//! - leaves: [`types`] (plain shared types), [`error`] (typed errors and exit codes),
 //!   [`report`] (the [`report::Reporter`] trait through which lower layers tell the front end
-//!   what happens).
+//!   what happens) and [`poll`] (waiting, with a deadline, for what nobody announces).
 
 pub mod agent;
 pub mod channel;
@@ -30,6 +30,7 @@ pub mod error;
 pub mod files;
 pub mod lease;
 pub mod mcp;
+pub mod poll;
 pub mod report;
 pub mod sandbox;
 pub mod state;

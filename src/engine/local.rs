@@ -15,10 +15,11 @@
 //! every process that carries the sandbox's name and state directory.
 
 use std::collections::BTreeSet;
+use std::convert::Infallible;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use anyhow::{Context, Result};
 use rustix::process::{kill_process, kill_process_group, Pid, Signal};
@@ -32,6 +33,7 @@ use super::{
     LOCAL_SANDBOX_VAR, LOCAL_STATE_DIR_VAR,
 };
 use crate::error::Error;
+use crate::poll::{poll_until, Backoff};
 use crate::report::{Reporter, Silent};
 use crate::types::EngineKind;
 
@@ -84,10 +86,12 @@ impl Local {
     /// left) SIGKILL, repeated until a pass finds none.
     async fn end_marked(&self, marks: &[(String, String)], grace: Duration) -> Result<()> {
         if !grace.is_zero() && signal_marked(marks, Signal::TERM) > 0 {
-            let deadline = Instant::now() + grace;
-            while Instant::now() < deadline && !marked_processes(marks).is_empty() {
-                tokio::time::sleep(Duration::from_millis(20)).await;
-            }
+            // Whether they all went within the grace or not, what is left gets SIGKILL.
+            let _: Result<Option<()>, Infallible> =
+                poll_until(grace, Backoff::fixed(Duration::from_millis(20)), || async {
+                    Ok(marked_processes(marks).is_empty().then_some(()))
+                })
+                .await;
         }
         kill_marked(marks).await
     }
@@ -496,10 +500,12 @@ mod tests {
         let marks = [(EXEC_MARKER_VAR.to_string(), spec.marker.clone())];
         // The shell and both sleeps (one of them in a session of its own), eventually (setsid(1)
         // forks once more for a moment when it leads its process group).
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while marked_processes(&marks).len() != 3 && Instant::now() < deadline {
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
+        let _: Result<Option<()>, Infallible> = poll_until(
+            Duration::from_secs(10),
+            Backoff::fixed(Duration::from_millis(10)),
+            || async { Ok((marked_processes(&marks).len() == 3).then_some(())) },
+        )
+        .await;
         assert_eq!(marked_processes(&marks).len(), 3);
         // The sandbox marks are there too.
         let sandbox = local.sandbox_marks("sb");

@@ -24,6 +24,7 @@ use super::{
     SCRATCH_DIR,
 };
 use crate::error::Error;
+use crate::poll::{poll_until, Backoff, Pacer};
 use crate::types::{Daemon, EngineKind, Network};
 
 /// Where a task finds the channel's secret ([`SECRET_TARGET`] under `/run/secrets`).
@@ -167,7 +168,10 @@ impl Swarm {
     /// at most the placement timeout. Errors name what the sandbox asked for and what the
     /// scheduler said.
     async fn wait_placed(&self, service: &str, spec: &ContainerSpec) -> Result<()> {
-        let deadline = tokio::time::Instant::now() + self.placement_timeout;
+        let mut pacer = Pacer::new(
+            self.placement_timeout,
+            Backoff::fixed(Duration::from_millis(100)),
+        );
         let (mut said, mut shown) = (String::new(), String::new());
         loop {
             let Some((state, err)) = self.task_brief(service).await? else {
@@ -202,12 +206,11 @@ impl Swarm {
                     }
                 }
             }
-            if tokio::time::Instant::now() >= deadline {
+            if !pacer.pause().await {
                 let free = self.biggest_free_node().await;
                 let why = placement_failure(spec, self.placement_timeout, &said, free.as_deref());
                 return Err(Error::Invalid(why).into());
             }
-            tokio::time::sleep(Duration::from_millis(100)).await;
         }
     }
 
@@ -248,25 +251,25 @@ impl Swarm {
     /// `service`'s running task says it serves (`h9sandbox-agent ready` on its standard output,
     /// which the swarm's log of the task holds): a task runs before its PID 1 listens.
     async fn wait_serving(&self, service: &str, ready: Duration) -> Result<()> {
-        let deadline = tokio::time::Instant::now() + ready;
-        loop {
+        let serving = poll_until(ready, Backoff::fixed(Duration::from_millis(50)), || async {
             let (code, out, _) = self
                 .docker
                 .output(strings(&[
                     "service", "logs", "--raw", "--tail", "20", service,
                 ]))
                 .await?;
-            if code == 0 && out.lines().any(|l| l.starts_with("h9sandbox-agent ready")) {
-                return Ok(());
-            }
-            if tokio::time::Instant::now() >= deadline {
-                return Err(anyhow!(
-                    "the sandbox's agent did not say it serves within {}s (start_timeout_secs)",
-                    ready.as_secs()
-                ));
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
+            anyhow::Ok(
+                (code == 0 && out.lines().any(|l| l.starts_with("h9sandbox-agent ready")))
+                    .then_some(()),
+            )
+        })
+        .await?;
+        serving.ok_or_else(|| {
+            anyhow!(
+                "the sandbox's agent did not say it serves within {}s (start_timeout_secs)",
+                ready.as_secs()
+            )
+        })
     }
 
     /// The names of the secrets service `service` uses; empty when it does not exist.
@@ -289,20 +292,22 @@ impl Swarm {
     /// the swarm still counts a service being removed as their user.
     async fn remove_secrets(&self, names: &[String]) -> Result<()> {
         for name in names {
-            let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+            let mut pacer = Pacer::new(
+                Duration::from_secs(10),
+                Backoff::fixed(Duration::from_millis(200)),
+            );
             loop {
                 let (code, _, err) = self.docker.output(strings(&["secret", "rm", name])).await?;
                 if code == 0 || is_no_such_secret(&err) {
                     break;
                 }
-                if tokio::time::Instant::now() >= deadline {
+                if !pacer.pause().await {
                     return Err(anyhow!(
                         "`{} secret rm {name}` failed: {}",
                         self.bin(),
                         first_error_line(&err)
                     ));
                 }
-                tokio::time::sleep(Duration::from_millis(200)).await;
             }
         }
         Ok(())

@@ -14,7 +14,7 @@
 use std::io::{Read, Write};
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use anyhow::{Context, Result};
 use uuid::Uuid;
@@ -29,6 +29,7 @@ use crate::engine::{
     RunAs, StdinFrom,
 };
 use crate::error::Error;
+use crate::poll::{poll_until, Backoff};
 use crate::state::{AgentRecord, ChannelRecord, Record};
 
 /// How long `up` waits for the agent's `ready` file once the container runs; an agent that does
@@ -303,26 +304,27 @@ pub async fn purge(ctx: &Ctx, engine: &crate::engine::AnyEngine, dirs: &[PathBuf
 /// mounts). `None` when the agent never said it was ready.
 pub async fn wait_ready(ctx: &Ctx, id: Uuid) -> Option<AgentRecord> {
     let dir = run_dir(ctx, id);
-    let deadline = Instant::now() + READY_TIMEOUT;
-    let mut delay = Duration::from_millis(1);
-    let version = loop {
-        if let Some(line) = read_ready(&dir.join(READY_FILE)) {
-            let v = line.strip_prefix("h9sandbox-agent ")?;
-            break v.trim().parse::<u32>().ok();
+    let ready = poll_until(
+        READY_TIMEOUT,
+        Backoff::doubling(Duration::from_millis(1), Duration::from_millis(50)),
+        || async { Ok::<_, std::convert::Infallible>(read_ready(&dir.join(READY_FILE))) },
+    )
+    .await;
+    let Ok(Some(line)) = ready else {
+        if ctx.verbose() {
+            ctx.reporter.note(&format!(
+                "the agent of {} did not say it was ready within {}s; commands go through the engine's exec",
+                &id.simple().to_string()[..12],
+                READY_TIMEOUT.as_secs()
+            ));
         }
-        if Instant::now() >= deadline {
-            if ctx.verbose() {
-                ctx.reporter.note(&format!(
-                    "the agent of {} did not say it was ready within {}s; commands go through the engine's exec",
-                    &id.simple().to_string()[..12],
-                    READY_TIMEOUT.as_secs()
-                ));
-            }
-            return None;
-        }
-        tokio::time::sleep(delay).await;
-        delay = (delay * 2).min(Duration::from_millis(50));
+        return None;
     };
+    let version = line
+        .strip_prefix("h9sandbox-agent ")?
+        .trim()
+        .parse::<u32>()
+        .ok();
     let token = read_token(ctx, id).ok()?;
     let socket = dir.join(SOCKET_FILE);
     match client::connect(&socket, &token, None).await {

@@ -31,6 +31,7 @@ use crate::engine::{
 };
 use crate::error::Error;
 use crate::lease::{parse_owner, parse_ttl};
+use crate::poll::{poll_until, Backoff};
 use crate::state::{now_rfc3339, AgentRecord, BootstrapRun, Lifecycle, ProcessRef, Record};
 use crate::types::{Caps, EngineKind, Ids, Isolation, Limits, Network, WorkdirMode};
 
@@ -1407,36 +1408,37 @@ pub(super) async fn wait_running(
     container: &str,
     timeout: Duration,
 ) -> Result<ContainerStatus> {
-    let deadline = Instant::now() + timeout;
-    let mut delay = Duration::from_millis(10);
-    loop {
-        match engine.inspect(container).await? {
-            Some(s) if s.running => return Ok(s),
-            Some(s) if s.status == "exited" || s.status == "dead" => {
-                let mut why = format!(
-                    "the container exited with status {} right after it started",
-                    s.exit_code
-                );
-                if s.oom_killed {
-                    why.push_str(" (killed for lack of memory: raise --memory)");
+    let running = poll_until(
+        timeout,
+        Backoff::doubling(Duration::from_millis(10), Duration::from_millis(200)),
+        || async {
+            match engine.inspect(container).await? {
+                Some(s) if s.running => Ok(Some(s)),
+                Some(s) if s.status == "exited" || s.status == "dead" => {
+                    let mut why = format!(
+                        "the container exited with status {} right after it started",
+                        s.exit_code
+                    );
+                    if s.oom_killed {
+                        why.push_str(" (killed for lack of memory: raise --memory)");
+                    }
+                    if !s.error.is_empty() {
+                        why.push_str(&format!(": {}", s.error));
+                    }
+                    anyhow::bail!(why);
                 }
-                if !s.error.is_empty() {
-                    why.push_str(&format!(": {}", s.error));
-                }
-                anyhow::bail!(why);
+                None => anyhow::bail!("the container disappeared while it started"),
+                Some(_) => Ok(None),
             }
-            None => anyhow::bail!("the container disappeared while it started"),
-            Some(_) => {}
-        }
-        if Instant::now() >= deadline {
-            anyhow::bail!(
-                "the container did not reach Running within {}s (start_timeout_secs)",
-                timeout.as_secs()
-            );
-        }
-        tokio::time::sleep(delay.min(deadline.saturating_duration_since(Instant::now()))).await;
-        delay = (delay * 2).min(Duration::from_millis(200));
-    }
+        },
+    )
+    .await?;
+    running.ok_or_else(|| {
+        anyhow::anyhow!(
+            "the container did not reach Running within {}s (start_timeout_secs)",
+            timeout.as_secs()
+        )
+    })
 }
 
 /// `image` with the `:latest` tag an image reference without tag or digest means.

@@ -24,7 +24,7 @@ use std::collections::BTreeMap;
 use std::io::Read;
 use std::os::unix::fs::DirBuilderExt;
 use std::path::PathBuf;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use anyhow::{anyhow, Result};
 use uuid::Uuid;
@@ -35,6 +35,7 @@ use crate::engine::{
     AnyEngine, ContainerSpec, Environment, MountSource, SidecarMount, SidecarSpec, LABEL_STATE_DIR,
 };
 use crate::error::Error;
+use crate::poll::{poll_until, Backoff};
 use crate::state::Record;
 use crate::types::{Ids, Network};
 
@@ -175,21 +176,23 @@ pub async fn start(ctx: &Ctx, engine: &AnyEngine, spec: &ContainerSpec, id: Uuid
     );
     let container = engine.run_sidecar(&sidecar).await?;
     let sock = socket_dir(ctx, id).join("proxy.sock");
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while std::fs::symlink_metadata(&sock).is_err() {
-        if Instant::now() >= deadline {
-            let why = engine.logs_tail(&container, 3).await.unwrap_or_default();
-            return Err(anyhow!(
-                "the egress proxy ({}) did not listen within 10s{}",
-                sidecar_name(id),
-                if why.is_empty() {
-                    String::new()
-                } else {
-                    format!(": {}", why.replace('\n', "; "))
-                }
-            ));
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
+    let listening = poll_until(
+        Duration::from_secs(10),
+        Backoff::fixed(Duration::from_millis(20)),
+        || async { anyhow::Ok(std::fs::symlink_metadata(&sock).ok()) },
+    )
+    .await?;
+    if listening.is_none() {
+        let why = engine.logs_tail(&container, 3).await.unwrap_or_default();
+        return Err(anyhow!(
+            "the egress proxy ({}) did not listen within 10s{}",
+            sidecar_name(id),
+            if why.is_empty() {
+                String::new()
+            } else {
+                format!(": {}", why.replace('\n', "; "))
+            }
+        ));
     }
     Ok(())
 }

@@ -28,13 +28,14 @@ use std::ffi::{OsStr, OsString};
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, SystemTime};
 
 use anyhow::{Context, Result};
 use uuid::Uuid;
 
 use super::Ctx;
 use crate::config::{Layers, Origin};
+use crate::poll::{poll_until_blocking, Backoff};
 use crate::state::{Lifecycle, ProcessRef, Record, Store};
 
 /// The first argument that makes the binary an owner watcher (not a subcommand of the command
@@ -302,18 +303,12 @@ fn lease_left(rec: &Record) -> Option<Duration> {
 /// Removes sandbox `id` as `reap` would (its owner exited, or its lease ran out), retrying a
 /// failing removal for [`RETRY_FOR`]. Returns whether that is settled (`false`: given up on).
 fn remove(id: Uuid, keys: &[(String, OsString)], store: &Store) -> Result<bool> {
-    let deadline = Instant::now() + RETRY_FOR;
-    let mut pause = Duration::from_secs(1);
-    loop {
-        if removed_or_answered_for(id, keys, store)? {
-            return Ok(true);
-        }
-        if Instant::now() >= deadline {
-            return Ok(false);
-        }
-        std::thread::sleep(pause);
-        pause = (pause * 2).min(Duration::from_secs(30));
-    }
+    let settled = poll_until_blocking(
+        RETRY_FOR,
+        Backoff::doubling(Duration::from_secs(1), Duration::from_secs(30)),
+        || anyhow::Ok(removed_or_answered_for(id, keys, store)?.then_some(())),
+    )?;
+    Ok(settled.is_some())
 }
 
 /// Runs `reap`'s removal of sandbox `id` once; whether the watcher's work is done: the record is

@@ -39,6 +39,7 @@ use super::{
     ExecStdio, ImageConfig, Secret, ShippedAgent, SidecarSpec, SidecarSummary, VolumeSummary,
 };
 use crate::error::Error;
+use crate::poll::{poll_until, Backoff};
 use crate::report::{Reporter, Silent};
 use crate::types::{Daemon, EngineKind};
 
@@ -505,19 +506,18 @@ impl Docker {
 
     /// Polls `inspect` (10 ms doubling to 200 ms) until the container no longer exists.
     async fn wait_gone(&self, container: &str, timeout: Duration) -> Result<()> {
-        let deadline = tokio::time::Instant::now() + timeout;
-        let mut delay = Duration::from_millis(10);
-        while self.inspect(container).await?.is_some() {
-            if tokio::time::Instant::now() >= deadline {
-                return Err(anyhow!(
-                    "container {container} is still being removed after {}s",
-                    timeout.as_secs()
-                ));
-            }
-            tokio::time::sleep(delay).await;
-            delay = (delay * 2).min(Duration::from_millis(200));
-        }
-        Ok(())
+        let gone = poll_until(
+            timeout,
+            Backoff::doubling(Duration::from_millis(10), Duration::from_millis(200)),
+            || async { anyhow::Ok(self.inspect(container).await?.is_none().then_some(())) },
+        )
+        .await?;
+        gone.ok_or_else(|| {
+            anyhow!(
+                "container {container} is still being removed after {}s",
+                timeout.as_secs()
+            )
+        })
     }
 
     /// Checks that the daemon has the OCI runtime `name` registered (`docker info`'s
