@@ -306,7 +306,7 @@ fn similar_option(sub: &str, opt: &str) -> Option<String> {
         .chain(cli.get_arguments())
         .filter(|a| !a.is_hide_set())
         .filter_map(|a| a.get_long())
-        .map(|l| (crate::config::edit_distance(word, l), l))
+        .map(|l| (strsim::levenshtein(word, l), l))
         .filter(|(d, _)| *d <= 2)
         .min()
         .map(|(_, l)| format!("--{l}"))

@@ -240,7 +240,7 @@ fn nearest_key(var: &str) -> Option<String> {
         .iter()
         .map(|k| format!("H9SANDBOX_{}", k.name.to_ascii_uppercase()))
         .chain(std::iter::once("H9SANDBOX_CONFIG".to_string()))
-        .map(|k| (crate::config::edit_distance(var, &k), k))
+        .map(|k| (strsim::levenshtein(var, &k), k))
         .filter(|(d, _)| *d <= 2)
         .min()
         .map(|(_, k)| k)

@@ -309,26 +309,10 @@ pub(super) fn key_names() -> String {
 /// The configuration key closest to `name` (at most two edits away), for a typo's message.
 pub fn nearest_key(name: &str) -> Option<&'static str> {
     KEYS.iter()
-        .map(|k| (edit_distance(name, k.name), k.name))
+        .map(|k| (strsim::levenshtein(name, k.name), k.name))
         .filter(|(d, _)| *d <= 2)
         .min()
         .map(|(_, k)| k)
-}
-
-/// Levenshtein distance between `a` and `b` (bytes; the names are ASCII).
-pub fn edit_distance(a: &str, b: &str) -> usize {
-    let b = b.as_bytes();
-    let mut row: Vec<usize> = (0..=b.len()).collect();
-    for (i, ca) in a.bytes().enumerate() {
-        let mut prev = row[0];
-        row[0] = i + 1;
-        for (j, &cb) in b.iter().enumerate() {
-            let cur = row[j + 1];
-            row[j + 1] = (prev + usize::from(ca != cb)).min(row[j] + 1).min(cur + 1);
-            prev = cur;
-        }
-    }
-    row[b.len()]
 }
 
 #[cfg(test)]

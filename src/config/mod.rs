@@ -41,8 +41,7 @@ mod value;
 
 pub use file::{find_config_file, CONFIG_MAX_BYTES};
 pub use keys::{
-    edit_distance, nearest_key, Key, Kind, HOST_SIDE_KEYS, KEYS, OTHER_ENV, UP_ONLY_KEYS,
-    USER_FILE_ONLY_KEYS,
+    nearest_key, Key, Kind, HOST_SIDE_KEYS, KEYS, OTHER_ENV, UP_ONLY_KEYS, USER_FILE_ONLY_KEYS,
 };
 pub use project::ProjectText;
 pub use validate::host_cpus;
