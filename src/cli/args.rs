@@ -281,8 +281,9 @@ Examples:
 A project's sandbox.toml usually lies in a work dir, which code in the sandbox can write. So `up`
 and `mcp` ignore it (with a warning) until you trust it, and again whenever its content changes;
 no other command reads it. Trust is kept per path and SHA-256 of the content, in the state
-directory. A file with a bad value, an unknown key, or a key that acts on the host (engine,
-engine_bin, fallback, runtime, state_dir) cannot be trusted.")]
+directory. A file with a bad value, an unknown key, a key that acts on the host (engine,
+engine_bin, fallback, runtime, state_dir, docker_context, workdir_mode, registry) or
+allowed_workdirs cannot be trusted.")]
     Trust(TrustArgs),
     /// Stop a sandbox's container, keeping it and its scratch volume (see `start`)
     #[command(after_help = "\
@@ -427,12 +428,14 @@ Examples:
   h9sandbox mcp --all-sandboxes                   the tools also reach sandboxes made elsewhere
 
 An MCP client starts it as a subprocess (its configuration: command `h9sandbox`, args
-[\"mcp\", \"--auto-up\"]) and calls the tools sandbox_up, sandbox_exec, sandbox_read, sandbox_write,
-sandbox_edit, sandbox_list and sandbox_down; each takes an optional `id`, by default the session's
-sandbox (made by --auto-up or by the last sandbox_up). They act only on the sandboxes the session
+[\"mcp\", \"--auto-up\"]) and calls the tools sandbox_up, sandbox_exec, sandbox_spawn, sandbox_ps,
+sandbox_logs, sandbox_kill, sandbox_read, sandbox_write, sandbox_edit, sandbox_list, sandbox_down
+(and sandbox_port_forward, with --port-forward; docs/mcp.md has each one's arguments); each takes
+an optional `id`, by default the session's sandbox (made by --auto-up or by the last sandbox_up). They act only on the sandboxes the session
 made and their sub-sandboxes, unless --all-sandboxes. stdout carries protocol messages only;
 warnings and -v output go to stderr. The session's sandboxes are removed when the client
-disconnects (stdin closes) or on SIGTERM/SIGINT/SIGHUP, and by `reap` if the server is killed.
+disconnects (stdin closes) or on SIGTERM/SIGINT/SIGHUP; if the server is killed, their owner
+watcher removes them within seconds (with watch_owner = false, `reap` does).
 Output of sandbox_exec is capped per stream (config mcp_max_output_bytes, default 30000), keeping
 its start and end. A message over 16 MiB is answered with a JSON-RPC error naming the limit.
 
@@ -506,26 +509,27 @@ pub struct UpArgs {
     /// Swarm placement constraint, e.g. node.labels.gpu==true (repeatable; engine swarm)
     #[arg(long = "constraint", value_name = "EXPR")]
     pub constraints: Vec<String>,
-    /// How long a swarm may take to place and start the sandbox, e.g. 60s [config:
-    /// placement_timeout_secs]
+    /// How long a swarm may take to place and start the sandbox, e.g. 90s [config:
+    /// placement_timeout_secs; default: 60]
     #[arg(long, value_name = "DURATION")]
     pub placement_timeout: Option<String>,
-    /// Image to run [config: image]
+    /// Image to run [config: image; default: ubuntu:22.04]
     #[arg(long, value_name = "IMAGE")]
     pub image: Option<String>,
     /// Container name [default: h9sandbox-<short id>]
     #[arg(long)]
     pub name: Option<String>,
-    /// CPU limit in cores [config: cpus]
+    /// CPU limit in cores [config: cpus; default: 1.0]
     #[arg(long, value_name = "N")]
     pub cpus: Option<String>,
-    /// Memory limit, e.g. 512m or 2g [config: memory]
+    /// Memory limit, e.g. 512m or 2g [config: memory; default: 512m]
     #[arg(long, value_name = "SIZE")]
     pub memory: Option<String>,
-    /// Maximum number of processes [config: pids_limit]
+    /// Maximum number of processes [config: pids_limit; default: 256]
     #[arg(long, value_name = "N")]
     pub pids_limit: Option<String>,
-    /// Network mode; allowlist: HTTP and HTTPS to the --allow hosts only [config: network]
+    /// Network mode; allowlist: HTTP and HTTPS to the --allow hosts only [config: network;
+    /// default: bridge]
     #[arg(long, value_enum)]
     pub network: Option<Network>,
     /// Host an allowlist sandbox may reach: a name, or *.domain (repeatable; implies --network
@@ -537,7 +541,7 @@ pub struct UpArgs {
     #[arg(long, value_name = "NAME")]
     pub runtime: Option<String>,
     /// Capabilities of root in the sandbox: minimal (DAC_OVERRIDE, SETUID, SETGID) or standard
-    /// (also CHOWN, FOWNER, FSETID: adduser, groupadd) [config: caps]
+    /// (also CHOWN, FOWNER, FSETID: adduser, groupadd) [config: caps; default: standard]
     #[arg(long, value_enum, value_name = "PROFILE")]
     pub caps: Option<Caps>,
     /// Extra label on the container and record (repeatable)
@@ -554,7 +558,7 @@ pub struct UpArgs {
     #[arg(long)]
     pub bootstrap_required: bool,
     /// Time before the bootstrap's process tree is killed: seconds or a duration (600, 10m);
-    /// 0 = none [config: bootstrap_timeout_secs]
+    /// 0 = none [config: bootstrap_timeout_secs; default: 600]
     #[arg(long, value_name = "DURATION", value_parser = parse_timeout)]
     pub bootstrap_timeout: Option<std::time::Duration>,
     /// User of the sandbox's processes: owner (the work dir's owner, the default), root, host
@@ -603,7 +607,7 @@ pub struct McpArgs {
     /// work dirs start [default: current directory]
     #[arg(long, value_name = "DIR")]
     pub workdir: Option<PathBuf>,
-    /// Image of the sandboxes the session makes [config: image]
+    /// Image of the sandboxes the session makes [config: image; default: ubuntu:22.04]
     #[arg(long, value_name = "IMAGE")]
     pub image: Option<String>,
     /// Make the session's sandbox at start (the tools' default), removed when the session ends
@@ -638,7 +642,7 @@ pub struct ExecArgs {
     #[arg(long = "env", short = 'e', value_name = "K=V|NAME")]
     pub env: Vec<String>,
     /// Time before the command's process tree is killed: seconds or a duration (30, 0.5, 500ms,
-    /// 1m); 0 = none [config: exec_timeout_secs]
+    /// 1m); 0 = none [config: exec_timeout_secs; default: 600]
     #[arg(long, value_name = "DURATION", value_parser = parse_timeout)]
     pub timeout: Option<std::time::Duration>,
     /// Attach standard input to the command
@@ -773,7 +777,8 @@ pub struct BootstrapArgs {
     #[command(flatten)]
     pub sandbox: SandboxArg,
     /// Time before the command's process tree is killed: seconds or a duration (1800, 30m),
-    /// counted in whole seconds (rounded up); 0 = none [config: bootstrap_timeout_secs]
+    /// counted in whole seconds (rounded up); 0 = none [config: bootstrap_timeout_secs;
+    /// default: 600]
     #[arg(long, value_name = "DURATION", value_parser = parse_timeout)]
     pub timeout: Option<std::time::Duration>,
     /// The command; words are joined with spaces and run by `bash -c` [default: bootstrap_cmd]
@@ -930,7 +935,7 @@ pub struct RunArgs {
     #[arg(long = "env", short = 'e', value_name = "K=V|NAME")]
     pub env: Vec<String>,
     /// Time before the command's process tree is killed: seconds or a duration (30, 0.5, 500ms,
-    /// 1m); 0 = none [config: exec_timeout_secs]
+    /// 1m); 0 = none [config: exec_timeout_secs; default: 600]
     #[arg(long, value_name = "DURATION", value_parser = parse_timeout)]
     pub timeout: Option<std::time::Duration>,
     /// Attach standard input to the command

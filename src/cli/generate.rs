@@ -189,7 +189,7 @@ const EXIT_STATUS: &str = "0 on success, 1 on failure (one line on stderr: h9san
 /// The FILES section of h9sandbox(1).
 const FILES: &[(&str, &str)] = &[
     ("$XDG_CONFIG_HOME/h9sandbox/config.toml", "your configuration file (~/.config/h9sandbox/config.toml when XDG_CONFIG_HOME is unset); yours alone (owner, not writable by others); --config or H9SANDBOX_CONFIG names another file, used instead"),
-    ("./sandbox.toml", "a project's configuration, layered over yours by up and mcp only once you trusted its content (h9sandbox trust); it may not set engine, engine_bin, fallback, runtime, state_dir or allowed_workdirs"),
+    ("./sandbox.toml", "a project's configuration, layered over yours by up and mcp only once you trusted its content (h9sandbox trust); it may not set engine, engine_bin, fallback, runtime, state_dir, docker_context, workdir_mode, registry or allowed_workdirs"),
     ("$XDG_STATE_HOME/h9sandbox/", "the state directory (~/.local/state/h9sandbox; config state_dir): state.json (the records), state.lock (the lock every update holds), trust.json (trusted project files), run/ID/ (each sandbox's agent socket and token); yours alone, mode 0700"),
 ];
 
@@ -228,7 +228,9 @@ fn environment() -> Vec<(String, String)> {
             ("SANDBOX_ENABLED", "false (0, no, off) selects engine local when H9SANDBOX_ENGINE is unset"),
             ("NO_COLOR", "set and not empty: no colours in tables"),
             ("HOME, XDG_CONFIG_HOME, XDG_STATE_HOME", "where the configuration file and the state directory are (see FILES); another HOME (CI, sudo) means another state directory"),
-            ("DOCKER_HOST, CONTAINER_HOST, XDG_RUNTIME_DIR, XDG_DATA_HOME, XDG_CACHE_HOME, SSH_AUTH_SOCK, TMUX, DBUS_SESSION_BUS_ADDRESS", "read by up to refuse a work dir holding the engine's or your session's sockets; the engine's client reads DOCKER_HOST and CONTAINER_HOST itself"),
+            ("DOCKER_HOST, DOCKER_TLS_VERIFY, DOCKER_CERT_PATH, DOCKER_CONTEXT", "the Docker daemon up makes a sandbox on (tcp:// with TLS, ssh://, unix://; a context, over the docker_context key): recorded with the sandbox and handed to the engine's client for every later command on it; a daemon not on this machine gets the work dir copied (docs/guide.md, Remote sandboxes)"),
+            ("H9SANDBOX_CHANNEL_HOST", "the address the remote channel connects to, instead of the daemon's host (a published port reached another way)"),
+            ("CONTAINER_HOST, XDG_RUNTIME_DIR, XDG_DATA_HOME, XDG_CACHE_HOME, SSH_AUTH_SOCK, TMUX, DBUS_SESSION_BUS_ADDRESS", "read by up (with DOCKER_HOST) to refuse a work dir holding the engine's or your session's sockets; Podman's client reads CONTAINER_HOST itself"),
             ("PATH", "where the engine's client (docker, podman) is found; with engine local, where commands are found"),
         ]
         .map(|(a, b)| (a.to_string(), b.to_string())),
@@ -346,4 +348,76 @@ fn man_page(cmd: &clap::Command, see_also: &[String], top: bool) -> Vec<u8> {
     }
     page.extend_from_slice(roff.to_roff().as_bytes());
     page
+}
+
+#[cfg(test)]
+mod tests {
+    use super::FILES;
+    use crate::config::{HOST_SIDE_KEYS, USER_FILE_ONLY_KEYS};
+    use clap::CommandFactory;
+
+    /// Every `[config: KEY; default: VALUE]` of a flag's help gives KEY's real default
+    /// (`Config::default()`), so that `--help` cannot drift from the configuration reference.
+    #[test]
+    fn the_defaults_flags_name_are_the_configurations() {
+        fn walk(cmd: &clap::Command, out: &mut Vec<(String, String)>) {
+            for arg in cmd.get_arguments() {
+                let help = arg.get_long_help().or(arg.get_help());
+                let text = help.map(|h| h.to_string()).unwrap_or_default();
+                out.push((format!("{} --{}", cmd.get_name(), arg.get_id()), text));
+            }
+            for sub in cmd.get_subcommands() {
+                walk(sub, out);
+            }
+        }
+        let defaults = toml::Table::try_from(crate::config::Config::default()).unwrap();
+        let mut helps = Vec::new();
+        walk(&crate::cli::Cli::command(), &mut helps);
+        let mut checked = 0;
+        for (flag, help) in helps {
+            let help = help.split_whitespace().collect::<Vec<_>>().join(" ");
+            let Some(at) = help.find("[config: ") else {
+                continue;
+            };
+            let inner = &help[at + 9..help[at..].find(']').unwrap() + at];
+            let Some((key, default)) = inner.split_once("; default: ") else {
+                continue;
+            };
+            if default.contains(' ') {
+                continue; // a rule in words ("mount where ..."), not a value
+            }
+            let want = match &defaults[key] {
+                toml::Value::String(s) => s.clone(),
+                v => v.to_string(),
+            };
+            assert_eq!(default, want, "{flag}: its help's default of {key}");
+            checked += 1;
+        }
+        assert!(checked >= 10, "only {checked} defaults found in the help");
+    }
+
+    /// The man page's FILES line on `./sandbox.toml` and `trust --help` name every key a project
+    /// file may not set (the key tables are the truth; the texts are written by hand).
+    #[test]
+    fn the_texts_on_project_files_name_every_key_they_may_not_set() {
+        let files = FILES
+            .iter()
+            .find(|(path, _)| *path == "./sandbox.toml")
+            .unwrap()
+            .1;
+        let cmd = crate::cli::Cli::command();
+        let trust = cmd.find_subcommand("trust").unwrap();
+        let help = trust
+            .get_after_help()
+            .unwrap()
+            .to_string()
+            .replace('\n', " ");
+        for key in HOST_SIDE_KEYS.iter().chain(USER_FILE_ONLY_KEYS) {
+            assert!(
+                files.contains(key),
+                "FILES of h9sandbox(1) leaves out {key}"
+            );
+            assert!(help.contains(key), "`trust --help` leaves out {key}");
+        }
+    }
 }
