@@ -154,8 +154,8 @@ pub struct DevcontainerRecord {
     /// `NAME=VALUE` each, as `docker inspect` shows `Config.Env`; its sub-sandboxes get it too.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub env: Vec<String>,
-    /// `forwardPorts`, `appPort` and `runArgs -p`, as written: recorded, not forwarded (h9sandbox
-    /// has no port forwarding yet).
+    /// `forwardPorts`, `appPort` and `runArgs -p`, as written: recorded; `up` forwards none
+    /// (`h9sandbox port-forward` does).
     #[serde(default)]
     pub forward_ports: Vec<String>,
 }

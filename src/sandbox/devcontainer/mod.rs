@@ -22,8 +22,8 @@
 //! - `workspaceFolder`: where the lifecycle commands start when it lies in the work dir;
 //!   another absolute path becomes a symbolic link to the work dir (the work dir itself is
 //!   always mounted at its own path).
-//! - `forwardPorts` and `appPort` (and `runArgs` `-p`): recorded in the sandbox's record; no
-//!   port is forwarded yet (a warning says so).
+//! - `forwardPorts` and `appPort` (and `runArgs` `-p`): recorded in the sandbox's record; `up`
+//!   forwards none (a warning names `h9sandbox port-forward`, which does).
 //! - `runArgs`: only what does not loosen the sandbox (`--env`, `--label`, `--init`, `--network
 //!   none`, `--cap-drop`, `--security-opt no-new-privileges`, limits no looser than
 //!   h9sandbox's, `-p`); anything that would loosen it is refused naming it, as are

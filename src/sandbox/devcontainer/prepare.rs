@@ -101,7 +101,7 @@ pub async fn prepare(
     }
     if !dc.forward_ports.is_empty() {
         ctx.reporter.warn(&format!(
-            "{name}: forwardPorts {} recorded in the sandbox's record (`h9sandbox ls --format json`: devcontainer.forward_ports) but not forwarded: h9sandbox has no port forwarding yet; reach a server in the sandbox through `h9sandbox exec` (e.g. curl inside it)",
+            "{name}: forwardPorts {} recorded in the sandbox's record (`h9sandbox ls --format json`: devcontainer.forward_ports) but not forwarded by `up`: `h9sandbox port-forward ID PORT...` forwards ports of the sandbox to this machine's loopback while it runs",
             dc.forward_ports.join(", ")
         ));
     }
