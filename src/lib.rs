@@ -7,7 +7,7 @@
 //! - the core: [`sandbox`] (create, exec, bootstrap, files, list, down, reap, renew over a
 //!   context, printing nothing);
 //! - below it: [`engine`] (the container engine behind the [`engine::Environment`] trait),
-//!   [`state`] (the locked state file), [`config`] (layered configuration), [`files`] (reading
+//!   [`state`] (the locked state file), [`config`] (layered configuration), [`workdir_fs`] (reading
 //!   and writing inside a work dir, safe against planted symlinks), [`lease`] (owner processes,
 //!   TTLs and the reaper's judgement);
 //! - [`channel`]: the host's end of the agent protocol (the ways the core reaches a sandbox's
@@ -27,7 +27,6 @@ pub mod config;
 pub mod contract;
 pub mod engine;
 pub mod error;
-pub mod files;
 pub mod lease;
 pub mod mcp;
 pub mod poll;
@@ -35,6 +34,7 @@ pub mod report;
 pub mod sandbox;
 pub mod state;
 pub mod types;
+pub mod workdir_fs;
 
 /// Parses the command line, runs the subcommand and returns the process exit status.
 pub fn run() -> i32 {

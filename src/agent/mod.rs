@@ -10,7 +10,7 @@
 //! PID 1).
 
 pub mod channel;
-pub mod files;
+pub mod file_helper;
 pub mod forward;
 pub mod init;
 pub mod proxy;
@@ -106,7 +106,7 @@ enum AgentCommand {
     /// paths outside the work dir)
     File {
         #[command(subcommand)]
-        command: files::FileCommand,
+        command: file_helper::FileCommand,
     },
     /// Carry standard input and output to the agent's socket inside the container and back
     /// (the host's way to the agent where that socket does not cross the bind mount)
@@ -156,7 +156,7 @@ pub fn main(args: &[std::ffi::OsString]) -> Option<i32> {
         AgentCommand::Proxy(a) => proxy::run(a),
         AgentCommand::Relay(a) => channel::relay(a),
         AgentCommand::Tar { command } => tarball::run(command),
-        AgentCommand::File { command } => files::run(command),
+        AgentCommand::File { command } => file_helper::run(command),
         AgentCommand::SocketRelay => socket_relay::run(),
         AgentCommand::Purge { dirs } => {
             let mut status = 0;

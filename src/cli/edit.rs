@@ -1,5 +1,5 @@
-//! `h9sandbox edit`: replace text in a file of the sandbox's work dir (the seed documents'
-//! `edit_file`), atomically, through [`crate::sandbox::files::replace`].
+//! `h9sandbox edit`: replace text in a file of the sandbox's work dir (what MCP's
+//! `sandbox_edit` does), atomically, through [`crate::sandbox::host_files::replace`].
 
 use anyhow::Result;
 use serde::Serialize;
@@ -7,7 +7,7 @@ use serde::Serialize;
 use super::output;
 use super::{EditArgs, Format};
 use crate::sandbox::container_files::{self, acting, place, Place};
-use crate::sandbox::files::replace;
+use crate::sandbox::host_files::replace;
 use crate::sandbox::{workdir_of, Ctx};
 
 /// `edit --format json` document.

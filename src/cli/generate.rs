@@ -210,14 +210,14 @@ fn environment() -> Vec<(String, String)> {
         .iter()
         .filter(|k| !USER_FILE_ONLY_KEYS.contains(&k.name))
     {
-        let seed = k
-            .seed_env
+        let fallback = k
+            .unprefixed_env
             .map(|s| format!("; {s} when this one is unset"))
             .unwrap_or_default();
         vars.push((
             format!("H9SANDBOX_{}", k.name.to_ascii_uppercase()),
             format!(
-                "configuration key {} (over the files, under the flags){seed}",
+                "configuration key {} (over the files, under the flags){fallback}",
                 k.name
             ),
         ));

@@ -1,6 +1,6 @@
 //! `h9sandbox ls`: the sandboxes of this state directory with their real container state
 //! ([`crate::sandbox::list`]), as a table (sub-sandboxes under their parent) or JSON; warns about
-//! local sandboxes. `--watch` keeps the list up to date, like the seed documents' status bar.
+//! local sandboxes. `--watch` keeps the list up to date, redrawn as states change.
 
 use std::io::IsTerminal;
 use std::time::Duration;

@@ -61,7 +61,7 @@ pub fn table(header: &[&str], colour: bool) -> Table {
 }
 
 /// The cell for a lifecycle state: Running green, Pending yellow, Stopping/Terminated grey,
-/// Failed red (the seed documents' status bar).
+/// Failed red (`ls`'s STATE column).
 pub fn state_cell(state: Lifecycle) -> Cell {
     let colour = match state {
         Lifecycle::Running => Color::Green,

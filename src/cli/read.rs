@@ -1,6 +1,6 @@
 //! `h9sandbox read`: a file of the sandbox's work dir to stdout (raw bytes, streamed in the
 //! kernel) or as JSON (held in memory, so at most `json_max_bytes` of it), read on the host side
-//! through [`crate::files::WorkDir`], so paths that leave the work dir are refused.
+//! through [`crate::workdir_fs::WorkDir`], so paths that leave the work dir are refused.
 
 use std::os::fd::AsFd;
 

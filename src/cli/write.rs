@@ -1,5 +1,5 @@
 //! `h9sandbox write`: replace a file of the sandbox's work dir atomically with stdin or a host
-//! file, through [`crate::sandbox::files::write_from`].
+//! file, through [`crate::sandbox::host_files::write_from`].
 
 use std::io::IsTerminal;
 use std::os::fd::AsFd;
@@ -10,10 +10,10 @@ use serde::Serialize;
 use super::output;
 use super::{Format, WriteArgs};
 use crate::error::Error;
-use crate::files;
 use crate::sandbox::container_files::{self, acting, place, Place};
-use crate::sandbox::files::{options, write_from};
+use crate::sandbox::host_files::{options, write_from};
 use crate::sandbox::{workdir_of, Ctx};
+use crate::workdir_fs;
 
 /// `write --format json` document.
 #[derive(Debug, Serialize)]
@@ -29,7 +29,11 @@ pub struct WriteJson {
 /// Runs `write`; prints nothing (or the JSON document) and returns 0.
 pub async fn run(ctx: &Ctx, format: Format, args: &WriteArgs) -> Result<i32> {
     let (rec, wd) = workdir_of(ctx, &args.sandbox.id)?;
-    let mode = args.mode.as_deref().map(files::parse_mode).transpose()?;
+    let mode = args
+        .mode
+        .as_deref()
+        .map(workdir_fs::parse_mode)
+        .transpose()?;
     let mut opts = options(&rec, mode, args.parents, args.append);
     opts.no_clobber = args.no_clobber;
     let from = match &args.from {

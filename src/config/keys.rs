@@ -27,16 +27,17 @@ pub enum Kind {
     OneOf(&'static [&'static str]),
 }
 
-/// One configuration key: its name (file key; env `H9SANDBOX_<NAME>`), type, seed fallback and
-/// meaning.
+/// One configuration key: its name (file key; env `H9SANDBOX_<NAME>`), type, unprefixed
+/// fallback variable and meaning.
 #[derive(Debug, Clone, Copy)]
 pub struct Key {
     /// Key in the TOML file and, upper-cased, in `H9SANDBOX_<KEY>`.
     pub name: &'static str,
     /// Its type.
     pub kind: Kind,
-    /// Environment variable of the seed documents honoured when `H9SANDBOX_<KEY>` is unset.
-    pub seed_env: Option<&'static str>,
+    /// The unprefixed variable of the design h9sandbox started from (`SANDBOX_IMAGE`, ...),
+    /// honoured when `H9SANDBOX_<KEY>` is unset.
+    pub unprefixed_env: Option<&'static str>,
     /// What it means, for people: Markdown on one line (links relative to `docs/reference/`),
     /// naming the flag that sets it and what an unset value means. The configuration reference,
     /// `docs/reference/configuration.md`, is generated from [`KEYS`] (`tests/it/generated.rs`).
@@ -47,7 +48,7 @@ const fn key(name: &'static str, kind: Kind, doc: &'static str) -> Key {
     Key {
         name,
         kind,
-        seed_env: None,
+        unprefixed_env: None,
         doc,
     }
 }
@@ -57,19 +58,19 @@ pub const KEYS: &[Key] = &[
     Key {
         name: "image",
         kind: Kind::Str,
-        seed_env: Some("SANDBOX_IMAGE"),
+        unprefixed_env: Some("SANDBOX_IMAGE"),
         doc: "Image of new sandboxes (`up --image`); pulled once when missing.",
     },
     Key {
         name: "cpus",
         kind: Kind::Float,
-        seed_env: Some("SANDBOX_CPUS"),
+        unprefixed_env: Some("SANDBOX_CPUS"),
         doc: "CPU limit in cores, at least 0.01; more than the host's CPUs is lowered to them with a warning (`up --cpus`).",
     },
     Key {
         name: "memory",
         kind: Kind::Str,
-        seed_env: Some("SANDBOX_MEMORY"),
+        unprefixed_env: Some("SANDBOX_MEMORY"),
         doc: "Memory limit, a size such as `512m` or `2g`, at least `6m`, Docker's minimum; a number without a unit counts bytes (`up --memory`).",
     },
     key(
@@ -175,13 +176,13 @@ pub const KEYS: &[Key] = &[
     Key {
         name: "bootstrap_cmd",
         kind: Kind::Str,
-        seed_env: Some("SANDBOX_BOOTSTRAP_CMD"),
+        unprefixed_env: Some("SANDBOX_BOOTSTRAP_CMD"),
         doc: "Shell command `up` runs once the container runs (`up --bootstrap`; see [Bootstrap](../guide.md#bootstrap)); unset or blank: none.",
     },
     Key {
         name: "bootstrap_timeout_secs",
         kind: Kind::Secs,
-        seed_env: Some("SANDBOX_BOOTSTRAP_TIMEOUT_SECS"),
+        unprefixed_env: Some("SANDBOX_BOOTSTRAP_TIMEOUT_SECS"),
         doc: "Timeout of a bootstrap; 0 = none (`up --bootstrap-timeout`, `bootstrap --timeout`).",
     },
     key(

@@ -9,7 +9,7 @@ use super::project::widens_caps;
 use super::value::coerce;
 use super::{
     nearest_key, Config, Kind, Layers, Origin, ProjectText, HOST_SIDE_KEYS, KEYS, OTHER_ENV,
-    SEED_ENABLED, UP_ONLY_KEYS, USER_FILE_ONLY_KEYS,
+    SANDBOX_ENABLED, UP_ONLY_KEYS, USER_FILE_ONLY_KEYS,
 };
 use crate::error::Error;
 
@@ -129,7 +129,7 @@ impl Layers {
             let (var, value) = match env(&var).filter(|v| !v.is_empty()) {
                 Some(v) => (var, v),
                 None => match key
-                    .seed_env
+                    .unprefixed_env
                     .and_then(|s| env(s).filter(|v| !v.is_empty()).map(|v| (s.to_string(), v)))
                 {
                     Some(pair) => pair,
@@ -142,8 +142,8 @@ impl Layers {
             }
         }
         if env("H9SANDBOX_ENGINE").is_none_or(|v| v.is_empty()) {
-            if let Some(v) = env(SEED_ENABLED).filter(|v| !v.is_empty()) {
-                let origin = Origin::Env(SEED_ENABLED.into());
+            if let Some(v) = env(SANDBOX_ENABLED).filter(|v| !v.is_empty()) {
+                let origin = Origin::Env(SANDBOX_ENABLED.into());
                 match v.trim().to_ascii_lowercase().as_str() {
                     "false" | "0" | "no" | "off" => layers.set_str("engine", "local", origin)?,
                     "true" | "1" | "yes" | "on" => {}
@@ -455,7 +455,7 @@ pub(in crate::config) mod tests {
             &[("H9SANDBOX_MEMORY", "2g"), ("SANDBOX_IMAGE", "seed:1")],
         )
         .unwrap();
-        // The seed name is a fallback for the environment layer, which beats the file.
+        // The unprefixed name is a fallback for the environment layer, which beats the file.
         assert_eq!(cfg.image, "seed:1");
         assert_eq!(cfg.memory, "2g");
         assert_eq!(cfg.cpus, 1.0);
@@ -468,7 +468,7 @@ pub(in crate::config) mod tests {
     }
 
     #[test]
-    fn bootstrap_keys_honour_the_seed_names() {
+    fn bootstrap_keys_honour_the_unprefixed_names() {
         let cfg = load(
             None,
             &[
@@ -559,7 +559,7 @@ pub(in crate::config) mod tests {
     }
 
     #[test]
-    fn engine_keys_and_the_seed_switch() {
+    fn engine_keys_and_the_unprefixed_switch() {
         let cfg = load(None, &[]).unwrap();
         assert_eq!(
             (cfg.engine, cfg.engine_bin, cfg.fallback),

@@ -10,10 +10,11 @@
 //! file `./sandbox.toml` is layered over it only through [`Layers::load_with_project`], once the
 //! front end decided to honour it (`up` and `mcp`, for content the user trusted: see
 //! the core's `sandbox/trust.rs`).
-//! Environment: `H9SANDBOX_<KEY>` (key upper-cased); the seed documents' `SANDBOX_IMAGE`,
+//! Environment: `H9SANDBOX_<KEY>` (key upper-cased); the unprefixed variables of the design
+//! h9sandbox started from, `SANDBOX_IMAGE`,
 //! `SANDBOX_CPUS`, `SANDBOX_MEMORY`, `SANDBOX_BOOTSTRAP_CMD` and `SANDBOX_BOOTSTRAP_TIMEOUT_SECS`
 //! are honoured when the `H9SANDBOX_` name is unset, and so is their `SANDBOX_ENABLED=false`,
-//! which selects `engine = "local"` (see [`SEED_ENABLED`]). Two sets of keys are closed to
+//! which selects `engine = "local"` (see [`SANDBOX_ENABLED`]). Two sets of keys are closed to
 //! some layers: [`HOST_SIDE_KEYS`] to the project file, [`USER_FILE_ONLY_KEYS`] to everything
 //! but the user's own file or a `--config` file.
 
@@ -47,9 +48,9 @@ pub use project::ProjectText;
 pub use validate::host_cpus;
 pub use value::parse_size;
 
-/// The seed documents' switch: `SANDBOX_ENABLED=false` (or `0`, `no`, `off`) selects
+/// The switch of the design h9sandbox started from: `SANDBOX_ENABLED=false` (or `0`, `no`, `off`) selects
 /// `engine = "local"` when `H9SANDBOX_ENGINE` is unset; `true` leaves the engine as configured.
-pub const SEED_ENABLED: &str = "SANDBOX_ENABLED";
+pub const SANDBOX_ENABLED: &str = "SANDBOX_ENABLED";
 
 /// What `up` does when the container engine cannot be reached (config `fallback`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

@@ -1,6 +1,6 @@
 //! The local implementation of [`Environment`]: no container at all. Commands run directly on
 //! the host, as the invoking user, in the work directory, exactly as they would without
-//! h9sandbox (the seed documents' `LocalEnvironment`, used when `SANDBOX_ENABLED=false`).
+//! h9sandbox (`engine = "local"`, which `SANDBOX_ENABLED=false` also selects).
 //!
 //! What stays the same as with a container: the record, the ID, `exec`'s exit statuses, streams,
 //! JSON and timeout, the work-directory checks. What does not exist: isolation, the image,

@@ -1,11 +1,12 @@
-//! The engine behind one trait ([`Environment`], after the seed documents), and what `up`,
-//! `exec`, `down` and `ls` exchange with it.
+//! The engine behind one trait ([`Environment`]), and what `up`, `exec`, `down` and `ls`
+//! exchange with it.
 //!
-//! Two implementations, as in the seeds: [`docker::Docker`] runs a container engine's
-//! command-line client (Docker, or Podman through the same argv builders) with an argv vector
-//! (never through a shell), so every call can be printed (`-v`) and pasted into a terminal;
-//! [`local::Local`] runs commands directly on the host, with no isolation at all. [`AnyEngine`]
-//! is the one the core holds: it delegates to either.
+//! The implementations: [`docker::Docker`] runs a container engine's command-line client
+//! (Docker, or Podman through the same argv builders) with an argv vector (never through a
+//! shell), so every call can be printed (`-v`) and pasted into a terminal;
+//! [`local::Local`] runs commands directly on the host, with no isolation at all;
+//! [`swarm::Swarm`] runs a sandbox as a service of a Docker Swarm. [`AnyEngine`] is the one
+//! the core holds: it delegates to one of them.
 
 pub mod docker;
 pub mod image;

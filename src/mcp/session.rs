@@ -1,7 +1,7 @@
 //! One MCP session: its configuration, its default sandbox, the sandboxes it removes when it
 //! ends, and the tools' work. Every tool calls the core the CLI subcommands call
-//! ([`create::create`], [`exec::execute`], [`files::write_from`], [`files::replace`],
-//! [`list::entries`], [`down::take_down`], and [`crate::files::WorkDir`] for reading), so the
+//! ([`create::create`], [`exec::execute`], [`host_files::write_from`], [`host_files::replace`],
+//! [`list::entries`], [`down::take_down`], and [`crate::workdir_fs::WorkDir`] for reading), so the
 //! state file, path safety, timeouts that kill the process tree and exit codes behave as on the
 //! command line, and a sandbox made here shows up in `h9sandbox ls`. What is the session's own:
 //! which sandbox a call without `id` means, which sandboxes it removes when it ends, results for
@@ -23,7 +23,7 @@ use crate::error::Error;
 use crate::sandbox::create::{self, UpRequest};
 use crate::sandbox::exec::{self, ExecRequest};
 use crate::sandbox::forward::{self, PortSpec, RegisteredForward, Registry};
-use crate::sandbox::{background, container_files, down, files, list, workdir_of, Ctx};
+use crate::sandbox::{background, container_files, down, host_files, list, workdir_of, Ctx};
 use crate::state::{Record, State};
 use crate::types::{Isolation, Network};
 
@@ -488,11 +488,11 @@ impl Session {
 
     /// The directory a `sandbox_up` `workdir` names, which must lie inside the server's
     /// `--workdir`: relative to it, or absolute inside it, resolved beneath it by the kernel
-    /// (`openat2(RESOLVE_BENEATH)`, [`crate::files::WorkDir::dir_path`]), so `..`, an absolute
+    /// (`openat2(RESOLVE_BENEATH)`, [`crate::workdir_fs::WorkDir::dir_path`]), so `..`, an absolute
     /// path elsewhere and a symlink leading out are refused whatever the sandboxes there plant.
     /// [`create::create`] checks the result again (`within`) and opens it through no symlink.
     fn confined(&self, w: &str) -> Result<PathBuf> {
-        let root = crate::files::WorkDir::open(&self.workdir)?;
+        let root = crate::workdir_fs::WorkDir::open(&self.workdir)?;
         root.dir_path(std::path::Path::new(w)).map_err(|e| match e.downcast_ref::<Error>() {
             Some(Error::PathEscape(_)) => Error::Invalid(format!(
                 "workdir {w:?} leads outside this server's --workdir {}; give a directory inside it (relative to it, or absolute inside it)",
@@ -784,7 +784,7 @@ impl Session {
         Done::new(&KillResult { handle: p.handle }, text)
     }
 
-    /// `sandbox_read`: [`crate::files::WorkDir::read_lines`], on a blocking thread.
+    /// `sandbox_read`: [`crate::workdir_fs::WorkDir::read_lines`], on a blocking thread.
     async fn read(&self, p: ReadParams) -> Result<Done> {
         let id = self.target(p.id).await?;
         let (rec, wd) = workdir_of(&self.ctx, &id)?;
@@ -870,12 +870,12 @@ impl Session {
         first: u64,
         limit: u64,
         max: usize,
-    ) -> Result<crate::files::Lines> {
+    ) -> Result<crate::workdir_fs::Lines> {
         let cap = self
             .ctx
             .cfg
             .json_max_bytes
-            .min(crate::files::SCAN_MAX_BYTES);
+            .min(crate::workdir_fs::SCAN_MAX_BYTES);
         let mut bytes = Vec::new();
         let mut out = |b: &[u8]| -> Result<()> {
             bytes.extend_from_slice(b);
@@ -884,13 +884,14 @@ impl Session {
         let user = container_files::acting(rec, None)?;
         let size =
             container_files::read(&self.ctx, rec, user, path, Some(cap), None, &mut out).await?;
-        let mut lines = crate::files::scan_lines(std::io::Cursor::new(bytes), first, limit, max)?;
+        let mut lines =
+            crate::workdir_fs::scan_lines(std::io::Cursor::new(bytes), first, limit, max)?;
         lines.path = path.to_path_buf();
         lines.size = size;
         Ok(lines)
     }
 
-    /// `sandbox_write`: [`files::write_from`] with `write`'s options for the sandbox (or, for a
+    /// `sandbox_write`: [`host_files::write_from`] with `write`'s options for the sandbox (or, for a
     /// path outside the work dir, [`container_files::write`]).
     async fn write(&self, p: WriteParams) -> Result<Done> {
         let id = self.target(p.id).await?;
@@ -898,13 +899,13 @@ impl Session {
         if p.no_clobber && p.append {
             return Err(Error::Invalid("no_clobber and append exclude each other".into()).into());
         }
-        let mut opts = files::options(&rec, None, p.parents, p.append);
+        let mut opts = host_files::options(&rec, None, p.parents, p.append);
         opts.no_clobber = p.no_clobber;
         let data = std::io::Cursor::new(p.content.into_bytes());
         let path = PathBuf::from(&p.path);
         let (path, bytes_written, size) = match container_files::place(&rec, &path, false) {
             container_files::Place::WorkDir => {
-                let w = files::write_from(&self.ctx, wd.open()?, path, data, opts).await?;
+                let w = host_files::write_from(&self.ctx, wd.open()?, path, data, opts).await?;
                 (w.path, w.bytes_written, w.size)
             }
             container_files::Place::Container(path) => {
@@ -926,15 +927,16 @@ impl Session {
         Done::new(&result, text)
     }
 
-    /// `sandbox_edit`: [`files::replace`].
+    /// `sandbox_edit`: [`host_files::replace`].
     async fn edit(&self, p: EditParams) -> Result<Done> {
         let id = self.target(p.id).await?;
         let (rec, wd) = workdir_of(&self.ctx, &id)?;
         let path = PathBuf::from(&p.path);
         let result = match container_files::place(&rec, &path, false) {
             container_files::Place::WorkDir => {
-                let e = files::replace(&self.ctx, wd.open()?, path, p.old, p.new, p.replace_all)
-                    .await?;
+                let e =
+                    host_files::replace(&self.ctx, wd.open()?, path, p.old, p.new, p.replace_all)
+                        .await?;
                 EditResult {
                     path: e.path.display().to_string(),
                     replacements: e.replacements as u64,

@@ -1,6 +1,6 @@
 //! The file commands for paths outside the work dir (`read /etc/os-release`, `write /tmp/x`,
 //! `edit ~/.bashrc` as an absolute path): served inside the container, never from a host path.
-//! The host runs h9sandbox's own in-container helper ([`crate::agent::files`]) as a command of
+//! The host runs h9sandbox's own in-container helper ([`crate::agent::file_helper`]) as a command of
 //! the sandbox, through its agent (or the engine's exec where the agent cannot be reached), as
 //! the sandbox's user or `--user`, so that the container's permissions decide, with the bytes
 //! streamed both ways (stdin frames in, stdout frames out), the same size caps as on the host
@@ -25,9 +25,9 @@ use crate::contract::proto::{Reply, Request, RunAs, Start};
 use crate::contract::{EXIT_DENIED, EXIT_EXISTS, EXIT_NOT_FOUND, EXIT_NOT_REGULAR, EXIT_TOO_LARGE};
 use crate::engine::{CommandLine, Environment, ExecSpec, ExecStdio, StdinFrom};
 use crate::error::Error;
-use crate::files::WriteOptions;
 use crate::state::Record;
 use crate::types::{Ids, Isolation};
+use crate::workdir_fs::WriteOptions;
 
 /// The most bytes of the helper's stderr kept (its message, or `size N`).
 const STDERR_KEEP: usize = 4096;
@@ -35,7 +35,7 @@ const STDERR_KEEP: usize = 4096;
 /// Where a file command's path is served.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Place {
-    /// The host side of the work dir's bind mount ([`crate::files::WorkDir`]): a relative path,
+    /// The host side of the work dir's bind mount ([`crate::workdir_fs::WorkDir`]): a relative path,
     /// or an absolute one inside the work dir.
     WorkDir,
     /// Inside the container, at this absolute path.
@@ -434,7 +434,7 @@ pub struct Written {
 }
 
 /// Replaces the container's file `path` with `data`, as `user`, atomically (see
-/// [`crate::agent::files`]): `opts.mode` (`None`: the file's, or 644), `opts.parents`,
+/// [`crate::agent::file_helper`]): `opts.mode` (`None`: the file's, or 644), `opts.parents`,
 /// `opts.append` (`opts.owner` is the user's: files are made by `user` itself).
 pub async fn write(
     ctx: &Ctx,
@@ -480,8 +480,8 @@ pub async fn write(
 }
 
 /// Replaces `old` by `new` in the container's file `path` as `user` (exactly one occurrence,
-/// or every one with `all`), as `edit` does on the host side ([`crate::files::replace_in`]):
-/// read (at most [`crate::files::EDIT_MAX_BYTES`]), replaced here, written back atomically with
+/// or every one with `all`), as `edit` does on the host side ([`crate::workdir_fs::replace_in`]):
+/// read (at most [`crate::workdir_fs::EDIT_MAX_BYTES`]), replaced here, written back atomically with
 /// its mode. Returns the replacements and the new size.
 pub async fn edit(
     ctx: &Ctx,
@@ -492,7 +492,7 @@ pub async fn edit(
     new: &[u8],
     all: bool,
 ) -> Result<(usize, u64)> {
-    let cap = crate::files::EDIT_MAX_BYTES;
+    let cap = crate::workdir_fs::EDIT_MAX_BYTES;
     let mut content = Vec::new();
     let mut collect = |b: &[u8]| -> Result<()> {
         content.extend_from_slice(b);
@@ -509,7 +509,7 @@ pub async fn edit(
         r => r?,
     };
     let (edited, count) =
-        crate::files::replace_in(&content, old, new, all, &path.display().to_string())?;
+        crate::workdir_fs::replace_in(&content, old, new, all, &path.display().to_string())?;
     let size = edited.len() as u64;
     write(
         ctx,

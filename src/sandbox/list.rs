@@ -270,7 +270,7 @@ pub struct Node {
 }
 
 /// The records in tree order (each root in record order, followed by its sub-sandboxes,
-/// depth first), with their roles, as the seed documents' status bar names them.
+/// depth first), with their roles (`main`, `sub-1`, `sub-1.2`: the ROLE column of `ls`).
 pub fn tree<'a>(records: impl IntoIterator<Item = &'a Record>) -> Vec<Node> {
     let records: Vec<&Record> = records.into_iter().collect();
     let known: HashSet<Uuid> = records.iter().map(|r| r.id).collect();

@@ -1,6 +1,6 @@
 //! The sandbox core: what every front end does with sandboxes, as functions over a context
 //! ([`Ctx`]): create ([`create`]), run commands ([`exec`], [`bootstrap`]), read and write files
-//! ([`files`]), list ([`list`]), remove ([`down`], [`reap`]) and renew leases ([`renew`]).
+//! ([`host_files`]), list ([`list`]), remove ([`down`], [`reap`]) and renew leases ([`renew`]).
 //!
 //! The core returns typed results and errors and prints nothing: warnings, notes, the steps of
 //! slow operations and `-v` command lines go to the [`Reporter`] the front end supplies. A
@@ -21,8 +21,8 @@ pub mod down;
 pub mod egress;
 pub mod exec;
 pub mod exec_agent;
-pub mod files;
 pub mod forward;
+pub mod host_files;
 pub mod lifecycle;
 pub mod list;
 pub mod reap;
@@ -43,10 +43,10 @@ use anyhow::Result;
 use crate::config::{Config, Fallback, Layers, Origin};
 use crate::engine::{AnyEngine, Environment};
 use crate::error::Error;
-use crate::files::WorkDir;
 use crate::report::Reporter;
 use crate::state::{Record, Settings, Store};
 use crate::types::{EngineKind, Isolation};
+use crate::workdir_fs::WorkDir;
 
 /// What every operation works with: the configuration, the state store, the engine, and where
 /// to report.
@@ -309,7 +309,7 @@ impl HostWorkDir {
         Ok(WorkDir::open(&self.rec.workdir)?.acting_as(self.rec.user))
     }
 
-    /// Opens the host file `from` as the source of a write ([`files::open_source`]): beneath
+    /// Opens the host file `from` as the source of a write ([`host_files::open_source`]): beneath
     /// the work dir when it lies there and the work dir is mounted (the sandbox plants symlinks
     /// there); a copied work dir's host directory is the caller's own, opened as it is.
     pub fn open_source(self, from: &std::path::Path) -> Result<std::fs::File> {
@@ -326,7 +326,7 @@ impl HostWorkDir {
             }
             return Ok(file);
         }
-        files::open_source(&self.open()?, from)
+        host_files::open_source(&self.open()?, from)
     }
 }
 

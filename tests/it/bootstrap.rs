@@ -211,7 +211,7 @@ fn up_bootstrap_required_fails_closed_and_removes_the_container() {
 }
 
 #[test]
-fn bootstrap_command_from_the_seed_environment_variables() {
+fn bootstrap_command_from_the_unprefixed_environment_variables() {
     require_docker!();
     let env = TestEnv::new();
     let out = env

@@ -1,5 +1,5 @@
 //! Integration tests of what differs between engines: a local sandbox says it has no isolation,
-//! the seed switch `SANDBOX_ENABLED=false`, the fallback when the engine is unreachable, and every
+//! the unprefixed switch `SANDBOX_ENABLED=false`, the fallback when the engine is unreachable, and every
 //! command using the engine a sandbox was created with. The shared lifecycle runs against each
 //! engine in `tests/core.rs`.
 

@@ -230,7 +230,7 @@ fn configuration_keys_table() -> String {
             "none (an error)".to_string()
         } else {
             let mut env = code(&format!("H9SANDBOX_{}", key.name.to_ascii_uppercase()));
-            if let Some(seed) = key.seed_env {
+            if let Some(seed) = key.unprefixed_env {
                 env.push_str(&format!(", else {}", code(seed)));
             }
             env

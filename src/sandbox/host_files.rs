@@ -1,7 +1,7 @@
 //! File operations in a sandbox's work dir that both front ends share: replacing a file with new
 //! content ([`write_from`]) and replacing text in one ([`replace`]), each on its own thread,
 //! given up on a signal, and failing instead of dying past `RLIMIT_FSIZE`. The safe path
-//! resolution itself is [`crate::files::WorkDir`]'s.
+//! resolution itself is [`crate::workdir_fs::WorkDir`]'s.
 
 use std::fs::File;
 use std::io::Read;
@@ -12,8 +12,8 @@ use anyhow::{anyhow, Context, Result};
 
 use super::{catch_file_size_signal, interrupted, Ctx};
 use crate::error::Error;
-use crate::files::{Abort, Edited, WorkDir, WriteOptions, Written};
 use crate::state::Record;
+use crate::workdir_fs::{Abort, Edited, WorkDir, WriteOptions, Written};
 
 /// The options `write` uses in the sandbox `rec`: `mode` (`None`: an existing file's, else
 /// 644), `parents`, `append`, and the owner of new files: the sandbox's user, except root's files,
