@@ -17,11 +17,9 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import shlex
 import shutil
 import subprocess
 import tempfile
-import uuid
 from typing import Any
 
 from deepagents.backends.protocol import (
@@ -45,7 +43,7 @@ process tree is killed then, exit 124)."""
 # Bytes kept of each of stdout and stderr by `exec --format json`.
 _MAX_OUTPUT = 16 << 20
 # A command longer than this (bytes) is not passed as one argument (the kernel
-# limits one argument to 128 KiB): it is written to a file in the sandbox first.
+# limits one argument to 128 KiB): it goes on stdin (`exec --command-file -`).
 _ARGV_COMMAND_MAX = 100 * 1024
 # The label of every sandbox the client makes (`list` shows those).
 LABEL = "deepagents"
@@ -108,30 +106,29 @@ class H9Sandbox(BaseSandbox):
 
     def execute(self, command: str, *, timeout: int | None = None) -> ExecuteResponse:
         """Runs ``command`` with bash (sh without it) in the sandbox; the output is
-        stdout then stderr. A timeout (``timeout``, else the default) kills the
-        command's whole process tree: exit code 124 and a line saying so."""
+        stdout and stderr together, in the order they were read. A timeout
+        (``timeout``, else the default) kills the command's whole process tree:
+        exit code 124 and a line saying so."""
         seconds = timeout if timeout is not None else self._default_timeout
         if seconds is not None and seconds <= 0:
             msg = f"timeout must be positive, got {seconds}"
             raise ValueError(msg)
-        script: str | None = None
-        if len(command.encode("utf-8")) > _ARGV_COMMAND_MAX:
-            # Too long for one argument of the exec: a file in the scratch dir,
-            # run by the shell and removed.
-            script = f"/var/tmp/.h9sandbox-deepagents-{uuid.uuid4().hex}.sh"
-            wrote = _run(self._binary, ["write", self._id, script], command.encode("utf-8"))
-            if wrote.returncode != 0:
-                return ExecuteResponse(output=_message(wrote), exit_code=125)
-            command = f"s={shlex.quote(script)}; . \"$s\"; r=$?; rm -f \"$s\"; exit $r"
-        args = ["exec", self._id, "--format", "json", "--max-output", str(_MAX_OUTPUT)]
-        args += ["--timeout", str(seconds or 0), "--", command]
-        run = _run(self._binary, args)
+        args = ["exec", self._id, "--format", "json", "--combined"]
+        args += ["--max-output", str(_MAX_OUTPUT), "--timeout", str(seconds or 0)]
+        text = command.encode("utf-8")
+        if len(text) > _ARGV_COMMAND_MAX:
+            # Too long for one argument of the exec (the kernel limits one to
+            # 128 KiB): the command line on stdin (`--command-file -`, up to 4 MiB).
+            run = _run(self._binary, [*args, "--command-file", "-"], text)
+        else:
+            run = _run(self._binary, [*args, "--", command])
         try:
             result = json.loads(run.stdout)
         except ValueError:
             # h9sandbox's own failure (exit 125): its one-line reason.
             return ExecuteResponse(output=_message(run), exit_code=run.returncode)
-        output = result["stdout"] + result["stderr"]
+        # stdout and stderr together in the order the agent read them (`--combined`).
+        output = result["output"]
         if result.get("timed_out"):
             output += f"\nError: Command timed out after {seconds} seconds (its process tree was killed)."
         return ExecuteResponse(
