@@ -10,14 +10,15 @@
 //! ([`super::proto::Start::check`]) and every frame is bounded ([`super::proto::MAX_FRAME`]).
 //!
 //! Each command runs under its own supervisor ([`super::supervise`]): a subreaper that keeps the
-//! whole process tree findable. The timeout is enforced here, inside the sandbox, so it holds when
+//! whole process tree findable. One is started ahead of the next command
+//! ([`super::supervise::Idle`]), so a command waits for no `execve` of this binary. The timeout is enforced here, inside the sandbox, so it holds when
 //! the caller dies; and when the caller's connection closes while the command runs, its tree is
 //! killed (unless it was detached). The reply [`super::proto::Reply::Exited`] goes out as soon as
 //! the command's own process has exited, with the output already in its pipes; what background
 //! processes write later is read and dropped, so they never die of SIGPIPE.
 
 use std::collections::HashMap;
-use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -32,7 +33,7 @@ use tokio::sync::mpsc;
 use tokio_util::codec::Framed;
 
 use super::proto::{self, Codec, Detached, Exit, LogsRequest, Reply, Request, Start, WinSize};
-use super::supervise::{Control, Event, Spec, CONTROL_FD, MARKER_VAR};
+use super::supervise::{Control, Event, Idle, Spec, MARKER_VAR};
 use super::user;
 
 pub use crate::contract::{LOG_DIR, READY_FILE, RUN_DIR, SOCKET_FILE, TOKEN_FILE};
@@ -58,6 +59,8 @@ pub struct Agent {
     /// The container's environment, as PID 1 received it.
     env: Vec<(String, String)>,
     detached: Mutex<HashMap<String, Arc<Background>>>,
+    /// The supervisor started ahead of the next command ([`Agent::replenish`]).
+    idle: Mutex<Option<Idle>>,
 }
 
 /// A detached command.
@@ -107,6 +110,7 @@ pub fn new_agent(token: String) -> Arc<Agent> {
         token,
         env,
         detached: Mutex::new(HashMap::new()),
+        idle: Mutex::new(None),
     })
 }
 
@@ -132,6 +136,7 @@ pub async fn serve(run_dir: PathBuf, agent: Arc<Agent>) -> std::io::Result<()> {
     let ready = run_dir.join(READY_FILE);
     let _ = std::fs::remove_file(&ready);
     std::fs::write(&ready, format!("h9sandbox-agent {}\n", proto::VERSION))?;
+    agent.replenish();
     loop {
         let (stream, _) = match listener.accept().await {
             Ok(s) => s,
@@ -183,7 +188,9 @@ impl Agent {
                 start.check()?;
                 if start.detach {
                     let reply = self.detach(start).await?;
-                    conn.send(reply).await.map_err(|e| e.to_string())
+                    let sent = conn.send(reply).await.map_err(|e| e.to_string());
+                    self.replenish();
+                    sent
                 } else {
                     self.attached(conn, start, None).await
                 }
@@ -235,6 +242,45 @@ impl Agent {
         env
     }
 
+    /// A supervisor for a command, holding its standard streams (`stdin` `None`: `/dev/null`):
+    /// the one started ahead ([`Agent::replenish`]) while it is usable, else a new one; its PID
+    /// and the agent's end of its control socket, on which the spec goes next. Errors: no
+    /// supervisor could be started (`EAGAIN` at the sandbox's process limit).
+    fn supervisor(
+        &self,
+        stdin: Option<std::os::fd::BorrowedFd<'_>>,
+        stdout: std::os::fd::BorrowedFd<'_>,
+        stderr: std::os::fd::BorrowedFd<'_>,
+    ) -> std::io::Result<(u32, std::os::unix::net::UnixStream)> {
+        let ready = self
+            .idle
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take()
+            .filter(Idle::usable);
+        if let Some(idle) = ready {
+            let pid = idle.pid;
+            // Gone since (killed by root in the sandbox): a new one, as when there was none.
+            if let Ok(ctl) = idle.hand_over(stdin, stdout, stderr) {
+                return Ok((pid, ctl));
+            }
+        }
+        let idle = Idle::start()?;
+        let pid = idle.pid;
+        Ok((pid, idle.hand_over(stdin, stdout, stderr)?))
+    }
+
+    /// Starts a supervisor ahead of the next command ([`Idle`]) unless one waits already; at
+    /// the sandbox's process limit, none (the next command starts its own, or is refused as
+    /// before). Called once the agent serves, and after each command's start has been answered,
+    /// off the path of its reply.
+    pub fn replenish(&self) {
+        let mut idle = self.idle.lock().unwrap_or_else(|e| e.into_inner());
+        if idle.is_none() {
+            *idle = Idle::start().ok();
+        }
+    }
+
     /// Starts `start` under a supervisor (on a new terminal of size `tty`, when given); returns
     /// it once the command's process runs, with its PID and the program executed.
     async fn spawn(
@@ -265,40 +311,25 @@ impl Agent {
         let (err_r, err_w) = pipe_pair().map_err(|e| fail(format!("cannot make a pipe: {e}")))?;
         let (stdin_child, stdin) = if start.stdin {
             let (r, w) = pipe_pair().map_err(|e| fail(format!("cannot make a pipe: {e}")))?;
-            (std::process::Stdio::from(r), Some(w))
+            (Some(r), Some(w))
         } else {
-            (std::process::Stdio::null(), None)
+            (None, None)
         };
-        let (ours, theirs) = std::os::unix::net::UnixStream::pair()
-            .map_err(|e| fail(format!("cannot make a socket pair: {e}")))?;
-        let theirs_fd = theirs.as_raw_fd();
-        let mut cmd = std::process::Command::new("/proc/self/exe");
-        cmd.args(["agent", "supervise"])
-            .env_clear()
-            .stdin(stdin_child)
-            .stdout(std::process::Stdio::from(out_w))
-            .stderr(std::process::Stdio::from(err_w));
-        // SAFETY: dup2 is async-signal-safe.
-        unsafe {
-            cmd.pre_exec(move || {
-                if libc::dup2(theirs_fd, CONTROL_FD) < 0 {
-                    return Err(std::io::Error::last_os_error());
-                }
-                Ok(())
-            });
-        }
         // PID 1 reaps it ([`super::init`]); its status travels on the control socket.
-        let supervisor = cmd
-            .spawn()
+        let (supervisor, ours) = self
+            .supervisor(
+                stdin_child.as_ref().map(|r| r.as_fd()),
+                out_w.as_fd(),
+                err_w.as_fd(),
+            )
             .map_err(|e| {
                 fail(
                     super::stats::at_process_limit(&e)
                         .unwrap_or_else(|| format!("cannot start the supervisor: {e}")),
                 )
-            })?
-            .id();
-        drop(cmd);
-        drop(theirs);
+            })?;
+        // The supervisor holds the command's ends now; ours would keep its output open.
+        drop((stdin_child, out_w, err_w));
         ours.set_nonblocking(true)
             .map_err(|e| fail(e.to_string()))?;
         let mut ctl: Ctl = Framed::new(
@@ -386,7 +417,11 @@ impl Agent {
     ) -> Result<(), String> {
         let (mut run, pid, program) = match self.spawn(&start, tty).await {
             Ok(r) => r,
-            Err(reply) => return conn.send(reply).await.map_err(|e| e.to_string()),
+            Err(reply) => {
+                let sent = conn.send(reply).await.map_err(|e| e.to_string());
+                self.replenish();
+                return sent;
+            }
         };
         conn.send(Reply::Started {
             pid,
@@ -461,6 +496,7 @@ impl Agent {
         };
         finish(&mut sink, &mut run, code, &f).await;
         tokio::spawn(run.linger(None, None));
+        self.replenish();
         Ok(())
     }
 

@@ -10,9 +10,10 @@
 //!
 //! It runs as the container's root, so that the command (run as the sandbox's user) cannot signal
 //! or trace it. It talks to the agent over a socket pair on descriptor 3 ([`Spec`] in,
-//! [`Event`] out, [`Control`] in), with the framing of [`super::proto`]. Its standard streams are
-//! the command's, which it hands over and then points at `/dev/null`, so the agent sees the end of
-//! the output when the last process of the tree holding it exits.
+//! [`Event`] out, [`Control`] in), with the framing of [`super::proto`]. The agent starts it
+//! ahead of its command ([`Idle`]) and hands it the command's standard streams on that socket
+//! before the spec; it passes them to the command and then points its own at `/dev/null`, so the
+//! agent sees the end of the output when the last process of the tree holding it exits.
 
 use std::io::{Read, Write};
 use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
@@ -125,6 +126,141 @@ pub fn write_msg<T: Serialize>(w: &mut impl Write, msg: T) -> std::io::Result<()
     w.write_all(&buf)
 }
 
+/// A supervisor started ahead of its command (`h9sandbox agent supervise`, its standard streams
+/// `/dev/null`, its control socket on [`CONTROL_FD`]), waiting for the command's standard
+/// streams ([`Idle::hand_over`]) and then its [`Spec`]: the agent keeps one ready, so that a
+/// command does not wait for the `execve` and start of this binary (about 1 ms, the larger part
+/// of an exec through the agent). Until then it has done nothing but make itself not dumpable
+/// and a subreaper: its audit session, the OOM count and everything else of a command are taken
+/// after the spec arrives, as for a supervisor started for it.
+#[derive(Debug)]
+pub struct Idle {
+    /// Its PID (a child of the agent, which reaps it).
+    pub pid: u32,
+    /// The agent's end of its control socket.
+    ctl: UnixStream,
+}
+
+impl Idle {
+    /// Starts one. Errors: the fork or exec failed (`EAGAIN` at the sandbox's process limit).
+    pub fn start() -> std::io::Result<Idle> {
+        let (ours, theirs) = UnixStream::pair()?;
+        let theirs_fd = theirs.as_raw_fd();
+        let mut cmd = std::process::Command::new("/proc/self/exe");
+        cmd.args(["agent", "supervise"])
+            .env_clear()
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null());
+        // SAFETY: dup2 is async-signal-safe.
+        unsafe {
+            cmd.pre_exec(move || {
+                if libc::dup2(theirs_fd, CONTROL_FD) < 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+        let pid = cmd.spawn()?.id();
+        Ok(Idle { pid, ctl: ours })
+    }
+
+    /// Whether it still waits, ready for a command: its control socket is open at its end and
+    /// holds nothing from it, and it is not stopped (root in the sandbox, the supervisor's
+    /// user, may `SIGSTOP` or kill it meanwhile). One that is stopped is killed (it is the
+    /// agent's unreaped child, so its PID is still its own).
+    pub fn usable(&self) -> bool {
+        let mut fds = [libc::pollfd {
+            fd: self.ctl.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        }];
+        // SAFETY: poll(2) of one valid descriptor, without waiting.
+        if unsafe { libc::poll(fds.as_mut_ptr(), 1, 0) } != 0 {
+            return false;
+        }
+        let stat = std::fs::read_to_string(format!("/proc/{}/stat", self.pid)).unwrap_or_default();
+        let state = stat
+            .rfind(')')
+            .and_then(|i| stat[i + 1..].split_whitespace().next());
+        match state {
+            Some("S" | "R" | "D") => true,
+            _ => {
+                // SAFETY: kill(2) of the agent's own unreaped child.
+                unsafe { libc::kill(self.pid as i32, libc::SIGKILL) };
+                false
+            }
+        }
+    }
+
+    /// Hands the command's standard streams over (`stdin` `None`: `/dev/null`, which the
+    /// supervisor already has) as one byte, their count, carrying the descriptors
+    /// (`SCM_RIGHTS`); returns the control socket, on which the [`Spec`] goes next. It never
+    /// waits: the socket is empty. Errors: the supervisor is gone (`EPIPE`).
+    pub fn hand_over(
+        self,
+        stdin: Option<std::os::fd::BorrowedFd<'_>>,
+        stdout: std::os::fd::BorrowedFd<'_>,
+        stderr: std::os::fd::BorrowedFd<'_>,
+    ) -> std::io::Result<UnixStream> {
+        use rustix::net::{SendAncillaryBuffer, SendAncillaryMessage, SendFlags};
+        let fds: Vec<std::os::fd::BorrowedFd<'_>> =
+            stdin.into_iter().chain([stdout, stderr]).collect();
+        let mut space = [std::mem::MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(3))];
+        let mut control = SendAncillaryBuffer::new(&mut space);
+        if !control.push(SendAncillaryMessage::ScmRights(&fds)) {
+            return Err(std::io::Error::other("no room for the descriptors"));
+        }
+        let count = [fds.len() as u8];
+        let sent = rustix::net::sendmsg(
+            &self.ctl,
+            &[std::io::IoSlice::new(&count)],
+            &mut control,
+            SendFlags::NOSIGNAL | SendFlags::DONTWAIT,
+        )?;
+        if sent != 1 {
+            return Err(std::io::Error::other(
+                "the supervisor's socket took nothing",
+            ));
+        }
+        Ok(self.ctl)
+    }
+}
+
+/// The supervisor's side of [`Idle::hand_over`]: receives the command's standard streams on
+/// the control socket and puts them on descriptors 0 to 2 (1 and 2 when two come).
+fn receive_stdio(ctl: &UnixStream) -> std::io::Result<()> {
+    use rustix::net::{RecvAncillaryBuffer, RecvAncillaryMessage, RecvFlags};
+    let mut count = [0u8; 1];
+    let mut space = [std::mem::MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(3))];
+    let mut control = RecvAncillaryBuffer::new(&mut space);
+    let got = rustix::net::recvmsg(
+        ctl,
+        &mut [std::io::IoSliceMut::new(&mut count)],
+        &mut control,
+        RecvFlags::CMSG_CLOEXEC,
+    )?;
+    let mut fds: Vec<OwnedFd> = Vec::new();
+    for msg in control.drain() {
+        if let RecvAncillaryMessage::ScmRights(r) = msg {
+            fds.extend(r);
+        }
+    }
+    if got.bytes != 1 || !(2..=3).contains(&fds.len()) || usize::from(count[0]) != fds.len() {
+        return Err(std::io::Error::other(
+            "expected the command's standard streams",
+        ));
+    }
+    let first = 3 - fds.len() as i32;
+    for (i, fd) in fds.iter().enumerate() {
+        // SAFETY: dup2(2) of a descriptor we own onto a standard stream.
+        if unsafe { libc::dup2(fd.as_raw_fd(), first + i as i32) } < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+    }
+    Ok(())
+}
+
 fn exit_code(status: i32) -> i32 {
     if libc::WIFEXITED(status) {
         libc::WEXITSTATUS(status)
@@ -148,6 +284,11 @@ pub fn run() -> i32 {
     // The command must not inherit the control socket.
     unsafe { libc::fcntl(CONTROL_FD, libc::F_SETFD, libc::FD_CLOEXEC) };
     unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) };
+    // Started ahead of its command (see [`Idle`]): the command's standard streams come first,
+    // then its spec.
+    if receive_stdio(&ctl).is_err() {
+        return 125;
+    }
     let mut buf = BytesMut::new();
     let mut reader = match ctl.try_clone() {
         Ok(r) => r,
