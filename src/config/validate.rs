@@ -156,6 +156,11 @@ impl Config {
     /// it, and a committed configuration file must work on smaller machines too); returns the
     /// warning to show, naming `origin` (where the value came from).
     pub fn fit_to_host(&mut self, origin: &Origin) -> Option<String> {
+        // Every host has one: not asked (its cgroup's CPU quota is read, a dozen system calls
+        // on every command, the default `cpus = 1` included).
+        if self.cpus <= 1.0 {
+            return None;
+        }
         let ncpu = host_cpus() as f64;
         if self.cpus <= ncpu {
             return None;
