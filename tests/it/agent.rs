@@ -601,6 +601,48 @@ fn a_command_that_kills_its_supervisor_is_told_and_its_tree_killed() {
 }
 
 #[test]
+fn a_waiting_supervisor_stopped_or_killed_from_inside_does_not_hold_the_next_command() {
+    require_container!("a local sandbox has no agent");
+    if agent_socket_unreachable() {
+        return;
+    }
+    // The agent keeps a supervisor waiting for the next command; root in the sandbox shares its
+    // user, so it may stop or kill it. The next command must get a working one all the same, at
+    // once (not after the agent's 10 s patience with a supervisor that says nothing).
+    let env = TestEnv::new();
+    let id = env.up(&["--user", "root"]);
+    // In the background, so that the supervisor waiting for the next command (started once this
+    // one's reply went out) exists when it acts; its own supervisor ($PPID) is spared. Every
+    // supervisor's `comm` is `exe` (`/proc/self/exe agent supervise`).
+    let script = r#"sleep 1; for d in /proc/[0-9]*; do p=${d#/proc/};
+        if [ "$(cat $d/comm 2>/dev/null)" = exe ] && [ $p != $PPID ]; then
+        kill -SIG $p && echo $p >> /tmp/hit-SIG; fi; done"#;
+    for signal in ["STOP", "KILL"] {
+        let script = script.replace("SIG", signal);
+        assert_ok(&env.run(&["exec", "-d", &id, "--", &script]));
+        std::thread::sleep(Duration::from_secs(2));
+        let t = Instant::now();
+        let out = env.run(&[
+            "exec",
+            &id,
+            "--",
+            &format!("echo served; wc -l < /tmp/hit-{signal}"),
+        ]);
+        assert!(
+            t.elapsed() < Duration::from_secs(5),
+            "after SIG{signal} the next command took {:?}",
+            t.elapsed()
+        );
+        assert_eq!(
+            stdout(&out),
+            "served\n1\n",
+            "after SIG{signal}: {}",
+            stderr(&out)
+        );
+    }
+}
+
+#[test]
 fn the_timeout_holds_while_the_caller_does_not_read() {
     require_engine!();
     let env = TestEnv::new();
