@@ -271,6 +271,17 @@ fn exit_code(status: i32) -> i32 {
     }
 }
 
+/// Waits for the command ([`Idle`]): its standard streams first, then its spec. Returns a
+/// reader of the control socket with what it has buffered beyond the spec (a control message
+/// sent right after it is kept), and the spec; `None` when the agent sent anything else.
+fn await_command(ctl: &UnixStream) -> Option<(UnixStream, BytesMut, Spec)> {
+    receive_stdio(ctl).ok()?;
+    let mut buf = BytesMut::new();
+    let mut reader = ctl.try_clone().ok()?;
+    let spec: Spec = read_msg(&mut reader, &mut buf).ok()??;
+    Some((reader, buf, spec))
+}
+
 /// Runs the supervisor; returns its own exit status (0 once the tree is gone).
 pub fn run() -> i32 {
     if super::not_dumpable().is_err() {
@@ -284,19 +295,8 @@ pub fn run() -> i32 {
     // The command must not inherit the control socket.
     unsafe { libc::fcntl(CONTROL_FD, libc::F_SETFD, libc::FD_CLOEXEC) };
     unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) };
-    // Started ahead of its command (see [`Idle`]): the command's standard streams come first,
-    // then its spec.
-    if receive_stdio(&ctl).is_err() {
+    let Some((mut reader, mut buf, spec)) = await_command(&ctl) else {
         return 125;
-    }
-    let mut buf = BytesMut::new();
-    let mut reader = match ctl.try_clone() {
-        Ok(r) => r,
-        Err(_) => return 125,
-    };
-    let spec: Spec = match read_msg(&mut reader, &mut buf) {
-        Ok(Some(s)) => s,
-        _ => return 125,
     };
     let writer = Arc::new(Mutex::new(ctl));
     let send = |w: &Arc<Mutex<UnixStream>>, e: Event| {
@@ -356,7 +356,6 @@ pub fn run() -> i32 {
     let master_of_control = master.clone();
     std::thread::spawn(move || {
         let helpers = helpers_of_killer;
-        let mut buf = BytesMut::new();
         loop {
             match read_msg::<Control>(&mut reader, &mut buf) {
                 Ok(Some(Control::Kill)) => kill_tree(me, &helpers),
