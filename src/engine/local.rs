@@ -278,7 +278,13 @@ impl Environment for Local {
         Ok(None)
     }
 
-    async fn agent_image(&self, _image: &str, _binary: &Path, _build: &str) -> Result<String> {
+    async fn agent_image(
+        &self,
+        _image: &str,
+        _binary: &Path,
+        _build: &str,
+        _hint: Option<&str>,
+    ) -> Result<String> {
         Err(Error::Invalid("the local engine has no images".into()).into())
     }
 

@@ -911,8 +911,18 @@ pub trait Environment {
     /// The derived image of `image` for sandboxes without host mounts: `image` with the static
     /// h9sandbox `binary` at [`crate::contract::BIN`], made on the engine without a registry
     /// and kept for the next `up`, named by the image's ID and `build` (the binary's build ID).
+    /// `hint` is the name this returned for `image` last time (the caller's cache): an engine
+    /// whose lookups cost a process each may check the image's ID and that name in one, and
+    /// returns it only when it is still the derived image of what `image` names now; a stale
+    /// or wrong hint costs the full lookup, never a wrong image.
     /// Errors: `image` is absent ([`crate::error::Error::ImageUnavailable`]), the engine's.
-    async fn agent_image(&self, image: &str, binary: &Path, build: &str) -> Result<String>;
+    async fn agent_image(
+        &self,
+        image: &str,
+        binary: &Path,
+        build: &str,
+        hint: Option<&str>,
+    ) -> Result<String>;
 
     /// Makes sure the engine has the image `build` describes ([`image::ImageBuild`]): when no
     /// image of its name exists, builds it from the host's files, without any registry
@@ -1131,8 +1141,14 @@ impl Environment for AnyEngine {
         delegate!(self, e => e.image_file(image, path, max, labels).await)
     }
 
-    async fn agent_image(&self, image: &str, binary: &Path, build: &str) -> Result<String> {
-        delegate!(self, e => e.agent_image(image, binary, build).await)
+    async fn agent_image(
+        &self,
+        image: &str,
+        binary: &Path,
+        build: &str,
+        hint: Option<&str>,
+    ) -> Result<String> {
+        delegate!(self, e => e.agent_image(image, binary, build, hint).await)
     }
 
     async fn start_shipped(&self, container: &str, secret: &Secret, ready: Duration) -> Result<()> {

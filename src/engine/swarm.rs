@@ -1022,8 +1022,19 @@ impl Environment for Swarm {
     /// The manager's derived image ([`Docker`]'s), pushed to `registry` (once: a local tag of
     /// that name says it was) so that every node can pull it. Errors: no registry on a swarm
     /// of several nodes, the push's.
-    async fn agent_image(&self, image: &str, binary: &Path, build: &str) -> Result<String> {
-        let local = self.docker.agent_image(image, binary, build).await?;
+    async fn agent_image(
+        &self,
+        image: &str,
+        binary: &Path,
+        build: &str,
+        hint: Option<&str>,
+    ) -> Result<String> {
+        // A hint is the pushed name; the manager's own tag is its last part.
+        let local_hint = hint.map(|h| h.rsplit('/').next().unwrap_or(h));
+        let local = self
+            .docker
+            .agent_image(image, binary, build, local_hint)
+            .await?;
         let Some(registry) = &self.registry else {
             let nodes = self.node_count().await?;
             if nodes > 1 {

@@ -911,24 +911,37 @@ async fn start_alongside_sweep(
     engine: &AnyEngine,
     plan: &Plan,
 ) -> (Result<Started>, Option<Result<Sweep>>) {
-    let sweep = async {
-        if ctx.cfg.reap_on_up {
-            Some(reap::sweep(ctx, false).await)
-        } else {
-            None
+    // One listing of every state directory's containers serves both: the sweep takes its own
+    // from it when it lists the same engine (one client process less through a remote daemon).
+    let beside = async {
+        let here = super::Target {
+            kind: engine.kind(),
+            daemon: engine.daemon().cloned(),
+        };
+        let managed = [(LABEL_MANAGED, "1")];
+        if engine.kind().isolation() != Isolation::Container {
+            return (sweep_if_configured(ctx).await, None);
         }
-    };
-    let others = async {
-        if engine.kind().isolation() == Isolation::Container {
-            engine.list(&[(LABEL_MANAGED, "1")]).await.ok()
-        } else {
-            None
+        if !ctx.cfg.reap_on_up || here != ctx.current_target() {
+            let (swept, all) = tokio::join!(sweep_if_configured(ctx), engine.list(&managed));
+            return (swept, all.ok());
         }
+        // The state the sweep judges is read before the listing, as `reap` reads it.
+        let before = match ctx.store.load() {
+            Ok(b) => b,
+            Err(e) => return (Some(Err(e)), engine.list(&managed).await.ok()),
+        };
+        let all = engine.list(&managed).await;
+        let others = all.as_ref().ok().cloned();
+        let listed = reap::Listed {
+            target: here,
+            containers: all,
+        };
+        (Some(reap::sweep_listed(ctx, before, listed).await), others)
     };
-    let (mut started, swept, others) = tokio::join!(
+    let (mut started, (swept, others)) = tokio::join!(
         start_interruptible(ctx, engine, &plan.spec, &plan.mount),
-        sweep,
-        others
+        beside
     );
     if let (Ok(c), Some(list)) = (&started, &others) {
         let own = ctx.state_label();
@@ -947,6 +960,14 @@ async fn start_alongside_sweep(
         }
     }
     (started, swept)
+}
+
+/// The `reap_on_up` sweep, when configured (`None` otherwise).
+async fn sweep_if_configured(ctx: &Ctx) -> Option<Result<Sweep>> {
+    match ctx.cfg.reap_on_up {
+        true => Some(reap::sweep(ctx, false).await),
+        false => None,
+    }
 }
 
 /// Reports what `up`'s sweep did: what it reaped (with `-v`), and what it could not remove or
@@ -1328,11 +1349,20 @@ async fn start_container(
 }
 
 /// The derived image of `image` that ships h9sandbox's agent ([`Environment::agent_image`]),
-/// pulling `image` once if it is missing.
+/// pulling `image` once if it is missing. The name it had last time on this daemon is handed
+/// to the engine as a hint ([`super::image_cache`]), and the answer kept for the next `up`.
 async fn agent_image(ctx: &Ctx, engine: &AnyEngine, image: &str) -> Result<String> {
     let binary = super::agent::binary()?;
     let build = super::agent::binary_build(&binary)?;
-    match engine.agent_image(image, &binary, &build).await {
+    let target = super::Target {
+        kind: engine.kind(),
+        daemon: engine.daemon().cloned(),
+    };
+    let hint = super::image_cache::hint(ctx, &target, image);
+    let tag = match engine
+        .agent_image(image, &binary, &build, hint.as_deref())
+        .await
+    {
         Err(e)
             if matches!(
                 e.downcast_ref::<Error>(),
@@ -1343,10 +1373,19 @@ async fn agent_image(ctx: &Ctx, engine: &AnyEngine, image: &str) -> Result<Strin
             engine
                 .pull(image, Duration::from_secs(ctx.cfg.pull_timeout_secs))
                 .await?;
-            engine.agent_image(image, &binary, &build).await
+            engine.agent_image(image, &binary, &build, None).await
         }
         r => r,
+    }?;
+    if hint.as_deref() != Some(tag.as_str()) {
+        if let Err(e) = super::image_cache::remember(ctx, &target, image, &tag) {
+            if ctx.verbose() {
+                ctx.reporter
+                    .note(&format!("cannot remember the derived image: {e:#}"));
+            }
+        }
     }
+    Ok(tag)
 }
 
 /// Creates and starts the container, pulling the image once if it is missing (bounded by

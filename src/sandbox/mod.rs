@@ -23,6 +23,7 @@ pub mod exec;
 pub mod exec_agent;
 pub mod forward;
 pub mod host_files;
+pub mod image_cache;
 pub mod lifecycle;
 pub mod list;
 pub mod reap;

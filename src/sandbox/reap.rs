@@ -50,7 +50,7 @@ type Listings = Vec<(Target, Vec<ContainerSummary>)>;
 /// Errors: the state file cannot be read or written, the engine cannot list containers.
 /// Failures to remove single containers are returned in [`Sweep::failed`].
 pub async fn sweep(ctx: &Ctx, dry_run: bool) -> Result<Sweep> {
-    sweep_where(ctx, dry_run, None).await
+    sweep_where(ctx, dry_run, None, None).await
 }
 
 /// [`sweep`] for one sandbox only: removes sandbox `id` (and its sub-sandboxes) when, and only
@@ -58,14 +58,40 @@ pub async fn sweep(ctx: &Ctx, dry_run: bool) -> Result<Sweep> {
 /// under the state lock; touches nothing else of the state directory. What the owner watcher
 /// ([`super::watch`]) runs once the owner exits. Errors: as [`sweep`].
 pub async fn sweep_sandbox(ctx: &Ctx, id: uuid::Uuid) -> Result<Sweep> {
-    sweep_where(ctx, false, Some(id)).await
+    sweep_where(ctx, false, Some(id), None).await
+}
+
+/// A listing of one engine made already, for [`sweep_listed`]: every container there that
+/// carries [`LABEL_MANAGED`], of any state directory (what `up` lists anyway to check that no
+/// other state directory lies in the work dir).
+pub struct Listed {
+    /// Where it was listed.
+    pub target: Target,
+    /// What the engine listed, or why it could not.
+    pub containers: Result<Vec<ContainerSummary>>,
+}
+
+/// [`sweep`] (not a dry run) with the state `before` read before `listed` was made: `listed`'s
+/// target is not listed again, its containers of this state directory are taken instead.
+/// What `up` runs, saving one engine call. Errors: as [`sweep`].
+pub async fn sweep_listed(ctx: &Ctx, before: State, listed: Listed) -> Result<Sweep> {
+    sweep_where(ctx, false, None, Some((before, listed))).await
 }
 
 /// [`sweep`], limited to sandbox `only` and its sub-sandboxes when given (then without the
-/// state directory's other garbage: temporary files, orphan volumes, sidecars, agent dirs).
-async fn sweep_where(ctx: &Ctx, dry_run: bool, only: Option<uuid::Uuid>) -> Result<Sweep> {
-    let before = ctx.store.load()?;
-    let listings = list_containers(ctx, &before).await?;
+/// state directory's other garbage: temporary files, orphan volumes, sidecars, agent dirs);
+/// with `listed`, the state read before a listing made already, and that listing.
+async fn sweep_where(
+    ctx: &Ctx,
+    dry_run: bool,
+    only: Option<uuid::Uuid>,
+    listed: Option<(State, Listed)>,
+) -> Result<Sweep> {
+    let (before, listed) = match listed {
+        Some((before, l)) => (before, Some(l)),
+        None => (ctx.store.load()?, None),
+    };
+    let listings = list_containers(ctx, &before, listed).await?;
     let after = ctx.store.load()?;
     let mut verdicts = judge_all(
         &before,
@@ -127,7 +153,13 @@ fn alive(p: &ProcessRef) -> bool {
 /// Step 1: lists the containers of this state directory on every container engine in use: the
 /// configured one, and every one a record of `before` names. Another engine than the configured
 /// one being unreachable is only warned about: its sandboxes are simply not judged this time.
-async fn list_containers(ctx: &Ctx, before: &State) -> Result<Listings> {
+/// The target of `listed` is not listed again: its containers of this state directory are
+/// taken from it.
+async fn list_containers(
+    ctx: &Ctx,
+    before: &State,
+    mut listed: Option<Listed>,
+) -> Result<Listings> {
     let label = ctx.state_label();
     let mut targets: BTreeSet<Target> = before
         .sandboxes
@@ -141,11 +173,18 @@ async fn list_containers(ctx: &Ctx, before: &State) -> Result<Listings> {
     }
     let mut listings = Vec::new();
     for target in targets {
-        match ctx
-            .engine_at(&target)
-            .list(&[(LABEL_MANAGED, "1"), (LABEL_STATE_DIR, &label)])
-            .await
-        {
+        let found = match listed.take_if(|l| l.target == target) {
+            Some(l) => l.containers.map(|mut c| {
+                c.retain(|c| c.state_dir.as_deref() == Some(label.as_str()));
+                c
+            }),
+            None => {
+                ctx.engine_at(&target)
+                    .list(&[(LABEL_MANAGED, "1"), (LABEL_STATE_DIR, &label)])
+                    .await
+            }
+        };
+        match found {
             Ok(c) => listings.push((target, c)),
             // Another daemon than the one in force failing in any way: its sandboxes are not
             // judged this time, the others are.

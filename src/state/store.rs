@@ -17,7 +17,7 @@ use crate::error::Error;
 
 /// Name prefixes of the temporary files a write renames over `state.json` (and over the other
 /// documents of the state directory, `trust.json`).
-const TEMP_PREFIXES: &[&str] = &[".state.json.", ".trust.json."];
+const TEMP_PREFIXES: &[&str] = &[".state.json.", ".trust.json.", ".agent-images.json."];
 
 /// The state file and its lock in one state directory.
 ///

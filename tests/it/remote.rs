@@ -691,3 +691,109 @@ fn a_daemon_reached_over_ssh_runs_a_copied_sandbox_end_to_end() {
         "removed on the daemon behind ssh"
     );
 }
+
+#[test]
+fn up_through_a_daemons_client_asks_for_the_image_and_its_derived_image_in_one_call() {
+    require_container!("the derived image is a container engine's");
+    if engine() != Engine::Docker {
+        return announce("the derived image's lookup through the client is Docker's");
+    }
+    let Some(bed) = testbed() else { return };
+    let env = TestEnv::new();
+    let on_bed = |args: &[&str]| {
+        let mut c = docker();
+        c.envs(bed.iter().map(|(k, v)| (k, v)));
+        let out = c.args(args).output().unwrap();
+        assert_ok(&out);
+        stdout(&out).trim().to_string()
+    };
+    // An image name of this test's own, which it points at another image halfway.
+    let image = format!("h9test-hint-{}:t", std::process::id());
+    on_bed(&["tag", DEBIAN, &image]);
+    // Whatever fails below, the name goes again (the images it named stay: the test bed's).
+    struct Untag(Vec<(&'static str, String)>, String);
+    impl Drop for Untag {
+        fn drop(&mut self) {
+            let mut c = docker();
+            c.envs(self.0.iter().map(|(k, v)| (*k, v)));
+            let _ = c.args(["rmi", &self.1]).output();
+        }
+    }
+    let _untag = Untag(bed.to_vec(), image.clone());
+    // `-v` lines of the image lookups of one `up` (each a client process), and the sandbox's
+    // /etc/os-release's first line; the client processes of that `up` in all, too.
+    let calls = std::cell::RefCell::new(Vec::new());
+    let up = |what: &str| -> (Vec<String>, String) {
+        let mut c = env.cmd();
+        c.envs(bed.iter().map(|(k, v)| (k, v)));
+        let out = c.args(["-v", "up", "--image", &image]).output().unwrap();
+        assert_ok(&out);
+        let id = stdout(&out).trim().to_string();
+        let lines: Vec<String> = stderr(&out)
+            .lines()
+            .filter(|l| l.starts_with("+ docker "))
+            .map(str::to_string)
+            .collect();
+        let lookups = lines
+            .iter()
+            .filter(|l| l.starts_with("+ docker image inspect"))
+            .cloned()
+            .collect();
+        *calls.borrow_mut() = lines;
+        let mut c = env.cmd();
+        c.envs(bed.iter().map(|(k, v)| (k, v)));
+        let os = c
+            .args(["exec", &id, "--", "head -n 1 /etc/os-release || echo none"])
+            .output()
+            .unwrap();
+        assert_ok(&os);
+        let mut c = env.cmd();
+        c.envs(bed.iter().map(|(k, v)| (k, v)));
+        assert_ok(&c.args(["down", &id]).output().unwrap());
+        eprintln!("{what}: {lookups:?}");
+        (lookups, stdout(&os))
+    };
+    let (first, os) = up("first");
+    assert_eq!(
+        first.len(),
+        2,
+        "the image, then its derived image: {first:?}"
+    );
+    assert!(os.contains("Debian"), "{os}");
+    let (second, os) = up("second");
+    assert_eq!(second.len(), 1, "one call for both: {second:?}");
+    assert!(
+        second[0].contains(&image) && second[0].contains("h9sandbox-agent:"),
+        "{second:?}"
+    );
+    assert!(os.contains("Debian"), "{os}");
+    // One listing of the daemon's sandboxes serves the sweep and the check of other state
+    // directories; the volumes are listed with their labels, none inspected one by one.
+    let calls = calls.borrow().clone();
+    let count = |p: &str| calls.iter().filter(|l| l.starts_with(p)).count();
+    assert_eq!(count("+ docker ps "), 1, "{calls:#?}");
+    assert_eq!(count("+ docker volume inspect"), 0, "{calls:#?}");
+    // The name now names another image: the derived image of the old one is not used.
+    on_bed(&["tag", TINY, &image]);
+    let (third, os) = up("retagged");
+    assert!(
+        third.len() >= 2,
+        "the hint failed, the full lookup followed: {third:?}"
+    );
+    assert_eq!(os, "none\n", "the tiny image has no /etc/os-release");
+    // A hint that is no derived image's name is never handed to the client.
+    let cache = env.state_dir.join("agent-images.json");
+    let text = std::fs::read_to_string(&cache).unwrap();
+    let tag = text
+        .split('"')
+        .find(|s| s.starts_with("h9sandbox-agent:"))
+        .unwrap()
+        .to_string();
+    std::fs::write(&cache, text.replace(&tag, "--format=x")).unwrap();
+    let (fourth, os) = up("bad hint");
+    assert!(
+        fourth.iter().all(|l| !l.contains("--format=x")),
+        "{fourth:?}"
+    );
+    assert_eq!(os, "none\n");
+}

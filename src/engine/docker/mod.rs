@@ -1030,21 +1030,39 @@ impl Environment for Docker {
         self.checked(args).await
     }
 
-    async fn agent_image(&self, image: &str, binary: &Path, build: &str) -> Result<String> {
-        let id_of = |reference: &str| {
-            vec![
+    async fn agent_image(
+        &self,
+        image: &str,
+        binary: &Path,
+        build: &str,
+        hint: Option<&str>,
+    ) -> Result<String> {
+        let id_of = |references: &[&str]| {
+            let mut args = vec![
                 "image".to_string(),
                 "inspect".into(),
                 "--format".into(),
                 "{{.Id}}".into(),
-                reference.into(),
-            ]
+            ];
+            args.extend(references.iter().map(|r| r.to_string()));
+            args
         };
+        // Through the client, each lookup is a process of its own: the image's ID and the
+        // derived image named last time are asked in one. It is the answer only when both
+        // exist and that name is the one the image's ID gives now (a retagged image, a new
+        // binary: the full lookup below).
+        if let Some(hint) = hint.filter(|h| is_agent_image_tag(h) && self.api().is_none()) {
+            let (code, out, _) = self.output(id_of(&[image, hint])).await?;
+            let ids: Vec<&str> = out.lines().collect();
+            if code == 0 && ids.len() == 2 && agent_image_tag(ids[0], build) == hint {
+                return Ok(hint.to_string());
+            }
+        }
         let (code, id, stderr) = match self.image_id_api(image).await? {
             Some(Ok(id)) => (0, id, String::new()),
             Some(Err(a)) if a.not_found() => (1, String::new(), a.as_client_error()),
             Some(Err(a)) => return Err(self.api_failed("image inspect", &a)),
-            None => self.output(id_of(image)).await?,
+            None => self.output(id_of(&[image])).await?,
         };
         if code != 0 {
             if is_no_such_image(&stderr) || stderr.contains("No such object") {
@@ -1063,7 +1081,7 @@ impl Environment for Docker {
         let tag = agent_image_tag(&id, build);
         let present = match self.image_id_api(&tag).await? {
             Some(found) => found.is_ok(),
-            None => self.output(id_of(&tag)).await?.0 == 0,
+            None => self.output(id_of(&[&tag])).await?.0 == 0,
         };
         if present {
             return Ok(tag);
@@ -1198,6 +1216,35 @@ impl Environment for Docker {
         let mut args: Vec<String> = vec!["volume".into(), "ls".into(), "-q".into()];
         for (k, v) in labels {
             args.extend(["--filter".into(), format!("label={k}={v}")]);
+        }
+        if self.flavor == Flavor::Docker {
+            // Docker's client prints the labels asked for beside each name: one process, and
+            // the labels still checked here (label values hold no tab or newline: the state
+            // directory's path is refused with a control character).
+            args.retain(|a| a != "-q");
+            let mut format = "{{.Name}}".to_string();
+            for (k, _) in labels {
+                format.push_str(&format!("\t{{{{.Label {k:?}}}}}"));
+            }
+            args.extend(["--format".into(), format]);
+            let found = self
+                .checked(args)
+                .await?
+                .lines()
+                .filter(|l| !l.is_empty())
+                .map(|line| {
+                    let mut fields = line.split('\t');
+                    let name = fields.next().unwrap_or_default().to_string();
+                    let have = labels
+                        .iter()
+                        .zip(fields)
+                        .filter(|(_, v)| !v.is_empty())
+                        .map(|((k, _), v)| (k.to_string(), v.to_string()))
+                        .collect();
+                    (name, have)
+                })
+                .collect();
+            return Ok(volume_summaries(found, labels));
         }
         let names: Vec<String> = self
             .checked(args)
@@ -1558,6 +1605,19 @@ fn read_regular(path: &Path, max: u64) -> Result<Vec<u8>> {
 /// The label of a derived image (its value: the build ID of the binary in it) and of the
 /// container it is made from.
 pub const LABEL_AGENT_IMAGE: &str = "h9sandbox.agent_image";
+
+/// Whether `tag` has the shape of [`agent_image_tag`]'s names (`h9sandbox-agent:` and two runs
+/// of 12 lowercase hex digits): what a cached name must be before it is handed to the client.
+pub fn is_agent_image_tag(tag: &str) -> bool {
+    let hex12 = |s: &str| {
+        s.len() == 12
+            && s.bytes()
+                .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+    };
+    tag.strip_prefix("h9sandbox-agent:")
+        .and_then(|rest| rest.split_once('-'))
+        .is_some_and(|(a, b)| hex12(a) && hex12(b))
+}
 
 /// The tag of the derived image of the image whose ID is `image_id` with the binary of build
 /// `build`: `h9sandbox-agent:<12 hex digits of each>`.

@@ -776,6 +776,20 @@ fn a_shipped_agent_mounts_nothing_of_this_machine_and_gets_its_secret_on_stdin()
         agent_image_tag("sha256:C4D23E2EA027ffff", "02a5a52516ac07c8"),
         "h9sandbox-agent:c4d23e2ea027-02a5a52516ac"
     );
+    // Only a name of that shape, from the cache, is handed to the client.
+    assert!(is_agent_image_tag(
+        "h9sandbox-agent:c4d23e2ea027-02a5a52516ac"
+    ));
+    for bad in [
+        "--format=x",
+        "h9sandbox-agent:c4d23e2ea027-02a5a52516a",
+        "h9sandbox-agent:C4D23E2EA027-02a5a52516ac",
+        "h9sandbox-agent:c4d23e2ea027-02a5a52516ac ",
+        "other:c4d23e2ea027-02a5a52516ac",
+        "h9sandbox-agent:c4d23e2ea027",
+    ] {
+        assert!(!is_agent_image_tag(bad), "{bad}");
+    }
     // The published channel is read back from inspect.
     let s = parse_inspect(r#"{"State":{"Status":"running","Running":true},"HostConfig":{},"Ports":{"7336/tcp":[{"HostIp":"127.0.0.1","HostPort":"49153"}],"80/udp":null}}"#).unwrap();
     assert_eq!(s.ports, vec![(7336, "127.0.0.1".to_string(), 49153)]);
