@@ -16,6 +16,7 @@
 
 use std::io::{Read, Write};
 use std::os::fd::{AsFd, OwnedFd};
+use std::os::unix::fs::DirBuilderExt;
 use std::path::{Component, Path, PathBuf};
 
 use rustix::fs::{Mode, OFlags};
@@ -451,6 +452,18 @@ pub fn run(cmd: &TarCommand) -> i32 {
             max_bytes,
         } => {
             let (dest, rename) = destination(path, *as_is);
+            // `cp DIR/. ID:D` (a stream of `.`, as is) into a D that does not exist makes D, as
+            // docker cp does; its parent must exist. The stream's `.` entry gives D its mode.
+            if *as_is && rename.is_none() {
+                if let Err(e) = std::fs::symlink_metadata(&dest) {
+                    if e.kind() == std::io::ErrorKind::NotFound {
+                        if let Err(e) = std::fs::DirBuilder::new().mode(0o700).create(&dest) {
+                            eprintln!("h9sandbox: error: cannot make {}: {e}", dest.display());
+                            return 1;
+                        }
+                    }
+                }
+            }
             let opts = ExtractOptions {
                 max_bytes: *max_bytes,
                 keep_owners: *keep_owners,

@@ -556,6 +556,14 @@ fn cp_of_a_directorys_content_into_an_existing_directory_copies_the_content() {
     let out = env.run(&["exec", &id, "--", "cat /srv/d/a; test ! -e /srv/d/src"]);
     assert_ok(&out);
     assert_eq!(stdout(&out), "A");
+    // Into a directory that does not exist (its parent does): it is made, with the content.
+    assert_ok(&env.run(&["cp", &dot, &format!("{id}:/srv/new")]));
+    let out = env.run(&["exec", &id, "--", "cat /srv/new/a; test ! -e /srv/new/src"]);
+    assert_ok(&out);
+    assert_eq!(stdout(&out), "A");
+    // Its parent must exist, as with docker cp.
+    let out = env.run(&["cp", &dot, &format!("{id}:/srv/no/such")]);
+    assert!(!out.status.success(), "{}", stdout(&out));
 }
 
 /// The testbed's sshd (`scripts/testbed.sh`, where openssh-server is installed): the
