@@ -35,6 +35,11 @@ pub struct InitArgs {
     /// Where the remote channel listens (TLS over TCP), `IP:PORT`
     #[arg(long, value_name = "IP:PORT")]
     pub channel: Option<String>,
+    /// Set this rlimit (`nofile` or `nproc`, soft and hard) on PID 1 before anything runs, so
+    /// that every process of the container inherits it: for an engine that cannot pass
+    /// `--ulimit` itself (a swarm service); repeatable
+    #[arg(long, value_name = "NAME=N")]
+    pub rlimit: Vec<String>,
 }
 
 /// Prints `msg` to stderr (the container's log, `docker logs`) as `h9sandbox-init: msg`.
@@ -53,6 +58,12 @@ pub fn run(args: &InitArgs) -> i32 {
             "cannot make PID 1 not dumpable: {e}; refusing to run the sandbox"
         ));
         return 1;
+    }
+    for r in &args.rlimit {
+        if let Err(e) = set_rlimit(r) {
+            log(&format!("--rlimit {r}: {e}; refusing to run the sandbox"));
+            return 1;
+        }
     }
     let Some((uid, gid)) = parse_ids(&args.user) else {
         log(&format!("--user {}: expected UID:GID", args.user));
@@ -136,6 +147,36 @@ pub fn run(args: &InitArgs) -> i32 {
             _ => None,
         };
         serve(run_dir, token, channel).await
+    })
+}
+
+/// Sets the rlimit `NAME=N` (`nofile`, `nproc`; soft and hard `N`) on this process. Errors:
+/// an unknown name or a bad number, and `setrlimit(2)`'s (raising a hard limit needs
+/// `CAP_SYS_RESOURCE`, which no sandbox has: the node's daemon's limit is the ceiling).
+fn set_rlimit(r: &str) -> Result<(), String> {
+    use rustix::process::{setrlimit, Resource, Rlimit};
+    let (name, n) = r
+        .split_once('=')
+        .ok_or_else(|| "expected NAME=N".to_string())?;
+    let resource = match name {
+        "nofile" => Resource::Nofile,
+        "nproc" => Resource::Nproc,
+        other => {
+            return Err(format!(
+                "unknown rlimit {other:?} (expected nofile or nproc)"
+            ))
+        }
+    };
+    let n: u64 = n.parse().map_err(|_| format!("{n:?} is not a number"))?;
+    setrlimit(
+        resource,
+        Rlimit {
+            current: Some(n),
+            maximum: Some(n),
+        },
+    )
+    .map_err(|e| {
+        format!("setrlimit: {e} (above the hard limit the node's daemon gives its containers?)")
     })
 }
 
@@ -225,4 +266,21 @@ fn reap_all() {
 pub fn parse_ids(s: &str) -> Option<(u32, u32)> {
     let (u, g) = s.split_once(':')?;
     Some((u.parse().ok()?, g.parse().ok()?))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::set_rlimit;
+
+    #[test]
+    fn an_rlimit_is_a_known_name_and_a_number() {
+        // Only the refusals: setting one would lower this test process's own hard limit.
+        assert_eq!(set_rlimit("nofile").unwrap_err(), "expected NAME=N");
+        assert!(set_rlimit("core=0")
+            .unwrap_err()
+            .contains("unknown rlimit \"core\""));
+        assert!(set_rlimit("nofile=lots")
+            .unwrap_err()
+            .contains("\"lots\" is not a number"));
+    }
 }

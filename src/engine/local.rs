@@ -110,6 +110,7 @@ impl Environment for Local {
             isolated_networks: true,
             node_ports: false,
             lifecycle: true,
+            engine_exec: true,
         }
     }
 

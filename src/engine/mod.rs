@@ -451,6 +451,10 @@ pub struct Capabilities {
     /// Its sandboxes can be stopped, started again, paused and snapshotted
     /// ([`Environment::lifecycle`], [`Environment::commit`]).
     pub lifecycle: bool,
+    /// It has an exec of its own ([`Environment::exec`]) that stands in for a sandbox's agent
+    /// the host cannot reach. Without it (a swarm, whose nodes' daemons are not the client's),
+    /// a command whose agent does not answer fails, saying why ([`Environment::inspect`]).
+    pub engine_exec: bool,
 }
 
 /// Where a Docker-CLI client's daemon is, from the client's own settings (`DOCKER_HOST`,
@@ -1011,6 +1015,7 @@ impl AnyEngine {
             }
             EngineKind::Swarm => AnyEngine::Swarm(Swarm::new(
                 Docker::with_flavor(Flavor::Docker, bin("docker"))
+                    .options(options)
                     .reporter(Arc::clone(reporter))
                     .daemon(current_daemon(cfg, |k| std::env::var(k).ok())),
                 cfg.registry.clone(),
@@ -1023,9 +1028,11 @@ impl AnyEngine {
 impl AnyEngine {
     /// The same engine, creating containers with `options` (a sub-sandbox's rlimits are its
     /// parent's, not the configuration's). The local engine has no containers: unchanged.
+    /// A swarm's tasks get them from their agent ([`Swarm::options`]).
     pub fn with_run_options(self, options: RunOptions) -> AnyEngine {
         match self {
             AnyEngine::Docker(d) => AnyEngine::Docker(d.options(options)),
+            AnyEngine::Swarm(s) => AnyEngine::Swarm(s.options(options)),
             local => local,
         }
     }

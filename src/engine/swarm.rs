@@ -16,7 +16,7 @@ use std::time::Duration;
 
 use anyhow::{anyhow, Context, Result};
 
-use super::docker::{first_error_line, Docker};
+use super::docker::{first_error_line, Docker, RunOptions};
 use super::{
     AgentSetup, AppliedLimits, BuildSpec, Capabilities, ContainerSpec, ContainerStatus,
     ContainerSummary, ContainerVerb, EngineExec, Environment, ExecSpec, ExecStdio, ImageConfig,
@@ -61,6 +61,16 @@ impl Swarm {
     pub fn at(self, daemon: &Daemon) -> Swarm {
         Swarm {
             docker: self.docker.daemon(daemon.clone()),
+            ..self
+        }
+    }
+
+    /// The same swarm, its tasks created with `options`: the rlimits, which a service of the
+    /// nodes' Docker Engine 20.10 cannot set (`service create` has no `--ulimit` before 23.0),
+    /// are set by the task's agent on its PID 1 before anything runs ([`service_create_args`]).
+    pub fn options(self, options: RunOptions) -> Swarm {
+        Swarm {
+            docker: self.docker.options(options),
             ..self
         }
     }
@@ -288,6 +298,23 @@ impl Swarm {
         Ok(Some(out.split_whitespace().map(str::to_string).collect()))
     }
 
+    /// Removes the secrets labelled `key=value` (one client call to find them): what is left of
+    /// a sandbox whose service was removed before its secret (by hand, `docker service rm`, or
+    /// an `up` that died in between), which [`Environment::remove`] of the service cannot find.
+    pub async fn remove_secrets_labelled(&self, key: &str, value: &str) -> Result<()> {
+        let filter = format!("label={key}={value}");
+        let secrets = self
+            .docker
+            .checked(strings(&["secret", "ls", "-q", "--filter", &filter]))
+            .await?;
+        let secrets: Vec<String> = secrets
+            .lines()
+            .filter(|l| !l.is_empty())
+            .map(str::to_string)
+            .collect();
+        self.remove_secrets(&secrets).await
+    }
+
     /// Removes the secrets `names` (a missing one is success), retrying for a few seconds while
     /// the swarm still counts a service being removed as their user.
     async fn remove_secrets(&self, names: &[String]) -> Result<()> {
@@ -470,8 +497,14 @@ pub fn secret_name(service: &str) -> String {
 /// and equal reservations; capabilities dropped but the profile's; the channel's secret
 /// `secret` as a file for root only; the channel's port published in host mode on the task's
 /// node; `/tmp` a tmpfs, the scratch dir and the work dir anonymous volumes (removed with the
-/// task's container). Errors: what a service cannot express ([`Error::Invalid`]).
-pub fn service_create_args(spec: &ContainerSpec, secret: &str) -> Result<Vec<String>, Error> {
+/// task's container); the rlimits of `options` (configuration `ulimit_nofile`,
+/// `ulimit_nproc`; 0: the node daemon's) set by the agent on PID 1 (`agent init --rlimit`),
+/// inherited by every process. Errors: what a service cannot express ([`Error::Invalid`]).
+pub fn service_create_args(
+    spec: &ContainerSpec,
+    secret: &str,
+    options: &RunOptions,
+) -> Result<Vec<String>, Error> {
     let AgentSetup::Shipped(agent) = &spec.agent else {
         return Err(Error::Invalid(
             "engine swarm cannot mount this machine's directories; its sandboxes copy the work dir (workdir_mode = \"copy\")".into(),
@@ -571,6 +604,14 @@ pub fn service_create_args(spec: &ContainerSpec, secret: &str) -> Result<Vec<Str
     ]);
     if let Some(n) = &spec.user_name {
         a.extend(["--user-name".into(), n.clone()]);
+    }
+    for (name, n) in [
+        ("nofile", options.ulimit_nofile),
+        ("nproc", options.ulimit_nproc),
+    ] {
+        if n > 0 {
+            a.extend(["--rlimit".into(), format!("{name}={n}")]);
+        }
     }
     a.extend([
         "--secret-file".into(),
@@ -768,7 +809,7 @@ impl Environment for Swarm {
     }
 
     /// No host mounts (the tasks run on other nodes), no sidecars, no network less than a
-    /// bridge; published ports are on the task's node.
+    /// bridge, no exec of its own; published ports are on the task's node.
     fn capabilities(&self) -> Capabilities {
         Capabilities {
             host_mounts: false,
@@ -776,6 +817,7 @@ impl Environment for Swarm {
             isolated_networks: false,
             node_ports: true,
             lifecycle: false,
+            engine_exec: false,
         }
     }
 
@@ -845,10 +887,12 @@ impl Environment for Swarm {
     /// agent's `ready_timeout`); on any failure both are removed again.
     async fn create(&self, spec: &ContainerSpec) -> Result<String> {
         let AgentSetup::Shipped(agent) = &spec.agent else {
-            return Err(service_create_args(spec, "").unwrap_err().into());
+            return Err(service_create_args(spec, "", self.docker.run_options())
+                .unwrap_err()
+                .into());
         };
         let secret = secret_name(&spec.name);
-        let args = service_create_args(spec, &secret)?;
+        let args = service_create_args(spec, &secret, self.docker.run_options())?;
         let labels: Vec<(String, String)> = spec
             .labels
             .iter()
@@ -937,16 +981,7 @@ impl Environment for Swarm {
             self.remove(id).await?;
         }
         // A secret whose service was never made (`up` died in between).
-        let secrets = self
-            .docker
-            .checked(strings(&["secret", "ls", "-q", "--filter", &filter]))
-            .await?;
-        let secrets: Vec<String> = secrets
-            .lines()
-            .filter(|l| !l.is_empty())
-            .map(str::to_string)
-            .collect();
-        self.remove_secrets(&secrets).await?;
+        self.remove_secrets_labelled(key, value).await?;
         Ok(ids.len())
     }
 
@@ -1162,7 +1197,8 @@ mod tests {
 
     #[test]
     fn a_service_is_one_hardened_task_with_limits_reserved_and_its_secret_as_a_file() {
-        let a = service_create_args(&spec(), "h9sandbox-abc-channel").unwrap();
+        let a =
+            service_create_args(&spec(), "h9sandbox-abc-channel", &RunOptions::default()).unwrap();
         assert_eq!(a[..4], ["service", "create", "--detach", "--quiet"]);
         assert_eq!(values(&a, "--restart-condition"), ["none"]);
         assert_eq!(values(&a, "--replicas"), ["1"]);
@@ -1226,8 +1262,29 @@ mod tests {
     }
 
     #[test]
+    fn the_rlimits_a_service_cannot_set_are_set_by_its_agent() {
+        let options = RunOptions {
+            ulimit_nofile: 1000,
+            ulimit_nproc: 0,
+        };
+        let a = service_create_args(&spec(), "x", &options).unwrap();
+        assert_eq!(values(&a, "--rlimit"), ["nofile=1000"]);
+        assert!(!a.iter().any(|w| w == "--ulimit"));
+        let options = RunOptions {
+            ulimit_nofile: 0,
+            ulimit_nproc: 50,
+        };
+        let a = service_create_args(&spec(), "x", &options).unwrap();
+        assert_eq!(values(&a, "--rlimit"), ["nproc=50"]);
+    }
+
+    #[test]
     fn what_a_service_cannot_express_is_refused() {
-        let refused = |s: ContainerSpec| service_create_args(&s, "x").unwrap_err().to_string();
+        let refused = |s: ContainerSpec| {
+            service_create_args(&s, "x", &RunOptions::default())
+                .unwrap_err()
+                .to_string()
+        };
         let mut s = spec();
         s.limits.network = Network::None;
         assert!(refused(s).contains("network = \"none\""));

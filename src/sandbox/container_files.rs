@@ -314,6 +314,9 @@ async fn via_engine(
         },
         stdout_inherit: false,
     };
+    if let Some(e) = super::exec::without_engine_exec(&engine, rec).await {
+        return Err(e.into());
+    }
     let mut child = engine.exec(rec.container_ref(), &spec, stdio)?;
     let mut stdin = child.stdin.take();
     let mut stdout = child.stdout.take().expect("piped");

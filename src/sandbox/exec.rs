@@ -559,6 +559,9 @@ pub async fn run_command_until(
     if let Some(out) = local_program_missing(&engine, spec, sink).await {
         return Ok(out);
     }
+    if let Some(e) = without_engine_exec(&engine, rec).await {
+        return Err(e.into());
+    }
     refuse_past_argument_limit(rec, spec)?;
     let started = Instant::now();
     let mut child = spawn(&engine, rec, spec, sink)?;
@@ -705,6 +708,47 @@ pub(super) fn describe_as_run(program: &str, command: &CommandLine) -> String {
             .map(shell_quote)
             .collect::<Vec<_>>()
             .join(" "),
+    }
+}
+
+/// Why a command of sandbox `rec`, whose agent did not answer, cannot run on `engine` when the
+/// engine has no exec of its own to stand in ([`Capabilities::engine_exec`](crate::engine::Capabilities::engine_exec),
+/// a swarm): its container is gone ([`Error::ContainerGone`]) or has ended
+/// ([`Error::ContainerStopped`]; a task never starts again, its files are gone with it), as the
+/// engine reports it. `None` with an exec of the engine's, while the container runs (its node
+/// unreachable, which the engine's exec error says), or when the engine cannot tell.
+pub(super) async fn without_engine_exec(engine: &AnyEngine, rec: &Record) -> Option<Error> {
+    if engine.capabilities().engine_exec {
+        return None;
+    }
+    let id = rec.short_id();
+    let container = rec.container_ref();
+    // A swarm's sandbox is a service, whose one task's container ran it.
+    let noun = match engine.kind() {
+        crate::types::EngineKind::Swarm => "service",
+        _ => "container",
+    };
+    match engine.inspect(container).await {
+        Ok(None) => Some(Error::ContainerGone {
+            reason: format!(
+                "its {noun} {container} no longer exists (removed outside h9sandbox)"
+            ),
+            id,
+        }),
+        Ok(Some(st)) if st.status == "exited" => Some(Error::ContainerStopped {
+            reason: format!(
+                "its {noun} {container} is not running (it exited with status {} outside h9sandbox{}); its files are gone with it",
+                st.exit_code,
+                if st.error.is_empty() {
+                    String::new()
+                } else {
+                    format!(": {}", st.error)
+                }
+            ),
+            hint: format!("`h9sandbox down {id}` removes it"),
+            id,
+        }),
+        _ => None,
     }
 }
 

@@ -346,7 +346,8 @@ pub async fn interrupted() -> crate::types::Signal {
 }
 
 /// Releases what sandbox `id` holds beside its container, once the container is gone: its
-/// scratch volume (on `engine`) and its agent's run directory and token. Best effort: a volume
+/// scratch volume (on `engine`), on a swarm its channel's secret when its service went first
+/// (one client call), and its agent's run directory and token. Best effort: a volume
 /// still in use or already gone is left to the next `reap`.
 pub async fn release(ctx: &Ctx, engine: &AnyEngine, id: uuid::Uuid) {
     if engine.kind().isolation() == crate::types::Isolation::Container {
@@ -366,6 +367,18 @@ pub async fn release(ctx: &Ctx, engine: &AnyEngine, id: uuid::Uuid) {
         if ctx.verbose() {
             ctx.reporter.note(&format!(
                 "could not remove the egress proxy of {}: {e:#} (`h9sandbox reap` retries)",
+                &id.simple().to_string()[..12]
+            ));
+        }
+    }
+    // A swarm sandbox's secret, when its service went without it (removed by hand).
+    if let AnyEngine::Swarm(swarm) = engine {
+        if let Err(e) = swarm
+            .remove_secrets_labelled(crate::engine::LABEL_ID, &id.to_string())
+            .await
+        {
+            ctx.reporter.warn(&format!(
+                "could not remove the channel's secret of {}: {e:#} (`docker secret rm h9sandbox-…-channel` on a manager removes it)",
                 &id.simple().to_string()[..12]
             ));
         }

@@ -286,6 +286,11 @@ impl Docker {
         self
     }
 
+    /// The options containers are created with ([`Docker::options`]).
+    pub fn run_options(&self) -> &RunOptions {
+        &self.options
+    }
+
     /// The daemon's host when it is not this machine's ([`super::daemon_host`], from
     /// `DOCKER_HOST` and `DOCKER_CONTEXT`; Podman here is always this machine's).
     fn daemon_elsewhere(&self) -> Option<String> {
@@ -660,6 +665,7 @@ impl Environment for Docker {
             isolated_networks: true,
             node_ports: false,
             lifecycle: true,
+            engine_exec: true,
         }
     }
 
