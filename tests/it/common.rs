@@ -3,9 +3,11 @@
 //! engine, and removes everything of its state directory when it ends, even on failure: the
 //! containers, or with the local engine the processes its sandboxes left running.
 //!
-//! The engine under test is `H9SANDBOX_TEST_ENGINE` (`docker`, the default, `podman` or
-//! `local`), so one test module runs against each (`H9SANDBOX_TEST_ENGINE=podman cargo test
-//! --test it core::`). Tests that need a container skip themselves under `local` with a printed reason
+//! The engine under test is `H9SANDBOX_TEST_ENGINE` (`docker`, the default, `podman`, `local`
+//! or `swarm`), so one test module runs against each (`H9SANDBOX_TEST_ENGINE=podman cargo test
+//! --test it core::`). `swarm` needs the two-node bed of scripts/swarm.sh (its environment
+//! evaluated: `H9TEST_SWARM`, `H9TEST_SWARM_WORKER`, `H9SANDBOX_REGISTRY`): a sandbox is a
+//! service whose one task's container runs on either node ([`swarm_container`]). Tests that need a container skip themselves under `local` with a printed reason
 //! ([`require_container!`]). A container engine is required: without it (or without the test
 //! image in it) the tests fail when `CI` is set, and are skipped with a loud message otherwise.
 #![allow(dead_code)]
@@ -35,6 +37,9 @@ pub enum Engine {
     Docker,
     Podman,
     Local,
+    /// A Docker Swarm (scripts/swarm.sh): sandboxes are services, their containers tasks on
+    /// either node, their work dir always copied in.
+    Swarm,
 }
 
 impl Engine {
@@ -44,13 +49,14 @@ impl Engine {
             Engine::Docker => "docker",
             Engine::Podman => "podman",
             Engine::Local => "local",
+            Engine::Swarm => "swarm",
         }
     }
 
     /// The engine's command-line client; `None` for local.
     pub fn cli(self) -> Option<&'static str> {
         match self {
-            Engine::Docker => Some("docker"),
+            Engine::Docker | Engine::Swarm => Some("docker"),
             Engine::Podman => Some("podman"),
             Engine::Local => None,
         }
@@ -63,7 +69,10 @@ pub fn engine() -> Engine {
         Err(_) | Ok("") | Ok("docker") => Engine::Docker,
         Ok("podman") => Engine::Podman,
         Ok("local") => Engine::Local,
-        Ok(other) => panic!("H9SANDBOX_TEST_ENGINE={other}: expected docker, podman or local"),
+        Ok("swarm") => Engine::Swarm,
+        Ok(other) => {
+            panic!("H9SANDBOX_TEST_ENGINE={other}: expected docker, podman, local or swarm")
+        }
     }
 }
 
@@ -125,10 +134,30 @@ pub fn workdir_mode() -> Option<&'static str> {
     }
 }
 
+/// Whether every sandbox under test has its work dir copied in: `H9TEST_WORKDIR_MODE=copy`, a
+/// remote daemon (`DOCKER_HOST`), or engine swarm (which always copies).
+fn copies_workdir() -> bool {
+    workdir_mode() == Some("copy")
+        || std::env::var_os("DOCKER_HOST").is_some()
+        || engine() == Engine::Swarm
+}
+
+/// Whether the engine under test is swarm, announcing `reason` as the skip when it is: for a
+/// test of what engine swarm refuses by design (docs/swarm.md, "What differs on a swarm").
+pub fn swarm_refuses(reason: &str) -> bool {
+    if engine() == Engine::Swarm {
+        announce(&format!(
+            "engine swarm refuses it by design (docs/swarm.md, What differs): {reason}"
+        ));
+        return true;
+    }
+    false
+}
+
 /// Whether the sandboxes under test have their work dir copied (no host mount): what a test of
 /// the shared work dir cannot check there (announced as a skip).
 pub fn workdir_copied(reason: &str) -> bool {
-    if workdir_mode() == Some("copy") || std::env::var_os("DOCKER_HOST").is_some() {
+    if copies_workdir() {
         announce(&format!("the work dir is copied, not mounted: {reason}"));
         return true;
     }
@@ -138,7 +167,7 @@ pub fn workdir_copied(reason: &str) -> bool {
 /// Whether `rel` exists in the work dir of sandbox `id` as the sandbox sees it: on the host when
 /// it is mounted, asked inside the container when it is copied (a readiness mark a command made).
 pub fn exists_in_workdir(env: &TestEnv, id: &str, rel: &str) -> bool {
-    if workdir_mode() == Some("copy") || std::env::var_os("DOCKER_HOST").is_some() {
+    if copies_workdir() {
         env.run(&["exec", id, "--", "test", "-e", rel])
             .status
             .success()
@@ -186,6 +215,14 @@ pub fn engine_available() -> bool {
         let Some(cli) = engine().cli() else {
             return true;
         };
+        if engine() == Engine::Swarm && std::env::var_os("H9TEST_SWARM").is_none() {
+            let why = "H9SANDBOX_TEST_ENGINE=swarm needs the swarm test bed: eval \"$(bash scripts/swarm.sh up)\"";
+            if std::env::var_os("CI").is_some() {
+                panic!("CI is set but {why}");
+            }
+            announce(&format!("{why}; set CI=1 to make this fatal"));
+            return false;
+        }
         let ok = Command::new(cli)
             .args(["image", "inspect", TINY])
             .output()
@@ -358,6 +395,15 @@ impl TestEnv {
         if let Some(mode) = workdir_mode() {
             c.env("H9SANDBOX_WORKDIR_MODE", mode);
         }
+        // Engine swarm: the bed's registry (both nodes pull the agent's image from it), and a
+        // placement deadline above a loaded machine's slowest task start.
+        if engine() == Engine::Swarm {
+            c.env(
+                "H9SANDBOX_REGISTRY",
+                std::env::var("H9SANDBOX_REGISTRY").unwrap_or_else(|_| "127.0.0.1:5000".into()),
+            )
+            .env("H9SANDBOX_PLACEMENT_TIMEOUT_SECS", "120");
+        }
         // A remote daemon under test (scripts/testbed.sh): its address and TLS files.
         for var in [
             "DOCKER_HOST",
@@ -516,8 +562,12 @@ pub fn docker_ps(state_dir: &Path) -> Vec<String> {
     engine_ps("docker", state_dir)
 }
 
-/// IDs of all containers of the engine client `cli` labelled with `state_dir`.
+/// IDs of all containers of the engine client `cli` labelled with `state_dir`; under engine
+/// swarm, of the services so labelled (a sandbox's container is its service's task).
 pub fn engine_ps(cli: &str, state_dir: &Path) -> Vec<String> {
+    if engine() == Engine::Swarm {
+        return swarm_labelled("service", state_dir);
+    }
     let out = Command::new(cli)
         .args(["ps", "-aq", "--filter"])
         .arg(format!("label=h9sandbox.state_dir={}", state_dir.display()))
@@ -566,7 +616,16 @@ pub fn local_processes(marks: &[(&str, &str)]) -> Vec<(u32, String)> {
 
 impl Drop for TestEnv {
     fn drop(&mut self) {
-        if let Some(cli) = engine().cli() {
+        if engine() == Engine::Swarm {
+            // The services (their tasks' containers and volumes go with them, on their
+            // nodes) and their secrets.
+            for kind in ["service", "secret"] {
+                let ids = swarm_labelled(kind, &self.state_dir);
+                if !ids.is_empty() {
+                    let _ = swarm_manager().args([kind, "rm"]).args(&ids).output();
+                }
+            }
+        } else if let Some(cli) = engine().cli() {
             let ids = engine_ps(cli, &self.state_dir);
             if !ids.is_empty() {
                 let _ = Command::new(cli)
@@ -686,10 +745,20 @@ pub fn stderr(out: &Output) -> String {
 }
 
 /// `docker inspect --format FORMAT container` (or `podman inspect`, the engine under test).
+/// Under engine swarm, `container` is a service: its task's container is inspected on the node
+/// it runs on ([`swarm_container`]).
 #[track_caller]
 pub fn inspect(container: &str, format: &str) -> String {
-    let out = Command::new(cli())
-        .args(["inspect", "--format", format, container])
+    let mut c = Command::new(cli());
+    let container = if engine() == Engine::Swarm {
+        let (daemon, id) = swarm_container(container);
+        c = daemon;
+        id
+    } else {
+        container.to_string()
+    };
+    let out = c
+        .args(["inspect", "--format", format, &container])
         .output()
         .unwrap();
     String::from_utf8(out.stdout).unwrap().trim().to_string()
@@ -914,7 +983,25 @@ impl TestEnv {
             "{what}: containers left: {:?}",
             self.containers()
         );
-        if let Some(cli) = engine().cli() {
+        if engine() == Engine::Swarm {
+            let secrets = swarm_labelled("secret", &self.state_dir);
+            assert!(
+                secrets.is_empty(),
+                "{what}: swarm secrets left: {secrets:?}"
+            );
+            // The nodes remove a removed service's task container (and its anonymous
+            // volumes) on their own, within seconds: nothing of it is left on either.
+            let label = format!("label=h9sandbox.state_dir={}", self.state_dir.display());
+            wait_until(
+                std::time::Duration::from_secs(60),
+                &format!("{what}: the nodes remove the tasks' containers"),
+                || {
+                    [swarm_manager(), swarm_worker()]
+                        .into_iter()
+                        .all(|mut d| text_of(d.args(["ps", "-aq", "--filter", &label])).is_empty())
+                },
+            );
+        } else if let Some(cli) = engine().cli() {
             let label = format!("label=h9sandbox.state_dir={}", self.state_dir.display());
             let out = Command::new(cli)
                 .args(["volume", "ls", "-q", "--filter", &label])
@@ -1023,4 +1110,67 @@ pub fn run_pytest(env: &TestEnv, python: &Path, suite: &str, what: &str) -> (Str
         .unwrap_or_else(|| panic!("no summary:\n{report}"))
         .to_string();
     (report, summary)
+}
+
+/// The manager's client (this machine's daemon; the test bed of scripts/swarm.sh).
+pub fn swarm_manager() -> Command {
+    let mut c = Command::new("docker");
+    c.env_remove("DOCKER_HOST").env_remove("DOCKER_CONTEXT");
+    c
+}
+
+/// The worker's daemon of the test bed (`H9TEST_SWARM_WORKER`, which scripts/swarm.sh prints).
+pub fn swarm_worker() -> Command {
+    let mut c = swarm_manager();
+    c.arg("-H").arg(
+        std::env::var("H9TEST_SWARM_WORKER")
+            .unwrap_or_else(|_| "unix:///run/h9-swarm/worker/docker.sock".into()),
+    );
+    c
+}
+
+fn text_of(c: &mut Command) -> String {
+    let out = c.output().unwrap();
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
+/// IDs of the swarm's objects of `kind` (`service`, `secret`) labelled with `state_dir`.
+pub fn swarm_labelled(kind: &str, state_dir: &Path) -> Vec<String> {
+    let label = format!("label=h9sandbox.state_dir={}", state_dir.display());
+    text_of(swarm_manager().args([kind, "ls", "-q", "--filter", &label]))
+        .lines()
+        .filter(|l| !l.is_empty())
+        .map(str::to_string)
+        .collect()
+}
+
+/// The container of the one task of swarm service `service`, and a client of the daemon of the
+/// node it runs on (the manager's or the worker's): what a test reads back with `docker
+/// inspect`. Panics when the service has no task with a container.
+#[track_caller]
+pub fn swarm_container(service: &str) -> (Command, String) {
+    let tasks = text_of(swarm_manager().args(["service", "ps", "-q", "--no-trunc", service]));
+    let task = tasks
+        .lines()
+        .next()
+        .unwrap_or_else(|| panic!("service {service} has no task"));
+    let found = text_of(swarm_manager().args([
+        "inspect",
+        "--type",
+        "task",
+        "--format",
+        "{{.NodeID}} {{.Status.ContainerStatus.ContainerID}}",
+        task,
+    ]));
+    let (node, container) = found
+        .split_once(' ')
+        .filter(|(_, c)| !c.is_empty())
+        .unwrap_or_else(|| panic!("task {task} of service {service} has no container: {found:?}"));
+    let manager = text_of(swarm_manager().args(["info", "--format", "{{.Swarm.NodeID}}"]));
+    let daemon = if node == manager {
+        swarm_manager()
+    } else {
+        swarm_worker()
+    };
+    (daemon, container.to_string())
 }

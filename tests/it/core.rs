@@ -185,10 +185,13 @@ fn dev_shm_is_as_large_as_the_memory_limit() {
     let env = TestEnv::new();
     let id = env.up(&["--memory", "256m"]);
     let c = env.container(&id);
-    assert_eq!(
-        inspect(&c, "{{.HostConfig.ShmSize}}"),
-        (256u64 << 20).to_string()
-    );
+    // A swarm service has no shm size: its /dev/shm is a tmpfs mount of that size.
+    let format = if engine() == Engine::Swarm {
+        "{{range .HostConfig.Mounts}}{{if eq .Target \"/dev/shm\"}}{{.TmpfsOptions.SizeBytes}}{{end}}{{end}}"
+    } else {
+        "{{.HostConfig.ShmSize}}"
+    };
+    assert_eq!(inspect(&c, format), (256u64 << 20).to_string());
     // From inside: the tmpfs is that large, and takes more than 64 MiB.
     let df = stdout(&env.run(&["exec", &id, "--", "df -k /dev/shm | tail -n 1"]));
     let blocks: u64 = df
@@ -216,7 +219,8 @@ fn hardening_is_applied_and_holds_inside() {
         &c,
         "{{json .HostConfig.CapDrop}} {{json .HostConfig.CapAdd}}",
     );
-    if engine() == Engine::Docker {
+    if engine() != Engine::Podman {
+        // Docker names the added ones bare, a swarm service's container with `CAP_`.
         assert!(caps.to_lowercase().starts_with("[\"all\"]"), "{caps}");
         // The default profile, standard.
         for cap in [
@@ -245,7 +249,12 @@ fn hardening_is_applied_and_holds_inside() {
             assert!(!caps.contains(cap), "{caps}");
         }
     }
-    assert!(inspect(&c, "{{json .HostConfig.SecurityOpt}}").contains("no-new-privileges"));
+    // A swarm service has no security options: its agent sets no-new-privileges on PID 1
+    // (docs/swarm.md, What differs), read inside below.
+    assert!(
+        engine() == Engine::Swarm
+            || inspect(&c, "{{json .HostConfig.SecurityOpt}}").contains("no-new-privileges")
+    );
     assert_eq!(
         inspect(&c, "{{.HostConfig.PidsLimit}}"),
         host_pids_limit(40)
@@ -272,9 +281,24 @@ fn hardening_is_applied_and_holds_inside() {
         "{entrypoint}"
     );
     assert_eq!(inspect(&c, "{{.Config.User}}"), "0:0");
-    let tmpfs = inspect(&c, "{{json .HostConfig.Tmpfs}}");
-    for opt in ["nosuid", "noexec", "nodev", "size=256m"] {
-        assert!(tmpfs.contains(opt), "{tmpfs}");
+    if engine() == Engine::Swarm {
+        // A tmpfs mount of the service, whose flags the kernel shows inside.
+        assert_eq!(
+            inspect(
+                &c,
+                "{{range .HostConfig.Mounts}}{{if eq .Target \"/tmp\"}}{{.TmpfsOptions.SizeBytes}}{{end}}{{end}}"
+            ),
+            (256u64 << 20).to_string()
+        );
+        let mounts = stdout(&env.run(&["exec", &id, "--", "grep ' /tmp ' /proc/self/mounts"]));
+        for opt in ["nosuid", "noexec", "nodev"] {
+            assert!(mounts.contains(opt), "{mounts}");
+        }
+    } else {
+        let tmpfs = inspect(&c, "{{json .HostConfig.Tmpfs}}");
+        for opt in ["nosuid", "noexec", "nodev", "size=256m"] {
+            assert!(tmpfs.contains(opt), "{tmpfs}");
+        }
     }
     assert_eq!(inspect(&c, "{{index .Config.Labels \"h9sandbox\"}}"), "1");
     assert_eq!(inspect(&c, "{{index .Config.Labels \"h9sandbox.id\"}}"), id);
@@ -679,12 +703,47 @@ fn concurrent_ups_both_get_records() {
     assert!(env.ls().is_empty() && env.containers().is_empty());
 }
 
+/// [`container_killed_or_removed_behind_our_back`] on a swarm: the task's container killed on
+/// its node (told once the node reported it), then the service removed.
+fn killed_or_removed_behind_our_back_on_a_swarm(env: &TestEnv, id: &str, service: &str) {
+    let (mut node, container) = swarm_container(service);
+    assert_ok(&node.args(["kill", &container]).output().unwrap());
+    wait_until(Duration::from_secs(30), "ls tells the killed task", || {
+        env.entry(id)["state"] == "Failed"
+    });
+    assert_eq!(env.entry(id)["container_state"], "exited");
+    let out = env.run(&["exec", id, "--", "true"]);
+    assert_eq!(out.status.code(), Some(125));
+    assert!(stderr(&out).contains("not running"), "{}", stderr(&out));
+    assert_eq!(stderr(&out).lines().count(), 1, "{}", stderr(&out));
+    assert_ok(
+        &swarm_manager()
+            .args(["service", "rm", service])
+            .output()
+            .unwrap(),
+    );
+    assert_eq!(env.entry(id)["container_state"], "missing");
+    let out = env.run(&["exec", id, "--", "true"]);
+    assert_eq!(out.status.code(), Some(125));
+    assert!(
+        stderr(&out).contains("no longer exists"),
+        "{}",
+        stderr(&out)
+    );
+    assert_ok(&env.run(&["down", id]));
+    assert!(env.ls().is_empty());
+    env.assert_nothing_left("a service removed behind our back");
+}
+
 #[test]
 fn container_killed_or_removed_behind_our_back() {
     require_container!("a local sandbox has no container to kill");
     let env = TestEnv::new();
     let id = env.up(&[]);
     let c = env.container(&id);
+    if engine() == Engine::Swarm {
+        return killed_or_removed_behind_our_back_on_a_swarm(&env, &id, &c);
+    }
     std::process::Command::new(cli())
         .args(["kill", &c])
         .output()
@@ -956,13 +1015,19 @@ fn a_background_process_holding_the_output_does_not_hold_exec() {
 fn a_limit_the_engine_did_not_apply_fails_up_and_leaves_nothing() {
     require_container!("a local sandbox applies no limits to check");
     let env = TestEnv::new();
-    // The engine's client, minus `--pids-limit N`: an engine that starts the container without
-    // the limit (as Docker without the pids cgroup, or rootless Podman on cgroup v1, do).
+    // The engine's client, minus `--pids-limit N` (a swarm service's `--limit-pids N`): an
+    // engine that starts the container without the limit (as Docker without the pids cgroup,
+    // or rootless Podman on cgroup v1, do).
+    let flag = if engine() == Engine::Swarm {
+        "--limit-pids"
+    } else {
+        "--pids-limit"
+    };
     let wrapper = env.root.path().join("engine-without-pids-limit");
     std::fs::write(
         &wrapper,
         format!(
-            "#!/bin/bash\nargs=()\nskip=0\nfor a in \"$@\"; do\n  if [ $skip = 1 ]; then skip=0; continue; fi\n  if [ \"$a\" = --pids-limit ]; then skip=1; continue; fi\n  args+=(\"$a\")\ndone\nexec {} \"${{args[@]}}\"\n",
+            "#!/bin/bash\nargs=()\nskip=0\nfor a in \"$@\"; do\n  if [ $skip = 1 ]; then skip=0; continue; fi\n  if [ \"$a\" = {flag} ]; then skip=1; continue; fi\n  args+=(\"$a\")\ndone\nexec {} \"${{args[@]}}\"\n",
             cli()
         ),
     )
@@ -1077,6 +1142,13 @@ fn another_state_directorys_up_down_and_reap_leave_this_ones_sandbox_alone() {
     let out = mine.run(&["exec", &id, "--", "echo still here"]);
     assert_ok(&out);
     assert_eq!(stdout(&out), "still here\n");
+    if engine() == Engine::Swarm {
+        // The scratch dir is an anonymous volume of the task's container, which lives on with
+        // its service and secret.
+        assert_eq!(mine.containers().len(), 1);
+        assert_eq!(swarm_labelled("secret", &mine.state_dir).len(), 1);
+        return;
+    }
     let inspect = std::process::Command::new(cli())
         .args(["volume", "inspect", &volume])
         .output()

@@ -45,25 +45,8 @@ macro_rules! require_swarm {
     };
 }
 
-/// The worker's daemon (`H9TEST_SWARM_WORKER`).
-fn worker() -> Command {
-    let mut c = Command::new("docker");
-    c.env_remove("DOCKER_HOST")
-        .env_remove("DOCKER_CONTEXT")
-        .arg("-H")
-        .arg(
-            std::env::var("H9TEST_SWARM_WORKER")
-                .unwrap_or_else(|_| "unix:///run/h9-swarm/worker/docker.sock".into()),
-        );
-    c
-}
-
-/// The manager's daemon (this machine's).
-fn manager() -> Command {
-    let mut c = Command::new("docker");
-    c.env_remove("DOCKER_HOST").env_remove("DOCKER_CONTEXT");
-    c
-}
+// The worker's daemon (`H9TEST_SWARM_WORKER`) and the manager's (this machine's).
+use crate::common::{swarm_manager as manager, swarm_worker as worker};
 
 fn text(c: &mut Command) -> String {
     let out = c.output().unwrap();
