@@ -50,6 +50,9 @@ pub enum ExtractError {
     /// A name that is absolute or climbs out with `..`.
     #[error("the tar stream names {0:?}, which leads out of the destination; nothing past it was extracted")]
     Escape(String),
+    /// An owner (UID or GID) past 32 bits, which would otherwise be cut to another (2^32: root).
+    #[error("the tar stream gives {0:?} the owner ID {1}, which does not fit in 32 bits; nothing past it was extracted")]
+    Owner(String, u64),
     /// More content than the limit.
     #[error("the tar stream holds more than {0} bytes (the limit); it was cut off there")]
     TooLarge(u64),
@@ -207,9 +210,10 @@ fn write_file(
         );
     }
     rustix::fs::fchmod(file.as_fd(), Mode::from_raw_mode(mode)).map_err(std::io::Error::from)?;
-    if let Ok(mtime) = header.mtime() {
+    // One past i64::MAX seconds is not set (it would wrap to a date before 1970).
+    if let Some(mtime) = header.mtime().ok().and_then(|m| i64::try_from(m).ok()) {
         let t = rustix::fs::Timespec {
-            tv_sec: mtime as i64,
+            tv_sec: mtime,
             tv_nsec: 0,
         };
         let _ = rustix::fs::futimens(
@@ -252,10 +256,15 @@ pub fn extract(
         let parts = components(&name, opts.rename_top.as_deref())?;
         let header = entry.header().clone();
         let mode = safe_mode(header.mode().unwrap_or(0o644));
-        let owner = opts
-            .keep_owners
-            .then(|| Some((header.uid().ok()? as u32, header.gid().ok()? as u32)))
-            .flatten();
+        let owner = match (opts.keep_owners, header.uid(), header.gid()) {
+            (true, Ok(u), Ok(g)) => {
+                let id = |n: u64| {
+                    u32::try_from(n).map_err(|_| ExtractError::Owner(name.display().to_string(), n))
+                };
+                Some((id(u)?, id(g)?))
+            }
+            _ => None,
+        };
         let kind = header.entry_type();
         let Some((last, parents)) = parts.split_last() else {
             // `.`: the destination itself.
@@ -530,6 +539,34 @@ mod tests {
             b.append(&h, *data).unwrap();
         }
         b.into_inner().unwrap()
+    }
+
+    #[test]
+    fn owners_past_32_bits_are_refused_not_cut() {
+        let d = tempfile::tempdir().unwrap();
+        let opts = ExtractOptions {
+            keep_owners: true,
+            ..Default::default()
+        };
+        for (uid, gid) in [(1u64 << 32, 0u64), (0, (1 << 32) + 1000)] {
+            let mut h = tar::Header::new_gnu();
+            h.set_path("f").unwrap();
+            h.set_size(1);
+            h.set_mode(0o644);
+            // Past the octal field: GNU's base-256 numbers, which the tar crate reads as u64.
+            h.set_uid(uid);
+            h.set_gid(gid);
+            h.set_cksum();
+            let mut b = tar::Builder::new(Vec::new());
+            b.append(&h, &b"x"[..]).unwrap();
+            let t = b.into_inner().unwrap();
+            let got = extract(&t[..], d.path(), &opts);
+            assert!(
+                matches!(&got, Err(ExtractError::Owner(name, n)) if name == "f" && *n == uid.max(gid)),
+                "{uid} {gid}: {got:?}"
+            );
+            assert!(!d.path().join("f").exists());
+        }
     }
 
     #[test]
