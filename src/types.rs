@@ -577,6 +577,8 @@ impl fmt::Display for Signal {
             "SIGSYS",
         ];
         match self.0 {
+            // cast: 0 to 30.
+            #[allow(clippy::cast_sign_loss)]
             n @ 1..=31 => f.write_str(NAMES[(n - 1) as usize]),
             n @ 34..=64 => write!(f, "SIGRTMIN+{}", n - 34),
             n => write!(f, "SIG{n}"),

@@ -147,10 +147,8 @@ fn pump_out(master: &OwnedFd, wake: OwnedFd, mut out: std::fs::File, drained: mp
     let mut draining = false;
     let mut out_ok = true;
     loop {
-        let quiet = rustix::event::Timespec {
-            tv_sec: 0,
-            tv_nsec: QUIET.as_nanos() as i64,
-        };
+        // QUIET is 50 ms: it fits a timespec.
+        let quiet = rustix::event::Timespec::try_from(QUIET).unwrap_or_default();
         let (m_ready, w_ready) = {
             let mut fds = [
                 PollFd::new(master, PollFlags::IN),

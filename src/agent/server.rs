@@ -251,7 +251,7 @@ impl Agent {
         stdin: Option<std::os::fd::BorrowedFd<'_>>,
         stdout: std::os::fd::BorrowedFd<'_>,
         stderr: std::os::fd::BorrowedFd<'_>,
-    ) -> std::io::Result<(u32, std::os::unix::net::UnixStream)> {
+    ) -> std::io::Result<(i32, std::os::unix::net::UnixStream)> {
         let ready = self
             .idle
             .lock()
@@ -349,7 +349,7 @@ impl Agent {
                 ev = ctl.next() => ev,
                 _ = sleep_until(Some(timeout_at.map_or(patience_at, |t| t.min(patience_at)))) => {
                     // SAFETY: kill(2) of our own child (PID 1 reaps it).
-                    unsafe { libc::kill(supervisor as i32, libc::SIGKILL) };
+                    unsafe { libc::kill(supervisor, libc::SIGKILL) };
                     kill_exec(&marker, early_session).await;
                     if timeout_at.is_some_and(|t| t <= patience_at) {
                         return Err(Reply::Exited(Exit {
@@ -483,7 +483,7 @@ impl Agent {
                     // (finish() then kills the tree by its marker.)
                     f.escalated = true;
                     // SAFETY: kill(2) of our own child.
-                    unsafe { libc::kill(run.supervisor as i32, libc::SIGKILL) };
+                    unsafe { libc::kill(run.supervisor, libc::SIGKILL) };
                 }
             }
             if f.killed && killed_at.is_none() {
@@ -595,7 +595,7 @@ impl Agent {
 struct Running {
     ctl: Ctl,
     /// The supervisor's PID.
-    supervisor: u32,
+    supervisor: i32,
     /// The value of [`MARKER_VAR`] every process of the command inherits.
     marker: String,
     /// The command's audit session, which none of its processes can leave
@@ -664,7 +664,7 @@ impl Running {
                 }
                 _ = sleep_until(kill_asked.map(|t| t + KILL_PATIENCE)) => {
                     // SAFETY: kill(2) of our own child.
-                    unsafe { libc::kill(self.supervisor as i32, libc::SIGKILL) };
+                    unsafe { libc::kill(self.supervisor, libc::SIGKILL) };
                     kill_exec(&self.marker, self.session).await;
                     kill_asked = None;
                 }

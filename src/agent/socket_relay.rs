@@ -44,7 +44,7 @@ pub fn run() -> i32 {
         Ok(cred) if cred.pid.as_raw_nonzero().get() == 1 => {}
         // gVisor's kernel answers with the asking process's own credentials: who listens
         // cannot be told, so a socket a sandbox process put there cannot be told apart.
-        Ok(cred) if cred.pid.as_raw_nonzero().get() as u32 == std::process::id() => {
+        Ok(cred) if cred.pid == rustix::process::getpid() => {
             return fail(format!(
                 "this kernel (gVisor) does not tell who listens on {}, so the agent's socket cannot be told apart from one a process of the sandbox put there",
                 path.display()

@@ -99,7 +99,12 @@ fn monotonic_ns() -> u64 {
     };
     // SAFETY: a valid timespec to fill.
     unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-    (ts.tv_sec as u64).saturating_mul(1_000_000_000) + ts.tv_nsec as u64
+    // CLOCK_MONOTONIC never goes below zero.
+    let (secs, nanos) = (
+        u64::try_from(ts.tv_sec).unwrap_or(0),
+        u64::try_from(ts.tv_nsec).unwrap_or(0),
+    );
+    secs.saturating_mul(1_000_000_000).saturating_add(nanos)
 }
 
 /// The directory of this process's cgroup v2 under `root`, when `root` is a v2 hierarchy
@@ -196,7 +201,12 @@ pub fn v2_cpu_limit_milli(cpu_max: &str) -> Option<u64> {
 /// v1 `cpu.cfs_quota_us` and `cpu.cfs_period_us` as thousandths of a core; `None` without a
 /// limit (a quota of -1).
 pub fn v1_cpu_limit_milli(quota: &str, period: &str) -> Option<u64> {
-    let quota = quota.trim().parse::<i64>().ok().filter(|q| *q > 0)? as u64;
+    let quota = quota
+        .trim()
+        .parse::<i64>()
+        .ok()
+        .and_then(|q| u64::try_from(q).ok())
+        .filter(|q| *q > 0)?;
     let period = period.trim().parse::<u64>().ok().filter(|p| *p > 0)?;
     Some(quota.saturating_mul(1000) / period)
 }

@@ -136,7 +136,7 @@ pub fn write_msg<T: Serialize>(w: &mut impl Write, msg: T) -> std::io::Result<()
 #[derive(Debug)]
 pub struct Idle {
     /// Its PID (a child of the agent, which reaps it).
-    pub pid: u32,
+    pub pid: i32,
     /// The agent's end of its control socket.
     ctl: UnixStream,
 }
@@ -161,7 +161,9 @@ impl Idle {
                 Ok(())
             });
         }
-        let pid = cmd.spawn()?.id();
+        let pid = rustix::process::Pid::from_child(&cmd.spawn()?)
+            .as_raw_nonzero()
+            .get();
         Ok(Idle { pid, ctl: ours })
     }
 
@@ -187,7 +189,7 @@ impl Idle {
             Some("S" | "R" | "D") => true,
             _ => {
                 // SAFETY: kill(2) of the agent's own unreaped child.
-                unsafe { libc::kill(self.pid as i32, libc::SIGKILL) };
+                unsafe { libc::kill(self.pid, libc::SIGKILL) };
                 false
             }
         }
@@ -211,6 +213,8 @@ impl Idle {
         if !control.push(SendAncillaryMessage::ScmRights(&fds)) {
             return Err(std::io::Error::other("no room for the descriptors"));
         }
+        // cast: two or three descriptors.
+        #[allow(clippy::cast_possible_truncation)]
         let count = [fds.len() as u8];
         let sent = rustix::net::sendmsg(
             &self.ctl,
@@ -251,10 +255,11 @@ fn receive_stdio(ctl: &UnixStream) -> std::io::Result<()> {
             "expected the command's standard streams",
         ));
     }
-    let first = 3 - fds.len() as i32;
-    for (i, fd) in fds.iter().enumerate() {
+    // Without stdin, stdout and stderr: the last ones.
+    let targets = &[0, 1, 2][3 - fds.len()..];
+    for (fd, target) in fds.iter().zip(targets) {
         // SAFETY: dup2(2) of a descriptor we own onto a standard stream.
-        if unsafe { libc::dup2(fd.as_raw_fd(), first + i as i32) } < 0 {
+        if unsafe { libc::dup2(fd.as_raw_fd(), *target) } < 0 {
             return Err(std::io::Error::last_os_error());
         }
     }
@@ -345,12 +350,14 @@ pub fn run() -> i32 {
     send(
         &writer,
         Event::Started {
+            // cast: a PID the kernel gave, 1 to 2^22.
+            #[allow(clippy::cast_sign_loss)]
             pid: main as u32,
             session,
             program,
         },
     );
-    let me = std::process::id() as i32;
+    let me = rustix::process::getpid().as_raw_nonzero().get();
     let helpers: Arc<Mutex<Vec<i32>>> = Arc::default();
     let helpers_of_killer = Arc::clone(&helpers);
     let master_of_control = master.clone();
@@ -561,7 +568,13 @@ fn spawn(spec: &Spec) -> Result<Started, (i32, String)> {
         });
     }
     match cmd.spawn() {
-        Ok(child) => Ok((child.id() as i32, program, pty.map(|p| Arc::new(p.master)))),
+        Ok(child) => Ok((
+            rustix::process::Pid::from_child(&child)
+                .as_raw_nonzero()
+                .get(),
+            program,
+            pty.map(|p| Arc::new(p.master)),
+        )),
         Err(e) => match e.raw_os_error() {
             Some(n) if n >= CWD_ERRNO => {
                 let why = std::io::Error::from_raw_os_error(n - CWD_ERRNO);
@@ -739,10 +752,11 @@ pub fn kill_tree(root: i32, helpers: &Mutex<Vec<i32>>) {
                     .stderr(std::process::Stdio::null())
                     .spawn()
                 {
-                    helpers
-                        .lock()
-                        .unwrap_or_else(|e| e.into_inner())
-                        .push(child.id() as i32);
+                    helpers.lock().unwrap_or_else(|e| e.into_inner()).push(
+                        rustix::process::Pid::from_child(&child)
+                            .as_raw_nonzero()
+                            .get(),
+                    );
                 }
             }
         }
@@ -811,9 +825,9 @@ pub fn stop_marked_tree(procs: &[(Proc, bool)]) {
 /// supervisor keep it. `None` where the kernel gives none: no audit support, gVisor, or a
 /// login UID the container already had (the engine's daemon started from a login session).
 pub fn join_audit_session(loginuid: u32) -> Option<u32> {
-    let before = audit_session(std::process::id() as i32);
+    let before = audit_session(rustix::process::getpid().as_raw_nonzero().get());
     std::fs::write("/proc/self/loginuid", loginuid.to_string()).ok()?;
-    audit_session(std::process::id() as i32).filter(|s| Some(*s) != before)
+    audit_session(rustix::process::getpid().as_raw_nonzero().get()).filter(|s| Some(*s) != before)
 }
 
 /// The audit session of `pid` (`/proc/PID/sessionid`); `None` when unset or unreadable.
@@ -852,7 +866,7 @@ pub struct KillMarkedArgs {
 /// or 1 when some could not be signalled.
 pub fn kill_marked(args: &KillMarkedArgs) -> i32 {
     let needle = format!("{MARKER_VAR}={}", args.marker);
-    let me = std::process::id() as i32;
+    let me = rustix::process::getpid().as_raw_nonzero().get();
     let mut failed = false;
     for _ in 0..200 {
         let procs: Vec<(Proc, bool)> = processes()
@@ -893,7 +907,9 @@ pub struct SignalArgs {
 /// Runs the helper: kills, pass after pass, the descendants of `--tree` that this user may
 /// signal, and exits.
 pub fn signal(args: &SignalArgs) -> i32 {
-    let (me, uid) = (std::process::id() as i32, unsafe { libc::getuid() });
+    let (me, uid) = (rustix::process::getpid().as_raw_nonzero().get(), unsafe {
+        libc::getuid()
+    });
     for _ in 0..100 {
         let mine: Vec<Proc> = descendants(&processes(), args.tree)
             .into_iter()

@@ -189,8 +189,10 @@ fn supervise(mut cmd: std::process::Command, program: &OsString, timeout: Option
         Ok(c) => c,
         Err(e) => return not_started(program, &e),
     };
-    let main = child.id() as i32;
-    let me = std::process::id() as i32;
+    let main = rustix::process::Pid::from_child(&child)
+        .as_raw_nonzero()
+        .get();
+    let me = rustix::process::getpid().as_raw_nonzero().get();
     let fired = std::sync::Arc::new(AtomicBool::new(false));
     let timer = std::sync::Arc::clone(&fired);
     // The thread comes after the fork: the command was started single-threaded.

@@ -51,7 +51,7 @@ pub fn json(out: &crate::sandbox::exec::Outcome, combined: bool) -> ExecJson {
         exit_code: out.exit_code,
         stdout: out.stdout.text(),
         stderr: out.stderr.text(),
-        duration_ms: out.duration.as_millis() as u64,
+        duration_ms: u64::try_from(out.duration.as_millis()).unwrap_or(u64::MAX),
         timed_out: out.timed_out,
         truncated: out.stdout.truncated()
             || out.stderr.truncated()
@@ -252,7 +252,7 @@ fn stdin_has_bytes() -> bool {
     };
     match FileType::from_raw_mode(st.st_mode) {
         FileType::RegularFile => rustix::fs::seek(fd, rustix::fs::SeekFrom::Current(0))
-            .is_ok_and(|pos| (pos as i64) < st.st_size),
+            .is_ok_and(|pos| u64::try_from(st.st_size).is_ok_and(|size| pos < size)),
         FileType::Fifo | FileType::Socket => rustix::io::ioctl_fionread(fd).is_ok_and(|n| n > 0),
         _ => false,
     }

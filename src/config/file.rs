@@ -69,7 +69,7 @@ pub(super) fn read_config_file(path: &Path) -> std::io::Result<(String, std::fs:
     use std::os::unix::fs::OpenOptionsExt;
     let file = std::fs::OpenOptions::new()
         .read(true)
-        .custom_flags(rustix::fs::OFlags::NONBLOCK.bits() as i32)
+        .custom_flags(libc::O_NONBLOCK)
         .open(path)?;
     let md = file.metadata()?;
     if !md.is_file() {

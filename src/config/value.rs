@@ -131,6 +131,8 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
     if !bytes.is_finite() || bytes < 1.0 || bytes > u64::MAX as f64 {
         return Err(bad());
     }
+    // cast: finite and within 1..=2^64 (checked above); 2^64 itself saturates to u64::MAX.
+    #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
     Ok(bytes as u64)
 }
 

@@ -568,7 +568,7 @@ mod tests {
     #[test]
     fn oversized_and_garbled_frames_are_errors() {
         let mut codec: Codec<Request, Request> = Codec::default();
-        let mut buf = BytesMut::from(&((MAX_FRAME as u32 + 1).to_be_bytes())[..]);
+        let mut buf = BytesMut::from(&((u32::try_from(MAX_FRAME).unwrap() + 1).to_be_bytes())[..]);
         assert!(codec.decode(&mut buf).is_err());
         let mut codec: Codec<Request, Request> = Codec::default();
         let mut buf = BytesMut::from(&[0, 0, 0, 3, 250, 251, 252][..]);

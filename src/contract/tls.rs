@@ -46,7 +46,10 @@ impl ChannelSecret {
     /// The secret as PID 1 reads it: a 4-byte big-endian length, then the postcard encoding.
     pub fn to_frame(&self) -> Vec<u8> {
         let body = postcard::to_stdvec(self).unwrap_or_default();
-        let mut out = (body.len() as u32).to_be_bytes().to_vec();
+        // A certificate, a key and a fingerprint: a few KiB, far below u32::MAX (and a length
+        // that did not fit would read as more than SECRET_MAX, refused, not cut).
+        let len = u32::try_from(body.len()).unwrap_or(u32::MAX);
+        let mut out = len.to_be_bytes().to_vec();
         out.extend(body);
         out
     }
@@ -264,7 +267,10 @@ mod tests {
             client: vec![9; 32],
         };
         assert_eq!(read_secret(&mut &s.to_frame()[..]).unwrap(), s);
-        let mut big = ((SECRET_MAX + 1) as u32).to_be_bytes().to_vec();
+        let mut big = u32::try_from(SECRET_MAX + 1)
+            .unwrap()
+            .to_be_bytes()
+            .to_vec();
         big.extend([0; 8]);
         assert!(read_secret(&mut &big[..]).is_err());
         assert!(read_secret(&mut &s.to_frame()[..10]).is_err());

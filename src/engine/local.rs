@@ -345,7 +345,7 @@ pub fn environ_has(environ: &[u8], marks: &[(String, String)]) -> bool {
 
 /// Processes of our effective user (but this one) whose environment holds all of `marks`.
 fn marked_processes(marks: &[(String, String)]) -> Vec<Marked> {
-    let me = std::process::id() as i32;
+    let me = rustix::process::getpid().as_raw_nonzero().get();
     let uid = rustix::process::geteuid().as_raw();
     let Ok(dir) = std::fs::read_dir("/proc") else {
         return Vec::new();

@@ -43,7 +43,12 @@ pub fn kill_marked(ns_of: Option<u32>, marker: &str) -> io::Result<Sweep> {
     let ns = std::fs::read_link(&ns_path)?;
     let needle = format!("{EXEC_MARKER_VAR}={marker}");
     // The init's session is everyone's where the exec got none of its own (unset: none).
-    let init = ns_of.map(|p| crate::agent::supervise::audit_session(p as i32).unwrap_or(u32::MAX));
+    let init = ns_of.map(|p| {
+        i32::try_from(p)
+            .ok()
+            .and_then(crate::agent::supervise::audit_session)
+            .unwrap_or(u32::MAX)
+    });
     let mut total = Sweep::default();
     for _ in 0..200 {
         let procs = namespace_processes(&ns, needle.as_bytes(), init)?;
@@ -83,7 +88,7 @@ fn namespace_processes(
     init: Option<u32>,
 ) -> io::Result<Vec<(Proc, bool)>> {
     use crate::agent::supervise::audit_session;
-    let me = std::process::id() as i32;
+    let me = rustix::process::getpid().as_raw_nonzero().get();
     let mut out = Vec::new();
     for p in processes() {
         if p.pid == me {

@@ -752,7 +752,7 @@ impl AppliedLimits {
                 shown(self.memory_bytes, |b| format!("{b} bytes"))
             ));
         }
-        let nano = (want.cpus * 1e9).round() as u64;
+        let nano = u64::try_from(docker::api::nano_cpus(want.cpus)).unwrap_or(0);
         if self.nano_cpus.abs_diff(nano) > 5_000_000 {
             missing.push(format!(
                 "cpus {} (engine reports {})",

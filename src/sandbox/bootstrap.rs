@@ -86,7 +86,7 @@ pub async fn execute(ctx: &Ctx, rec: &Record, cmd: &str, sink: Sink) -> Done {
             run: BootstrapRun {
                 cmd: cmd.to_string(),
                 exit_code: out.exit_code,
-                duration_ms: out.duration.as_millis() as u64,
+                duration_ms: u64::try_from(out.duration.as_millis()).unwrap_or(u64::MAX),
                 finished_at: now_rfc3339(),
                 timed_out: out.timed_out,
                 error: None,
@@ -97,7 +97,7 @@ pub async fn execute(ctx: &Ctx, rec: &Record, cmd: &str, sink: Sink) -> Done {
             run: BootstrapRun {
                 cmd: cmd.to_string(),
                 exit_code: EXIT_OWN_FAILURE,
-                duration_ms: started.elapsed().as_millis() as u64,
+                duration_ms: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
                 finished_at: now_rfc3339(),
                 timed_out: false,
                 error: Some(format!("{e:#}")),

@@ -257,10 +257,11 @@ fn wait(
     if let Some(c) = changes {
         fds.push(PollFd::new(c, PollFlags::IN));
     }
-    let ts = Timespec {
-        tv_sec: timeout.as_secs() as i64,
-        tv_nsec: i64::from(timeout.subsec_nanos()),
-    };
+    // Saturating: a timeout past i64::MAX seconds waits as long as one can.
+    let ts = Timespec::try_from(timeout).unwrap_or(Timespec {
+        tv_sec: i64::MAX,
+        tv_nsec: 0,
+    });
     if fds.is_empty() {
         std::thread::sleep(timeout);
         return (false, false);

@@ -138,6 +138,12 @@ pub struct Lines {
 /// The descriptor `fd` (opened `O_NONBLOCK`, so a planted FIFO cannot hang the open) as a
 /// blocking [`File`] with its status, when it is a regular file; otherwise the error of
 /// [`ensure_regular`].
+/// `st_size` in bytes. The kernel never gives a negative size; were it, it counts as too big for
+/// every limit rather than wrapping.
+fn file_size(st: &Stat) -> u64 {
+    u64::try_from(st.st_size).unwrap_or(u64::MAX)
+}
+
 fn regular_file(user: &Path, fd: OwnedFd) -> Result<(File, Stat)> {
     let st = rustix::fs::fstat(&fd).map_err(io::Error::from)?;
     ensure_regular(user, &st)?;

@@ -40,7 +40,7 @@ impl WorkDir {
             .with_context(|| format!("cannot copy out {}", self.host_path(user).display()))?;
         Ok(ReadInfo {
             path: self.host_path(user),
-            size: st.st_size as u64,
+            size: file_size(&st),
             bytes,
         })
     }
@@ -62,7 +62,7 @@ impl WorkDir {
         .with_context(|| format!("cannot copy out {}", self.host_path(user).display()))?;
         Ok(ReadInfo {
             path: self.host_path(user),
-            size: st.st_size as u64,
+            size: file_size(&st),
             bytes,
         })
     }
@@ -79,13 +79,14 @@ impl WorkDir {
         hold: u64,
     ) -> Result<Result<(Vec<u8>, ReadInfo), u64>> {
         let (file, st) = self.open_file(user)?;
-        let size = st.st_size as u64;
+        let size = file_size(&st);
         let want = max.map_or(size, |m| m.min(size));
         if want > hold {
             return Ok(Err(size));
         }
         let limit = max.unwrap_or(u64::MAX).min(hold.saturating_add(1));
-        let mut buf = Vec::with_capacity(want as usize);
+        // A capacity hint only (want is at most `hold`).
+        let mut buf = Vec::with_capacity(usize::try_from(want).unwrap_or(0));
         let bytes = file
             .take(limit)
             .read_to_end(&mut buf)
@@ -120,7 +121,7 @@ impl WorkDir {
         let mut lines = scan_lines(reader, first, limit, max_bytes)
             .with_context(|| format!("cannot read {}", host.display()))?;
         lines.path = host;
-        lines.size = st.st_size as u64;
+        lines.size = file_size(&st);
         Ok(lines)
     }
 }

@@ -539,7 +539,7 @@ impl WorkDir {
         let (mut file, st) = self.open_existing(user, &t)?;
         self.check_access(user, &st, MAY_READ | MAY_WRITE, "edit")?;
         self.check_dir_access(user, &t.dir)?;
-        if st.st_size as u64 > EDIT_MAX_BYTES {
+        if file_size(&st) > EDIT_MAX_BYTES {
             return Err(Error::Invalid(format!(
                 "cannot edit {}: it is {} bytes, more than edit's limit of {} (edit loads the file into memory); use `exec` with sed or a script instead",
                 host.display(),
@@ -548,7 +548,7 @@ impl WorkDir {
             ))
             .into());
         }
-        let mut content = Vec::with_capacity(st.st_size as usize);
+        let mut content = Vec::with_capacity(usize::try_from(file_size(&st)).unwrap_or(0));
         // Bounded, also if the file grows while it is read.
         (&mut file)
             .take(EDIT_MAX_BYTES + 1)
@@ -607,6 +607,8 @@ impl WorkDir {
         Ok(Edited {
             path: host,
             replacements: count,
+            // cast: at most EDIT_MAX_BYTES (checked above).
+            #[allow(clippy::cast_possible_truncation)]
             size: size as u64,
             warning,
         })

@@ -216,7 +216,9 @@ fn read_write_edit_round_trip_the_bytes_the_container_sees() {
     assert_eq!(out.stdout, b"alpha\nbeta\n");
 
     // Binary content, all 256 byte values, from a host file, with --parents and --mode.
-    let bin: Vec<u8> = (0..4096u32).map(|i| ((i + 128) % 256) as u8).collect();
+    let bin: Vec<u8> = (0..4096u32)
+        .map(|i| u8::try_from((i + 128) % 256).unwrap())
+        .collect();
     let src = env.root.path().join("src.bin");
     std::fs::write(&src, &bin).unwrap();
     let out = env.run(&[

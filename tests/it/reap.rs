@@ -109,6 +109,8 @@ fn random_below(seed: &mut u64, n: u64) -> u64 {
 fn sigkill_during_up_then_reap_leaves_nothing() {
     require_docker!();
     let env = TestEnv::without_owner_watcher();
+    // cast: a seed; the low 64 bits of the nanoseconds will do.
+    #[allow(clippy::cast_possible_truncation)]
     let mut seed = SystemTime::now()
         .duration_since(SystemTime::UNIX_EPOCH)
         .unwrap()

@@ -42,6 +42,15 @@ pub const DEFAULT_SOCKET: &str = "/var/run/docker.sock";
 /// `DOCKER_CONTEXT` unset or `default`; when both are unset, the client's current context
 /// (`current_context`, from its `config.json`) must be unset or `default` too. `None`: the
 /// client's business (tcp://, ssh://, a named context, settings that fail the checks).
+/// A CPU limit in cores (validated: finite, at least 0.01) as the engine's `NanoCpus`, billionths
+/// of a core, rounded.
+pub(crate) fn nano_cpus(cpus: f64) -> i64 {
+    // cast: a validated limit is a few cores; a float-to-integer cast saturates anyway (NaN: 0).
+    #[allow(clippy::cast_possible_truncation)]
+    let nano = (cpus * 1e9).round() as i64;
+    nano
+}
+
 pub fn local_socket(daemon: &Daemon, current_context: Option<&str>) -> Option<PathBuf> {
     if daemon.validate().is_err() {
         return None;
@@ -432,7 +441,7 @@ pub fn create_body(spec: &ContainerSpec, ulimits: &[String]) -> Result<Value> {
         "CapAdd": caps,
         "SecurityOpt": ["no-new-privileges:true"],
         "PidsLimit": pids,
-        "NanoCpus": (l.cpus * 1e9).round() as i64,
+        "NanoCpus": nano_cpus(l.cpus),
         "Memory": memory,
         "ShmSize": memory,
         "Tmpfs": { "/tmp": format!("size={},nosuid,noexec,nodev", l.tmp_size) },

@@ -152,7 +152,7 @@ pub fn parse_inspect(json: &str) -> Result<ContainerStatus> {
         .with_context(|| format!("cannot parse the engine's container state: {json}"))?;
     let s = i.state;
     // Negative values (-1: unlimited, in some versions) count as no limit.
-    let pos = |v: Option<i64>| v.filter(|v| *v > 0).map_or(0, |v| v as u64);
+    let pos = |v: Option<i64>| v.and_then(|v| u64::try_from(v).ok()).unwrap_or(0);
     let applied = i.host_config.map(|h| {
         let nano = pos(h.nano_cpus);
         let (quota, period) = (pos(h.cpu_quota), pos(h.cpu_period));

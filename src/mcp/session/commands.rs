@@ -76,7 +76,7 @@ impl Session {
             exit_code: out.exit_code,
             stdout,
             stderr,
-            duration_ms: out.duration.as_millis() as u64,
+            duration_ms: u64::try_from(out.duration.as_millis()).unwrap_or(u64::MAX),
             timed_out: out.timed_out,
             truncated: cut_out > 0 || cut_err > 0,
             stdout_bytes: out.stdout.total,
