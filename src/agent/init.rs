@@ -115,6 +115,11 @@ pub fn run(args: &InitArgs) -> i32 {
         Some(s) => Some(s.token.clone()),
         None => server::take_token(&run_dir),
     };
+    // Before any command can fill the process limit: its kills run there.
+    if let Err(e) = super::worker::start() {
+        log(&format!("cannot start: {e}"));
+        return 1;
+    }
     let rt = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()

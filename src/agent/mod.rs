@@ -9,6 +9,7 @@
 //! host command line is parsed (they are no user commands, and `init` refuses to run unless it is
 //! PID 1).
 
+pub mod as_user;
 pub mod channel;
 pub mod file_helper;
 pub mod forward;
@@ -22,6 +23,7 @@ pub mod stats;
 pub mod supervise;
 pub mod tarball;
 pub mod user;
+pub mod worker;
 pub mod wrap;
 
 // The protocol, the fixed paths and the entry argument: the contract's.
@@ -96,8 +98,6 @@ enum AgentCommand {
     Exec(wrap::ExecArgs),
     /// Supervise one command of the exec agent (the agent starts this)
     Supervise,
-    /// Kill a supervised tree's processes of one user (the supervisor starts this)
-    Signal(supervise::SignalArgs),
     /// Kill an exec's processes found by their marker, and their descendants
     KillMarked(supervise::KillMarkedArgs),
     /// Forward HTTP and HTTPS (CONNECT) to allowed hosts only (the allowlist sidecar)
@@ -151,7 +151,6 @@ pub fn main(args: &[std::ffi::OsString]) -> Option<i32> {
         AgentCommand::Init(a) => init::run(a),
         AgentCommand::Exec(a) => wrap::run(a),
         AgentCommand::Supervise => supervise::run(),
-        AgentCommand::Signal(a) => supervise::signal(a),
         AgentCommand::KillMarked(a) => supervise::kill_marked(a),
         AgentCommand::Proxy(a) => proxy::run(a),
         AgentCommand::Relay(a) => channel::relay(a),

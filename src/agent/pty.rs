@@ -121,9 +121,13 @@ impl Pumps {
         let (wake_r, wake) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)?;
         let (tx, drained) = mpsc::channel();
         let m = std::sync::Arc::clone(&master);
-        std::thread::spawn(move || pump_out(&m, wake_r, std::fs::File::from(output), tx));
+        // Threads made after the command's fork may fail at the process limit: an error then,
+        // on which the supervisor kills the command.
+        std::thread::Builder::new()
+            .spawn(move || pump_out(&m, wake_r, std::fs::File::from(output), tx))?;
         if let Some(input) = input {
-            std::thread::spawn(move || pump_in(std::fs::File::from(input), &master));
+            std::thread::Builder::new()
+                .spawn(move || pump_in(std::fs::File::from(input), &master))?;
         }
         Ok(Pumps { wake, drained })
     }

@@ -19,7 +19,6 @@
 
 use std::collections::HashMap;
 use std::os::fd::{AsFd, OwnedFd};
-use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -202,9 +201,9 @@ impl Agent {
             Some(Ok(Request::Forward(f))) => super::forward::serve(conn, f).await,
             Some(Ok(Request::Stats(r))) => {
                 r.check()?;
-                let sample = tokio::task::spawn_blocking(move || super::stats::sample(&r))
+                let sample = super::worker::run(move || super::stats::sample(&r))
                     .await
-                    .map_err(|e| e.to_string())?;
+                    .ok_or("sampling the statistics failed")?;
                 conn.send(Reply::Stats(Box::new(sample)))
                     .await
                     .map_err(|e| e.to_string())
@@ -851,53 +850,16 @@ where
 }
 
 /// SIGKILLs every process of an exec whose supervisor is gone: those carrying `marker` in
-/// [`MARKER_VAR`] or in its audit `session`, and all their descendants
-/// ([`super::supervise::kill_marked`]); PID 1 is root without `CAP_KILL`, so the processes of
-/// other users are killed by a helper running as each of them (`agent kill-marked`).
+/// [`MARKER_VAR`] or in its audit `session`, and all their descendants, each as its owner
+/// ([`super::supervise::kill_marked`]: PID 1 is root without `CAP_KILL`), on the agent's
+/// worker thread ([`super::worker`]), which exists even when the command filled the sandbox's
+/// process limit.
 async fn kill_exec(marker: &str, session: Option<u32>) {
     let args = super::supervise::KillMarkedArgs {
         marker: marker.to_string(),
         session,
     };
-    let _ = tokio::task::spawn_blocking(move || {
-        if super::supervise::kill_marked(&args) == 0 {
-            return;
-        }
-        // Some could not be signalled: other users' processes. A helper per user, whose end
-        // (its stdout closing) is waited for; PID 1 reaps it.
-        let needle = format!("{MARKER_VAR}={}", args.marker);
-        let mut uids: Vec<u32> = Vec::new();
-        for p in super::supervise::processes() {
-            let of = super::supervise::environ_has(p.pid, needle.as_bytes())
-                || session.is_some() && super::supervise::audit_session(p.pid) == session;
-            if of && p.uid != 0 && !uids.contains(&p.uid) {
-                uids.push(p.uid);
-            }
-        }
-        for uid in uids {
-            let mut cmd = std::process::Command::new("/proc/self/exe");
-            cmd.args(["agent", "kill-marked", &args.marker]);
-            if let Some(s) = session {
-                cmd.args(["--session", &s.to_string()]);
-            }
-            if let Ok(mut child) = cmd
-                .uid(uid)
-                .gid(uid)
-                .env_clear()
-                .stdin(std::process::Stdio::null())
-                .stdout(std::process::Stdio::piped())
-                .stderr(std::process::Stdio::null())
-                .spawn()
-            {
-                use std::io::Read;
-                let mut sink = Vec::new();
-                if let Some(mut out) = child.stdout.take() {
-                    let _ = out.read_to_end(&mut sink);
-                }
-            }
-        }
-    })
-    .await;
+    super::worker::run(move || super::supervise::kill_marked(&args)).await;
 }
 
 async fn recv_control(c: &mut Option<mpsc::Receiver<Control>>) -> Option<Control> {

@@ -19,7 +19,8 @@ use std::io::{Read, Write};
 use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::net::UnixStream;
 use std::os::unix::process::CommandExt;
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::{AtomicI32, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use bytes::BytesMut;
 use serde::{Deserialize, Serialize};
@@ -300,7 +301,7 @@ pub fn run() -> i32 {
     // The command must not inherit the control socket.
     unsafe { libc::fcntl(CONTROL_FD, libc::F_SETFD, libc::FD_CLOEXEC) };
     unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) };
-    let Some((mut reader, mut buf, spec)) = await_command(&ctl) else {
+    let Some((reader, buf, spec)) = await_command(&ctl) else {
         return 125;
     };
     let writer = Arc::new(Mutex::new(ctl));
@@ -312,6 +313,23 @@ pub fn run() -> i32 {
     // Before the command exists: it inherits the session, and can never leave it.
     let session = join_audit_session(spec.uid);
     send(&writer, Event::Session { session });
+    let me = rustix::process::getpid().as_raw_nonzero().get();
+    let main_pid = Arc::new(AtomicI32::new(0));
+    let terminal: Arc<OnceLock<Arc<OwnedFd>>> = Arc::default();
+    // Made before the command starts: at the sandbox's process limit a thread made after its
+    // fork could fail, and leave a running command that nothing could stop.
+    if let Err(e) = control_thread(
+        me,
+        reader,
+        buf,
+        Arc::clone(&main_pid),
+        Arc::clone(&terminal),
+    ) {
+        let message = super::stats::at_process_limit(&e)
+            .unwrap_or_else(|| format!("cannot start the command's control thread: {e}"));
+        send(&writer, Event::Failed { code: 125, message });
+        return 0;
+    }
     let (main, program, master) = match spawn(&spec) {
         Ok(started) => started,
         Err((code, message)) => {
@@ -319,6 +337,10 @@ pub fn run() -> i32 {
             return 0;
         }
     };
+    main_pid.store(main, Ordering::SeqCst);
+    if let Some(m) = &master {
+        let _ = terminal.set(Arc::clone(m));
+    }
     // A terminal's pumps take our stdin and stdout (the agent's pipes) before they go.
     let pumps = match &master {
         Some(m) => match terminal_pumps(m) {
@@ -357,33 +379,6 @@ pub fn run() -> i32 {
             program,
         },
     );
-    let me = rustix::process::getpid().as_raw_nonzero().get();
-    let helpers: Arc<Mutex<Vec<i32>>> = Arc::default();
-    let helpers_of_killer = Arc::clone(&helpers);
-    let master_of_control = master.clone();
-    std::thread::spawn(move || {
-        let helpers = helpers_of_killer;
-        loop {
-            match read_msg::<Control>(&mut reader, &mut buf) {
-                Ok(Some(Control::Kill)) => kill_tree(me, &helpers),
-                // Delivered when the command's process group runs as our user (root); other
-                // users' groups would need CAP_KILL.
-                Ok(Some(Control::Signal(sig))) => unsafe {
-                    libc::kill(-main, sig);
-                },
-                Ok(Some(Control::Resize(size))) => {
-                    if let Some(m) = &master_of_control {
-                        super::pty::resize(m.as_fd(), size);
-                    }
-                }
-                // The agent is gone (or spoke nonsense): nothing answers for the tree any more.
-                Ok(None) | Err(_) => {
-                    kill_tree(me, &helpers);
-                    return;
-                }
-            }
-        }
-    });
     let mut main_done = false;
     loop {
         let mut status = 0;
@@ -428,6 +423,45 @@ pub fn run() -> i32 {
             return 0;
         }
     }
+}
+
+/// Starts the thread that acts on the agent's requests on the control socket (`reader`, with
+/// what `buf` holds of it) for the tree under `me`: kill it, signal the command's process group
+/// (`main`, once started), resize its terminal (once it has one). The agent's end closing kills
+/// the tree: nothing answers for it any more. Errors: the thread could not be made (`EAGAIN` at
+/// the process limit).
+fn control_thread(
+    me: i32,
+    mut reader: UnixStream,
+    mut buf: BytesMut,
+    main: Arc<AtomicI32>,
+    terminal: Arc<OnceLock<Arc<OwnedFd>>>,
+) -> std::io::Result<()> {
+    std::thread::Builder::new().spawn(move || loop {
+        match read_msg::<Control>(&mut reader, &mut buf) {
+            Ok(Some(Control::Kill)) => kill_tree(me),
+            // Delivered when the command's process group runs as our user (root); other
+            // users' groups would need CAP_KILL.
+            Ok(Some(Control::Signal(sig))) => {
+                let main = main.load(Ordering::SeqCst);
+                if main > 0 {
+                    // SAFETY: kill(2) of the command's process group.
+                    unsafe { libc::kill(-main, sig) };
+                }
+            }
+            Ok(Some(Control::Resize(size))) => {
+                if let Some(m) = terminal.get() {
+                    super::pty::resize(m.as_fd(), size);
+                }
+            }
+            // The agent is gone (or spoke nonsense): nothing answers for the tree any more.
+            Ok(None) | Err(_) => {
+                kill_tree(me);
+                return;
+            }
+        }
+    })?;
+    Ok(())
 }
 
 /// The pumps of a terminal command's `master`: our stdin and stdout (the agent's pipes; stdin
@@ -639,6 +673,8 @@ pub struct Proc {
     pub ppid: i32,
     /// Real user ID (the one `kill(2)` compares).
     pub uid: u32,
+    /// Real group ID (which the `ptrace` access check of `/proc/PID/environ` compares too).
+    pub gid: u32,
     /// Whether it has exited and waits to be reaped (a zombie).
     pub dead: bool,
 }
@@ -664,18 +700,19 @@ pub fn processes() -> Vec<Proc> {
         let Some(ppid) = f.next().and_then(|p| p.parse::<i32>().ok()) else {
             continue;
         };
-        let uid = std::fs::read_to_string(format!("/proc/{pid}/status"))
-            .ok()
-            .and_then(|s| {
-                s.lines()
-                    .find_map(|l| l.strip_prefix("Uid:"))
-                    .and_then(|l| l.split_whitespace().next()?.parse().ok())
-            })
-            .unwrap_or(u32::MAX);
+        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+        let real = |key: &str| {
+            status
+                .lines()
+                .find_map(|l| l.strip_prefix(key))
+                .and_then(|l| l.split_whitespace().next()?.parse().ok())
+                .unwrap_or(u32::MAX)
+        };
         out.push(Proc {
             pid,
             ppid,
-            uid,
+            uid: real("Uid:"),
+            gid: real("Gid:"),
             dead: matches!(state, "Z" | "X"),
         });
     }
@@ -703,16 +740,15 @@ pub fn descendants(all: &[Proc], root: i32) -> Vec<Proc> {
 }
 
 /// SIGKILLs every live descendant of `root` (this supervisor), pass after pass, until none is
-/// left (a process forked meanwhile is found on the next pass; at most 400 passes).
+/// left (a process forked meanwhile is found on the next pass; at most 400 passes). Each pass
+/// stops the whole tree first, so that no process forks a replacement for one killed now.
 ///
 /// `kill(2)` lets a process signal only processes of its own user unless it holds `CAP_KILL`,
-/// which the container does not grant: the supervisor kills root's processes itself and, for
-/// each other user in the tree, starts a helper running as that user
-/// (`h9sandbox agent signal`), whose PIDs go into `helpers` (spared by the passes).
-pub fn kill_tree(root: i32, helpers: &Mutex<Vec<i32>>) {
-    let me = unsafe { libc::getuid() };
-    for pass in 0..400 {
-        let spared = helpers.lock().unwrap_or_else(|e| e.into_inner()).clone();
+/// which the container does not grant: each process is signalled as its owner
+/// ([`signal_as_owner`]), from this thread, with no helper process (none could start at the
+/// process limit a fork bomb fills).
+pub fn kill_tree(root: i32) {
+    for _ in 0..400 {
         let all = processes();
         let mut live: Vec<Proc> = descendants(&all, root);
         // Where the tree has an audit session of its own, its members are found by it too,
@@ -728,40 +764,59 @@ pub fn kill_tree(root: i32, helpers: &Mutex<Vec<i32>>) {
                 }
             }
         }
-        live.retain(|p| !spared.contains(&p.pid));
         if live.is_empty() {
             return;
         }
-        let mut others: Vec<u32> = Vec::new();
-        for p in &live {
-            if p.uid == me {
-                unsafe { libc::kill(p.pid, libc::SIGKILL) };
-            } else if !others.contains(&p.uid) {
-                others.push(p.uid);
-            }
-        }
-        // A helper per other user, every few passes (one may still be at work).
-        if pass % 5 == 0 {
-            for uid in others {
-                if let Ok(child) = std::process::Command::new("/proc/self/exe")
-                    .args(["agent", "signal", "--tree", &root.to_string()])
-                    .uid(uid)
-                    .env_clear()
-                    .stdin(std::process::Stdio::null())
-                    .stdout(std::process::Stdio::null())
-                    .stderr(std::process::Stdio::null())
-                    .spawn()
-                {
-                    helpers.lock().unwrap_or_else(|e| e.into_inner()).push(
-                        rustix::process::Pid::from_child(&child)
-                            .as_raw_nonzero()
-                            .get(),
-                    );
-                }
+        for sig in [libc::SIGSTOP, libc::SIGKILL] {
+            for p in &live {
+                signal_as_owner(p, sig);
             }
         }
         std::thread::sleep(std::time::Duration::from_millis(2));
     }
+}
+
+/// Sends `sig` to `p` as `p`'s owner: directly when it is ours (or we may), else from this
+/// thread switched to its user ([`super::as_user::as_user`]). Returns whether it was delivered
+/// or `p` is gone (`ESRCH`).
+pub fn signal_as_owner(p: &Proc, sig: i32) -> bool {
+    let send = || {
+        // SAFETY: kill(2) with a PID read from /proc; a vanished process is ESRCH.
+        if unsafe { libc::kill(p.pid, sig) } == 0 {
+            return Ok(());
+        }
+        Err(std::io::Error::last_os_error().raw_os_error())
+    };
+    match send() {
+        Ok(()) | Err(Some(libc::ESRCH)) => true,
+        Err(Some(libc::EPERM)) => {
+            matches!(
+                super::as_user::as_user(p.uid, p.gid, send),
+                Ok(Ok(()) | Err(Some(libc::ESRCH)))
+            )
+        }
+        Err(_) => false,
+    }
+}
+
+/// Whether `/proc/PID/environ` of `pid` holds exactly `needle` (`NAME=value`), read with our own
+/// credentials (the host's sweep, [`crate::engine::marker`]).
+pub fn environ_has(pid: i32, needle: &[u8]) -> bool {
+    std::fs::read(format!("/proc/{pid}/environ"))
+        .is_ok_and(|env| env.split(|b| *b == 0).any(|v| v == needle))
+}
+
+/// Whether `/proc/PID/environ` of `p` holds exactly `needle` (`NAME=value`), read as `p`'s
+/// owner where we may not read it ourselves (another user's, without `CAP_SYS_PTRACE`).
+pub fn environ_of_has(p: &Proc, needle: &[u8]) -> bool {
+    let read = || std::fs::read(format!("/proc/{}/environ", p.pid));
+    let env = match read() {
+        Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => {
+            super::as_user::as_user(p.uid, p.gid, read).and_then(|r| r)
+        }
+        r => r,
+    };
+    env.is_ok_and(|env| env.split(|b| *b == 0).any(|v| v == needle))
 }
 
 /// One pass of killing an exec's processes found by its marker: among `procs` (every process
@@ -810,8 +865,9 @@ pub fn marked_tree(procs: &[(Proc, bool)]) -> Vec<i32> {
 /// otherwise outrun the passes, its topmost process never left alone to be killed).
 pub fn stop_marked_tree(procs: &[(Proc, bool)]) {
     for pid in marked_tree(procs) {
-        // SAFETY: kill(2) with a PID read from /proc; a vanished process is ESRCH.
-        unsafe { libc::kill(pid, libc::SIGSTOP) };
+        if let Some((p, _)) = procs.iter().find(|(p, _)| p.pid == pid) {
+            signal_as_owner(p, libc::SIGSTOP);
+        }
     }
 }
 
@@ -840,12 +896,6 @@ pub fn audit_session(pid: i32) -> Option<u32> {
         .filter(|s| *s != u32::MAX)
 }
 
-/// Whether `/proc/PID/environ` of `pid` holds exactly `needle` (`NAME=value`).
-pub fn environ_has(pid: i32, needle: &[u8]) -> bool {
-    std::fs::read(format!("/proc/{pid}/environ"))
-        .is_ok_and(|env| env.split(|b| *b == 0).any(|v| v == needle))
-}
-
 // The variable every process of an exec carries, its value unique to that exec, by which its
 // tree is found when nothing else answers for it (the engine's exec; a supervisor that was
 // killed): the contract's.
@@ -862,8 +912,9 @@ pub struct KillMarkedArgs {
 }
 
 /// Kills an exec's processes found by their marker or their audit session (and all their
-/// descendants), pass after pass ([`marked_kill_pass`]), as far as this user may; returns 0,
-/// or 1 when some could not be signalled.
+/// descendants), pass after pass ([`marked_kill_pass`]), each as its owner
+/// ([`signal_as_owner`], [`environ_of_has`]) where this process runs as root, else as far as this
+/// user may; returns 0, or 1 when some could not be signalled.
 pub fn kill_marked(args: &KillMarkedArgs) -> i32 {
     let needle = format!("{MARKER_VAR}={}", args.marker);
     let me = rustix::process::getpid().as_raw_nonzero().get();
@@ -873,8 +924,8 @@ pub fn kill_marked(args: &KillMarkedArgs) -> i32 {
             .into_iter()
             .filter(|p| p.pid != me)
             .map(|p| {
-                let of = environ_has(p.pid, needle.as_bytes())
-                    || args.session.is_some() && audit_session(p.pid) == args.session;
+                let of = args.session.is_some() && audit_session(p.pid) == args.session
+                    || environ_of_has(&p, needle.as_bytes());
                 (p, of)
             })
             .collect();
@@ -885,45 +936,13 @@ pub fn kill_marked(args: &KillMarkedArgs) -> i32 {
         stop_marked_tree(&procs);
         failed = false;
         for pid in pass {
-            if unsafe { libc::kill(pid, libc::SIGKILL) } != 0
-                && std::io::Error::last_os_error().raw_os_error() != Some(libc::ESRCH)
-            {
-                failed = true;
+            if let Some((p, _)) = procs.iter().find(|(p, _)| p.pid == pid) {
+                failed |= !signal_as_owner(p, libc::SIGKILL);
             }
         }
         std::thread::sleep(std::time::Duration::from_millis(2));
     }
     1
-}
-
-/// Options of `h9sandbox agent signal`, the helper [`kill_tree`] starts as another user.
-#[derive(Debug, Clone, clap::Args)]
-pub struct SignalArgs {
-    /// SIGKILL every descendant of this PID that runs as our user, but us
-    #[arg(long)]
-    pub tree: i32,
-}
-
-/// Runs the helper: kills, pass after pass, the descendants of `--tree` that this user may
-/// signal, and exits.
-pub fn signal(args: &SignalArgs) -> i32 {
-    let (me, uid) = (rustix::process::getpid().as_raw_nonzero().get(), unsafe {
-        libc::getuid()
-    });
-    for _ in 0..100 {
-        let mine: Vec<Proc> = descendants(&processes(), args.tree)
-            .into_iter()
-            .filter(|p| p.uid == uid && p.pid != me)
-            .collect();
-        if mine.is_empty() {
-            return 0;
-        }
-        for p in mine {
-            unsafe { libc::kill(p.pid, libc::SIGKILL) };
-        }
-        std::thread::sleep(std::time::Duration::from_millis(1));
-    }
-    0
 }
 
 #[cfg(test)]
@@ -935,6 +954,7 @@ mod tests {
             pid,
             ppid,
             uid: 0,
+            gid: 0,
             dead: false,
         }
     }

@@ -185,24 +185,34 @@ fn supervise(mut cmd: std::process::Command, program: &OsString, timeout: Option
             Ok(())
         });
     }
+    let me = rustix::process::getpid().as_raw_nonzero().get();
+    let fired = std::sync::Arc::new(AtomicBool::new(false));
+    let timer = std::sync::Arc::clone(&fired);
+    // The timer is made before the fork: at the sandbox's process limit a thread made after it
+    // could fail, and leave a command without its timeout. It waits for the command's start.
+    let (started, start_seen) = std::sync::mpsc::channel::<()>();
+    if let Some(timeout) = timeout {
+        let made = std::thread::Builder::new().spawn(move || {
+            if start_seen.recv().is_err() {
+                return;
+            }
+            std::thread::sleep(timeout);
+            timer.store(true, Ordering::SeqCst);
+            super::supervise::kill_tree(me);
+        });
+        if let Err(e) = made {
+            let why = super::stats::at_process_limit(&e).unwrap_or_else(|| e.to_string());
+            return fail(125, &format!("cannot start the timeout's thread: {why}"));
+        }
+    }
     let child = match cmd.spawn() {
         Ok(c) => c,
         Err(e) => return not_started(program, &e),
     };
+    let _ = started.send(());
     let main = rustix::process::Pid::from_child(&child)
         .as_raw_nonzero()
         .get();
-    let me = rustix::process::getpid().as_raw_nonzero().get();
-    let fired = std::sync::Arc::new(AtomicBool::new(false));
-    let timer = std::sync::Arc::clone(&fired);
-    // The thread comes after the fork: the command was started single-threaded.
-    if let Some(timeout) = timeout {
-        std::thread::spawn(move || {
-            std::thread::sleep(timeout);
-            timer.store(true, Ordering::SeqCst);
-            super::supervise::kill_tree(me, &std::sync::Mutex::new(Vec::new()));
-        });
-    }
     loop {
         let mut status = 0;
         // Every child: the command, and orphans of its tree reparented to us.

@@ -1277,3 +1277,87 @@ fn at_its_process_limit_a_command_is_refused_naming_the_limit_and_the_fix() {
         "{err}"
     );
 }
+
+#[test]
+fn with_one_free_pid_left_a_command_is_refused_not_left_without_its_supervisor() {
+    require_container!("a local sandbox has no process limit");
+    if exec_path_is_engine() || gvisor() {
+        return announce(
+            "the agent's own spawn is what is tested (not the engine's exec, nor gVisor's)",
+        );
+    }
+    let env = TestEnv::new();
+    let id = env.up(&["--pids-limit", "24"]);
+    // `sh` (busybox or dash) gives a failed fork up at once, where bash retries it; the last
+    // sleep killed leaves one PID free, which the supervisor's thread or the command takes.
+    let out = env.run(&[
+        "exec",
+        "-d",
+        &id,
+        "--",
+        "sh",
+        "-c",
+        "i=0; while [ $i -lt 40 ]; do sleep 300 & i=$((i+1)); done 2>/dev/null; kill $!; wait",
+    ]);
+    assert_ok(&out);
+    let refused = |out: &std::process::Output| {
+        let err = stderr(out);
+        out.status.code() == Some(125)
+            && err.lines().count() == 1
+            && err.contains("as many processes as its limit allows (24)")
+    };
+    let mut full = 0;
+    wait_until(Duration::from_secs(30), "the sandbox at its limit", || {
+        let out = env.run(&["exec", &id, "--", "true"]);
+        match out.status.code() {
+            Some(0) => false,
+            _ => {
+                assert!(refused(&out), "{:?}: {}", out.status, stderr(&out));
+                full += 1;
+                full >= 5
+            }
+        }
+    });
+}
+
+#[test]
+fn a_fork_bomb_of_another_user_at_the_process_limit_is_killed_at_its_timeout() {
+    require_container!("a local sandbox has no process limit");
+    if exec_path_is_engine() || gvisor() {
+        return announce(
+            "the agent's own kills are what is tested (not the engine's exec, nor gVisor's)",
+        );
+    }
+    let env = TestEnv::new();
+    let id = env.up(&["--image", DEBIAN, "--pids-limit", "32"]);
+    // A fork bomb that retries: whatever PID comes free, it takes (a forked child sleeps), so
+    // no helper process could start; only a thread made before can kill the tree.
+    let out = env.run(&[
+        "exec",
+        "-u",
+        "1000",
+        "--timeout",
+        "3",
+        &id,
+        "--",
+        "perl",
+        "-e",
+        "while (1) { my $p = fork; if (defined $p && $p == 0) { sleep 300; exit } }",
+    ]);
+    assert_eq!(out.status.code(), Some(124), "{}", stderr(&out));
+    let mut left = String::new();
+    wait_until(
+        Duration::from_secs(10),
+        "no process of uid 1000 left",
+        || {
+            let out = env.run(&[
+                "exec",
+                &id,
+                "--",
+                "awk '/^Uid:/ && $2 == 1000 {n++} END {print n+0}' /proc/[0-9]*/status 2>/dev/null",
+            ]);
+            left = stdout(&out);
+            out.status.success() && left == "0\n"
+        },
+    );
+}
