@@ -9,14 +9,14 @@ use std::path::PathBuf;
 
 /// Exit status of `exec` when the command ran past its timeout and its process tree was killed
 /// (the convention of coreutils `timeout(1)`).
-pub const EXIT_TIMEOUT: i32 = 124;
+pub(crate) const EXIT_TIMEOUT: i32 = 124;
 /// Exit status of `exec` when h9sandbox itself failed (unknown sandbox, engine down, container
 /// gone), as `docker run` uses 125 for the daemon's own errors.
-pub const EXIT_OWN_FAILURE: i32 = 125;
+pub(crate) const EXIT_OWN_FAILURE: i32 = 125;
 /// Exit status of every other subcommand on failure.
-pub const EXIT_FAILURE: i32 = 1;
+pub(crate) const EXIT_FAILURE: i32 = 1;
 /// Exit status for malformed command lines (clap's convention), outside `exec`.
-pub const EXIT_USAGE: i32 = 2;
+pub(crate) const EXIT_USAGE: i32 = 2;
 
 /// Failures that callers (and tests) tell apart.
 #[derive(Debug, thiserror::Error)]
@@ -102,7 +102,7 @@ fn edit_match_message(path: &str, count: usize) -> String {
 }
 
 /// The exit status for an error raised by the subcommand `command` (`"exec"`, `"up"`, ...).
-pub fn exit_code(command: &str, _err: &anyhow::Error) -> i32 {
+pub(crate) fn exit_code(command: &str, _err: &anyhow::Error) -> i32 {
     if reserves_child_statuses(command) {
         EXIT_OWN_FAILURE
     } else {
@@ -111,6 +111,6 @@ pub fn exit_code(command: &str, _err: &anyhow::Error) -> i32 {
 }
 
 /// Whether `command` passes the child's exit status through (so its own failures use 125).
-pub fn reserves_child_statuses(command: &str) -> bool {
+pub(crate) fn reserves_child_statuses(command: &str) -> bool {
     matches!(command, "exec" | "bootstrap" | "run" | "shell")
 }

@@ -31,7 +31,7 @@ use crate::state::{Lifecycle, ProcessRef, Record, State};
 /// Why something is reaped (stable codes, as printed in JSON).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "kebab-case")]
-pub enum Reason {
+pub(crate) enum Reason {
     /// A container of this state directory without a record (e.g. `up` killed between
     /// `docker run` and its state write, or a state file moved aside).
     Orphan,
@@ -67,7 +67,7 @@ impl std::fmt::Display for Reason {
 /// What is removed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "kebab-case")]
-pub enum Action {
+pub(crate) enum Action {
     /// Only a container (it has no record).
     RemoveContainer,
     /// Only a record (it has no container).
@@ -88,7 +88,7 @@ impl std::fmt::Display for Action {
 
 /// One thing to reap (one entry of `reap --format json`).
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Verdict {
+pub(crate) struct Verdict {
     /// The sandbox ID (from the record, or from an orphan's `h9sandbox.id` label).
     pub id: Option<String>,
     /// The sandbox's (or orphan container's) name.
@@ -114,7 +114,7 @@ pub struct Verdict {
 /// - Running, Stopped, Paused, Stopping, Failed: abandoned once the owner is dead, or the lease
 ///   has run out;
 /// - Failed: abandoned once its creator is dead (a live one is still cleaning up).
-pub fn lease_reason(
+pub(crate) fn lease_reason(
     r: &Record,
     alive: &impl Fn(&ProcessRef) -> bool,
     now: SystemTime,
@@ -189,7 +189,7 @@ pub fn lease_reason(
 
 /// Whose container a listed container is, by the records of a state file.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub enum Claim<'a> {
+pub(crate) enum Claim<'a> {
     /// This record holds the container's ID: it is that sandbox's container.
     Recorded(&'a Record),
     /// No record holds its ID, but it carries the `h9sandbox.id` label of this record, which
@@ -206,7 +206,7 @@ pub enum Claim<'a> {
 
 /// Whose container `c` is among `records`: matched by the container ID a record holds, never by
 /// the label alone when the record holds another ID ([`Claim`]).
-pub fn claim_of<'a>(c: &ContainerSummary, records: &'a [Record]) -> Claim<'a> {
+pub(crate) fn claim_of<'a>(c: &ContainerSummary, records: &'a [Record]) -> Claim<'a> {
     if let Some(r) = records
         .iter()
         .find(|r| r.container_id.as_deref() == Some(c.id.as_str()))
@@ -226,7 +226,7 @@ pub fn claim_of<'a>(c: &ContainerSummary, records: &'a [Record]) -> Claim<'a> {
 
 /// Why the container `container` (its ID), labelled as `r`'s, is not `r`'s (for warnings and
 /// `reap`'s detail).
-pub fn foreign_detail(container: &str, r: &Record) -> String {
+pub(crate) fn foreign_detail(container: &str, r: &Record) -> String {
     format!(
         "container {} carries the label of sandbox {} but is not its container ({}): a forged or stray label, never trusted",
         short(container),
@@ -247,7 +247,7 @@ fn short(id: &str) -> &str {
 /// Never judged: containers absent from `containers` (other state directories), a Pending record
 /// whose creator lives, a Stopping record whose stopper lives, a sandbox whose owner lives and
 /// whose lease runs, and a record whose container may have been created after the listing.
-pub fn judge(
+pub(crate) fn judge(
     before: &State,
     containers: &[ContainerSummary],
     after: &State,
@@ -355,7 +355,7 @@ pub fn judge(
 /// (compare-and-delete): the record still exists, and a dead process or a run-out lease still
 /// abandons it (a `renew`, a `down` or a finished `up` in between makes it not hold), or its
 /// container was already gone and it is not Pending.
-pub fn still_holds(
+pub(crate) fn still_holds(
     verdict: &Verdict,
     current: Option<&Record>,
     alive: impl Fn(&ProcessRef) -> bool,
@@ -389,7 +389,7 @@ pub fn still_holds(
 
 /// Parses a TTL (`30m`, `2h`, `1h 30m`, `90s`, or bare seconds: [`crate::types::parse_duration`])
 /// into whole seconds (rounded up), at least 1.
-pub fn parse_ttl(text: &str) -> Result<u64, Error> {
+pub(crate) fn parse_ttl(text: &str) -> Result<u64, Error> {
     let d: Duration = crate::types::parse_duration(text)
         .map_err(|e| Error::Invalid(format!("invalid --ttl: {e}")))?;
     if d < Duration::from_secs(1) {
@@ -402,7 +402,7 @@ pub fn parse_ttl(text: &str) -> Result<u64, Error> {
 
 /// Resolves `--owner-pid`: `parent` is the process that started h9sandbox
 /// (`getppid(2)`), else a PID, which must name a running process.
-pub fn parse_owner(text: &str) -> Result<ProcessRef, Error> {
+pub(crate) fn parse_owner(text: &str) -> Result<ProcessRef, Error> {
     let pid = if text == "parent" {
         std::os::unix::process::parent_id()
     } else {
@@ -421,7 +421,7 @@ pub fn parse_owner(text: &str) -> Result<ProcessRef, Error> {
 
 /// A short, human description of a record's lease for `ls`: `-` when it has none, else the
 /// owner's PID (with `(exited)` once dead) and the time left (`12m`, or `expired`).
-pub fn describe(r: &Record, alive: impl Fn(&ProcessRef) -> bool, now: SystemTime) -> String {
+pub(crate) fn describe(r: &Record, alive: impl Fn(&ProcessRef) -> bool, now: SystemTime) -> String {
     let mut parts = Vec::new();
     if let Some(o) = &r.owner {
         parts.push(if alive(o) {
@@ -458,7 +458,7 @@ fn short_duration(d: Duration) -> String {
 }
 
 /// A sandbox ID as a UUID, if the text is one.
-pub fn sandbox_uuid(v: &Verdict) -> Option<Uuid> {
+pub(crate) fn sandbox_uuid(v: &Verdict) -> Option<Uuid> {
     v.id.as_deref().and_then(|s| Uuid::parse_str(s).ok())
 }
 

@@ -19,22 +19,28 @@
 //! - leaves: [`types`] (plain shared types), [`error`] (typed errors and exit codes),
 //!   [`report`] (the [`report::Reporter`] trait through which lower layers tell the front end
 //!   what happens) and [`poll`] (waiting, with a deadline, for what nobody announces).
+//!
+//! The library's public surface is only what the binary and the integration tests need ([`run`],
+//! the clap types, the configuration keys, the channel's keys); everything else is `pub(crate)`
+//! (the `unreachable_pub` lint keeps it so). These docs are for developers of h9sandbox and are
+//! built with `--document-private-items`, so public items may link to private ones.
+#![allow(rustdoc::private_intra_doc_links)]
 
-pub mod agent;
+pub(crate) mod agent;
 pub mod channel;
 pub mod cli;
 pub mod config;
-pub mod contract;
-pub mod engine;
-pub mod error;
-pub mod lease;
-pub mod mcp;
-pub mod poll;
-pub mod report;
-pub mod sandbox;
-pub mod state;
-pub mod types;
-pub mod workdir_fs;
+pub(crate) mod contract;
+pub(crate) mod engine;
+pub(crate) mod error;
+pub(crate) mod lease;
+pub(crate) mod mcp;
+pub(crate) mod poll;
+pub(crate) mod report;
+pub(crate) mod sandbox;
+pub(crate) mod state;
+pub(crate) mod types;
+pub(crate) mod workdir_fs;
 
 /// Parses the command line, runs the subcommand and returns the process exit status.
 pub fn run() -> i32 {

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 /// The pauses between two looks: `first`, doubling after each look up to `max` (`first == max`:
 /// a fixed pace).
 #[derive(Debug, Clone, Copy)]
-pub struct Backoff {
+pub(crate) struct Backoff {
     /// The first pause.
     pub first: Duration,
     /// The longest pause.
@@ -16,7 +16,7 @@ pub struct Backoff {
 
 impl Backoff {
     /// The same pause `every` time.
-    pub const fn fixed(every: Duration) -> Backoff {
+    pub(crate) const fn fixed(every: Duration) -> Backoff {
         Backoff {
             first: every,
             max: every,
@@ -24,7 +24,7 @@ impl Backoff {
     }
 
     /// A pause of `first`, doubling up to `max`.
-    pub const fn doubling(first: Duration, max: Duration) -> Backoff {
+    pub(crate) const fn doubling(first: Duration, max: Duration) -> Backoff {
         Backoff { first, max }
     }
 }
@@ -32,7 +32,7 @@ impl Backoff {
 /// A deadline and the pauses before it: the loop of a wait whose looks keep state of their own
 /// ([`poll_until`] is the same loop around a closure).
 #[derive(Debug)]
-pub struct Pacer {
+pub(crate) struct Pacer {
     deadline: Instant,
     pause: Duration,
     backoff: Backoff,
@@ -40,7 +40,7 @@ pub struct Pacer {
 
 impl Pacer {
     /// A wait of at most `patience` from now, paced by `backoff`.
-    pub fn new(patience: Duration, backoff: Backoff) -> Pacer {
+    pub(crate) fn new(patience: Duration, backoff: Backoff) -> Pacer {
         Pacer {
             deadline: Instant::now() + patience,
             pause: backoff.first,
@@ -50,7 +50,7 @@ impl Pacer {
 
     /// Waits for the next look: `false` (at once) when the deadline has passed, else `true` after
     /// the next pause, cut short at the deadline (where one more look is taken).
-    pub async fn pause(&mut self) -> bool {
+    pub(crate) async fn pause(&mut self) -> bool {
         match self.next() {
             Some(p) => {
                 tokio::time::sleep(p).await;
@@ -62,7 +62,7 @@ impl Pacer {
 
     /// [`Pacer::pause`] for a thread without an async runtime (the owner watcher): the pause
     /// blocks the thread.
-    pub fn pause_blocking(&mut self) -> bool {
+    pub(crate) fn pause_blocking(&mut self) -> bool {
         match self.next() {
             Some(p) => {
                 std::thread::sleep(p);
@@ -89,7 +89,7 @@ impl Pacer {
 /// taken). Returns `Ok(Some(value))`, `Ok(None)` when the deadline passed first (the caller
 /// says what did not happen in time, and what that means), or the first error of `check`,
 /// which ends the wait.
-pub async fn poll_until<T, E, F>(
+pub(crate) async fn poll_until<T, E, F>(
     patience: Duration,
     backoff: Backoff,
     mut check: impl FnMut() -> F,
@@ -110,7 +110,7 @@ where
 
 /// [`poll_until`] for a thread without an async runtime (the owner watcher): the pauses block
 /// the thread.
-pub fn poll_until_blocking<T, E>(
+pub(crate) fn poll_until_blocking<T, E>(
     patience: Duration,
     backoff: Backoff,
     mut check: impl FnMut() -> Result<Option<T>, E>,

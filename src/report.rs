@@ -40,7 +40,7 @@ pub trait Reporter: Send + Sync {
 
 /// A reporter that drops everything (for tests, and for callers that want no diagnostics).
 #[derive(Debug, Clone, Copy, Default)]
-pub struct Silent;
+pub(crate) struct Silent;
 
 impl Reporter for Silent {
     fn warn(&self, _msg: &str) {}
@@ -50,7 +50,7 @@ impl Reporter for Silent {
 /// `h9sandbox: warning: MSG`, notes as `h9sandbox: note: MSG`, engine command lines as they are.
 /// Steps are not shown.
 #[derive(Debug, Clone, Copy, Default)]
-pub struct Stderr {
+pub(crate) struct Stderr {
     /// Whether `-v` was given.
     pub verbose: bool,
 }
@@ -75,7 +75,7 @@ impl Reporter for Stderr {
 
 /// A line drawn at the bottom of the terminal (the CLI's spinner) that other output must not
 /// garble.
-pub trait StatusLine: Send + Sync {
+pub(crate) trait StatusLine: Send + Sync {
     /// Hides the line, runs `f` (which writes whole lines to stdout or stderr), draws it again.
     fn suspend(&self, f: &mut dyn FnMut());
 }
@@ -86,7 +86,7 @@ static ACTIVE: AtomicBool = AtomicBool::new(false);
 static LINE: Mutex<Option<Arc<dyn StatusLine>>> = Mutex::new(None);
 
 /// Installs `line` as the process's status line, or removes it (`None`).
-pub fn set_status_line(line: Option<Arc<dyn StatusLine>>) {
+pub(crate) fn set_status_line(line: Option<Arc<dyn StatusLine>>) {
     let mut slot = LINE.lock().unwrap_or_else(|e| e.into_inner());
     let shown = line.is_some();
     if !shown {
@@ -99,7 +99,7 @@ pub fn set_status_line(line: Option<Arc<dyn StatusLine>>) {
 }
 
 /// Whether a status line is drawn right now.
-pub fn status_line_shown() -> bool {
+pub(crate) fn status_line_shown() -> bool {
     ACTIVE.load(Ordering::Acquire)
 }
 
@@ -118,7 +118,7 @@ const MAX_PENDING: usize = 8 * 1024;
 /// terminal escape sequences, carriage returns, bells) written as a Rust escape (`\u{1b}`).
 /// Diagnostics carry text that a sandbox controls (file names, the agent's messages, the
 /// commands a sandbox lists), which must not be able to rewrite the caller's screen.
-pub fn printable(text: &str) -> std::borrow::Cow<'_, str> {
+pub(crate) fn printable(text: &str) -> std::borrow::Cow<'_, str> {
     let unsafe_char = |c: char| c.is_control() && c != '\n' && c != '\t';
     if !text.chars().any(unsafe_char) {
         return std::borrow::Cow::Borrowed(text);
@@ -136,7 +136,7 @@ pub fn printable(text: &str) -> std::borrow::Cow<'_, str> {
 
 /// Prints `line` and a newline on stderr, above the status line when one is drawn. Control
 /// characters are escaped ([`printable`]).
-pub fn eprintln(line: &str) {
+pub(crate) fn eprintln(line: &str) {
     let line = printable(line);
     match live() {
         Some(status) => status.suspend(&mut || eprintln!("{line}")),
@@ -146,7 +146,7 @@ pub fn eprintln(line: &str) {
 
 /// One of our own output streams.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Stream {
+pub(crate) enum Stream {
     /// Standard output.
     Stdout,
     /// Standard error.
@@ -157,7 +157,7 @@ pub enum Stream {
 /// bytes are written a whole line at a time (up to the last `\n` or `\r`) above it; the rest
 /// waits for its line break, for `MAX_PENDING` bytes, or for [`Forward::finish`].
 #[derive(Debug)]
-pub struct Forward {
+pub(crate) struct Forward {
     stream: Stream,
     pending: Vec<u8>,
     /// Set once a write found our stream closed (EPIPE: the reader went away).
@@ -166,7 +166,7 @@ pub struct Forward {
 
 impl Forward {
     /// A forwarder to `stream`.
-    pub fn new(stream: Stream) -> Forward {
+    pub(crate) fn new(stream: Stream) -> Forward {
         Forward {
             stream,
             pending: Vec::new(),
@@ -175,7 +175,7 @@ impl Forward {
     }
 
     /// Writes `bytes` (errors, e.g. a closed pipe, are ignored: the child's status still counts).
-    pub async fn write(&mut self, bytes: &[u8]) {
+    pub(crate) async fn write(&mut self, bytes: &[u8]) {
         let Some(status) = live() else {
             if !self.pending.is_empty() {
                 let pending = std::mem::take(&mut self.pending);
@@ -196,7 +196,7 @@ impl Forward {
 
     /// Writes whatever still waits for a line break (ending it with one while a status line is
     /// drawn, or its redraw would erase it).
-    pub async fn finish(&mut self) {
+    pub(crate) async fn finish(&mut self) {
         if self.pending.is_empty() {
             return;
         }

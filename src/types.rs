@@ -69,7 +69,7 @@ pub enum Isolation {
 /// client, whatever its own environment says; all unset is the client's default (this
 /// machine's daemon, or the current context).
 #[derive(Debug, Clone, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-pub struct Daemon {
+pub(crate) struct Daemon {
     /// `DOCKER_HOST` (`unix:///…`, `tcp://H:P`, `ssh://[U@]H[:P]`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub host: Option<String>,
@@ -86,7 +86,7 @@ pub struct Daemon {
 
 impl Daemon {
     /// The client's environment variables these settings are, in order.
-    pub const VARS: [&'static str; 4] = [
+    pub(crate) const VARS: [&'static str; 4] = [
         "DOCKER_HOST",
         "DOCKER_CONTEXT",
         "DOCKER_TLS_VERIFY",
@@ -94,7 +94,7 @@ impl Daemon {
     ];
 
     /// The settings by variable name, as [`Daemon::VARS`] orders them.
-    pub fn values(&self) -> [Option<&str>; 4] {
+    pub(crate) fn values(&self) -> [Option<&str>; 4] {
         [
             self.host.as_deref(),
             self.context.as_deref(),
@@ -107,7 +107,7 @@ impl Daemon {
     /// client on Linux reaches a daemon by (`unix`, `tcp`, `ssh`), an `ssh://` host that cannot be read
     /// as an option of `ssh` (no leading `-`), no control characters, no empty value.
     /// Errors: a one-line message naming the variable.
-    pub fn validate(&self) -> Result<(), String> {
+    pub(crate) fn validate(&self) -> Result<(), String> {
         for (name, v) in Self::VARS.iter().zip(self.values()) {
             let Some(v) = v else { continue };
             if v.is_empty() || v.chars().any(char::is_control) {
@@ -135,7 +135,7 @@ impl Daemon {
 
     /// Where the daemon is, for people (`ls`): `local` for the client's default, else the
     /// host (`tcp://10.0.0.5:2376`) or `context NAME`.
-    pub fn describe(&self) -> String {
+    pub(crate) fn describe(&self) -> String {
         match (&self.host, &self.context) {
             (Some(h), _) => h.clone(),
             (None, Some(c)) if c != "default" => format!("context {c}"),
@@ -146,7 +146,7 @@ impl Daemon {
 
 /// A port `up --publish` asks for (`docker run -p`'s `[[IP:]HOST_PORT:]PORT`, TCP).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Publish {
+pub(crate) struct Publish {
     /// The host address to listen on: 127.0.0.1 unless the caller names another.
     pub ip: std::net::IpAddr,
     /// The host port; 0: one the engine picks.
@@ -159,7 +159,7 @@ impl Publish {
     /// Parses `PORT` (a free host port), `HOST_PORT:PORT`, `IP:HOST_PORT:PORT` or `IP::PORT`
     /// (an IPv6 address in brackets: `[::1]:8080:80`). Unlike `docker run -p`, whose default is
     /// every interface, the host address is 127.0.0.1 unless given. Errors: a one-line reason.
-    pub fn parse(s: &str) -> Result<Publish, String> {
+    pub(crate) fn parse(s: &str) -> Result<Publish, String> {
         let bad = |why: &str| {
             format!("--publish {s:?}: {why} (give PORT, HOST_PORT:PORT or IP:HOST_PORT:PORT)")
         };
@@ -210,7 +210,7 @@ impl Publish {
     }
 
     /// `docker run --publish`'s value: `IP:HOST_PORT:PORT/tcp` (the host port empty for a free one).
-    pub fn engine_arg(&self) -> String {
+    pub(crate) fn engine_arg(&self) -> String {
         let ip = match self.ip {
             std::net::IpAddr::V6(v6) => format!("[{v6}]"),
             v4 => v4.to_string(),
@@ -226,7 +226,7 @@ impl Publish {
 
 /// A port of a sandbox published on the host, as the engine reports it after the start.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct PublishedPort {
+pub(crate) struct PublishedPort {
     /// Where clients connect on the host, `IP:PORT` (`[IPv6]:PORT`).
     pub address: String,
     /// The sandbox's port.
@@ -488,7 +488,7 @@ impl User {
 
 /// Resource limits and network a sandbox was created with.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Limits {
+pub(crate) struct Limits {
     /// CPU limit in cores.
     pub cpus: f64,
     /// Memory limit, Docker notation (e.g. `512m`).
@@ -511,30 +511,25 @@ pub struct Limits {
 /// wait status, as the agent reports it: data, any number), or the one that made h9sandbox end a
 /// command (SIGINT, SIGTERM, SIGHUP, SIGPIPE). Printed by its name ([`fmt::Display`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Signal(i32);
+pub(crate) struct Signal(i32);
 
 impl Signal {
     /// SIGHUP (1).
-    pub const HUP: Signal = Signal(libc::SIGHUP);
+    pub(crate) const HUP: Signal = Signal(libc::SIGHUP);
     /// SIGINT (2).
-    pub const INT: Signal = Signal(libc::SIGINT);
+    pub(crate) const INT: Signal = Signal(libc::SIGINT);
     /// SIGPIPE (13).
-    pub const PIPE: Signal = Signal(libc::SIGPIPE);
+    pub(crate) const PIPE: Signal = Signal(libc::SIGPIPE);
     /// SIGTERM (15).
-    pub const TERM: Signal = Signal(libc::SIGTERM);
+    pub(crate) const TERM: Signal = Signal(libc::SIGTERM);
 
     /// The signal numbered `n`, whatever the number (one outside 1..=64 prints as `SIG<n>`).
-    pub fn from_number(n: i32) -> Signal {
+    pub(crate) fn from_number(n: i32) -> Signal {
         Signal(n)
     }
 
-    /// Its number.
-    pub fn number(self) -> i32 {
-        self.0
-    }
-
     /// The exit status a shell reports for a child this signal killed: 128 + its number.
-    pub fn exit_status(self) -> i32 {
+    pub(crate) fn exit_status(self) -> i32 {
         128 + self.0
     }
 }
@@ -589,7 +584,7 @@ impl fmt::Display for Signal {
 /// Who besides the owner may write a file of permission bits `mode` (`st_mode`): `"its group"`,
 /// `"others"` or `"group and others"` (the `S_IWGRP` and `S_IWOTH` bits, chmod(2)); `None`
 /// when nobody else may. For messages that must name the right fix (`chmod g-w`, `o-w`).
-pub fn also_writable_by(mode: u32) -> Option<&'static str> {
+pub(crate) fn also_writable_by(mode: u32) -> Option<&'static str> {
     match (mode & 0o020 != 0, mode & 0o002 != 0) {
         (true, true) => Some("group and others"),
         (true, false) => Some("its group"),
@@ -630,7 +625,7 @@ mod publish_tests {
 /// Parses a duration as every time option and key takes it: a bare number is seconds
 /// (`30`, `0.5`), anything else humantime's syntax (`500ms`, `30s`, `1m`, `2h`, `1d`,
 /// `1h 30m`). Errors: a one-line reason naming accepted forms.
-pub fn parse_duration(text: &str) -> Result<std::time::Duration, String> {
+pub(crate) fn parse_duration(text: &str) -> Result<std::time::Duration, String> {
     let t = text.trim();
     let bad = || {
         format!("'{text}' is not a duration; give seconds (30, 0.5) or a duration with a unit (500ms, 30s, 1m, 2h, 1d)")
@@ -650,12 +645,12 @@ pub fn parse_duration(text: &str) -> Result<std::time::Duration, String> {
 }
 
 /// `d` in whole seconds, rounded up (a timeout of 500ms kept in a `*_secs` key is 1 second).
-pub fn ceil_secs(d: std::time::Duration) -> u64 {
+pub(crate) fn ceil_secs(d: std::time::Duration) -> u64 {
     d.as_secs() + u64::from(d.subsec_nanos() > 0)
 }
 
 /// `d` as a person reads it: `2s`, `1.5s`, `500ms`, `1m 30s` (humantime's notation).
-pub fn show_duration(d: std::time::Duration) -> String {
+pub(crate) fn show_duration(d: std::time::Duration) -> String {
     if d < std::time::Duration::from_secs(1) {
         return format!("{}ms", d.as_millis());
     }
@@ -667,7 +662,7 @@ pub fn show_duration(d: std::time::Duration) -> String {
 
 /// A CPU limit in cores as people and `docker run --cpus` write it: at most two decimals, no
 /// useless fraction (`1`, `0.5`, `0.25`).
-pub fn format_cpus(cpus: f64) -> String {
+pub(crate) fn format_cpus(cpus: f64) -> String {
     let s = format!("{cpus:.2}");
     s.trim_end_matches('0').trim_end_matches('.').to_string()
 }

@@ -18,7 +18,7 @@
 /// thread's saved set-user-ID is not 0 (the agent was not started as root), or the kernel
 /// refused (`EPERM` without `CAP_SETUID`/`CAP_SETGID`). When switching back fails (it cannot,
 /// with the saved IDs kept), the process aborts rather than go on as that user.
-pub fn as_user<T>(uid: u32, gid: u32, f: impl FnOnce() -> T) -> std::io::Result<T> {
+pub(crate) fn as_user<T>(uid: u32, gid: u32, f: impl FnOnce() -> T) -> std::io::Result<T> {
     let (old_uid, old_gid) = (ids(libc::SYS_getresuid)?, ids(libc::SYS_getresgid)?);
     if old_uid[2] != 0 {
         return Err(std::io::Error::from_raw_os_error(libc::EPERM));

@@ -15,14 +15,14 @@ use crate::contract::tls::{self, ChannelSecret};
 const HANDSHAKE_PATIENCE: Duration = Duration::from_secs(10);
 
 /// The channel's listener, bound: TLS with `secret`'s certificate for `agent`.
-pub struct Listener {
+pub(crate) struct Listener {
     tcp: tokio::net::TcpListener,
     acceptor: tokio_rustls::TlsAcceptor,
 }
 
 impl Listener {
     /// Binds `address` (`IP:PORT`) for `secret`. Errors: the address, or a key rustls refuses.
-    pub async fn bind(address: &str, secret: &ChannelSecret) -> std::io::Result<Listener> {
+    pub(crate) async fn bind(address: &str, secret: &ChannelSecret) -> std::io::Result<Listener> {
         let config = tls::server_config(secret).map_err(std::io::Error::other)?;
         let tcp = tokio::net::TcpListener::bind(address).await?;
         Ok(Listener {
@@ -33,7 +33,7 @@ impl Listener {
 
     /// Serves connections of `agent` forever, each in a task of its own; a peer that does not
     /// finish the handshake in time, or without the pinned certificate, is dropped unanswered.
-    pub async fn serve(self, agent: Arc<Agent>) {
+    pub(crate) async fn serve(self, agent: Arc<Agent>) {
         loop {
             let stream = match self.tcp.accept().await {
                 Ok((s, _)) => s,
@@ -59,7 +59,7 @@ impl Listener {
 
 /// Options of `h9sandbox agent relay`.
 #[derive(Debug, Clone, clap::Args)]
-pub struct RelayArgs {
+pub(crate) struct RelayArgs {
     /// The channel's address inside the container (`IP:PORT`)
     #[arg(long, value_name = "IP:PORT")]
     pub to: String,
@@ -68,7 +68,7 @@ pub struct RelayArgs {
 /// `h9sandbox agent relay --to ADDR`: copies standard input to a TCP connection to `ADDR` and
 /// the connection to standard output, until either ends. It sees only TLS bytes: the host and
 /// the agent authenticate each other through it. Returns the exit status.
-pub fn relay(args: &RelayArgs) -> i32 {
+pub(crate) fn relay(args: &RelayArgs) -> i32 {
     let rt = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()

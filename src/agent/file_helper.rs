@@ -13,13 +13,13 @@ use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 // Exit statuses: the contract's ([`crate::contract::EXIT_NOT_FOUND`] and its kin).
-pub use crate::contract::{
+pub(crate) use crate::contract::{
     EXIT_DENIED, EXIT_EXISTS, EXIT_NOT_FOUND, EXIT_NOT_REGULAR, EXIT_OTHER, EXIT_TOO_LARGE,
 };
 
 /// `h9sandbox agent file …`.
 #[derive(Debug, Clone, clap::Subcommand)]
-pub enum FileCommand {
+pub(crate) enum FileCommand {
     /// Copy a regular file to stdout
     Read {
         /// Absolute path in the container
@@ -67,7 +67,7 @@ impl Fail {
 }
 
 /// Runs `h9sandbox agent file …`; returns the exit status.
-pub fn run(cmd: &FileCommand) -> i32 {
+pub(crate) fn run(cmd: &FileCommand) -> i32 {
     let r = match cmd {
         FileCommand::Read {
             path,

@@ -25,7 +25,7 @@ const CONNECT_PATIENCE: Duration = Duration::from_secs(10);
 /// How many forwarded connections the agent carries at once. Each costs it buffers charged to
 /// the sandbox's memory: without a bound, anyone who can reach a forward's local port (every
 /// local user) could grow PID 1 until the OOM killer ends the sandbox.
-pub const MAX_FORWARDS: usize = 512;
+pub(crate) const MAX_FORWARDS: usize = 512;
 
 /// Forwarded connections under way.
 static FORWARDS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
@@ -76,7 +76,10 @@ async fn connect(port: u16) -> Result<TcpStream, String> {
 
 /// Serves one forwarded connection on `conn` (past the handshake). Errors: the host's
 /// connection failed.
-pub async fn serve<S>(conn: &mut Framed<S, Codec<Request, Reply>>, f: Forward) -> Result<(), String>
+pub(crate) async fn serve<S>(
+    conn: &mut Framed<S, Codec<Request, Reply>>,
+    f: Forward,
+) -> Result<(), String>
 where
     S: AsyncRead + AsyncWrite + Unpin,
 {

@@ -14,7 +14,7 @@ use super::{seccomp, server, user};
 
 /// Options of `h9sandbox agent init`.
 #[derive(Debug, Clone, clap::Args)]
-pub struct InitArgs {
+pub(crate) struct InitArgs {
     /// The user commands run as, `UID:GID`.
     #[arg(long, value_name = "UID:GID")]
     pub user: String,
@@ -48,7 +48,7 @@ fn log(msg: &str) {
 }
 
 /// Runs PID 1; returns only on failure to start (the exit status), or with 0 on a stop signal.
-pub fn run(args: &InitArgs) -> i32 {
+pub(crate) fn run(args: &InitArgs) -> i32 {
     if rustix::process::getpid().as_raw_nonzero().get() != 1 {
         log("refusing to run: `agent init` is the PID 1 of a sandbox container, not a command");
         return 2;
@@ -268,7 +268,7 @@ fn reap_all() {
 }
 
 /// Parses `UID:GID`.
-pub fn parse_ids(s: &str) -> Option<(u32, u32)> {
+pub(crate) fn parse_ids(s: &str) -> Option<(u32, u32)> {
     let (u, g) = s.split_once(':')?;
     Some((u.parse().ok()?, g.parse().ok()?))
 }

@@ -1,5 +1,5 @@
 //! The in-container side of h9sandbox: the same binary, built static (see `.cargo/config.toml`),
-//! bind-mounted read-only into every sandbox container at [`BIN`], where it runs as PID 1
+//! bind-mounted read-only into every sandbox container at [`crate::contract::BIN`], where it runs as PID 1
 //! ([`init`]) and wraps every command an engine's exec starts ([`wrap`]), in any image (glibc,
 //! musl, busybox, `FROM scratch`). Nothing here reads host state; it imports nothing of the
 //! crate but [`crate::contract`] (the protocol and the fixed paths both sides agree on), so the
@@ -9,25 +9,25 @@
 //! host command line is parsed (they are no user commands, and `init` refuses to run unless it is
 //! PID 1).
 
-pub mod as_user;
-pub mod channel;
-pub mod file_helper;
-pub mod forward;
-pub mod init;
-pub mod proxy;
-pub mod pty;
-pub mod seccomp;
-pub mod server;
-pub mod socket_relay;
-pub mod stats;
-pub mod supervise;
-pub mod tarball;
-pub mod user;
-pub mod worker;
-pub mod wrap;
+pub(crate) mod as_user;
+pub(crate) mod channel;
+pub(crate) mod file_helper;
+pub(crate) mod forward;
+pub(crate) mod init;
+pub(crate) mod proxy;
+pub(crate) mod pty;
+pub(crate) mod seccomp;
+pub(crate) mod server;
+pub(crate) mod socket_relay;
+pub(crate) mod stats;
+pub(crate) mod supervise;
+pub(crate) mod tarball;
+pub(crate) mod user;
+pub(crate) mod worker;
+pub(crate) mod wrap;
 
 // The protocol, the fixed paths and the entry argument: the contract's.
-pub use crate::contract::{proto, ARG, BIN, ROOT};
+pub(crate) use crate::contract::{proto, ARG};
 
 /// Makes this process not dumpable (`prctl(PR_SET_DUMPABLE, 0)`, see `prctl(2)`): no process
 /// without `CAP_SYS_PTRACE` (which no sandbox has) may then `ptrace` it or read its memory,
@@ -35,7 +35,7 @@ pub use crate::contract::{proto, ARG, BIN, ROOT};
 /// every supervisor call this first: a command running as the container's root has the same
 /// user and capabilities as they do, and would otherwise be let in (the kernel's
 /// `ptrace_may_access`). A command's own `execve` makes it dumpable again, as usual.
-pub fn not_dumpable() -> std::io::Result<()> {
+pub(crate) fn not_dumpable() -> std::io::Result<()> {
     rustix::process::set_dumpable_behavior(rustix::process::DumpableBehavior::NotDumpable)
         .map_err(std::io::Error::from)
 }
@@ -46,7 +46,7 @@ pub fn not_dumpable() -> std::io::Result<()> {
 /// only a real directory at that very path answers, whoever arranged the directories above it.
 /// `root` is `/` in the container (`agent stat`), or a host handle on a container's root
 /// (`/proc/PID/root`). Errors: a component missing, a symlink or no directory on the way.
-pub fn identity_beneath(
+pub(crate) fn identity_beneath(
     root: std::os::fd::BorrowedFd<'_>,
     path: &std::path::Path,
 ) -> std::io::Result<(u64, u64)> {
@@ -135,7 +135,7 @@ enum AgentCommand {
 }
 
 /// Runs `h9sandbox agent …` when `args` (the whole argv) asks for it; `None` otherwise.
-pub fn main(args: &[std::ffi::OsString]) -> Option<i32> {
+pub(crate) fn main(args: &[std::ffi::OsString]) -> Option<i32> {
     if args.get(1).map(|a| a.as_os_str()) != Some(std::ffi::OsStr::new(ARG)) {
         return None;
     }

@@ -34,15 +34,13 @@ use hyper_util::rt::TokioIo;
 use serde::Serialize;
 
 // The port, the socket directory and the socket, as the contract fixes them.
-pub use crate::contract::{
-    PROXY_DIR as DIR, PROXY_PORT as PORT, PROXY_RELAY_SOCKET as RELAY_SOCKET,
-};
+pub(crate) use crate::contract::{PROXY_PORT as PORT, PROXY_RELAY_SOCKET as RELAY_SOCKET};
 /// Bytes the decision log may grow to; later decisions are not written (the last line says so).
-pub const LOG_MAX: u64 = 16 << 20;
+pub(crate) const LOG_MAX: u64 = 16 << 20;
 
 /// Options of `h9sandbox agent proxy`.
 #[derive(Debug, Clone, clap::Args)]
-pub struct ProxyArgs {
+pub(crate) struct ProxyArgs {
     /// Unix socket to listen on (made afresh)
     #[arg(long, value_name = "PATH")]
     pub listen: PathBuf,
@@ -56,7 +54,7 @@ pub struct ProxyArgs {
 
 /// One decision of the proxy, a line of its log.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
-pub struct Entry {
+pub(crate) struct Entry {
     /// Seconds since the Unix epoch when the request came.
     pub ts: u64,
     /// `CONNECT`, or the HTTP method of a forwarded request.
@@ -77,7 +75,7 @@ pub struct Entry {
 type Body = BoxBody<Bytes, hyper::Error>;
 
 /// Whether `host` is allowed by `patterns` (see the module documentation).
-pub fn allowed(patterns: &[String], host: &str) -> bool {
+pub(crate) fn allowed(patterns: &[String], host: &str) -> bool {
     let host = normalize(host);
     if host.is_empty() {
         return false;
@@ -99,7 +97,7 @@ pub fn allowed(patterns: &[String], host: &str) -> bool {
 /// Whether every host the entry `pattern` allows is allowed by `patterns` too (a narrower list
 /// may hold it): the same entry, a name `patterns` allows, or `*.d` where `patterns` allows `d`'s
 /// whole subtree (`*.d` or `*.` a parent of `d`).
-pub fn covers(patterns: &[String], pattern: &str) -> bool {
+pub(crate) fn covers(patterns: &[String], pattern: &str) -> bool {
     let p = normalize(pattern);
     if patterns.iter().any(|q| normalize(q) == p) {
         return true;
@@ -130,7 +128,7 @@ fn normalize(h: &str) -> String {
 
 /// Checks an allow-list entry: a host name or address, or `*.` and a name. Returns the reason
 /// when it is none of those.
-pub fn check_pattern(p: &str) -> Result<(), String> {
+pub(crate) fn check_pattern(p: &str) -> Result<(), String> {
     let name = p.strip_prefix("*.").unwrap_or(p);
     let ok = !name.is_empty()
         && name.len() <= 253
@@ -196,7 +194,7 @@ impl Drop for Pending {
 }
 
 /// Runs the proxy until killed; returns 1 when it cannot start.
-pub fn run(args: &ProxyArgs) -> i32 {
+pub(crate) fn run(args: &ProxyArgs) -> i32 {
     for p in &args.allow {
         if let Err(e) = check_pattern(p) {
             eprintln!("h9sandbox: error: --allow {e}");

@@ -11,7 +11,7 @@
 //! by its path only where the kernel lacks it.
 
 use std::io::Write;
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
+use std::os::fd::{BorrowedFd, OwnedFd};
 use std::sync::mpsc;
 use std::time::Duration;
 
@@ -20,7 +20,7 @@ use rustix::termios::Winsize;
 use super::proto::WinSize;
 
 /// A terminal's two sides.
-pub struct Pty {
+pub(crate) struct Pty {
     /// The master side, kept by the supervisor.
     pub master: OwnedFd,
     /// The command's side (its standard streams and controlling terminal).
@@ -28,7 +28,7 @@ pub struct Pty {
 }
 
 /// The kernel's window size for `size` (never zero).
-pub fn winsize(size: WinSize) -> Winsize {
+pub(crate) fn winsize(size: WinSize) -> Winsize {
     let size = size.at_least_one();
     Winsize {
         ws_row: size.rows,
@@ -43,7 +43,7 @@ pub fn winsize(size: WinSize) -> Winsize {
 /// running as root: its effective IDs are the user's while the terminal is opened (`seteuid(2)`
 /// changes every thread's in glibc). Errors: no `/dev/ptmx` (an image whose `/dev` has no pts),
 /// or the IDs could not be switched.
-pub fn open_as(uid: u32, gid: u32, size: WinSize) -> std::io::Result<Pty> {
+pub(crate) fn open_as(uid: u32, gid: u32, size: WinSize) -> std::io::Result<Pty> {
     let me = unsafe { (libc::geteuid(), libc::getegid()) };
     let switch = me != (uid, gid);
     if switch {
@@ -97,12 +97,12 @@ fn open_pair() -> std::io::Result<Pty> {
 
 /// Resizes the terminal whose master is `master`; the kernel sends `SIGWINCH` to its
 /// foreground process group.
-pub fn resize(master: BorrowedFd<'_>, size: WinSize) {
+pub(crate) fn resize(master: BorrowedFd<'_>, size: WinSize) {
     let _ = rustix::termios::tcsetwinsize(master, winsize(size));
 }
 
 /// The pumps between a terminal's master and the agent's pipes.
-pub struct Pumps {
+pub(crate) struct Pumps {
     /// Written once to ask the output pump to drain what the terminal holds.
     wake: OwnedFd,
     /// Answers each drain request.
@@ -113,7 +113,7 @@ impl Pumps {
     /// Starts the pumps: what the command writes to its terminal goes to `output` (the agent's
     /// stdout pipe) until no process holds the terminal any more; `input` (the agent's stdin
     /// pipe, when the host streams keystrokes) goes to the terminal until its end.
-    pub fn start(
+    pub(crate) fn start(
         master: std::sync::Arc<OwnedFd>,
         input: Option<OwnedFd>,
         output: OwnedFd,
@@ -135,7 +135,7 @@ impl Pumps {
     /// Waits (at most `patience`) until the output pump has passed on everything the terminal
     /// held once it stays quiet for a moment: called when the command's own process has exited,
     /// before its exit is reported, so its last output is not lost.
-    pub fn drain(&self, patience: Duration) {
+    pub(crate) fn drain(&self, patience: Duration) {
         if rustix::io::write(&self.wake, b"d").is_ok() {
             let _ = self.drained.recv_timeout(patience);
         }
@@ -213,9 +213,4 @@ fn pump_in(mut input: std::fs::File, master: &OwnedFd) {
             }
         }
     }
-}
-
-/// The raw descriptor of `fd`, for a child's `pre_exec`.
-pub fn raw(fd: &impl AsFd) -> i32 {
-    fd.as_fd().as_raw_fd()
 }

@@ -76,7 +76,7 @@ fn with_abis(nr: i64) -> Vec<i64> {
 
 /// The compiled filters, in the order they are installed. Errors: an architecture
 /// `seccompiler` does not support (only x86_64 and aarch64 are built).
-pub fn programs() -> Result<Vec<BpfProgram>, seccompiler::Error> {
+pub(crate) fn programs() -> Result<Vec<BpfProgram>, seccompiler::Error> {
     let arch = std::env::consts::ARCH.try_into()?;
     let mut modes: BTreeMap<i64, Vec<SeccompRule>> = BTreeMap::new();
     for (nr, arg) in mode_calls() {
@@ -118,7 +118,7 @@ pub fn programs() -> Result<Vec<BpfProgram>, seccompiler::Error> {
 /// Installs `programs` on the calling thread only (for a process about to `execve`, which is
 /// single-threaded then). Async-signal-safe: two `prctl`/`seccomp` calls per program, no
 /// allocation, so it may run between `fork` and `execve`.
-pub fn install(programs: &[BpfProgram]) -> std::io::Result<()> {
+pub(crate) fn install(programs: &[BpfProgram]) -> std::io::Result<()> {
     for p in programs {
         seccompiler::apply_filter(p).map_err(to_io)?;
     }
@@ -126,7 +126,7 @@ pub fn install(programs: &[BpfProgram]) -> std::io::Result<()> {
 }
 
 /// Installs `programs` on every thread of this process (`SECCOMP_FILTER_FLAG_TSYNC`).
-pub fn install_all_threads(programs: &[BpfProgram]) -> std::io::Result<()> {
+pub(crate) fn install_all_threads(programs: &[BpfProgram]) -> std::io::Result<()> {
     for p in programs {
         seccompiler::apply_filter_all_threads(p).map_err(to_io)?;
     }

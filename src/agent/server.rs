@@ -35,17 +35,20 @@ use super::proto::{self, Codec, Detached, Exit, LogsRequest, Reply, Request, Sta
 use super::supervise::{Control, Event, Idle, Spec, MARKER_VAR};
 use super::user;
 
-pub use crate::contract::{LOG_DIR, READY_FILE, RUN_DIR, SOCKET_FILE, TOKEN_FILE};
+pub(crate) use crate::contract::{LOG_DIR, READY_FILE, RUN_DIR, SOCKET_FILE, TOKEN_FILE};
 /// Each detached stream's log file is rotated past this size (one older file is kept), so a
 /// chatty background process cannot fill the disk.
-pub const LOG_CAP: u64 = 8 << 20;
+pub(crate) const LOG_CAP: u64 = 8 << 20;
 /// After a command's own process exited, at most this many bytes already in its pipes are still
 /// sent (a background process writing without pause would otherwise hold the reply back).
-pub const DRAIN_CAP: usize = 4 << 20;
+pub(crate) const DRAIN_CAP: usize = 4 << 20;
 
 /// A byte stream the agent serves: its unix socket, or a TLS stream of the remote channel
 /// ([`super::channel`]).
-pub trait AgentStream: tokio::io::AsyncRead + tokio::io::AsyncWrite + Send + Unpin {}
+pub(crate) trait AgentStream:
+    tokio::io::AsyncRead + tokio::io::AsyncWrite + Send + Unpin
+{
+}
 
 impl<T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Send + Unpin> AgentStream for T {}
 
@@ -53,7 +56,7 @@ type Conn = Framed<Box<dyn AgentStream>, Codec<Request, Reply>>;
 type Ctl = Framed<UnixStream, Codec<Event, Control>>;
 
 /// The agent's state.
-pub struct Agent {
+pub(crate) struct Agent {
     token: String,
     /// The container's environment, as PID 1 received it.
     env: Vec<(String, String)>,
@@ -69,13 +72,13 @@ struct Background {
 }
 
 /// The SHA-256 (hex) of the sandbox's token, which the host writes in the read-only mount root
-/// ([`super::ROOT`]): the run directory is the sandbox's to write, so a token found there is
+/// ([`crate::contract::ROOT`]): the run directory is the sandbox's to write, so a token found there is
 /// taken only when it hashes to this (one planted for a restart outside h9sandbox, which hands
 /// over nothing, is not).
-pub const TOKEN_HASH_FILE: &str = "/.h9sandbox/token.sha256";
+pub(crate) const TOKEN_HASH_FILE: &str = "/.h9sandbox/token.sha256";
 
 /// The SHA-256 of `token`, in hex (what [`TOKEN_HASH_FILE`] holds).
-pub fn token_hash(token: &str) -> String {
+pub(crate) fn token_hash(token: &str) -> String {
     use sha2::Digest;
     sha2::Sha256::digest(token.trim().as_bytes())
         .iter()
@@ -86,7 +89,7 @@ pub fn token_hash(token: &str) -> String {
 /// Reads (and deletes) the token the host left in `run_dir`; `None` when there is none, or it
 /// is not the one the host handed over ([`TOKEN_HASH_FILE`]; a container made by an older
 /// h9sandbox has no such file, and its token is taken as before).
-pub fn take_token(run_dir: &Path) -> Option<String> {
+pub(crate) fn take_token(run_dir: &Path) -> Option<String> {
     let path = run_dir.join(TOKEN_FILE);
     let text = std::fs::read_to_string(&path).ok();
     let _ = std::fs::remove_file(&path);
@@ -101,7 +104,7 @@ pub fn take_token(run_dir: &Path) -> Option<String> {
 }
 
 /// The agent that serves peers presenting `token`, in the environment PID 1 received.
-pub fn new_agent(token: String) -> Arc<Agent> {
+pub(crate) fn new_agent(token: String) -> Arc<Agent> {
     let env: Vec<(String, String)> = std::env::vars_os()
         .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)))
         .collect();
@@ -114,7 +117,7 @@ pub fn new_agent(token: String) -> Arc<Agent> {
 }
 
 /// Serves one connection of `agent` on `stream` (the handshake, then one request).
-pub async fn serve_stream(agent: Arc<Agent>, stream: Box<dyn AgentStream>) {
+pub(crate) async fn serve_stream(agent: Arc<Agent>, stream: Box<dyn AgentStream>) {
     let mut conn: Conn = Framed::new(stream, Codec::default());
     if let Err(e) = agent.converse(&mut conn).await {
         let _ = conn.send(Reply::Refused(e)).await;
@@ -123,7 +126,7 @@ pub async fn serve_stream(agent: Arc<Agent>, stream: Box<dyn AgentStream>) {
 
 /// Binds the socket in `run_dir` (replacing whatever has that name), writes the ready file, and
 /// serves connections of `agent` forever.
-pub async fn serve(run_dir: PathBuf, agent: Arc<Agent>) -> std::io::Result<()> {
+pub(crate) async fn serve(run_dir: PathBuf, agent: Arc<Agent>) -> std::io::Result<()> {
     let socket = run_dir.join(SOCKET_FILE);
     let _ = std::fs::remove_file(&socket);
     let listener = UnixListener::bind(&socket)?;
@@ -273,7 +276,7 @@ impl Agent {
     /// the sandbox's process limit, none (the next command starts its own, or is refused as
     /// before). Called once the agent serves, and after each command's start has been answered,
     /// off the path of its reply.
-    pub fn replenish(&self) {
+    pub(crate) fn replenish(&self) {
         let mut idle = self.idle.lock().unwrap_or_else(|e| e.into_inner());
         if idle.is_none() {
             *idle = Idle::start().ok();

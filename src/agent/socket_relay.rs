@@ -18,11 +18,11 @@ use std::os::unix::net::UnixStream;
 use crate::contract::{RUN_DIR, SOCKET_FILE};
 
 /// What the relay prints once it is connected to the agent: the host sends nothing before.
-pub const READY_LINE: &str = "h9sandbox-relay ready\n";
+pub(crate) const READY_LINE: &str = "h9sandbox-relay ready\n";
 
 /// Runs the relay; returns its exit status: 0 when either side ended, 125 when the agent's
 /// socket cannot be used (the reason on stderr).
-pub fn run() -> i32 {
+pub(crate) fn run() -> i32 {
     let fail = |why: String| {
         eprintln!("h9sandbox: error: {why}");
         125

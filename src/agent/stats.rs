@@ -28,16 +28,16 @@ use super::proto::{DiskUse, Stats, StatsRequest};
 const CGROUP_ROOT: &str = "/sys/fs/cgroup";
 
 /// Most entries one directory's walk counts before it stops ([`DiskUse::complete`] false).
-pub const DISK_WALK_MAX_ENTRIES: u64 = 200_000;
+pub(crate) const DISK_WALK_MAX_ENTRIES: u64 = 200_000;
 /// Longest one directory's walk goes on.
-pub const DISK_WALK_MAX_TIME: Duration = Duration::from_secs(2);
+pub(crate) const DISK_WALK_MAX_TIME: Duration = Duration::from_secs(2);
 /// How long a directory's disk use is taken from the last walk rather than walked again (a
 /// `stats` stream asks every second).
-pub const DISK_CACHE: Duration = Duration::from_secs(5);
+pub(crate) const DISK_CACHE: Duration = Duration::from_secs(5);
 
 /// Takes one sample: the cgroup's counters (whichever version the container has), the network
 /// bytes, and the disk use of each directory `req` names.
-pub fn sample(req: &StatsRequest) -> Stats {
+pub(crate) fn sample(req: &StatsRequest) -> Stats {
     let mut s = Stats {
         at_ns: monotonic_ns(),
         ..Stats::default()
@@ -64,7 +64,7 @@ pub fn sample(req: &StatsRequest) -> Stats {
 }
 
 /// The container's process limit (`pids.max` of its cgroup, v2 or v1), when it has one.
-pub fn pids_limit() -> Option<u64> {
+pub(crate) fn pids_limit() -> Option<u64> {
     match cgroup_v2_dir(Path::new(CGROUP_ROOT), &read("/proc/self/cgroup")) {
         Some(dir) => max_value(&read(dir.join("pids.max"))),
         None => max_value(&read(Path::new(CGROUP_ROOT).join("pids/pids.max"))),
@@ -73,7 +73,7 @@ pub fn pids_limit() -> Option<u64> {
 
 /// Why a process could not be made, when `e` is the kernel's `EAGAIN` of fork(2) or clone(2) at
 /// the container's process limit: the limit, and what to do; `None` for any other error.
-pub fn at_process_limit(e: &std::io::Error) -> Option<String> {
+pub(crate) fn at_process_limit(e: &std::io::Error) -> Option<String> {
     if e.raw_os_error() != Some(libc::EAGAIN) {
         return None;
     }
@@ -110,7 +110,7 @@ fn monotonic_ns() -> u64 {
 /// The directory of this process's cgroup v2 under `root`, when `root` is a v2 hierarchy
 /// (`cgroup.controllers` there): the path of `/proc/self/cgroup`'s `0::` line (`/` in a cgroup
 /// namespace of its own, as Docker and Podman give on v2), else `root` itself.
-pub fn cgroup_v2_dir(root: &Path, proc_self_cgroup: &str) -> Option<PathBuf> {
+pub(crate) fn cgroup_v2_dir(root: &Path, proc_self_cgroup: &str) -> Option<PathBuf> {
     if !root.join("cgroup.controllers").is_file() {
         return None;
     }
@@ -163,12 +163,12 @@ fn read_v1(root: &Path, s: &mut Stats) {
 const V1_NO_LIMIT: u64 = 1 << 62;
 
 /// `usage − inactive_file` (what `docker stats` shows), never below zero.
-pub fn memory_in_use(usage: u64, inactive_file: Option<u64>) -> u64 {
+pub(crate) fn memory_in_use(usage: u64, inactive_file: Option<u64>) -> u64 {
     usage.saturating_sub(inactive_file.unwrap_or(0))
 }
 
 /// The value of `key` in a flat-keyed file (`memory.stat`, `cpu.stat`: `KEY VALUE` lines).
-pub fn stat_value(text: &str, key: &str) -> Option<u64> {
+pub(crate) fn stat_value(text: &str, key: &str) -> Option<u64> {
     text.lines().find_map(|l| {
         let (k, v) = l.split_once(' ')?;
         (k == key).then(|| v.trim().parse().ok()).flatten()
@@ -177,7 +177,7 @@ pub fn stat_value(text: &str, key: &str) -> Option<u64> {
 
 /// A v2 limit file (`memory.max`, `pids.max`; v1's `pids.max` too): a number, or `max` for
 /// none (`None`, as for anything that does not parse).
-pub fn max_value(text: &str) -> Option<u64> {
+pub(crate) fn max_value(text: &str) -> Option<u64> {
     match text.trim() {
         "max" | "" => None,
         n => n.parse().ok(),
@@ -185,13 +185,13 @@ pub fn max_value(text: &str) -> Option<u64> {
 }
 
 /// v2 `cpu.stat`'s `usage_usec`, in nanoseconds.
-pub fn v2_cpu_usage_ns(cpu_stat: &str) -> Option<u64> {
+pub(crate) fn v2_cpu_usage_ns(cpu_stat: &str) -> Option<u64> {
     stat_value(cpu_stat, "usage_usec").map(|us| us.saturating_mul(1000))
 }
 
 /// v2 `cpu.max` (`QUOTA PERIOD`, microseconds, or `max PERIOD`) as thousandths of a core;
 /// `None` without a limit.
-pub fn v2_cpu_limit_milli(cpu_max: &str) -> Option<u64> {
+pub(crate) fn v2_cpu_limit_milli(cpu_max: &str) -> Option<u64> {
     let mut it = cpu_max.split_whitespace();
     let quota = it.next()?.parse::<u64>().ok()?;
     let period = it.next()?.parse::<u64>().ok().filter(|p| *p > 0)?;
@@ -200,7 +200,7 @@ pub fn v2_cpu_limit_milli(cpu_max: &str) -> Option<u64> {
 
 /// v1 `cpu.cfs_quota_us` and `cpu.cfs_period_us` as thousandths of a core; `None` without a
 /// limit (a quota of -1).
-pub fn v1_cpu_limit_milli(quota: &str, period: &str) -> Option<u64> {
+pub(crate) fn v1_cpu_limit_milli(quota: &str, period: &str) -> Option<u64> {
     let quota = quota
         .trim()
         .parse::<i64>()
@@ -212,7 +212,7 @@ pub fn v1_cpu_limit_milli(quota: &str, period: &str) -> Option<u64> {
 }
 
 /// Bytes received and sent on every interface of `/proc/net/dev` but loopback.
-pub fn net_bytes(proc_net_dev: &str) -> Option<(u64, u64)> {
+pub(crate) fn net_bytes(proc_net_dev: &str) -> Option<(u64, u64)> {
     let mut any = false;
     let (mut rx, mut tx) = (0u64, 0u64);
     for line in proc_net_dev.lines() {
@@ -259,7 +259,7 @@ fn disk_use_cached(dir: &str) -> DiskUse {
 /// The disk `dir`'s tree takes: allocated blocks of every entry on `dir`'s own file system
 /// (mounts inside are not entered, symlinks not followed, hard links counted once), at most
 /// `max_entries` entries and `max_time` long.
-pub fn disk_use(dir: &Path, max_entries: u64, max_time: Duration) -> DiskUse {
+pub(crate) fn disk_use(dir: &Path, max_entries: u64, max_time: Duration) -> DiskUse {
     let start = Instant::now();
     let mut out = DiskUse {
         complete: true,

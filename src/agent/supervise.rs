@@ -33,15 +33,15 @@ use super::proto::{Codec, CommandLine, WinSize};
 const CWD_ERRNO: i32 = 1 << 20;
 
 /// Descriptor the supervisor's control socket arrives on.
-pub const CONTROL_FD: i32 = 3;
+pub(crate) const CONTROL_FD: i32 = 3;
 
 /// Shell command lines longer than this go to the shell through a pipe (`bash /dev/fd/3`)
 /// instead of its argument vector, whose strings the kernel limits to 128 KiB each.
-pub const ARGV_SCRIPT_MAX: usize = 96 << 10;
+pub(crate) const ARGV_SCRIPT_MAX: usize = 96 << 10;
 
 /// What to run, sent by the agent as the first message.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Spec {
+pub(crate) struct Spec {
     /// The command.
     pub command: CommandLine,
     /// Working directory.
@@ -61,7 +61,7 @@ pub struct Spec {
 
 /// What the supervisor reports.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub enum Event {
+pub(crate) enum Event {
     /// The command's process runs, with this PID, in this audit session ([`join_audit_session`];
     /// `None` where the kernel gave none); `program` is what was executed (the shell of a
     /// command line, the program of an argument vector).
@@ -91,7 +91,7 @@ pub enum Event {
 
 /// What the agent asks of a running supervisor.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub enum Control {
+pub(crate) enum Control {
     /// Kill every process of the tree.
     Kill,
     /// Send this signal to the command's process group.
@@ -101,7 +101,7 @@ pub enum Control {
 }
 
 /// Reads one framed message from a blocking stream.
-pub fn read_msg<T: for<'de> Deserialize<'de>>(
+pub(crate) fn read_msg<T: for<'de> Deserialize<'de>>(
     r: &mut impl Read,
     buf: &mut BytesMut,
 ) -> std::io::Result<Option<T>> {
@@ -120,7 +120,7 @@ pub fn read_msg<T: for<'de> Deserialize<'de>>(
 }
 
 /// Writes one framed message to a blocking stream.
-pub fn write_msg<T: Serialize>(w: &mut impl Write, msg: T) -> std::io::Result<()> {
+pub(crate) fn write_msg<T: Serialize>(w: &mut impl Write, msg: T) -> std::io::Result<()> {
     let mut codec: Codec<(), T> = Codec::default();
     let mut buf = BytesMut::new();
     codec.encode(msg, &mut buf)?;
@@ -135,7 +135,7 @@ pub fn write_msg<T: Serialize>(w: &mut impl Write, msg: T) -> std::io::Result<()
 /// and a subreaper: its audit session, the OOM count and everything else of a command are taken
 /// after the spec arrives, as for a supervisor started for it.
 #[derive(Debug)]
-pub struct Idle {
+pub(crate) struct Idle {
     /// Its PID (a child of the agent, which reaps it).
     pub pid: i32,
     /// The agent's end of its control socket.
@@ -144,7 +144,7 @@ pub struct Idle {
 
 impl Idle {
     /// Starts one. Errors: the fork or exec failed (`EAGAIN` at the sandbox's process limit).
-    pub fn start() -> std::io::Result<Idle> {
+    pub(crate) fn start() -> std::io::Result<Idle> {
         let (ours, theirs) = UnixStream::pair()?;
         let theirs_fd = theirs.as_raw_fd();
         let mut cmd = std::process::Command::new("/proc/self/exe");
@@ -172,7 +172,7 @@ impl Idle {
     /// holds nothing from it, and it is not stopped (root in the sandbox, the supervisor's
     /// user, may `SIGSTOP` or kill it meanwhile). One that is stopped is killed (it is the
     /// agent's unreaped child, so its PID is still its own).
-    pub fn usable(&self) -> bool {
+    pub(crate) fn usable(&self) -> bool {
         let mut fds = [libc::pollfd {
             fd: self.ctl.as_raw_fd(),
             events: libc::POLLIN,
@@ -200,7 +200,7 @@ impl Idle {
     /// supervisor already has) as one byte, their count, carrying the descriptors
     /// (`SCM_RIGHTS`); returns the control socket, on which the [`Spec`] goes next. It never
     /// waits: the socket is empty. Errors: the supervisor is gone (`EPIPE`).
-    pub fn hand_over(
+    pub(crate) fn hand_over(
         self,
         stdin: Option<std::os::fd::BorrowedFd<'_>>,
         stdout: std::os::fd::BorrowedFd<'_>,
@@ -289,7 +289,7 @@ fn await_command(ctl: &UnixStream) -> Option<(UnixStream, BytesMut, Spec)> {
 }
 
 /// Runs the supervisor; returns its own exit status (0 once the tree is gone).
-pub fn run() -> i32 {
+pub(crate) fn run() -> i32 {
     if super::not_dumpable().is_err() {
         return 125;
     }
@@ -638,7 +638,7 @@ fn spawn(spec: &Spec) -> Result<Started, (i32, String)> {
 /// How many processes the kernel's OOM killer has killed in this container's memory cgroup:
 /// `oom_kill` of `memory.events` (cgroup v2) or of `memory.oom_control` (cgroup v1, Linux
 /// 4.13 and later). `None` when neither can be read.
-pub fn oom_kills() -> Option<u64> {
+pub(crate) fn oom_kills() -> Option<u64> {
     [
         "/sys/fs/cgroup/memory.events",
         "/sys/fs/cgroup/memory/memory.oom_control",
@@ -654,7 +654,7 @@ pub fn oom_kills() -> Option<u64> {
 
 /// The container's memory limit in bytes (`memory.max`, cgroup v2, or
 /// `memory.limit_in_bytes`, v1), when one is set.
-pub fn memory_limit() -> Option<u64> {
+pub(crate) fn memory_limit() -> Option<u64> {
     [
         "/sys/fs/cgroup/memory.max",
         "/sys/fs/cgroup/memory/memory.limit_in_bytes",
@@ -666,7 +666,7 @@ pub fn memory_limit() -> Option<u64> {
 
 /// A process as `/proc/PID/stat` and `/proc/PID/status` show it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Proc {
+pub(crate) struct Proc {
     /// Process ID.
     pub pid: i32,
     /// Parent's process ID.
@@ -680,7 +680,7 @@ pub struct Proc {
 }
 
 /// Every process of the PID namespace, from `/proc`.
-pub fn processes() -> Vec<Proc> {
+pub(crate) fn processes() -> Vec<Proc> {
     let mut out = Vec::new();
     let Ok(dir) = std::fs::read_dir("/proc") else {
         return out;
@@ -720,7 +720,7 @@ pub fn processes() -> Vec<Proc> {
 }
 
 /// The live (not zombie) descendants of `root` among `all`.
-pub fn descendants(all: &[Proc], root: i32) -> Vec<Proc> {
+pub(crate) fn descendants(all: &[Proc], root: i32) -> Vec<Proc> {
     let mut out = Vec::new();
     let mut seen = vec![root];
     let mut frontier = vec![root];
@@ -747,7 +747,7 @@ pub fn descendants(all: &[Proc], root: i32) -> Vec<Proc> {
 /// which the container does not grant: each process is signalled as its owner
 /// ([`signal_as_owner`]), from this thread, with no helper process (none could start at the
 /// process limit a fork bomb fills).
-pub fn kill_tree(root: i32) {
+pub(crate) fn kill_tree(root: i32) {
     for _ in 0..400 {
         let all = processes();
         let mut live: Vec<Proc> = descendants(&all, root);
@@ -779,7 +779,7 @@ pub fn kill_tree(root: i32) {
 /// Sends `sig` to `p` as `p`'s owner: directly when it is ours (or we may), else from this
 /// thread switched to its user ([`super::as_user::as_user`]). Returns whether it was delivered
 /// or `p` is gone (`ESRCH`).
-pub fn signal_as_owner(p: &Proc, sig: i32) -> bool {
+pub(crate) fn signal_as_owner(p: &Proc, sig: i32) -> bool {
     let send = || {
         // SAFETY: kill(2) with a PID read from /proc; a vanished process is ESRCH.
         if unsafe { libc::kill(p.pid, sig) } == 0 {
@@ -801,14 +801,14 @@ pub fn signal_as_owner(p: &Proc, sig: i32) -> bool {
 
 /// Whether `/proc/PID/environ` of `pid` holds exactly `needle` (`NAME=value`), read with our own
 /// credentials (the host's sweep, [`crate::engine::marker`]).
-pub fn environ_has(pid: i32, needle: &[u8]) -> bool {
+pub(crate) fn environ_has(pid: i32, needle: &[u8]) -> bool {
     std::fs::read(format!("/proc/{pid}/environ"))
         .is_ok_and(|env| env.split(|b| *b == 0).any(|v| v == needle))
 }
 
 /// Whether `/proc/PID/environ` of `p` holds exactly `needle` (`NAME=value`), read as `p`'s
 /// owner where we may not read it ourselves (another user's, without `CAP_SYS_PTRACE`).
-pub fn environ_of_has(p: &Proc, needle: &[u8]) -> bool {
+pub(crate) fn environ_of_has(p: &Proc, needle: &[u8]) -> bool {
     let read = || std::fs::read(format!("/proc/{}/environ", p.pid));
     let env = match read() {
         Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => {
@@ -826,7 +826,7 @@ pub fn environ_of_has(p: &Proc, needle: &[u8]) -> bool {
 /// ones (whose parent is not among them: the exec's own process, the wrapper that is its
 /// subreaper), which go only once nothing is left under them, so that orphans made meanwhile are
 /// still reparented to them and found on the next pass. Empty when nothing is left.
-pub fn marked_kill_pass(procs: &[(Proc, bool)]) -> Vec<i32> {
+pub(crate) fn marked_kill_pass(procs: &[(Proc, bool)]) -> Vec<i32> {
     let tree = marked_tree(procs);
     let tops: Vec<i32> = procs
         .iter()
@@ -842,7 +842,7 @@ pub fn marked_kill_pass(procs: &[(Proc, bool)]) -> Vec<i32> {
 }
 
 /// Every live process of `procs` that carries the marker, and all their live descendants.
-pub fn marked_tree(procs: &[(Proc, bool)]) -> Vec<i32> {
+pub(crate) fn marked_tree(procs: &[(Proc, bool)]) -> Vec<i32> {
     let all: Vec<Proc> = procs.iter().map(|(p, _)| *p).collect();
     let mut tree: Vec<i32> = Vec::new();
     for (p, marked) in procs {
@@ -863,7 +863,7 @@ pub fn marked_tree(procs: &[(Proc, bool)]) -> Vec<i32> {
 /// SIGSTOPs every process of the marked tree (see [`marked_tree`]) before a kill pass: a
 /// stopped process cannot fork a replacement for a child killed now (a shell loop would
 /// otherwise outrun the passes, its topmost process never left alone to be killed).
-pub fn stop_marked_tree(procs: &[(Proc, bool)]) {
+pub(crate) fn stop_marked_tree(procs: &[(Proc, bool)]) {
     for pid in marked_tree(procs) {
         if let Some((p, _)) = procs.iter().find(|(p, _)| p.pid == pid) {
             signal_as_owner(p, libc::SIGSTOP);
@@ -880,14 +880,14 @@ pub fn stop_marked_tree(procs: &[(Proc, bool)]) {
 /// a read-only `/sys/fs/cgroup`): `env -i`, `setsid`, double forks and the death of its
 /// supervisor keep it. `None` where the kernel gives none: no audit support, gVisor, or a
 /// login UID the container already had (the engine's daemon started from a login session).
-pub fn join_audit_session(loginuid: u32) -> Option<u32> {
+pub(crate) fn join_audit_session(loginuid: u32) -> Option<u32> {
     let before = audit_session(rustix::process::getpid().as_raw_nonzero().get());
     std::fs::write("/proc/self/loginuid", loginuid.to_string()).ok()?;
     audit_session(rustix::process::getpid().as_raw_nonzero().get()).filter(|s| Some(*s) != before)
 }
 
 /// The audit session of `pid` (`/proc/PID/sessionid`); `None` when unset or unreadable.
-pub fn audit_session(pid: i32) -> Option<u32> {
+pub(crate) fn audit_session(pid: i32) -> Option<u32> {
     std::fs::read_to_string(format!("/proc/{pid}/sessionid"))
         .ok()?
         .trim()
@@ -899,11 +899,11 @@ pub fn audit_session(pid: i32) -> Option<u32> {
 // The variable every process of an exec carries, its value unique to that exec, by which its
 // tree is found when nothing else answers for it (the engine's exec; a supervisor that was
 // killed): the contract's.
-pub use crate::contract::MARKER_VAR;
+pub(crate) use crate::contract::MARKER_VAR;
 
 /// Options of `h9sandbox agent kill-marked`, the engine path's in-container kill helper.
 #[derive(Debug, Clone, clap::Args)]
-pub struct KillMarkedArgs {
+pub(crate) struct KillMarkedArgs {
     /// The value of H9SANDBOX_EXEC_ID the exec's processes carry
     pub marker: String,
     /// The exec's audit session: its processes are those in it too, marked or not
@@ -915,7 +915,7 @@ pub struct KillMarkedArgs {
 /// descendants), pass after pass ([`marked_kill_pass`]), each as its owner
 /// ([`signal_as_owner`], [`environ_of_has`]) where this process runs as root, else as far as this
 /// user may; returns 0, or 1 when some could not be signalled.
-pub fn kill_marked(args: &KillMarkedArgs) -> i32 {
+pub(crate) fn kill_marked(args: &KillMarkedArgs) -> i32 {
     let needle = format!("{MARKER_VAR}={}", args.marker);
     let me = rustix::process::getpid().as_raw_nonzero().get();
     let mut failed = false;

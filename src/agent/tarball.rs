@@ -23,7 +23,7 @@ use rustix::fs::{Mode, OFlags};
 
 /// What an extraction did.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
-pub struct Extracted {
+pub(crate) struct Extracted {
     /// Regular files written.
     pub files: u64,
     /// Bytes of them.
@@ -34,7 +34,7 @@ pub struct Extracted {
 
 /// How to extract.
 #[derive(Debug, Clone, Default)]
-pub struct ExtractOptions {
+pub(crate) struct ExtractOptions {
     /// The most bytes of file content to write; `None`: no bound.
     pub max_bytes: Option<u64>,
     /// Give entries their owners from the stream (root only; else the extracting user owns
@@ -46,7 +46,7 @@ pub struct ExtractOptions {
 
 /// Why an extraction stopped.
 #[derive(Debug, thiserror::Error)]
-pub enum ExtractError {
+pub(crate) enum ExtractError {
     /// A name that is absolute or climbs out with `..`.
     #[error("the tar stream names {0:?}, which leads out of the destination; nothing past it was extracted")]
     Escape(String),
@@ -233,7 +233,7 @@ type DirMode = (Vec<std::ffi::OsString>, u32, Option<(u32, u32)>);
 
 /// Extracts the tar stream `input` beneath the directory `dest` (see the module documentation).
 /// Errors: [`ExtractError`]; what was extracted before stays.
-pub fn extract(
+pub(crate) fn extract(
     input: impl Read,
     dest: &Path,
     opts: &ExtractOptions,
@@ -376,7 +376,7 @@ pub fn extract(
 /// Writes a tar stream of `src` (a directory and everything beneath it, or one file) to `out`,
 /// its entries named beneath `top` (`.` for a directory's content itself): modes, owners, times
 /// and symlinks as they are, nothing followed; sockets skipped. Returns the stream's writer.
-pub fn archive<W: Write>(out: W, src: &Path, top: &str) -> std::io::Result<W> {
+pub(crate) fn archive<W: Write>(out: W, src: &Path, top: &str) -> std::io::Result<W> {
     let mut tar = tar::Builder::new(out);
     tar.follow_symlinks(false);
     let meta = std::fs::symlink_metadata(src)?;
@@ -389,7 +389,7 @@ pub fn archive<W: Write>(out: W, src: &Path, top: &str) -> std::io::Result<W> {
 }
 
 /// The bytes of the regular files beneath `src` (not following symlinks), and how many entries.
-pub fn measure(src: &Path) -> std::io::Result<(u64, u64)> {
+pub(crate) fn measure(src: &Path) -> std::io::Result<(u64, u64)> {
     let meta = std::fs::symlink_metadata(src)?;
     if !meta.is_dir() {
         return Ok((if meta.is_file() { meta.len() } else { 0 }, 1));
@@ -413,7 +413,7 @@ pub fn measure(src: &Path) -> std::io::Result<(u64, u64)> {
 
 /// `h9sandbox agent tar …`.
 #[derive(Debug, Clone, clap::Subcommand)]
-pub enum TarCommand {
+pub(crate) enum TarCommand {
     /// Write a tar stream of PATH to stdout, named after its last component
     Create {
         /// Absolute path in the container
@@ -441,7 +441,7 @@ pub enum TarCommand {
 }
 
 /// Runs `h9sandbox agent tar …`; returns the exit status (0; 1 with one line on stderr).
-pub fn run(cmd: &TarCommand) -> i32 {
+pub(crate) fn run(cmd: &TarCommand) -> i32 {
     let r = match cmd {
         TarCommand::Create { path, name } => {
             let name = name.clone().unwrap_or_else(|| {
@@ -500,7 +500,7 @@ pub fn run(cmd: &TarCommand) -> i32 {
 /// Where `cp`'s semantics put a stream extracted at `path` (docker cp's): into `path` when it
 /// is a directory (or `as_is`), else into its parent with the stream's top name replaced by
 /// `path`'s last component.
-pub fn destination(path: &Path, as_is: bool) -> (PathBuf, Option<String>) {
+pub(crate) fn destination(path: &Path, as_is: bool) -> (PathBuf, Option<String>) {
     // A symlink at the destination is not gone through (the caller refuses it first).
     let is_dir = std::fs::symlink_metadata(path).is_ok_and(|m| m.is_dir());
     if as_is || is_dir {

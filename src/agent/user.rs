@@ -15,12 +15,12 @@ use std::path::{Path, PathBuf};
 
 /// Home of a sandbox user that has no usable one in the image: in the scratch volume
 /// (`/var/tmp`), which outlives `stop`/`start` and is removed with the sandbox.
-pub const FALLBACK_HOME: &str = "/var/tmp/home";
+pub(crate) const FALLBACK_HOME: &str = "/var/tmp/home";
 
 /// The `uid:gid` a command runs as, for `run_as`: numeric IDs as they are; a login name looked up
 /// in the container's `/etc/passwd` (`read_account_file`), with its primary group unless one is given
 /// (`root` is 0:0 even in an image without the file). Errors: the name is unknown.
-pub fn resolve(run_as: &super::proto::RunAs) -> Result<(u32, u32), String> {
+pub(crate) fn resolve(run_as: &super::proto::RunAs) -> Result<(u32, u32), String> {
     use super::proto::RunAs;
     match run_as {
         RunAs::Ids { uid, gid } => Ok((*uid, *gid)),
@@ -39,7 +39,7 @@ pub fn resolve(run_as: &super::proto::RunAs) -> Result<(u32, u32), String> {
 
 /// One line of `/etc/passwd` (`passwd(5)`).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PasswdEntry {
+pub(crate) struct PasswdEntry {
     /// Login name.
     pub name: String,
     /// User ID.
@@ -51,7 +51,7 @@ pub struct PasswdEntry {
 }
 
 /// Parses `/etc/passwd` text; malformed lines are skipped.
-pub fn parse_passwd(text: &str) -> Vec<PasswdEntry> {
+pub(crate) fn parse_passwd(text: &str) -> Vec<PasswdEntry> {
     text.lines()
         .filter_map(|l| {
             let f: Vec<&str> = l.split(':').collect();
@@ -69,7 +69,7 @@ pub fn parse_passwd(text: &str) -> Vec<PasswdEntry> {
 }
 
 /// `(name, gid)` of every line of `/etc/group` text; malformed lines are skipped.
-pub fn parse_group(text: &str) -> Vec<(String, u32)> {
+pub(crate) fn parse_group(text: &str) -> Vec<(String, u32)> {
     text.lines()
         .filter_map(|l| {
             let f: Vec<&str> = l.split(':').collect();
@@ -83,7 +83,7 @@ pub fn parse_group(text: &str) -> Vec<(String, u32)> {
 
 /// A login name for `uid` that no other user of `entries` has: `wanted` (the host user's name,
 /// when it is a valid name), else `sandbox`, else `sandbox-UID`.
-pub fn free_name(entries: &[PasswdEntry], wanted: Option<&str>, uid: u32) -> String {
+pub(crate) fn free_name(entries: &[PasswdEntry], wanted: Option<&str>, uid: u32) -> String {
     let taken = |n: &str| entries.iter().any(|e| e.name == n);
     let valid = |n: &&str| {
         !n.is_empty()
@@ -104,7 +104,7 @@ pub fn free_name(entries: &[PasswdEntry], wanted: Option<&str>, uid: u32) -> Str
 /// makes the scratch directory usable by every user (`1777`, as in common images), since an image
 /// without `/var/tmp` gets a root-owned `0755` volume there. Runs as the container's root before
 /// any command; errors are returned for PID 1 to report (it goes on without).
-pub fn prepare(uid: u32, gid: u32, name: Option<&str>) -> std::io::Result<()> {
+pub(crate) fn prepare(uid: u32, gid: u32, name: Option<&str>) -> std::io::Result<()> {
     if uid == 0 {
         return Ok(());
     }
@@ -198,7 +198,7 @@ fn append_line(path: &Path, old: &str, line: &str) -> std::io::Result<()> {
 /// to it (or, for root, exists), else [`FALLBACK_HOME`] (created by [`ensure_home`]); for a user
 /// the container's `/etc/passwd` does not know (`exec --user UID:GID`), `FALLBACK_HOME-UID`, so
 /// that two users never share one.
-pub fn home_of(uid: u32) -> PathBuf {
+pub(crate) fn home_of(uid: u32) -> PathBuf {
     let passwd = read_account_file("/etc/passwd");
     let Some(entry) = parse_passwd(&passwd).into_iter().find(|e| e.uid == uid) else {
         return PathBuf::from(match uid {
@@ -220,7 +220,7 @@ pub fn home_of(uid: u32) -> PathBuf {
 
 /// Creates `home` (mode 0700) when missing, as the calling user; its parents as needed (mode
 /// 0755). Errors are the caller's to ignore: a command still runs without its home.
-pub fn ensure_home(home: &Path) -> std::io::Result<()> {
+pub(crate) fn ensure_home(home: &Path) -> std::io::Result<()> {
     if home.is_dir() {
         return Ok(());
     }

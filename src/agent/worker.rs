@@ -12,7 +12,7 @@ type Job = Box<dyn FnOnce() + Send>;
 static WORKER: OnceLock<mpsc::Sender<Job>> = OnceLock::new();
 
 /// Makes the thread (once; later calls do nothing). Errors: the thread could not be made.
-pub fn start() -> std::io::Result<()> {
+pub(crate) fn start() -> std::io::Result<()> {
     if WORKER.get().is_some() {
         return Ok(());
     }
@@ -32,7 +32,7 @@ pub fn start() -> std::io::Result<()> {
 /// Runs `f` on the thread (jobs run one after another, in the order given) and returns its
 /// result; without the thread ([`start`] not called or failed), on tokio's blocking pool.
 /// `None`: `f` panicked.
-pub async fn run<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> Option<T> {
+pub(crate) async fn run<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> Option<T> {
     let Some(worker) = WORKER.get() else {
         return tokio::task::spawn_blocking(f).await.ok();
     };

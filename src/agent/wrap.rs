@@ -20,11 +20,11 @@ use super::{seccomp, user};
 /// Directories searched for the shell of a command line, whatever the command's own `PATH`: a
 /// shell planted in a directory the sandbox's user can write (the work dir, `~/.local/bin`) must
 /// never be what a root command line (a bootstrap) runs.
-pub const SHELL_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+pub(crate) const SHELL_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
 
 /// Options of `h9sandbox agent exec`.
 #[derive(Debug, Clone, clap::Args)]
-pub struct ExecArgs {
+pub(crate) struct ExecArgs {
     /// Run the one argument as a shell command line: `bash -c`, or `sh -c` without bash
     #[arg(long)]
     pub shell: bool,
@@ -56,7 +56,7 @@ fn warn(msg: &str) {
 
 /// The shell for a command line (bash, else sh, from [`SHELL_PATH`]), or the reason there is
 /// none.
-pub fn shell() -> Result<String, String> {
+pub(crate) fn shell() -> Result<String, String> {
     find_on(SHELL_PATH, "bash")
         .or_else(|| find_on(SHELL_PATH, "sh"))
         .ok_or_else(|| {
@@ -66,7 +66,7 @@ pub fn shell() -> Result<String, String> {
 }
 
 /// The first executable file `name` in the directories of `path`.
-pub fn find_on(path: &str, name: &str) -> Option<String> {
+pub(crate) fn find_on(path: &str, name: &str) -> Option<String> {
     use std::os::unix::fs::PermissionsExt;
     path.split(':').filter(|d| !d.is_empty()).find_map(|d| {
         let p = std::path::Path::new(d).join(name);
@@ -79,7 +79,7 @@ pub fn find_on(path: &str, name: &str) -> Option<String> {
 /// Runs the command; returns its exit status (with `--timeout-ms`), or only when it could not
 /// be started (126 when it cannot be run, 127 when it is not found, as shells do; 125 for our
 /// own failure).
-pub fn run(args: &ExecArgs) -> i32 {
+pub(crate) fn run(args: &ExecArgs) -> i32 {
     // The timeout's backstop must not be traced by the command it watches.
     if let Err(e) = super::not_dumpable() {
         return fail(125, &format!("cannot make the wrapper not dumpable: {e}"));

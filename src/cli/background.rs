@@ -12,7 +12,7 @@ use crate::sandbox::exec::Capture;
 use crate::sandbox::Ctx;
 
 /// Runs `ps`: one row per background command (or a JSON array).
-pub async fn ps(ctx: &Ctx, format: Format, args: &PsArgs) -> Result<i32> {
+pub(crate) async fn ps(ctx: &Ctx, format: Format, args: &PsArgs) -> Result<i32> {
     let (_, list) = background::list(ctx, &args.sandbox.id).await?;
     match format {
         Format::Json => output::print_json(&list)?,
@@ -63,7 +63,7 @@ struct LogsJson {
 /// document (`LogsJson`; not with `--follow`, which streams); with `--network`, the egress
 /// proxy's decisions (a table, or a JSON array of `{ts, method, host, port, decision,
 /// bytes_out, bytes_in}`).
-pub async fn logs(ctx: &Ctx, format: Format, args: &LogsArgs) -> Result<i32> {
+pub(crate) async fn logs(ctx: &Ctx, format: Format, args: &LogsArgs) -> Result<i32> {
     let Some(handle) = args.handle.clone().filter(|_| !args.network) else {
         let rec = ctx.store.load()?.resolve(&args.sandbox.id)?.clone();
         let entries = crate::sandbox::egress::read_log(ctx, &rec)?;
@@ -136,7 +136,7 @@ pub async fn logs(ctx: &Ctx, format: Format, args: &LogsArgs) -> Result<i32> {
 
 /// Runs `kill`: prints nothing (with `--format json`, `{"handle": H, "killed": true}`); 0 once
 /// the tree is being killed.
-pub async fn kill(ctx: &Ctx, format: Format, args: &KillArgs) -> Result<i32> {
+pub(crate) async fn kill(ctx: &Ctx, format: Format, args: &KillArgs) -> Result<i32> {
     background::kill(ctx, &args.sandbox.id, &args.handle).await?;
     if format == Format::Json {
         output::print_json(&serde_json::json!({"handle": args.handle, "killed": true}))?;

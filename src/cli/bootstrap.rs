@@ -16,7 +16,7 @@ use crate::state::BootstrapRun;
 
 /// `bootstrap --format json` document: the sandbox ID and the recorded run.
 #[derive(Debug, Serialize)]
-pub struct BootstrapJson {
+pub(crate) struct BootstrapJson {
     /// Sandbox ID.
     pub id: Uuid,
     /// What was recorded.
@@ -25,7 +25,7 @@ pub struct BootstrapJson {
 }
 
 /// Runs `bootstrap`; clears the spinner of `progress`; returns the command's exit status.
-pub async fn run(
+pub(crate) async fn run(
     ctx: &Ctx,
     format: Format,
     progress: &CliReporter,

@@ -9,7 +9,7 @@ use crate::sandbox::copy::{copy, Side};
 use crate::sandbox::Ctx;
 
 /// Runs `cp`; returns 0.
-pub async fn run(ctx: &Ctx, format: Format, args: &CpArgs) -> Result<i32> {
+pub(crate) async fn run(ctx: &Ctx, format: Format, args: &CpArgs) -> Result<i32> {
     let (src, dst) = (Side::parse(&args.src), Side::parse(&args.dst));
     // A signal ends the copy (its tool in the sandbox goes with the stream) and says so; what
     // arrived before stays, as with `docker cp` or `tar` interrupted.

@@ -9,7 +9,7 @@ use crate::sandbox::down::take_down_or_forget;
 use crate::sandbox::Ctx;
 
 /// Runs `down`; returns 0 when every sandbox was removed.
-pub async fn run(ctx: &Ctx, format: Format, args: &DownArgs) -> Result<i32> {
+pub(crate) async fn run(ctx: &Ctx, format: Format, args: &DownArgs) -> Result<i32> {
     let report = take_down_or_forget(ctx, &args.ids, args.all, args.forget).await?;
     let failed = !report.unresolved.is_empty() || report.error.is_some();
     match format {

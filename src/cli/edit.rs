@@ -12,7 +12,7 @@ use crate::sandbox::{workdir_of, Ctx};
 
 /// `edit --format json` document.
 #[derive(Debug, Serialize)]
-pub struct EditJson {
+pub(crate) struct EditJson {
     /// Host path of the file.
     pub path: String,
     /// Occurrences replaced.
@@ -20,7 +20,7 @@ pub struct EditJson {
 }
 
 /// Runs `edit`; prints the number of replacements and returns 0.
-pub async fn run(ctx: &Ctx, format: Format, args: &EditArgs) -> Result<i32> {
+pub(crate) async fn run(ctx: &Ctx, format: Format, args: &EditArgs) -> Result<i32> {
     let (rec, wd) = workdir_of(ctx, &args.sandbox.id)?;
     let (path, replacements) = match place(&rec, &args.path, args.user.is_some()) {
         Place::WorkDir => {

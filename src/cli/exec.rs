@@ -15,7 +15,7 @@ use crate::types::Signal;
 
 /// `exec --format json` document.
 #[derive(Debug, Serialize)]
-pub struct ExecJson {
+pub(crate) struct ExecJson {
     /// Exit status (as our own exit status).
     pub exit_code: i32,
     /// Standard output, capped at `--max-output` bytes.
@@ -46,7 +46,7 @@ pub struct ExecJson {
 }
 
 /// The JSON document of a command's outcome, with `output` when `combined`.
-pub fn json(out: &crate::sandbox::exec::Outcome, combined: bool) -> ExecJson {
+pub(crate) fn json(out: &crate::sandbox::exec::Outcome, combined: bool) -> ExecJson {
     ExecJson {
         exit_code: out.exit_code,
         stdout: out.stdout.text(),
@@ -65,7 +65,7 @@ pub fn json(out: &crate::sandbox::exec::Outcome, combined: bool) -> ExecJson {
 }
 
 /// What `exec` says on stderr when the kernel's OOM killer ended the command in sandbox `rec`.
-pub fn oom_message(rec: &crate::state::Record) -> String {
+pub(crate) fn oom_message(rec: &crate::state::Record) -> String {
     format!(
         "the command was killed by the kernel's OOM killer: sandbox {} ran out of memory (its limit is {}; `up --memory` sets a larger one)",
         rec.short_id(),
@@ -75,7 +75,7 @@ pub fn oom_message(rec: &crate::state::Record) -> String {
 
 /// The core's request for `exec`'s arguments. Errors: an `--env NAME` whose NAME is unset, a
 /// `--command-file` that cannot be used ([`command_from_file`]).
-pub fn request(args: &ExecArgs) -> Result<ExecRequest, Error> {
+pub(crate) fn request(args: &ExecArgs) -> Result<ExecRequest, Error> {
     let command = match &args.command_file {
         Some(f) => vec![command_from_file(f, args.interactive)?],
         None => args.command.clone(),
@@ -101,7 +101,10 @@ const COMMAND_FILE_MAX: u64 = crate::sandbox::exec::COMMAND_MAX_BYTES as u64;
 /// bound by the kernel's 128 KiB per argument (`MAX_ARG_STRLEN`, execve(2)). Errors: the file
 /// cannot be read, is empty, is not UTF-8 or holds a NUL byte, is larger than 4 MiB, or is `-`
 /// together with `-i` (stdin cannot be both).
-pub fn command_from_file(file: &std::path::Path, interactive: bool) -> Result<String, Error> {
+pub(crate) fn command_from_file(
+    file: &std::path::Path,
+    interactive: bool,
+) -> Result<String, Error> {
     use std::io::Read;
     let stdin = file == std::path::Path::new("-");
     if stdin && interactive {
@@ -152,7 +155,7 @@ pub fn command_from_file(file: &std::path::Path, interactive: bool) -> Result<St
 /// own environment, read through `lookup` (docker's `-e NAME` convention). Only the command line
 /// does this: an MCP client never reads the server's environment. Errors: NAME is unset (or
 /// not UTF-8).
-pub fn env_assignments(
+pub(crate) fn env_assignments(
     raw: &[String],
     lookup: impl Fn(&str) -> Option<std::ffi::OsString>,
 ) -> Result<Vec<String>, Error> {
@@ -177,7 +180,7 @@ pub fn env_assignments(
 /// The `h9sandbox: error: …` line for a command that its timeout or a signal to us ended
 /// (what was killed, and the exit status), or `None` when it ended by itself. `command` is
 /// the command as given.
-pub fn ended_message(
+pub(crate) fn ended_message(
     out: &crate::sandbox::exec::Outcome,
     timeout: Option<std::time::Duration>,
     rec: &crate::state::Record,
@@ -225,13 +228,13 @@ fn shorten(s: &str, max: usize) -> String {
 /// warns once (`h9sandbox: warning: …`) when stdin is a file or a pipe holding bytes. A pipe
 /// nobody writes to, a terminal and `/dev/null` draw nothing.
 #[derive(Debug, Default)]
-pub struct UnreadStdin {
+pub(crate) struct UnreadStdin {
     warned: bool,
 }
 
 impl UnreadStdin {
     /// Looks now; warns the first time bytes wait on stdin.
-    pub fn check(&mut self, interactive: bool) {
+    pub(crate) fn check(&mut self, interactive: bool) {
         if self.warned || interactive || !stdin_has_bytes() {
             return;
         }
@@ -261,14 +264,18 @@ fn stdin_has_bytes() -> bool {
 /// Refuses a command whose first word looks like an option: a mistyped or unknown option of
 /// `sub` that clap's trailing argument took for the command (`exec ID --tiemout 5 -- true`),
 /// naming the option of `sub` it is closest to, as clap does for the options before the ID.
-pub fn refuse_option_as_command(sub: &str, command: &[String]) -> Result<()> {
+pub(crate) fn refuse_option_as_command(sub: &str, command: &[String]) -> Result<()> {
     refuse_option(sub, command)
 }
 
 /// Refuses `--combined` outside `--format json` (where `output` has nowhere to go: the table
 /// format forwards each stream as it comes), as clap's `requires` would for a flag of the
 /// subcommand itself (`--format` is global, and may come from the configuration).
-pub fn refuse_combined_without_json(sub: &str, combined: bool, format: Format) -> Result<()> {
+pub(crate) fn refuse_combined_without_json(
+    sub: &str,
+    combined: bool,
+    format: Format,
+) -> Result<()> {
     if combined && format != Format::Json {
         return Err(Error::Invalid(format!(
             "--combined puts `output` in the JSON document and needs --format json; without it stdout and stderr already arrive as written; see `h9sandbox {sub} --help`"
@@ -313,7 +320,7 @@ fn similar_option(sub: &str, opt: &str) -> Option<String> {
 }
 
 /// Runs `exec`; returns the command's exit status.
-pub async fn run(ctx: &Ctx, format: Format, args: &ExecArgs) -> Result<i32> {
+pub(crate) async fn run(ctx: &Ctx, format: Format, args: &ExecArgs) -> Result<i32> {
     if args.tty {
         return super::terminal::exec(ctx, format, args).await;
     }

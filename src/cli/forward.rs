@@ -12,7 +12,7 @@ use crate::sandbox::forward::{self, Listening, RegisteredForward, Registry};
 use crate::sandbox::Ctx;
 
 /// Runs `port-forward`; returns 0 once it ended as asked.
-pub async fn run(ctx: &Ctx, format: Format, args: &PortForwardArgs) -> Result<i32> {
+pub(crate) async fn run(ctx: &Ctx, format: Format, args: &PortForwardArgs) -> Result<i32> {
     let forwarder = forward::bind(ctx, &args.sandbox.id, &args.ports, forward::Asker::Cli).await?;
     let bound = forwarder.bound();
     let id = forwarder.record.id;

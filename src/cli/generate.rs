@@ -15,10 +15,10 @@ use super::{Cli, Generate, GenerateArgs};
 use crate::error::Error;
 
 /// The binary's name, as completions and man pages call it.
-pub const BIN: &str = "h9sandbox";
+pub(crate) const BIN: &str = "h9sandbox";
 
 /// The shells whose completion scripts are generated and committed.
-pub const SHELLS: [Shell; 5] = [
+pub(crate) const SHELLS: [Shell; 5] = [
     Shell::Bash,
     Shell::Zsh,
     Shell::Fish,
@@ -27,7 +27,7 @@ pub const SHELLS: [Shell; 5] = [
 ];
 
 /// Runs `generate`: a script on stdout, or files into a directory (their paths on stdout).
-pub fn run(args: &GenerateArgs) -> Result<i32> {
+pub(crate) fn run(args: &GenerateArgs) -> Result<i32> {
     let written = match &args.what {
         Generate::Completions { shell, all } => match (shell, all) {
             (Some(shell), _) => {
@@ -55,11 +55,11 @@ pub fn run(args: &GenerateArgs) -> Result<i32> {
 
 /// The environment variable that makes h9sandbox answer a shell's completion request instead of
 /// running (clap_complete's `CompleteEnv`; the scripts in `completions/` set it).
-pub const COMPLETE_VAR: &str = "H9SANDBOX_COMPLETE";
+pub(crate) const COMPLETE_VAR: &str = "H9SANDBOX_COMPLETE";
 
 /// Answers a shell's completion request and exits when [`COMPLETE_VAR`] is set; returns at once
 /// otherwise (one environment lookup).
-pub fn complete_if_asked() {
+pub(crate) fn complete_if_asked() {
     clap_complete::CompleteEnv::with_factory(Cli::command)
         .var(COMPLETE_VAR)
         .complete();
@@ -69,7 +69,7 @@ pub fn complete_if_asked() {
 /// its name and state) and name, from the state file the configuration in force names (the
 /// user's file or `$H9SANDBOX_CONFIG`, and the environment). Nothing when that fails or the
 /// state directory does not exist (completion never creates it).
-pub fn sandbox_candidates() -> Vec<clap_complete::engine::CompletionCandidate> {
+pub(crate) fn sandbox_candidates() -> Vec<clap_complete::engine::CompletionCandidate> {
     use clap_complete::engine::CompletionCandidate;
     let explicit = std::env::var_os("H9SANDBOX_CONFIG").map(PathBuf::from);
     let Ok(cfg) =
@@ -98,7 +98,7 @@ pub fn sandbox_candidates() -> Vec<clap_complete::engine::CompletionCandidate> {
 /// completion, which asks `h9sandbox` (on `PATH`) for the candidates at every TAB, with
 /// [`COMPLETE_VAR`] set; so subcommands, options and the live sandboxes' IDs are always those of
 /// the installed binary and state.
-pub fn completion(shell: Shell, out: &mut Vec<u8>) {
+pub(crate) fn completion(shell: Shell, out: &mut Vec<u8>) {
     use clap_complete::env::{Bash, Elvish, EnvCompleter, Fish, Powershell, Zsh};
     let completer: &dyn EnvCompleter = match shell {
         Shell::Bash => &Bash,
@@ -126,7 +126,7 @@ fn completion_file(shell: Shell) -> &'static str {
 /// Writes every shell's completion script into `dir` (created when missing) under the shell's
 /// conventional name (`h9sandbox.bash`, `_h9sandbox`, `h9sandbox.fish`, `h9sandbox.elv`,
 /// `_h9sandbox.ps1`). Returns the paths written.
-pub fn completions_into(dir: &Path) -> Result<Vec<PathBuf>> {
+pub(crate) fn completions_into(dir: &Path) -> Result<Vec<PathBuf>> {
     std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
     SHELLS
         .iter()
@@ -144,7 +144,7 @@ pub fn completions_into(dir: &Path) -> Result<Vec<PathBuf>> {
 /// Writes the man pages into `dir` (created when missing): `h9sandbox.1` and one
 /// `h9sandbox-SUB.1` per visible subcommand (and `h9sandbox-SUB-SUBSUB.1` below). Returns the
 /// paths written.
-pub fn man_pages_into(dir: &Path) -> Result<Vec<PathBuf>> {
+pub(crate) fn man_pages_into(dir: &Path) -> Result<Vec<PathBuf>> {
     std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
     let mut out = Vec::new();
     for (name, page) in man_pages() {
@@ -156,7 +156,7 @@ pub fn man_pages_into(dir: &Path) -> Result<Vec<PathBuf>> {
 }
 
 /// Every man page: file name and roff text, sorted by name.
-pub fn man_pages() -> Vec<(String, Vec<u8>)> {
+pub(crate) fn man_pages() -> Vec<(String, Vec<u8>)> {
     fn walk(cmd: &clap::Command, parent: Option<&str>, out: &mut Vec<(String, Vec<u8>)>) {
         let name = cmd.get_display_name().unwrap_or(cmd.get_name()).to_string();
         let subs: Vec<&clap::Command> =

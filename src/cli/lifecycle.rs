@@ -10,7 +10,7 @@ use crate::sandbox::lifecycle;
 use crate::sandbox::Ctx;
 
 /// Runs one of the lifecycle subcommands in `command`; returns 0.
-pub async fn run(ctx: &Ctx, format: Format, command: &Command) -> Result<i32> {
+pub(crate) async fn run(ctx: &Ctx, format: Format, command: &Command) -> Result<i32> {
     let rec = match command {
         Command::Stop(a) => lifecycle::stop(ctx, &a.sandbox.id).await?,
         Command::Start(a) => lifecycle::start(ctx, &a.sandbox.id).await?,

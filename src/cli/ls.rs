@@ -19,7 +19,7 @@ use crate::types::Isolation;
 const STATS_GAP: Duration = Duration::from_millis(500);
 
 /// Runs `ls`, or `ls --watch`.
-pub async fn run(ctx: &Ctx, format: Format, args: &LsArgs) -> Result<i32> {
+pub(crate) async fn run(ctx: &Ctx, format: Format, args: &LsArgs) -> Result<i32> {
     if args.watch {
         return watch(ctx, format, args.interval, args.stats).await;
     }
@@ -78,7 +78,7 @@ fn ports(e: &Entry) -> String {
 /// The table of `entries`: one row per sandbox, sub-sandboxes under their parent; a PORTS
 /// column when a sandbox has published or forwarded ports, CPU, MEM, PIDS and NOTE columns when
 /// they were sampled (`--stats`).
-pub fn table(entries: &[Entry], colour: bool) -> Table {
+pub(crate) fn table(entries: &[Entry], colour: bool) -> Table {
     let mut head = vec![
         "ID", "ROLE", "NAME", "STATE", "ENGINE", "IMAGE", "WORKDIR", "AGE", "LEASE",
     ];
@@ -179,7 +179,12 @@ fn stats_cells(e: &Entry, colour: bool) -> Vec<Cell> {
 /// clear-to-end); in a pipe, a table (blank-line separated) or, with `--format json`, one compact
 /// JSON array per line is written only when the sandboxes changed. A failing look (engine down)
 /// is shown and the watch goes on.
-pub async fn watch(ctx: &Ctx, format: Format, interval: Duration, stats: bool) -> Result<i32> {
+pub(crate) async fn watch(
+    ctx: &Ctx,
+    format: Format,
+    interval: Duration,
+    stats: bool,
+) -> Result<i32> {
     let tty = std::io::stdout().is_terminal() && format == Format::Table;
     let colour = output::colour_enabled();
     let stop = interrupted();

@@ -9,7 +9,7 @@ use crate::mcp::{serve, McpOptions};
 use crate::report::Stderr;
 
 /// Runs `mcp`: serves until the client disconnects or a signal arrives; returns 0.
-pub async fn run(cli: &Cli, args: &McpArgs) -> Result<i32> {
+pub(crate) async fn run(cli: &Cli, args: &McpArgs) -> Result<i32> {
     let verbose = cli.global.verbose > 0;
     let mut layers = load_layers(cli, &Stderr { verbose })?;
     if let Some(image) = &args.image {

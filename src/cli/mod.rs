@@ -7,28 +7,28 @@
 //! status ([`crate::error::exit_code`]), printing an error once, with its cause chain.
 
 pub mod args;
-pub mod background;
-pub mod bootstrap;
-pub mod cp;
-pub mod down;
-pub mod edit;
-pub mod exec;
-pub mod forward;
-pub mod generate;
-pub mod lifecycle;
-pub mod ls;
-pub mod mcp;
-pub mod output;
-pub mod progress;
-pub mod read;
-pub mod reap;
-pub mod renew;
-pub mod run;
-pub mod stats;
-pub mod terminal;
-pub mod trust;
-pub mod up;
-pub mod write;
+pub(crate) mod background;
+pub(crate) mod bootstrap;
+pub(crate) mod cp;
+pub(crate) mod down;
+pub(crate) mod edit;
+pub(crate) mod exec;
+pub(crate) mod forward;
+pub(crate) mod generate;
+pub(crate) mod lifecycle;
+pub(crate) mod ls;
+pub(crate) mod mcp;
+pub(crate) mod output;
+pub(crate) mod progress;
+pub(crate) mod read;
+pub(crate) mod reap;
+pub(crate) mod renew;
+pub(crate) mod run;
+pub(crate) mod stats;
+pub(crate) mod terminal;
+pub(crate) mod trust;
+pub(crate) mod up;
+pub(crate) mod write;
 
 pub use args::*;
 

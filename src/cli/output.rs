@@ -12,7 +12,7 @@ use crate::state::Lifecycle;
 /// Writes `value` as pretty JSON plus a newline to stdout, serialized straight into a buffered
 /// stdout (a document is never held whole: escaping can make it 6 times the data it carries).
 /// A closed pipe is not an error.
-pub fn print_json<T: Serialize + ?Sized>(value: &T) -> anyhow::Result<()> {
+pub(crate) fn print_json<T: Serialize + ?Sized>(value: &T) -> anyhow::Result<()> {
     let mut out = std::io::BufWriter::with_capacity(64 * 1024, std::io::stdout().lock());
     let r = serde_json::to_writer_pretty(&mut out, value)
         .map_err(std::io::Error::from)
@@ -25,12 +25,12 @@ pub fn print_json<T: Serialize + ?Sized>(value: &T) -> anyhow::Result<()> {
 }
 
 /// Writes `text` plus a newline to stdout. A closed pipe is not an error.
-pub fn print_line(text: &str) -> anyhow::Result<()> {
+pub(crate) fn print_line(text: &str) -> anyhow::Result<()> {
     write_stdout(format!("{text}\n").as_bytes())
 }
 
 /// Writes `bytes` as they are to stdout. A closed pipe is not an error.
-pub fn print_bytes(bytes: &[u8]) -> anyhow::Result<()> {
+pub(crate) fn print_bytes(bytes: &[u8]) -> anyhow::Result<()> {
     write_stdout(bytes)
 }
 
@@ -43,12 +43,12 @@ fn write_stdout(bytes: &[u8]) -> anyhow::Result<()> {
 }
 
 /// Whether to colour stdout: a terminal, and `NO_COLOR` unset or empty (<https://no-color.org>).
-pub fn colour_enabled() -> bool {
+pub(crate) fn colour_enabled() -> bool {
     std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
 }
 
 /// A borderless table (like `docker ps`) with `header`, coloured only when `colour`.
-pub fn table(header: &[&str], colour: bool) -> Table {
+pub(crate) fn table(header: &[&str], colour: bool) -> Table {
     let mut t = Table::new();
     t.load_preset(presets::NOTHING);
     if colour {
@@ -62,7 +62,7 @@ pub fn table(header: &[&str], colour: bool) -> Table {
 
 /// The cell for a lifecycle state: Running green, Pending yellow, Stopping/Terminated grey,
 /// Failed red (`ls`'s STATE column).
-pub fn state_cell(state: Lifecycle) -> Cell {
+pub(crate) fn state_cell(state: Lifecycle) -> Cell {
     let colour = match state {
         Lifecycle::Running => Color::Green,
         Lifecycle::Pending | Lifecycle::Paused => Color::Yellow,
@@ -73,7 +73,7 @@ pub fn state_cell(state: Lifecycle) -> Cell {
 }
 
 /// Prints `table` on stdout.
-pub fn print_table(table: &Table) -> anyhow::Result<()> {
+pub(crate) fn print_table(table: &Table) -> anyhow::Result<()> {
     let text = table.to_string();
     let text: String = text
         .lines()
@@ -83,7 +83,7 @@ pub fn print_table(table: &Table) -> anyhow::Result<()> {
 }
 
 /// How long ago an RFC 3339 timestamp was, in the largest whole unit (`45s`, `3m`, `2h`, `4d`).
-pub fn age(rfc3339: &str) -> String {
+pub(crate) fn age(rfc3339: &str) -> String {
     let Ok(t) = humantime::parse_rfc3339_weak(rfc3339) else {
         return "?".into();
     };
@@ -91,7 +91,7 @@ pub fn age(rfc3339: &str) -> String {
 }
 
 /// How long ago `t` was, as [`age`] shows it (a time in the future is `0s`).
-pub fn age_since(t: SystemTime) -> String {
+pub(crate) fn age_since(t: SystemTime) -> String {
     let d = SystemTime::now()
         .duration_since(t)
         .unwrap_or(Duration::ZERO)

@@ -23,7 +23,7 @@ const TICK: Duration = Duration::from_millis(120);
 
 /// A spinner on stderr with the current step and its elapsed time; cleared when dropped.
 #[must_use = "the spinner disappears when dropped"]
-pub struct Spinner {
+pub(crate) struct Spinner {
     bar: Option<ProgressBar>,
 }
 
@@ -38,7 +38,7 @@ impl StatusLine for Line {
 
 impl Spinner {
     /// A spinner when `format` is table and stderr is a terminal; otherwise one that draws nothing.
-    pub fn new(format: Format) -> Spinner {
+    pub(crate) fn new(format: Format) -> Spinner {
         if format != Format::Table || !std::io::stderr().is_terminal() {
             return Spinner::disabled();
         }
@@ -53,17 +53,12 @@ impl Spinner {
     }
 
     /// A spinner that draws nothing.
-    pub fn disabled() -> Spinner {
+    pub(crate) fn disabled() -> Spinner {
         Spinner { bar: None }
     }
 
-    /// Whether it is drawn.
-    pub fn enabled(&self) -> bool {
-        self.bar.is_some()
-    }
-
     /// Shows `step` (e.g. `creating container`) and restarts the elapsed time.
-    pub fn step(&self, step: impl Into<Cow<'static, str>>) {
+    pub(crate) fn step(&self, step: impl Into<Cow<'static, str>>) {
         if let Some(bar) = &self.bar {
             bar.reset_elapsed();
             bar.set_message(step);
@@ -83,7 +78,7 @@ impl Drop for Spinner {
 /// The command line's [`Reporter`]: warnings, notes and `-v` command lines on stderr (above the
 /// spinner), and the core's steps on a [`Spinner`], made at the first step (drawn only as
 /// [`Spinner::new`] says) and cleared by [`CliReporter::finish`] or when dropped.
-pub struct CliReporter {
+pub(crate) struct CliReporter {
     stderr: report::Stderr,
     format: Format,
     spinner: Mutex<Option<Spinner>>,
@@ -91,7 +86,7 @@ pub struct CliReporter {
 
 impl CliReporter {
     /// The reporter of a subcommand run with `format` and `-v` (`verbose`).
-    pub fn new(format: Format, verbose: bool) -> CliReporter {
+    pub(crate) fn new(format: Format, verbose: bool) -> CliReporter {
         CliReporter {
             stderr: report::Stderr { verbose },
             format,
@@ -101,7 +96,7 @@ impl CliReporter {
 
     /// Clears the spinner, if one is drawn (before the result is printed); a later step draws a
     /// new one.
-    pub fn finish(&self) {
+    pub(crate) fn finish(&self) {
         let spinner = self
             .spinner
             .lock()
@@ -144,7 +139,7 @@ mod tests {
     fn disabled_outside_a_terminal_and_in_json_mode() {
         // `cargo test` captures nothing of stderr's fd, but JSON mode never draws, terminal or not.
         let s = Spinner::new(Format::Json);
-        assert!(!s.enabled());
+        assert!(s.bar.is_none());
         s.step("nothing happens");
         let r = CliReporter::new(Format::Json, false);
         r.step("nothing happens either");

@@ -16,7 +16,7 @@ use crate::sandbox::{workdir_of, Ctx};
 
 /// `read --format json` document: `content` for UTF-8 text, `content_base64` otherwise.
 #[derive(Debug, Serialize)]
-pub struct ReadJson {
+pub(crate) struct ReadJson {
     /// Host path of the file (the container sees the same path).
     pub path: String,
     /// Size of the whole file in bytes.
@@ -33,7 +33,7 @@ pub struct ReadJson {
 }
 
 /// Runs `read`; returns 0.
-pub async fn run(ctx: &Ctx, format: Format, args: &ReadArgs) -> Result<i32> {
+pub(crate) async fn run(ctx: &Ctx, format: Format, args: &ReadArgs) -> Result<i32> {
     let (rec, wd) = workdir_of(ctx, &args.sandbox.id)?;
     if let Place::Container(path) = place(&rec, &args.path, args.user.is_some()) {
         return in_container(ctx, format, args, &rec, &path).await;
@@ -137,7 +137,7 @@ fn too_large(path: &std::path::Path, size: u64, cap: u64) -> Error {
 }
 
 /// The JSON document for `bytes` (the first bytes of a file of `size` bytes at `path`).
-pub fn json(path: String, size: u64, bytes: Vec<u8>, truncated: bool) -> ReadJson {
+pub(crate) fn json(path: String, size: u64, bytes: Vec<u8>, truncated: bool) -> ReadJson {
     let text = match String::from_utf8(bytes) {
         Ok(s) => Ok(s),
         Err(e) => {

@@ -11,7 +11,7 @@ use crate::sandbox::reap::sweep;
 use crate::sandbox::Ctx;
 
 /// Runs `reap`; prints what was removed; returns 0, or fails when a removal failed.
-pub async fn run(ctx: &Ctx, format: Format, args: &ReapArgs) -> Result<i32> {
+pub(crate) async fn run(ctx: &Ctx, format: Format, args: &ReapArgs) -> Result<i32> {
     let sweep = sweep(ctx, args.dry_run).await?;
     match format {
         Format::Json => output::print_json(&sweep.reaped)?,

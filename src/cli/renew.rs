@@ -8,7 +8,7 @@ use super::{Format, RenewArgs};
 use crate::sandbox::{renew, Ctx};
 
 /// Runs `renew`; prints the new end of the lease (or the record as JSON).
-pub async fn run(ctx: &Ctx, format: Format, args: &RenewArgs) -> Result<i32> {
+pub(crate) async fn run(ctx: &Ctx, format: Format, args: &RenewArgs) -> Result<i32> {
     let rec = renew::extend(ctx, &args.sandbox.id, args.ttl.as_deref())?;
     match format {
         Format::Json => output::print_json(&rec)?,

@@ -14,7 +14,7 @@ use crate::sandbox::Ctx;
 
 /// `run --format json` document: the sandbox's ID and the command's result.
 #[derive(Debug, serde::Serialize)]
-pub struct RunJson {
+pub(crate) struct RunJson {
     /// The sandbox's ID (removed by now).
     pub id: String,
     /// The command's result, as `exec --format json` gives it.
@@ -24,7 +24,7 @@ pub struct RunJson {
 
 /// The `up` request of `run`: `args`' up options, tied to this process unless told otherwise
 /// (so that `reap` removes the sandbox if `run` is killed with SIGKILL).
-pub fn up_request(args: &RunArgs) -> anyhow::Result<crate::sandbox::create::UpRequest> {
+pub(crate) fn up_request(args: &RunArgs) -> anyhow::Result<crate::sandbox::create::UpRequest> {
     let mut req = super::up::request_with_devcontainer(&args.up)?;
     req.one_command = true;
     if req.owner_pid.is_none() {
@@ -57,7 +57,7 @@ async fn drop_my_failed_records(ctx: &Ctx) {
 
 /// Runs `run` (`ctx` built with the configuration flags of `req`, its [`up_request`]); returns
 /// the command's exit status.
-pub async fn run(
+pub(crate) async fn run(
     ctx: &Ctx,
     format: Format,
     progress: &CliReporter,

@@ -19,7 +19,7 @@ const ONCE_GAP: std::time::Duration = std::time::Duration::from_millis(500);
 
 /// Runs `stats`. Exit status: 0; with `--no-stream` (or the single answer), 1 when a sandbox
 /// named could not be sampled.
-pub async fn run(ctx: &Ctx, format: Format, args: &StatsArgs) -> Result<i32> {
+pub(crate) async fn run(ctx: &Ctx, format: Format, args: &StatsArgs) -> Result<i32> {
     let records = chosen(ctx, &args.ids)?;
     let stream = args.watch || (!args.no_stream && std::io::stdout().is_terminal());
     if !stream {
@@ -106,7 +106,7 @@ fn print(format: Format, rows: &[Row]) -> Result<()> {
 }
 
 /// `bytes` as `docker stats` shows them (binary units: 12.5MiB).
-pub fn bytes(n: u64) -> String {
+pub(crate) fn bytes(n: u64) -> String {
     const UNITS: [&str; 6] = ["B", "KiB", "MiB", "GiB", "TiB", "PiB"];
     let mut v = n as f64;
     let mut u = 0;
@@ -126,7 +126,7 @@ fn opt<T>(v: Option<T>, f: impl Fn(T) -> String) -> String {
 }
 
 /// What the NOTE column says of a sandbox near its limits.
-pub fn near_note(near: &[&str]) -> String {
+pub(crate) fn near_note(near: &[&str]) -> String {
     near.iter()
         .map(|l| match *l {
             "memory" => "NEAR LIMIT: memory",
@@ -138,7 +138,7 @@ pub fn near_note(near: &[&str]) -> String {
 }
 
 /// The table of `rows`.
-pub fn table(rows: &[Row], colour: bool) -> Table {
+pub(crate) fn table(rows: &[Row], colour: bool) -> Table {
     let mut t = output::table(
         &[
             "ID",

@@ -25,7 +25,7 @@ use crate::sandbox::terminal::{Input, LOGIN_SHELL};
 use crate::sandbox::Ctx;
 
 /// `exec -t`.
-pub async fn exec(ctx: &Ctx, format: Format, args: &ExecArgs) -> Result<i32> {
+pub(crate) async fn exec(ctx: &Ctx, format: Format, args: &ExecArgs) -> Result<i32> {
     refuse_option_as_command("exec", &args.command)?;
     let mut req = super::exec::request(args)?;
     req.env.insert(0, term_variable());
@@ -47,7 +47,7 @@ enum Front {
 }
 
 /// `shell`.
-pub async fn shell(ctx: &Ctx, format: Format, args: &ShellArgs) -> Result<i32> {
+pub(crate) async fn shell(ctx: &Ctx, format: Format, args: &ShellArgs) -> Result<i32> {
     let mut env = env_assignments(&args.env, |k| std::env::var_os(k))?;
     env.insert(0, term_variable());
     let req = ExecRequest {

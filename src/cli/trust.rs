@@ -32,7 +32,7 @@ struct ListJson<'a> {
 }
 
 /// Runs `trust`; returns 0.
-pub async fn run(ctx: &Ctx, format: Format, args: &TrustArgs) -> Result<i32> {
+pub(crate) async fn run(ctx: &Ctx, format: Format, args: &TrustArgs) -> Result<i32> {
     let file = args
         .file
         .clone()

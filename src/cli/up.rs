@@ -11,7 +11,7 @@ use crate::sandbox::create::{create, UpRequest};
 use crate::sandbox::Ctx;
 
 /// The core's request for `up`'s arguments.
-pub fn request(args: &UpArgs) -> UpRequest {
+pub(crate) fn request(args: &UpArgs) -> UpRequest {
     UpRequest {
         workdir: args.workdir.clone(),
         image: args.image.clone(),
@@ -47,7 +47,7 @@ pub fn request(args: &UpArgs) -> UpRequest {
 /// [`request`], with the devcontainer.json of `--devcontainer` read and applied
 /// ([`crate::sandbox::devcontainer::apply`]), and the build of `--build` named
 /// ([`crate::sandbox::build::spec_for`]: its image is the sandbox's).
-pub fn request_with_devcontainer(args: &UpArgs) -> Result<UpRequest> {
+pub(crate) fn request_with_devcontainer(args: &UpArgs) -> Result<UpRequest> {
     let mut req = request(args);
     if let Some(path) = &args.devcontainer {
         crate::sandbox::devcontainer::apply(&mut req, path.as_deref())?;
@@ -63,7 +63,7 @@ pub fn request_with_devcontainer(args: &UpArgs) -> Result<UpRequest> {
 /// The warning when the owner process (`--owner-pid`) of the new sandbox `rec` has exited
 /// before `up` returned: its owner watcher removes it at once (`watched`), or else the next
 /// `reap` (or anyone's `up`).
-pub fn owner_gone(rec: &crate::state::Record, pid: u32, watched: bool) -> String {
+pub(crate) fn owner_gone(rec: &crate::state::Record, pid: u32, watched: bool) -> String {
     let fate = match watched {
         true => "so its owner watcher removes the sandbox in a moment",
         false => "so the next `h9sandbox reap` or `up` removes the sandbox",
@@ -76,7 +76,7 @@ pub fn owner_gone(rec: &crate::state::Record, pid: u32, watched: bool) -> String
 
 /// Runs `up` (`ctx` built with [`UpRequest::config_flags`] of `req`); clears the spinner of
 /// `progress`, prints the ID (or the record as JSON) and returns 0.
-pub async fn run(
+pub(crate) async fn run(
     ctx: &Ctx,
     format: Format,
     progress: &CliReporter,

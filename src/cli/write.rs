@@ -17,7 +17,7 @@ use crate::workdir_fs;
 
 /// `write --format json` document.
 #[derive(Debug, Serialize)]
-pub struct WriteJson {
+pub(crate) struct WriteJson {
     /// Host path of the file.
     pub path: String,
     /// Bytes taken from stdin or `--from`.
@@ -27,7 +27,7 @@ pub struct WriteJson {
 }
 
 /// Runs `write`; prints nothing (or the JSON document) and returns 0.
-pub async fn run(ctx: &Ctx, format: Format, args: &WriteArgs) -> Result<i32> {
+pub(crate) async fn run(ctx: &Ctx, format: Format, args: &WriteArgs) -> Result<i32> {
     let (rec, wd) = workdir_of(ctx, &args.sandbox.id)?;
     let mode = args
         .mode

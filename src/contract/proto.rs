@@ -25,21 +25,18 @@ use bytes::{Bytes, BytesMut};
 use serde::{Deserialize, Serialize};
 use tokio_util::codec::{Decoder, Encoder, LengthDelimitedCodec};
 
-/// Version of this protocol; a peer speaking another one is refused at `Hello`.
-pub const VERSION: u32 = 4;
-
-/// The protocol versions of agents the host still knows but no longer speaks to (their sandboxes'
-/// commands go through the engine's exec): 2 had no [`RunAs`]; 3 had neither
-/// [`Reply::Started`]'s `program` nor [`Exit::signal`], nor terminals, port forwarding or stats
-/// ([`Request::Terminal`], [`Request::Forward`], [`Request::Stats`]).
-pub const OLD_VERSIONS: [u32; 2] = [2, 3];
+/// Version of this protocol; a peer speaking another one is refused at `Hello`. The agents of
+/// older versions (their sandboxes' commands go through the engine's exec): 2 had no [`RunAs`];
+/// 3 had neither [`Reply::Started`]'s `program` nor [`Exit::signal`], nor terminals, port
+/// forwarding or stats ([`Request::Terminal`], [`Request::Forward`], [`Request::Stats`]).
+pub(crate) const VERSION: u32 = 4;
 
 /// The largest frame either end accepts (bytes after the length prefix): a command line and its
 /// environment must fit in one [`Start`].
-pub const MAX_FRAME: usize = 4 << 20;
+pub(crate) const MAX_FRAME: usize = 4 << 20;
 
 /// The most output bytes one [`Reply::Stdout`]/[`Reply::Stderr`] frame carries.
-pub const CHUNK: usize = 64 << 10;
+pub(crate) const CHUNK: usize = 64 << 10;
 
 /// A frame codec for `T` (what is decoded) and `U` (what is encoded) over the length-delimited
 /// framing, bounded by [`MAX_FRAME`].
@@ -214,7 +211,7 @@ impl std::fmt::Display for RunAs {
 }
 
 /// Whether `name` is a login name [`RunAs::parse`] takes.
-pub fn valid_name(name: &str) -> bool {
+pub(crate) fn valid_name(name: &str) -> bool {
     !name.is_empty()
         && name.len() <= 32
         && !name.starts_with('-')
@@ -404,7 +401,7 @@ pub struct StatsRequest {
 }
 
 /// The most directories one [`StatsRequest`] may name.
-pub const STATS_DISK_MAX: usize = 8;
+pub(crate) const STATS_DISK_MAX: usize = 8;
 
 impl StatsRequest {
     /// Checks what the agent must not take on trust: at most [`STATS_DISK_MAX`] absolute paths

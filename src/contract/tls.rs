@@ -20,10 +20,10 @@ use sha2::{Digest, Sha256};
 
 /// The name the agent's certificate carries and the host asks for (the certificate is pinned by
 /// its fingerprint; the name only has to be well formed).
-pub const SERVER_NAME: &str = "h9sandbox-agent";
+pub(crate) const SERVER_NAME: &str = "h9sandbox-agent";
 
 /// The largest [`ChannelSecret`] PID 1 reads from its standard input.
-pub const SECRET_MAX: usize = 64 << 10;
+pub(crate) const SECRET_MAX: usize = 64 << 10;
 
 /// What PID 1 of a sandbox with a remote channel receives on its standard input, once, before
 /// anything else runs in the container.
@@ -57,7 +57,7 @@ impl ChannelSecret {
 
 /// Reads a [`ChannelSecret`] frame from `r` (at most [`SECRET_MAX`] bytes). Errors: a short,
 /// oversized or malformed frame.
-pub fn read_secret(r: &mut impl std::io::Read) -> std::io::Result<ChannelSecret> {
+pub(crate) fn read_secret(r: &mut impl std::io::Read) -> std::io::Result<ChannelSecret> {
     let mut len = [0u8; 4];
     r.read_exact(&mut len)?;
     let len = u32::from_be_bytes(len) as usize;
@@ -73,17 +73,18 @@ pub fn read_secret(r: &mut impl std::io::Read) -> std::io::Result<ChannelSecret>
 }
 
 /// The SHA-256 fingerprint of a certificate's DER encoding.
-pub fn fingerprint(der: &[u8]) -> [u8; 32] {
+pub(crate) fn fingerprint(der: &[u8]) -> [u8; 32] {
     Sha256::digest(der).into()
 }
 
 /// `bytes` as lower-case hex.
-pub fn hex(bytes: &[u8]) -> String {
+pub(crate) fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// Parses lower-case or upper-case hex. `None` for anything else.
-pub fn unhex(text: &str) -> Option<Vec<u8>> {
+#[cfg(test)]
+fn unhex(text: &str) -> Option<Vec<u8>> {
     if !text.len().is_multiple_of(2) {
         return None;
     }
@@ -222,7 +223,9 @@ fn key_der(pkcs8: &[u8]) -> PrivateKeyDer<'static> {
 /// The agent's TLS configuration: TLS 1.3 only, its certificate and key from `secret`, a client
 /// certificate demanded and accepted only when it is the one `secret.client` pins. Errors: a
 /// key or certificate rustls does not take.
-pub fn server_config(secret: &ChannelSecret) -> Result<Arc<rustls::ServerConfig>, rustls::Error> {
+pub(crate) fn server_config(
+    secret: &ChannelSecret,
+) -> Result<Arc<rustls::ServerConfig>, rustls::Error> {
     let config = rustls::ServerConfig::builder_with_provider(provider())
         .with_protocol_versions(&[&rustls::version::TLS13])?
         .with_client_cert_verifier(Arc::new(Pinned::new(&secret.client)))
@@ -236,7 +239,7 @@ pub fn server_config(secret: &ChannelSecret) -> Result<Arc<rustls::ServerConfig>
 /// The host's TLS configuration for one sandbox: TLS 1.3 only, its own certificate `cert` and
 /// key `key` (PKCS #8) presented, the agent's certificate accepted only when its fingerprint is
 /// `agent_pin`. Errors: a key or certificate rustls does not take.
-pub fn client_config(
+pub(crate) fn client_config(
     cert: &[u8],
     key: &[u8],
     agent_pin: &[u8],
@@ -250,7 +253,7 @@ pub fn client_config(
 }
 
 /// The server name the host asks for.
-pub fn server_name() -> ServerName<'static> {
+pub(crate) fn server_name() -> ServerName<'static> {
     ServerName::try_from(SERVER_NAME).expect("a valid DNS name")
 }
 

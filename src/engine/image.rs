@@ -21,17 +21,17 @@ use tokio::io::{AsyncWrite, AsyncWriteExt};
 /// images are h9sandbox's, and may be removed (`docker image rm`) once no container uses them.
 /// Never `h9sandbox` itself: a container inherits its image's labels, and that one marks a
 /// sandbox's container.
-pub const LABEL_RUNTIME: &str = "h9sandbox.runtime";
+pub(crate) const LABEL_RUNTIME: &str = "h9sandbox.runtime";
 
 /// The repository of h9sandbox's runtime images (tag: 16 hex digits of the binary's SHA-256).
-pub const RUNTIME_REPOSITORY: &str = "h9sandbox-runtime";
+pub(crate) const RUNTIME_REPOSITORY: &str = "h9sandbox-runtime";
 
 /// Where the runtime image holds the binary.
-pub const RUNTIME_BINARY: &str = "/h9sandbox";
+pub(crate) const RUNTIME_BINARY: &str = "/h9sandbox";
 
 /// One file of the host copied into an image.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ImageFile {
+pub(crate) struct ImageFile {
     /// The file on the host (a regular file; read when the image is built).
     pub source: PathBuf,
     /// Its absolute path in the image.
@@ -42,7 +42,7 @@ pub struct ImageFile {
 
 /// An image to build ([`super::Environment::ensure_image`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ImageBuild {
+pub(crate) struct ImageBuild {
     /// Its name, `repository:tag`, which says what it holds (it is built only when missing).
     pub tag: String,
     /// The image it starts from, one the engine has locally; `None`: nothing (`FROM scratch`).
@@ -61,7 +61,7 @@ impl ImageBuild {
     /// no `/etc` (the engine supplies `/etc/hosts` and `/etc/resolv.conf`), no environment.
     /// Named `h9sandbox-runtime:<16 hex digits of its SHA-256>` and labelled [`LABEL_RUNTIME`].
     /// Errors: the binary cannot be read.
-    pub fn runtime(binary: &Path) -> Result<ImageBuild> {
+    pub(crate) fn runtime(binary: &Path) -> Result<ImageBuild> {
         let digest = file_sha256(binary)?;
         Ok(ImageBuild {
             tag: format!("{RUNTIME_REPOSITORY}:{}", &digest[..16]),
@@ -78,7 +78,7 @@ impl ImageBuild {
 
     /// The `Dockerfile` of the build: the context holds file `i` of [`ImageBuild::files`] as
     /// `f<i>`.
-    pub fn dockerfile(&self) -> String {
+    pub(crate) fn dockerfile(&self) -> String {
         let json = |v: &str| serde_json::to_string(v).unwrap_or_default();
         let mut d = format!("FROM {}\n", self.base.as_deref().unwrap_or("scratch"));
         for (i, f) in self.files.iter().enumerate() {
@@ -98,7 +98,7 @@ impl ImageBuild {
 }
 
 /// The SHA-256 of the file at `path`, in hex. Errors: the file cannot be read.
-pub fn file_sha256(path: &Path) -> Result<String> {
+pub(crate) fn file_sha256(path: &Path) -> Result<String> {
     use sha2::Digest;
     use std::io::Read;
     let mut f = std::fs::File::open(path)
@@ -135,7 +135,10 @@ fn header(name: &str, size: u64, mode: u32) -> Result<tar::Header> {
 /// Writes the build context of `build` to `out` as a tar stream (the `Dockerfile`, then each
 /// file as `f<i>`), reading the files as it goes (never holding one in memory). Errors: a file
 /// that cannot be read, or that changed size meanwhile; the stream's.
-pub async fn write_context<W: AsyncWrite + Unpin>(build: &ImageBuild, out: &mut W) -> Result<()> {
+pub(crate) async fn write_context<W: AsyncWrite + Unpin>(
+    build: &ImageBuild,
+    out: &mut W,
+) -> Result<()> {
     async fn pad<W: AsyncWrite + Unpin>(out: &mut W, size: u64) -> std::io::Result<()> {
         let rest = (512 - size % 512) % 512;
         out.write_all(&vec![0u8; rest as usize]).await

@@ -39,7 +39,7 @@ use crate::types::EngineKind;
 
 /// The host as an engine, for sandboxes of one state directory.
 #[derive(Clone)]
-pub struct Local {
+pub(crate) struct Local {
     state_dir: PathBuf,
     reporter: Arc<dyn Reporter>,
 }
@@ -56,7 +56,7 @@ impl std::fmt::Debug for Local {
 impl Local {
     /// The local engine for sandboxes recorded in `state_dir`, reporting to nobody until
     /// [`Local::reporter`] says otherwise.
-    pub fn new(state_dir: &Path) -> Local {
+    pub(crate) fn new(state_dir: &Path) -> Local {
         Local {
             state_dir: state_dir.to_path_buf(),
             reporter: Arc::new(Silent),
@@ -65,7 +65,7 @@ impl Local {
 
     /// The same engine, showing every command it starts to `reporter` when that is verbose
     /// ([`Reporter::command`]).
-    pub fn reporter(mut self, reporter: Arc<dyn Reporter>) -> Local {
+    pub(crate) fn reporter(mut self, reporter: Arc<dyn Reporter>) -> Local {
         self.reporter = reporter;
         self
     }
@@ -315,7 +315,7 @@ impl Environment for Local {
 /// The host command line running `spec`: `sh -c WRAPPER h9sandbox COMMAND`, as `docker exec` runs
 /// it in a container ([`super::docker::SHELL_WRAPPER`]: bash when installed, else sh); an
 /// argument vector as it is.
-pub fn local_exec_args(spec: &ExecSpec) -> Vec<String> {
+pub(crate) fn local_exec_args(spec: &ExecSpec) -> Vec<String> {
     match &spec.command {
         CommandLine::Shell(line) => vec![
             "sh".into(),
@@ -336,7 +336,7 @@ struct Marked {
 }
 
 /// Whether the NUL-separated `environ` holds every `var=value` of `marks`, exactly.
-pub fn environ_has(environ: &[u8], marks: &[(String, String)]) -> bool {
+pub(crate) fn environ_has(environ: &[u8], marks: &[(String, String)]) -> bool {
     marks.iter().all(|(k, v)| {
         let want = format!("{k}={v}");
         environ.split(|b| *b == 0).any(|e| e == want.as_bytes())

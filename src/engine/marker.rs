@@ -19,7 +19,7 @@ use super::EXEC_MARKER_VAR;
 
 /// What a pass over `/proc` did.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
-pub struct Sweep {
+pub(crate) struct Sweep {
     /// Processes sent SIGKILL.
     pub killed: usize,
     /// Marked processes that could not be signalled.
@@ -35,7 +35,7 @@ pub struct Sweep {
 ///
 /// Errors: `PermissionDenied` when the namespace of `ns_of` cannot be read (the caller should
 /// fall back to another method); other I/O errors reading `/proc`.
-pub fn kill_marked(ns_of: Option<u32>, marker: &str) -> io::Result<Sweep> {
+pub(crate) fn kill_marked(ns_of: Option<u32>, marker: &str) -> io::Result<Sweep> {
     let ns_path = match ns_of {
         Some(pid) => format!("/proc/{pid}/ns/pid"),
         None => "/proc/self/ns/pid".to_string(),

@@ -8,12 +8,12 @@
 //! [`swarm::Swarm`] runs a sandbox as a service of a Docker Swarm. [`AnyEngine`] is the one
 //! the core holds: it delegates to one of them.
 
-pub mod docker;
-pub mod image;
-pub mod local;
-pub mod marker;
-pub mod shell;
-pub mod swarm;
+pub(crate) mod docker;
+pub(crate) mod image;
+pub(crate) mod local;
+pub(crate) mod marker;
+pub(crate) mod shell;
+pub(crate) mod swarm;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -27,49 +27,47 @@ use crate::config::Config;
 use crate::report::Reporter;
 use crate::types::{Daemon, EngineKind, Ids, Limits};
 
-pub use docker::{Docker, Flavor, RunOptions};
-pub use local::Local;
-pub use swarm::Swarm;
+pub(crate) use docker::{Docker, Flavor, RunOptions};
+pub(crate) use local::Local;
+pub(crate) use swarm::Swarm;
 
 /// Label every h9sandbox container carries (`h9sandbox=1`).
-pub const LABEL_MANAGED: &str = "h9sandbox";
+pub(crate) const LABEL_MANAGED: &str = "h9sandbox";
 /// Label holding the sandbox ID.
-pub const LABEL_ID: &str = "h9sandbox.id";
+pub(crate) const LABEL_ID: &str = "h9sandbox.id";
 /// Label holding the state directory the container's record lives in, so that several state
 /// directories (users, CI jobs) on one engine never touch each other's containers.
-pub const LABEL_STATE_DIR: &str = "h9sandbox.state_dir";
+pub(crate) const LABEL_STATE_DIR: &str = "h9sandbox.state_dir";
 /// Label holding the parent sandbox's ID on a sub-sandbox's container (`up --parent`).
-pub const LABEL_PARENT: &str = "h9sandbox.parent";
+pub(crate) const LABEL_PARENT: &str = "h9sandbox.parent";
 /// Exec-capable scratch directory of every sandbox, outside the work dir: an anonymous volume of
 /// the engine (on the host's disk, so big builds do not count against the memory limit as a
 /// tmpfs would), removed with the container. `TMPDIR` points at it in every process of the
 /// sandbox, while `/tmp` stays a `noexec` tmpfs. It is mounted over the image's own `/var/tmp`,
 /// whose contents and mode (`1777` in common distributions) the engine copies into the volume, so
 /// non-root users (e.g. apt's `_apt`) can write there too.
-pub const SCRATCH_DIR: &str = "/var/tmp";
+pub(crate) const SCRATCH_DIR: &str = "/var/tmp";
 /// Environment variable set on every `exec`'d process; its value identifies the exec so that
 /// its whole process tree (children inherit the environment) can be found and killed.
-pub const EXEC_MARKER_VAR: &str = crate::contract::MARKER_VAR;
+pub(crate) const EXEC_MARKER_VAR: &str = crate::contract::MARKER_VAR;
 
 /// Environment variable set on every process of a local sandbox: the sandbox's name.
 /// With [`LOCAL_STATE_DIR_VAR`] it tells which processes `down` must end.
-pub const LOCAL_SANDBOX_VAR: &str = "H9SANDBOX_SANDBOX";
+pub(crate) const LOCAL_SANDBOX_VAR: &str = "H9SANDBOX_SANDBOX";
 /// Environment variable set on every process of a local sandbox: its state directory.
-pub const LOCAL_STATE_DIR_VAR: &str = "H9SANDBOX_SANDBOX_STATE_DIR";
+pub(crate) const LOCAL_STATE_DIR_VAR: &str = "H9SANDBOX_SANDBOX_STATE_DIR";
 
 /// Most bytes kept of each output stream of an engine client's run ([`bounded_output`]): 16
 /// MiB, far more than a listing (`ps`) or an `inspect` prints, and a bound on what a command run
 /// inside a container (the kill helper, a `stat`) can make the host hold.
-pub const ENGINE_OUTPUT_MAX: usize = 16 << 20;
+pub(crate) const ENGINE_OUTPUT_MAX: usize = 16 << 20;
 
 /// What [`bounded_output`] captured.
 #[derive(Debug)]
-pub struct BoundedOutput {
+pub(crate) struct BoundedOutput {
     /// Exit status (`None` when the process was killed for printing too much, or when it came
-    /// from an engine exec, which gives [`BoundedOutput::code`] instead).
+    /// from an engine exec, whose callers read only its output).
     pub status: Option<std::process::ExitStatus>,
-    /// The exit code of an engine exec ([`EngineExec::output`]); `None` otherwise.
-    pub code: Option<i32>,
     /// stdout, at most the cap.
     pub stdout: Vec<u8>,
     /// stderr, at most the cap.
@@ -83,7 +81,7 @@ pub struct BoundedOutput {
 /// process), each at most `max` bytes: a process printing more is killed at once rather than
 /// having its output held (tokio's `output()` keeps all of it). Errors: the process cannot be
 /// started or read.
-pub async fn bounded_output(
+pub(crate) async fn bounded_output(
     cmd: &mut tokio::process::Command,
     max: usize,
 ) -> std::io::Result<BoundedOutput> {
@@ -98,7 +96,7 @@ pub async fn bounded_output(
 
 /// [`bounded_output`] of a process already started with piped stdout and stderr (the caller
 /// may be feeding its stdin meanwhile).
-pub async fn collect_bounded(
+pub(crate) async fn collect_bounded(
     mut child: tokio::process::Child,
     max: usize,
 ) -> std::io::Result<BoundedOutput> {
@@ -113,7 +111,6 @@ pub async fn collect_bounded(
     };
     Ok(BoundedOutput {
         status,
-        code: None,
         stdout,
         stderr,
         overflow,
@@ -176,7 +173,7 @@ where
 /// ours or a pipe ([`EngineExec::stdout`]); stderr is always a pipe ([`EngineExec::stderr`]), so
 /// the engine's own failure can be told from the command's.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ExecStdio {
+pub(crate) struct ExecStdio {
     /// Where the command's standard input comes from.
     pub stdin: StdinFrom,
     /// Whether its standard output goes straight to ours (`false`: a pipe).
@@ -185,7 +182,7 @@ pub struct ExecStdio {
 
 impl ExecStdio {
     /// Nothing in, everything piped: for commands whose output the caller reads.
-    pub const PIPED: ExecStdio = ExecStdio {
+    pub(crate) const PIPED: ExecStdio = ExecStdio {
         stdin: StdinFrom::Null,
         stdout_inherit: false,
     };
@@ -193,7 +190,7 @@ impl ExecStdio {
 
 /// Where an engine exec's standard input comes from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum StdinFrom {
+pub(crate) enum StdinFrom {
     /// `/dev/null`.
     Null,
     /// Our own standard input.
@@ -203,15 +200,15 @@ pub enum StdinFrom {
 }
 
 /// A byte stream read from an engine exec.
-pub type ExecReader = Box<dyn tokio::io::AsyncRead + Send + Unpin>;
+pub(crate) type ExecReader = Box<dyn tokio::io::AsyncRead + Send + Unpin>;
 /// A byte stream written to an engine exec.
-pub type ExecWriter = Box<dyn tokio::io::AsyncWrite + Send + Unpin>;
+pub(crate) type ExecWriter = Box<dyn tokio::io::AsyncWrite + Send + Unpin>;
 
 /// A command started by an engine's own exec ([`Environment::exec`]: `docker exec`, a process
 /// of the local engine): its piped streams, its end, and what the engine makes of its failures.
 /// The core never sees how the engine runs it (a client process today, an API stream later):
 /// what it reads is bytes, what it learns of the engine's failures is [`ExecFailure`].
-pub struct EngineExec {
+pub(crate) struct EngineExec {
     /// The command's standard input, when piped ([`StdinFrom::Piped`]).
     pub stdin: Option<ExecWriter>,
     /// Its standard output, unless it goes straight to ours.
@@ -225,7 +222,7 @@ pub struct EngineExec {
 /// What an engine makes of its own exec's failures: the first bytes of stderr and the exit
 /// status are the engine's message (the container is gone, the daemon unreachable) or the
 /// command's own.
-pub trait ExecJudge: Send + Sync {
+pub(crate) trait ExecJudge: Send + Sync {
     /// The engine's failure that `head` (the first bytes of stderr) and `status` show; `None`
     /// when they are the command's own.
     fn failure(&self, head: &[u8], status: i32) -> Option<ExecFailure>;
@@ -237,7 +234,7 @@ pub trait ExecJudge: Send + Sync {
 
 /// The judge of an engine whose exec's output is all the command's own (the local engine).
 #[derive(Debug, Clone, Copy)]
-pub struct CommandOwnsAll;
+pub(crate) struct CommandOwnsAll;
 
 impl ExecJudge for CommandOwnsAll {
     fn failure(&self, _head: &[u8], _status: i32) -> Option<ExecFailure> {
@@ -251,7 +248,7 @@ impl ExecJudge for CommandOwnsAll {
 
 /// How an engine exec ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ExecEnd {
+pub(crate) struct ExecEnd {
     /// Its exit status; 128+N when signal N killed the engine's client (or the command).
     pub code: i32,
     /// Whether a signal killed the engine's client itself (SIGPIPE, say): the command may run
@@ -261,7 +258,10 @@ pub struct ExecEnd {
 
 impl EngineExec {
     /// The exec that `child` (spawned with the streams `stdio` asks for) runs, judged by `judge`.
-    pub fn from_child(mut child: tokio::process::Child, judge: Arc<dyn ExecJudge>) -> EngineExec {
+    pub(crate) fn from_child(
+        mut child: tokio::process::Child,
+        judge: Arc<dyn ExecJudge>,
+    ) -> EngineExec {
         EngineExec {
             stdin: child.stdin.take().map(|s| Box::new(s) as ExecWriter),
             stdout: child.stdout.take().map(|s| Box::new(s) as ExecReader),
@@ -272,7 +272,7 @@ impl EngineExec {
     }
 
     /// Waits for its end. Errors: waiting failed.
-    pub async fn wait(&mut self) -> std::io::Result<ExecEnd> {
+    pub(crate) async fn wait(&mut self) -> std::io::Result<ExecEnd> {
         use std::os::unix::process::ExitStatusExt;
         let status = self.child.wait().await?;
         Ok(ExecEnd {
@@ -286,30 +286,28 @@ impl EngineExec {
 
     /// Starts killing what runs the exec (the engine's client); the command's own tree is
     /// [`Environment::kill_exec`]'s.
-    pub fn start_kill(&mut self) {
+    pub(crate) fn start_kill(&mut self) {
         let _ = self.child.start_kill();
     }
 
     /// The engine's judge of this exec's failures.
-    pub fn judge(&self) -> Arc<dyn ExecJudge> {
+    pub(crate) fn judge(&self) -> Arc<dyn ExecJudge> {
         Arc::clone(&self.judge)
     }
 
     /// Runs it to its end, capturing stdout and stderr, each at most `max` bytes (see
     /// [`bounded_output`]). Errors: reading or waiting failed.
-    pub async fn output(mut self, max: usize) -> std::io::Result<BoundedOutput> {
+    pub(crate) async fn output(mut self, max: usize) -> std::io::Result<BoundedOutput> {
         let (out, err) = (self.stdout.take(), self.stderr.take());
         let (stdout, stderr, overflow) = read_bounded(out, err, max).await?;
-        let code = if overflow.is_some() {
+        if overflow.is_some() {
             self.start_kill();
             let _ = self.child.wait().await;
-            None
         } else {
-            Some(self.wait().await?.code)
-        };
+            self.wait().await?;
+        }
         Ok(BoundedOutput {
             status: None,
-            code,
             stdout,
             stderr,
             overflow,
@@ -319,7 +317,7 @@ impl EngineExec {
 
 /// Spawns `cmd` (an engine client's exec) with the streams `stdio` asks for (stderr piped,
 /// killed when dropped), judged by `judge`. Errors: the client `bin` cannot be started.
-pub fn spawn_exec(
+pub(crate) fn spawn_exec(
     cmd: &mut tokio::process::Command,
     stdio: ExecStdio,
     judge: Arc<dyn ExecJudge>,
@@ -349,7 +347,7 @@ pub fn spawn_exec(
 
 /// Everything needed to create a sandbox's container.
 #[derive(Debug, Clone)]
-pub struct ContainerSpec {
+pub(crate) struct ContainerSpec {
     /// Container name.
     pub name: String,
     /// Image reference.
@@ -398,7 +396,7 @@ pub struct ContainerSpec {
 /// `up --devcontainer` does for a `build` configuration. Built from local images only: the
 /// engine pulls a `FROM` image only when it is missing (and fails where no registry answers).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct BuildSpec {
+pub(crate) struct BuildSpec {
     /// The build context: a host directory the engine's client sends to the builder (minus
     /// what its `.dockerignore` leaves out).
     pub context: PathBuf,
@@ -421,20 +419,20 @@ pub struct BuildSpec {
 
 /// Whether the OCI runtime `runtime` is gVisor: named `runsc`, or `runsc-` something (as
 /// `runsc-kvm`), the names gVisor's documentation registers it under.
-pub fn is_gvisor(runtime: Option<&str>) -> bool {
+pub(crate) fn is_gvisor(runtime: Option<&str>) -> bool {
     runtime.is_some_and(|r| r == "runsc" || r.starts_with("runsc-"))
 }
 
 /// Label naming the sandbox an allowlist proxy sidecar serves (`h9sandbox.proxy_of=<ID>`); a
 /// sidecar carries it (and [`LABEL_STATE_DIR`]), never [`LABEL_MANAGED`], so it is never taken
 /// for a sandbox's container.
-pub const LABEL_PROXY_OF: &str = "h9sandbox.proxy_of";
+pub(crate) const LABEL_PROXY_OF: &str = "h9sandbox.proxy_of";
 
 /// What an engine offers beyond running containers, which decides how the core sets a sandbox
 /// up: whether the work dir, the agent's binary and its run directory can be bind-mounted from
 /// this machine, and whether helper containers can run beside a sandbox.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Capabilities {
+pub(crate) struct Capabilities {
     /// The engine's containers can bind-mount this machine's directories (a daemon on this
     /// machine): the work dir, the agent's binary and run directory are mounted. Without it,
     /// nothing of this machine's file system reaches a container.
@@ -462,7 +460,7 @@ pub struct Capabilities {
 /// the daemon's host name or address as the user gave it (`tcp://H:P` and `ssh://[U@]H[:P]` give
 /// `H`; a context other than `default` gives its name, its host unknown here). A daemon that is
 /// not this machine's cannot mount this machine's directories: its sandboxes are remote.
-pub fn daemon_host(docker_host: Option<&str>, context: Option<&str>) -> Option<String> {
+pub(crate) fn daemon_host(docker_host: Option<&str>, context: Option<&str>) -> Option<String> {
     match docker_host.filter(|h| !h.is_empty()) {
         Some(h) if h.starts_with("unix://") || h.starts_with("npipe://") => None,
         Some(h) => {
@@ -483,7 +481,7 @@ pub fn daemon_host(docker_host: Option<&str>, context: Option<&str>) -> Option<S
 /// The daemon new Docker sandboxes go to: the client's own settings in the environment `var`
 /// reads (`DOCKER_HOST`, `DOCKER_CONTEXT`, `DOCKER_TLS_VERIFY`, `DOCKER_CERT_PATH`), the
 /// configured `docker_context` when `DOCKER_CONTEXT` is unset. Empty values count as unset.
-pub fn current_daemon(cfg: &Config, var: impl Fn(&str) -> Option<String>) -> Daemon {
+pub(crate) fn current_daemon(cfg: &Config, var: impl Fn(&str) -> Option<String>) -> Daemon {
     let get = |k: &str| var(k).filter(|v| !v.is_empty());
     Daemon {
         host: get("DOCKER_HOST"),
@@ -495,14 +493,14 @@ pub fn current_daemon(cfg: &Config, var: impl Fn(&str) -> Option<String>) -> Dae
 
 /// Where a sidecar's mount comes from.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum MountSource {
+pub(crate) enum MountSource {
     /// A directory or file of this machine (needs [`Capabilities::host_mounts`]).
     Host(PathBuf),
 }
 
 /// One mount of a sidecar.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SidecarMount {
+pub(crate) struct SidecarMount {
     /// What is mounted.
     pub source: MountSource,
     /// Where, in the sidecar.
@@ -515,7 +513,7 @@ pub struct SidecarMount {
 /// sandbox and more (read-only root file system, every capability dropped, no-new-privileges),
 /// detached, never pulling its image, labelled so that it is found and removed with its sandbox.
 #[derive(Debug, Clone, PartialEq)]
-pub struct SidecarSpec {
+pub(crate) struct SidecarSpec {
     /// Container name.
     pub name: String,
     /// Its labels (never [`LABEL_MANAGED`]).
@@ -544,7 +542,7 @@ pub struct SidecarSpec {
 
 /// One sidecar as listed by the engine ([`Environment::list_sidecars`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SidecarSummary {
+pub(crate) struct SidecarSummary {
     /// Its container ID.
     pub id: String,
     /// The value of the label naming its sandbox.
@@ -554,13 +552,13 @@ pub struct SidecarSummary {
 }
 
 /// The name of sandbox `id`'s scratch volume.
-pub fn scratch_volume_name(id: &uuid::Uuid) -> String {
+pub(crate) fn scratch_volume_name(id: &uuid::Uuid) -> String {
     format!("h9sandbox-{}", id.simple())
 }
 
 /// What [`Environment::lifecycle`] does to a container.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ContainerVerb {
+pub(crate) enum ContainerVerb {
     /// Start a stopped container (`docker start`).
     Start,
     /// Freeze every process of it (`docker pause`, the cgroup freezer).
@@ -571,7 +569,7 @@ pub enum ContainerVerb {
 
 impl ContainerVerb {
     /// The engine's subcommand.
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             ContainerVerb::Start => "start",
             ContainerVerb::Pause => "pause",
@@ -582,7 +580,7 @@ impl ContainerVerb {
 
 /// An image's own configuration (`docker image inspect` `.Config`), which a snapshot restores.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct ImageConfig {
+pub(crate) struct ImageConfig {
     /// `ENTRYPOINT`, exec form; empty when none.
     pub entrypoint: Vec<String>,
     /// `CMD`, exec form; empty when none.
@@ -597,7 +595,7 @@ pub struct ImageConfig {
 
 /// One volume as listed by the engine (`docker volume ls`).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct VolumeSummary {
+pub(crate) struct VolumeSummary {
     /// Its name.
     pub name: String,
     /// The sandbox ID label, if present.
@@ -609,7 +607,7 @@ pub struct VolumeSummary {
 /// entrypoint and command), and the sandbox's run directory, bind-mounted at
 /// [`crate::contract::RUN_DIR`] (the agent's socket, the token handed over at start).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct AgentMount {
+pub(crate) struct AgentMount {
     /// The directory mounted read-only at `/.h9sandbox` (holding the empty mount points of
     /// the binary, the run directory and an allowlist sandbox's proxy socket directory, and
     /// the token's hash, [`crate::agent::server::TOKEN_HASH_FILE`]): a mount point cannot be renamed or replaced from
@@ -624,7 +622,7 @@ pub struct AgentMount {
 
 /// How the in-container agent gets into a sandbox's container.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum AgentSetup {
+pub(crate) enum AgentSetup {
     /// Bind mounts of this machine's directories ([`Capabilities::host_mounts`]): the binary,
     /// the run directory (the agent's unix socket, its token), the work dir.
     Mounted(AgentMount),
@@ -635,7 +633,7 @@ pub enum AgentSetup {
 
 /// The agent of a sandbox with no host mounts ([`AgentSetup::Shipped`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ShippedAgent {
+pub(crate) struct ShippedAgent {
     /// The derived image: the sandbox's image with h9sandbox at [`crate::contract::BIN`]
     /// ([`Environment::agent_image`]).
     pub image: String,
@@ -653,7 +651,7 @@ pub struct ShippedAgent {
 
 /// Bytes that must never be printed: `Debug` shows only their length.
 #[derive(Clone, PartialEq, Eq)]
-pub struct Secret(pub Vec<u8>);
+pub(crate) struct Secret(pub Vec<u8>);
 
 impl std::fmt::Debug for Secret {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -663,7 +661,7 @@ impl std::fmt::Debug for Secret {
 
 impl AgentSetup {
     /// The host mounts, when the agent is mounted.
-    pub fn mounted(&self) -> Option<&AgentMount> {
+    pub(crate) fn mounted(&self) -> Option<&AgentMount> {
         match self {
             AgentSetup::Mounted(m) => Some(m),
             AgentSetup::Shipped(_) => None,
@@ -673,7 +671,7 @@ impl AgentSetup {
 
 /// A command to run in a sandbox.
 #[derive(Debug, Clone)]
-pub struct ExecSpec {
+pub(crate) struct ExecSpec {
     /// What to run: a shell command line (`bash -c`, or `sh -c` where the image has no bash) or
     /// an argument vector run exactly.
     pub command: CommandLine,
@@ -702,11 +700,11 @@ pub struct ExecSpec {
     pub backstop: Option<Duration>,
 }
 
-pub use crate::contract::proto::{CommandLine, RunAs};
+pub(crate) use crate::contract::proto::{CommandLine, RunAs};
 
 /// A container's state as the engine reports it (`docker inspect` `.State`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct ContainerStatus {
+pub(crate) struct ContainerStatus {
     /// `created`, `running`, `exited`, `paused`, `restarting`, `removing` or `dead`.
     pub status: String,
     /// Whether the main process runs.
@@ -729,7 +727,7 @@ pub struct ContainerStatus {
 
 /// Resource limits as an engine applied them (`docker inspect` `.HostConfig`); 0 means unlimited.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Default)]
-pub struct AppliedLimits {
+pub(crate) struct AppliedLimits {
     /// Memory limit in bytes (`HostConfig.Memory`).
     pub memory_bytes: u64,
     /// CPU limit in billionths of a core (`HostConfig.NanoCpus`, or `CpuQuota`/`CpuPeriod`).
@@ -742,7 +740,7 @@ impl AppliedLimits {
     /// Checks that every limit of `want` is in force; the error names each one that is not.
     /// An engine that accepted a flag but could not apply it (a kernel without the cgroup
     /// controller, rootless Podman on cgroup v1) reports 0 here; such a container must not run.
-    pub fn check(&self, want: &Limits) -> Result<(), String> {
+    pub(crate) fn check(&self, want: &Limits) -> Result<(), String> {
         let mut missing = Vec::new();
         let memory = crate::config::parse_size(&want.memory).unwrap_or(0);
         if self.memory_bytes != memory {
@@ -790,7 +788,7 @@ fn shown(v: u64, f: impl Fn(u64) -> String) -> String {
 
 /// One container as listed by the engine (`docker ps -a`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct ContainerSummary {
+pub(crate) struct ContainerSummary {
     /// Full container ID.
     pub id: String,
     /// Container name.
@@ -811,7 +809,7 @@ pub struct ContainerSummary {
 
 /// What h9sandbox needs from an engine.
 #[allow(async_fn_in_trait)]
-pub trait Environment {
+pub(crate) trait Environment {
     /// Which engine this is, as recorded in records (`docker`, `podman`, `local`); its
     /// [`EngineKind::isolation`] tells whether there is a container at all.
     fn kind(&self) -> EngineKind;
@@ -948,7 +946,7 @@ pub trait Environment {
 
 /// The engine a command works with: the configured one, or the one a record was created with.
 #[derive(Debug, Clone)]
-pub enum AnyEngine {
+pub(crate) enum AnyEngine {
     /// Docker or Podman.
     Docker(Docker),
     /// Commands on the host, no container.
@@ -959,7 +957,7 @@ pub enum AnyEngine {
 
 impl AnyEngine {
     /// The daemon a Docker engine's client talks to; `None` for Podman and the local engine.
-    pub fn daemon(&self) -> Option<&Daemon> {
+    pub(crate) fn daemon(&self) -> Option<&Daemon> {
         match self {
             AnyEngine::Docker(d) if d.flavor() == Flavor::Docker => Some(d.daemon_settings()),
             AnyEngine::Swarm(s) => Some(s.daemon_settings()),
@@ -968,7 +966,7 @@ impl AnyEngine {
     }
 
     /// The same engine talking to `daemon` instead (a Docker engine; others as they are).
-    pub fn at(self, daemon: &Daemon) -> AnyEngine {
+    pub(crate) fn at(self, daemon: &Daemon) -> AnyEngine {
         match self {
             AnyEngine::Docker(d) if d.flavor() == Flavor::Docker => {
                 AnyEngine::Docker(d.daemon(daemon.clone()))
@@ -982,7 +980,7 @@ impl AnyEngine {
     /// its command lines to `reporter` (`-v`). The configured `engine_bin` applies when `kind`
     /// is the configured engine; another container engine (the one an older record was created
     /// with) is run by its own name.
-    pub fn for_kind(
+    pub(crate) fn for_kind(
         kind: EngineKind,
         cfg: &Config,
         state_dir: &Path,
@@ -1029,7 +1027,7 @@ impl AnyEngine {
     /// The same engine, creating containers with `options` (a sub-sandbox's rlimits are its
     /// parent's, not the configuration's). The local engine has no containers: unchanged.
     /// A swarm's tasks get them from their agent ([`Swarm::options`]).
-    pub fn with_run_options(self, options: RunOptions) -> AnyEngine {
+    pub(crate) fn with_run_options(self, options: RunOptions) -> AnyEngine {
         match self {
             AnyEngine::Docker(d) => AnyEngine::Docker(d.options(options)),
             AnyEngine::Swarm(s) => AnyEngine::Swarm(s.options(options)),
@@ -1177,7 +1175,7 @@ impl Environment for AnyEngine {
 
 /// Why an exec never ran the command.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum ExecFailure {
+pub(crate) enum ExecFailure {
     /// The container does not exist any more.
     ContainerGone(String),
     /// The container exists but is not running (`start` brings it back).

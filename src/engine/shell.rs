@@ -4,7 +4,7 @@
 use std::ffi::OsString;
 
 /// Renders `bin args...` as a line a POSIX shell would run unchanged.
-pub fn shell_line(bin: &str, args: &[OsString]) -> String {
+pub(crate) fn shell_line(bin: &str, args: &[OsString]) -> String {
     std::iter::once(bin.to_string())
         .chain(args.iter().map(|a| a.to_string_lossy().into_owned()))
         .map(|w| shell_quote(&w))
@@ -13,7 +13,7 @@ pub fn shell_line(bin: &str, args: &[OsString]) -> String {
 }
 
 /// Quotes `w` for a POSIX shell when it holds anything but safe characters.
-pub fn shell_quote(w: &str) -> String {
+pub(crate) fn shell_quote(w: &str) -> String {
     let safe = |c: char| c.is_ascii_alphanumeric() || "-_./=:,@+%^".contains(c);
     if !w.is_empty() && w.chars().all(safe) {
         w.to_string()

@@ -28,13 +28,13 @@ use crate::poll::{poll_until, Backoff, Pacer};
 use crate::types::{Daemon, EngineKind, Network};
 
 /// Where a task finds the channel's secret ([`SECRET_TARGET`] under `/run/secrets`).
-pub const SECRET_PATH: &str = "/run/secrets/h9sandbox-channel";
+pub(crate) const SECRET_PATH: &str = "/run/secrets/h9sandbox-channel";
 /// The secret's name inside a task.
-pub const SECRET_TARGET: &str = "h9sandbox-channel";
+pub(crate) const SECRET_TARGET: &str = "h9sandbox-channel";
 
 /// A Docker Swarm, through its manager.
 #[derive(Debug, Clone)]
-pub struct Swarm {
+pub(crate) struct Swarm {
     docker: Docker,
     registry: Option<String>,
     placement_timeout: Duration,
@@ -44,7 +44,11 @@ impl Swarm {
     /// The swarm whose manager `docker`'s client talks to, pushing derived images to
     /// `registry` (none: a one-node swarm only), waiting at most `placement_timeout` for a
     /// task to run.
-    pub fn new(docker: Docker, registry: Option<String>, placement_timeout: Duration) -> Swarm {
+    pub(crate) fn new(
+        docker: Docker,
+        registry: Option<String>,
+        placement_timeout: Duration,
+    ) -> Swarm {
         Swarm {
             docker,
             registry: registry.filter(|r| !r.trim().is_empty()),
@@ -53,12 +57,12 @@ impl Swarm {
     }
 
     /// The manager's daemon settings.
-    pub fn daemon_settings(&self) -> &Daemon {
+    pub(crate) fn daemon_settings(&self) -> &Daemon {
         self.docker.daemon_settings()
     }
 
     /// The same swarm through the manager `daemon`.
-    pub fn at(self, daemon: &Daemon) -> Swarm {
+    pub(crate) fn at(self, daemon: &Daemon) -> Swarm {
         Swarm {
             docker: self.docker.daemon(daemon.clone()),
             ..self
@@ -68,7 +72,7 @@ impl Swarm {
     /// The same swarm, its tasks created with `options`: the rlimits, which a service of the
     /// nodes' Docker Engine 20.10 cannot set (`service create` has no `--ulimit` before 23.0),
     /// are set by the task's agent on its PID 1 before anything runs ([`service_create_args`]).
-    pub fn options(self, options: RunOptions) -> Swarm {
+    pub(crate) fn options(self, options: RunOptions) -> Swarm {
         Swarm {
             docker: self.docker.options(options),
             ..self
@@ -76,7 +80,7 @@ impl Swarm {
     }
 
     /// The client binary.
-    pub fn bin(&self) -> &str {
+    pub(crate) fn bin(&self) -> &str {
         self.docker.bin()
     }
 
@@ -301,7 +305,7 @@ impl Swarm {
     /// Removes the secrets labelled `key=value` (one client call to find them): what is left of
     /// a sandbox whose service was removed before its secret (by hand, `docker service rm`, or
     /// an `up` that died in between), which [`Environment::remove`] of the service cannot find.
-    pub async fn remove_secrets_labelled(&self, key: &str, value: &str) -> Result<()> {
+    pub(crate) async fn remove_secrets_labelled(&self, key: &str, value: &str) -> Result<()> {
         let filter = format!("label={key}={value}");
         let secrets = self
             .docker
@@ -419,7 +423,7 @@ fn is_terminal(s: &str) -> bool {
 
 /// The one-line error of a sandbox no node took within `timeout`: what it asked for, what the
 /// scheduler said (`said`), and the biggest free node (`free`, [`biggest_free`]) if known.
-pub fn placement_failure(
+pub(crate) fn placement_failure(
     spec: &ContainerSpec,
     timeout: Duration,
     said: &str,
@@ -445,7 +449,7 @@ pub fn placement_failure(
 /// of `docker node inspect` output `nodes` with the most memory left once the reservations of
 /// the tasks in `docker inspect --type task` output `tasks` (those the swarm wants running) are
 /// taken off; `None` without such a node.
-pub fn biggest_free(nodes: &str, tasks: &str) -> Option<String> {
+pub(crate) fn biggest_free(nodes: &str, tasks: &str) -> Option<String> {
     let nodes: serde_json::Value = serde_json::from_str(nodes).ok()?;
     let tasks: serde_json::Value = serde_json::from_str(tasks).ok()?;
     let n = |v: &serde_json::Value, p: &str| v.pointer(p).and_then(|v| v.as_u64()).unwrap_or(0);
@@ -488,7 +492,7 @@ pub fn biggest_free(nodes: &str, tasks: &str) -> Option<String> {
 }
 
 /// The swarm secret of sandbox service `service`.
-pub fn secret_name(service: &str) -> String {
+pub(crate) fn secret_name(service: &str) -> String {
     format!("{service}-channel")
 }
 
@@ -500,7 +504,7 @@ pub fn secret_name(service: &str) -> String {
 /// task's container); the rlimits of `options` (configuration `ulimit_nofile`,
 /// `ulimit_nproc`; 0: the node daemon's) set by the agent on PID 1 (`agent init --rlimit`),
 /// inherited by every process. Errors: what a service cannot express ([`Error::Invalid`]).
-pub fn service_create_args(
+pub(crate) fn service_create_args(
     spec: &ContainerSpec,
     secret: &str,
     options: &RunOptions,
@@ -623,7 +627,7 @@ pub fn service_create_args(
 }
 
 /// Why a sandbox with network `network` cannot run on a swarm.
-pub fn network_refusal(network: Network) -> Error {
+pub(crate) fn network_refusal(network: Network) -> Error {
     Error::Invalid(format!(
         "network = \"{network}\" is not available on engine swarm: {}; use --network bridge",
         match network {
@@ -635,7 +639,7 @@ pub fn network_refusal(network: Network) -> Error {
 
 /// What h9sandbox reads of a task (`docker inspect --type task`).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Task {
+pub(crate) struct Task {
     /// `new`, `pending`, `assigned`, ..., `running`, `complete`, `failed`, `shutdown`, ...
     pub state: String,
     /// The state the swarm wants it in (`running`; `shutdown` once it gave it up).
@@ -657,7 +661,7 @@ pub struct Task {
 }
 
 /// Parses `docker inspect --type task` (a JSON array of one task).
-pub fn parse_task(json: &str) -> Result<Task> {
+pub(crate) fn parse_task(json: &str) -> Result<Task> {
     let v: serde_json::Value = serde_json::from_str(json)
         .with_context(|| format!("cannot parse `docker inspect --type task`: {json}"))?;
     let t = v.get(0).unwrap_or(&v);
@@ -702,12 +706,12 @@ pub fn parse_task(json: &str) -> Result<Task> {
 }
 
 /// Why a task is lost: the swarm wants it shut down while its last word was that it runs.
-pub const LOST: &str = "the swarm gave it up while it ran (its node is down, or was drained); its files are gone with it";
+pub(crate) const LOST: &str = "the swarm gave it up while it ran (its node is down, or was drained); its files are gone with it";
 
 /// The container status a task stands for: `running`, `created` while it waits for a node or
 /// starts, `exited` once it ended (it is never restarted), `lost` when the swarm gave up a task
 /// that ran (its node down).
-pub fn task_status(task: &Task) -> ContainerStatus {
+pub(crate) fn task_status(task: &Task) -> ContainerStatus {
     let given_up = !task.desired.is_empty() && task.desired != "running";
     let status = match task.state.as_str() {
         "running" if given_up => "lost",
@@ -737,12 +741,13 @@ pub fn task_status(task: &Task) -> ContainerStatus {
 
 /// The `docker service ps` format [`parse_services`] reads: task, its name, its node, the state
 /// the swarm wants it in, its state, tab-separated (a task waiting for a node has no node).
-pub const PS_FORMAT: &str = "{{.ID}}\t{{.Name}}\t{{.Node}}\t{{.DesiredState}}\t{{.CurrentState}}";
+pub(crate) const PS_FORMAT: &str =
+    "{{.ID}}\t{{.Name}}\t{{.Node}}\t{{.DesiredState}}\t{{.CurrentState}}";
 
 /// Parses `docker service inspect` of several services and `docker service ps` lines
 /// ([`PS_FORMAT`]) into summaries: a service's state is its task's, as [`task_status`] names
 /// it, and its node the task's.
-pub fn parse_services(inspect: &str, ps: &str) -> Result<Vec<ContainerSummary>> {
+pub(crate) fn parse_services(inspect: &str, ps: &str) -> Result<Vec<ContainerSummary>> {
     let v: serde_json::Value = serde_json::from_str(inspect)
         .with_context(|| format!("cannot parse `docker service inspect`: {inspect}"))?;
     let mut found = Vec::new();

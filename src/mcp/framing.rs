@@ -19,7 +19,7 @@ use crate::report::Reporter;
 
 /// The largest JSON-RPC message (one line, without its line break) the server reads: 16 MiB,
 /// as rmcp's own limit and its HTTP transport's largest event.
-pub const MAX_MESSAGE_BYTES: usize = 16 * 1024 * 1024;
+pub(crate) const MAX_MESSAGE_BYTES: usize = 16 * 1024 * 1024;
 
 /// How much of the start of an oversized line is kept to find its `id`.
 const ID_SCAN_BYTES: usize = 64 * 1024;
@@ -31,7 +31,7 @@ const INVALID_REQUEST: i64 = -32600;
 const CHUNK: usize = 64 * 1024;
 
 /// The two pipes rmcp reads and writes, and the tasks that connect them to the real streams.
-pub struct Guarded {
+pub(crate) struct Guarded {
     /// What rmcp reads: the input's lines of at most [`MAX_MESSAGE_BYTES`].
     pub input: DuplexStream,
     /// What rmcp writes: copied to the output line by line.
@@ -43,7 +43,7 @@ pub struct Guarded {
 
 /// Connects `input` and `output` (the protocol's streams) to rmcp through the limit (see the
 /// module documentation). A refused message is also reported to `reporter` (stderr).
-pub fn guard(
+pub(crate) fn guard(
     input: impl AsyncRead + Send + Unpin + 'static,
     output: impl AsyncWrite + Send + Unpin + 'static,
     reporter: Arc<dyn Reporter>,
@@ -194,7 +194,7 @@ async fn write_lines(
 /// The `id` of the JSON-RPC request whose first bytes are `start` (the line may be cut): a
 /// number or a string found as a member of the top-level object before the cut; `null` when
 /// there is none there (a notification, an `id` after the cut, not an object).
-pub fn request_id(start: &[u8]) -> Value {
+pub(crate) fn request_id(start: &[u8]) -> Value {
     let mut s = Scanner { b: start, i: 0 };
     s.ws();
     if !s.eat(b'{') {

@@ -23,9 +23,9 @@
 //! Those sandboxes carry the server's PID as their owner (`up --owner-pid`), so `reap` removes
 //! them when the server was killed (SIGKILL) before it could.
 
-pub mod framing;
-pub mod session;
-pub mod tools;
+pub(crate) mod framing;
+pub(crate) mod session;
+pub(crate) mod tools;
 
 use std::fs::File;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
@@ -49,11 +49,11 @@ use crate::report::{Reporter, Stderr};
 use crate::sandbox::workdir::{resolve_workdir, WorkdirRule};
 use crate::sandbox::{down, interrupted, Ctx};
 use session::tools;
-pub use session::Session;
+pub(crate) use session::Session;
 
 /// How the server is started (`h9sandbox mcp`'s arguments and configuration).
 #[derive(Debug, Clone)]
-pub struct McpOptions {
+pub(crate) struct McpOptions {
     /// The configuration layers (file, environment, `--image`) below each `sandbox_up`'s
     /// arguments.
     pub layers: Layers,
@@ -94,7 +94,7 @@ type Output = Pin<Box<dyn AsyncWrite + Send>>;
 /// Serves the tools until the client disconnects or a signal arrives, then removes the session's
 /// sandboxes; returns 0. Errors: the configuration or work dir is unusable, the protocol's
 /// handshake failed, the session's sandboxes could not be removed.
-pub async fn serve(options: McpOptions) -> Result<i32> {
+pub(crate) async fn serve(options: McpOptions) -> Result<i32> {
     let reporter: Arc<dyn Reporter> = Arc::new(Stderr {
         verbose: options.verbose,
     });
@@ -180,13 +180,13 @@ pub async fn serve(options: McpOptions) -> Result<i32> {
 
 /// The MCP server: a handle on the [`Session`] that rmcp's service drives.
 #[derive(Clone)]
-pub struct Server {
+pub(crate) struct Server {
     session: Arc<Session>,
 }
 
 impl Server {
     /// The server of `session`.
-    pub fn new(session: Arc<Session>) -> Server {
+    pub(crate) fn new(session: Arc<Session>) -> Server {
         Server { session }
     }
 }
@@ -238,7 +238,7 @@ impl ServerHandler for Server {
 /// blocking, through the runtime's reactor, on their own open file descriptions (reopened via
 /// `/proc/self/fd`, so `O_NONBLOCK` never reaches anyone else sharing them); anything else (a
 /// file, a terminal, a socket) through blocking reads and writes on the runtime's thread pool.
-pub fn take_stdio() -> Result<(Input, Output)> {
+pub(crate) fn take_stdio() -> Result<(Input, Output)> {
     let dup = |fd: std::os::fd::BorrowedFd<'_>| -> Result<OwnedFd> {
         rustix::io::fcntl_dupfd_cloexec(fd, 3).context("cannot duplicate a standard stream")
     };

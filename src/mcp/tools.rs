@@ -16,7 +16,7 @@ use crate::error::Error;
 use crate::types::Network;
 
 /// Lines `sandbox_read` returns when the call gives no `limit`.
-pub const DEFAULT_READ_LINES: u64 = 2000;
+pub(crate) const DEFAULT_READ_LINES: u64 = 2000;
 
 /// Network mode of a sandbox.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, JsonSchema)]
@@ -40,7 +40,7 @@ impl From<NetworkArg> for Network {
 /// Arguments of `sandbox_up`.
 #[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct UpParams {
+pub(crate) struct UpParams {
     /// Host directory mounted (at the same path) as the sandbox's work dir, where commands start
     /// and files are read and written; relative paths start at the server's default work dir.
     /// Default: the server's --workdir (for a sub-sandbox: its parent's work dir).
@@ -86,7 +86,7 @@ pub struct UpParams {
 /// Arguments of `sandbox_exec`.
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct ExecParams {
+pub(crate) struct ExecParams {
     /// Shell command line, run by `bash -c` (`sh -c` in images without bash) in the sandbox;
     /// pipes, `&&`, redirections and quotes work as in a shell. Standard input is empty. Give
     /// either this or argv.
@@ -130,7 +130,7 @@ pub struct ExecParams {
 /// Arguments of `sandbox_spawn`.
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct SpawnParams {
+pub(crate) struct SpawnParams {
     /// Shell command line (bash -c), e.g. "python -m http.server 8000". Give either this or argv.
     #[serde(default)]
     pub command: Option<String>,
@@ -160,7 +160,7 @@ pub struct SpawnParams {
 /// Arguments of `sandbox_ps`.
 #[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct PsParams {
+pub(crate) struct PsParams {
     /// Sandbox ID, unique ID prefix, or name. Default: this session's sandbox.
     #[serde(default)]
     pub id: Option<String>,
@@ -169,7 +169,7 @@ pub struct PsParams {
 /// Arguments of `sandbox_logs`.
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct LogsParams {
+pub(crate) struct LogsParams {
     /// The background command's handle (from sandbox_spawn or sandbox_ps).
     pub handle: String,
     /// Sandbox ID, unique ID prefix, or name. Default: this session's sandbox.
@@ -184,7 +184,7 @@ pub struct LogsParams {
 /// Arguments of `sandbox_kill`.
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct KillParams {
+pub(crate) struct KillParams {
     /// The background command's handle.
     pub handle: String,
     /// Sandbox ID, unique ID prefix, or name. Default: this session's sandbox.
@@ -195,7 +195,7 @@ pub struct KillParams {
 /// Arguments of `sandbox_port_forward`.
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct PortForwardParams {
+pub(crate) struct PortForwardParams {
     /// The port inside the sandbox (1-65535) that a server there listens on.
     pub port: std::num::NonZeroU16,
     /// The port on 127.0.0.1 of the server's machine to listen on. Default: a free one.
@@ -208,7 +208,7 @@ pub struct PortForwardParams {
 
 /// Result of `sandbox_port_forward`.
 #[derive(Debug, Clone, Serialize, JsonSchema)]
-pub struct PortForwardResult {
+pub(crate) struct PortForwardResult {
     /// The sandbox's ID.
     pub id: String,
     /// Where the server listens, `127.0.0.1:PORT`: connect there to reach `port` inside.
@@ -219,7 +219,7 @@ pub struct PortForwardResult {
 
 /// Result of `sandbox_spawn`.
 #[derive(Debug, Clone, Serialize, JsonSchema)]
-pub struct SpawnResult {
+pub(crate) struct SpawnResult {
     /// The sandbox's ID.
     pub id: String,
     /// The handle sandbox_logs and sandbox_kill take.
@@ -230,7 +230,7 @@ pub struct SpawnResult {
 
 /// A background command, as `sandbox_ps` lists it.
 #[derive(Debug, Clone, Serialize, JsonSchema)]
-pub struct ProcessInfo {
+pub(crate) struct ProcessInfo {
     /// Its handle.
     pub handle: String,
     /// Its process ID in the sandbox.
@@ -247,7 +247,7 @@ pub struct ProcessInfo {
 
 /// Result of `sandbox_ps`.
 #[derive(Debug, Clone, Serialize, JsonSchema)]
-pub struct PsResult {
+pub(crate) struct PsResult {
     /// The sandbox's ID.
     pub id: String,
     /// Its background commands, oldest first.
@@ -256,7 +256,7 @@ pub struct PsResult {
 
 /// Result of `sandbox_logs`.
 #[derive(Debug, Clone, Serialize, JsonSchema)]
-pub struct LogsResult {
+pub(crate) struct LogsResult {
     /// The handle.
     pub handle: String,
     /// What it wrote to stdout (its start and end when long: see truncated).
@@ -269,7 +269,7 @@ pub struct LogsResult {
 
 /// Result of `sandbox_kill`.
 #[derive(Debug, Clone, Serialize, JsonSchema)]
-pub struct KillResult {
+pub(crate) struct KillResult {
     /// The handle whose process tree is being killed.
     pub handle: String,
 }
@@ -277,7 +277,7 @@ pub struct KillResult {
 /// Arguments of `sandbox_read`.
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct ReadParams {
+pub(crate) struct ReadParams {
     /// File: relative to the work dir, or absolute (outside the work dir: the container's file,
     /// read inside it as the sandbox's user).
     pub path: String,
@@ -299,7 +299,7 @@ pub struct ReadParams {
 /// Arguments of `sandbox_write`.
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct WriteParams {
+pub(crate) struct WriteParams {
     /// File: relative to the work dir, or absolute (outside the work dir: the container's file,
     /// written inside it as the sandbox's user). It is created or replaced
     /// atomically (readers see the old or the new content, never half).
@@ -328,7 +328,7 @@ fn yes() -> bool {
 /// Arguments of `sandbox_edit`.
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct EditParams {
+pub(crate) struct EditParams {
     /// File: relative to the work dir, or absolute (outside the work dir: the container's file,
     /// edited inside it as the sandbox's user).
     pub path: String,
@@ -348,12 +348,12 @@ pub struct EditParams {
 /// Arguments of `sandbox_list`: none.
 #[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct ListParams {}
+pub(crate) struct ListParams {}
 
 /// Arguments of `sandbox_down`.
 #[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct DownParams {
+pub(crate) struct DownParams {
     /// Sandbox ID, unique ID prefix, or name. Default: this session's sandbox.
     #[serde(default)]
     pub id: Option<String>,
@@ -361,7 +361,7 @@ pub struct DownParams {
 
 /// A sandbox, as `sandbox_up` and `sandbox_list` describe it.
 #[derive(Debug, Clone, Serialize, JsonSchema)]
-pub struct SandboxInfo {
+pub(crate) struct SandboxInfo {
     /// Sandbox ID (a UUID); a unique prefix of it, or the name, also name the sandbox.
     pub id: String,
     /// Name (also the container's name).
@@ -407,7 +407,7 @@ pub struct SandboxInfo {
 
 /// Result of `sandbox_exec`.
 #[derive(Debug, Clone, Serialize, JsonSchema)]
-pub struct ExecResult {
+pub(crate) struct ExecResult {
     /// The sandbox's ID.
     pub id: String,
     /// The command's exit status (128+N when killed by signal N; 124 when it timed out).
@@ -440,7 +440,7 @@ pub struct ExecResult {
 
 /// Result of `sandbox_read`.
 #[derive(Debug, Clone, Serialize, JsonSchema)]
-pub struct ReadResult {
+pub(crate) struct ReadResult {
     /// Host path of the file (the sandbox sees the same path).
     pub path: String,
     /// The lines (with numbers when asked), each ending with a line break except perhaps the
@@ -462,7 +462,7 @@ pub struct ReadResult {
 
 /// Result of `sandbox_write`.
 #[derive(Debug, Clone, Serialize, JsonSchema)]
-pub struct WriteResult {
+pub(crate) struct WriteResult {
     /// Host path of the file (the sandbox sees the same path).
     pub path: String,
     /// Bytes written.
@@ -473,7 +473,7 @@ pub struct WriteResult {
 
 /// Result of `sandbox_edit`.
 #[derive(Debug, Clone, Serialize, JsonSchema)]
-pub struct EditResult {
+pub(crate) struct EditResult {
     /// Host path of the file (the sandbox sees the same path).
     pub path: String,
     /// Occurrences replaced.
@@ -484,7 +484,7 @@ pub struct EditResult {
 
 /// Result of `sandbox_list`.
 #[derive(Debug, Clone, Serialize, JsonSchema)]
-pub struct ListResult {
+pub(crate) struct ListResult {
     /// Every sandbox of this state directory (also those of other sessions and of the CLI),
     /// sub-sandboxes after their parent.
     pub sandboxes: Vec<SandboxInfo>,
@@ -494,7 +494,7 @@ pub struct ListResult {
 
 /// One sandbox `sandbox_down` removed.
 #[derive(Debug, Clone, Serialize, JsonSchema)]
-pub struct RemovedInfo {
+pub(crate) struct RemovedInfo {
     /// Its ID.
     pub id: String,
     /// Its name.
@@ -503,7 +503,7 @@ pub struct RemovedInfo {
 
 /// Result of `sandbox_down`.
 #[derive(Debug, Clone, Serialize, JsonSchema)]
-pub struct DownResult {
+pub(crate) struct DownResult {
     /// The sandboxes removed: sub-sandboxes first, the one named last.
     pub removed: Vec<RemovedInfo>,
 }
@@ -511,7 +511,7 @@ pub struct DownResult {
 /// A tool whose arguments are `P` and whose structured result is `R`; `read_only`,
 /// `destructive` and `idempotent` are hints for the client (it never reaches beyond the
 /// sandboxes: not open-world).
-pub fn tool<P: JsonSchema + 'static, R: JsonSchema + 'static>(
+pub(crate) fn tool<P: JsonSchema + 'static, R: JsonSchema + 'static>(
     name: &'static str,
     description: &'static str,
     (read_only, destructive, idempotent): (bool, bool, bool),
@@ -552,7 +552,7 @@ fn tidy(schema: &JsonObject) -> Arc<JsonObject> {
 }
 
 /// A finished tool call: structured content and the text for clients that show only text.
-pub struct Done {
+pub(crate) struct Done {
     /// The result as JSON, described by the tool's output schema.
     pub structured: serde_json::Value,
     /// The result as text.
@@ -564,7 +564,7 @@ pub struct Done {
 
 impl Done {
     /// The result `value` (serialized: errors only for a value that is no JSON) with `text`.
-    pub fn new<T: Serialize>(value: &T, text: String) -> Result<Done> {
+    pub(crate) fn new<T: Serialize>(value: &T, text: String) -> Result<Done> {
         Ok(Done {
             structured: serde_json::to_value(value)?,
             text,
@@ -574,7 +574,7 @@ impl Done {
 
     /// The protocol's result: an error result when [`Done::error`] is set, with that reason
     /// first.
-    pub fn into_result(self) -> CallToolResult {
+    pub(crate) fn into_result(self) -> CallToolResult {
         let mut content = Vec::new();
         if let Some(e) = &self.error {
             // Its own line, also for clients that join the blocks.
@@ -592,12 +592,12 @@ impl Done {
 }
 
 /// A tool error: the cause chain on one line.
-pub fn tool_error(e: &anyhow::Error) -> CallToolResult {
+pub(crate) fn tool_error(e: &anyhow::Error) -> CallToolResult {
     CallToolResult::error(vec![ContentBlock::text(one_line(&format!("{e:#}")))])
 }
 
 /// `text` with line breaks and tabs turned into spaces.
-pub fn one_line(text: &str) -> String {
+pub(crate) fn one_line(text: &str) -> String {
     text.split(['\n', '\r', '\t'])
         .map(str::trim)
         .filter(|s| !s.is_empty())
@@ -607,7 +607,7 @@ pub fn one_line(text: &str) -> String {
 
 /// Parses a tool's arguments; bad arguments are a tool error the model can correct, not a
 /// protocol error (as the MCP specification recommends for input validation).
-pub fn parse<T: DeserializeOwned>(tool: &str, args: Option<JsonObject>) -> Result<T> {
+pub(crate) fn parse<T: DeserializeOwned>(tool: &str, args: Option<JsonObject>) -> Result<T> {
     serde_json::from_value(serde_json::Value::Object(args.unwrap_or_default())).map_err(|e| {
         Error::Invalid(format!(
             "invalid arguments for {tool}: {e}; see the tool's input schema"

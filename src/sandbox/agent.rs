@@ -34,10 +34,10 @@ use crate::state::{AgentRecord, ChannelRecord, Record};
 
 /// How long `up` waits for the agent's `ready` file once the container runs; an agent that does
 /// not answer by then leaves the sandbox to the engine's exec.
-pub const READY_TIMEOUT: Duration = Duration::from_secs(5);
+pub(crate) const READY_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// The run directory of sandbox `id`.
-pub fn run_dir(ctx: &Ctx, id: Uuid) -> PathBuf {
+pub(crate) fn run_dir(ctx: &Ctx, id: Uuid) -> PathBuf {
     ctx.store.dir().join("run").join(id.to_string())
 }
 
@@ -45,7 +45,7 @@ pub fn run_dir(ctx: &Ctx, id: Uuid) -> PathBuf {
 /// the empty mount points `h9sandbox`, `run` and `proxy` (an allowlist sandbox's socket
 /// directory, [`crate::contract::PROXY_DIR`]) and `token.sha256`
 /// ([`crate::agent::server::TOKEN_HASH_FILE`]) ([`crate::engine::AgentMount::root`]).
-pub fn mount_root(ctx: &Ctx, id: Uuid) -> PathBuf {
+pub(crate) fn mount_root(ctx: &Ctx, id: Uuid) -> PathBuf {
     ctx.store.dir().join("mounts").join(id.to_string())
 }
 
@@ -56,7 +56,7 @@ fn token_path(ctx: &Ctx, id: Uuid) -> PathBuf {
 /// This process's own executable, which is mounted into every container: it must be linked
 /// statically (the repository's `.cargo/config.toml` builds it so), since it runs in any image.
 /// Errors: a dynamically linked build, an executable that was deleted or replaced meanwhile.
-pub fn binary() -> Result<PathBuf> {
+pub(crate) fn binary() -> Result<PathBuf> {
     let exe = std::env::current_exe().context("cannot find h9sandbox's own executable")?;
     let mut head = Vec::new();
     std::fs::File::open(&exe)
@@ -100,7 +100,7 @@ fn elf_interpreter(head: &[u8]) -> Option<bool> {
 
 /// Makes sandbox `id`'s run directory (fresh, mode 0700) and token, and hands the token to the
 /// agent through the run directory. Returns the run directory. Errors: the state directory.
-pub fn prepare(ctx: &Ctx, id: Uuid) -> Result<PathBuf> {
+pub(crate) fn prepare(ctx: &Ctx, id: Uuid) -> Result<PathBuf> {
     let dir = run_dir(ctx, id);
     for d in [dir.parent(), token_path(ctx, id).parent()]
         .into_iter()
@@ -130,7 +130,7 @@ pub fn prepare(ctx: &Ctx, id: Uuid) -> Result<PathBuf> {
 /// a stale `ready`, files of its root), is moved aside whole (a rename in our own `run/`, which
 /// nothing in it can prevent) and removed as far as we can; what we cannot remove is left for
 /// `down` and `reap` ([`forget`], [`purge`]). Errors: the state directory.
-pub fn hand_over(ctx: &Ctx, id: Uuid) -> Result<()> {
+pub(crate) fn hand_over(ctx: &Ctx, id: Uuid) -> Result<()> {
     let token = read_token(ctx, id)?;
     let dir = run_dir(ctx, id);
     if std::fs::symlink_metadata(&dir).is_ok() {
@@ -147,10 +147,10 @@ pub fn hand_over(ctx: &Ctx, id: Uuid) -> Result<()> {
 }
 
 /// What a run directory moved aside by [`hand_over`] is named after: `<id>` this, 8 hex digits.
-pub const STALE: &str = ".stale-";
+pub(crate) const STALE: &str = ".stale-";
 
 /// The sandbox ID a run directory's name (`<id>`, or `<id>.stale-…`) belongs to.
-pub fn run_dir_owner(name: &str) -> Option<Uuid> {
+pub(crate) fn run_dir_owner(name: &str) -> Option<Uuid> {
     Uuid::parse_str(name.split_once(STALE).map_or(name, |(id, _)| id)).ok()
 }
 
@@ -225,7 +225,7 @@ pub(crate) fn read_token(ctx: &Ctx, id: Uuid) -> Result<String> {
 /// Removes sandbox `id`'s run directories (the current one and those moved aside) and token;
 /// returns the run directories that could not be removed (files the sandbox's root made there,
 /// which this user may not delete), for [`purge`].
-pub fn forget(ctx: &Ctx, id: Uuid) -> Vec<PathBuf> {
+pub(crate) fn forget(ctx: &Ctx, id: Uuid) -> Vec<PathBuf> {
     let mut left = Vec::new();
     let run = ctx.store.dir().join("run");
     let dirs = std::fs::read_dir(&run)
@@ -253,7 +253,11 @@ pub fn forget(ctx: &Ctx, id: Uuid) -> Vec<PathBuf> {
 /// `DAC_OVERRIDE` and `FOWNER` only, no network, each directory bind-mounted, empties them
 /// (`agent purge`, which follows no symlink); then they are removed here. Errors: the engine's;
 /// a local engine has no containers (nothing of a local sandbox is another user's).
-pub async fn purge(ctx: &Ctx, engine: &crate::engine::AnyEngine, dirs: &[PathBuf]) -> Result<()> {
+pub(crate) async fn purge(
+    ctx: &Ctx,
+    engine: &crate::engine::AnyEngine,
+    dirs: &[PathBuf],
+) -> Result<()> {
     use crate::engine::{Environment, MountSource, SidecarMount, SidecarSpec};
     if dirs.is_empty() || !engine.capabilities().sidecars || !engine.capabilities().host_mounts {
         return Ok(());
@@ -302,7 +306,7 @@ pub async fn purge(ctx: &Ctx, engine: &crate::engine::AnyEngine, dirs: &[PathBuf
 /// ready, then connects once: returns what to record (the socket's identity when the host could
 /// connect; `None` inside when it could not, e.g. under gVisor, whose sockets do not cross bind
 /// mounts). `None` when the agent never said it was ready.
-pub async fn wait_ready(ctx: &Ctx, id: Uuid) -> Option<AgentRecord> {
+pub(crate) async fn wait_ready(ctx: &Ctx, id: Uuid) -> Option<AgentRecord> {
     let dir = run_dir(ctx, id);
     let ready = poll_until(
         READY_TIMEOUT,
@@ -369,7 +373,7 @@ fn read_ready(path: &Path) -> Option<String> {
 /// ([`crate::contract::proto::VERSION`], recorded by `up`): its agent, its exec wrapper and its file
 /// helper take what this h9sandbox sends. A sandbox made by an older h9sandbox runs its commands
 /// through the engine's exec, with the flags its wrapper knows, and has no file helper.
-pub fn speaks_current(rec: &Record) -> bool {
+pub(crate) fn speaks_current(rec: &Record) -> bool {
     rec.agent.as_ref().and_then(|a| a.version) == Some(crate::contract::proto::VERSION)
 }
 
@@ -378,7 +382,7 @@ pub fn speaks_current(rec: &Record) -> bool {
 /// agent of another protocol version: a sandbox made by an older h9sandbox).
 /// A socket found replaced, or an agent that refuses the token, is an error for the caller to
 /// report before it falls back.
-pub async fn connect(ctx: &Ctx, rec: &Record) -> Result<Option<Connection>, ConnectError> {
+pub(crate) async fn connect(ctx: &Ctx, rec: &Record) -> Result<Option<Connection>, ConnectError> {
     // An agent of an older h9sandbox speaks another protocol: the engine's exec serves it.
     if !speaks_current(rec) {
         return Ok(None);
@@ -399,35 +403,6 @@ pub async fn connect(ctx: &Ctx, rec: &Record) -> Result<Option<Connection>, Conn
         .map(Some)
 }
 
-/// The transport that carries the commands of sandbox `rec` ([`connect`] picks it), for `-v`
-/// and the documentation: the agent's socket on this machine, the remote channel to a
-/// published port, the remote channel relayed through the engine's exec stream, or the
-/// engine's own exec (no agent the host can reach).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Transport {
-    /// The agent's unix socket in the run directory.
-    Socket,
-    /// TLS over TCP to the channel's published port.
-    Channel,
-    /// TLS through `agent relay` in the engine's exec stream.
-    Relay,
-    /// The engine's exec, wrapped by the in-container binary.
-    EngineExec,
-}
-
-/// Which [`Transport`] commands of `rec` take (before any connection is tried).
-pub fn transport(rec: &Record) -> Transport {
-    match &rec.agent {
-        Some(a) if speaks_current(rec) => match (&a.channel, a.socket) {
-            (Some(c), _) if c.address.is_some() => Transport::Channel,
-            (Some(_), _) => Transport::Relay,
-            (None, Some(_)) => Transport::Socket,
-            (None, None) => Transport::EngineExec,
-        },
-        _ => Transport::EngineExec,
-    }
-}
-
 fn keys_path(ctx: &Ctx, id: Uuid) -> PathBuf {
     ctx.store.dir().join("keys").join(id.to_string())
 }
@@ -435,7 +410,7 @@ fn keys_path(ctx: &Ctx, id: Uuid) -> PathBuf {
 /// Makes sandbox `id`'s token and channel keys (the host's kept owner-only in the state
 /// directory, next to the token) and returns the secret its PID 1 receives. Errors: the state
 /// directory, key generation.
-pub fn prepare_channel(ctx: &Ctx, id: Uuid) -> Result<ChannelSecret> {
+pub(crate) fn prepare_channel(ctx: &Ctx, id: Uuid) -> Result<ChannelSecret> {
     for d in [token_path(ctx, id), keys_path(ctx, id)] {
         if let Some(parent) = d.parent() {
             private_dir(parent)?;
@@ -458,7 +433,7 @@ pub fn prepare_channel(ctx: &Ctx, id: Uuid) -> Result<ChannelSecret> {
 /// A new key pair for the agent of sandbox `id` (its container starts again: the agent's key
 /// lived only in the memory of its PID 1), with the host's keys and the token kept; returns the
 /// secret for PID 1 and the new fingerprint. Errors: the state directory, key generation.
-pub fn renew_channel(ctx: &Ctx, id: Uuid) -> Result<(ChannelSecret, String)> {
+pub(crate) fn renew_channel(ctx: &Ctx, id: Uuid) -> Result<(ChannelSecret, String)> {
     let token = read_token(ctx, id)?;
     let old = read_keys(ctx, id)?;
     let (keys, secret) = crate::channel::tls::generate(Some(&old), &token)
@@ -497,7 +472,7 @@ fn read_keys(ctx: &Ctx, id: Uuid) -> Result<HostKeys> {
 }
 
 /// The fingerprint (hex) of the agent certificate the host keys of sandbox `id` accept.
-pub fn channel_fingerprint(ctx: &Ctx, id: Uuid) -> Result<String> {
+pub(crate) fn channel_fingerprint(ctx: &Ctx, id: Uuid) -> Result<String> {
     Ok(crate::contract::tls::hex(&read_keys(ctx, id)?.agent_pin))
 }
 
@@ -641,7 +616,7 @@ impl tokio::io::AsyncWrite for ExecStream {
 /// `container` on `engine`) and returns what to record: the address when it answered there,
 /// none when only the relay did. Errors: neither answered, or something else than the
 /// sandbox's agent did.
-pub async fn check_channel(
+pub(crate) async fn check_channel(
     ctx: &Ctx,
     engine: &AnyEngine,
     container: &str,
@@ -685,7 +660,7 @@ pub async fn check_channel(
 
 /// The build ID of the ELF image whose first bytes are `head` (its `NT_GNU_BUILD_ID` note, in
 /// hex), which names the derived image the binary is shipped in; `None` without one.
-pub fn build_id(head: &[u8]) -> Option<String> {
+pub(crate) fn build_id(head: &[u8]) -> Option<String> {
     const PT_NOTE: u32 = 4;
     const NT_GNU_BUILD_ID: u32 = 3;
     let u16_at = |o: usize| Some(u16::from_le_bytes(head.get(o..o + 2)?.try_into().ok()?));
@@ -726,7 +701,7 @@ pub fn build_id(head: &[u8]) -> Option<String> {
 
 /// The build of this executable (its [`build_id`], else its size and modification time), which
 /// names the derived image that ships it.
-pub fn binary_build(exe: &Path) -> Result<String> {
+pub(crate) fn binary_build(exe: &Path) -> Result<String> {
     let mut head = Vec::new();
     std::fs::File::open(exe)
         .and_then(|f| f.take(64 << 10).read_to_end(&mut head))

@@ -18,7 +18,7 @@ use crate::types::Ids;
 
 /// A command started in the background.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
-pub struct Started {
+pub(crate) struct Started {
     /// The sandbox's ID.
     pub id: String,
     /// The handle `logs` and `kill` take.
@@ -53,7 +53,7 @@ fn agent_failed(e: impl std::fmt::Display) -> anyhow::Error {
 /// runs with `req`'s working directory and environment, as `req.user` or the sandbox's user, without a
 /// timeout unless `req.timeout` gives one, its output going to its log files. Errors: as
 /// `agent_of`, a bad working directory or variable, the agent's refusal.
-pub async fn detach(ctx: &Ctx, req: &ExecRequest) -> anyhow::Result<Started> {
+pub(crate) async fn detach(ctx: &Ctx, req: &ExecRequest) -> anyhow::Result<Started> {
     let (rec, mut conn) = agent_of(ctx, &req.id).await?;
     let cwd = resolve_cwd(&rec.workdir, req.cwd.as_deref(), true)?;
     let env = super::exec::parse_env(&req.env)?;
@@ -105,7 +105,7 @@ fn clean_handle(h: &str) -> anyhow::Result<String> {
 }
 
 /// The background commands of sandbox `query` (`ps`), oldest first.
-pub async fn list(ctx: &Ctx, query: &str) -> anyhow::Result<(Record, Vec<Detached>)> {
+pub(crate) async fn list(ctx: &Ctx, query: &str) -> anyhow::Result<(Record, Vec<Detached>)> {
     let (rec, mut conn) = agent_of(ctx, query).await?;
     conn.send(Request::List).await.map_err(agent_failed)?;
     match conn.next().await {
@@ -119,7 +119,7 @@ pub async fn list(ctx: &Ctx, query: &str) -> anyhow::Result<(Record, Vec<Detache
 
 /// Kills the process tree of background command `handle` of sandbox `query` (`kill`).
 /// Errors: an unknown handle (the agent's refusal names it).
-pub async fn kill(ctx: &Ctx, query: &str, handle: &str) -> anyhow::Result<()> {
+pub(crate) async fn kill(ctx: &Ctx, query: &str, handle: &str) -> anyhow::Result<()> {
     let (_, mut conn) = agent_of(ctx, query).await?;
     conn.send(Request::Kill {
         handle: handle.to_string(),
@@ -138,7 +138,7 @@ pub async fn kill(ctx: &Ctx, query: &str, handle: &str) -> anyhow::Result<()> {
 }
 
 /// Where [`logs`] puts a background command's output.
-pub enum LogSink<'a> {
+pub(crate) enum LogSink<'a> {
     /// Its stdout to ours, its stderr to ours, as it arrives.
     Forward,
     /// Both into memory, through this callback (stream, bytes).
@@ -147,7 +147,7 @@ pub enum LogSink<'a> {
 
 /// Sends what background command `handle` of sandbox `query` wrote (stdout first, then stderr;
 /// with `follow`, then what it writes, until its tree has exited) to `sink`.
-pub async fn logs(
+pub(crate) async fn logs(
     ctx: &Ctx,
     query: &str,
     handle: &str,

@@ -23,7 +23,12 @@ use crate::state::{now_rfc3339, BootstrapRun, Record};
 /// ([`Ctx::settings_for`]), else the command this sandbox last bootstrapped with; output to `sink`. Returns the sandbox's record and
 /// what ran, whatever its exit status. Errors: an unknown sandbox, no command to run, a sandbox
 /// that is not Running, and h9sandbox's own failure to run the command (recorded as well).
-pub async fn run(ctx: &Ctx, query: &str, command: &[String], sink: Sink) -> Result<(Record, Done)> {
+pub(crate) async fn run(
+    ctx: &Ctx,
+    query: &str,
+    command: &[String],
+    sink: Sink,
+) -> Result<(Record, Done)> {
     let state = ctx.store.load()?;
     let rec = state.resolve(query)?;
     // Without a command: the sandbox's (recorded by `up`, or given by the environment now),
@@ -51,7 +56,7 @@ pub async fn run(ctx: &Ctx, query: &str, command: &[String], sink: Sink) -> Resu
 
 /// A bootstrap that ran (whatever its exit status).
 #[derive(Debug, Clone)]
-pub struct Done {
+pub(crate) struct Done {
     /// What was recorded.
     pub run: BootstrapRun,
     /// The signal (SIGINT, SIGTERM, SIGHUP) that interrupted it, if one did.
@@ -63,7 +68,7 @@ pub struct Done {
 /// output to `sink`, step `bootstrap: CMD` reported) and records the outcome in its record. When
 /// h9sandbox itself could not run it (container gone, engine unreachable), the outcome has exit
 /// code 125 and `error` says why.
-pub async fn execute(ctx: &Ctx, rec: &Record, cmd: &str, sink: Sink) -> Done {
+pub(crate) async fn execute(ctx: &Ctx, rec: &Record, cmd: &str, sink: Sink) -> Done {
     ctx.reporter
         .step(&format!("bootstrap: {}", abbreviate(cmd, 60)));
     let secs = ctx.settings_for(rec).bootstrap_timeout_secs;
@@ -120,7 +125,7 @@ pub async fn execute(ctx: &Ctx, rec: &Record, cmd: &str, sink: Sink) -> Done {
 }
 
 /// `text` cut to `max` characters with an ellipsis, on one line.
-pub fn abbreviate(text: &str, max: usize) -> String {
+pub(crate) fn abbreviate(text: &str, max: usize) -> String {
     let one_line = text.split_whitespace().collect::<Vec<_>>().join(" ");
     if one_line.chars().count() <= max {
         return one_line;

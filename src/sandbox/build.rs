@@ -19,14 +19,14 @@ use crate::types::{Isolation, Network};
 
 /// The label every image `up --build` makes carries: its build context
 /// (`docker image ls --filter label=h9sandbox.build` lists them).
-pub const LABEL_BUILD: &str = "h9sandbox.build";
+pub(crate) const LABEL_BUILD: &str = "h9sandbox.build";
 
 /// The build of `up --build CONTEXT [--dockerfile FILE]`: the context and Dockerfile
 /// canonicalized (the Dockerfile, relative to the current directory, defaults to the context's
 /// `Dockerfile`), named `h9sandbox-build-<context's parent and folder names>-<12 hex of both
 /// paths>:latest`.
 /// Errors: either does not exist.
-pub fn spec_for(context: &Path, dockerfile: Option<&Path>) -> Result<BuildSpec> {
+pub(crate) fn spec_for(context: &Path, dockerfile: Option<&Path>) -> Result<BuildSpec> {
     let context = context.canonicalize().map_err(|e| {
         Error::Invalid(format!(
             "--build {}: {e}; give the directory to build (the build context)",
@@ -71,7 +71,7 @@ pub fn spec_for(context: &Path, dockerfile: Option<&Path>) -> Result<BuildSpec> 
 /// `PREFIX-<the last components of `folder`, lower case, `-` for anything but letters and
 /// digits, at most 40 characters>-<12 hex of SHA-256(key)>:latest`, a valid image reference for
 /// any folder name.
-pub fn image_name(prefix: &str, folder: &Path, key: &[u8]) -> String {
+pub(crate) fn image_name(prefix: &str, folder: &Path, key: &[u8]) -> String {
     let base: String = folder
         .components()
         .rev()
@@ -102,7 +102,7 @@ pub fn image_name(prefix: &str, folder: &Path, key: &[u8]) -> String {
 /// build without a network too): step `building IMAGE from DOCKERFILE`, bounded by
 /// `pull_timeout_secs`, given up on SIGINT, SIGTERM or SIGHUP. Errors: a local engine, the
 /// build's failure, the signal.
-pub async fn build(
+pub(crate) async fn build(
     ctx: &Ctx,
     engine: &AnyEngine,
     spec: &BuildSpec,

@@ -34,7 +34,7 @@ const STDERR_KEEP: usize = 4096;
 
 /// Where a file command's path is served.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Place {
+pub(crate) enum Place {
     /// The host side of the work dir's bind mount ([`crate::workdir_fs::WorkDir`]): a relative path,
     /// or an absolute one inside the work dir.
     WorkDir,
@@ -48,7 +48,7 @@ pub enum Place {
 /// the same path (the container sees the work dir there); any other absolute path inside the
 /// container. A local sandbox has no
 /// container: its paths stay on the work dir's side (which refuses the ones outside).
-pub fn place(rec: &Record, path: &Path, by_user: bool) -> Place {
+pub(crate) fn place(rec: &Record, path: &Path, by_user: bool) -> Place {
     if rec.isolation == Isolation::None {
         return Place::WorkDir;
     }
@@ -84,7 +84,7 @@ fn lexical(path: &Path) -> PathBuf {
 }
 
 /// Who the helper runs as: `user` (`--user`, checked) or the sandbox's user.
-pub fn acting(rec: &Record, user: Option<&str>) -> Result<RunAs> {
+pub(crate) fn acting(rec: &Record, user: Option<&str>) -> Result<RunAs> {
     match user {
         Some(u) => RunAs::parse(u)
             .map_err(|why| Error::Invalid(format!("invalid --user {u:?}: {why}")).into()),
@@ -370,7 +370,7 @@ async fn via_engine(
 
 /// Reads the container's file `path` as `user` (at most `max` bytes; failing with
 /// [`Error::Invalid`] past `cap` bytes when given), its bytes to `out`. Returns the file's size.
-pub async fn read(
+pub(crate) async fn read(
     ctx: &Ctx,
     rec: &Record,
     user: RunAs,
@@ -423,11 +423,11 @@ pub async fn read(
 /// The file is larger (this many bytes) than a capped read holds.
 #[derive(Debug, thiserror::Error)]
 #[error("the file is {0} bytes")]
-pub struct TooLarge(pub u64);
+pub(crate) struct TooLarge(pub u64);
 
 /// What [`write()`] did.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Written {
+pub(crate) struct Written {
     /// The container's path.
     pub path: PathBuf,
     /// Bytes taken from the input.
@@ -439,7 +439,7 @@ pub struct Written {
 /// Replaces the container's file `path` with `data`, as `user`, atomically (see
 /// [`crate::agent::file_helper`]): `opts.mode` (`None`: the file's, or 644), `opts.parents`,
 /// `opts.append` (`opts.owner` is the user's: files are made by `user` itself).
-pub async fn write(
+pub(crate) async fn write(
     ctx: &Ctx,
     rec: &Record,
     user: RunAs,
@@ -486,7 +486,7 @@ pub async fn write(
 /// or every one with `all`), as `edit` does on the host side ([`crate::workdir_fs::replace_in`]):
 /// read (at most [`crate::workdir_fs::EDIT_MAX_BYTES`]), replaced here, written back atomically with
 /// its mode. Returns the replacements and the new size.
-pub async fn edit(
+pub(crate) async fn edit(
     ctx: &Ctx,
     rec: &Record,
     user: RunAs,

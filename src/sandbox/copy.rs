@@ -24,7 +24,7 @@ use crate::state::Record;
 /// One side of `cp`: a path of this machine, a path of a sandbox, or a tar stream on stdin or
 /// stdout (`-`).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Side {
+pub(crate) enum Side {
     /// A path of this machine.
     Host(PathBuf),
     /// `ID:PATH`: a path of the sandbox `ID` (relative paths start in its work dir).
@@ -36,7 +36,7 @@ pub enum Side {
 impl Side {
     /// Parses one operand as docker cp does: `-`; `ID:PATH` when what comes before the first
     /// `:` names no local path (holds no `/`); else a path of this machine.
-    pub fn parse(s: &str) -> Side {
+    pub(crate) fn parse(s: &str) -> Side {
         if s == "-" {
             return Side::Stream;
         }
@@ -51,7 +51,7 @@ impl Side {
 
 /// What a copy moved.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
-pub struct Copied {
+pub(crate) struct Copied {
     /// Regular files.
     pub files: u64,
     /// Their bytes.
@@ -182,7 +182,7 @@ async fn send(
 /// Owners other than root's need `CHOWN`, which the `standard` capability profile has and
 /// `minimal` has not (the files are then root's; a warning says so). Returns what was copied.
 /// Errors: too large, the copy failed.
-pub async fn seed(ctx: &Ctx, rec: &Record) -> Result<Copied> {
+pub(crate) async fn seed(ctx: &Ctx, rec: &Record) -> Result<Copied> {
     let src = rec.workdir.clone();
     let (bytes, _) = tarball::measure(&src)
         .with_context(|| format!("cannot read the work dir {}", src.display()))?;
@@ -250,7 +250,7 @@ fn progress(
 /// `user`), in docker cp's semantics: a destination that is a directory receives the source
 /// under its own name; one that does not exist becomes the source. Errors: bad operands, the
 /// sandbox, the copy.
-pub async fn copy(ctx: &Ctx, src: &Side, dst: &Side, user: Option<&str>) -> Result<Copied> {
+pub(crate) async fn copy(ctx: &Ctx, src: &Side, dst: &Side, user: Option<&str>) -> Result<Copied> {
     match (src, dst) {
         (Side::Sandbox(..), Side::Sandbox(..)) => Err(Error::Invalid(
             "cp copies between a sandbox and this machine, not between two sandboxes: copy to a local directory first".into(),

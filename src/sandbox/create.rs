@@ -39,7 +39,7 @@ use crate::types::{Caps, EngineKind, Ids, Isolation, Limits, Network, WorkdirMod
 /// image, user and bootstrap settings reach [`create`] through the configuration
 /// ([`UpRequest::config_flags`]); the rest it reads from here.
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct UpRequest {
+pub(crate) struct UpRequest {
     /// Host directory bind-mounted at the same path (default: the current directory; for a
     /// sub-sandbox, its parent's work dir).
     pub workdir: Option<PathBuf>,
@@ -113,7 +113,7 @@ impl UpRequest {
     /// The configuration keys the request overrides, as [`Ctx::from_layers`] takes them: (key,
     /// value, flag). The context must be built with these for [`create`] to see the values;
     /// a bad value is reported with its flag (`--cpus`, ...).
-    pub fn config_flags(&self) -> Vec<(&'static str, Option<String>, &'static str)> {
+    pub(crate) fn config_flags(&self) -> Vec<(&'static str, Option<String>, &'static str)> {
         vec![
             ("image", self.image.clone(), "--image"),
             ("cpus", self.cpus.clone(), "--cpus"),
@@ -166,7 +166,7 @@ impl UpRequest {
 /// with `req`'s flags applied ([`UpRequest::config_flags`]).
 /// Errors: invalid arguments, the engine's failures (the sandbox is then removed, or its record
 /// marked Failed), an interrupting signal, a failed required bootstrap.
-pub async fn create(ctx: &Ctx, req: &UpRequest) -> Result<Record> {
+pub(crate) async fn create(ctx: &Ctx, req: &UpRequest) -> Result<Record> {
     let plan = resolve_spec(ctx, req).await?;
     if req.reuse {
         if let Some(rec) = reusable(ctx, &plan).await? {
@@ -1232,7 +1232,7 @@ async fn abort(ctx: &Ctx, rec: &Record, reason: String) -> anyhow::Error {
 }
 
 /// What `up` warns about a local sandbox.
-pub fn local_warning(rec: &Record) -> String {
+pub(crate) fn local_warning(rec: &Record) -> String {
     format!(
         "sandbox {} is local (engine = \"local\", isolation: none): its commands run directly on this host as user {}, with no container, no resource limits and no network restrictions",
         rec.short_id(),
@@ -1492,7 +1492,7 @@ fn with_tag(image: &str) -> String {
 
 /// Checks a container name against the engine's rule `[a-zA-Z0-9][a-zA-Z0-9_.-]+`, refusing names
 /// that could be mistaken for an ID prefix (only hex digits and dashes).
-pub fn validate_name(name: &str) -> Result<(), Error> {
+pub(crate) fn validate_name(name: &str) -> Result<(), Error> {
     if !name.is_empty() && name.chars().all(|c| c.is_ascii_hexdigit() || c == '-') {
         return Err(Error::Invalid(format!(
             "invalid --name '{name}': names made only of hex digits and dashes look like sandbox IDs; add another letter"
@@ -1512,7 +1512,7 @@ pub fn validate_name(name: &str) -> Result<(), Error> {
 }
 
 /// Parses `K=V` labels; the `h9sandbox` namespace is reserved.
-pub fn parse_labels(raw: &[String]) -> Result<BTreeMap<String, String>, Error> {
+pub(crate) fn parse_labels(raw: &[String]) -> Result<BTreeMap<String, String>, Error> {
     let mut out = BTreeMap::new();
     for l in raw {
         let Some((k, v)) = l.split_once('=') else {

@@ -21,7 +21,7 @@ use crate::state::{Lifecycle, ProcessRef, Record, State};
 
 /// One line of `down`'s report.
 #[derive(Debug, Serialize)]
-pub struct Removed {
+pub(crate) struct Removed {
     /// Sandbox ID.
     pub id: Uuid,
     /// Container name.
@@ -30,7 +30,7 @@ pub struct Removed {
 
 /// What [`take_down`] removed, and its first failure.
 #[derive(Debug)]
-pub struct Report {
+pub(crate) struct Report {
     /// The sandboxes removed, sub-sandboxes first.
     pub removed: Vec<Removed>,
     /// The first failure (the others were reported as warnings); `None` when every sandbox was
@@ -46,7 +46,7 @@ pub struct Report {
 /// gone counts as removed (and is reported as a note). A name or prefix that matches nothing or
 /// several is in [`Report::unresolved`], and every other sandbox is removed all the same.
 /// Errors: the state file. Engine failures while removing are in the [`Report`].
-pub async fn take_down(ctx: &Ctx, ids: &[String], all: bool) -> Result<Report> {
+pub(crate) async fn take_down(ctx: &Ctx, ids: &[String], all: bool) -> Result<Report> {
     take_down_or_forget(ctx, ids, all, false).await
 }
 
@@ -54,7 +54,7 @@ pub async fn take_down(ctx: &Ctx, ids: &[String], all: bool) -> Result<Report> {
 /// ([`Error::EngineUnavailable`]: down, gone, or its recorded settings no longer valid) loses
 /// its record and this machine's files all the same, with a warning that its container (if it
 /// has one) was left on that daemon (`down --forget`).
-pub async fn take_down_or_forget(
+pub(crate) async fn take_down_or_forget(
     ctx: &Ctx,
     ids: &[String],
     all: bool,
@@ -143,7 +143,7 @@ pub async fn take_down_or_forget(
 /// The sandboxes `roots` and all their sub-sandboxes, in removal order: grouped by depth below
 /// the roots, deepest first (each group in record order). A root that is itself below another
 /// root is placed by that depth.
-pub fn removal_levels(state: &State, roots: &[Uuid]) -> Vec<Vec<Uuid>> {
+pub(crate) fn removal_levels(state: &State, roots: &[Uuid]) -> Vec<Vec<Uuid>> {
     let mut depth: HashMap<Uuid, usize> = roots.iter().map(|&id| (id, 0)).collect();
     for &root in roots {
         for (i, level) in state.descendants(root).iter().enumerate() {
@@ -180,18 +180,9 @@ fn claim(r: &mut Record, me: ProcessRef) -> (Record, Record) {
     (before, r.clone())
 }
 
-/// Stops and removes one sandbox's container, then drops its record. While it works the record
-/// is Stopping with this process as its stopper; when the engine fails, the record is put back
-/// as it was.
-pub async fn remove(ctx: &Ctx, rec: &Record) -> Result<()> {
-    let me = ProcessRef::current();
-    let claimed = ctx
-        .store
-        .update(|s| Ok(s.get_mut(rec.id).map(|r| claim(r, me))))?;
-    finish(ctx, rec, claimed, false).await
-}
-
-/// The engine's part of [`remove`], for a record already claimed.
+/// Stops and removes one sandbox's container, then drops its record, for a record already
+/// claimed (Stopping with this process as its stopper; when the engine fails, the record is put
+/// back as it was).
 async fn finish(ctx: &Ctx, rec: &Record, claimed: Claim, forget: bool) -> Result<()> {
     let engine = ctx.engine_for(rec);
     let container = rec.container_ref();

@@ -40,35 +40,35 @@ use crate::state::Record;
 use crate::types::{Ids, Network};
 
 /// The label naming the sandbox a proxy sidecar serves.
-pub use crate::engine::LABEL_PROXY_OF;
+pub(crate) use crate::engine::LABEL_PROXY_OF;
 
 /// Where the sidecar mounts its directory (socket and log).
 const SIDECAR_DIR: &str = "/.h9sandbox/proxy";
 
 /// `<state dir>/proxy/<id>`: the sidecar's directory (owner-only).
-pub fn proxy_dir(ctx: &Ctx, id: Uuid) -> PathBuf {
+pub(crate) fn proxy_dir(ctx: &Ctx, id: Uuid) -> PathBuf {
     ctx.store.dir().join("proxy").join(id.to_string())
 }
 
 /// The directory of the proxy's socket, which the sandbox mounts read-only.
-pub fn socket_dir(ctx: &Ctx, id: Uuid) -> PathBuf {
+pub(crate) fn socket_dir(ctx: &Ctx, id: Uuid) -> PathBuf {
     proxy_dir(ctx, id).join("sock")
 }
 
 /// The decision log of sandbox `id`'s proxy.
-pub fn log_path(ctx: &Ctx, id: Uuid) -> PathBuf {
+pub(crate) fn log_path(ctx: &Ctx, id: Uuid) -> PathBuf {
     proxy_dir(ctx, id).join("log.jsonl")
 }
 
 /// The sidecar's container name: `h9sandbox-proxy-` and 12 hex digits of the sandbox's ID.
-pub fn sidecar_name(id: Uuid) -> String {
+pub(crate) fn sidecar_name(id: Uuid) -> String {
     format!("h9sandbox-proxy-{}", &id.simple().to_string()[..12])
 }
 
 /// The sidecar of sandbox `id`, whose container is `spec`: hardened, labelled, from h9sandbox's
 /// runtime image `image` (never the sandbox's: nothing of it runs or is read there), the proxy's
 /// directory `dir` read-write, the allowed hosts of `spec.limits`.
-pub fn sidecar_spec(
+pub(crate) fn sidecar_spec(
     spec: &ContainerSpec,
     image: &str,
     id: Uuid,
@@ -113,7 +113,7 @@ pub fn sidecar_spec(
 /// Checks that `engine` can run an allowlist sandbox with `runtime`: an engine that runs
 /// sidecars and mounts this machine's directories (Docker, the tested one), and not under
 /// gVisor, whose unix sockets do not cross the bind mount the relay needs.
-pub fn check_supported(engine: &AnyEngine, runtime: Option<&str>) -> Result<(), Error> {
+pub(crate) fn check_supported(engine: &AnyEngine, runtime: Option<&str>) -> Result<(), Error> {
     let caps = engine.capabilities();
     if !(caps.sidecars && caps.host_mounts) {
         return Err(Error::Invalid(format!(
@@ -133,7 +133,12 @@ pub fn check_supported(engine: &AnyEngine, runtime: Option<&str>) -> Result<(), 
 /// `allowlist`, and waits (at most 10 s) for its socket. Errors: the engine's, or a sidecar that
 /// never listened (its own message, from the engine's log, included); the caller removes what
 /// was made ([`remove`]).
-pub async fn start(ctx: &Ctx, engine: &AnyEngine, spec: &ContainerSpec, id: Uuid) -> Result<()> {
+pub(crate) async fn start(
+    ctx: &Ctx,
+    engine: &AnyEngine,
+    spec: &ContainerSpec,
+    id: Uuid,
+) -> Result<()> {
     if spec.limits.network != Network::Allowlist {
         return Ok(());
     }
@@ -199,7 +204,7 @@ pub async fn start(ctx: &Ctx, engine: &AnyEngine, spec: &ContainerSpec, id: Uuid
 
 /// Removes sandbox `id`'s sidecar and its directory, if it has them. Best effort on the
 /// directory; the container's removal error is returned (`reap` retries).
-pub async fn remove(ctx: &Ctx, engine: &AnyEngine, id: Uuid) -> Result<()> {
+pub(crate) async fn remove(ctx: &Ctx, engine: &AnyEngine, id: Uuid) -> Result<()> {
     let dir = proxy_dir(ctx, id);
     if !dir.exists() {
         return Ok(());
@@ -213,7 +218,7 @@ pub async fn remove(ctx: &Ctx, engine: &AnyEngine, id: Uuid) -> Result<()> {
 
 /// `reap`: removes the sidecars of this state directory whose sandbox has no record (`known`
 /// holds the IDs that do). Returns how many.
-pub async fn reap_orphans(ctx: &Ctx, known: &[Uuid]) -> Result<usize> {
+pub(crate) async fn reap_orphans(ctx: &Ctx, known: &[Uuid]) -> Result<usize> {
     let sidecars = ctx
         .engine
         .list_sidecars(LABEL_PROXY_OF, &ctx.state_label())
@@ -239,7 +244,7 @@ pub async fn reap_orphans(ctx: &Ctx, known: &[Uuid]) -> Result<usize> {
 /// The decisions of sandbox `rec`'s proxy, oldest first (at most [`LOG_MAX`] bytes are read,
 /// never through a symlink; lines that do not parse are skipped: the sidecar is trusted less
 /// than the host). Errors: a sandbox whose network is not `allowlist`.
-pub fn read_log(ctx: &Ctx, rec: &Record) -> Result<Vec<Entry>> {
+pub(crate) fn read_log(ctx: &Ctx, rec: &Record) -> Result<Vec<Entry>> {
     if rec.limits.network != Network::Allowlist {
         return Err(Error::Invalid(format!(
             "sandbox {} has network {}, not allowlist: it has no egress proxy and no network log",

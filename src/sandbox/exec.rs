@@ -30,15 +30,15 @@ use crate::types::{Isolation, Signal, WorkdirMode};
 /// running in the background holds its stdout or stderr open (`docker exec` waits about as
 /// long; without this bound, a local sandbox's `exec -- 'server &'` would last as long as the
 /// server).
-pub const OUTPUT_GRACE: Duration = Duration::from_secs(2);
+pub(crate) const OUTPUT_GRACE: Duration = Duration::from_secs(2);
 
 /// The longest command text one request to a sandbox's agent carries (one frame,
 /// [`crate::contract::proto::MAX_FRAME`]): the bound of `exec --command-file`.
-pub const COMMAND_MAX_BYTES: usize = crate::contract::proto::MAX_FRAME;
+pub(crate) const COMMAND_MAX_BYTES: usize = crate::contract::proto::MAX_FRAME;
 
 /// Where a stream of the command goes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Sink {
+pub(crate) enum Sink {
     /// Straight to our own stdout/stderr, as it arrives.
     Forward,
     /// Both streams to our own stderr, as they arrive (keeps our stdout for a result: `up`'s ID,
@@ -76,7 +76,7 @@ impl Sink {
 
 /// The result of one command.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Outcome {
+pub(crate) struct Outcome {
     /// Exit status: the command's (128+N for signal N), or 124 on timeout.
     pub exit_code: i32,
     /// Captured stdout (empty when forwarded).
@@ -112,7 +112,7 @@ impl Outcome {
     /// [`Outcome::interrupted`]: a signal to it, its stdout closed, the caller cancelled),
     /// `oom_killed` (the kernel's OOM killer), `signal` (a signal ended the command's own
     /// process: [`Outcome::signal`]), `exited` (it exited by itself, with `exit_code`).
-    pub fn ended(&self) -> &'static str {
+    pub(crate) fn ended(&self) -> &'static str {
         if self.timed_out {
             "timed_out"
         } else if self.interrupted.is_some() {
@@ -127,7 +127,7 @@ impl Outcome {
     }
 
     /// The name of the signal that ended the command's own process (`SIGKILL`), if one did.
-    pub fn signal_name(&self) -> Option<String> {
+    pub(crate) fn signal_name(&self) -> Option<String> {
         self.signal.map(|s| s.to_string())
     }
 }
@@ -135,7 +135,7 @@ impl Outcome {
 /// A captured stream: the first bytes kept, the last bytes kept ([`Sink::CaptureEnds`]), and
 /// the total seen.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Captured {
+pub(crate) struct Captured {
     /// The kept prefix.
     pub bytes: Vec<u8>,
     /// The kept suffix: the stream's last bytes after `bytes` (empty unless the sink keeps the
@@ -147,7 +147,7 @@ pub struct Captured {
 
 impl Captured {
     /// Whether bytes were dropped.
-    pub fn truncated(&self) -> bool {
+    pub(crate) fn truncated(&self) -> bool {
         self.total > (self.bytes.len() + self.tail.len()) as u64
     }
 
@@ -170,7 +170,7 @@ impl Captured {
     /// the end ([`Sink::CaptureEnds`]); also the number of bytes cut, 0 when nothing was.
     /// Characters are never split: a multi-byte character cut at either side of the gap is
     /// dropped whole (and counted as cut); invalid UTF-8 is replaced by U+FFFD.
-    pub fn text_ends(&self) -> (String, u64) {
+    pub(crate) fn text_ends(&self) -> (String, u64) {
         if !self.truncated() || self.tail.is_empty() {
             let mut all = self.bytes.clone();
             all.extend(self.tail.iter());
@@ -207,7 +207,7 @@ impl Captured {
 
     /// The kept bytes as text: a multi-byte character cut by the cap is dropped whole, invalid
     /// UTF-8 is replaced by U+FFFD.
-    pub fn text(&self) -> String {
+    pub(crate) fn text(&self) -> String {
         let mut bytes = &self.bytes[..];
         if self.truncated() {
             if let Err(e) = std::str::from_utf8(bytes) {
@@ -223,7 +223,7 @@ impl Captured {
 /// Bytes collected by a caller as a capturing [`Sink`] keeps them (e.g. a background command's
 /// logs for a model).
 #[derive(Debug, Clone, Default)]
-pub struct Capture {
+pub(crate) struct Capture {
     captured: Captured,
     head: usize,
     tail: usize,
@@ -231,7 +231,7 @@ pub struct Capture {
 
 impl Capture {
     /// Keeps the first and the last halves of `max` bytes, as [`Sink::CaptureEnds`].
-    pub fn ends(max: usize) -> Capture {
+    pub(crate) fn ends(max: usize) -> Capture {
         let (head, tail) = Sink::CaptureEnds(max).caps().unwrap_or((max, 0));
         Capture {
             captured: Captured::default(),
@@ -241,20 +241,20 @@ impl Capture {
     }
 
     /// Adds `bytes`.
-    pub fn push(&mut self, bytes: &[u8]) {
+    pub(crate) fn push(&mut self, bytes: &[u8]) {
         self.captured.total += bytes.len() as u64;
         self.captured.keep(bytes, self.head, self.tail);
     }
 
     /// What was kept.
-    pub fn captured(&self) -> &Captured {
+    pub(crate) fn captured(&self) -> &Captured {
         &self.captured
     }
 }
 
 /// A command to run in a sandbox, as `exec` takes it.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct ExecRequest {
+pub(crate) struct ExecRequest {
     /// The sandbox: ID, unique ID prefix, or name.
     pub id: String,
     /// Working directory: relative to the work dir, absolute inside it, or (a container's) any
@@ -283,7 +283,7 @@ pub struct ExecRequest {
 
 impl ExecRequest {
     /// What [`ExecRequest::command`] means: a shell command line or an argument vector.
-    pub fn to_command(&self) -> CommandLine {
+    pub(crate) fn to_command(&self) -> CommandLine {
         match self.command.as_slice() {
             [line] if !self.argv => CommandLine::Shell(line.clone()),
             words => CommandLine::Argv(words.to_vec()),
@@ -293,7 +293,7 @@ impl ExecRequest {
 
 /// What [`execute`] ran, and how it ended.
 #[derive(Debug, Clone)]
-pub struct Executed {
+pub(crate) struct Executed {
     /// The sandbox's record.
     pub record: Record,
     /// The timeout that applied (`None`: none).
@@ -310,7 +310,7 @@ pub struct Executed {
 /// (an interactive command reads our stdin). `stop` ends the command early like a signal,
 /// killing its tree (see [`run_command_until`]). Errors: as [`run_command`], and an unknown
 /// sandbox or bad argument ([`Error`]).
-pub async fn execute(
+pub(crate) async fn execute(
     ctx: &Ctx,
     req: &ExecRequest,
     sink: Sink,
@@ -329,7 +329,7 @@ pub async fn execute(
 /// of the command and the timeout that applies (`None`: none). A terminal's command
 /// ([`super::terminal`]) is checked the same way. Errors: as [`execute`]'s, before anything
 /// runs.
-pub fn plan(ctx: &Ctx, req: &ExecRequest) -> Result<(Record, ExecSpec, Option<Duration>)> {
+pub(crate) fn plan(ctx: &Ctx, req: &ExecRequest) -> Result<(Record, ExecSpec, Option<Duration>)> {
     let state = ctx.store.load()?;
     let rec = state.resolve(&req.id)?;
     ensure_running(rec)?;
@@ -367,12 +367,12 @@ pub fn plan(ctx: &Ctx, req: &ExecRequest) -> Result<(Record, ExecSpec, Option<Du
 
 /// The in-container wrapper's own timeout for a command whose timeout is `timeout`: a little
 /// later than the host's, which kills the tree first when it lives.
-pub fn backstop(timeout: Option<Duration>) -> Option<Duration> {
+pub(crate) fn backstop(timeout: Option<Duration>) -> Option<Duration> {
     timeout.map(|t| t + Duration::from_millis(500))
 }
 
 /// Fails unless the record is Running.
-pub fn ensure_running(rec: &Record) -> Result<(), Error> {
+pub(crate) fn ensure_running(rec: &Record) -> Result<(), Error> {
     if rec.state == Lifecycle::Running {
         return Ok(());
     }
@@ -393,7 +393,7 @@ pub fn ensure_running(rec: &Record) -> Result<(), Error> {
 
 /// `--user` parsed ([`RunAs::parse`]); `None` without one. Errors: a malformed one, or one for
 /// a local sandbox (its commands run as the invoking user, on the host).
-pub fn run_as(user: Option<&str>, container: bool) -> Result<Option<RunAs>, Error> {
+pub(crate) fn run_as(user: Option<&str>, container: bool) -> Result<Option<RunAs>, Error> {
     let Some(u) = user else { return Ok(None) };
     if !container {
         return Err(Error::Invalid(format!(
@@ -409,7 +409,11 @@ pub fn run_as(user: Option<&str>, container: bool) -> Result<Option<RunAs>, Erro
 /// inside the work dir (checked on the host, through symlinks); any other absolute path is a
 /// directory of the container when `container` (the container checks it, as the command's user:
 /// never a host path), and refused for a local sandbox.
-pub fn resolve_cwd(workdir: &Path, cwd: Option<&Path>, container: bool) -> Result<PathBuf, Error> {
+pub(crate) fn resolve_cwd(
+    workdir: &Path,
+    cwd: Option<&Path>,
+    container: bool,
+) -> Result<PathBuf, Error> {
     let Some(cwd) = cwd else {
         return Ok(workdir.to_path_buf());
     };
@@ -441,7 +445,7 @@ pub fn resolve_cwd(workdir: &Path, cwd: Option<&Path>, container: bool) -> Resul
 /// Resolves `--cwd` of a sandbox whose work dir `workdir` is copied (the container's, like any
 /// other directory there): relative to the work dir, never above it (`..` taken lexically); an
 /// absolute path as it is. The container checks that its user can enter it.
-pub fn resolve_copied_cwd(workdir: &Path, cwd: Option<&Path>) -> Result<PathBuf, Error> {
+pub(crate) fn resolve_copied_cwd(workdir: &Path, cwd: Option<&Path>) -> Result<PathBuf, Error> {
     let Some(cwd) = cwd else {
         return Ok(workdir.to_path_buf());
     };
@@ -489,7 +493,7 @@ fn lexically_inside(dir: &Path, path: &Path) -> bool {
 }
 
 /// Parses `K=V` environment assignments.
-pub fn parse_env(raw: &[String]) -> Result<Vec<(String, String)>, Error> {
+pub(crate) fn parse_env(raw: &[String]) -> Result<Vec<(String, String)>, Error> {
     raw.iter()
         .map(|e| {
             let (k, v) = e
@@ -509,7 +513,7 @@ pub fn parse_env(raw: &[String]) -> Result<Vec<(String, String)>, Error> {
 /// process tree is then killed and the exit status is 124); SIGINT/SIGTERM/SIGHUP to us also
 /// kill the tree (status 128+N). Errors: the engine's own failures (container gone, engine
 /// unreachable).
-pub async fn run_command(
+pub(crate) async fn run_command(
     ctx: &Ctx,
     rec: &Record,
     spec: &ExecSpec,
@@ -522,7 +526,7 @@ pub async fn run_command(
 /// [`run_command`], also ended when `stop` resolves (the caller gave up, e.g. a client
 /// cancelled its request): the process tree is killed as on a signal, and `stop`'s value is
 /// reported as [`Outcome::interrupted`] (exit status 143, as for SIGTERM).
-pub async fn run_command_until(
+pub(crate) async fn run_command_until(
     ctx: &Ctx,
     rec: &Record,
     spec: &ExecSpec,

@@ -68,7 +68,7 @@ impl Out {
 /// Runs `spec` in the sandbox `rec` over `conn` (past its handshake). `timeout` bounds the run
 /// (exit status 124); see the module documentation for the rest. Errors: the agent failed
 /// (h9sandbox's own failure, exit 125).
-pub async fn run(
+pub(crate) async fn run(
     rec: &Record,
     conn: Connection,
     spec: &ExecSpec,

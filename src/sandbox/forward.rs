@@ -67,7 +67,7 @@ impl PortSpec {
 
 /// A forward listening: where, and to which port inside.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
-pub struct Bound {
+pub(crate) struct Bound {
     /// The local address it listens on, `127.0.0.1:PORT`.
     pub address: String,
     /// The port inside the sandbox.
@@ -76,7 +76,7 @@ pub struct Bound {
 
 /// What `port-forward` prints once it listens.
 #[derive(Debug, Clone, Serialize)]
-pub struct Listening {
+pub(crate) struct Listening {
     /// The sandbox's ID.
     pub id: Uuid,
     /// Its forwards.
@@ -84,7 +84,7 @@ pub struct Listening {
 }
 
 /// Forwards of one sandbox, bound and ready to serve ([`Forwarder::serve`]).
-pub struct Forwarder {
+pub(crate) struct Forwarder {
     /// The sandbox's record.
     pub record: Record,
     listeners: Vec<(TcpListener, Bound)>,
@@ -93,7 +93,7 @@ pub struct Forwarder {
 /// Who asked for a forward, for the fix a refusal names: the command line's `LOCAL:PORT`, or
 /// MCP's `local_port`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Asker {
+pub(crate) enum Asker {
     /// `h9sandbox port-forward ID [LOCAL:]PORT…`.
     Cli,
     /// `sandbox_port_forward {"port", "local_port"}`.
@@ -104,7 +104,12 @@ pub enum Asker {
 /// checking that its agent can forward (a connection to it). Errors: a local port given twice,
 /// an unknown or stopped sandbox, one whose agent cannot forward ([`super::relay::connect`]), a
 /// local port in use (the fix phrased for `asker`).
-pub async fn bind(ctx: &Ctx, query: &str, ports: &[PortSpec], asker: Asker) -> Result<Forwarder> {
+pub(crate) async fn bind(
+    ctx: &Ctx,
+    query: &str,
+    ports: &[PortSpec],
+    asker: Asker,
+) -> Result<Forwarder> {
     for (i, p) in ports.iter().enumerate() {
         if p.local != 0 && ports[..i].iter().any(|q| q.local == p.local) {
             return Err(Error::Invalid(format!(
@@ -151,13 +156,17 @@ pub async fn bind(ctx: &Ctx, query: &str, ports: &[PortSpec], asker: Asker) -> R
 
 impl Forwarder {
     /// Where it listens.
-    pub fn bound(&self) -> Vec<Bound> {
+    pub(crate) fn bound(&self) -> Vec<Bound> {
         self.listeners.iter().map(|(_, b)| b.clone()).collect()
     }
 
     /// Serves every connection until `stop` resolves or the sandbox is gone (no longer Running
     /// or Paused); returns why it ended. Connections under way end with it.
-    pub async fn serve(self, ctx: &Ctx, stop: impl std::future::Future<Output = String>) -> String {
+    pub(crate) async fn serve(
+        self,
+        ctx: &Ctx,
+        stop: impl std::future::Future<Output = String>,
+    ) -> String {
         let rec = &self.record;
         let mut accepts: FuturesUnordered<_> = self
             .listeners
@@ -229,7 +238,7 @@ fn gone(ctx: &Ctx, rec: &Record) -> Option<String> {
 
 /// How many connections one forwarding process carries at once; more are reset at once (the
 /// sandbox's agent has a bound of its own, [`crate::agent::forward::MAX_FORWARDS`]).
-pub const MAX_CONNECTIONS: usize = 256;
+pub(crate) const MAX_CONNECTIONS: usize = 256;
 
 /// Every how many seconds [`Forwarder::serve`] asks the engine whether the container still runs.
 const CONTAINER_LOOK_TICKS: u32 = 3;
@@ -363,7 +372,7 @@ fn terminate(p: ProcessRef) -> bool {
 
 /// What the state directory records of one process's forwards.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Registration {
+pub(crate) struct Registration {
     /// The process holding the listeners.
     pub process: ProcessRef,
     /// `port-forward` (a process of its own, which `down` ends) or `mcp` (an MCP server, whose
@@ -375,7 +384,7 @@ pub struct Registration {
 
 /// One forward of a [`Registration`].
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct RegisteredForward {
+pub(crate) struct RegisteredForward {
     /// The sandbox.
     pub sandbox: Uuid,
     /// Where it listens, and to which port.
@@ -393,7 +402,7 @@ fn registration_path(ctx: &Ctx, pid: u32) -> PathBuf {
 
 /// This process's registration while it lives: written at once (replacing one of a dead
 /// process of the same PID), rewritten on [`Registry::set`], removed when dropped.
-pub struct Registry {
+pub(crate) struct Registry {
     path: PathBuf,
     reg: Registration,
 }
@@ -401,7 +410,7 @@ pub struct Registry {
 impl Registry {
     /// Registers this process (`kind`: `port-forward` or `mcp`) with `forwards`. Errors: the
     /// state directory cannot be written.
-    pub fn new(ctx: &Ctx, kind: &str, forwards: Vec<RegisteredForward>) -> Result<Registry> {
+    pub(crate) fn new(ctx: &Ctx, kind: &str, forwards: Vec<RegisteredForward>) -> Result<Registry> {
         use std::os::unix::fs::DirBuilderExt;
         let dir = registry_dir(ctx);
         match std::fs::DirBuilder::new().mode(0o700).create(&dir) {
@@ -433,7 +442,7 @@ impl Registry {
     }
 
     /// Replaces the registered forwards.
-    pub fn set(&mut self, forwards: Vec<RegisteredForward>) -> Result<()> {
+    pub(crate) fn set(&mut self, forwards: Vec<RegisteredForward>) -> Result<()> {
         self.reg.forwards = forwards;
         self.write()
     }
@@ -510,7 +519,7 @@ fn read_registration(dir: &std::os::fd::OwnedFd, name: &std::ffi::OsStr) -> Opti
 
 /// The registrations of live processes in `ctx`'s state directory; those of processes that are
 /// gone are removed. Nothing is read from a registry directory that is not ours alone.
-pub fn registrations(ctx: &Ctx) -> Vec<Registration> {
+pub(crate) fn registrations(ctx: &Ctx) -> Vec<Registration> {
     let path = registry_dir(ctx);
     let Some(fd) = open_registry_dir(&path) else {
         return Vec::new();
@@ -539,7 +548,7 @@ pub fn registrations(ctx: &Ctx) -> Vec<Registration> {
 }
 
 /// The live forwards of each sandbox: (the process's PID, its kind, the forward).
-pub fn registered(ctx: &Ctx) -> HashMap<Uuid, Vec<(u32, String, Bound)>> {
+pub(crate) fn registered(ctx: &Ctx) -> HashMap<Uuid, Vec<(u32, String, Bound)>> {
     let mut out: HashMap<Uuid, Vec<(u32, String, Bound)>> = HashMap::new();
     for r in registrations(ctx) {
         for f in r.forwards {
@@ -554,7 +563,7 @@ pub fn registered(ctx: &Ctx) -> HashMap<Uuid, Vec<(u32, String, Bound)>> {
 /// Ends the `port-forward` processes forwarding ports of sandbox `id` (SIGTERM to each, checked
 /// to be the very process that registered: PID and start time); an MCP server's forwards end by
 /// themselves once the sandbox is gone. Returns how many were told to end.
-pub fn end_for(ctx: &Ctx, id: Uuid) -> usize {
+pub(crate) fn end_for(ctx: &Ctx, id: Uuid) -> usize {
     let mut n = 0;
     for r in registrations(ctx) {
         if r.kind != "port-forward"

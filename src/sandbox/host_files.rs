@@ -19,7 +19,12 @@ use crate::workdir_fs::{Abort, Edited, WorkDir, WriteOptions, Written};
 /// 644), `parents`, `append`, and the owner of new files: the sandbox's user, except root's files,
 /// which are left to the invoking user (root in the container may write anything anyway, with
 /// `CAP_DAC_OVERRIDE`, and the host user keeps control of them).
-pub fn options(rec: &Record, mode: Option<u32>, parents: bool, append: bool) -> WriteOptions {
+pub(crate) fn options(
+    rec: &Record,
+    mode: Option<u32>,
+    parents: bool,
+    append: bool,
+) -> WriteOptions {
     WriteOptions {
         mode,
         parents,
@@ -33,7 +38,7 @@ pub fn options(rec: &Record, mode: Option<u32>, parents: bool, append: bool) -> 
 /// the work dir is the sandbox's to plant symlinks in: it is opened the safe way (beneath the
 /// work dir), so a link cannot copy a host file into the sandbox. Errors: the file cannot be
 /// opened, or is a directory.
-pub fn open_source(wd: &WorkDir, from: &Path) -> Result<File> {
+pub(crate) fn open_source(wd: &WorkDir, from: &Path) -> Result<File> {
     let abs = std::path::absolute(from)
         .with_context(|| format!("cannot resolve --from {}", from.display()))?;
     // `..` taken lexically, as the kernel does when the path holds no symlink.
@@ -65,7 +70,7 @@ pub fn open_source(wd: &WorkDir, from: &Path) -> Result<File> {
 /// atomic), on its own thread, given up on a signal ([`interruptible`]), failing instead of
 /// dying past `RLIMIT_FSIZE` ([`catch_file_size_signal`]); warns through `ctx.reporter` when the
 /// owner could not be given. Prints nothing.
-pub async fn write_from<R: Read + Send + 'static>(
+pub(crate) async fn write_from<R: Read + Send + 'static>(
     ctx: &Ctx,
     wd: WorkDir,
     path: PathBuf,
@@ -86,7 +91,7 @@ pub async fn write_from<R: Read + Send + 'static>(
 /// given up on a signal, failing instead of dying past `RLIMIT_FSIZE`; warns through
 /// `ctx.reporter` when the owner could not be kept. Prints nothing. Errors:
 /// [`Error::EditMatch`] naming the count, and those of the write.
-pub async fn replace(
+pub(crate) async fn replace(
     ctx: &Ctx,
     wd: WorkDir,
     path: PathBuf,
@@ -108,7 +113,7 @@ pub async fn replace(
 /// Runs the blocking file operation `f` on its own thread. When SIGINT, SIGTERM or SIGHUP
 /// arrives first, its temporary file is removed through the [`Abort`] token and the error says
 /// whether the file was already replaced.
-pub async fn interruptible<T: Send + 'static>(
+pub(crate) async fn interruptible<T: Send + 'static>(
     f: impl FnOnce(&Abort) -> Result<T> + Send + 'static,
 ) -> Result<T> {
     let abort = Arc::new(Abort::new());

@@ -14,10 +14,10 @@ use serde::{Deserialize, Serialize};
 use super::{Ctx, Target};
 
 /// The state directory's file of the cache.
-pub const FILE: &str = "agent-images.json";
+pub(crate) const FILE: &str = "agent-images.json";
 
 /// The most entries kept (the oldest are dropped first).
-pub const MAX_ENTRIES: usize = 64;
+pub(crate) const MAX_ENTRIES: usize = 64;
 
 const VERSION: u32 = 1;
 
@@ -46,7 +46,7 @@ fn parse(bytes: Option<&[u8]>) -> Cache {
 }
 
 /// The derived image `image` on `target` got last time, if the cache has one.
-pub fn hint(ctx: &Ctx, target: &Target, image: &str) -> Option<String> {
+pub(crate) fn hint(ctx: &Ctx, target: &Target, image: &str) -> Option<String> {
     let bytes = ctx.store.read_document(FILE).ok()??;
     let key = target.to_string();
     parse(Some(&bytes))
@@ -59,7 +59,7 @@ pub fn hint(ctx: &Ctx, target: &Target, image: &str) -> Option<String> {
 
 /// Records that `image` on `target` has the derived image `tag` (nothing is written when the
 /// cache says so already). Errors: the state directory's.
-pub fn remember(ctx: &Ctx, target: &Target, image: &str, tag: &str) -> Result<()> {
+pub(crate) fn remember(ctx: &Ctx, target: &Target, image: &str, tag: &str) -> Result<()> {
     let key = target.to_string();
     ctx.store.update_document(FILE, |bytes| {
         let mut cache = parse(bytes.as_deref());

@@ -21,7 +21,7 @@ use crate::types::Isolation;
 /// made again, or replaced by a symlink, since `up`): the sandbox would go on seeing the old
 /// one while the host's file commands see the new one. Records made before the identity was
 /// recorded, and local sandboxes, pass.
-pub fn check_workdir(rec: &Record) -> Result<(), Error> {
+pub(crate) fn check_workdir(rec: &Record) -> Result<(), Error> {
     use std::os::unix::fs::MetadataExt;
     let Some(want) = rec.workdir_id else {
         return Ok(());
@@ -102,7 +102,7 @@ fn refuse_state(rec: &Record, verb: &str, hint: &str) -> anyhow::Error {
 
 /// `stop`: stops the container (SIGTERM, SIGKILL after `stop_timeout_secs`), keeping it and its
 /// scratch volume; the record becomes Stopped. A Stopped sandbox stays stopped (no error).
-pub async fn stop(ctx: &Ctx, query: &str) -> Result<Record> {
+pub(crate) async fn stop(ctx: &Ctx, query: &str) -> Result<Record> {
     let rec = container_record(ctx, query, "stop")?;
     match rec.state {
         Lifecycle::Stopped => return Ok(rec),
@@ -130,7 +130,7 @@ pub async fn stop(ctx: &Ctx, query: &str) -> Result<Record> {
 /// stopped behind h9sandbox's back: a daemon restart, a reboot, `docker stop`), waits until it
 /// runs, checks again that its limits are in force and that it mounted the very work dir `up`
 /// checked, and brings its agent back; the record becomes Running.
-pub async fn start(ctx: &Ctx, query: &str) -> Result<Record> {
+pub(crate) async fn start(ctx: &Ctx, query: &str) -> Result<Record> {
     let rec = container_record(ctx, query, "start")?;
     match rec.state {
         Lifecycle::Stopped | Lifecycle::Running => {}
@@ -286,7 +286,7 @@ async fn check_started(
 }
 
 /// `pause`: freezes every process of a Running sandbox; the record becomes Paused.
-pub async fn pause(ctx: &Ctx, query: &str) -> Result<Record> {
+pub(crate) async fn pause(ctx: &Ctx, query: &str) -> Result<Record> {
     let rec = container_record(ctx, query, "pause")?;
     match rec.state {
         Lifecycle::Paused => return Ok(rec),
@@ -300,7 +300,7 @@ pub async fn pause(ctx: &Ctx, query: &str) -> Result<Record> {
 }
 
 /// `resume`: thaws a Paused sandbox; the record becomes Running.
-pub async fn resume(ctx: &Ctx, query: &str) -> Result<Record> {
+pub(crate) async fn resume(ctx: &Ctx, query: &str) -> Result<Record> {
     let rec = container_record(ctx, query, "resume")?;
     match rec.state {
         Lifecycle::Running => return Ok(rec),
@@ -315,7 +315,7 @@ pub async fn resume(ctx: &Ctx, query: &str) -> Result<Record> {
 
 /// A snapshot made by [`snapshot`].
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
-pub struct Snapshot {
+pub(crate) struct Snapshot {
     /// The sandbox's ID.
     pub id: String,
     /// The image's name.
@@ -329,7 +329,7 @@ pub struct Snapshot {
 /// with the configuration of the image it was made from (entrypoint, command, user, working
 /// dir), so that `up --image TAG` starts from it. The container is paused while it is committed
 /// (the engine's default). Errors: a bad tag, a local sandbox, the engine's failure.
-pub async fn snapshot(ctx: &Ctx, query: &str, tag: &str) -> Result<Snapshot> {
+pub(crate) async fn snapshot(ctx: &Ctx, query: &str, tag: &str) -> Result<Snapshot> {
     validate_tag(tag)?;
     let rec = container_record(ctx, query, "snapshot")?;
     if !matches!(
@@ -354,7 +354,7 @@ pub async fn snapshot(ctx: &Ctx, query: &str, tag: &str) -> Result<Snapshot> {
 /// entrypoint, command, user and working dir back (the container's are h9sandbox's own agent,
 /// root and the work dir), and emptying h9sandbox's labels (a container made from the image gets
 /// its own).
-pub fn restore_changes(base: &crate::engine::ImageConfig) -> Vec<String> {
+pub(crate) fn restore_changes(base: &crate::engine::ImageConfig) -> Vec<String> {
     let json = |v: &Vec<String>| serde_json::to_string(v).unwrap_or_else(|_| "[]".into());
     // `ENTRYPOINT []` would keep the container's; `[""]` is the engines' "none".
     let entrypoint = match base.entrypoint.is_empty() {
@@ -394,7 +394,7 @@ pub fn restore_changes(base: &crate::engine::ImageConfig) -> Vec<String> {
 
 /// Checks an image name for `snapshot --tag`: a reference the engine takes (lower-case
 /// repository path components, an optional `:tag`), never an option.
-pub fn validate_tag(tag: &str) -> Result<(), Error> {
+pub(crate) fn validate_tag(tag: &str) -> Result<(), Error> {
     let (repo, t) = match tag.rsplit_once(':') {
         Some((r, t)) if !t.contains('/') => (r, Some(t)),
         _ => (tag, None),

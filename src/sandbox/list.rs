@@ -21,7 +21,7 @@ use crate::types::Isolation;
 
 /// One `ls --format json` entry: the record, with `state` reconciled with the engine.
 #[derive(Debug, Serialize)]
-pub struct Entry {
+pub(crate) struct Entry {
     /// The record, with `state` (and `error`) as the engine's view makes them: a Running
     /// sandbox whose container is gone is Failed.
     #[serde(flatten)]
@@ -56,7 +56,7 @@ pub struct Entry {
 
 /// A forward of a sandbox's port, as `ls` lists it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct ListedForward {
+pub(crate) struct ListedForward {
     /// Where it listens on this host, `127.0.0.1:PORT`.
     pub address: String,
     /// The port inside the sandbox.
@@ -69,7 +69,7 @@ pub struct ListedForward {
 
 /// `ls --stats`' `stats` object: the usage `stats --no-stream` shows, or why there is none.
 #[derive(Debug, Clone, Serialize)]
-pub struct ListedStats {
+pub(crate) struct ListedStats {
     /// The usage ([`super::stats::Usage`]'s fields); absent with `error`.
     #[serde(flatten)]
     pub usage: Option<super::stats::Usage>,
@@ -80,7 +80,7 @@ pub struct ListedStats {
 
 /// Adds each Running container sandbox's resource use to `entries` (all sampled at once, two
 /// samples `gap` apart for the CPU rate); other sandboxes get none.
-pub async fn with_stats(ctx: &Ctx, entries: &mut [Entry], gap: std::time::Duration) {
+pub(crate) async fn with_stats(ctx: &Ctx, entries: &mut [Entry], gap: std::time::Duration) {
     let (idx, recs): (Vec<usize>, Vec<Record>) = entries
         .iter()
         .enumerate()
@@ -106,7 +106,7 @@ pub async fn with_stats(ctx: &Ctx, entries: &mut [Entry], gap: std::time::Durati
 /// `fallback = "local"`: then it is warned about and its sandboxes are shown as recorded with
 /// `container_state` `unknown`, so that local sandboxes (the fallback while the engine is down)
 /// can still be listed (the warning goes to `ctx.reporter`).
-pub async fn entries(ctx: &Ctx) -> Result<Vec<Entry>> {
+pub(crate) async fn entries(ctx: &Ctx) -> Result<Vec<Entry>> {
     let state = ctx.store.load()?;
     let label = ctx.state_label();
     // One listing per engine and daemon in use ([`super::Target`]).
@@ -235,7 +235,7 @@ fn agrees(state: Lifecycle, cstate: &str) -> bool {
 }
 
 /// A local sandbox as it really is: Running as long as its work directory exists.
-pub fn reconcile_local(mut record: Record) -> Entry {
+pub(crate) fn reconcile_local(mut record: Record) -> Entry {
     if record.state == Lifecycle::Running && !record.workdir.is_dir() {
         record.state = Lifecycle::Failed;
         record.error = Some(format!(
@@ -258,7 +258,7 @@ pub fn reconcile_local(mut record: Record) -> Entry {
 
 /// A record's place in the tree of sandboxes.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Node {
+pub(crate) struct Node {
     /// Index of the record in the input.
     pub index: usize,
     /// `main` for a top-level sandbox; `sub-N` for the Nth sub-sandbox (in creation order) of a
@@ -271,7 +271,7 @@ pub struct Node {
 
 /// The records in tree order (each root in record order, followed by its sub-sandboxes,
 /// depth first), with their roles (`main`, `sub-1`, `sub-1.2`: the ROLE column of `ls`).
-pub fn tree<'a>(records: impl IntoIterator<Item = &'a Record>) -> Vec<Node> {
+pub(crate) fn tree<'a>(records: impl IntoIterator<Item = &'a Record>) -> Vec<Node> {
     let records: Vec<&Record> = records.into_iter().collect();
     let known: HashSet<Uuid> = records.iter().map(|r| r.id).collect();
     let mut out = Vec::with_capacity(records.len());
@@ -320,7 +320,7 @@ pub fn tree<'a>(records: impl IntoIterator<Item = &'a Record>) -> Vec<Node> {
 }
 
 /// The record as it really is: a Running sandbox whose container exited or vanished is Failed.
-pub fn reconcile(mut record: Record, c: Option<&ContainerSummary>) -> Entry {
+pub(crate) fn reconcile(mut record: Record, c: Option<&ContainerSummary>) -> Entry {
     // A work dir replaced since `up` is one the container does not see.
     let replaced = match record.state {
         Lifecycle::Running | Lifecycle::Stopped | Lifecycle::Paused => {

@@ -9,33 +9,33 @@
 //! `mcp`) sit on top of it, and it sits on the engine, the state file, the configuration and the
 //! file access below.
 
-pub mod agent;
-pub mod background;
-pub mod bootstrap;
-pub mod build;
-pub mod container_files;
-pub mod copy;
-pub mod create;
-pub mod devcontainer;
-pub mod down;
-pub mod egress;
-pub mod exec;
-pub mod exec_agent;
-pub mod forward;
-pub mod host_files;
-pub mod image_cache;
-pub mod lifecycle;
-pub mod list;
-pub mod reap;
-pub mod relay;
-pub mod renew;
-pub mod signals;
-pub mod stats;
-pub mod subsandbox;
-pub mod terminal;
-pub mod trust;
-pub mod watch;
-pub mod workdir;
+pub(crate) mod agent;
+pub(crate) mod background;
+pub(crate) mod bootstrap;
+pub(crate) mod build;
+pub(crate) mod container_files;
+pub(crate) mod copy;
+pub(crate) mod create;
+pub(crate) mod devcontainer;
+pub(crate) mod down;
+pub(crate) mod egress;
+pub(crate) mod exec;
+pub(crate) mod exec_agent;
+pub(crate) mod forward;
+pub(crate) mod host_files;
+pub(crate) mod image_cache;
+pub(crate) mod lifecycle;
+pub(crate) mod list;
+pub(crate) mod reap;
+pub(crate) mod relay;
+pub(crate) mod renew;
+pub(crate) mod signals;
+pub(crate) mod stats;
+pub(crate) mod subsandbox;
+pub(crate) mod terminal;
+pub(crate) mod trust;
+pub(crate) mod watch;
+pub(crate) mod workdir;
 
 use std::sync::Arc;
 
@@ -51,7 +51,7 @@ use crate::workdir_fs::WorkDir;
 
 /// What every operation works with: the configuration, the state store, the engine, and where
 /// to report.
-pub struct Ctx {
+pub(crate) struct Ctx {
     /// Effective configuration.
     pub cfg: Config,
     /// The state file of `cfg.state_dir`.
@@ -72,7 +72,7 @@ impl Ctx {
     /// contexts from one configuration (the MCP server: one per `sandbox_up` with its own
     /// limits) load the layers once. Errors: a bad value ([`crate::error::Error::Config`]
     /// naming its origin), a state directory that cannot be created.
-    pub fn from_layers(
+    pub(crate) fn from_layers(
         layers: &Layers,
         flags: &[(&str, Option<String>, &str)],
         reporter: Arc<dyn Reporter>,
@@ -107,7 +107,7 @@ impl Ctx {
     }
 
     /// The settings of the configuration in force, as `up` records them in a new sandbox.
-    pub fn configured_settings(&self) -> Settings {
+    pub(crate) fn configured_settings(&self) -> Settings {
         Settings {
             exec_timeout_secs: self.cfg.exec_timeout_secs,
             bootstrap_timeout_secs: self.cfg.bootstrap_timeout_secs,
@@ -124,7 +124,7 @@ impl Ctx {
     /// file written since `up` (by the sandbox, say) changes nothing. For a sub-sandbox the
     /// environment and flags may only tighten the recorded timeouts (0 = none, but for
     /// `stop_timeout_secs`, where 0 is the tightest).
-    pub fn settings_for(&self, rec: &Record) -> Settings {
+    pub(crate) fn settings_for(&self, rec: &Record) -> Settings {
         let now = self.configured_settings();
         let Some(recorded) = &rec.settings else {
             return now;
@@ -166,12 +166,12 @@ impl Ctx {
     }
 
     /// Whether `-v` was given (the reporter wants details).
-    pub fn verbose(&self) -> bool {
+    pub(crate) fn verbose(&self) -> bool {
         self.reporter.verbose()
     }
 
     /// The engine `kind`: the configured one, or another as [`AnyEngine::for_kind`] builds it.
-    pub fn engine_of(&self, kind: EngineKind) -> AnyEngine {
+    pub(crate) fn engine_of(&self, kind: EngineKind) -> AnyEngine {
         if kind == self.engine.kind() {
             self.engine.clone()
         } else {
@@ -181,7 +181,7 @@ impl Ctx {
 
     /// The engine that runs the sandbox `rec` (the one it was created with), so that a local
     /// sandbox is never sent to a container engine, nor a container to another engine.
-    pub fn engine_for(&self, rec: &Record) -> AnyEngine {
+    pub(crate) fn engine_for(&self, rec: &Record) -> AnyEngine {
         let engine = self.engine_of(rec.engine);
         match &rec.daemon {
             Some(d) if engine.daemon().is_some_and(|now| now != d) => engine.at(d),
@@ -191,7 +191,7 @@ impl Ctx {
 
     /// Where the sandbox `rec` runs: its engine and, for Docker, its daemon (the recorded one;
     /// for a record older than that, the one in force).
-    pub fn target_of(&self, rec: &Record) -> Target {
+    pub(crate) fn target_of(&self, rec: &Record) -> Target {
         Target {
             kind: rec.engine,
             daemon: self.engine_for(rec).daemon().cloned(),
@@ -199,7 +199,7 @@ impl Ctx {
     }
 
     /// Where new sandboxes go: the configured engine and its daemon.
-    pub fn current_target(&self) -> Target {
+    pub(crate) fn current_target(&self) -> Target {
         Target {
             kind: self.engine.kind(),
             daemon: self.engine.daemon().cloned(),
@@ -207,7 +207,7 @@ impl Ctx {
     }
 
     /// The engine of `target`.
-    pub fn engine_at(&self, target: &Target) -> AnyEngine {
+    pub(crate) fn engine_at(&self, target: &Target) -> AnyEngine {
         let engine = self.engine_of(target.kind);
         match &target.daemon {
             Some(d) => engine.at(d),
@@ -217,7 +217,7 @@ impl Ctx {
 
     /// Whether the configuration in force allows the local engine (no isolation): `engine =
     /// "local"`, or `fallback = "local"`.
-    pub fn local_allowed(&self) -> bool {
+    pub(crate) fn local_allowed(&self) -> bool {
         self.cfg.engine == EngineKind::Local || self.cfg.fallback == Fallback::Local
     }
 
@@ -225,7 +225,7 @@ impl Ctx {
     /// record alone never makes a command run on the host: a local record is refused unless
     /// the configuration in force allows the local engine ([`Ctx::local_allowed`]).
     /// Errors: [`Error::Invalid`] for such a record.
-    pub fn runner_for(&self, rec: &Record) -> Result<AnyEngine, Error> {
+    pub(crate) fn runner_for(&self, rec: &Record) -> Result<AnyEngine, Error> {
         let local = rec.engine.isolation() == Isolation::None || rec.isolation == Isolation::None;
         if local && !self.local_allowed() {
             return Err(Error::Invalid(format!(
@@ -247,7 +247,7 @@ impl Ctx {
     }
 
     /// The value of the state-directory label of this store's containers.
-    pub fn state_label(&self) -> String {
+    pub(crate) fn state_label(&self) -> String {
         self.store.dir().to_string_lossy().into_owned()
     }
 }
@@ -255,7 +255,7 @@ impl Ctx {
 /// An engine and, for Docker, the daemon its client talks to: where sandboxes run, each
 /// listed and judged on its own by `reap` ([`Ctx::target_of`]).
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
-pub struct Target {
+pub(crate) struct Target {
     /// The engine.
     pub kind: crate::types::EngineKind,
     /// Its daemon (Docker), else `None`.
@@ -272,14 +272,14 @@ impl std::fmt::Display for Target {
 }
 
 /// The record of sandbox `query` (ID, prefix or name). Errors: none or several match.
-pub fn resolve(ctx: &Ctx, query: &str) -> Result<Record> {
+pub(crate) fn resolve(ctx: &Ctx, query: &str) -> Result<Record> {
     Ok(ctx.store.load()?.resolve(query)?.clone())
 }
 
 /// The record of sandbox `query` (ID, prefix or name) and its work dir on this machine, for the
 /// file operations ([`HostWorkDir`]). The container need not run for paths served on the host
 /// side of the bind mount.
-pub fn workdir_of(ctx: &Ctx, query: &str) -> Result<(Record, HostWorkDir)> {
+pub(crate) fn workdir_of(ctx: &Ctx, query: &str) -> Result<(Record, HostWorkDir)> {
     let state = ctx.store.load()?;
     let rec = state.resolve(query)?.clone();
     lifecycle::check_workdir(&rec)?;
@@ -291,14 +291,14 @@ pub fn workdir_of(ctx: &Ctx, query: &str) -> Result<(Record, HostWorkDir)> {
 /// ([`container_files::Place::WorkDir`]): a mounted work dir. A copied one has none: every path
 /// of it is the container's ([`container_files::place`]).
 #[derive(Debug, Clone)]
-pub struct HostWorkDir {
+pub(crate) struct HostWorkDir {
     rec: Record,
 }
 
 impl HostWorkDir {
     /// The handle, acting with the sandbox user's rights (the container's commands run as that
     /// user). Errors: the directory cannot be opened, or the work dir is copied (no host side).
-    pub fn open(self) -> Result<WorkDir> {
+    pub(crate) fn open(self) -> Result<WorkDir> {
         if self.rec.workdir_mode == crate::types::WorkdirMode::Copy {
             return Err(Error::Invalid(format!(
                 "sandbox {} has a copied work dir: its files are the container's, not {}'s",
@@ -313,7 +313,7 @@ impl HostWorkDir {
     /// Opens the host file `from` as the source of a write ([`host_files::open_source`]): beneath
     /// the work dir when it lies there and the work dir is mounted (the sandbox plants symlinks
     /// there); a copied work dir's host directory is the caller's own, opened as it is.
-    pub fn open_source(self, from: &std::path::Path) -> Result<std::fs::File> {
+    pub(crate) fn open_source(self, from: &std::path::Path) -> Result<std::fs::File> {
         if self.rec.workdir_mode == crate::types::WorkdirMode::Copy {
             let file = std::fs::File::open(from).map_err(|e| {
                 anyhow::anyhow!(e).context(format!("cannot open --from {}", from.display()))
@@ -334,14 +334,14 @@ impl HostWorkDir {
 /// Catches `SIGXFSZ` while the returned handle lives. Past `RLIMIT_FSIZE` (`ulimit -f`) the
 /// kernel sends it, and its default action would kill us with a temporary file left behind;
 /// caught, the write fails with `EFBIG` instead and is cleaned up (see `setrlimit(2)`).
-pub fn catch_file_size_signal() -> Option<tokio::signal::unix::Signal> {
+pub(crate) fn catch_file_size_signal() -> Option<tokio::signal::unix::Signal> {
     use tokio::signal::unix::{signal, SignalKind};
     signal(SignalKind::from_raw(rustix::process::Signal::XFSZ.as_raw())).ok()
 }
 
 /// Resolves when SIGINT, SIGTERM or SIGHUP has arrived (also one that came before the call,
 /// once [`signals::install`] ran); yields the signal.
-pub async fn interrupted() -> crate::types::Signal {
+pub(crate) async fn interrupted() -> crate::types::Signal {
     signals::interrupted().await
 }
 
@@ -349,7 +349,7 @@ pub async fn interrupted() -> crate::types::Signal {
 /// scratch volume (on `engine`), on a swarm its channel's secret when its service went first
 /// (one client call), and its agent's run directory and token. Best effort: a volume
 /// still in use or already gone is left to the next `reap`.
-pub async fn release(ctx: &Ctx, engine: &AnyEngine, id: uuid::Uuid) {
+pub(crate) async fn release(ctx: &Ctx, engine: &AnyEngine, id: uuid::Uuid) {
     if engine.kind().isolation() == crate::types::Isolation::Container {
         if let Err(e) = engine
             .remove_volume(&crate::engine::scratch_volume_name(&id))

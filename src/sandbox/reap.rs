@@ -32,7 +32,7 @@ use crate::types::Isolation;
 
 /// The outcome of one sweep.
 #[derive(Debug, Default)]
-pub struct Sweep {
+pub(crate) struct Sweep {
     /// What was removed (or, in a dry run, would be).
     pub reaped: Vec<Verdict>,
     /// What could not be removed, with the engine's error.
@@ -49,7 +49,7 @@ type Listings = Vec<(Target, Vec<ContainerSummary>)>;
 /// Finds what is abandoned in this state directory and, unless `dry_run`, removes it.
 /// Errors: the state file cannot be read or written, the engine cannot list containers.
 /// Failures to remove single containers are returned in [`Sweep::failed`].
-pub async fn sweep(ctx: &Ctx, dry_run: bool) -> Result<Sweep> {
+pub(crate) async fn sweep(ctx: &Ctx, dry_run: bool) -> Result<Sweep> {
     sweep_where(ctx, dry_run, None, None).await
 }
 
@@ -57,14 +57,14 @@ pub async fn sweep(ctx: &Ctx, dry_run: bool) -> Result<Sweep> {
 /// when, `reap` would (its owner is dead, its lease ran out, ...), the same way, re-checked
 /// under the state lock; touches nothing else of the state directory. What the owner watcher
 /// ([`super::watch`]) runs once the owner exits. Errors: as [`sweep`].
-pub async fn sweep_sandbox(ctx: &Ctx, id: uuid::Uuid) -> Result<Sweep> {
+pub(crate) async fn sweep_sandbox(ctx: &Ctx, id: uuid::Uuid) -> Result<Sweep> {
     sweep_where(ctx, false, Some(id), None).await
 }
 
 /// A listing of one engine made already, for [`sweep_listed`]: every container there that
 /// carries [`LABEL_MANAGED`], of any state directory (what `up` lists anyway to check that no
 /// other state directory lies in the work dir).
-pub struct Listed {
+pub(crate) struct Listed {
     /// Where it was listed.
     pub target: Target,
     /// What the engine listed, or why it could not.
@@ -74,7 +74,7 @@ pub struct Listed {
 /// [`sweep`] (not a dry run) with the state `before` read before `listed` was made: `listed`'s
 /// target is not listed again, its containers of this state directory are taken instead.
 /// What `up` runs, saving one engine call. Errors: as [`sweep`].
-pub async fn sweep_listed(ctx: &Ctx, before: State, listed: Listed) -> Result<Sweep> {
+pub(crate) async fn sweep_listed(ctx: &Ctx, before: State, listed: Listed) -> Result<Sweep> {
     sweep_where(ctx, false, None, Some((before, listed))).await
 }
 

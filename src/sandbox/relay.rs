@@ -39,7 +39,7 @@ const RELAY_PATIENCE: Duration = Duration::from_secs(15);
 /// "a terminal", "port forwarding", "stats"): by its socket, else relayed through the engine's
 /// exec. Errors: a local sandbox (no agent), one made by an older h9sandbox, an agent that
 /// refuses the token, a relay that cannot start (the container gone, say).
-pub async fn connect(ctx: &Ctx, rec: &Record, what: &str) -> Result<Connection> {
+pub(crate) async fn connect(ctx: &Ctx, rec: &Record, what: &str) -> Result<Connection> {
     super::exec::ensure_running(rec)?;
     let engine = ctx.runner_for(rec)?;
     let id = rec.short_id();

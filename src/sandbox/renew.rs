@@ -15,7 +15,7 @@ use crate::state::{Lifecycle, Record};
 /// `ttl` (e.g. `2h`, which becomes its TTL) or its own TTL from now. One locked update of the
 /// state file, no engine call. Returns the updated record. Errors: as [`renew`], a malformed
 /// `ttl`, an unknown sandbox.
-pub fn extend(ctx: &Ctx, query: &str, ttl: Option<&str>) -> Result<Record> {
+pub(crate) fn extend(ctx: &Ctx, query: &str, ttl: Option<&str>) -> Result<Record> {
     let ttl = ttl.map(parse_ttl).transpose()?;
     ctx.store.update(|s| {
         let i = s.resolve_index(query)?;
@@ -27,7 +27,7 @@ pub fn extend(ctx: &Ctx, query: &str, ttl: Option<&str>) -> Result<Record> {
 /// Renews `r`'s lease at `now`, with `ttl` seconds (which becomes its TTL) or its own TTL.
 /// Errors: the sandbox has no TTL and none is given; it is not Pending or Running (a Stopping
 /// one is being removed, a Failed one is past saving).
-pub fn renew(r: &mut Record, ttl: Option<u64>, now: SystemTime) -> Result<(), Error> {
+pub(crate) fn renew(r: &mut Record, ttl: Option<u64>, now: SystemTime) -> Result<(), Error> {
     if !matches!(r.state, Lifecycle::Pending | Lifecycle::Running) {
         return Err(Error::NotRunning {
             id: r.short_id(),

@@ -31,7 +31,7 @@ static FIRST: OnceLock<watch::Receiver<Option<Signal>>> = OnceLock::new();
 /// from inside the tokio runtime (with signals enabled) before any side effect of the command.
 /// Calling it again does nothing. Errors (the runtime cannot register a handler) are not
 /// fatal: the signals then keep their dispositions, as without h9sandbox's cleanup.
-pub fn install() {
+pub(crate) fn install() {
     FIRST.get_or_init(|| {
         let (tx, rx) = watch::channel(None);
         unblock();
@@ -102,7 +102,7 @@ fn unblock() {
 /// Resolves with the signal (SIGINT, SIGTERM or SIGHUP) once one has arrived
 /// since [`install`], at once when one already did. Installs the handlers first when nothing
 /// did yet (a command that promised no cleanup, or a unit test).
-pub async fn interrupted() -> Signal {
+pub(crate) async fn interrupted() -> Signal {
     install();
     let Some(rx) = FIRST.get() else {
         return std::future::pending().await;
@@ -118,7 +118,7 @@ pub async fn interrupted() -> Signal {
 
 /// Why h9sandbox ended a command before it ended by itself (other than by its timeout).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Interruption {
+pub(crate) enum Interruption {
     /// A signal: one of those h9sandbox acts on (SIGINT, SIGTERM, SIGHUP) arrived, or SIGPIPE
     /// for "our standard output's reader went away".
     Signal(Signal),
@@ -130,7 +130,7 @@ impl Interruption {
     /// The exit status of a command so ended, as a shell reports a child killed by the signal:
     /// 128 + its number (SIGINT 130, SIGHUP 129, SIGPIPE 141, SIGTERM 143), and 143, as for
     /// SIGTERM, for a cancelled one.
-    pub fn exit_status(self) -> i32 {
+    pub(crate) fn exit_status(self) -> i32 {
         match self {
             Interruption::Signal(s) => s.exit_status(),
             Interruption::Cancelled => Signal::TERM.exit_status(),
@@ -149,6 +149,6 @@ impl std::fmt::Display for Interruption {
 }
 
 /// The signal that has arrived since [`install`], if one did (without waiting).
-pub fn received() -> Option<Signal> {
+pub(crate) fn received() -> Option<Signal> {
     FIRST.get().and_then(|rx| *rx.borrow())
 }

@@ -21,7 +21,7 @@ use crate::state::{Lifecycle, Record};
 use crate::types::Isolation;
 
 /// The share of a limit from which a sandbox is marked near it: 90%.
-pub const NEAR_LIMIT: f64 = 0.9;
+pub(crate) const NEAR_LIMIT: f64 = 0.9;
 
 /// How long a sample may take (a relayed connection under gVisor takes an engine exec; a walk of
 /// a large scratch dir is bounded by the agent).
@@ -39,7 +39,7 @@ fn disk_dirs(rec: &Record) -> Vec<String> {
 
 /// One raw sample of sandbox `rec`, from its agent. Errors: no agent can be asked (a local or
 /// older sandbox, one not running), or it did not answer.
-pub async fn sample(ctx: &Ctx, rec: &Record) -> Result<proto::Stats> {
+pub(crate) async fn sample(ctx: &Ctx, rec: &Record) -> Result<proto::Stats> {
     let conn = super::relay::connect(ctx, rec, "stats").await?;
     let ask = async move {
         let (mut tx, mut rx) = conn.split();
@@ -75,7 +75,7 @@ pub async fn sample(ctx: &Ctx, rec: &Record) -> Result<proto::Stats> {
 
 /// A sandbox's resource use, as `stats` and `ls --stats` show it.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
-pub struct Usage {
+pub(crate) struct Usage {
     /// CPU used since the previous sample, as a percentage of the sandbox's CPU limit (100: all
     /// of it); `null` in the first sample of a stream, or when the sandbox does not tell.
     pub cpu_percent: Option<f64>,
@@ -98,7 +98,7 @@ pub struct Usage {
 
 /// A quantity and its limit.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
-pub struct Gauge {
+pub(crate) struct Gauge {
     /// In use now (memory: bytes in use as `docker stats` counts them; pids: processes).
     pub used: Option<u64>,
     /// The limit.
@@ -112,7 +112,7 @@ pub struct Gauge {
 
 /// Disk use.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
-pub struct Disk {
+pub(crate) struct Disk {
     /// Bytes the scratch dir's files take.
     pub scratch_bytes: Option<u64>,
     /// Whether every file was counted (false: a very large tree; the figure is a lower bound).
@@ -127,7 +127,7 @@ pub struct Disk {
 
 /// Network bytes since the sandbox started.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
-pub struct Network {
+pub(crate) struct Network {
     /// Received.
     pub rx_bytes: Option<u64>,
     /// Sent.
@@ -141,7 +141,7 @@ fn percent(used: Option<u64>, limit: Option<u64>) -> Option<f64> {
 
 /// The usage of sandbox `rec` that the sample `now` shows, with its CPU rate since `before` (an
 /// earlier sample of the same sandbox) when given. Limits the sample lacks come from the record.
-pub fn usage(rec: &Record, now: &proto::Stats, before: Option<&proto::Stats>) -> Usage {
+pub(crate) fn usage(rec: &Record, now: &proto::Stats, before: Option<&proto::Stats>) -> Usage {
     let cpus = now
         .cpu_limit_milli
         .map(|m| m as f64 / 1000.0)
@@ -203,7 +203,7 @@ pub fn usage(rec: &Record, now: &proto::Stats, before: Option<&proto::Stats>) ->
 
 /// One line of `stats`: a sandbox and its usage, or why it has none.
 #[derive(Debug, Clone, Serialize)]
-pub struct Row {
+pub(crate) struct Row {
     /// The sandbox's ID.
     pub id: uuid::Uuid,
     /// Its name.
@@ -217,20 +217,20 @@ pub struct Row {
 }
 
 /// Whether `rec` can be sampled at all: a Running container sandbox.
-pub fn samplable(rec: &Record) -> bool {
+pub(crate) fn samplable(rec: &Record) -> bool {
     rec.state == Lifecycle::Running && rec.isolation == Isolation::Container
 }
 
 /// A stream of samples of `records`: each [`Sampler::next`] samples every one at once and
 /// returns their rows, with CPU rates since the previous call.
-pub struct Sampler {
+pub(crate) struct Sampler {
     records: Vec<Record>,
     last: Vec<Option<proto::Stats>>,
 }
 
 impl Sampler {
     /// A sampler of `records` (in this order).
-    pub fn new(records: Vec<Record>) -> Sampler {
+    pub(crate) fn new(records: Vec<Record>) -> Sampler {
         let n = records.len();
         Sampler {
             records,
@@ -238,13 +238,8 @@ impl Sampler {
         }
     }
 
-    /// The records sampled.
-    pub fn records(&self) -> &[Record] {
-        &self.records
-    }
-
     /// Samples every record at once.
-    pub async fn next(&mut self, ctx: &Ctx) -> Vec<Row> {
+    pub(crate) async fn next(&mut self, ctx: &Ctx) -> Vec<Row> {
         let samples = futures_util::future::join_all(self.records.iter().map(|r| async move {
             if !samplable(r) {
                 let fix = match r.state {
@@ -295,7 +290,7 @@ impl Sampler {
 
 /// Two samples `gap` apart (the first only for the CPU rate), as `stats --no-stream` and `ls
 /// --stats` give them.
-pub async fn once(ctx: &Ctx, records: Vec<Record>, gap: Duration) -> Vec<Row> {
+pub(crate) async fn once(ctx: &Ctx, records: Vec<Record>, gap: Duration) -> Vec<Row> {
     let mut s = Sampler::new(records);
     let first = s.next(ctx).await;
     if first.iter().all(|r| r.error.is_some()) {

@@ -15,7 +15,7 @@ use crate::types::{Caps, Limits, Network};
 
 /// Limits a sub-sandbox asks for with explicit flags (`None`: inherit the parent's).
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct Tighten {
+pub(crate) struct Tighten {
     /// `--cpus`, in cores.
     pub cpus: Option<f64>,
     /// `--memory`, Docker notation.
@@ -34,7 +34,7 @@ impl Tighten {
     /// The limits `req` gives explicitly (as flags), with the values the configuration (`cfg`,
     /// with [`UpRequest::config_flags`] applied) validated. Values from the file or environment
     /// do not count: a sub-sandbox inherits its parent's instead.
-    pub fn explicit(req: &UpRequest, cfg: &Config) -> Tighten {
+    pub(crate) fn explicit(req: &UpRequest, cfg: &Config) -> Tighten {
         Tighten {
             cpus: req.cpus.is_some().then_some(cfg.cpus),
             memory: req.memory.is_some().then(|| cfg.memory.clone()),
@@ -50,7 +50,7 @@ impl Tighten {
 
 /// A sub-sandbox's limits: the parent's, tightened by `req`. Asking for more than the parent has
 /// is [`Error::Invalid`] naming the flag, the value and the parent's value.
-pub fn child_limits(parent: &Limits, req: &Tighten) -> Result<Limits, Error> {
+pub(crate) fn child_limits(parent: &Limits, req: &Tighten) -> Result<Limits, Error> {
     let refuse = |flag: &str, asked: String, has: String| {
         Error::Invalid(format!(
             "{flag} {asked} exceeds the parent's {has}; a sub-sandbox may only tighten its parent's limits (give at most {has}, or leave {flag} out to inherit it)"
@@ -116,7 +116,7 @@ pub fn child_limits(parent: &Limits, req: &Tighten) -> Result<Limits, Error> {
 }
 
 /// A sub-sandbox's work dir: the parent's, or `dir` when it is the parent's or inside it.
-pub fn child_workdir(parent: &Record, dir: Option<&Path>) -> Result<PathBuf> {
+pub(crate) fn child_workdir(parent: &Record, dir: Option<&Path>) -> Result<PathBuf> {
     let Some(dir) = dir else {
         return resolve_workdir(Some(&parent.workdir));
     };

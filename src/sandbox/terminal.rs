@@ -27,7 +27,7 @@ use crate::types::{Ids, Signal};
 
 /// What the caller's side of a terminal sends.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Input {
+pub(crate) enum Input {
     /// Keystrokes (bytes, as the caller's terminal in raw mode gives them).
     Bytes(Vec<u8>),
     /// The caller's input ended.
@@ -45,7 +45,7 @@ const AGENT_PATIENCE: Duration = Duration::from_secs(30);
 /// returns how it ended ([`Outcome::exit_code`]: the command's status, 124 at its timeout,
 /// 128+N when signal N to us ended it). Errors: as [`super::exec::execute`]'s, and a sandbox
 /// whose agent cannot give terminals ([`super::relay::connect`]).
-pub async fn run(
+pub(crate) async fn run(
     ctx: &Ctx,
     req: &ExecRequest,
     size: WinSize,
@@ -177,7 +177,7 @@ pub async fn run(
 
 /// The command line of `h9sandbox shell`: the image's login shell, bash where it has one, else
 /// sh (run by the agent's `bash -c`, or `sh -c` without bash).
-pub const LOGIN_SHELL: &str = "command -v bash >/dev/null 2>&1 && exec bash -l; exec sh -l";
+pub(crate) const LOGIN_SHELL: &str = "command -v bash >/dev/null 2>&1 && exec bash -l; exec sh -l";
 
 async fn sleep_until(deadline: Option<tokio::time::Instant>) {
     match deadline {

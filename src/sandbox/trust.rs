@@ -24,17 +24,17 @@ use crate::report::Reporter;
 use crate::state::{now_rfc3339, Store};
 
 /// The project file's name: `up` and `mcp` read `./sandbox.toml`.
-pub const PROJECT_FILE: &str = "sandbox.toml";
+pub(crate) const PROJECT_FILE: &str = "sandbox.toml";
 /// The trust records' file in the state directory.
-pub const TRUST_FILE: &str = "trust.json";
+pub(crate) const TRUST_FILE: &str = "trust.json";
 /// The largest project file read (bytes); a larger one is refused, or ignored by `up`.
-pub const MAX_PROJECT_BYTES: u64 = 1 << 20;
+pub(crate) const MAX_PROJECT_BYTES: u64 = 1 << 20;
 /// Version of `trust.json`'s schema.
 const TRUST_VERSION: u32 = 1;
 
 /// One trusted project file.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Trusted {
+pub(crate) struct Trusted {
     /// Canonical path of the file.
     pub path: PathBuf,
     /// SHA-256 of the trusted content, lower-case hex.
@@ -52,7 +52,7 @@ struct TrustList {
 
 /// A project file as read from disk: its canonical path, content and hash.
 #[derive(Debug, Clone)]
-pub struct Project {
+pub(crate) struct Project {
     /// Canonical path (canonical directory, then the file name).
     pub path: PathBuf,
     /// The content, read once.
@@ -63,7 +63,7 @@ pub struct Project {
 
 impl Project {
     /// The content for [`Layers::load_with_project`].
-    pub fn text(&self) -> ProjectText {
+    pub(crate) fn text(&self) -> ProjectText {
         ProjectText {
             path: self.path.clone(),
             text: self.text.clone(),
@@ -74,7 +74,7 @@ impl Project {
 /// Where the project file `file` (a `sandbox.toml`, or a directory holding one) is, by its
 /// canonical path: the directory canonicalized, then the file name (not followed). Errors: the
 /// directory does not exist; the file is not named `sandbox.toml`.
-pub fn project_path(file: &Path) -> Result<PathBuf, Error> {
+pub(crate) fn project_path(file: &Path) -> Result<PathBuf, Error> {
     let file = if file.is_dir() {
         file.join(PROJECT_FILE)
     } else {
@@ -102,7 +102,7 @@ pub fn project_path(file: &Path) -> Result<PathBuf, Error> {
 /// Reads the project file at the canonical `path` once: never through a symlink, only a regular
 /// file, at most [`MAX_PROJECT_BYTES`]. `Ok(None)` when there is none. Errors say why it cannot
 /// be used (one line).
-pub fn read_project(path: &Path) -> Result<Option<Project>, Error> {
+pub(crate) fn read_project(path: &Path) -> Result<Option<Project>, Error> {
     use rustix::fs::{FileType, Mode, OFlags};
     let refuse = |why: String| Error::Invalid(format!("{}: {why}", path.display()));
     let fd = match rustix::fs::open(
@@ -147,7 +147,7 @@ fn hex(bytes: &[u8]) -> String {
 }
 
 /// The trust records of the state directory `store`, oldest first.
-pub fn trusted(store: &Store) -> Result<Vec<Trusted>> {
+pub(crate) fn trusted(store: &Store) -> Result<Vec<Trusted>> {
     Ok(parse(store, store.read_document(TRUST_FILE)?)?.files)
 }
 
@@ -193,7 +193,7 @@ fn update<T>(store: &Store, f: impl FnOnce(&mut Vec<Trusted>) -> T) -> Result<T>
 
 /// What [`trust`] trusted: the record, and the keys the file sets (sorted by name).
 #[derive(Debug, Clone)]
-pub struct Granted {
+pub(crate) struct Granted {
     /// The trust record.
     pub record: Trusted,
     /// The configuration keys the file sets, with their values.
@@ -204,7 +204,7 @@ pub struct Granted {
 /// canonical path, in `store` (replacing what that path had). Errors: no such file, a symlink,
 /// a file `up` would refuse (bad TOML, an unknown key, a host-side key, a bad value), the state
 /// directory.
-pub fn trust(store: &Store, file: &Path) -> Result<Granted> {
+pub(crate) fn trust(store: &Store, file: &Path) -> Result<Granted> {
     let path = project_path(file)?;
     let project = read_project(&path)?.ok_or_else(|| {
         Error::Invalid(format!(
@@ -228,7 +228,7 @@ pub fn trust(store: &Store, file: &Path) -> Result<Granted> {
 
 /// Forgets the trust of the project file `file` (which need not exist any more); returns
 /// whether it was trusted, and its canonical path.
-pub fn forget(store: &Store, file: &Path) -> Result<(PathBuf, bool)> {
+pub(crate) fn forget(store: &Store, file: &Path) -> Result<(PathBuf, bool)> {
     let path = project_path(file)?;
     let p = path.clone();
     let was = update(store, move |files| {
@@ -240,7 +240,7 @@ pub fn forget(store: &Store, file: &Path) -> Result<(PathBuf, bool)> {
 }
 
 /// What became of a trusted file since: still the same, changed, or gone (or unreadable).
-pub fn status(t: &Trusted) -> &'static str {
+pub(crate) fn status(t: &Trusted) -> &'static str {
     match read_project(&t.path) {
         Ok(Some(p)) if p.sha256 == t.sha256 => "trusted",
         Ok(Some(_)) => "changed",
@@ -255,7 +255,7 @@ pub fn status(t: &Trusted) -> &'static str {
 /// unusable project file is ignored with one warning to `reporter`; with `explicit` (`--config`,
 /// `H9SANDBOX_CONFIG`), no project file is read at all. Errors: as [`Layers::load`], a bad state
 /// directory, and a trusted project file `up` cannot use after all (a value this host refuses).
-pub fn layers_for_new_sandboxes(
+pub(crate) fn layers_for_new_sandboxes(
     explicit: Option<&Path>,
     reporter: &dyn Reporter,
 ) -> Result<Layers> {

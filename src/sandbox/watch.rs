@@ -40,7 +40,7 @@ use crate::state::{Lifecycle, ProcessRef, Record, Store};
 
 /// The first argument that makes the binary an owner watcher (not a subcommand of the command
 /// line: nobody types it).
-pub const ARG: &str = "__watch-owner";
+pub(crate) const ARG: &str = "__watch-owner";
 
 /// The configuration the watcher needs to remove a sandbox, passed by `up` as `KEY=VALUE`
 /// arguments (the watcher reads no configuration file or environment of its own: it acts as
@@ -56,7 +56,7 @@ const RETRY_FOR: Duration = Duration::from_secs(300);
 
 /// Starts the owner watcher of the sandbox `rec` (which has an owner), configured as `ctx`.
 /// Returns once the process is spawned: the watcher detaches itself. Errors: the spawn failed.
-pub fn spawn(ctx: &Ctx, rec: &Record) -> Result<()> {
+pub(crate) fn spawn(ctx: &Ctx, rec: &Record) -> Result<()> {
     let exe = std::env::current_exe().context("cannot find h9sandbox's own executable")?;
     let mut cmd = tokio::process::Command::new(exe);
     cmd.arg(ARG).arg(rec.id.to_string());
@@ -88,7 +88,7 @@ pub fn spawn(ctx: &Ctx, rec: &Record) -> Result<()> {
 /// Runs the owner watcher when `args` (the whole command line) asks for it ([`ARG`]), and
 /// returns its exit status; `None` otherwise. Call it first, while the process has one thread:
 /// it forks.
-pub fn main_if_asked(args: &[OsString]) -> Option<i32> {
+pub(crate) fn main_if_asked(args: &[OsString]) -> Option<i32> {
     if args.get(1).map(|a| a.as_os_str()) != Some(OsStr::new(ARG)) {
         return None;
     }

@@ -36,7 +36,7 @@ use crate::types::Ids;
 
 /// The canonical work directory: `dir` or the current directory; must exist and be a directory
 /// whose path can be bind-mounted exactly.
-pub fn resolve_workdir(dir: Option<&Path>) -> Result<PathBuf> {
+pub(crate) fn resolve_workdir(dir: Option<&Path>) -> Result<PathBuf> {
     let given = match dir {
         Some(d) => d.to_path_buf(),
         None => std::env::current_dir().context("cannot read the current directory")?,
@@ -87,7 +87,7 @@ pub fn resolve_workdir(dir: Option<&Path>) -> Result<PathBuf> {
 /// (`/var`) and the data it serves (`/srv`: web roots, repositories whose hooks it runs) live,
 /// per the Filesystem Hierarchy Standard. A sandbox mounting one could change what the host runs
 /// or read what its services keep. `/root` is not here: it is root's home, judged as a home.
-pub const SYSTEM_TREES: &[&str] = &[
+pub(crate) const SYSTEM_TREES: &[&str] = &[
     "/bin", "/boot", "/efi", "/etc", "/lib", "/lib32", "/lib64", "/libx32", "/nix", "/opt",
     "/sbin", "/snap", "/srv", "/usr", "/var",
 ];
@@ -141,7 +141,7 @@ struct Place {
 /// the password database, h9sandbox's own directories and `allowed_workdirs`. Built by
 /// [`HostView::current`]; tests build their own.
 #[derive(Debug, Clone, Default)]
-pub struct HostView {
+pub(crate) struct HostView {
     /// The invoking user's home: `$HOME` when absolute, else their password-database entry's.
     pub home: Option<PathBuf>,
     /// The invoking user's ID.
@@ -176,7 +176,7 @@ const RULE_ENV: &[&str] = &[
 impl HostView {
     /// This process's view: `$HOME` (else the password database's home of our uid),
     /// `/etc/passwd`, the environment, `ctx`'s state directory and `allowed_workdirs`.
-    pub fn current(ctx: &Ctx) -> HostView {
+    pub(crate) fn current(ctx: &Ctx) -> HostView {
         let uid = rustix::process::getuid().as_raw();
         let passwd = std::fs::read_to_string("/etc/passwd").unwrap_or_default();
         let home = std::env::var_os("HOME")
@@ -238,7 +238,7 @@ fn place(path: &Path, noun: &str, detail: &str, inside: bool, allowable: bool) -
 
 /// Which work dirs lead to the host's secrets or code (see [`WorkdirRule::check`]).
 #[derive(Debug, Clone)]
-pub struct WorkdirRule {
+pub(crate) struct WorkdirRule {
     places: Vec<Place>,
     /// The invoking user's home (canonical).
     home: Option<PathBuf>,
@@ -248,12 +248,12 @@ pub struct WorkdirRule {
 
 impl WorkdirRule {
     /// The rule on this host for `ctx`'s configuration ([`HostView::current`]).
-    pub fn for_host(ctx: &Ctx) -> WorkdirRule {
+    pub(crate) fn for_host(ctx: &Ctx) -> WorkdirRule {
         WorkdirRule::new(&HostView::current(ctx))
     }
 
     /// The rule for `view`: every place a work dir must keep away from, with what it is.
-    pub fn new(view: &HostView) -> WorkdirRule {
+    pub(crate) fn new(view: &HostView) -> WorkdirRule {
         let home = view.home.as_deref().map(canonical);
         let mut places = never_places(view, home.as_deref());
         places.extend(allowable_places(view, home.as_deref()));
@@ -289,7 +289,7 @@ impl WorkdirRule {
     ///   inside `/tmp` or `/var/tmp`.
     ///
     /// Errors: [`Error::Invalid`] naming the place, what it is and the fix.
-    pub fn check(&self, workdir: &Path) -> Result<(), Error> {
+    pub(crate) fn check(&self, workdir: &Path) -> Result<(), Error> {
         let allowed = self.allowed.iter().any(|a| workdir.starts_with(a));
         let in_temp = TEMP_ROOTS
             .iter()
@@ -571,7 +571,7 @@ fn dot_entries(home: &Path) -> Vec<(PathBuf, String)> {
 
 /// Why a sandbox running as `user` probably cannot write to `workdir` (owner and mode bits of
 /// the directory; supplementary groups and ACLs are not considered), or `None` when it can.
-pub fn unwritable_for(workdir: &Path, user: Ids) -> Option<String> {
+pub(crate) fn unwritable_for(workdir: &Path, user: Ids) -> Option<String> {
     use std::os::unix::fs::MetadataExt;
     if user.is_root() {
         return None;
@@ -595,7 +595,7 @@ pub fn unwritable_for(workdir: &Path, user: Ids) -> Option<String> {
 /// What the container's bind mount must be: the work directory `up` checked, identified by
 /// device and inode, so that a directory swapped for a symlink between the checks and the
 /// engine's `mount(2)` is caught.
-pub struct MountCheck {
+pub(crate) struct MountCheck {
     workdir: PathBuf,
     identity: (u64, u64),
 }
@@ -603,25 +603,20 @@ pub struct MountCheck {
 impl MountCheck {
     /// Pins the work dir `workdir` (canonical, see [`resolve_workdir`]) by its identity.
     /// Errors: the path changed while it was checked.
-    pub fn pin(workdir: &Path) -> Result<MountCheck> {
+    pub(crate) fn pin(workdir: &Path) -> Result<MountCheck> {
         Ok(MountCheck {
             identity: pin_workdir(workdir)?,
             workdir: workdir.to_path_buf(),
         })
     }
 
-    /// The work dir that was checked.
-    pub fn workdir(&self) -> &Path {
-        &self.workdir
-    }
-
     /// Its identity: (device, inode).
-    pub fn identity(&self) -> [u64; 2] {
+    pub(crate) fn identity(&self) -> [u64; 2] {
         [self.identity.0, self.identity.1]
     }
 
     /// The check of a sandbox's recorded work dir and identity (`start` verifies the mount again).
-    pub fn recorded(workdir: &Path, identity: [u64; 2]) -> MountCheck {
+    pub(crate) fn recorded(workdir: &Path, identity: [u64; 2]) -> MountCheck {
         MountCheck {
             workdir: workdir.to_path_buf(),
             identity: (identity[0], identity[1]),
@@ -640,7 +635,7 @@ impl MountCheck {
     /// (`up`, `start`).
     /// Errors: a mismatch or a path that does not resolve, which the caller turns into a
     /// stopped or removed container; the engine's.
-    pub async fn verify(
+    pub(crate) async fn verify(
         &self,
         engine: &AnyEngine,
         container: &str,

@@ -26,23 +26,23 @@ mod process;
 mod record;
 mod store;
 
-pub use process::{proc_start_time, ProcessRef};
-pub use record::{
-    lease_end, now_rfc3339, tighter, AgentRecord, BootstrapRun, ChannelRecord, DevcontainerRecord,
-    Lifecycle, Record, Settings,
+pub(crate) use process::{proc_start_time, ProcessRef};
+pub(crate) use record::{
+    now_rfc3339, tighter, AgentRecord, BootstrapRun, ChannelRecord, DevcontainerRecord, Lifecycle,
+    Record, Settings,
 };
-pub use store::{LockGuard, Store};
+pub(crate) use store::Store;
 
 /// Version of the state file's schema; a file with a higher version is refused.
-pub const SCHEMA_VERSION: u32 = 1;
+pub(crate) const SCHEMA_VERSION: u32 = 1;
 
 /// The largest `state.json` read (64 MiB, some 60 000 records): the file is read whole, so a
 /// bigger one (a tampered or runaway file) is refused as corrupt rather than sizing our memory.
-pub const STATE_MAX_BYTES: u64 = 64 << 20;
+pub(crate) const STATE_MAX_BYTES: u64 = 64 << 20;
 
 /// The whole state file.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct State {
+pub(crate) struct State {
     /// Schema version ([`SCHEMA_VERSION`]).
     pub version: u32,
     /// All records, oldest first.
@@ -55,13 +55,13 @@ pub struct State {
 impl State {
     /// Finds the one record whose ID starts with `query` (hex digits, dashes optional), or whose
     /// name equals `query`. Errors: [`Error::NotFound`], [`Error::Ambiguous`].
-    pub fn resolve(&self, query: &str) -> Result<&Record, Error> {
+    pub(crate) fn resolve(&self, query: &str) -> Result<&Record, Error> {
         let idx = self.resolve_index(query)?;
         Ok(&self.sandboxes[idx])
     }
 
     /// [`Error::NotFound`] for `query`, naming the state directory looked in.
-    pub fn not_found(&self, query: &str) -> Error {
+    pub(crate) fn not_found(&self, query: &str) -> Error {
         Error::NotFound {
             query: query.to_string(),
             state_dir: self
@@ -72,7 +72,7 @@ impl State {
     }
 
     /// As [`State::resolve`], returning the index into `sandboxes`.
-    pub fn resolve_index(&self, query: &str) -> Result<usize, Error> {
+    pub(crate) fn resolve_index(&self, query: &str) -> Result<usize, Error> {
         // A full ID, then a name, then an ID prefix.
         if let Ok(id) = Uuid::parse_str(query) {
             if let Some(i) = self.sandboxes.iter().position(|r| r.id == id) {
@@ -110,19 +110,19 @@ impl State {
     }
 
     /// The record with this exact ID.
-    pub fn get_mut(&mut self, id: Uuid) -> Option<&mut Record> {
+    pub(crate) fn get_mut(&mut self, id: Uuid) -> Option<&mut Record> {
         self.sandboxes.iter_mut().find(|r| r.id == id)
     }
 
     /// The record with this exact ID.
-    pub fn get(&self, id: Uuid) -> Option<&Record> {
+    pub(crate) fn get(&self, id: Uuid) -> Option<&Record> {
         self.sandboxes.iter().find(|r| r.id == id)
     }
 
     /// The sub-sandboxes of `id`, their sub-sandboxes and so on, grouped by depth: the children
     /// first, then the grandchildren, ... (each group in record order). A cycle (only possible in
     /// a hand-edited file) ends the walk.
-    pub fn descendants(&self, id: Uuid) -> Vec<Vec<Uuid>> {
+    pub(crate) fn descendants(&self, id: Uuid) -> Vec<Vec<Uuid>> {
         let mut levels: Vec<Vec<Uuid>> = Vec::new();
         let mut seen = vec![id];
         let mut frontier = vec![id];

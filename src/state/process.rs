@@ -5,7 +5,7 @@ use serde::{Deserialize, Serialize};
 
 /// A process identified by PID and start time, so a reused PID is not mistaken for it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ProcessRef {
+pub(crate) struct ProcessRef {
     /// Process ID.
     pub pid: u32,
     /// Start time in clock ticks after boot (field 22 of `/proc/PID/stat`); 0 when unknown.
@@ -15,19 +15,19 @@ pub struct ProcessRef {
 impl ProcessRef {
     /// The process `pid` as it is now, or `None` when it does not exist (or has exited and is a
     /// zombie waiting for its parent).
-    pub fn of(pid: u32) -> Option<ProcessRef> {
+    pub(crate) fn of(pid: u32) -> Option<ProcessRef> {
         proc_start_time(pid).map(|start_time| ProcessRef { pid, start_time })
     }
 
     /// This process.
-    pub fn current() -> ProcessRef {
+    pub(crate) fn current() -> ProcessRef {
         let pid = std::process::id();
         ProcessRef::of(pid).unwrap_or(ProcessRef { pid, start_time: 0 })
     }
 
     /// Whether the very process this refers to (same PID and start time) is still alive. A
     /// zombie (exited, not yet waited for by its parent) counts as dead.
-    pub fn is_alive(&self) -> bool {
+    pub(crate) fn is_alive(&self) -> bool {
         match proc_start_time(self.pid) {
             Some(t) => self.start_time == 0 || t == self.start_time,
             None => false,
@@ -37,7 +37,7 @@ impl ProcessRef {
 
 /// Field 22 (`starttime`) of `/proc/PID/stat`, or `None` when the process does not exist or is
 /// a zombie (state `Z`) or dead (`X`): it has exited, whether or not its parent waited for it.
-pub fn proc_start_time(pid: u32) -> Option<u64> {
+pub(crate) fn proc_start_time(pid: u32) -> Option<u64> {
     if pid == 0 {
         return None;
     }

@@ -16,7 +16,7 @@ use crate::types::{EngineKind, Ids, Isolation, Limits, WorkdirMode};
 /// Lifecycle of a sandbox: Pending → Running ⇄ Stopped / Paused, → Stopping → Terminated;
 /// any → Failed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub enum Lifecycle {
+pub(crate) enum Lifecycle {
     /// Recorded before the container is created; waiting for it to run.
     Pending,
     /// The container runs and accepts commands.
@@ -42,7 +42,7 @@ impl std::fmt::Display for Lifecycle {
 
 /// One sandbox as recorded in the state file (and printed by `up --format json` / `ls --format json`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Record {
+pub(crate) struct Record {
     /// The sandbox ID (a UUID v4); any unique prefix names the sandbox.
     pub id: Uuid,
     /// Container name (`h9sandbox-<first 12 hex digits of the ID>` unless `--name` was given).
@@ -145,7 +145,7 @@ pub struct Record {
 /// What a sandbox's record keeps of its devcontainer.json (`ls --format json`:
 /// `"devcontainer"`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct DevcontainerRecord {
+pub(crate) struct DevcontainerRecord {
     /// The configuration file.
     pub config: PathBuf,
     /// Whether the image was built from its Dockerfile.
@@ -162,7 +162,7 @@ pub struct DevcontainerRecord {
 
 /// What `up` found of a sandbox's in-container agent.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct AgentRecord {
+pub(crate) struct AgentRecord {
     /// The agent's socket (device and inode, as the host sees it) when `up` connected to it:
     /// commands go through that very socket, never another one put in its place. `null` when
     /// the host cannot reach the socket (gVisor, a daemon in a VM): commands then go through the
@@ -183,7 +183,7 @@ pub struct AgentRecord {
 /// Where and how the host reaches a sandbox's agent over the remote channel
 /// ([`crate::contract::tls`]).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ChannelRecord {
+pub(crate) struct ChannelRecord {
     /// `HOST:PORT` of the channel's published port; `null` when it cannot be reached from here:
     /// the host then relays through the engine's exec stream.
     pub address: Option<String>,
@@ -197,7 +197,7 @@ pub struct ChannelRecord {
 /// ([`Record::settings`]). Later commands take these over the configuration files (but not over
 /// the environment or their own flags, the caller's choice for that one command).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Settings {
+pub(crate) struct Settings {
     /// Default timeout of `exec` in seconds; 0 = none (config `exec_timeout_secs`).
     pub exec_timeout_secs: u64,
     /// Timeout of a bootstrap in seconds; 0 = none (config `bootstrap_timeout_secs`).
@@ -223,7 +223,7 @@ impl Settings {
     /// Timeouts and rlimits of 0 mean none (the loosest). `bootstrap_cmd` is `own` (what the
     /// child's configuration runs: no bound). Errors: an asked value looser than the parent's,
     /// naming the flag.
-    pub fn for_child(
+    pub(crate) fn for_child(
         &self,
         bootstrap_timeout: Option<u64>,
         own_bootstrap: Option<String>,
@@ -247,7 +247,7 @@ impl Settings {
     }
 
     /// The configuration keys these settings record.
-    pub const KEYS: &'static [&'static str] = &[
+    pub(crate) const KEYS: &'static [&'static str] = &[
         "exec_timeout_secs",
         "bootstrap_timeout_secs",
         "stop_timeout_secs",
@@ -256,7 +256,7 @@ impl Settings {
 }
 
 /// The tighter of two bounds where 0 means none: the smaller non-zero one.
-pub fn tighter(a: u64, b: u64) -> u64 {
+pub(crate) fn tighter(a: u64, b: u64) -> u64 {
     match (a, b) {
         (0, x) | (x, 0) => x,
         (a, b) => a.min(b),
@@ -265,7 +265,7 @@ pub fn tighter(a: u64, b: u64) -> u64 {
 
 /// The outcome of a sandbox's last bootstrap command, as recorded in its [`Record`].
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct BootstrapRun {
+pub(crate) struct BootstrapRun {
     /// The shell command line, as run by `bash -c` (or `sh -c`).
     pub cmd: String,
     /// Its exit status (128+N when killed by signal N), 124 when it timed out, 125 when
@@ -285,24 +285,24 @@ pub struct BootstrapRun {
 
 impl BootstrapRun {
     /// Whether the command ran and exited with status 0.
-    pub fn succeeded(&self) -> bool {
+    pub(crate) fn succeeded(&self) -> bool {
         self.exit_code == 0 && self.error.is_none()
     }
 }
 
 impl Record {
     /// The first 12 hex digits of the ID, as shown by `ls`.
-    pub fn short_id(&self) -> String {
+    pub(crate) fn short_id(&self) -> String {
         self.id.simple().to_string()[..12].to_string()
     }
 
     /// The name or ID the engine knows the container by (a local sandbox: its name).
-    pub fn container_ref(&self) -> &str {
+    pub(crate) fn container_ref(&self) -> &str {
         self.container_id.as_deref().unwrap_or(&self.name)
     }
 
     /// Sets the state and bumps `updated_at`; a state other than Stopping forgets the stopper.
-    pub fn set_state(&mut self, state: Lifecycle, error: Option<String>) {
+    pub(crate) fn set_state(&mut self, state: Lifecycle, error: Option<String>) {
         self.state = state;
         self.error = error;
         if state != Lifecycle::Stopping {
@@ -313,7 +313,7 @@ impl Record {
 
     /// Starts (or restarts) the lease: `expires_at` becomes `now` + `ttl_secs`. Without a TTL,
     /// nothing changes. Errors when the end is beyond what the clock can represent.
-    pub fn start_lease(&mut self, now: SystemTime) -> Result<(), Error> {
+    pub(crate) fn start_lease(&mut self, now: SystemTime) -> Result<(), Error> {
         if let Some(ttl) = self.ttl_secs {
             self.expires_at = Some(lease_end(now, Duration::from_secs(ttl))?);
         }
@@ -322,7 +322,7 @@ impl Record {
 }
 
 /// `now` + `ttl` as RFC 3339 UTC with milliseconds. Errors when it is out of range.
-pub fn lease_end(now: SystemTime, ttl: Duration) -> Result<String, Error> {
+pub(crate) fn lease_end(now: SystemTime, ttl: Duration) -> Result<String, Error> {
     now.checked_add(ttl)
         .filter(|t| {
             // humantime formats years up to 9999.
@@ -339,7 +339,7 @@ pub fn lease_end(now: SystemTime, ttl: Duration) -> Result<String, Error> {
 }
 
 /// Current time as RFC 3339 UTC with seconds precision.
-pub fn now_rfc3339() -> String {
+pub(crate) fn now_rfc3339() -> String {
     humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string()
 }
 

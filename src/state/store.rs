@@ -31,7 +31,7 @@ const TEMP_PREFIXES: &[&str] = &[".state.json.", ".trust.json.", ".agent-images.
 /// the directory anew without following a symlink (`O_NOFOLLOW`), checks it (`fstat`), and
 /// opens, creates and renames its files relative to that handle, never following a symlink.
 #[derive(Debug, Clone)]
-pub struct Store {
+pub(crate) struct Store {
     dir: PathBuf,
     file: PathBuf,
     lock: PathBuf,
@@ -39,7 +39,7 @@ pub struct Store {
 
 /// Holds the exclusive lock on `state.lock` until dropped.
 #[must_use = "the lock is released when the guard is dropped"]
-pub struct LockGuard {
+pub(crate) struct LockGuard {
     _file: File,
 }
 
@@ -52,7 +52,7 @@ impl Store {
     /// The store in `dir`, created (mode 0700, with its missing parents) when missing.
     /// Errors: [`Error::UnsafeState`] when the directory, a directory above it, or a symlink
     /// on the way could be changed by another user (see [`Store`]); I/O errors.
-    pub fn open(dir: &Path) -> Result<Store> {
+    pub(crate) fn open(dir: &Path) -> Result<Store> {
         let dir = std::path::absolute(dir)
             .with_context(|| format!("cannot resolve the state directory {}", dir.display()))?;
         check_printable(&dir)?;
@@ -85,13 +85,8 @@ impl Store {
         })
     }
 
-    /// Path of `state.json`.
-    pub fn path(&self) -> &Path {
-        &self.file
-    }
-
     /// The state directory.
-    pub fn dir(&self) -> &Path {
+    pub(crate) fn dir(&self) -> &Path {
         &self.dir
     }
 
@@ -171,7 +166,7 @@ impl Store {
     /// Reads the state without locking (writes are atomic renames, so this sees a whole file).
     /// A missing file is an empty state. Errors: [`Error::StateCorrupt`],
     /// [`Error::UnsafeState`], I/O errors.
-    pub fn load(&self) -> Result<State> {
+    pub(crate) fn load(&self) -> Result<State> {
         let dir = self.open_dir()?;
         self.load_in(&dir)
     }
@@ -227,14 +222,14 @@ impl Store {
 
     /// The bytes of the file `name` (e.g. `trust.json`) of the state directory, checked as
     /// `state.json` is; `None` when it is missing. Read without the lock: writes are atomic.
-    pub fn read_document(&self, name: &str) -> Result<Option<Vec<u8>>> {
+    pub(crate) fn read_document(&self, name: &str) -> Result<Option<Vec<u8>>> {
         let dir = self.open_dir()?;
         self.read_in(&dir, name)
     }
 
     /// Read-modify-write of the file `name` of the state directory under the state lock: `f`
     /// gets its bytes (`None` when missing) and returns the new ones (`None`: leave it as is).
-    pub fn update_document<T>(
+    pub(crate) fn update_document<T>(
         &self,
         name: &str,
         f: impl FnOnce(Option<Vec<u8>>) -> Result<(Option<Vec<u8>>, T)>,
@@ -248,11 +243,6 @@ impl Store {
         Ok(out)
     }
 
-    /// Takes the exclusive lock (blocking until the holder releases it or dies).
-    pub fn lock(&self) -> Result<LockGuard> {
-        let dir = self.open_dir()?;
-        self.lock_in(&dir)
-    }
 
     fn lock_in(&self, dir: &OwnedFd) -> Result<LockGuard> {
         use rustix::fs::OFlags;
@@ -266,7 +256,7 @@ impl Store {
 
     /// Read-modify-write under the lock. `f` may return an error, in which case nothing is written.
     /// The file is only rewritten when `f` changed the state.
-    pub fn update<T>(&self, f: impl FnOnce(&mut State) -> Result<T>) -> Result<T> {
+    pub(crate) fn update<T>(&self, f: impl FnOnce(&mut State) -> Result<T>) -> Result<T> {
         let dir = self.open_dir()?;
         let _guard = self.lock_in(&dir)?;
         let mut state = self.load_in(&dir)?;
@@ -284,7 +274,7 @@ impl Store {
     /// Removes the temporary files of writers that died between creating and renaming them
     /// (a temporary file only lives while its writer holds the lock, so any found under the lock
     /// is stale). Takes the lock only when there is one. Returns how many were removed.
-    pub fn remove_stale_temp_files(&self) -> Result<usize> {
+    pub(crate) fn remove_stale_temp_files(&self) -> Result<usize> {
         let dir = self.open_dir()?;
         let stale = || -> Result<Vec<std::ffi::CString>> {
             let entries = rustix::fs::Dir::read_from(&dir)
@@ -363,7 +353,7 @@ mod tests {
             })
             .unwrap();
         assert_eq!(store.load().unwrap().sandboxes[0].name, "x");
-        std::fs::write(store.path(), b"{not json").unwrap();
+        std::fs::write(&store.file, b"{not json").unwrap();
         let err = store.load().unwrap_err().to_string();
         assert!(
             err.contains("state.json") && err.contains("corrupt"),
@@ -371,7 +361,7 @@ mod tests {
         );
         // A failed update writes nothing.
         assert!(store.update(|_| Ok(())).is_err());
-        assert_eq!(std::fs::read(store.path()).unwrap(), b"{not json");
+        assert_eq!(std::fs::read(&store.file).unwrap(), b"{not json");
     }
 
     #[test]
@@ -379,7 +369,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::open(dir.path()).unwrap();
         // Sparse: a terabyte that costs nothing on disk would be read whole.
-        std::fs::File::create(store.path())
+        std::fs::File::create(&store.file)
             .unwrap()
             .set_len(1 << 40)
             .unwrap();

@@ -42,8 +42,8 @@ use crate::types::Ids;
 
 mod read;
 mod write;
-pub use read::*;
-pub use write::*;
+pub(crate) use read::*;
+pub(crate) use write::*;
 
 /// How many symlinks a path may pass through, as the kernel's own limit (`MAXSYMLINKS`).
 const MAX_SYMLINKS: usize = 40;
@@ -51,14 +51,14 @@ const MAX_SYMLINKS: usize = 40;
 /// a `..` ambiguous; the kernel asks the caller to try again).
 const EAGAIN_RETRIES: usize = 128;
 /// Permission bits of a new file unless `--mode` says otherwise.
-pub const DEFAULT_MODE: u32 = 0o644;
+pub(crate) const DEFAULT_MODE: u32 = 0o644;
 /// Prefix of the temporary files that writes create next to their target.
-pub const TEMP_PREFIX: &str = ".h9tmp-";
+pub(crate) const TEMP_PREFIX: &str = ".h9tmp-";
 
 /// The resolution rule of every path: stay beneath the work dir, never through `/proc` magic links.
 /// The largest file `edit` loads into memory (64 MiB): an edit searches the whole file, and a
 /// sandbox could otherwise plant a huge sparse file to exhaust the host's memory.
-pub const EDIT_MAX_BYTES: u64 = 64 << 20;
+pub(crate) const EDIT_MAX_BYTES: u64 = 64 << 20;
 
 fn beneath() -> ResolveFlags {
     ResolveFlags::BENEATH | ResolveFlags::NO_MAGICLINKS
@@ -66,7 +66,7 @@ fn beneath() -> ResolveFlags {
 
 /// An open handle on a sandbox's work directory; every path is resolved beneath it.
 #[derive(Debug)]
-pub struct WorkDir {
+pub(crate) struct WorkDir {
     fd: OwnedFd,
     path: PathBuf,
     /// Whose rights the file operations check ([`WorkDir::acting_as`]); `None`: the invoking
@@ -75,18 +75,18 @@ pub struct WorkDir {
 }
 
 /// Permission bits [`permits`] checks: read.
-pub const MAY_READ: u32 = 4;
+pub(crate) const MAY_READ: u32 = 4;
 /// Permission bits [`permits`] checks: write.
-pub const MAY_WRITE: u32 = 2;
+pub(crate) const MAY_WRITE: u32 = 2;
 /// Permission bits [`permits`] checks: search (a directory) or execute.
-pub const MAY_SEARCH: u32 = 1;
+pub(crate) const MAY_SEARCH: u32 = 1;
 
 /// Whether a process running as `who` (no supplementary groups, as the sandbox's commands run)
 /// may access a file of status `st` for `want` ([`MAY_READ`], [`MAY_WRITE`], [`MAY_SEARCH`]
 /// or'ed), by its permission bits as the kernel checks them (`inode_permission`): the owner's
 /// bits for its owner, else the group's for its group, else the others'. Root may always: it
 /// holds `CAP_DAC_OVERRIDE` in every sandbox. POSIX ACLs are not read.
-pub fn permits(who: Ids, st: &Stat, want: u32) -> bool {
+pub(crate) fn permits(who: Ids, st: &Stat, want: u32) -> bool {
     if who.is_root() {
         return true;
     }
@@ -101,9 +101,9 @@ pub fn permits(who: Ids, st: &Stat, want: u32) -> bool {
     bits & want == want
 }
 
-/// What [`WorkDir::read_to`] read.
+/// What [`WorkDir::read_to_fd`] read.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ReadInfo {
+pub(crate) struct ReadInfo {
     /// Host path of the file (the work dir joined with the given path; the container sees the same).
     pub path: PathBuf,
     /// Size of the file in bytes when it was opened.
@@ -114,7 +114,7 @@ pub struct ReadInfo {
 
 /// A run of lines of a text file, as [`WorkDir::read_lines`] returns it.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Lines {
+pub(crate) struct Lines {
     /// Host path of the file.
     pub path: PathBuf,
     /// Size of the file in bytes when it was opened.
@@ -155,7 +155,7 @@ impl WorkDir {
     /// Opens the work directory `path` (the canonical host path the sandbox was created with).
     /// Errors: the directory is gone or unreadable; this kernel has no `openat2(2)` (checked here,
     /// so that no operation ever falls back to a weaker resolution).
-    pub fn open(path: &Path) -> Result<WorkDir> {
+    pub(crate) fn open(path: &Path) -> Result<WorkDir> {
         // The recorded work dir is canonical: it has no symlink. One appearing on the way means
         // someone (e.g. a parent sandbox whose work dir holds this one's) swapped a directory
         // for a symlink: following it could lead anywhere on the host.
@@ -203,7 +203,7 @@ impl WorkDir {
     /// container's commands run as) besides the invoking user's: what `who` could not read is
     /// not read, what it could not write is not written ([`permits`]). `None` or root: no check
     /// beyond the invoking user's own.
-    pub fn acting_as(mut self, who: Option<Ids>) -> WorkDir {
+    pub(crate) fn acting_as(mut self, who: Option<Ids>) -> WorkDir {
         self.acting = who.filter(|w| !w.is_root());
         self
     }
@@ -245,14 +245,14 @@ impl WorkDir {
     }
 
     /// The work directory's host path.
-    pub fn path(&self) -> &Path {
+    pub(crate) fn path(&self) -> &Path {
         &self.path
     }
 
     /// `user` relative to the work dir: a relative path as it is, an absolute one with the work
     /// dir's path taken off (the container sees the work dir at the same path). `.` for the work
     /// dir itself. Errors: [`Error::PathEscape`] for an absolute path elsewhere.
-    pub fn relative(&self, user: &Path) -> Result<PathBuf, Error> {
+    pub(crate) fn relative(&self, user: &Path) -> Result<PathBuf, Error> {
         let rel = if user.is_absolute() {
             user.strip_prefix(&self.path)
                 .map_err(|_| {
@@ -274,7 +274,7 @@ impl WorkDir {
     }
 
     /// The host path `user` names (lexically; for reports).
-    pub fn host_path(&self, user: &Path) -> PathBuf {
+    pub(crate) fn host_path(&self, user: &Path) -> PathBuf {
         match self.relative(user) {
             Ok(rel) if rel == Path::new(".") => self.path.clone(),
             Ok(rel) => self.path.join(rel),
@@ -287,7 +287,7 @@ impl WorkDir {
     /// symlink or one that climbs out is refused during resolution. The path is read back from
     /// the kernel (`/proc/self/fd`), so it holds no symlink. Errors: [`Error::PathEscape`], a
     /// missing directory or one that is not a directory.
-    pub fn dir_path(&self, user: &Path) -> Result<PathBuf> {
+    pub(crate) fn dir_path(&self, user: &Path) -> Result<PathBuf> {
         let rel = self.relative(user)?;
         let fd = self.open_beneath(user, &rel, OFlags::PATH | OFlags::DIRECTORY)?;
         let link = std::fs::read_link(format!("/proc/self/fd/{}", fd.as_raw_fd()))
@@ -406,7 +406,7 @@ fn no_openat2() -> anyhow::Error {
 }
 
 /// Parses an octal permission string such as `644` or `0755` (at most `777`).
-pub fn parse_mode(s: &str) -> Result<u32, Error> {
+pub(crate) fn parse_mode(s: &str) -> Result<u32, Error> {
     let t = s.strip_prefix("0o").unwrap_or(s);
     match u32::from_str_radix(t, 8) {
         Ok(m) if m <= 0o777 && !t.is_empty() && !t.starts_with('+') => Ok(m),

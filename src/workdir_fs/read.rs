@@ -1,10 +1,10 @@
-//! Reading files of the work dir ([`WorkDir::read_to`], [`WorkDir::read_lines`], ...): every
+//! Reading files of the work dir ([`WorkDir::read_to_fd`], [`WorkDir::read_lines`], ...): every
 //! path resolved beneath the work dir ([`super`]), every read bounded.
 
 use super::*;
 /// How many bytes of a file [`WorkDir::read_lines`] scans at most (256 MiB): lines past them
 /// are not reached, and a planted huge (e.g. sparse) file cannot keep the host's CPU busy.
-pub const SCAN_MAX_BYTES: u64 = 256 << 20;
+pub(crate) const SCAN_MAX_BYTES: u64 = 256 << 20;
 
 /// How many bytes at the start of a file [`Lines::binary`] looks at.
 pub(super) const BINARY_PROBE: usize = 8 * 1024;
@@ -13,7 +13,7 @@ impl WorkDir {
     /// Opens the regular file `user` for reading. Errors: escapes ([`Error::PathEscape`]), a
     /// missing file, and anything but a regular file (a FIFO is opened non-blocking, so a planted
     /// one cannot hang us).
-    pub fn open_file(&self, user: &Path) -> Result<(File, Stat)> {
+    pub(crate) fn open_file(&self, user: &Path) -> Result<(File, Stat)> {
         let rel = self.relative(user)?;
         let fd = self.open_beneath(
             user,
@@ -27,9 +27,10 @@ impl WorkDir {
 
     /// Copies the file `user` (at most `max` bytes) to the descriptor `out` (a file, pipe, socket
     /// or terminal) inside the kernel where it can, see [`pump`]: the bytes never pass through
-    /// this process's memory, which stays flat whatever the size. Errors as for
-    /// [`WorkDir::read_to`].
-    pub fn read_to_fd(
+    /// this process's memory, which stays flat whatever the size. Errors: escapes
+    /// ([`Error::PathEscape`]), a missing file, anything but a regular file (a FIFO is opened
+    /// non-blocking, so a planted one cannot hang us), `out`'s write errors.
+    pub(crate) fn read_to_fd(
         &self,
         user: &Path,
         max: Option<u64>,
@@ -45,34 +46,12 @@ impl WorkDir {
         })
     }
 
-    /// Copies the file `user` (at most `max` bytes) to `out`, streaming (std's `io::copy`).
-    /// Errors: escapes ([`Error::PathEscape`]), a missing file, anything but a regular file (a
-    /// FIFO is opened non-blocking, so a planted one cannot hang us), `out`'s write errors.
-    pub fn read_to<W: Write>(
-        &self,
-        user: &Path,
-        max: Option<u64>,
-        out: &mut W,
-    ) -> Result<ReadInfo> {
-        let (file, st) = self.open_file(user)?;
-        let bytes = match max {
-            Some(m) => io::copy(&mut file.take(m), out),
-            None => io::copy(&mut { file }, out),
-        }
-        .with_context(|| format!("cannot copy out {}", self.host_path(user).display()))?;
-        Ok(ReadInfo {
-            path: self.host_path(user),
-            size: file_size(&st),
-            bytes,
-        })
-    }
-
     /// The first `max` bytes (all without a cap) of the file `user`, with its size, when they
     /// are at most `hold` bytes; otherwise, without reading them, `Err(size)`: the bytes there
     /// are (the file's size, checked before reading, or `hold + 1` when it grew past `hold`
     /// while being read). Memory stays within `hold` whatever the file (a sparse file reports
-    /// any size). Errors (outer) as for [`WorkDir::read_to`].
-    pub fn read_bytes(
+    /// any size). Errors (outer) as for [`WorkDir::read_to_fd`].
+    pub(crate) fn read_bytes(
         &self,
         user: &Path,
         max: Option<u64>,
@@ -107,8 +86,8 @@ impl WorkDir {
     /// them, and at most `max_bytes` bytes of them (each counted with its line break), but
     /// always at least the first wanted line (cut to `max_bytes` when it alone is longer).
     /// Streams: memory stays bounded by the cap whatever the file's size, and the rest of the
-    /// file is only counted. Errors as for [`WorkDir::read_to`].
-    pub fn read_lines(
+    /// file is only counted. Errors as for [`WorkDir::read_to_fd`].
+    pub(crate) fn read_lines(
         &self,
         user: &Path,
         first: u64,
@@ -127,7 +106,7 @@ impl WorkDir {
 }
 
 /// [`WorkDir::read_lines`] on any reader; `path` and `size` are left empty.
-pub fn scan_lines<R: BufRead>(
+pub(crate) fn scan_lines<R: BufRead>(
     mut r: R,
     first: u64,
     limit: u64,
@@ -245,7 +224,7 @@ pub(super) const PUMP_BUFFER: usize = 128 * 1024;
 /// `copy_file_range(2)` (file to file, in the kernel, reflinked where the file system can), else
 /// `sendfile(2)` (file to pipe, socket or anything), else `read`/`write` through one 128 KiB buffer
 /// (`dst` opened with `O_APPEND`, or a kernel that has neither). Returns the bytes copied.
-pub fn pump(src: &File, dst: BorrowedFd<'_>, max: Option<u64>) -> io::Result<u64> {
+pub(crate) fn pump(src: &File, dst: BorrowedFd<'_>, max: Option<u64>) -> io::Result<u64> {
     /// Errors meaning "this method does not apply here" when no byte was copied yet.
     fn unsupported(e: Errno) -> bool {
         matches!(

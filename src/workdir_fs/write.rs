@@ -4,7 +4,7 @@
 use super::*;
 /// Options of [`WorkDir::write`].
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct WriteOptions {
+pub(crate) struct WriteOptions {
     /// Permission bits (at most `0o777`). `None`: an existing file keeps its bits, a new file gets
     /// [`DEFAULT_MODE`].
     pub mode: Option<u32>,
@@ -24,7 +24,7 @@ pub struct WriteOptions {
 
 /// What [`WorkDir::write`] did.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Written {
+pub(crate) struct Written {
     /// Host path of the file.
     pub path: PathBuf,
     /// Bytes taken from the reader.
@@ -37,7 +37,7 @@ pub struct Written {
 
 /// What [`WorkDir::edit`] did.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Edited {
+pub(crate) struct Edited {
     /// Host path of the file.
     pub path: PathBuf,
     /// Occurrences replaced.
@@ -52,7 +52,7 @@ pub struct Edited {
 /// instead of renaming. For a process that was interrupted (SIGINT) while a write ran on
 /// another thread, so that no temporary file is left behind. Share it with `Arc`.
 #[derive(Debug, Default)]
-pub struct Abort {
+pub(crate) struct Abort {
     inner: Mutex<AbortState>,
 }
 
@@ -66,14 +66,14 @@ struct AbortState {
 
 impl Abort {
     /// A fresh token.
-    pub fn new() -> Abort {
+    pub(crate) fn new() -> Abort {
         Abort::default()
     }
 
     /// Removes the temporary files of every write in flight with this token; those writes, and
     /// any started later, fail with [`io::ErrorKind::Interrupted`], leaving their targets
     /// untouched. Returns how many writes had already completed (renamed into place) before.
-    pub fn abort(&self) -> usize {
+    pub(crate) fn abort(&self) -> usize {
         let mut st = self.inner.lock().unwrap_or_else(|e| e.into_inner());
         st.aborted = true;
         for (_, dir, name) in std::mem::take(&mut st.temps) {
@@ -419,7 +419,7 @@ impl WorkDir {
     /// is given. Errors: escapes ([`Error::PathEscape`]), a directory or other non-regular file
     /// at `user`, a missing parent without `opts.parents`, I/O errors of `data` or the disk (the
     /// old file is then untouched), an [`Abort`].
-    pub fn write<R: Read>(
+    pub(crate) fn write<R: Read>(
         &self,
         user: &Path,
         data: &mut R,
@@ -516,7 +516,7 @@ impl WorkDir {
     /// Replaces `old` by `new` in the file `user`, atomically like [`WorkDir::write`], keeping
     /// its mode and owner. `old` must occur exactly once, or at least once with `all`.
     /// Errors: [`Error::EditMatch`] naming the count, and those of [`WorkDir::write`].
-    pub fn edit(
+    pub(crate) fn edit(
         &self,
         user: &Path,
         old: &[u8],
@@ -619,7 +619,7 @@ impl WorkDir {
 /// occurrence, or at least one with `all`; returns the new content and the count. `path` names
 /// the file in errors. Errors: [`Error::EditMatch`] naming the count, an empty `old`, a result
 /// larger than [`EDIT_MAX_BYTES`].
-pub fn replace_in(
+pub(crate) fn replace_in(
     content: &[u8],
     old: &[u8],
     new: &[u8],

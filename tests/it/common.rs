@@ -20,20 +20,20 @@ use std::sync::OnceLock;
 use assert_cmd::cargo::CommandCargoExt;
 
 /// The variable marking every process a local sandbox started with its state directory.
-pub const STATE_MARK: &str = "H9SANDBOX_SANDBOX_STATE_DIR";
+pub(crate) const STATE_MARK: &str = "H9SANDBOX_SANDBOX_STATE_DIR";
 
 /// Small image: busybox + bash, built by scripts/build-test-images.sh.
-pub const TINY: &str = "h9sandbox-test/tiny:latest";
+pub(crate) const TINY: &str = "h9sandbox-test/tiny:latest";
 /// busybox without bash.
-pub const NOBASH: &str = "h9sandbox-test/nobash:latest";
+pub(crate) const NOBASH: &str = "h9sandbox-test/nobash:latest";
 /// Debian bookworm (debootstrap minbase).
-pub const DEBIAN: &str = "h9sandbox-test/debian:bookworm";
+pub(crate) const DEBIAN: &str = "h9sandbox-test/debian:bookworm";
 /// The Debian image with Debian's python3 and pip (Deep Agents' file helpers, devcontainers).
-pub const PYTHON: &str = "h9sandbox-test/python:bookworm";
+pub(crate) const PYTHON: &str = "h9sandbox-test/python:bookworm";
 
 /// An engine the suite runs against.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Engine {
+pub(crate) enum Engine {
     Docker,
     Podman,
     Local,
@@ -44,7 +44,7 @@ pub enum Engine {
 
 impl Engine {
     /// The value of `engine` (and of `H9SANDBOX_TEST_ENGINE`).
-    pub fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             Engine::Docker => "docker",
             Engine::Podman => "podman",
@@ -54,7 +54,7 @@ impl Engine {
     }
 
     /// The engine's command-line client; `None` for local.
-    pub fn cli(self) -> Option<&'static str> {
+    pub(crate) fn cli(self) -> Option<&'static str> {
         match self {
             Engine::Docker | Engine::Swarm => Some("docker"),
             Engine::Podman => Some("podman"),
@@ -64,7 +64,7 @@ impl Engine {
 }
 
 /// The engine under test: `H9SANDBOX_TEST_ENGINE`, `docker` when unset.
-pub fn engine() -> Engine {
+pub(crate) fn engine() -> Engine {
     match std::env::var("H9SANDBOX_TEST_ENGINE").as_deref() {
         Err(_) | Ok("") | Ok("docker") => Engine::Docker,
         Ok("podman") => Engine::Podman,
@@ -79,7 +79,7 @@ pub fn engine() -> Engine {
 /// The OCI runtime under test: `H9SANDBOX_TEST_RUNTIME` (e.g. `runsc`, registered by
 /// scripts/setup-gvisor.sh), passed to every command as `H9SANDBOX_RUNTIME`; `None` when unset
 /// (the engine's default; `runc` with Podman). Only with a container engine.
-pub fn runtime() -> Option<String> {
+pub(crate) fn runtime() -> Option<String> {
     match std::env::var("H9SANDBOX_TEST_RUNTIME").as_deref() {
         Err(_) | Ok("") => None,
         Ok(r) => {
@@ -94,14 +94,14 @@ pub fn runtime() -> Option<String> {
 
 /// Whether the runtime under test is gVisor's `runsc` (see docs/security.md, gVisor, for what
 /// differs there).
-pub fn gvisor() -> bool {
+pub(crate) fn gvisor() -> bool {
     runtime().as_deref() == Some("runsc")
 }
 
 /// Whether the host reaches no sandbox's agent socket in this run: with `H9TEST_EXEC_PATH=engine`
 /// (silently: every test runs the other way too), or under gVisor, whose unix sockets do not
 /// cross a bind mount (announced as a skip: what needs the socket is unavailable there).
-pub fn agent_socket_unreachable() -> bool {
+pub(crate) fn agent_socket_unreachable() -> bool {
     if exec_path_is_engine() {
         return true;
     }
@@ -115,7 +115,7 @@ pub fn agent_socket_unreachable() -> bool {
 /// The `HostConfig.PidsLimit` a sandbox with process limit `n` gets: `n`, or under gVisor the
 /// host ceiling h9sandbox sets above it (64 + 16 × n; the limit itself is then the nproc
 /// rlimit gVisor's kernel enforces).
-pub fn host_pids_limit(n: u64) -> String {
+pub(crate) fn host_pids_limit(n: u64) -> String {
     if gvisor() {
         (64 + 16 * n).to_string()
     } else {
@@ -125,7 +125,7 @@ pub fn host_pids_limit(n: u64) -> String {
 
 /// `H9TEST_WORKDIR_MODE` (`mount`, `copy`): how the sandboxes under test get their work dir;
 /// `None` (unset): the engine's default.
-pub fn workdir_mode() -> Option<&'static str> {
+pub(crate) fn workdir_mode() -> Option<&'static str> {
     match std::env::var("H9TEST_WORKDIR_MODE").as_deref() {
         Err(_) | Ok("") => None,
         Ok("mount") => Some("mount"),
@@ -144,7 +144,7 @@ fn copies_workdir() -> bool {
 
 /// Whether the engine under test is swarm, announcing `reason` as the skip when it is: for a
 /// test of what engine swarm refuses by design (docs/swarm.md, "What differs on a swarm").
-pub fn swarm_refuses(reason: &str) -> bool {
+pub(crate) fn swarm_refuses(reason: &str) -> bool {
     if engine() == Engine::Swarm {
         announce(&format!(
             "engine swarm refuses it by design (docs/swarm.md, What differs): {reason}"
@@ -156,7 +156,7 @@ pub fn swarm_refuses(reason: &str) -> bool {
 
 /// Whether the sandboxes under test have their work dir copied (no host mount): what a test of
 /// the shared work dir cannot check there (announced as a skip).
-pub fn workdir_copied(reason: &str) -> bool {
+pub(crate) fn workdir_copied(reason: &str) -> bool {
     if copies_workdir() {
         announce(&format!("the work dir is copied, not mounted: {reason}"));
         return true;
@@ -166,7 +166,7 @@ pub fn workdir_copied(reason: &str) -> bool {
 
 /// Whether `rel` exists in the work dir of sandbox `id` as the sandbox sees it: on the host when
 /// it is mounted, asked inside the container when it is copied (a readiness mark a command made).
-pub fn exists_in_workdir(env: &TestEnv, id: &str, rel: &str) -> bool {
+pub(crate) fn exists_in_workdir(env: &TestEnv, id: &str, rel: &str) -> bool {
     if copies_workdir() {
         env.run(&["exec", id, "--", "test", "-e", rel])
             .status
@@ -178,7 +178,7 @@ pub fn exists_in_workdir(env: &TestEnv, id: &str, rel: &str) -> bool {
 
 /// Whether `H9TEST_EXEC_PATH=engine` asks for commands through the engine's exec rather than
 /// the sandbox's agent.
-pub fn exec_path_is_engine() -> bool {
+pub(crate) fn exec_path_is_engine() -> bool {
     match std::env::var("H9TEST_EXEC_PATH").as_deref() {
         Err(_) | Ok("") | Ok("agent") => false,
         Ok("engine") => true,
@@ -187,14 +187,14 @@ pub fn exec_path_is_engine() -> bool {
 }
 
 /// The engine under test's client (`docker`, `podman`); panics for local.
-pub fn cli() -> &'static str {
+pub(crate) fn cli() -> &'static str {
     engine()
         .cli()
         .expect("this test needs a container engine (use require_container!)")
 }
 
 /// Prints a line on the real stderr, past the test harness's capture, so skips are seen.
-pub fn announce(msg: &str) {
+pub(crate) fn announce(msg: &str) {
     let test = std::thread::current()
         .name()
         .unwrap_or("<test>")
@@ -209,7 +209,7 @@ pub fn announce(msg: &str) {
 
 /// Whether the engine under test answers with the test image; panics in CI when it does not.
 /// Local needs nothing.
-pub fn engine_available() -> bool {
+pub(crate) fn engine_available() -> bool {
     static OK: OnceLock<bool> = OnceLock::new();
     *OK.get_or_init(|| {
         let Some(cli) = engine().cli() else {
@@ -239,7 +239,7 @@ pub fn engine_available() -> bool {
 
 /// Whether the engine under test has the test image `image` (one scripts/build-test-images.sh
 /// builds besides [`TINY`]); panics in CI when it has not, is announced as a skip otherwise.
-pub fn test_image_available(image: &str) -> bool {
+pub(crate) fn test_image_available(image: &str) -> bool {
     let Some(cli) = engine().cli() else {
         return true;
     };
@@ -272,7 +272,7 @@ macro_rules! require_images {
 }
 
 /// Whether Docker answers (the engine under test, by default); panics in CI when it does not.
-pub fn docker_available() -> bool {
+pub(crate) fn docker_available() -> bool {
     engine_available()
 }
 
@@ -308,7 +308,7 @@ macro_rules! require_container {
 }
 
 /// A work directory, a state directory and the binary configured to use them.
-pub struct TestEnv {
+pub(crate) struct TestEnv {
     pub root: tempfile::TempDir,
     pub workdir: PathBuf,
     pub state_dir: PathBuf,
@@ -317,7 +317,7 @@ pub struct TestEnv {
 }
 
 impl TestEnv {
-    pub fn new() -> TestEnv {
+    pub(crate) fn new() -> TestEnv {
         let root = tempfile::Builder::new().prefix("h9test").tempdir().unwrap();
         let workdir = root.path().join("work");
         let state_dir = root.path().join("state");
@@ -333,7 +333,7 @@ impl TestEnv {
 
     /// A [`TestEnv`] whose `up`s start no owner watcher (`H9SANDBOX_WATCH_OWNER=false`): for
     /// tests of `reap`'s own judgement of dead owners, which a watcher would otherwise race.
-    pub fn without_owner_watcher() -> TestEnv {
+    pub(crate) fn without_owner_watcher() -> TestEnv {
         let mut env = TestEnv::new();
         env.watch_owner = false;
         env
@@ -341,7 +341,7 @@ impl TestEnv {
 
     /// The binary with this environment's state dir, the engine under test, the tiny image and
     /// the work dir as cwd. Podman runs with runc (crun refuses hybrid cgroup v1 hosts).
-    pub fn cmd(&self) -> Command {
+    pub(crate) fn cmd(&self) -> Command {
         let mut c = Command::cargo_bin("h9sandbox").unwrap();
         self.configure(&mut c);
         c
@@ -349,7 +349,7 @@ impl TestEnv {
 
     /// `bash -c SCRIPT` with the same environment as [`TestEnv::cmd`], and `$H9` naming the
     /// binary (for tests that need real processes running several commands).
-    pub fn shell(&self, script: &str) -> Command {
+    pub(crate) fn shell(&self, script: &str) -> Command {
         let mut c = Command::new("bash");
         self.configure(&mut c);
         c.env("H9", assert_cmd::cargo::cargo_bin("h9sandbox"))
@@ -360,7 +360,7 @@ impl TestEnv {
 
     /// `program` with the same environment as [`TestEnv::cmd`] (state dir, engine, image, work
     /// dir as cwd), for test drivers written in another language.
-    pub fn program(&self, program: impl AsRef<std::ffi::OsStr>) -> Command {
+    pub(crate) fn program(&self, program: impl AsRef<std::ffi::OsStr>) -> Command {
         let mut c = Command::new(program);
         self.configure(&mut c);
         c
@@ -422,7 +422,7 @@ impl TestEnv {
     /// take the daemon away from a sandbox: its record keeps that `DOCKER_HOST`, so removing
     /// the link ([`TestEnv::daemon_away`]) makes its daemon unreachable, and
     /// [`TestEnv::daemon_back`] brings it back.
-    pub fn daemon_link(&self) -> String {
+    pub(crate) fn daemon_link(&self) -> String {
         let link = self.root.path().join("docker.sock");
         let _ = std::fs::remove_file(&link);
         std::os::unix::fs::symlink("/var/run/docker.sock", &link).unwrap();
@@ -430,19 +430,19 @@ impl TestEnv {
     }
 
     /// Removes the link of [`TestEnv::daemon_link`].
-    pub fn daemon_away(&self) {
+    pub(crate) fn daemon_away(&self) {
         std::fs::remove_file(self.root.path().join("docker.sock")).unwrap();
     }
 
     /// Makes the link of [`TestEnv::daemon_link`] again.
-    pub fn daemon_back(&self) {
+    pub(crate) fn daemon_back(&self) {
         self.daemon_link();
     }
 
     /// Runs the binary with `args`, stdin closed, and collects its output; one still running
     /// after [`RUN_PATIENCE`] is killed and fails the test ([`wait_output`]), never hangs it.
     #[track_caller]
-    pub fn run(&self, args: &[&str]) -> Output {
+    pub(crate) fn run(&self, args: &[&str]) -> Output {
         let child = self
             .cmd()
             .args(args)
@@ -462,7 +462,7 @@ impl TestEnv {
     /// `env.assert(&["exec", &id, "--", "exit 3"]).code(3).stdout("")`, with predicates for
     /// the rest (`predicates::str::contains`). Killed past [`RUN_PATIENCE`], as [`TestEnv::run`].
     #[track_caller]
-    pub fn assert(&self, args: &[&str]) -> assert_cmd::assert::Assert {
+    pub(crate) fn assert(&self, args: &[&str]) -> assert_cmd::assert::Assert {
         let mut c = assert_cmd::Command::from_std(self.cmd());
         c.args(args).write_stdin(Vec::new()).timeout(RUN_PATIENCE);
         c.assert()
@@ -470,7 +470,7 @@ impl TestEnv {
 
     /// `up` with `args`; asserts success and returns the sandbox ID.
     #[track_caller]
-    pub fn up(&self, args: &[&str]) -> String {
+    pub(crate) fn up(&self, args: &[&str]) -> String {
         let mut a = vec!["up"];
         a.extend_from_slice(args);
         let out = self.run(&a);
@@ -481,14 +481,14 @@ impl TestEnv {
     }
 
     /// `ls --format json` as JSON values.
-    pub fn ls(&self) -> Vec<serde_json::Value> {
+    pub(crate) fn ls(&self) -> Vec<serde_json::Value> {
         let out = self.run(&["ls", "--format", "json"]);
         assert_ok(&out);
         serde_json::from_slice(&out.stdout).unwrap()
     }
 
     /// The records of state.json, without asking the engine (for tests that need no Docker).
-    pub fn ls_raw(&self) -> Vec<serde_json::Value> {
+    pub(crate) fn ls_raw(&self) -> Vec<serde_json::Value> {
         match std::fs::read(self.state_dir.join("state.json")) {
             Ok(b) => serde_json::from_slice::<serde_json::Value>(&b).unwrap()["sandboxes"]
                 .as_array()
@@ -499,7 +499,7 @@ impl TestEnv {
     }
 
     /// The `ls` entry of sandbox `id`.
-    pub fn entry(&self, id: &str) -> serde_json::Value {
+    pub(crate) fn entry(&self, id: &str) -> serde_json::Value {
         self.ls()
             .into_iter()
             .find(|e| e["id"] == id)
@@ -507,13 +507,13 @@ impl TestEnv {
     }
 
     /// The container ID of sandbox `id`.
-    pub fn container(&self, id: &str) -> String {
+    pub(crate) fn container(&self, id: &str) -> String {
         self.entry(id)["container_id"].as_str().unwrap().to_string()
     }
 
     /// What the engine holds for this state directory: its containers (`ps -a`), or with the
     /// local engine the PIDs of processes its sandboxes started that still run.
-    pub fn containers(&self) -> Vec<String> {
+    pub(crate) fn containers(&self) -> Vec<String> {
         match engine().cli() {
             Some(cli) => engine_ps(cli, &self.state_dir),
             None => local_processes(&[(STATE_MARK, self.state_dir.to_str().unwrap())])
@@ -525,7 +525,7 @@ impl TestEnv {
 
     /// The command lines of the processes running in sandbox `id`: `ps` inside its container,
     /// or the host processes marked with its name (local).
-    pub fn sandbox_processes(&self, id: &str) -> String {
+    pub(crate) fn sandbox_processes(&self, id: &str) -> String {
         match engine() {
             Engine::Local => {
                 let name = self.entry(id)["name"].as_str().unwrap().to_string();
@@ -541,14 +541,14 @@ impl TestEnv {
         }
     }
 
-    pub fn path(&self, rel: &str) -> PathBuf {
+    pub(crate) fn path(&self, rel: &str) -> PathBuf {
         self.workdir.join(rel)
     }
 }
 
 /// `PATH` with the directory of the built binary first, as a user who installed it has it (the
 /// README's blocks and the completion scripts call `h9sandbox` by name).
-pub fn bin_dir() -> String {
+pub(crate) fn bin_dir() -> String {
     let bin = assert_cmd::cargo::cargo_bin("h9sandbox");
     format!(
         "{}:{}",
@@ -558,13 +558,13 @@ pub fn bin_dir() -> String {
 }
 
 /// IDs of all Docker containers labelled with `state_dir`.
-pub fn docker_ps(state_dir: &Path) -> Vec<String> {
+pub(crate) fn docker_ps(state_dir: &Path) -> Vec<String> {
     engine_ps("docker", state_dir)
 }
 
 /// IDs of all containers of the engine client `cli` labelled with `state_dir`; under engine
 /// swarm, of the services so labelled (a sandbox's container is its service's task).
-pub fn engine_ps(cli: &str, state_dir: &Path) -> Vec<String> {
+pub(crate) fn engine_ps(cli: &str, state_dir: &Path) -> Vec<String> {
     if engine() == Engine::Swarm {
         return swarm_labelled("service", state_dir);
     }
@@ -581,7 +581,7 @@ pub fn engine_ps(cli: &str, state_dir: &Path) -> Vec<String> {
 }
 
 /// Host processes (PID, command line) whose environment holds every `var=value` of `marks`.
-pub fn local_processes(marks: &[(&str, &str)]) -> Vec<(u32, String)> {
+pub(crate) fn local_processes(marks: &[(&str, &str)]) -> Vec<(u32, String)> {
     let me = std::process::id();
     let mut found = Vec::new();
     for entry in std::fs::read_dir("/proc").unwrap().flatten() {
@@ -662,7 +662,7 @@ impl Drop for TestEnv {
 
 /// `exec` of the shell command line `script` in sandbox `id`; asserts success and returns stdout.
 #[track_caller]
-pub fn sh(env: &TestEnv, id: &str, script: &str) -> String {
+pub(crate) fn sh(env: &TestEnv, id: &str, script: &str) -> String {
     let out = env.run(&["exec", id, "--", script]);
     assert_ok(&out);
     stdout(&out)
@@ -671,7 +671,7 @@ pub fn sh(env: &TestEnv, id: &str, script: &str) -> String {
 /// Runs the binary with `args`, feeding `input` on stdin (from a thread of its own, so that a
 /// command that writes before it reads cannot deadlock with us), within [`RUN_PATIENCE`].
 #[track_caller]
-pub fn run_stdin(env: &TestEnv, args: &[&str], input: &[u8]) -> Output {
+pub(crate) fn run_stdin(env: &TestEnv, args: &[&str], input: &[u8]) -> Output {
     let mut child = env
         .cmd()
         .args(args)
@@ -698,7 +698,7 @@ pub fn run_stdin(env: &TestEnv, args: &[&str], input: &[u8]) -> Output {
 /// Builds `tag` from `dockerfile` (context: an empty directory) with the engine under test (the
 /// image is kept for the next run; building it again is a cache hit).
 #[track_caller]
-pub fn build_image(env: &TestEnv, tag: &str, dockerfile: &str) {
+pub(crate) fn build_image(env: &TestEnv, tag: &str, dockerfile: &str) {
     let dir = env
         .root
         .path()
@@ -714,7 +714,7 @@ pub fn build_image(env: &TestEnv, tag: &str, dockerfile: &str) {
 }
 
 /// `argv` run by `setpriv` as uid/gid 1000 without supplementary groups, in `dir`, stdin closed.
-pub fn as_uid_1000(dir: &Path, argv: &[&str]) -> Output {
+pub(crate) fn as_uid_1000(dir: &Path, argv: &[&str]) -> Output {
     Command::new("setpriv")
         .args(["--reuid", "1000", "--regid", "1000", "--clear-groups", "--"])
         .args(argv)
@@ -726,7 +726,7 @@ pub fn as_uid_1000(dir: &Path, argv: &[&str]) -> Output {
 
 /// Asserts a zero exit status, showing stderr otherwise.
 #[track_caller]
-pub fn assert_ok(out: &Output) {
+pub(crate) fn assert_ok(out: &Output) {
     assert!(
         out.status.success(),
         "exit {:?}\nstdout: {}\nstderr: {}",
@@ -736,11 +736,11 @@ pub fn assert_ok(out: &Output) {
     );
 }
 
-pub fn stdout(out: &Output) -> String {
+pub(crate) fn stdout(out: &Output) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
-pub fn stderr(out: &Output) -> String {
+pub(crate) fn stderr(out: &Output) -> String {
     String::from_utf8_lossy(&out.stderr).into_owned()
 }
 
@@ -748,7 +748,7 @@ pub fn stderr(out: &Output) -> String {
 /// Under engine swarm, `container` is a service: its task's container is inspected on the node
 /// it runs on ([`swarm_container`]).
 #[track_caller]
-pub fn inspect(container: &str, format: &str) -> String {
+pub(crate) fn inspect(container: &str, format: &str) -> String {
     let mut c = Command::new(cli());
     let container = if engine() == Engine::Swarm {
         let (daemon, id) = swarm_container(container);
@@ -767,14 +767,14 @@ pub fn inspect(container: &str, format: &str) -> String {
 /// How long one run of the binary may take in a test ([`TestEnv::run`]): past the slowest real
 /// case (a bootstrap installing packages from Debian's mirror, a build of a derived image on a
 /// loaded 2-core machine), so that only a hang reaches it.
-pub const RUN_PATIENCE: std::time::Duration = std::time::Duration::from_secs(600);
+pub(crate) const RUN_PATIENCE: std::time::Duration = std::time::Duration::from_secs(600);
 
 /// Waits for `child` to exit within `within` and collects what it printed on its piped stdout
 /// and stderr. Past the deadline the child is killed and the test fails naming `what`, so a
 /// child that ignores a signal (or waits on a pipe nobody closes) fails the test instead of
 /// hanging it.
 #[track_caller]
-pub fn wait_output(
+pub(crate) fn wait_output(
     mut child: std::process::Child,
     within: std::time::Duration,
     what: &str,
@@ -836,7 +836,7 @@ pub fn wait_output(
 /// Waits until `ready` holds, polling every 20 ms, for at most `within`; fails the test naming
 /// `what` otherwise. For tests that must not signal a process before it said it is ready.
 #[track_caller]
-pub fn wait_until(within: std::time::Duration, what: &str, mut ready: impl FnMut() -> bool) {
+pub(crate) fn wait_until(within: std::time::Duration, what: &str, mut ready: impl FnMut() -> bool) {
     let deadline = std::time::Instant::now() + within;
     while !ready() {
         assert!(
@@ -849,7 +849,7 @@ pub fn wait_until(within: std::time::Duration, what: &str, mut ready: impl FnMut
 
 /// Sends signal `sig` (`"INT"`, `"TERM"`, ...) to process `pid` with kill(1); asserts it was sent.
 #[track_caller]
-pub fn signal(pid: u32, sig: &str) {
+pub(crate) fn signal(pid: u32, sig: &str) {
     let ok = Command::new("kill")
         .args([&format!("-{sig}"), &pid.to_string()])
         .status()
@@ -860,7 +860,7 @@ pub fn signal(pid: u32, sig: &str) {
 
 /// Makes `cmd` start with SIGINT ignored, as a background job of a non-interactive shell does
 /// (`sh -c 'cmd &'`, POSIX 2.11).
-pub fn with_sigint_ignored(cmd: &mut Command) -> &mut Command {
+pub(crate) fn with_sigint_ignored(cmd: &mut Command) -> &mut Command {
     use std::os::unix::process::CommandExt;
     // SAFETY: signal(2) is async-signal-safe; the closure runs in the child before exec.
     unsafe {
@@ -873,7 +873,7 @@ pub fn with_sigint_ignored(cmd: &mut Command) -> &mut Command {
 
 /// A child whose stderr is read line by line as it comes, so that a test can wait for the line
 /// that says the child is ready (a `-v` command line, say) before it signals it.
-pub struct Watched {
+pub(crate) struct Watched {
     pub child: std::process::Child,
     lines: std::sync::mpsc::Receiver<String>,
     seen: Vec<String>,
@@ -881,7 +881,7 @@ pub struct Watched {
 
 impl Watched {
     /// Spawns `cmd` with its stderr piped (and read here); stdout as `cmd` says.
-    pub fn spawn(cmd: &mut Command) -> Watched {
+    pub(crate) fn spawn(cmd: &mut Command) -> Watched {
         use std::io::BufRead;
         let mut child = cmd.stderr(std::process::Stdio::piped()).spawn().unwrap();
         let err = child.stderr.take().unwrap();
@@ -903,7 +903,7 @@ impl Watched {
 
     /// Waits (at most `within`) for a line of stderr satisfying `pred`, and returns it; fails
     /// the test naming `what` when none comes (or stderr closes first).
-    pub fn wait_line(
+    pub(crate) fn wait_line(
         &mut self,
         within: std::time::Duration,
         what: &str,
@@ -932,7 +932,7 @@ impl Watched {
 
     /// Waits for the child to exit within `within` (see [`wait_output`]); its stderr holds
     /// every line, those already seen included.
-    pub fn finish(mut self, within: std::time::Duration, what: &str) -> Output {
+    pub(crate) fn finish(mut self, within: std::time::Duration, what: &str) -> Output {
         let out = wait_output(
             {
                 let mut c = self.child;
@@ -972,7 +972,7 @@ impl TestEnv {
     /// Asserts that nothing of any sandbox is left in this state directory (`what` names the
     /// step, for the message): no record, no container (or local process), no scratch volume,
     /// and nothing in the run, token, mount-root and proxy directories.
-    pub fn assert_nothing_left(&self, what: &str) {
+    pub(crate) fn assert_nothing_left(&self, what: &str) {
         assert!(
             self.ls_raw().is_empty(),
             "{what}: records left: {:?}",
@@ -1041,7 +1041,7 @@ impl TestEnv {
 
 /// Sends signal `sig` to every process of the process group `pgid`, as a terminal's Ctrl-C
 /// reaches its foreground job (`kill -SIG -PGID`).
-pub fn signal_group(pgid: u32, sig: &str) {
+pub(crate) fn signal_group(pgid: u32, sig: &str) {
     let ok = Command::new("kill")
         .args([&format!("-{sig}"), "--", &format!("-{pgid}")])
         .status()
@@ -1054,7 +1054,7 @@ impl TestEnv {
     /// Whether commands reach a container's agent, in a message rather than as arguments of the
     /// engine's exec: a container engine, not `H9TEST_EXEC_PATH=engine`, not gVisor (a local
     /// sandbox's commands are arguments of its shell).
-    pub fn agent_reachable(&self) -> bool {
+    pub(crate) fn agent_reachable(&self) -> bool {
         engine() != Engine::Local && !exec_path_is_engine() && !gvisor()
     }
 }
@@ -1063,7 +1063,7 @@ impl TestEnv {
 /// `target/<venv>/bin/python`, when it can import `modules` (comma-separated, as Python's
 /// `import` takes them); else `None`, announced, or a failure under CI naming `script` (which
 /// makes that environment).
-pub fn venv_python(var: &str, venv: &str, modules: &str, script: &str) -> Option<PathBuf> {
+pub(crate) fn venv_python(var: &str, venv: &str, modules: &str, script: &str) -> Option<PathBuf> {
     let candidate = std::env::var_os(var).map(PathBuf::from).unwrap_or_else(|| {
         Path::new(env!("CARGO_MANIFEST_DIR"))
             .join("target")
@@ -1092,7 +1092,12 @@ pub fn venv_python(var: &str, venv: &str, modules: &str, script: &str) -> Option
 /// Runs the pytest suite `suite` (a directory of this repository) with `python` in `env`'s
 /// environment and `H9SANDBOX_BIN` naming the built binary; asserts it passed (`what` names it)
 /// and returns its whole output and its summary line (`N passed[, M xfailed] in S s`).
-pub fn run_pytest(env: &TestEnv, python: &Path, suite: &str, what: &str) -> (String, String) {
+pub(crate) fn run_pytest(
+    env: &TestEnv,
+    python: &Path,
+    suite: &str,
+    what: &str,
+) -> (String, String) {
     let out = env
         .program(python)
         .env("H9SANDBOX_BIN", assert_cmd::cargo::cargo_bin("h9sandbox"))
@@ -1113,14 +1118,14 @@ pub fn run_pytest(env: &TestEnv, python: &Path, suite: &str, what: &str) -> (Str
 }
 
 /// The manager's client (this machine's daemon; the test bed of scripts/swarm.sh).
-pub fn swarm_manager() -> Command {
+pub(crate) fn swarm_manager() -> Command {
     let mut c = Command::new("docker");
     c.env_remove("DOCKER_HOST").env_remove("DOCKER_CONTEXT");
     c
 }
 
 /// The worker's daemon of the test bed (`H9TEST_SWARM_WORKER`, which scripts/swarm.sh prints).
-pub fn swarm_worker() -> Command {
+pub(crate) fn swarm_worker() -> Command {
     let mut c = swarm_manager();
     c.arg("-H").arg(
         std::env::var("H9TEST_SWARM_WORKER")
@@ -1135,7 +1140,7 @@ fn text_of(c: &mut Command) -> String {
 }
 
 /// IDs of the swarm's objects of `kind` (`service`, `secret`) labelled with `state_dir`.
-pub fn swarm_labelled(kind: &str, state_dir: &Path) -> Vec<String> {
+pub(crate) fn swarm_labelled(kind: &str, state_dir: &Path) -> Vec<String> {
     let label = format!("label=h9sandbox.state_dir={}", state_dir.display());
     text_of(swarm_manager().args([kind, "ls", "-q", "--filter", &label]))
         .lines()
@@ -1148,7 +1153,7 @@ pub fn swarm_labelled(kind: &str, state_dir: &Path) -> Vec<String> {
 /// node it runs on (the manager's or the worker's): what a test reads back with `docker
 /// inspect`. Panics when the service has no task with a container.
 #[track_caller]
-pub fn swarm_container(service: &str) -> (Command, String) {
+pub(crate) fn swarm_container(service: &str) -> (Command, String) {
     let tasks = text_of(swarm_manager().args(["service", "ps", "-q", "--no-trunc", service]));
     let task = tasks
         .lines()

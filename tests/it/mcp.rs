@@ -520,7 +520,7 @@ fn a_bad_work_dir_fails_at_start_with_one_line() {
 
 /// Lines of the server's stdout, read on a thread, so that a test can wait for a response with
 /// a bound instead of hanging when none comes.
-pub fn stdout_lines(stdout: std::process::ChildStdout) -> std::sync::mpsc::Receiver<String> {
+pub(crate) fn stdout_lines(stdout: std::process::ChildStdout) -> std::sync::mpsc::Receiver<String> {
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
         for line in BufReader::new(stdout).lines() {
@@ -536,7 +536,7 @@ pub fn stdout_lines(stdout: std::process::ChildStdout) -> std::sync::mpsc::Recei
 /// The next JSON-RPC message on `lines` that answers request `id` (`Value::Null`: a response
 /// without an ID), waiting at most two minutes (the server used to never answer; this test must
 /// fail, not hang). Every line must be a JSON-RPC message.
-pub fn answer(lines: &std::sync::mpsc::Receiver<String>, id: Value) -> Value {
+pub(crate) fn answer(lines: &std::sync::mpsc::Receiver<String>, id: Value) -> Value {
     loop {
         let line = lines
             .recv_timeout(std::time::Duration::from_secs(120))

@@ -32,10 +32,10 @@ use crate::types::Daemon;
 /// The newest API version the requests and answers here are written against: a daemon that
 /// speaks a newer one is asked in this one (Docker 25 and later accept it), an older daemon in
 /// its own (1.41, Docker 20.10, has every field used here).
-pub const MAX_API_VERSION: (u32, u32) = (1, 44);
+pub(crate) const MAX_API_VERSION: (u32, u32) = (1, 44);
 
 /// The socket of the default context when `DOCKER_HOST` is unset.
-pub const DEFAULT_SOCKET: &str = "/var/run/docker.sock";
+pub(crate) const DEFAULT_SOCKET: &str = "/var/run/docker.sock";
 
 /// The unix socket of the daemon a `docker` client with these settings reaches, when that is a
 /// socket on this machine: `DOCKER_HOST` unset (then [`DEFAULT_SOCKET`]) or `unix://PATH`, and
@@ -51,7 +51,7 @@ pub(crate) fn nano_cpus(cpus: f64) -> i64 {
     nano
 }
 
-pub fn local_socket(daemon: &Daemon, current_context: Option<&str>) -> Option<PathBuf> {
+pub(crate) fn local_socket(daemon: &Daemon, current_context: Option<&str>) -> Option<PathBuf> {
     if daemon.validate().is_err() {
         return None;
     }
@@ -71,7 +71,7 @@ pub fn local_socket(daemon: &Daemon, current_context: Option<&str>) -> Option<Pa
 
 /// The `currentContext` of the client's `config.json` (`$DOCKER_CONFIG/config.json`, else
 /// `~/.docker/config.json`), if it names one.
-pub fn client_current_context() -> Option<String> {
+pub(crate) fn client_current_context() -> Option<String> {
     let dir = match std::env::var_os("DOCKER_CONFIG").filter(|d| !d.is_empty()) {
         Some(d) => PathBuf::from(d),
         None => PathBuf::from(std::env::var_os("HOME")?).join(".docker"),
@@ -83,7 +83,7 @@ pub fn client_current_context() -> Option<String> {
 
 /// One answer of the daemon.
 #[derive(Debug, Clone)]
-pub struct Answer {
+pub(crate) struct Answer {
     /// The HTTP status.
     pub status: u16,
     /// The body (at most [`ENGINE_OUTPUT_MAX`] bytes).
@@ -92,29 +92,29 @@ pub struct Answer {
 
 impl Answer {
     /// 2xx, or 304 (nothing to do: already started, already stopped).
-    pub fn ok(&self) -> bool {
+    pub(crate) fn ok(&self) -> bool {
         (200..300).contains(&self.status) || self.status == 304
     }
 
     /// 404: no such container, image or volume.
-    pub fn not_found(&self) -> bool {
+    pub(crate) fn not_found(&self) -> bool {
         self.status == 404
     }
 
     /// 409: a conflict (a name in use, a removal in progress, a volume in use).
-    pub fn conflict(&self) -> bool {
+    pub(crate) fn conflict(&self) -> bool {
         self.status == 409
     }
 
     /// 400 refusing the API version itself (a daemon whose oldest version is newer than
     /// [`MAX_API_VERSION`]: "client version 1.44 is too old"): the client, which negotiates
     /// its own, is asked instead.
-    pub fn version_refused(&self) -> bool {
+    pub(crate) fn version_refused(&self) -> bool {
         self.status == 400 && self.message().contains("is too old")
     }
 
     /// The daemon's message (`{"message": "..."}`), else the body as text.
-    pub fn message(&self) -> String {
+    pub(crate) fn message(&self) -> String {
         let text = String::from_utf8_lossy(&self.body);
         serde_json::from_slice::<Value>(&self.body)
             .ok()
@@ -123,12 +123,12 @@ impl Answer {
     }
 
     /// The daemon's message as the client prints it: `Error response from daemon: MESSAGE`.
-    pub fn as_client_error(&self) -> String {
+    pub(crate) fn as_client_error(&self) -> String {
         format!("Error response from daemon: {}", self.message())
     }
 
     /// The body as JSON. Errors: it is not JSON (`what` names the request).
-    pub fn json(&self, what: &str) -> Result<Value> {
+    pub(crate) fn json(&self, what: &str) -> Result<Value> {
         serde_json::from_slice(&self.body).with_context(|| {
             format!(
                 "cannot parse the Docker daemon's answer to {what}: {}",
@@ -140,17 +140,17 @@ impl Answer {
 
 /// A daemon's socket and the API version agreed with it (asked once: `GET /_ping`).
 #[derive(Debug, Clone)]
-pub struct Api {
+pub(crate) struct Api {
     socket: PathBuf,
     version: Arc<tokio::sync::OnceCell<Option<String>>>,
 }
 
 /// How long one request may take, beyond what it waits for by design (`stop`'s grace).
-pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(120);
+pub(crate) const REQUEST_TIMEOUT: Duration = Duration::from_secs(120);
 
 impl Api {
     /// The daemon at `socket`.
-    pub fn new(socket: PathBuf) -> Api {
+    pub(crate) fn new(socket: PathBuf) -> Api {
         Api {
             socket,
             version: Arc::new(tokio::sync::OnceCell::new()),
@@ -158,13 +158,13 @@ impl Api {
     }
 
     /// The socket.
-    pub fn socket(&self) -> &Path {
+    pub(crate) fn socket(&self) -> &Path {
         &self.socket
     }
 
     /// The version prefix of every request (`/v1.44`), from the daemon's `Api-Version` at most
     /// [`MAX_API_VERSION`]. `None`: nothing answers at the socket (the client then runs).
-    pub async fn version(&self) -> Option<String> {
+    pub(crate) async fn version(&self) -> Option<String> {
         self.version
             .get_or_init(|| async {
                 let a = send(&self.socket, "GET", "/_ping", None, Duration::from_secs(30))
@@ -181,7 +181,7 @@ impl Api {
     /// runs the client instead, which fails as it always did), or the daemon refused the API
     /// version ([`Answer::version_refused`]). Errors: the daemon accepted the
     /// connection but did not answer in time, or answered with something unreadable.
-    pub async fn call(
+    pub(crate) async fn call(
         &self,
         method: &str,
         path: &str,
@@ -205,14 +205,14 @@ impl Api {
     }
 
     /// `method path` with `body` as a `curl` command line a person can paste (`-v`).
-    pub async fn curl_line(&self, method: &str, path: &str, body: Option<&Value>) -> String {
+    pub(crate) async fn curl_line(&self, method: &str, path: &str, body: Option<&Value>) -> String {
         let version = self.version().await.unwrap_or_else(|| "v1.41".into());
         curl_line(&self.socket, method, &format!("/{version}{path}"), body)
     }
 }
 
 /// `method path` (version prefix included) on `socket` as a `curl` command line.
-pub fn curl_line(socket: &Path, method: &str, path: &str, body: Option<&Value>) -> String {
+pub(crate) fn curl_line(socket: &Path, method: &str, path: &str, body: Option<&Value>) -> String {
     use crate::engine::shell::shell_quote;
     let mut line = format!(
         "curl --unix-socket {} -X {method} {}",
@@ -228,7 +228,7 @@ pub fn curl_line(socket: &Path, method: &str, path: &str, body: Option<&Value>) 
 
 /// The version prefix agreed from the daemon's `Api-Version` header (`1.47`): the lower of it
 /// and [`MAX_API_VERSION`]; without a readable header, `v1.41`.
-pub fn agreed_version(daemon: Option<&str>) -> String {
+pub(crate) fn agreed_version(daemon: Option<&str>) -> String {
     let parsed = daemon.and_then(|v| {
         let (a, b) = v.trim().split_once('.')?;
         Some((a.parse::<u32>().ok()?, b.parse::<u32>().ok()?))
@@ -307,7 +307,7 @@ async fn send(
 }
 
 /// `s` as one path segment or query value (RFC 3986 unreserved characters kept).
-pub fn encode(s: &str) -> String {
+pub(crate) fn encode(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
     for b in s.bytes() {
         if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
@@ -321,13 +321,13 @@ pub fn encode(s: &str) -> String {
 
 /// An image reference as the path of `/images/{name}/json`: each `/`-separated part encoded
 /// (the daemon decodes the path before it reads the name).
-pub fn encode_image(s: &str) -> String {
+pub(crate) fn encode_image(s: &str) -> String {
     s.split('/').map(encode).collect::<Vec<_>>().join("/")
 }
 
 /// The `filters` query value of labels (`{"label": ["k=v", "k"]}`; an empty value: the label
 /// with any value).
-pub fn label_filters(labels: &[(&str, &str)]) -> String {
+pub(crate) fn label_filters(labels: &[(&str, &str)]) -> String {
     let list: Vec<String> = labels
         .iter()
         .map(|(k, v)| {
@@ -345,7 +345,7 @@ pub fn label_filters(labels: &[(&str, &str)]) -> String {
 /// one's `run` stays the client's, whose attached standard input hands over the secret): the
 /// same container as [`super::run_args`]'s `docker run -d`. `ulimits` are
 /// [`super::ulimit_args`]'s (`--ulimit NAME=SOFT:HARD` pairs).
-pub fn create_body(spec: &ContainerSpec, ulimits: &[String]) -> Result<Value> {
+pub(crate) fn create_body(spec: &ContainerSpec, ulimits: &[String]) -> Result<Value> {
     let l = &spec.limits;
     let workdir = spec.workdir.to_string_lossy().into_owned();
     let size =
@@ -476,7 +476,7 @@ pub fn create_body(spec: &ContainerSpec, ulimits: &[String]) -> Result<Value> {
 
 /// `GET /containers/{id}/json`'s body as [`super::inspect_args`]'s output (`State`,
 /// `HostConfig`, `NetworkSettings.Ports`), for [`super::parse_inspect`].
-pub fn parse_inspect_body(body: &[u8]) -> Result<crate::engine::ContainerStatus> {
+pub(crate) fn parse_inspect_body(body: &[u8]) -> Result<crate::engine::ContainerStatus> {
     let v: Value = serde_json::from_slice(body).with_context(|| {
         format!(
             "cannot parse the engine's container state: {}",
@@ -493,7 +493,7 @@ pub fn parse_inspect_body(body: &[u8]) -> Result<crate::engine::ContainerStatus>
 
 /// `GET /containers/json`'s body as container summaries (as [`super::parse_ps`] makes them
 /// of `ps`: the first name without its `/`, the sandbox ID and state directory labels).
-pub fn parse_list_body(body: &[u8]) -> Result<Vec<ContainerSummary>> {
+pub(crate) fn parse_list_body(body: &[u8]) -> Result<Vec<ContainerSummary>> {
     #[derive(serde::Deserialize)]
     #[serde(rename_all = "PascalCase")]
     struct Entry {
@@ -538,7 +538,7 @@ pub fn parse_list_body(body: &[u8]) -> Result<Vec<ContainerSummary>> {
 }
 
 /// `GET /volumes`'s body: each volume's name and labels.
-pub fn parse_volumes_body(body: &[u8]) -> Result<Vec<(String, BTreeMap<String, String>)>> {
+pub(crate) fn parse_volumes_body(body: &[u8]) -> Result<Vec<(String, BTreeMap<String, String>)>> {
     #[derive(serde::Deserialize)]
     #[serde(rename_all = "PascalCase")]
     struct List {

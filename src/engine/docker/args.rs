@@ -13,7 +13,7 @@ use crate::types::format_cpus;
 /// default), removing the intermediate containers even of a failed step (`--force-rm`; the
 /// classic builder keeps them otherwise), the build args, target, caches, network and labels,
 /// then the context.
-pub fn build_args(spec: &BuildSpec) -> Vec<String> {
+pub(crate) fn build_args(spec: &BuildSpec) -> Vec<String> {
     let mut a: Vec<String> = vec![
         "build".into(),
         "--force-rm".into(),
@@ -43,7 +43,7 @@ pub fn build_args(spec: &BuildSpec) -> Vec<String> {
 
 /// `create` arguments of the container [`Environment::image_file`](crate::engine::Environment::image_file) copies a file out of: never
 /// started (its entrypoint need not exist), without a network, never pulling, labelled.
-pub fn probe_create_args(image: &str, labels: &[(&str, &str)]) -> Vec<String> {
+pub(crate) fn probe_create_args(image: &str, labels: &[(&str, &str)]) -> Vec<String> {
     let mut a: Vec<String> = vec!["create".into()];
     for (k, v) in labels {
         a.extend(["--label".into(), format!("{k}={v}")]);
@@ -71,7 +71,7 @@ pub(super) fn volume_labels(spec: &ContainerSpec) -> Vec<(String, String)> {
 
 /// `volume create` arguments making `spec`'s labelled scratch volume (Podman, whose `--mount`
 /// cannot label the volume it creates).
-pub fn volume_create_args(spec: &ContainerSpec) -> Vec<String> {
+pub(crate) fn volume_create_args(spec: &ContainerSpec) -> Vec<String> {
     let mut a: Vec<String> = vec!["volume".into(), "create".into()];
     for (k, v) in volume_labels(spec) {
         a.extend(["--label".into(), format!("{k}={v}")]);
@@ -113,7 +113,7 @@ pub(crate) fn csv_field(f: String) -> String {
 /// attached instead: [`attached_run`]), never pulling. `extra`
 /// (engine options: [`ulimit_args`]) and then [`runtime_args`] go before `--pull`. With gVisor
 /// the host's `--pids-limit` is [`gvisor_host_pids`].
-pub fn run_args(flavor: Flavor, spec: &ContainerSpec, extra: &[String]) -> Vec<String> {
+pub(crate) fn run_args(flavor: Flavor, spec: &ContainerSpec, extra: &[String]) -> Vec<String> {
     let l = &spec.limits;
     let workdir = spec.workdir.to_string_lossy();
     let mut a: Vec<String> = vec!["run".into(), "-d".into()];
@@ -244,7 +244,7 @@ pub fn run_args(flavor: Flavor, spec: &ContainerSpec, extra: &[String]) -> Vec<S
 /// when it serves), signals not passed on (the client is killed once the agent serves; the
 /// container runs on), and the container's ID written to `cidfile` (an attached `run` prints
 /// none).
-pub fn attached_run(mut args: Vec<String>, cidfile: &str) -> Vec<String> {
+pub(crate) fn attached_run(mut args: Vec<String>, cidfile: &str) -> Vec<String> {
     if args.get(1).map(String::as_str) == Some("-d") {
         args.splice(
             1..2,
@@ -264,14 +264,14 @@ pub fn attached_run(mut args: Vec<String>, cidfile: &str) -> Vec<String> {
 }
 
 /// `start` arguments that hand a shipped agent its secret again: attached as [`attached_run`].
-pub fn attached_start(container: &str) -> Vec<String> {
+pub(crate) fn attached_start(container: &str) -> Vec<String> {
     vec!["start".into(), "-a".into(), "-i".into(), container.into()]
 }
 
 /// The environment of every process of an allowlist sandbox: `HTTP_PROXY`, `HTTPS_PROXY` (and
 /// their lower-case forms, which curl, apt and Python read) name the relay on its loopback;
 /// `NO_PROXY`/`no_proxy` keep loopback direct.
-pub fn proxy_env() -> Vec<(&'static str, String)> {
+pub(crate) fn proxy_env() -> Vec<(&'static str, String)> {
     let url = format!("http://127.0.0.1:{}", agent::PROXY_PORT);
     let direct = "localhost,127.0.0.1,::1".to_string();
     vec![
@@ -297,7 +297,7 @@ pub fn proxy_env() -> Vec<(&'static str, String)> {
 ///   refused here, with the reason, instead of by the runtime.
 ///
 /// Errors: a configured value the host cannot grant (Podman).
-pub fn ulimit_args(
+pub(crate) fn ulimit_args(
     flavor: Flavor,
     nofile: u64,
     nproc: u64,
@@ -342,7 +342,7 @@ pub fn ulimit_args(
 }
 
 /// `--runtime NAME` when an OCI runtime is configured (both engines accept it on `run`).
-pub fn runtime_args(runtime: Option<&str>) -> Vec<String> {
+pub(crate) fn runtime_args(runtime: Option<&str>) -> Vec<String> {
     runtime
         .map(|r| vec!["--runtime".to_string(), r.to_string()])
         .unwrap_or_default()
@@ -350,11 +350,11 @@ pub fn runtime_args(runtime: Option<&str>) -> Vec<String> {
 
 /// Host tasks gVisor's own processes take before the sandbox runs anything (the Sentry's and
 /// the Gofer's threads: 38 measured with runsc 20221219, `--platform=ptrace`).
-pub const GVISOR_HOST_TASKS_BASE: u64 = 64;
+pub(crate) const GVISOR_HOST_TASKS_BASE: u64 = 64;
 /// Host tasks each process inside a gVisor sandbox may take (with `--platform=ptrace` every
 /// process of the sandbox is a host stub process with threads of its own, and the Sentry adds
 /// threads as it serves them: about 11 each, measured).
-pub const GVISOR_HOST_TASKS_PER_PROCESS: u64 = 16;
+pub(crate) const GVISOR_HOST_TASKS_PER_PROCESS: u64 = 16;
 
 /// The host `--pids-limit` of a gVisor sandbox whose process limit is `pids`: the host's pids
 /// cgroup counts every task of the gVisor sandbox (Sentry, Gofer, stub processes), not the
@@ -363,14 +363,14 @@ pub const GVISOR_HOST_TASKS_PER_PROCESS: u64 = 16;
 /// past it fails with EAGAIN, as on Linux), and the host's cgroup is a ceiling above it
 /// ([`GVISOR_HOST_TASKS_BASE`] + [`GVISOR_HOST_TASKS_PER_PROCESS`] × `pids`) that still stops
 /// a runaway sandbox from exhausting the host's PIDs.
-pub fn gvisor_host_pids(pids: u32) -> u64 {
+pub(crate) fn gvisor_host_pids(pids: u32) -> u64 {
     GVISOR_HOST_TASKS_BASE + GVISOR_HOST_TASKS_PER_PROCESS * u64::from(pids)
 }
 
 /// `--mount` value binding the host path `source` at `target` (read-only with `readonly`).
 /// `--mount` is parsed as one CSV record, so a field holding `,` or `"` is quoted (RFC 4180);
 /// `:` and spaces need nothing, unlike `-v`.
-pub fn bind_mount_arg(source: &str, target: &str, readonly: bool) -> String {
+pub(crate) fn bind_mount_arg(source: &str, target: &str, readonly: bool) -> String {
     format!(
         "type=bind,{},{}{}",
         csv_field(format!("source={source}")),
@@ -381,7 +381,7 @@ pub fn bind_mount_arg(source: &str, target: &str, readonly: bool) -> String {
 
 /// `docker inspect` arguments printing the container's `.State` and `.HostConfig` as one JSON
 /// object (both engines name the fields alike).
-pub fn inspect_args(container: &str) -> Vec<String> {
+pub(crate) fn inspect_args(container: &str) -> Vec<String> {
     vec![
         "inspect".into(),
         "--type".into(),
@@ -395,7 +395,7 @@ pub fn inspect_args(container: &str) -> Vec<String> {
 /// `ps -a` arguments listing containers with every label in `labels`. Docker: one line per
 /// container, ID, name, state, status and sandbox ID separated by tabs. Podman: a JSON array
 /// (its template's `.State` is the human status and it has no `.Label`).
-pub fn ps_args(flavor: Flavor, labels: &[(&str, &str)]) -> Vec<String> {
+pub(crate) fn ps_args(flavor: Flavor, labels: &[(&str, &str)]) -> Vec<String> {
     let mut a: Vec<String> = vec!["ps".into(), "-a".into(), "--no-trunc".into()];
     for (k, v) in labels {
         a.push("--filter".into());
@@ -419,7 +419,7 @@ pub fn ps_args(flavor: Flavor, labels: &[(&str, &str)]) -> Vec<String> {
 /// in-container binary (`h9sandbox agent exec`, which installs the set-ID filter) when the
 /// sandbox has one, else (sandboxes made before the agent) a shell command line through
 /// [`SHELL_WRAPPER`] and an argument vector as it is.
-pub fn exec_args(container: &str, spec: &ExecSpec) -> Vec<String> {
+pub(crate) fn exec_args(container: &str, spec: &ExecSpec) -> Vec<String> {
     let mut a: Vec<String> = vec!["exec".into()];
     if spec.interactive {
         a.push("-i".into());
@@ -486,7 +486,7 @@ pub fn exec_args(container: &str, spec: &ExecSpec) -> Vec<String> {
 /// h9sandbox's own binary (`agent kill-marked`, which kills their descendants too), as the
 /// exec's user (who may read their environments and signal them), where the sandbox has it;
 /// else [`KILL_SCRIPT`], with the image's `sh`.
-pub fn kill_args(container: &str, spec: &ExecSpec) -> Vec<String> {
+pub(crate) fn kill_args(container: &str, spec: &ExecSpec) -> Vec<String> {
     if spec.wrapped {
         let mut a: Vec<String> = vec!["exec".into()];
         if let Some(u) = &spec.user {
@@ -514,7 +514,7 @@ pub fn kill_args(container: &str, spec: &ExecSpec) -> Vec<String> {
 
 /// `docker run` arguments of the sidecar `spec`: hardened, labelled, never pulling; detached
 /// (`-d`), or (`detach` false) attached and removed at its end (`--rm`).
-pub fn sidecar_run_args(spec: &SidecarSpec, detach: bool) -> Vec<String> {
+pub(crate) fn sidecar_run_args(spec: &SidecarSpec, detach: bool) -> Vec<String> {
     let mut a: Vec<String> = vec![
         "run".into(),
         if detach { "-d" } else { "--rm" }.into(),
@@ -569,7 +569,7 @@ pub fn sidecar_run_args(spec: &SidecarSpec, detach: bool) -> Vec<String> {
 
 /// `ps -a` arguments listing the sidecars carrying the label `of_label` (any value) and the
 /// state directory `state_dir`: ID, the `of_label` value and the state directory, tab-separated.
-pub fn sidecar_ps_args(of_label: &str, state_dir: &str) -> Vec<String> {
+pub(crate) fn sidecar_ps_args(of_label: &str, state_dir: &str) -> Vec<String> {
     vec![
         "ps".into(),
         "-a".into(),

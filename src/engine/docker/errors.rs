@@ -26,7 +26,7 @@ pub(super) fn unknown_runtime(bin: &str, name: &str) -> Error {
 }
 
 /// A hint for a `run` failure whose cause h9sandbox knows, starting with "; ", or "".
-pub fn run_failure_hint(stderr: &str) -> &'static str {
+pub(crate) fn run_failure_hint(stderr: &str) -> &'static str {
     if stderr.contains("error setting rlimit") {
         "; an rlimit exceeds what the runtime may grant: lower ulimit_nofile / ulimit_nproc (0 = automatic)"
     } else if stderr.contains("port is already allocated")
@@ -42,7 +42,7 @@ pub fn run_failure_hint(stderr: &str) -> &'static str {
 
 /// When the client's stderr says the daemon cannot be reached as its settings name it (down,
 /// unknown context, TLS files missing, TLS expected or refused), the reason in one line.
-pub fn unreachable_reason(stderr: &str) -> Option<String> {
+pub(crate) fn unreachable_reason(stderr: &str) -> Option<String> {
     const SIGNS: [&str; 9] = [
         "Cannot connect to the Docker daemon",
         "error during connect",
@@ -83,7 +83,7 @@ pub(super) fn is_no_such_image(stderr: &str) -> bool {
 }
 
 /// The first meaningful line of a client's stderr, without the `docker: ` prefix.
-pub fn first_error_line(stderr: &str) -> String {
+pub(crate) fn first_error_line(stderr: &str) -> String {
     let line = stderr
         .lines()
         .map(str::trim)
@@ -95,7 +95,7 @@ pub fn first_error_line(stderr: &str) -> String {
 /// Turns the first bytes `head` a `docker exec` (`podman exec`) client wrote to stderr, with its
 /// exit `status`, into h9sandbox's own failure when they show that the engine, not the command,
 /// failed; `None` when they are the command's own.
-pub fn exec_failure(
+pub(crate) fn exec_failure(
     flavor: Flavor,
     container: &str,
     head: &[u8],
@@ -161,7 +161,7 @@ pub fn exec_failure(
 
 /// Whether the first chunk of an exec's stderr may be the client's own message (to be held back
 /// until the exit status tells).
-pub fn looks_like_engine_message(chunk: &[u8]) -> bool {
+pub(crate) fn looks_like_engine_message(chunk: &[u8]) -> bool {
     const PREFIXES: [&[u8]; 6] = [
         b"Error",
         b"unable to find user",

@@ -11,16 +11,16 @@
 //! [`Environment`] implementation); [`args`] the argv builders, [`parse`] the parsers of what
 //! the client prints, [`errors`] what its English error messages mean.
 
-pub mod api;
-pub mod args;
-pub mod errors;
-pub mod parse;
+pub(crate) mod api;
+pub(crate) mod args;
+pub(crate) mod errors;
+pub(crate) mod parse;
 #[cfg(test)]
 mod tests;
 
-pub use args::*;
-pub use errors::*;
-pub use parse::*;
+pub(crate) use args::*;
+pub(crate) use errors::*;
+pub(crate) use parse::*;
 
 use std::ffi::OsString;
 use std::path::Path;
@@ -45,13 +45,13 @@ use crate::types::{Daemon, EngineKind};
 
 /// Runs the user's command with bash when the image has it, else with sh.
 /// Invoked as `sh -c SHELL_WRAPPER h9sandbox COMMAND`, so `$1` is the command.
-pub const SHELL_WRAPPER: &str =
+pub(crate) const SHELL_WRAPPER: &str =
     r#"if command -v bash >/dev/null 2>&1; then exec bash -c "$1"; fi; exec sh -c "$1""#;
 
 /// Kills, with SIGKILL, every process whose environment holds `H9SANDBOX_EXEC_ID=$1`, repeating
 /// until a pass finds none (so children forked meanwhile are caught too). POSIX sh, reading
 /// `/proc/PID/environ`; works with dash, bash and busybox.
-pub const KILL_SCRIPT: &str = r#"m="H9SANDBOX_EXEC_ID=$1"; n=0
+pub(crate) const KILL_SCRIPT: &str = r#"m="H9SANDBOX_EXEC_ID=$1"; n=0
 while [ $n -lt 50 ]; do
   found=
   for d in /proc/[0-9]*; do
@@ -68,7 +68,7 @@ exit 1"#;
 
 /// Which Docker-CLI-compatible engine a [`Docker`] drives.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Flavor {
+pub(crate) enum Flavor {
     /// Docker Engine: a daemon applies the container's rlimits from its own.
     Docker,
     /// Podman: no daemon; the client's process starts the OCI runtime, so the container's
@@ -79,7 +79,7 @@ pub enum Flavor {
 /// Engine options of `run` beyond the sandbox's own limits (configuration keys
 /// `ulimit_nofile`, `ulimit_nproc`; the OCI runtime is the container's, [`ContainerSpec::runtime`]).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct RunOptions {
+pub(crate) struct RunOptions {
     /// Open-files rlimit (`--ulimit nofile=N:N`); 0 = automatic (see [`ulimit_args`]).
     pub ulimit_nofile: u64,
     /// Processes rlimit (`--ulimit nproc=N:N`); 0 = automatic (see [`ulimit_args`]).
@@ -89,7 +89,7 @@ pub struct RunOptions {
 /// The host's hard rlimits and kernel ceilings that bound a Podman container's rlimits.
 /// `None` is unlimited (or unknown).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct HostLimits {
+pub(crate) struct HostLimits {
     /// Our hard `RLIMIT_NOFILE` (`getrlimit(2)`).
     pub nofile_hard: Option<u64>,
     /// `/proc/sys/fs/nr_open`: no process may have more open files.
@@ -102,7 +102,7 @@ pub struct HostLimits {
 
 impl HostLimits {
     /// Reads them from `getrlimit(2)` and `/proc/sys`.
-    pub fn read() -> HostLimits {
+    pub(crate) fn read() -> HostLimits {
         use rustix::process::{getrlimit, Resource};
         let sysctl = |path: &str| {
             std::fs::read_to_string(path)
@@ -120,7 +120,7 @@ impl HostLimits {
 
 /// A Docker-CLI-compatible engine.
 #[derive(Clone)]
-pub struct Docker {
+pub(crate) struct Docker {
     bin: String,
     flavor: Flavor,
     options: RunOptions,
@@ -146,25 +146,8 @@ impl std::fmt::Debug for Docker {
 }
 
 impl Docker {
-    /// The engine whose client is `bin` (e.g. `docker`), reporting to nobody until
-    /// [`Docker::reporter`] says otherwise. A `bin` whose file name contains `podman` drives
-    /// Podman.
-    pub fn new(bin: impl Into<String>) -> Docker {
-        let bin = bin.into();
-        let flavor = if Path::new(&bin)
-            .file_name()
-            .and_then(|n| n.to_str())
-            .is_some_and(|n| n.contains("podman"))
-        {
-            Flavor::Podman
-        } else {
-            Flavor::Docker
-        };
-        Docker::with_flavor(flavor, bin)
-    }
-
     /// The engine `flavor` whose client is `bin`.
-    pub fn with_flavor(flavor: Flavor, bin: impl Into<String>) -> Docker {
+    pub(crate) fn with_flavor(flavor: Flavor, bin: impl Into<String>) -> Docker {
         Docker {
             bin: bin.into(),
             flavor,
@@ -178,7 +161,7 @@ impl Docker {
 
     /// The same engine, its client talking to `daemon` ([`Daemon`]): every command it runs gets
     /// exactly these `DOCKER_*` settings, the caller's own environment notwithstanding.
-    pub fn daemon(mut self, daemon: Daemon) -> Docker {
+    pub(crate) fn daemon(mut self, daemon: Daemon) -> Docker {
         self.daemon = daemon;
         self.api = Arc::default();
         self
@@ -238,7 +221,7 @@ impl Docker {
     }
 
     /// The daemon its client talks to.
-    pub fn daemon_settings(&self) -> &Daemon {
+    pub(crate) fn daemon_settings(&self) -> &Daemon {
         &self.daemon
     }
 
@@ -270,7 +253,7 @@ impl Docker {
 
     /// The same engine, showing every command line it runs to `reporter` when that is verbose
     /// ([`Reporter::command`]).
-    pub fn reporter(mut self, reporter: Arc<dyn Reporter>) -> Docker {
+    pub(crate) fn reporter(mut self, reporter: Arc<dyn Reporter>) -> Docker {
         self.reporter = reporter;
         self
     }
@@ -281,13 +264,13 @@ impl Docker {
     }
 
     /// The same engine, creating containers with `options`.
-    pub fn options(mut self, options: RunOptions) -> Docker {
+    pub(crate) fn options(mut self, options: RunOptions) -> Docker {
         self.options = options;
         self
     }
 
     /// The options containers are created with ([`Docker::options`]).
-    pub fn run_options(&self) -> &RunOptions {
+    pub(crate) fn run_options(&self) -> &RunOptions {
         &self.options
     }
 
@@ -301,12 +284,12 @@ impl Docker {
     }
 
     /// Which engine this is.
-    pub fn flavor(&self) -> Flavor {
+    pub(crate) fn flavor(&self) -> Flavor {
         self.flavor
     }
 
     /// The client binary.
-    pub fn bin(&self) -> &str {
+    pub(crate) fn bin(&self) -> &str {
         &self.bin
     }
 
@@ -1610,11 +1593,11 @@ fn read_regular(path: &Path, max: u64) -> Result<Vec<u8>> {
 
 /// The label of a derived image (its value: the build ID of the binary in it) and of the
 /// container it is made from.
-pub const LABEL_AGENT_IMAGE: &str = "h9sandbox.agent_image";
+pub(crate) const LABEL_AGENT_IMAGE: &str = "h9sandbox.agent_image";
 
 /// Whether `tag` has the shape of [`agent_image_tag`]'s names (`h9sandbox-agent:` and two runs
 /// of 12 lowercase hex digits): what a cached name must be before it is handed to the client.
-pub fn is_agent_image_tag(tag: &str) -> bool {
+pub(crate) fn is_agent_image_tag(tag: &str) -> bool {
     let hex12 = |s: &str| {
         s.len() == 12
             && s.bytes()
@@ -1627,7 +1610,7 @@ pub fn is_agent_image_tag(tag: &str) -> bool {
 
 /// The tag of the derived image of the image whose ID is `image_id` with the binary of build
 /// `build`: `h9sandbox-agent:<12 hex digits of each>`.
-pub fn agent_image_tag(image_id: &str, build: &str) -> String {
+pub(crate) fn agent_image_tag(image_id: &str, build: &str) -> String {
     let id = image_id.trim().trim_start_matches("sha256:");
     let short = |s: &str| -> String {
         s.chars()

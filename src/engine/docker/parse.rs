@@ -11,7 +11,7 @@ use crate::engine::{
 };
 
 /// Parses the output of [`super::args::ps_args`].
-pub fn parse_ps(flavor: Flavor, out: &str) -> Result<Vec<ContainerSummary>> {
+pub(crate) fn parse_ps(flavor: Flavor, out: &str) -> Result<Vec<ContainerSummary>> {
     match flavor {
         Flavor::Docker => Ok(out.lines().filter_map(parse_ps_line).collect()),
         Flavor::Podman => parse_podman_ps(out),
@@ -58,7 +58,7 @@ pub(super) fn parse_podman_ps(json: &str) -> Result<Vec<ContainerSummary>> {
         .collect())
 }
 /// Parses `docker image inspect --format '{{json .Config}}'`.
-pub fn parse_image_config(json: &str) -> Result<ImageConfig> {
+pub(crate) fn parse_image_config(json: &str) -> Result<ImageConfig> {
     #[derive(serde::Deserialize)]
     #[serde(rename_all = "PascalCase")]
     struct Config {
@@ -92,7 +92,7 @@ pub fn parse_image_config(json: &str) -> Result<ImageConfig> {
 }
 
 /// Parses the output of [`super::args::inspect_args`].
-pub fn parse_inspect(json: &str) -> Result<ContainerStatus> {
+pub(crate) fn parse_inspect(json: &str) -> Result<ContainerStatus> {
     #[derive(serde::Deserialize)]
     #[serde(rename_all = "PascalCase")]
     struct Inspect {
@@ -265,7 +265,7 @@ pub(super) fn parse_ps_line(line: &str) -> Option<ContainerSummary> {
 /// What `docker port C` (and `podman port C`) prints, one binding a line: `80/tcp ->
 /// 127.0.0.1:49153` (`[::1]:49153`, or `:::49153` from older clients, for IPv6). Lines of
 /// other protocols, and lines that do not parse, are left out.
-pub fn parse_port(out: &str) -> Vec<crate::types::PublishedPort> {
+pub(crate) fn parse_port(out: &str) -> Vec<crate::types::PublishedPort> {
     out.lines()
         .filter_map(|l| {
             let (inside, host) = l.split_once(" -> ")?;
@@ -285,7 +285,7 @@ pub fn parse_port(out: &str) -> Vec<crate::types::PublishedPort> {
 
 /// Parses the output of [`super::args::sidecar_ps_args`]; lines without three fields are
 /// skipped.
-pub fn parse_sidecars(out: &str) -> Vec<SidecarSummary> {
+pub(crate) fn parse_sidecars(out: &str) -> Vec<SidecarSummary> {
     out.lines()
         .filter_map(|line| {
             let mut f = line.split('\t');

@@ -398,9 +398,11 @@ fn ps_differs_between_docker_and_podman() {
 }
 
 #[test]
-fn the_flavor_follows_the_binary_name() {
-    assert_eq!(Docker::new("docker").kind(), EngineKind::Docker);
-    assert_eq!(Docker::new("/usr/bin/podman").kind(), EngineKind::Podman);
+fn the_kind_follows_the_flavor() {
+    assert_eq!(
+        Docker::with_flavor(Flavor::Docker, "docker").kind(),
+        EngineKind::Docker
+    );
     assert_eq!(
         Docker::with_flavor(Flavor::Podman, "/opt/p").kind(),
         EngineKind::Podman
@@ -798,7 +800,7 @@ fn a_shipped_agent_mounts_nothing_of_this_machine_and_gets_its_secret_on_stdin()
 #[test]
 fn every_client_command_gets_exactly_the_sandboxs_daemon_settings() {
     use crate::types::Daemon;
-    let d = Docker::new("docker").daemon(Daemon {
+    let d = Docker::with_flavor(Flavor::Docker, "docker").daemon(Daemon {
         host: Some("tcp://127.0.0.2:23760".into()),
         tls_verify: Some("1".into()),
         ..Daemon::default()
@@ -824,14 +826,14 @@ fn every_client_command_gets_exactly_the_sandboxs_daemon_settings() {
     assert_eq!(get("DOCKER_CONTEXT"), Some(None));
     assert_eq!(get("DOCKER_CERT_PATH"), Some(None));
     // Podman's client reads none of them: nothing is set.
-    let p = Docker::new("podman").command(["ps"]);
+    let p = Docker::with_flavor(Flavor::Podman, "podman").command(["ps"]);
     assert_eq!(p.as_std().get_envs().count(), 0);
 }
 
 #[test]
 fn settings_that_fail_the_checks_never_reach_the_client() {
     use crate::types::Daemon;
-    let d = Docker::new("docker").daemon(Daemon {
+    let d = Docker::with_flavor(Flavor::Docker, "docker").daemon(Daemon {
         host: Some("ssh://-oProxyCommand=touch /tmp/x".into()),
         ..Daemon::default()
     });
@@ -905,11 +907,16 @@ fn the_api_is_used_only_for_a_daemon_on_a_local_socket() {
 
 #[test]
 fn only_the_default_client_talks_to_the_api() {
-    assert!(Docker::new("docker").api().is_some());
+    assert!(Docker::with_flavor(Flavor::Docker, "docker")
+        .api()
+        .is_some());
     for bin in ["/usr/local/bin/docker-wrapper", "/tmp/docker", "podman"] {
-        assert!(Docker::new(bin).api().is_none(), "{bin}");
+        assert!(
+            Docker::with_flavor(Flavor::Docker, bin).api().is_none(),
+            "{bin}"
+        );
     }
-    let remote = Docker::new("docker").daemon(crate::types::Daemon {
+    let remote = Docker::with_flavor(Flavor::Docker, "docker").daemon(crate::types::Daemon {
         host: Some("tcp://127.0.0.2:23760".into()),
         ..Default::default()
     });
@@ -1100,7 +1107,7 @@ fn answer(status: u16, body: &str) -> api::Answer {
 
 #[test]
 fn refused_creates_mean_what_the_clients_messages_meant() {
-    let d = Docker::new("docker");
+    let d = Docker::with_flavor(Flavor::Docker, "docker");
     let s = spec("/w");
     let e = d.run_failure(
         &s,

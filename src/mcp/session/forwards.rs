@@ -34,7 +34,7 @@ pub(super) struct Forwards {
 
 impl Session {
     /// Whether the session offers `sandbox_port_forward` (`mcp --port-forward`).
-    pub fn offers_port_forward(&self) -> bool {
+    pub(crate) fn offers_port_forward(&self) -> bool {
         self.port_forward
     }
 
@@ -44,7 +44,7 @@ impl Session {
 
     /// Ends every forward of the session and waits (a few seconds at most) for their tasks;
     /// their registration goes with the last.
-    pub async fn end_forwards(&self) {
+    pub(crate) async fn end_forwards(&self) {
         let _ = self.forwards_end.send(true);
         let tasks = std::mem::take(&mut self.forwards().tasks);
         for t in tasks {

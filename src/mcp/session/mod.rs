@@ -39,7 +39,7 @@ const MAX_CALLS: u32 = 1 << 16;
 
 /// What one MCP session has: its configuration, its default sandbox and the sandboxes it
 /// removes when it ends.
-pub struct Session {
+pub(crate) struct Session {
     /// The configuration (with `mcp --image`), reporting to stderr (stdout is the protocol's).
     ctx: Ctx,
     /// The configuration layers below sandbox_up's arguments.
@@ -89,7 +89,7 @@ impl Session {
     /// [`Ctx::from_layers`]), making sandboxes in `workdir` unless told otherwise; `auto_up`
     /// when [`Session::auto_up`] will make its first sandbox; `all_sandboxes` when its tools
     /// may act on every sandbox of the state directory, not only on those it made.
-    pub fn new(
+    pub(crate) fn new(
         ctx: Ctx,
         layers: Layers,
         workdir: PathBuf,
@@ -118,14 +118,14 @@ impl Session {
     }
 
     /// The configuration's context (for the server's own clean-up).
-    pub fn ctx(&self) -> &Ctx {
+    pub(crate) fn ctx(&self) -> &Ctx {
         &self.ctx
     }
 
     /// Makes the session's sandbox (`--auto-up`) as `sandbox_up` without arguments does, tied
     /// to this process (`--owner-pid`). A failure is warned about on stderr and kept for the
     /// tools to report.
-    pub async fn auto_up(&self) {
+    pub(crate) async fn auto_up(&self) {
         match self.up(UpParams::default()).await {
             Ok(done) => {
                 if self.ctx.verbose() {
@@ -144,12 +144,12 @@ impl Session {
     }
 
     /// Waits (at most `patience`) for the tool calls under way to end.
-    pub async fn wait_for_calls(&self, patience: Duration) {
+    pub(crate) async fn wait_for_calls(&self, patience: Duration) {
         let _ = tokio::time::timeout(patience, self.calls.acquire_many(MAX_CALLS)).await;
     }
 
     /// The sandboxes the session removes when it ends, forgetting them.
-    pub fn take_owned(&self) -> Vec<Uuid> {
+    pub(crate) fn take_owned(&self) -> Vec<Uuid> {
         std::mem::take(&mut self.state().owned)
     }
 
@@ -264,7 +264,7 @@ impl Session {
     /// Runs the tool `name` with `args` while holding one permit of the calls under way (so the
     /// shutdown can wait for it, [`Session::wait_for_calls`]); `cancelled` resolving kills a
     /// command under way. Every failure becomes a tool error.
-    pub async fn call_tool(
+    pub(crate) async fn call_tool(
         self: &Arc<Self>,
         name: &str,
         args: Option<JsonObject>,
@@ -310,7 +310,7 @@ macro_rules! tool_table {
     )*) => {
         /// The tool list, in the order clients show it; `sandbox_port_forward` only when
         /// `port_forward` (the operator's `mcp --port-forward`).
-        pub fn tools($port_forward: bool) -> Vec<Tool> {
+        pub(crate) fn tools($port_forward: bool) -> Vec<Tool> {
             let mut all = Vec::new();
             $(
                 if $offered {

@@ -13,7 +13,7 @@ use crate::types::Ids;
 /// which gives the user a home and the set-ID filter), stopping at the first that fails. Its
 /// first line is a comment naming the file and the commands, which diagnostics show for it.
 /// `None` when there is nothing to run.
-pub fn bootstrap_script(dc: &Devcontainer, workdir: &Path, user: Ids) -> Option<String> {
+pub(crate) fn bootstrap_script(dc: &Devcontainer, workdir: &Path, user: Ids) -> Option<String> {
     let keys: Vec<&str> = dc.lifecycle.iter().map(|(k, _)| *k).collect();
     let mut lines = vec![
         format!(

@@ -61,20 +61,20 @@ mod prepare;
 mod run_args;
 mod vars;
 
-pub use lifecycle::bootstrap_script;
-pub use parse::{image_tag, parse};
-pub use prepare::{container_env, prepare, Prepared};
-pub use run_args::tighten;
+pub(crate) use lifecycle::bootstrap_script;
+pub(crate) use parse::parse;
+pub(crate) use prepare::prepare;
+pub(crate) use run_args::tighten;
 
 /// The largest devcontainer.json read (bytes).
-pub const MAX_CONFIG_BYTES: u64 = 1 << 20;
+pub(crate) const MAX_CONFIG_BYTES: u64 = 1 << 20;
 /// The label every image built from a devcontainer.json carries: the configuration's path
 /// (`docker image ls --filter label=h9sandbox.devcontainer` lists them).
-pub const LABEL_DEVCONTAINER: &str = "h9sandbox.devcontainer";
+pub(crate) const LABEL_DEVCONTAINER: &str = "h9sandbox.devcontainer";
 
 /// A devcontainer.json, read and checked ([`load`]): what the sandbox gets from it.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Devcontainer {
+pub(crate) struct Devcontainer {
     /// The configuration file (canonical).
     pub config: PathBuf,
     /// The project folder it belongs to (canonical): the folder holding `.devcontainer/`, or
@@ -105,7 +105,7 @@ pub struct Devcontainer {
 
 /// Where a devcontainer's image comes from.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Source {
+pub(crate) enum Source {
     /// `image`: a local image (pulled when missing, as any `up --image`).
     Image(String),
     /// `build`: a Dockerfile built with the engine.
@@ -114,7 +114,7 @@ pub enum Source {
 
 impl Source {
     /// The image reference the sandbox runs.
-    pub fn image(&self) -> &str {
+    pub(crate) fn image(&self) -> &str {
         match self {
             Source::Image(i) => i,
             Source::Build(b) => &b.tag,
@@ -124,7 +124,7 @@ impl Source {
 
 /// One lifecycle command's value: the three forms of the specification.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Lifecycle {
+pub(crate) enum Lifecycle {
     /// A string: a shell command line.
     Shell(String),
     /// An array: a program and its arguments, run without a shell.
@@ -135,7 +135,7 @@ pub enum Lifecycle {
 
 /// What `runArgs` asks that h9sandbox honours (everything else is refused by [`load`]).
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct RunArgs {
+pub(crate) struct RunArgs {
     /// `--env K=V`.
     pub env: Vec<(String, String)>,
     /// `--label K=V`.
@@ -155,7 +155,7 @@ pub struct RunArgs {
 /// of the image its Dockerfile builds) and `runArgs` labels, where `req` has none of its own,
 /// and the configuration itself ([`super::create::UpRequest::devcontainer`]). Errors: as
 /// [`locate`] and [`load`].
-pub fn apply(req: &mut super::create::UpRequest, path: Option<&Path>) -> Result<()> {
+pub(crate) fn apply(req: &mut super::create::UpRequest, path: Option<&Path>) -> Result<()> {
     let (config, project) = locate(path, req.workdir.as_deref())?;
     let workdir = match &req.workdir {
         Some(w) => w.canonicalize().unwrap_or_else(|_| w.clone()),
@@ -175,7 +175,7 @@ pub fn apply(req: &mut super::create::UpRequest, path: Option<&Path>) -> Result<
 /// `.devcontainer/NAME/devcontainer.json`, or `devcontainer.json` itself (a `.devcontainer`
 /// folder). Without `path`, the work dir's (else the current directory's).
 /// Errors: nothing found, or several subfolder configurations (naming them).
-pub fn locate(path: Option<&Path>, workdir: Option<&Path>) -> Result<(PathBuf, PathBuf)> {
+pub(crate) fn locate(path: Option<&Path>, workdir: Option<&Path>) -> Result<(PathBuf, PathBuf)> {
     let start = match path.filter(|p| !p.as_os_str().is_empty()) {
         Some(p) => p.to_path_buf(),
         None => workdir.map_or_else(|| PathBuf::from("."), Path::to_path_buf),
@@ -251,7 +251,7 @@ fn find_in(dir: &Path) -> Result<PathBuf> {
 /// configuration, no image or Dockerfile, a Dockerfile or context outside the project folder,
 /// a key that would loosen the sandbox (`runArgs`, `privileged`, `capAdd`, `securityOpt`,
 /// `mounts`), a malformed value.
-pub fn load(config: &Path, project: &Path, workdir: &Path) -> Result<Devcontainer> {
+pub(crate) fn load(config: &Path, project: &Path, workdir: &Path) -> Result<Devcontainer> {
     let text = read_config(config)?;
     parse(&text, config, project, workdir)
 }

@@ -45,7 +45,12 @@ const COMPOSE_KEYS: &[&str] = &["dockerComposeFile", "service", "runServices"];
 const LOOSENING_KEYS: &[&str] = &["privileged", "capAdd", "securityOpt", "mounts"];
 
 /// Parses the text of the devcontainer.json `config` (see [`load`](super::load)).
-pub fn parse(text: &str, config: &Path, project: &Path, workdir: &Path) -> Result<Devcontainer> {
+pub(crate) fn parse(
+    text: &str,
+    config: &Path,
+    project: &Path,
+    workdir: &Path,
+) -> Result<Devcontainer> {
     let name = config.display().to_string();
     let options = jsonc_parser::ParseOptions {
         allow_comments: true,
@@ -357,7 +362,7 @@ fn source(
 /// The name of the image built for the configuration `config` of `project`:
 /// `h9sandbox-devcontainer-<project folder's name>-<12 hex of the configuration's path>:latest`
 /// (the same for every `up` of that file, so the engine's build cache serves the next one).
-pub fn image_tag(project: &Path, config: &Path) -> String {
+pub(crate) fn image_tag(project: &Path, config: &Path) -> String {
     let folder = project.file_name().map_or(project, Path::new);
     crate::sandbox::build::image_name(
         "h9sandbox-devcontainer",

@@ -13,7 +13,7 @@ use crate::types::{Ids, Isolation, Limits};
 
 /// What [`prepare`] settled for the new sandbox, once its engine and image are known.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Prepared {
+pub(crate) struct Prepared {
     /// The sandbox's user from `remoteUser` / `containerUser` (`None`: h9sandbox's own).
     pub user: Option<Ids>,
     /// The container's extra environment, in order.
@@ -28,7 +28,7 @@ pub struct Prepared {
 /// flag beats it), settles its environment (the image's `ENV` for `${containerEnv:…}`), and
 /// warns, once each: what it does not honour, the ports it records but cannot forward, host
 /// requirements beyond the limits. Errors: a local engine, the build, a user the image lacks.
-pub async fn prepare(
+pub(crate) async fn prepare(
     ctx: &Ctx,
     engine: &AnyEngine,
     dc: &Devcontainer,
@@ -122,7 +122,7 @@ pub async fn prepare(
 /// came before (and, for an image without `PATH`, the default `PATH` Docker gives its
 /// containers); a `null` in `remoteEnv` removes the name. Later names replace earlier ones in
 /// place.
-pub fn container_env(dc: &Devcontainer, image_env: &[String]) -> Vec<(String, String)> {
+pub(crate) fn container_env(dc: &Devcontainer, image_env: &[String]) -> Vec<(String, String)> {
     let mut env: Vec<(String, String)> = Vec::new();
     let set = |env: &mut Vec<(String, String)>, k: &str, v: Option<String>| {
         env.retain(|(n, _)| n != k);

@@ -187,7 +187,7 @@ fn is_no_new_privileges(v: &str) -> bool {
 /// `limits` with `runArgs`' `--memory`, `--cpus`, `--pids-limit` and `--network none` of `dc`
 /// applied: each may only tighten them (the sandbox's limits are h9sandbox's). Errors: a looser
 /// one, naming it and the sandbox's value.
-pub fn tighten(dc: &Devcontainer, limits: &mut Limits) -> Result<()> {
+pub(crate) fn tighten(dc: &Devcontainer, limits: &mut Limits) -> Result<()> {
     let name = dc.config.display();
     let r = &dc.run_args;
     let looser = |what: &str, asked: String, have: String| -> anyhow::Error {
