@@ -800,7 +800,7 @@ pub(crate) fn signal_as_owner(p: &Proc, sig: i32) -> bool {
 }
 
 /// Whether `/proc/PID/environ` of `pid` holds exactly `needle` (`NAME=value`), read with our own
-/// credentials (the host's sweep, [`crate::engine::marker`]).
+/// credentials (for the host's sweep of a local sandbox's marked processes, in the engine layer).
 pub(crate) fn environ_has(pid: i32, needle: &[u8]) -> bool {
     std::fs::read(format!("/proc/{pid}/environ"))
         .is_ok_and(|env| env.split(|b| *b == 0).any(|v| v == needle))
