@@ -243,7 +243,6 @@ impl Store {
         Ok(out)
     }
 
-
     fn lock_in(&self, dir: &OwnedFd) -> Result<LockGuard> {
         use rustix::fs::OFlags;
         let file = self
