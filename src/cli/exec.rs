@@ -3,66 +3,14 @@
 //! in the background ([`crate::sandbox::background`]) and print its handle.
 
 use anyhow::Result;
-use serde::Serialize;
 
 use super::output;
 use super::{ExecArgs, Format};
 use crate::error::Error;
-use crate::sandbox::exec::{execute, ExecRequest, Sink};
+use crate::sandbox::exec::{execute, ExecRequest, ExecResult, Sink};
 use crate::sandbox::signals::Interruption;
 use crate::sandbox::Ctx;
 use crate::types::Signal;
-
-/// `exec --format json` document.
-#[derive(Debug, Serialize)]
-pub(crate) struct ExecJson {
-    /// Exit status (as our own exit status).
-    pub exit_code: i32,
-    /// Standard output, capped at `--max-output` bytes.
-    pub stdout: String,
-    /// Standard error, capped at `--max-output` bytes.
-    pub stderr: String,
-    /// Wall-clock milliseconds.
-    pub duration_ms: u64,
-    /// Whether the timeout killed the command.
-    pub timed_out: bool,
-    /// Whether either stream was cut at `--max-output`.
-    pub truncated: bool,
-    /// Whether the kernel's OOM killer ended the command (the sandbox's memory limit).
-    pub oom_killed: bool,
-    /// Why it ended, one word: `exited`, `signal`, `oom_killed`, `interrupted`, `timed_out`
-    /// ([`crate::sandbox::exec::Outcome::ended`]).
-    pub ended: &'static str,
-    /// The signal that ended the command's own process (`"SIGKILL"`); null when it exited, and
-    /// always through the engine's exec (which knows only the status 128+N).
-    pub signal: Option<String>,
-    /// What made h9sandbox kill the tree: `"SIGINT"`, `"SIGTERM"`, `"SIGHUP"` (a signal to
-    /// h9sandbox), `"SIGPIPE"` (its stdout was closed); null otherwise.
-    pub interrupted: Option<String>,
-    /// With `--combined`: stdout and stderr together, chunk by chunk in the order they were
-    /// read, capped at `--max-output` as each stream is; absent otherwise.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub output: Option<String>,
-}
-
-/// The JSON document of a command's outcome, with `output` when `combined`.
-pub(crate) fn json(out: &crate::sandbox::exec::Outcome, combined: bool) -> ExecJson {
-    ExecJson {
-        exit_code: out.exit_code,
-        stdout: out.stdout.text(),
-        stderr: out.stderr.text(),
-        duration_ms: u64::try_from(out.duration.as_millis()).unwrap_or(u64::MAX),
-        timed_out: out.timed_out,
-        truncated: out.stdout.truncated()
-            || out.stderr.truncated()
-            || (combined && out.combined.truncated()),
-        oom_killed: out.oom_killed,
-        ended: out.ended(),
-        signal: out.signal_name(),
-        interrupted: out.interrupted.map(|i| i.to_string()),
-        output: combined.then(|| out.combined.text()),
-    }
-}
 
 /// What `exec` says on stderr when the kernel's OOM killer ended the command in sandbox `rec`.
 pub(crate) fn oom_message(rec: &crate::state::Record) -> String {
@@ -358,7 +306,7 @@ pub(crate) async fn run(ctx: &Ctx, format: Format, args: &ExecArgs) -> Result<i3
         ctx.reporter.warn(&oom_message(&done.record));
     }
     if format == Format::Json {
-        output::print_json(&json(out, args.combined))?;
+        output::print_json(&ExecResult::of(out, args.combined))?;
     }
     Ok(out.exit_code)
 }

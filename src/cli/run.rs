@@ -3,12 +3,12 @@
 
 use anyhow::Result;
 
-use super::exec::ExecJson;
 use super::output;
 use super::progress::CliReporter;
 use super::{Format, RunArgs};
 use crate::sandbox::create::create;
 use crate::sandbox::down::take_down;
+use crate::sandbox::exec::ExecResult;
 use crate::sandbox::exec::{execute, ExecRequest, Sink};
 use crate::sandbox::Ctx;
 
@@ -19,7 +19,7 @@ pub(crate) struct RunJson {
     pub id: String,
     /// The command's result, as `exec --format json` gives it.
     #[serde(flatten)]
-    pub exec: ExecJson,
+    pub exec: ExecResult,
 }
 
 /// The `up` request of `run`: `args`' up options, tied to this process unless told otherwise
@@ -114,7 +114,7 @@ pub(crate) async fn run(
     if format == Format::Json {
         output::print_json(&RunJson {
             id: rec.id.to_string(),
-            exec: super::exec::json(out, args.combined),
+            exec: ExecResult::of(out, args.combined),
         })?;
     }
     match removed {

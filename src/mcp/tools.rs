@@ -405,37 +405,16 @@ pub(crate) struct SandboxInfo {
     pub error: Option<String>,
 }
 
-/// Result of `sandbox_exec`.
+/// Result of `sandbox_exec`: the sandbox's ID and the command's result, the same document as
+/// `exec --format json`'s ([`crate::sandbox::exec::ExecResult`]); `interrupted` is
+/// `"cancelled"` when the client cancelled the call.
 #[derive(Debug, Clone, Serialize, JsonSchema)]
 pub(crate) struct ExecResult {
     /// The sandbox's ID.
     pub id: String,
-    /// The command's exit status (128+N when killed by signal N; 124 when it timed out).
-    pub exit_code: i32,
-    /// Standard output (capped: see truncated).
-    pub stdout: String,
-    /// Standard error (capped: see truncated).
-    pub stderr: String,
-    /// Wall-clock milliseconds from start to exit.
-    pub duration_ms: u64,
-    /// Whether the timeout killed the command's process tree.
-    pub timed_out: bool,
-    /// Whether bytes were cut from the middle of stdout or stderr.
-    pub truncated: bool,
-    /// Bytes the command wrote to stdout in all.
-    pub stdout_bytes: u64,
-    /// Bytes the command wrote to stderr in all.
-    pub stderr_bytes: u64,
-    /// Whether the kernel's OOM killer ended the command: the sandbox ran out of memory.
-    pub oom_killed: bool,
-    /// Why it ended, one word: "exited", "signal" (see signal), "oom_killed", "interrupted"
-    /// (the client cancelled the call, or the server was told to stop), "timed_out".
-    pub ended: String,
-    /// The signal that ended the command's own process ("SIGKILL"), or null when it exited.
-    pub signal: Option<String>,
-    /// With combined: stdout and stderr together, in the order they were read.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub output: Option<String>,
+    /// The command's result.
+    #[serde(flatten)]
+    pub result: crate::sandbox::exec::ExecResult,
 }
 
 /// Result of `sandbox_read`.

@@ -403,6 +403,8 @@ struct ExecJson {
     duration_ms: u64,
     timed_out: bool,
     truncated: bool,
+    stdout_bytes: u64,
+    stderr_bytes: u64,
     oom_killed: bool,
     ended: String,
     signal: Option<String>,
@@ -498,6 +500,9 @@ fn combined_output_keeps_the_order_the_chunks_were_written_in() {
     let j = exec_json(&env, &id, &["--combined", "--max-output", "5"], script);
     assert!(j.truncated);
     assert_eq!(j.output.as_deref(), Some("o1\ne1"));
+    // The streams are cut, their sizes are not (the same document as MCP's `sandbox_exec`).
+    assert_eq!((j.stdout.as_str(), j.stderr.as_str()), ("o1\no2", "e1\ne2"));
+    assert_eq!((j.stdout_bytes, j.stderr_bytes), (9, 9));
     // `run` carries it too.
     let out = env.run(&[
         "run",

@@ -197,15 +197,19 @@ fn the_tools_are_listed_with_schemas_a_model_can_follow() {
     }
     let (p, _) = properties(&tools["sandbox_exec"]["output"]);
     for field in [
+        "id",
         "exit_code",
         "stdout",
         "stderr",
         "duration_ms",
         "timed_out",
         "truncated",
+        "stdout_bytes",
+        "stderr_bytes",
         "oom_killed",
         "ended",
         "signal",
+        "interrupted",
         "output",
     ] {
         assert!(p.contains(&field.to_string()), "exec result lacks {field}");

@@ -69,23 +69,7 @@ impl Session {
         )
         .await?;
         let out = &done.outcome;
-        let (stdout, cut_out) = out.stdout.text_ends();
-        let (stderr, cut_err) = out.stderr.text_ends();
-        let result = ExecResult {
-            id: done.record.id.to_string(),
-            exit_code: out.exit_code,
-            stdout,
-            stderr,
-            duration_ms: u64::try_from(out.duration.as_millis()).unwrap_or(u64::MAX),
-            timed_out: out.timed_out,
-            truncated: cut_out > 0 || cut_err > 0,
-            stdout_bytes: out.stdout.total,
-            stderr_bytes: out.stderr.total,
-            oom_killed: out.oom_killed,
-            ended: out.ended().to_string(),
-            signal: out.signal_name(),
-            output: p_combined.then(|| out.combined.text_ends().0),
-        };
+        let result = exec::ExecResult::of(out, p_combined);
         let mut text = format!(
             "exit code {} in {} ms{}{}",
             result.exit_code,
@@ -124,6 +108,10 @@ impl Session {
                 }
             )
         });
+        let result = ExecResult {
+            id: done.record.id.to_string(),
+            result,
+        };
         let mut d = Done::new(&result, text)?;
         d.error = error;
         Ok(d)

@@ -14,7 +14,7 @@ mod run;
 #[cfg(test)]
 mod tests;
 
-pub(crate) use output::{Capture, Captured, Outcome, Sink};
+pub(crate) use output::{Capture, Captured, ExecResult, Outcome, Sink};
 pub(crate) use run::run_command;
 use run::run_command_until;
 pub(in crate::sandbox) use run::{describe_as_run, without_engine_exec};

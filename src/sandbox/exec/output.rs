@@ -1,7 +1,10 @@
 //! Where the command's output goes ([`Sink`]) and what comes back: the [`Outcome`], its captured
-//! streams ([`Captured`]).
+//! streams ([`Captured`]), and the one document both front ends report it as ([`ExecResult`]).
 
 use std::time::Duration;
+
+use schemars::JsonSchema;
+use serde::Serialize;
 
 use crate::report::Stream;
 use crate::sandbox::signals::Interruption;
@@ -46,7 +49,7 @@ impl Sink {
 }
 
 /// The result of one command.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub(crate) struct Outcome {
     /// Exit status: the command's (128+N for signal N), or 124 on timeout.
     pub exit_code: i32,
@@ -176,6 +179,16 @@ impl Captured {
         (text, cut)
     }
 
+    /// The bytes kept, as text: [`Captured::text_ends`] when the end was kept too, else
+    /// [`Captured::text`].
+    pub(crate) fn shown(&self) -> String {
+        if self.tail.is_empty() {
+            self.text()
+        } else {
+            self.text_ends().0
+        }
+    }
+
     /// The kept bytes as text: a multi-byte character cut by the cap is dropped whole, invalid
     /// UTF-8 is replaced by U+FFFD.
     pub(crate) fn text(&self) -> String {
@@ -220,5 +233,70 @@ impl Capture {
     /// What was kept.
     pub(crate) fn captured(&self) -> &Captured {
         &self.captured
+    }
+}
+
+/// A command's outcome as both front ends report it: the document of `exec --format json` (and,
+/// with the sandbox's `id`, of `run --format json`) and the structured result of the MCP tool
+/// `sandbox_exec`, which adds the `id` too. Its shape is documented in `docs/reference/json.md`.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub(crate) struct ExecResult {
+    /// The command's exit status: its own, 128+N when signal N ended it, 124 when the timeout
+    /// killed its process tree, 128+N when a signal to h9sandbox made it kill the tree (141: its
+    /// stdout was closed).
+    pub exit_code: i32,
+    /// Standard output, as text, capped at the output limit (see truncated).
+    pub stdout: String,
+    /// Standard error, as text, capped at the output limit (see truncated).
+    pub stderr: String,
+    /// Wall-clock milliseconds from the start to the command's own exit.
+    pub duration_ms: u64,
+    /// Whether the timeout killed the command's whole process tree (exit_code 124).
+    pub timed_out: bool,
+    /// Whether bytes of a stream (or, with combined, of output) were cut at the output limit.
+    pub truncated: bool,
+    /// Bytes the command wrote to stdout in all, kept or cut.
+    pub stdout_bytes: u64,
+    /// Bytes the command wrote to stderr in all, kept or cut.
+    pub stderr_bytes: u64,
+    /// Whether the kernel's OOM killer ended the command: the sandbox ran out of memory.
+    pub oom_killed: bool,
+    /// Why it ended, one word, the first that applies: "timed_out", "interrupted" (see
+    /// interrupted), "oom_killed", "signal" (see signal), "exited" ([`Outcome::ended`]).
+    pub ended: String,
+    /// The signal that ended the command's own process ("SIGKILL"), from its wait status; null
+    /// when it exited, and always through the engine's exec (which knows only the status 128+N).
+    pub signal: Option<String>,
+    /// What made h9sandbox kill the tree: "SIGINT", "SIGTERM", "SIGHUP" (a signal to h9sandbox),
+    /// "SIGPIPE" (its stdout was closed), "cancelled" (the MCP client cancelled the call, or the
+    /// server was told to stop); null otherwise.
+    pub interrupted: Option<String>,
+    /// With combined: stdout and stderr together, chunk by chunk in the order they were read,
+    /// capped as each stream is; absent otherwise.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub output: Option<String>,
+}
+
+impl ExecResult {
+    /// The document of `out`, with `output` when `combined`. A stream captured with its ends
+    /// ([`Sink::CaptureEnds`]) shows both, with the marker of what was cut between them.
+    pub(crate) fn of(out: &Outcome, combined: bool) -> ExecResult {
+        ExecResult {
+            exit_code: out.exit_code,
+            stdout: out.stdout.shown(),
+            stderr: out.stderr.shown(),
+            duration_ms: u64::try_from(out.duration.as_millis()).unwrap_or(u64::MAX),
+            timed_out: out.timed_out,
+            truncated: out.stdout.truncated()
+                || out.stderr.truncated()
+                || (combined && out.combined.truncated()),
+            stdout_bytes: out.stdout.total,
+            stderr_bytes: out.stderr.total,
+            oom_killed: out.oom_killed,
+            ended: out.ended().to_string(),
+            signal: out.signal_name(),
+            interrupted: out.interrupted.map(|i| i.to_string()),
+            output: combined.then(|| out.combined.shown()),
+        }
     }
 }

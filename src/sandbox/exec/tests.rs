@@ -116,3 +116,40 @@ fn cwd_stays_inside_the_workdir() {
         Path::new("/etc")
     );
 }
+
+#[test]
+fn the_result_shows_a_head_capture_as_its_head_and_an_ends_capture_with_its_marker() {
+    let head = Captured {
+        bytes: b"012".to_vec(),
+        total: 10,
+        ..Default::default()
+    };
+    let out = Outcome {
+        stdout: head,
+        stderr: ends(b"abcdefghij", 3, 4),
+        ..Default::default()
+    };
+    let r = ExecResult::of(&out, false);
+    assert_eq!(r.stdout, "012");
+    assert_eq!(
+        r.stderr,
+        "ab\n[... 6 bytes cut here (the start and the end are kept) ...]\nij"
+    );
+    assert_eq!(
+        (r.stdout_bytes, r.stderr_bytes, r.truncated),
+        (10, 10, true)
+    );
+    assert_eq!((r.ended.as_str(), r.output), ("exited", None));
+    // `output` only when asked for; its cut counts then.
+    let out = Outcome {
+        combined: Captured {
+            bytes: b"x".to_vec(),
+            total: 2,
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    assert!(!ExecResult::of(&out, false).truncated);
+    let r = ExecResult::of(&out, true);
+    assert_eq!((r.output.as_deref(), r.truncated), (Some("x"), true));
+}
