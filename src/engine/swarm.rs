@@ -32,6 +32,9 @@ pub(crate) const SECRET_PATH: &str = "/run/secrets/h9sandbox-channel";
 /// The secret's name inside a task.
 pub(crate) const SECRET_TARGET: &str = "h9sandbox-channel";
 
+/// How many times `up` tries to push the agent image to the registry before it fails.
+const PUSH_ATTEMPTS: u64 = 3;
+
 /// A Docker Swarm, through its manager.
 #[derive(Debug, Clone)]
 pub(crate) struct Swarm {
@@ -1109,10 +1112,21 @@ impl Environment for Swarm {
         self.docker
             .checked(strings(&["tag", &local, &pushed]))
             .await?;
-        let (code, _, err) = self
-            .docker
-            .output(strings(&["push", "--quiet", &pushed]))
-            .await?;
+        // A registry may answer 500 to two pushes of the same blob at once (Distribution's
+        // registry does, for `up`s in parallel): the push is tried three times, a second and
+        // two seconds apart; a push of what is there already costs one round trip.
+        let mut attempt = 0;
+        let (code, err) = loop {
+            let (code, _, err) = self
+                .docker
+                .output(strings(&["push", "--quiet", &pushed]))
+                .await?;
+            attempt += 1;
+            if code == 0 || attempt == PUSH_ATTEMPTS {
+                break (code, err);
+            }
+            tokio::time::sleep(std::time::Duration::from_secs(attempt)).await;
+        };
         if code != 0 {
             let _ = self.docker.output(strings(&["rmi", &pushed])).await;
             return Err(anyhow!(

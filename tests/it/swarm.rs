@@ -7,6 +7,7 @@
 //! a note otherwise. Where `H9TEST_SWARM` is set but the swarm does not answer, every test fails.
 
 use std::process::{Command, Output};
+use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::time::{Duration, Instant};
 
 use crate::common::*;
@@ -57,12 +58,34 @@ fn text(c: &mut Command) -> String {
 /// when it is dropped, whatever the test did.
 struct Swarm {
     env: TestEnv,
+    // Dropped last, after the cleanup: the next test that counts placements sees no task left.
+    _nodes: Nodes,
+}
+
+/// The swarm's nodes: shared by the tests that place tasks, taken alone by the one that counts
+/// where the scheduler put them (another test's tasks, pinned to one node, would tilt it).
+static NODES: RwLock<()> = RwLock::new(());
+
+enum Nodes {
+    Shared(#[allow(dead_code)] RwLockReadGuard<'static, ()>),
+    Alone(#[allow(dead_code)] RwLockWriteGuard<'static, ()>),
 }
 
 impl Swarm {
     fn new() -> Swarm {
+        let nodes = NODES.read().unwrap_or_else(|e| e.into_inner());
         Swarm {
             env: TestEnv::without_owner_watcher(),
+            _nodes: Nodes::Shared(nodes),
+        }
+    }
+
+    /// A swarm on which no other test places tasks while this one lives.
+    fn alone() -> Swarm {
+        let nodes = NODES.write().unwrap_or_else(|e| e.into_inner());
+        Swarm {
+            env: TestEnv::without_owner_watcher(),
+            _nodes: Nodes::Alone(nodes),
         }
     }
 
@@ -291,7 +314,7 @@ fn a_sandbox_on_the_worker_is_limited_reached_over_its_node_and_removed_from_eve
 #[test]
 fn the_scheduler_spreads_sandboxes_over_both_nodes() {
     require_swarm!();
-    let s = Swarm::new();
+    let s = Swarm::alone();
     let ids: Vec<String> = (0..4)
         .map(|_| s.up(&["--cpus", "0.1", "--memory", "64m"]))
         .collect();
