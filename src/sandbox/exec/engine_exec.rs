@@ -46,7 +46,8 @@ pub(super) fn spawn(
     engine.exec(rec.container_ref(), spec, stdio)
 }
 
-/// Both streams' chunks as they are read, for [`super::Outcome::combined`] (shared by the two tasks).
+/// Both streams' chunks as they are read, for [`super::Outcome::combined`] (shared by the two
+/// tasks).
 type Combined = std::sync::Arc<std::sync::Mutex<Captured>>;
 
 /// Adds `chunk` to `combined` as a capturing sink keeps it (`caps`: its head and tail).
