@@ -6,15 +6,27 @@
 //!
 //! The kernel keeps credentials per thread; glibc's `setresuid`/`setresgid` change every thread
 //! of the process (POSIX semantics, by signalling each), while the raw system calls change only
-//! the caller's (see `setresuid(2)` and `nptl(7)`, "C library/kernel differences"). The saved
-//! set-user-ID stays 0, so the thread may switch back; its effective capabilities go while its
-//! effective UID is not 0 and come back from its permitted set when it is 0 again
-//! (`capabilities(7)`, "Effect of user ID changes on capabilities"). The set-ID filter
-//! ([`super::seccomp`]) does not touch these calls.
+//! the caller's (see `setresuid(2)` and `nptl(7)`, "C library/kernel differences"). Only the
+//! effective (and so the file-system) IDs change: the real and saved IDs stay 0. That is what
+//! keeps the user out of the switched thread: `kill(2)` lets a sender signal a thread whose real
+//! or saved UID is the sender's real or effective UID (`kill_ok_by_cred` in the kernel's
+//! `kernel/signal.c`), so with the real UID switched too, that user's processes could signal
+//! PID 1's worker (and PID 1's handlers end the sandbox on SIGTERM) or SIGKILL a supervisor,
+//! during every kill made as them. A thread's effective capabilities go while its effective UID
+//! is not 0 and come back from its permitted set when it is 0 again (`capabilities(7)`,
+//! "Effect of user ID changes on capabilities"). The set-ID filter ([`super::seccomp`]) does
+//! not touch these calls.
+//!
+//! What the user can still do to the switched thread, for as long as it is switched:
+//! `setpriority(2)`, `sched_setscheduler(2)`, `sched_setaffinity(2)` and `ioprio_set(2)` accept
+//! a caller whose effective UID is the target's effective UID. A lowered priority slows that
+//! thread's kills of the user's own processes (the host's kill through the engine, a new
+//! process, and `down` remain); it grants nothing.
 
-/// Runs `f` on this thread with real and effective UID `uid` and GID `gid` (the file-system
-/// IDs follow the effective ones, which is what `kill(2)` and the `ptrace` access check of
-/// `/proc/PID/environ` compare), every signal blocked meanwhile, and switches back. Errors: this
+/// Runs `f` on this thread with effective UID `uid` and GID `gid`, the real and saved IDs kept
+/// (the file-system IDs follow the effective ones: `kill(2)` compares the effective UID with
+/// the target's real and saved UIDs, the `ptrace` access check of `/proc/PID/environ` the
+/// file-system IDs with all of the target's), every signal blocked meanwhile, and switches back. Errors: this
 /// thread's saved set-user-ID is not 0 (the agent was not started as root), or the kernel
 /// refused (`EPERM` without `CAP_SETUID`/`CAP_SETGID`). When switching back fails (it cannot,
 /// with the saved IDs kept), the process aborts rather than go on as that user.
@@ -37,11 +49,11 @@ pub(crate) fn as_user<T>(uid: u32, gid: u32, f: impl FnOnce() -> T) -> std::io::
         };
     };
     // The group first: changing it needs CAP_SETGID, effective only while the UID is 0.
-    if let Err(e) = set(libc::SYS_setresgid, [gid, gid, old_gid[2]]) {
+    if let Err(e) = set(libc::SYS_setresgid, [old_gid[0], gid, old_gid[2]]) {
         restore_mask();
         return Err(e);
     }
-    if let Err(e) = set(libc::SYS_setresuid, [uid, uid, 0]) {
+    if let Err(e) = set(libc::SYS_setresuid, [old_uid[0], uid, old_uid[2]]) {
         let back = set(libc::SYS_setresgid, old_gid);
         restore_mask();
         back.unwrap_or_else(|_| std::process::abort());
@@ -102,15 +114,26 @@ mod tests {
             ask.send(()).unwrap();
             let other = told.recv().unwrap();
             (
-                unsafe { libc::geteuid() },
-                unsafe { libc::getegid() },
+                ids(libc::SYS_getresuid).unwrap(),
+                ids(libc::SYS_getresgid).unwrap(),
                 other,
             )
         })
         .unwrap();
         drop(ask);
         other.join().unwrap();
-        assert_eq!(seen, (65534, 65534, unsafe { libc::geteuid() }));
+        // Only the effective IDs switch: with the real and saved UIDs kept (root's), the user
+        // 65534's processes may not signal this thread meanwhile.
+        let (u, g) = (
+            ids(libc::SYS_getresuid).unwrap(),
+            ids(libc::SYS_getresgid).unwrap(),
+        );
+        assert_eq!(
+            seen,
+            ([u[0], 65534, u[2]], [g[0], 65534, g[2]], unsafe {
+                libc::geteuid()
+            })
+        );
         assert_eq!(unsafe { libc::geteuid() }, uid);
         assert_eq!(unsafe { libc::getegid() }, gid);
     }

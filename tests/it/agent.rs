@@ -1361,3 +1361,58 @@ fn a_fork_bomb_of_another_user_at_the_process_limit_is_killed_at_its_timeout() {
         },
     );
 }
+
+#[test]
+fn another_user_cannot_signal_the_agent_while_it_kills_as_them() {
+    require_container!("a local sandbox has no agent as PID 1");
+    if exec_path_is_engine() || gvisor() {
+        return announce(
+            "the agent's own kills are what is tested (not the engine's, nor gVisor's)",
+        );
+    }
+    let env = TestEnv::new();
+    let id = env.up(&["--image", PYTHON]);
+    // uid 1000 probes, with signal 0 (the permission check alone), every thread of PID 1 for
+    // 8 s and writes how often the kernel let it; each kill PID 1 makes reads the environment
+    // of every process of uid 1000 as that user.
+    let probe = r#"
+import ctypes, os, time
+libc = ctypes.CDLL(None, use_errno=True)
+hits, end = 0, time.time() + 8
+open("/tmp/probe-ready", "w").close()
+while time.time() < end:
+    for t in os.listdir("/proc/1/task"):
+        if libc.syscall(234, 1, int(t), 0) == 0:
+            hits += 1
+open("/tmp/probe-hits.tmp", "w").write(str(hits))
+os.rename("/tmp/probe-hits.tmp", "/tmp/probe-hits")
+"#;
+    let out = env.run(&[
+        "exec", "-d", "-u", "1000", &id, "--", "python3", "-c", probe,
+    ]);
+    assert_ok(&out);
+    wait_until(Duration::from_secs(20), "the probe started", || {
+        env.run(&["exec", &id, "--", "test", "-e", "/tmp/probe-ready"])
+            .status
+            .success()
+    });
+    // Commands that kill their own supervisor: PID 1 then kills what they left (as root: its
+    // sweep reads every process's environment, the probe's as uid 1000).
+    for _ in 0..4 {
+        let out = env.run(&[
+            "exec",
+            &id,
+            "--",
+            "sleep 30 & sleep 0.2; kill -9 $PPID; wait",
+        ]);
+        assert_ne!(out.status.code(), Some(0), "{}", stderr(&out));
+    }
+    let mut hits = String::new();
+    wait_until(Duration::from_secs(30), "the probe's count", || {
+        let out = env.run(&["exec", &id, "--", "cat", "/tmp/probe-hits"]);
+        hits = stdout(&out);
+        out.status.success()
+    });
+    assert_eq!(hits, "0", "uid 1000 could signal a thread of PID 1");
+    assert_ok(&env.run(&["exec", &id, "--", "true"]));
+}
