@@ -2,10 +2,12 @@
 
 use super::*;
 use crate::engine::{
-    AgentMount, AgentSetup, AppliedLimits, CommandLine, ContainerSpec, ContainerSummary,
-    ExecFailure, ExecSpec, RunAs, Secret, ShippedAgent, LABEL_ID, LABEL_MANAGED, LABEL_STATE_DIR,
+    is_gvisor, AgentMount, AgentSetup, AppliedLimits, BuildSpec, CommandLine, ContainerSpec,
+    ContainerSummary, ExecFailure, ExecSpec, RunAs, Secret, ShippedAgent, LABEL_ID, LABEL_MANAGED,
+    LABEL_STATE_DIR,
 };
 use crate::types::format_cpus;
+use crate::types::EngineKind;
 use crate::types::{Ids, Limits, Network};
 use std::collections::BTreeMap;
 

@@ -1,0 +1,269 @@
+//! What the manager's client answers, read: tasks (`inspect --type task`), service listings,
+//! nodes' free resources, and the errors that mean a service or secret is gone.
+
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+
+use crate::engine::{
+    AppliedLimits, ContainerSpec, ContainerStatus, ContainerSummary, LABEL_ID, LABEL_STATE_DIR,
+};
+
+pub(super) fn is_no_such_service(stderr: &str) -> bool {
+    let e = stderr.to_ascii_lowercase();
+    e.contains("no such service") || e.contains("service") && e.contains("not found")
+}
+
+pub(super) fn is_no_such_secret(stderr: &str) -> bool {
+    let e = stderr.to_ascii_lowercase();
+    e.contains("no such secret") || e.contains("secret") && e.contains("not found")
+}
+
+/// Whether a task in state `s` will never run (again).
+pub(super) fn is_terminal(s: &str) -> bool {
+    matches!(
+        s,
+        "complete" | "failed" | "shutdown" | "rejected" | "orphaned" | "remove"
+    )
+}
+
+/// The one-line error of a sandbox no node took within `timeout`: what it asked for, what the
+/// scheduler said (`said`), and the biggest free node (`free`, [`biggest_free`]) if known.
+pub(crate) fn placement_failure(
+    spec: &ContainerSpec,
+    timeout: Duration,
+    said: &str,
+    free: Option<&str>,
+) -> String {
+    let mut asked = format!(
+        "{} CPUs and {} of memory reserved",
+        crate::types::format_cpus(spec.limits.cpus),
+        spec.limits.memory
+    );
+    if !spec.constraints.is_empty() {
+        asked.push_str(&format!(", constraints {}", spec.constraints.join(", ")));
+    }
+    format!(
+        "no node of the swarm ran the sandbox within {}s (placement_timeout_secs, up --placement-timeout): it asked for {asked}; the scheduler says: {}{}; free resources on a node, lower --cpus or --memory, or fix the constraints",
+        timeout.as_secs(),
+        if said.is_empty() { "nothing" } else { said },
+        free.map(|f| format!("; {f}")).unwrap_or_default()
+    )
+}
+
+/// "the biggest free node, NAME (ID), has C CPUs and M MiB unreserved": the ready, active node
+/// of `docker node inspect` output `nodes` with the most memory left once the reservations of
+/// the tasks in `docker inspect --type task` output `tasks` (those the swarm wants running) are
+/// taken off; `None` without such a node.
+pub(crate) fn biggest_free(nodes: &str, tasks: &str) -> Option<String> {
+    let nodes: serde_json::Value = serde_json::from_str(nodes).ok()?;
+    let tasks: serde_json::Value = serde_json::from_str(tasks).ok()?;
+    let n = |v: &serde_json::Value, p: &str| v.pointer(p).and_then(|v| v.as_u64()).unwrap_or(0);
+    let s = |v: &serde_json::Value, p: &str| {
+        v.pointer(p)
+            .and_then(|v| v.as_str())
+            .unwrap_or("")
+            .to_string()
+    };
+    nodes
+        .as_array()?
+        .iter()
+        .filter(|node| {
+            s(node, "/Status/State") == "ready" && s(node, "/Spec/Availability") == "active"
+        })
+        .map(|node| {
+            let id = s(node, "/ID");
+            let on: Vec<&serde_json::Value> = tasks
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter(|t| s(t, "/NodeID") == id)
+                .collect();
+            let used = |p: &str| on.iter().map(|t| n(t, p)).sum::<u64>();
+            let cpus = n(node, "/Description/Resources/NanoCPUs")
+                .saturating_sub(used("/Spec/Resources/Reservations/NanoCPUs"));
+            let mem = n(node, "/Description/Resources/MemoryBytes")
+                .saturating_sub(used("/Spec/Resources/Reservations/MemoryBytes"));
+            (mem, cpus, s(node, "/Description/Hostname"), id)
+        })
+        .max()
+        .map(|(mem, cpus, name, id)| {
+            format!(
+                "the biggest free node, {name} ({}), has {} CPUs and {} MiB unreserved",
+                id.get(..12).unwrap_or(&id),
+                crate::types::format_cpus(cpus as f64 / 1e9),
+                mem >> 20
+            )
+        })
+}
+
+/// What h9sandbox reads of a task (`docker inspect --type task`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct Task {
+    /// `new`, `pending`, `assigned`, ..., `running`, `complete`, `failed`, `shutdown`, ...
+    pub state: String,
+    /// The state the swarm wants it in (`running`; `shutdown` once it gave it up).
+    pub desired: String,
+    /// The scheduler's or the node's error (`no suitable node (...)`).
+    pub err: String,
+    /// Its status message.
+    pub message: String,
+    /// The node it was given to, if any.
+    pub node_id: String,
+    /// That node's address as the manager sees it (filled once the task runs).
+    pub node_addr: String,
+    /// Exit code of its container, once ended.
+    pub exit_code: i64,
+    /// Its published ports: (target port, published port).
+    pub ports: Vec<(u16, u16)>,
+    /// The limits of its spec.
+    pub applied: AppliedLimits,
+}
+
+/// Parses `docker inspect --type task` (a JSON array of one task).
+pub(crate) fn parse_task(json: &str) -> Result<Task> {
+    let v: serde_json::Value = serde_json::from_str(json)
+        .with_context(|| format!("cannot parse `docker inspect --type task`: {json}"))?;
+    let t = v.get(0).unwrap_or(&v);
+    let s = |p: &str| {
+        t.pointer(p)
+            .and_then(|v| v.as_str())
+            .unwrap_or("")
+            .to_string()
+    };
+    let n = |p: &str| t.pointer(p).and_then(|v| v.as_u64()).unwrap_or(0);
+    let mut ports: Vec<(u16, u16)> = t
+        .pointer("/Status/PortStatus/Ports")
+        .and_then(|p| p.as_array())
+        .into_iter()
+        .flatten()
+        .filter_map(|p| {
+            Some((
+                u16::try_from(p.get("TargetPort")?.as_u64()?).ok()?,
+                u16::try_from(p.get("PublishedPort")?.as_u64()?).ok()?,
+            ))
+        })
+        .collect();
+    ports.dedup();
+    Ok(Task {
+        state: s("/Status/State"),
+        desired: s("/DesiredState"),
+        err: s("/Status/Err"),
+        message: s("/Status/Message"),
+        node_id: s("/NodeID"),
+        node_addr: String::new(),
+        exit_code: t
+            .pointer("/Status/ContainerStatus/ExitCode")
+            .and_then(|v| v.as_i64())
+            .unwrap_or(0),
+        ports,
+        applied: AppliedLimits {
+            memory_bytes: n("/Spec/Resources/Limits/MemoryBytes"),
+            nano_cpus: n("/Spec/Resources/Limits/NanoCPUs"),
+            pids_limit: n("/Spec/Resources/Limits/Pids"),
+        },
+    })
+}
+
+/// Why a task is lost: the swarm wants it shut down while its last word was that it runs.
+pub(crate) const LOST: &str = "the swarm gave it up while it ran (its node is down, or was drained); its files are gone with it";
+
+/// The container status a task stands for: `running`, `created` while it waits for a node or
+/// starts, `exited` once it ended (it is never restarted), `lost` when the swarm gave up a task
+/// that ran (its node down).
+pub(crate) fn task_status(task: &Task) -> ContainerStatus {
+    let given_up = !task.desired.is_empty() && task.desired != "running";
+    let status = match task.state.as_str() {
+        "running" if given_up => "lost",
+        "running" => "running",
+        s if is_terminal(s) => "exited",
+        _ => "created",
+    };
+    ContainerStatus {
+        status: status.into(),
+        running: status == "running",
+        exit_code: task.exit_code,
+        error: if status == "lost" {
+            LOST.into()
+        } else {
+            task.err.clone()
+        },
+        oom_killed: false,
+        applied: Some(task.applied),
+        pid: 0,
+        ports: task
+            .ports
+            .iter()
+            .map(|(target, published)| (*target, task.node_addr.clone(), *published))
+            .collect(),
+    }
+}
+
+/// The `docker service ps` format [`parse_services`] reads: task, its name, its node, the state
+/// the swarm wants it in, its state, tab-separated (a task waiting for a node has no node).
+pub(crate) const PS_FORMAT: &str =
+    "{{.ID}}\t{{.Name}}\t{{.Node}}\t{{.DesiredState}}\t{{.CurrentState}}";
+
+/// Parses `docker service inspect` of several services and `docker service ps` lines
+/// ([`PS_FORMAT`]) into summaries: a service's state is its task's, as [`task_status`] names
+/// it, and its node the task's.
+pub(crate) fn parse_services(inspect: &str, ps: &str) -> Result<Vec<ContainerSummary>> {
+    let v: serde_json::Value = serde_json::from_str(inspect)
+        .with_context(|| format!("cannot parse `docker service inspect`: {inspect}"))?;
+    let mut found = Vec::new();
+    for s in v.as_array().into_iter().flatten() {
+        let name = s
+            .pointer("/Spec/Name")
+            .and_then(|v| v.as_str())
+            .unwrap_or("")
+            .to_string();
+        let label = |k: &str| {
+            s.pointer("/Spec/Labels")
+                .and_then(|l| l.get(k))
+                .and_then(|v| v.as_str())
+                .filter(|v| !v.is_empty())
+                .map(str::to_string)
+        };
+        let (node, desired, state) = ps
+            .lines()
+            .filter_map(|l| {
+                let mut f = l.split('\t');
+                let (_, task, node, desired, state) =
+                    (f.next()?, f.next()?, f.next()?, f.next()?, f.next()?);
+                let state = state.split_whitespace().next().unwrap_or("");
+                (task.rsplit_once('.').map(|(svc, _)| svc) == Some(name.as_str())).then(|| {
+                    (
+                        node.trim().to_string(),
+                        desired.trim().to_ascii_lowercase(),
+                        state.to_ascii_lowercase(),
+                    )
+                })
+            })
+            .next()
+            .unwrap_or_default();
+        let status = task_status(&Task {
+            state: state.clone(),
+            desired,
+            ..Task::default()
+        })
+        .status;
+        found.push(ContainerSummary {
+            id: s
+                .get("ID")
+                .and_then(|v| v.as_str())
+                .unwrap_or("")
+                .to_string(),
+            name,
+            status: match (state.as_str(), status.as_str()) {
+                ("", _) => "no task".into(),
+                (_, "lost") => format!("task lost: {LOST}"),
+                (s, _) => format!("task {s}"),
+            },
+            state: status,
+            sandbox_id: label(LABEL_ID),
+            state_dir: label(LABEL_STATE_DIR),
+            node: Some(node).filter(|n| !n.is_empty()),
+        });
+    }
+    Ok(found)
+}

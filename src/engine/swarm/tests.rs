@@ -1,0 +1,271 @@
+//! Unit tests of the swarm engine's argv builders and parsers.
+
+use super::*;
+use crate::engine::{AgentMount, AgentSetup, AppliedLimits, ShippedAgent, LABEL_ID, LABEL_MANAGED};
+use crate::types::{Ids, Limits, Network};
+use std::collections::BTreeMap;
+
+fn spec() -> ContainerSpec {
+    ContainerSpec {
+        name: "h9sandbox-abc".into(),
+        image: "debian:bookworm".into(),
+        workdir: "/w, odd".into(),
+        limits: Limits {
+            cpus: 0.5,
+            memory: "256m".into(),
+            pids_limit: 40,
+            tmp_size: "64m".into(),
+            network: Network::Bridge,
+            allow: Vec::new(),
+            caps: crate::types::Caps::Minimal,
+        },
+        labels: BTreeMap::from([
+            (LABEL_MANAGED.into(), "1".into()),
+            (LABEL_ID.into(), "abc".into()),
+        ]),
+        user: Ids {
+            uid: 1000,
+            gid: 1000,
+        },
+        agent: AgentSetup::Shipped(ShippedAgent {
+            image: "reg:5000/h9sandbox-agent:1-2".into(),
+            secret: Secret(b"never in argv".to_vec()),
+            listen: "0.0.0.0:7336".into(),
+            publish: Some("0.0.0.0".into()),
+            ready_timeout: Duration::from_secs(5),
+        }),
+        user_name: Some("me".into()),
+        scratch_volume: "h9sandbox-abc".into(),
+        runtime: None,
+        proxy: None,
+        env: vec![("A".into(), "b".into())],
+        publish: Vec::new(),
+        constraints: vec!["node.labels.gpu==true".into()],
+    }
+}
+
+/// The values following each occurrence of `flag` in `a`.
+fn values<'a>(a: &'a [String], flag: &str) -> Vec<&'a str> {
+    a.windows(2)
+        .filter(|w| w[0] == flag)
+        .map(|w| w[1].as_str())
+        .collect()
+}
+
+#[test]
+fn a_service_is_one_hardened_task_with_limits_reserved_and_its_secret_as_a_file() {
+    let a = service_create_args(&spec(), "h9sandbox-abc-channel", &RunOptions::default()).unwrap();
+    assert_eq!(a[..4], ["service", "create", "--detach", "--quiet"]);
+    assert_eq!(values(&a, "--restart-condition"), ["none"]);
+    assert_eq!(values(&a, "--replicas"), ["1"]);
+    assert_eq!(values(&a, "--user"), ["0:0", "1000:1000"]);
+    assert_eq!(values(&a, "--cap-drop"), ["ALL"]);
+    assert_eq!(
+        values(&a, "--cap-add"),
+        ["CAP_DAC_OVERRIDE", "CAP_SETUID", "CAP_SETGID"]
+    );
+    // Limits, and reservations equal to them: nodes are never oversubscribed.
+    assert_eq!(values(&a, "--limit-cpu"), ["0.5"]);
+    assert_eq!(values(&a, "--reserve-cpu"), ["0.5"]);
+    assert_eq!(values(&a, "--limit-memory"), ["256m"]);
+    assert_eq!(values(&a, "--reserve-memory"), ["256m"]);
+    assert_eq!(values(&a, "--limit-pids"), ["40"]);
+    // Labels on the service and on its task's container.
+    assert_eq!(values(&a, "--label"), ["h9sandbox=1", "h9sandbox.id=abc"]);
+    assert_eq!(
+        values(&a, "--container-label"),
+        ["h9sandbox=1", "h9sandbox.id=abc"]
+    );
+    assert_eq!(
+        values(&a, "--secret"),
+        ["source=h9sandbox-abc-channel,target=h9sandbox-channel,uid=0,gid=0,mode=0400"]
+    );
+    assert_eq!(
+        values(&a, "--publish"),
+        ["mode=host,target=7336,protocol=tcp"]
+    );
+    assert_eq!(values(&a, "--constraint"), ["node.labels.gpu==true"]);
+    assert_eq!(
+        values(&a, "--mount"),
+        [
+            "type=tmpfs,destination=/tmp,tmpfs-size=64m,tmpfs-mode=1777",
+            "type=tmpfs,destination=/dev/shm,tmpfs-size=256m,tmpfs-mode=1777",
+            "type=volume,destination=/var/tmp",
+            "type=volume,\"destination=/w, odd\"",
+        ]
+    );
+    assert_eq!(values(&a, "--env"), ["A=b", "TMPDIR=/var/tmp"]);
+    let image = a
+        .iter()
+        .position(|w| w == "reg:5000/h9sandbox-agent:1-2")
+        .unwrap();
+    assert_eq!(
+        a[image + 1..],
+        [
+            "agent",
+            "init",
+            "--user",
+            "1000:1000",
+            "--user-name",
+            "me",
+            "--secret-file",
+            SECRET_PATH,
+            "--channel",
+            "0.0.0.0:7336"
+        ]
+    );
+    assert!(!a.iter().any(|w| w.contains("never in argv")));
+}
+
+#[test]
+fn the_rlimits_a_service_cannot_set_are_set_by_its_agent() {
+    let options = RunOptions {
+        ulimit_nofile: 1000,
+        ulimit_nproc: 0,
+    };
+    let a = service_create_args(&spec(), "x", &options).unwrap();
+    assert_eq!(values(&a, "--rlimit"), ["nofile=1000"]);
+    assert!(!a.iter().any(|w| w == "--ulimit"));
+    let options = RunOptions {
+        ulimit_nofile: 0,
+        ulimit_nproc: 50,
+    };
+    let a = service_create_args(&spec(), "x", &options).unwrap();
+    assert_eq!(values(&a, "--rlimit"), ["nproc=50"]);
+}
+
+#[test]
+fn what_a_service_cannot_express_is_refused() {
+    let refused = |s: ContainerSpec| {
+        service_create_args(&s, "x", &RunOptions::default())
+            .unwrap_err()
+            .to_string()
+    };
+    let mut s = spec();
+    s.limits.network = Network::None;
+    assert!(refused(s).contains("network = \"none\""));
+    let mut s = spec();
+    s.runtime = Some("runsc".into());
+    assert!(refused(s).contains("runtime"));
+    let mut s = spec();
+    s.publish = vec![crate::types::Publish::parse("8000").unwrap()];
+    assert!(refused(s).contains("--publish"));
+    let mut s = spec();
+    s.agent = AgentSetup::Mounted(AgentMount {
+        root: "/r".into(),
+        binary: "/b".into(),
+        run_dir: "/d".into(),
+    });
+    assert!(refused(s).contains("copy"));
+}
+
+#[test]
+fn a_task_is_read_with_its_node_ports_and_limits() {
+    let json = r#"[{"ID":"t1","NodeID":"n1","Spec":{"Resources":{"Limits":{"NanoCPUs":500000000,"MemoryBytes":268435456,"Pids":40}}},
+      "Status":{"State":"running","Message":"started","ContainerStatus":{"ExitCode":0},
+      "PortStatus":{"Ports":[{"Protocol":"tcp","TargetPort":7336,"PublishedPort":30001,"PublishMode":"host"},
+                             {"Protocol":"tcp","TargetPort":7336,"PublishedPort":30001,"PublishMode":"host"}]}}}]"#;
+    let mut t = parse_task(json).unwrap();
+    assert_eq!((t.state.as_str(), t.node_id.as_str()), ("running", "n1"));
+    assert_eq!(t.ports, [(7336, 30001)]);
+    t.node_addr = "10.0.0.7".into();
+    let s = task_status(&t);
+    assert!(s.running);
+    assert_eq!(s.ports, [(7336, "10.0.0.7".to_string(), 30001)]);
+    assert_eq!(
+        s.applied.unwrap(),
+        AppliedLimits {
+            memory_bytes: 256 << 20,
+            nano_cpus: 500_000_000,
+            pids_limit: 40
+        }
+    );
+    let pending = parse_task(
+        r#"[{"Status":{"State":"pending","Err":"no suitable node (insufficient resources on 2 nodes)"}}]"#,
+    )
+    .unwrap();
+    assert_eq!(task_status(&pending).status, "created");
+    let failed =
+        parse_task(r#"[{"Status":{"State":"failed","ContainerStatus":{"ExitCode":137}}}]"#)
+            .unwrap();
+    assert_eq!(
+        (
+            task_status(&failed).status.as_str(),
+            task_status(&failed).exit_code
+        ),
+        ("exited", 137)
+    );
+}
+
+#[test]
+fn services_are_summarised_with_their_tasks_state() {
+    let inspect = r#"[{"ID":"s1","Spec":{"Name":"h9sandbox-a","Labels":{"h9sandbox":"1","h9sandbox.id":"a","h9sandbox.state_dir":"/st"}}},
+                      {"ID":"s2","Spec":{"Name":"h9sandbox-b","Labels":{"h9sandbox":"1","h9sandbox.id":"b","h9sandbox.state_dir":"/st"}}}]"#;
+    let ps = "t1\th9sandbox-a.1\tnode-7\tRunning\tRunning 5 seconds ago\nt2\th9sandbox-b.1\t\tShutdown\tFailed 1 second ago\n";
+    let s = parse_services(inspect, ps).unwrap();
+    assert_eq!(s.len(), 2);
+    assert_eq!(
+        (
+            s[0].id.as_str(),
+            s[0].state.as_str(),
+            s[0].sandbox_id.as_deref()
+        ),
+        ("s1", "running", Some("a"))
+    );
+    assert_eq!(
+        (s[1].state.as_str(), s[1].state_dir.as_deref()),
+        ("exited", Some("/st"))
+    );
+    assert_eq!(
+        (s[0].node.as_deref(), s[1].node.as_deref()),
+        (Some("node-7"), None)
+    );
+    // A task the swarm gave up while it ran (its node went down) is lost, not running.
+    let ps = "t1\th9sandbox-a.1\tnode-7\tShutdown\tRunning 5 minutes ago\n";
+    let s = parse_services(inspect, ps).unwrap();
+    assert_eq!(s[0].state, "lost");
+    assert!(s[0].status.starts_with("task lost:"), "{}", s[0].status);
+}
+
+#[test]
+fn the_biggest_free_node_is_the_one_with_most_memory_unreserved() {
+    let nodes = r#"[
+      {"ID":"aaaaaaaaaaaaaaaa","Description":{"Hostname":"a","Resources":{"NanoCPUs":4000000000,"MemoryBytes":8589934592}},"Status":{"State":"ready"},"Spec":{"Availability":"active"}},
+      {"ID":"bbbbbbbbbbbbbbbb","Description":{"Hostname":"b","Resources":{"NanoCPUs":2000000000,"MemoryBytes":4294967296}},"Status":{"State":"ready"},"Spec":{"Availability":"active"}},
+      {"ID":"cccccccccccccccc","Description":{"Hostname":"c","Resources":{"NanoCPUs":64000000000,"MemoryBytes":68719476736}},"Status":{"State":"down"},"Spec":{"Availability":"active"}}]"#;
+    let tasks = r#"[
+      {"NodeID":"aaaaaaaaaaaaaaaa","Spec":{"Resources":{"Reservations":{"NanoCPUs":3000000000,"MemoryBytes":6442450944}}}},
+      {"NodeID":"bbbbbbbbbbbbbbbb","Spec":{"Resources":{"Reservations":{"NanoCPUs":500000000,"MemoryBytes":1073741824}}}}]"#;
+    assert_eq!(
+        biggest_free(nodes, tasks).as_deref(),
+        Some("the biggest free node, b (bbbbbbbbbbbb), has 1.5 CPUs and 3072 MiB unreserved")
+    );
+    assert_eq!(biggest_free("[]", "[]"), None);
+}
+
+#[test]
+fn a_placement_failure_names_what_was_asked_for() {
+    let msg = placement_failure(
+        &spec(),
+        Duration::from_secs(5),
+        "no suitable node (scheduling constraints not satisfied on 2 nodes)",
+        Some("the biggest free node, b (bbbbbbbbbbbb), has 1 CPUs and 512 MiB unreserved"),
+    );
+    assert!(
+        msg.contains("on 2 nodes); the biggest free node, b (bbbbbbbbbbbb), has 1 CPUs and 512 MiB unreserved; free resources"),
+        "{msg}"
+    );
+    assert!(
+        msg.starts_with("no node of the swarm ran the sandbox within 5s"),
+        "{msg}"
+    );
+    assert!(
+        msg.contains("0.5 CPUs and 256m of memory reserved, constraints node.labels.gpu==true"),
+        "{msg}"
+    );
+    assert!(
+        msg.contains("scheduling constraints not satisfied"),
+        "{msg}"
+    );
+    assert!(!msg.contains('\n'));
+}
