@@ -1,6 +1,6 @@
 //! The committed generated files match the code they were generated from: the shell
 //! completions in `completions/`, the man pages in `man/`, the `--help` text of every
-//! (sub)command in `tests/snapshots/help/` (all from `src/cli/args.rs`), and the key table of
+//! (sub)command in `tests/snapshots/help/` (all from `src/cli/args/`), and the key table of
 //! `docs/reference/configuration.md` (from `KEYS` in `src/config/keys.rs`). A change there makes these
 //! tests fail until the files are regenerated with the one command
 //!
