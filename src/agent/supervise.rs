@@ -601,7 +601,7 @@ fn spawn(spec: &Spec) -> Result<Started, (i32, String)> {
             Ok(())
         });
     }
-    match cmd.spawn() {
+    match first_to_go_at_oom(|| cmd.spawn()) {
         Ok(child) => Ok((
             rustix::process::Pid::from_child(&child)
                 .as_raw_nonzero()
@@ -633,6 +633,31 @@ fn spawn(spec: &Spec) -> Result<Started, (i32, String)> {
             }
         },
     }
+}
+
+/// The `oom_score_adj` a command starts with ([`first_to_go_at_oom`]): the highest, which makes
+/// its processes the OOM killer's choice before any of the agent's (`proc(5)`,
+/// `/proc/PID/oom_score_adj`).
+pub(crate) const COMMAND_OOM_SCORE_ADJ: &str = "1000";
+
+/// Runs `spawn` with this process's `oom_score_adj` at [`COMMAND_OOM_SCORE_ADJ`], which the
+/// command it forks inherits, then sets it back. At the sandbox's memory limit the kernel's OOM
+/// killer then ends a process of the command, never PID 1 or a supervisor, whatever their
+/// sizes (a command whose memory is in a tmpfs is small itself, and before, PID 1 went, and the
+/// container with it). Raising the value needs no privilege, and neither does lowering it back
+/// to the least value a privileged process set (the engine's, for the container), so a command
+/// may lower its own to the agent's: it only chooses itself less. Written here, not between
+/// fork and exec: after `setuid` the child is not dumpable and its `/proc/self` is root's until
+/// the exec. Best effort: where it cannot be read or written (gVisor), nothing changes.
+pub(crate) fn first_to_go_at_oom<T>(spawn: impl FnOnce() -> T) -> T {
+    const ADJ: &str = "/proc/self/oom_score_adj";
+    let before = std::fs::read_to_string(ADJ).ok();
+    let raised = before.is_some() && std::fs::write(ADJ, COMMAND_OOM_SCORE_ADJ).is_ok();
+    let out = spawn();
+    if let (true, Some(before)) = (raised, before) {
+        let _ = std::fs::write(ADJ, before.trim());
+    }
+    out
 }
 
 /// How many processes the kernel's OOM killer has killed in this container's memory cgroup:

@@ -80,6 +80,14 @@ pub(crate) fn find_on(path: &str, name: &str) -> Option<String> {
 /// be started (126 when it cannot be run, 127 when it is not found, as shells do; 125 for our
 /// own failure).
 pub(crate) fn run(args: &ExecArgs) -> i32 {
+    // The command's OOM score ([`super::supervise::first_to_go_at_oom`]), raised first: once
+    // this process is not dumpable, or has become the user, its `/proc/self` is root's and
+    // closed to it (the engine may start it as the user). The wrapper shares the score: on
+    // this path it is the command's subreaper, not the sandbox's agent.
+    let _ = std::fs::write(
+        "/proc/self/oom_score_adj",
+        super::supervise::COMMAND_OOM_SCORE_ADJ,
+    );
     // The timeout's backstop must not be traced by the command it watches.
     if let Err(e) = super::not_dumpable() {
         return fail(125, &format!("cannot make the wrapper not dumpable: {e}"));

@@ -556,3 +556,36 @@ fn a_run_interrupted_during_its_bootstrap_ends_as_the_signal_says_and_leaves_not
     assert!(!stdout(&out).contains("never"), "{}", stdout(&out));
     env.assert_nothing_left(what);
 }
+
+#[test]
+fn the_commands_processes_are_the_oom_killers_first_choice_not_the_agent() {
+    require_container!("a local sandbox has no memory limit");
+    if gvisor() {
+        return announce("gVisor's OOM scores are its own");
+    }
+    let env = TestEnv::new();
+    let id = env.up(&["--memory", "64m"]);
+    for user in ["0", "1000"] {
+        let out = env.run(&[
+            "exec",
+            "-u",
+            user,
+            &id,
+            "--",
+            "sh -c 'cat /proc/self/oom_score_adj'; cat /proc/1/oom_score_adj",
+        ]);
+        assert_ok(&out);
+        let shown = stdout(&out);
+        let v: Vec<i32> = shown.lines().map(|l| l.trim().parse().unwrap()).collect();
+        assert_eq!(v.len(), 2, "{shown}");
+        assert_eq!(v[0], 1000, "user {user}: the command's score, {shown}");
+        assert!(
+            v[1] < 1000,
+            "user {user}: PID 1's score is the engine's, {shown}"
+        );
+    }
+    // A command at the limit goes; the sandbox goes on serving.
+    let out = env.run(&["exec", &id, "--", "head -c 600m /dev/zero | tail"]);
+    assert_eq!(out.status.code(), Some(137), "{}", stderr(&out));
+    assert_ok(&env.run(&["exec", &id, "--", "true"]));
+}

@@ -98,7 +98,7 @@ pub(crate) async fn run_command_until(
     let (head, stdout, stderr, combined) = pumps.finish().await?;
     if !ended.timed_out && ended.interrupted.is_none() {
         if let Some(e) = engine_failure(&engine, judge.as_ref(), rec, &head, code) {
-            return Err(e.into());
+            return Err(stopped_by_oom(&engine, rec, e).await.into());
         }
     }
     // The engine's message was held back in case it was the engine's own failure; it was not.
@@ -218,6 +218,27 @@ pub(in crate::sandbox) fn describe_as_run(program: &str, command: &CommandLine) 
             .map(shell_quote)
             .collect::<Vec<_>>()
             .join(" "),
+    }
+}
+
+/// `e`, or, when it says that `rec`'s container is not running and the engine reports that the
+/// kernel's OOM killer ended it, an error that says so, naming the sandbox's memory limit, in
+/// place of "stopped outside h9sandbox".
+async fn stopped_by_oom(engine: &AnyEngine, rec: &Record, e: Error) -> Error {
+    let Error::ContainerStopped { id, hint, .. } = &e else {
+        return e;
+    };
+    match engine.inspect(rec.container_ref()).await {
+        Ok(Some(st)) if !st.running && st.oom_killed => Error::ContainerStopped {
+            reason: format!(
+                "its container {} was stopped by the kernel's OOM killer: the sandbox ran out of memory (its limit is {}; `up --memory` sets a larger one, and files left in /tmp or /dev/shm count against it)",
+                rec.container_ref(),
+                rec.limits.memory
+            ),
+            id: id.clone(),
+            hint: hint.clone(),
+        },
+        _ => e,
     }
 }
 
