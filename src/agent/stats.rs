@@ -79,7 +79,7 @@ pub(crate) fn at_process_limit(e: &std::io::Error) -> Option<String> {
     }
     let limit = pids_limit().map_or(String::new(), |n| format!(" ({n})"));
     Some(format!(
-        "the sandbox runs as many processes as its limit allows{limit}: end some (`h9sandbox ps ID`, `h9sandbox kill ID HANDLE`, or an exec of `kill`), or make the sandbox with a higher --pids-limit"
+        "the sandbox runs as many processes as its limit allows{limit}: end some (`h9sandbox ps ID` lists the detached commands, `h9sandbox kill ID HANDLE` ends one, which needs no new process; `h9sandbox down ID` ends all), or make the sandbox with a higher --pids-limit"
     ))
 }
 
