@@ -1379,25 +1379,22 @@ fn another_user_cannot_signal_the_agent_while_it_kills_as_them() {
         );
     }
     let env = TestEnv::new();
-    let id = env.up(&["--image", PYTHON]);
+    let id = env.up(&["--image", DEBIAN]);
     // uid 1000 probes, with signal 0 (the permission check alone), every thread of PID 1 for
-    // 8 s and writes how often the kernel let it; each kill PID 1 makes reads the environment
-    // of every process of uid 1000 as that user.
+    // 8 s and writes how often the kernel let it (234: tgkill(2) on x86_64); each kill PID 1
+    // makes reads the environment of every process of uid 1000 as that user.
     let probe = r#"
-import ctypes, os, time
-libc = ctypes.CDLL(None, use_errno=True)
-hits, end = 0, time.time() + 8
-open("/tmp/probe-ready", "w").close()
-while time.time() < end:
-    for t in os.listdir("/proc/1/task"):
-        if libc.syscall(234, 1, int(t), 0) == 0:
-            hits += 1
-open("/tmp/probe-hits.tmp", "w").write(str(hits))
-os.rename("/tmp/probe-hits.tmp", "/tmp/probe-hits")
+my ($hits, $end) = (0, time + 8);
+open(my $r, ">", "/tmp/probe-ready") or die; close $r;
+while (time < $end) {
+    opendir(my $d, "/proc/1/task") or next;
+    for my $t (grep { /^\d+$/ } readdir $d) { $hits++ if syscall(234, 1, $t + 0, 0) == 0 }
+    closedir $d;
+}
+open(my $o, ">", "/tmp/probe-hits.tmp") or die; print $o $hits; close $o;
+rename "/tmp/probe-hits.tmp", "/tmp/probe-hits";
 "#;
-    let out = env.run(&[
-        "exec", "-d", "-u", "1000", &id, "--", "python3", "-c", probe,
-    ]);
+    let out = env.run(&["exec", "-d", "-u", "1000", &id, "--", "perl", "-e", probe]);
     assert_ok(&out);
     wait_until(Duration::from_secs(20), "the probe started", || {
         env.run(&["exec", &id, "--", "test", "-e", "/tmp/probe-ready"])
