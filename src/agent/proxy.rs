@@ -38,6 +38,10 @@ pub(crate) use crate::contract::{PROXY_PORT as PORT, PROXY_RELAY_SOCKET as RELAY
 /// Bytes the decision log may grow to; later decisions are not written (the last line says so).
 pub(crate) const LOG_MAX: u64 = 16 << 20;
 
+/// The line the proxy prints on its standard output once it listens (the host waits for it
+/// where it cannot see the socket: a copy-mode sandbox's proxy, whose socket is in a volume).
+pub(crate) const LISTENING: &str = "h9sandbox: proxy listening";
+
 /// Options of `h9sandbox agent proxy`.
 #[derive(Debug, Clone, clap::Args)]
 pub(crate) struct ProxyArgs {
@@ -250,6 +254,11 @@ pub(crate) fn run(args: &ProxyArgs) -> i32 {
         // The sandbox's PID 1 (root, without CAP_DAC_OVERRIDE's help needed) connects to it.
         use std::os::unix::fs::PermissionsExt;
         let _ = std::fs::set_permissions(&args.listen, std::fs::Permissions::from_mode(0o666));
+        {
+            use std::io::Write;
+            let mut out = std::io::stdout().lock();
+            let _ = writeln!(out, "{LISTENING}").and_then(|()| out.flush());
+        }
         loop {
             let Ok((stream, _)) = listener.accept().await else {
                 continue;

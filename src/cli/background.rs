@@ -66,7 +66,7 @@ struct LogsJson {
 pub(crate) async fn logs(ctx: &Ctx, format: Format, args: &LogsArgs) -> Result<i32> {
     let Some(handle) = args.handle.clone().filter(|_| !args.network) else {
         let rec = ctx.store.load()?.resolve(&args.sandbox.id)?.clone();
-        let entries = crate::sandbox::egress::read_log(ctx, &rec)?;
+        let entries = crate::sandbox::egress::read_log(ctx, &rec).await?;
         match format {
             Format::Json => output::print_json(&entries)?,
             Format::Table => {

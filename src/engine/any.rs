@@ -204,6 +204,15 @@ impl Environment for AnyEngine {
         delegate!(self, e => e.build(spec, timeout).await)
     }
 
+    async fn container_file(
+        &self,
+        container: &str,
+        path: &str,
+        max: u64,
+    ) -> Result<Option<Vec<u8>>> {
+        delegate!(self, e => e.container_file(container, path, max).await)
+    }
+
     async fn image_file(
         &self,
         image: &str,

@@ -268,6 +268,16 @@ impl Environment for Local {
         .into())
     }
 
+    /// Local sandboxes have no containers.
+    async fn container_file(
+        &self,
+        _container: &str,
+        _path: &str,
+        _max: u64,
+    ) -> Result<Option<Vec<u8>>> {
+        Ok(None)
+    }
+
     /// Local sandboxes have no images.
     async fn image_file(
         &self,
@@ -510,7 +520,12 @@ mod tests {
         // marks and by the sandbox's, eventually: setsid(1) may fork once more for a moment, and a
         // process in the middle of execve(2) can be missed by one scan, so both counts are taken
         // in the same poll.
-        let counts = || (marked_processes(&marks).len(), marked_processes(&sandbox).len());
+        let counts = || {
+            (
+                marked_processes(&marks).len(),
+                marked_processes(&sandbox).len(),
+            )
+        };
         let seen: Result<Option<(usize, usize)>, Infallible> = poll_until(
             Duration::from_secs(10),
             Backoff::fixed(Duration::from_millis(10)),

@@ -99,11 +99,11 @@ pub(crate) struct ContainerSpec {
     /// default. gVisor's `runsc` changes how the process limit is applied
     /// ([`docker::gvisor_host_pids`]).
     pub runtime: Option<String>,
-    /// With `network = "allowlist"`: the host directory holding the proxy sidecar's socket,
-    /// mounted read-only at [`crate::contract::PROXY_DIR`]; the container's PID 1 relays
-    /// `127.0.0.1:3128` to it and every process gets `HTTP_PROXY` and its kin
-    /// ([`docker::proxy_env`]).
-    pub proxy: Option<std::path::PathBuf>,
+    /// With `network = "allowlist"`: the directory holding the proxy sidecar's socket (a host
+    /// directory, or in copy mode a volume the sidecar shares), mounted read-only at
+    /// [`crate::contract::PROXY_DIR`]; the container's PID 1 relays `127.0.0.1:3128` to it and
+    /// every process gets `HTTP_PROXY` and its kin ([`docker::proxy_env`]).
+    pub proxy: Option<MountSource>,
     /// Extra environment of every process of the container (`docker run --env`), in order
     /// (a later name wins), set before h9sandbox's own (`TMPDIR`, the proxy's), which win over
     /// them: a devcontainer.json's `containerEnv` and `remoteEnv`. Empty for most sandboxes.
@@ -215,11 +215,49 @@ pub(crate) fn current_daemon(cfg: &Config, var: impl Fn(&str) -> Option<String>)
     }
 }
 
-/// Where a sidecar's mount comes from.
+/// Where a mount of a sidecar (or the proxy's socket directory in a sandbox) comes from.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum MountSource {
     /// A directory or file of this machine (needs [`Capabilities::host_mounts`]).
     Host(PathBuf),
+    /// A named volume of the engine, on the engine's machine: no directory of this one.
+    Volume(TmpfsVolume),
+}
+
+/// A named volume kept in memory (the `local` driver's `type=tmpfs` volume, whose `o=` options
+/// are tmpfs(5)'s `uid`, `gid`, `mode` and `size`), made by the engine at its first mount with
+/// these owner, mode, size and labels; a later mount of the same name gets the same volume.
+/// Two containers on one machine share a unix socket through it (the proxy sidecar and its
+/// sandbox in copy mode).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct TmpfsVolume {
+    /// The volume's name.
+    pub name: String,
+    /// Owner of its root directory.
+    pub owner: crate::types::Ids,
+    /// Permission bits of its root directory (`0o711`).
+    pub mode: u32,
+    /// Its size limit, in bytes.
+    pub size: u64,
+    /// Its labels (found and removed with its sandbox).
+    pub labels: BTreeMap<String, String>,
+}
+
+impl TmpfsVolume {
+    /// The `local` driver's options making it (`--opt`, `volume-opt`: `type`, `device`, `o`).
+    pub(crate) fn driver_options(&self) -> [(&'static str, String); 3] {
+        [
+            ("type", "tmpfs".into()),
+            ("device", "tmpfs".into()),
+            (
+                "o",
+                format!(
+                    "uid={},gid={},mode={:o},size={}",
+                    self.owner.uid, self.owner.gid, self.mode, self.size
+                ),
+            ),
+        ]
+    }
 }
 
 /// One mount of a sidecar.
@@ -633,6 +671,17 @@ pub(crate) trait Environment {
         path: &str,
         max: u64,
         labels: &[(&str, &str)],
+    ) -> Result<Option<Vec<u8>>>;
+    /// At most `max` bytes of the regular file `path` of the container `container` (a
+    /// sidecar's, whose files only h9sandbox's own program writes; a sandbox's files go through
+    /// its agent), copied out through the engine (`docker cp`, a symlink there copied as one and
+    /// refused, never followed). `None` when the container or the file does not exist
+    /// ([`Local`]: always). Errors: the engine's, a path that is not a regular file.
+    async fn container_file(
+        &self,
+        container: &str,
+        path: &str,
+        max: u64,
     ) -> Result<Option<Vec<u8>>>;
     /// The derived image of `image` for sandboxes without host mounts: `image` with the static
     /// h9sandbox `binary` at [`crate::contract::BIN`], made on the engine without a registry

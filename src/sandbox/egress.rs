@@ -16,6 +16,15 @@
 //! `nsswitch.conf` never runs code next to the bridge. It writes every decision to
 //! `<state dir>/proxy/<id>/log.jsonl` (`h9sandbox logs ID --network`).
 //!
+//! In copy mode (`workdir_mode = "copy"`: no directory of this machine is mounted, as on a
+//! remote daemon) the socket's directory is a volume of the engine in memory (tmpfs, mode 0711,
+//! `h9sandbox-proxy-<12 hex digits>-sock`) that the sidecar mounts read-write and the sandbox
+//! read-only, and the log is in a second one only the sidecar mounts (`…-log`, mode 0700, sized
+//! to hold [`LOG_MAX`]), read through the engine (`docker cp`); the sidecar runs as `nobody`
+//! (65534:65534), which owns both. Both volumes carry the sandbox's labels, so `down` and
+//! `reap` remove them with it. The two containers share the socket because they run on one
+//! machine, the engine's.
+//!
 //! It carries `h9sandbox.proxy_of=<sandbox ID>` and `h9sandbox.state_dir` (not `h9sandbox=1`, so
 //! it is never taken for a sandbox's container); `reap` removes the sidecars whose sandbox has no
 //! record.
@@ -32,12 +41,13 @@ use uuid::Uuid;
 use super::Ctx;
 use crate::agent::proxy::{Entry, LOG_MAX};
 use crate::engine::{
-    AnyEngine, ContainerSpec, Environment, MountSource, SidecarMount, SidecarSpec, LABEL_STATE_DIR,
+    AgentSetup, AnyEngine, ContainerSpec, Environment, MountSource, SidecarMount, SidecarSpec,
+    TmpfsVolume, LABEL_ID, LABEL_MANAGED, LABEL_STATE_DIR,
 };
 use crate::error::Error;
 use crate::poll::{poll_until, Backoff};
 use crate::state::Record;
-use crate::types::{Ids, Network};
+use crate::types::{Ids, Network, WorkdirMode};
 
 /// The label naming the sandbox a proxy sidecar serves.
 pub(crate) use crate::engine::LABEL_PROXY_OF;
@@ -65,24 +75,111 @@ pub(crate) fn sidecar_name(id: Uuid) -> String {
     format!("h9sandbox-proxy-{}", &id.simple().to_string()[..12])
 }
 
+/// Who the sidecar of a copy-mode sandbox runs as, owner of its volumes: `nobody`.
+const VOLUME_OWNER: Ids = Ids {
+    uid: 65534,
+    gid: 65534,
+};
+
+/// The volume of a copy-mode sandbox's proxy socket (see the module's documentation), which
+/// the sidecar mounts at [`SIDECAR_DIR`]`/sock` and the sandbox at [`crate::contract::PROXY_DIR`].
+pub(crate) fn socket_volume(ctx: &Ctx, id: Uuid) -> TmpfsVolume {
+    TmpfsVolume {
+        name: format!("{}-sock", sidecar_name(id)),
+        owner: VOLUME_OWNER,
+        mode: 0o711,
+        size: 64 << 10,
+        labels: volume_labels(ctx, id),
+    }
+}
+
+/// The volume of a copy-mode sandbox's proxy log, the sidecar's alone.
+fn log_volume(ctx: &Ctx, id: Uuid) -> TmpfsVolume {
+    TmpfsVolume {
+        name: format!("{}-log", sidecar_name(id)),
+        owner: VOLUME_OWNER,
+        mode: 0o700,
+        size: LOG_MAX + (1 << 20),
+        labels: volume_labels(ctx, id),
+    }
+}
+
+/// The labels of a proxy's volumes: the sandbox's own (so that `reap` removes them when it has
+/// no record, as it does its scratch volume) and the sidecar's.
+fn volume_labels(ctx: &Ctx, id: Uuid) -> BTreeMap<String, String> {
+    BTreeMap::from([
+        (LABEL_MANAGED.to_string(), "1".to_string()),
+        (LABEL_ID.to_string(), id.to_string()),
+        (LABEL_STATE_DIR.to_string(), ctx.state_label()),
+        (LABEL_PROXY_OF.to_string(), id.to_string()),
+    ])
+}
+
+/// Where sandbox `id`'s proxy keeps its socket and log: a directory of this machine, or
+/// volumes of the engine (copy mode).
+enum Place {
+    Host(PathBuf),
+    Volumes {
+        socket: TmpfsVolume,
+        log: TmpfsVolume,
+    },
+}
+
+impl Place {
+    /// The sidecar's mounts and the paths (in it) of its socket and log.
+    fn sidecar_mounts(&self) -> (Vec<SidecarMount>, String, String) {
+        match self {
+            Place::Host(dir) => (
+                vec![SidecarMount {
+                    source: MountSource::Host(dir.clone()),
+                    target: SIDECAR_DIR.into(),
+                    readonly: false,
+                }],
+                format!("{SIDECAR_DIR}/sock/proxy.sock"),
+                format!("{SIDECAR_DIR}/log.jsonl"),
+            ),
+            Place::Volumes { socket, log } => (
+                vec![
+                    SidecarMount {
+                        source: MountSource::Volume(socket.clone()),
+                        target: format!("{SIDECAR_DIR}/sock"),
+                        readonly: false,
+                    },
+                    SidecarMount {
+                        source: MountSource::Volume(log.clone()),
+                        target: format!("{SIDECAR_DIR}/log"),
+                        readonly: false,
+                    },
+                ],
+                format!("{SIDECAR_DIR}/sock/proxy.sock"),
+                SIDECAR_LOG.into(),
+            ),
+        }
+    }
+}
+
+/// The log's path in a copy-mode sandbox's sidecar.
+const SIDECAR_LOG: &str = "/.h9sandbox/proxy/log/log.jsonl";
+
 /// The sidecar of sandbox `id`, whose container is `spec`: hardened, labelled, from h9sandbox's
-/// runtime image `image` (never the sandbox's: nothing of it runs or is read there), the proxy's
-/// directory `dir` read-write, the allowed hosts of `spec.limits`.
+/// runtime image `image` (never the sandbox's: nothing of it runs or is read there), running as
+/// `user`, with `mounts` (the proxy's directory, read-write), listening on `socket` and logging
+/// to `log` (paths in it), the allowed hosts of `spec.limits`.
 pub(crate) fn sidecar_spec(
     spec: &ContainerSpec,
     image: &str,
     id: Uuid,
     state_dir: &str,
-    dir: &str,
+    (mounts, socket, log): (Vec<SidecarMount>, String, String),
     user: Ids,
 ) -> SidecarSpec {
     let mut args: Vec<String> = vec![
         crate::contract::ARG.into(),
         "proxy".into(),
         "--listen".into(),
-        format!("{SIDECAR_DIR}/sock/proxy.sock"),
+        socket,
         "--log".into(),
-        format!("{SIDECAR_DIR}/log.jsonl"),
+        log,
     ];
     for h in &spec.limits.allow {
         args.extend(["--allow".into(), h.clone()]);
@@ -99,11 +196,7 @@ pub(crate) fn sidecar_spec(
         memory: "64m".into(),
         pids_limit: 64,
         cpus: 0.5,
-        mounts: vec![SidecarMount {
-            source: MountSource::Host(dir.into()),
-            target: SIDECAR_DIR.into(),
-            readonly: false,
-        }],
+        mounts,
         entrypoint: crate::engine::image::RUNTIME_BINARY.into(),
         image: image.into(),
         args,
@@ -111,11 +204,11 @@ pub(crate) fn sidecar_spec(
 }
 
 /// Checks that `engine` can run an allowlist sandbox with `runtime`: an engine that runs
-/// sidecars and mounts this machine's directories (Docker, the tested one), and not under
-/// gVisor, whose unix sockets do not cross the bind mount the relay needs.
+/// sidecars beside its sandboxes on one machine (Docker, the tested one), and not under gVisor,
+/// whose unix sockets do not cross the mount the relay needs.
 pub(crate) fn check_supported(engine: &AnyEngine, runtime: Option<&str>) -> Result<(), Error> {
     let caps = engine.capabilities();
-    if !(caps.sidecars && caps.host_mounts) {
+    if !caps.sidecars {
         return Err(Error::Invalid(format!(
             "network = \"allowlist\" needs engine = \"docker\" (this sandbox's engine is {}); use network = \"none\" or \"bridge\"",
             engine.kind()
@@ -123,7 +216,7 @@ pub(crate) fn check_supported(engine: &AnyEngine, runtime: Option<&str>) -> Resu
     }
     if crate::engine::is_gvisor(runtime) {
         return Err(Error::Invalid(
-            "network = \"allowlist\" does not work under gVisor (runtime runsc): its unix sockets do not cross the bind mount that joins the sandbox to its proxy; use network = \"none\" there, or the default runtime".into(),
+            "network = \"allowlist\" does not work under gVisor (runtime runsc): its unix sockets do not cross the mount that joins the sandbox to its proxy; use network = \"none\" there, or the default runtime".into(),
         ));
     }
     Ok(())
@@ -162,13 +255,17 @@ pub(crate) async fn start(
     ctx.reporter.step("starting the egress proxy");
     // The proxy runs from an image of h9sandbox's own binary alone (FROM scratch): nothing of
     // the sandbox's image (its NSS modules, its environment) is read or run there.
-    let binary = spec
-        .agent
-        .mounted()
-        .map(|m| m.binary.clone())
-        .ok_or_else(|| {
-            anyhow!("network = \"allowlist\" needs the agent mounted from this machine")
-        })?;
+    let (binary, place, user) = match &spec.agent {
+        AgentSetup::Mounted(m) => (m.binary.clone(), Place::Host(dir), Ids::current()),
+        AgentSetup::Shipped(_) => (
+            crate::sandbox::agent::binary()?,
+            Place::Volumes {
+                socket: socket_volume(ctx, id),
+                log: log_volume(ctx, id),
+            },
+            VOLUME_OWNER,
+        ),
+    };
     let image = crate::engine::image::ImageBuild::runtime(&binary)?;
     engine.ensure_image(&image).await?;
     let sidecar = sidecar_spec(
@@ -176,15 +273,26 @@ pub(crate) async fn start(
         &image.tag,
         id,
         &ctx.state_label(),
-        &dir.to_string_lossy(),
-        Ids::current(),
+        place.sidecar_mounts(),
+        user,
     );
     let container = engine.run_sidecar(&sidecar).await?;
     let sock = socket_dir(ctx, id).join("proxy.sock");
     let listening = poll_until(
         Duration::from_secs(10),
         Backoff::fixed(Duration::from_millis(20)),
-        || async { anyhow::Ok(std::fs::symlink_metadata(&sock).ok()) },
+        || async {
+            anyhow::Ok(match &place {
+                Place::Host(_) => std::fs::symlink_metadata(&sock).ok().map(drop),
+                // The proxy says so on its standard output once it listens.
+                Place::Volumes { .. } => engine
+                    .logs_tail(&container, 3)
+                    .await
+                    .ok()
+                    .filter(|out| out.lines().any(|l| l == crate::agent::proxy::LISTENING))
+                    .map(drop),
+            })
+        },
     )
     .await?;
     if listening.is_none() {
@@ -212,7 +320,17 @@ pub(crate) async fn remove(ctx: &Ctx, engine: &AnyEngine, id: Uuid) -> Result<()
     engine
         .remove_labelled(LABEL_PROXY_OF, &id.to_string())
         .await?;
+    remove_volumes(ctx, engine, id).await?;
     let _ = std::fs::remove_dir_all(&dir);
+    Ok(())
+}
+
+/// Removes the volumes of a copy-mode sandbox's proxy (none is success), once its sidecar and
+/// its sandbox are gone.
+async fn remove_volumes(ctx: &Ctx, engine: &AnyEngine, id: Uuid) -> Result<()> {
+    for v in [socket_volume(ctx, id), log_volume(ctx, id)] {
+        engine.remove_volume(&v.name).await?;
+    }
     Ok(())
 }
 
@@ -234,6 +352,7 @@ pub(crate) async fn reap_orphans(ctx: &Ctx, known: &[Uuid]) -> Result<usize> {
         }
         ctx.engine.remove(&sidecar.id).await?;
         if let Ok(id) = sidecar.of.parse::<Uuid>() {
+            let _ = remove_volumes(ctx, &ctx.engine, id).await;
             let _ = std::fs::remove_dir_all(proxy_dir(ctx, id));
         }
         n += 1;
@@ -244,7 +363,7 @@ pub(crate) async fn reap_orphans(ctx: &Ctx, known: &[Uuid]) -> Result<usize> {
 /// The decisions of sandbox `rec`'s proxy, oldest first (at most [`LOG_MAX`] bytes are read,
 /// never through a symlink; lines that do not parse are skipped: the sidecar is trusted less
 /// than the host). Errors: a sandbox whose network is not `allowlist`.
-pub(crate) fn read_log(ctx: &Ctx, rec: &Record) -> Result<Vec<Entry>> {
+pub(crate) async fn read_log(ctx: &Ctx, rec: &Record) -> Result<Vec<Entry>> {
     if rec.limits.network != Network::Allowlist {
         return Err(Error::Invalid(format!(
             "sandbox {} has network {}, not allowlist: it has no egress proxy and no network log",
@@ -253,8 +372,17 @@ pub(crate) fn read_log(ctx: &Ctx, rec: &Record) -> Result<Vec<Entry>> {
         ))
         .into());
     }
-    use std::os::unix::fs::OpenOptionsExt;
     let mut text = Vec::new();
+    if rec.workdir_mode == WorkdirMode::Copy {
+        // In the sidecar's own volume (copy mode), read through the engine.
+        text = ctx
+            .engine_for(rec)
+            .container_file(&sidecar_name(rec.id), SIDECAR_LOG, LOG_MAX + 64)
+            .await?
+            .unwrap_or_default();
+        return Ok(parse_log(&text));
+    }
+    use std::os::unix::fs::OpenOptionsExt;
     match std::fs::OpenOptions::new()
         .read(true)
         .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
@@ -267,8 +395,12 @@ pub(crate) fn read_log(ctx: &Ctx, rec: &Record) -> Result<Vec<Entry>> {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
         Err(e) => return Err(e.into()),
     }
-    Ok(text
-        .split(|b| *b == b'\n')
+    Ok(parse_log(&text))
+}
+
+/// The entries of a decision log's lines; a line that does not parse is skipped.
+fn parse_log(text: &[u8]) -> Vec<Entry> {
+    text.split(|b| *b == b'\n')
         .filter_map(|l| serde_json::from_slice::<Entry>(l).ok())
-        .collect())
+        .collect()
 }

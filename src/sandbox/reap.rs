@@ -109,12 +109,12 @@ async fn sweep_where(
         after.sandboxes.len(),
         listings.iter().map(|(_, l)| l.len()).sum::<usize>(),
     );
-    if !dry_run && only.is_none() {
+    let tidy = !dry_run && only.is_none();
+    if tidy {
         // A writer killed mid-write leaves its temporary file; it is garbage too, and so are
         // the agent directories of sandboxes without a record.
         ctx.store.remove_stale_temp_files()?;
         forget_agents(ctx)?;
-        remove_orphan_volumes(ctx, &listings).await;
         // Proxy sidecars of sandboxes without a record (those of sandboxes reaped below go
         // with them, see `super::release`).
         if ctx.store.dir().join("proxy").exists() {
@@ -128,6 +128,9 @@ async fn sweep_where(
         }
     }
     if dry_run || verdicts.is_empty() {
+        if tidy {
+            remove_orphan_volumes(ctx, &listings).await;
+        }
         return Ok(Sweep {
             reaped: verdicts,
             failed: vec![],
@@ -138,6 +141,11 @@ async fn sweep_where(
     let me = ProcessRef::current();
     let (dropped, claimed) = claim(ctx, verdicts, me)?;
     let sweep = remove_claimed(ctx, &listings, dropped, claimed, me).await?;
+    // Volumes without a record, once the containers that used them are gone (an orphan's
+    // scratch volume, its proxy's; a volume still in use is not removed).
+    if tidy {
+        remove_orphan_volumes(ctx, &listings).await;
+    }
     Ok(Sweep {
         records,
         containers,
@@ -459,7 +467,8 @@ async fn remove_one(ctx: &Ctx, listings: &Listings, v: &Verdict) -> Result<()> {
     Ok(())
 }
 
-/// Removes the scratch volumes of this state directory that belong to no record (left behind by
+/// Removes the volumes of this state directory that belong to no record (scratch volumes, the
+/// proxy volumes of copy-mode sandboxes: left behind by
 /// a container removed without its volumes, or a sandbox whose record was dropped), on every
 /// container engine in `listings`. A volume still in use is left. Listed before the state is
 /// read: a sandbox being created has its record before its volume.

@@ -136,7 +136,7 @@ pub(crate) fn workdir_mode() -> Option<&'static str> {
 
 /// Whether every sandbox under test has its work dir copied in: `H9TEST_WORKDIR_MODE=copy`, a
 /// remote daemon (`DOCKER_HOST`), or engine swarm (which always copies).
-fn copies_workdir() -> bool {
+pub(crate) fn copies_workdir() -> bool {
     workdir_mode() == Some("copy")
         || std::env::var_os("DOCKER_HOST").is_some()
         || engine() == Engine::Swarm

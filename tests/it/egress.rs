@@ -21,6 +21,23 @@ fn sidecars(id: &str) -> Vec<String> {
     stdout(&out).lines().map(String::from).collect()
 }
 
+/// The volumes (`volume ls`) of sandbox `id`'s proxy: its socket and log in copy mode, none
+/// with a mounted work dir (a directory of the state directory holds them).
+fn proxy_volumes(id: &str) -> Vec<String> {
+    let out = Command::new("docker")
+        .args([
+            "volume",
+            "ls",
+            "-q",
+            "--filter",
+            &format!("label=h9sandbox.proxy_of={id}"),
+        ])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    stdout(&out).lines().map(String::from).collect()
+}
+
 /// A raw request to the proxy through the sandbox's loopback relay (never to an outside
 /// address): the status line it answers.
 fn ask_proxy(env: &TestEnv, id: &str, request: &str) -> String {
@@ -173,9 +190,28 @@ fn an_allowlist_sandbox_reaches_allowed_hosts_only_and_logs_every_decision() {
     );
     // It is not taken for a container of the sandbox.
     assert_eq!(env.entry(&id)["foreign_containers"], serde_json::json!([]));
+    // In copy mode nothing of this machine is mounted into either container: the socket is in
+    // a volume both mount (the sandbox read-only), the log in one of the sidecar's alone.
+    if copies_workdir() {
+        for c in [&env.container(&id), p] {
+            let mounts = inspect(c, "{{json .Mounts}}");
+            assert!(!mounts.contains("\"bind\""), "{c}: {mounts}");
+        }
+        let mut volumes = proxy_volumes(&id);
+        volumes.sort();
+        assert_eq!(volumes.len(), 2, "{volumes:?}");
+        let sandbox_mounts = inspect(&env.container(&id), "{{json .Mounts}}");
+        assert!(sandbox_mounts.contains(&volumes[1]), "{sandbox_mounts}");
+        assert!(!sandbox_mounts.contains(&volumes[0]), "{sandbox_mounts}");
+        assert_eq!(inspect(p, "{{.Config.User}}"), "65534:65534");
+    }
 
     assert_ok(&env.run(&["down", &id]));
     assert!(sidecars(&id).is_empty(), "down left the sidecar");
+    assert!(
+        proxy_volumes(&id).is_empty(),
+        "down left the proxy's volumes"
+    );
     assert!(!env.state_dir.join("proxy").join(&id).exists());
 }
 
@@ -204,6 +240,10 @@ fn reap_removes_the_sidecar_of_an_abandoned_sandbox() {
     assert_ok(&env.run(&["reap"]));
     assert!(env.ls().is_empty());
     assert!(sidecars(&id).is_empty(), "reap left the sidecar");
+    assert!(
+        proxy_volumes(&id).is_empty(),
+        "reap left the proxy's volumes"
+    );
 }
 
 #[test]
@@ -217,6 +257,10 @@ fn reap_removes_a_sidecar_whose_sandbox_has_no_record() {
     std::fs::rename(&state, env.state_dir.join("state.json.aside")).unwrap();
     assert_ok(&env.run(&["reap"]));
     assert!(sidecars(&id).is_empty(), "reap left the orphan sidecar");
+    assert!(
+        proxy_volumes(&id).is_empty(),
+        "reap left the proxy's volumes"
+    );
     assert!(env.containers().is_empty());
 }
 
@@ -241,15 +285,18 @@ fn allowlist_flags_and_configuration_are_checked() {
         assert_eq!(stderr(&out).lines().count(), 1, "{}", stderr(&out));
     }
     assert!(env.containers().is_empty());
-    // A sub-sandbox of an allowlist sandbox may not get the bridge.
+    // A sub-sandbox of an allowlist sandbox may not get the bridge (copy mode has no
+    // sub-sandboxes).
     let id = env.up(&["--allow", "deb.debian.org"]);
-    let out = env.run(&["up", "--parent", &id, "--network", "bridge"]);
-    assert_eq!(out.status.code(), Some(1));
-    assert!(
-        stderr(&out).contains("would give network access"),
-        "{}",
-        stderr(&out)
-    );
+    if !copies_workdir() {
+        let out = env.run(&["up", "--parent", &id, "--network", "bridge"]);
+        assert_eq!(out.status.code(), Some(1));
+        assert!(
+            stderr(&out).contains("would give network access"),
+            "{}",
+            stderr(&out)
+        );
+    }
     let out = env.run(&["logs", &id, "--network", "--format", "json"]);
     assert_ok(&out);
     assert_eq!(stdout(&out).trim(), "[]");

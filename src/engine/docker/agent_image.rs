@@ -35,21 +35,35 @@ impl Docker {
             ));
         }
         let probe = stdout.lines().last().unwrap_or_default().to_string();
-        let dir = tempfile::tempdir().context("cannot make a temporary directory")?;
-        let dest = dir.path().join("file");
         // Docker follows a symlink in the image with -L; Podman's cp has no such flag (a symlink
         // it copies as one is then refused by read_regular, never followed on the host).
+        let copied = self
+            .copy_from(&probe, path, self.flavor == Flavor::Docker)
+            .await;
+        let _ = self.remove(&probe).await;
+        copied.map_err(|e| anyhow!("`{} cp` of {path} from {image} failed: {e}", self.bin))
+    }
+
+    /// `path` of the container `container` copied into a fresh temporary directory (`cp`;
+    /// `follow`: `cp -L`, a symlink in the container followed there). Errors: the engine's
+    /// first error line.
+    pub(super) async fn copy_from(
+        &self,
+        container: &str,
+        path: &str,
+        follow: bool,
+    ) -> Result<Copied> {
+        let dir = tempfile::tempdir().context("cannot make a temporary directory")?;
+        let dest = dir.path().join("file");
         let mut args: Vec<String> = vec!["cp".into()];
-        if self.flavor == Flavor::Docker {
+        if follow {
             args.push("-L".into());
         }
         args.extend([
-            format!("{probe}:{path}"),
+            format!("{container}:{path}"),
             dest.to_string_lossy().into_owned(),
         ]);
-        let copied = self.output(args).await;
-        let _ = self.remove(&probe).await;
-        let (code, _, stderr) = copied?;
+        let (code, _, stderr) = self.output(args).await?;
         if code == 0 {
             return Ok(Copied::File(dest, dir));
         }
@@ -59,11 +73,7 @@ impl Docker {
         if is_no_such_container(&stderr) {
             return Ok(Copied::Gone);
         }
-        Err(anyhow!(
-            "`{} cp` of {path} from {image} failed: {}",
-            self.bin,
-            first_error_line(&stderr)
-        ))
+        Err(anyhow!("{}", first_error_line(&stderr)))
     }
 }
 
@@ -73,13 +83,13 @@ pub(super) enum Copied {
     File(std::path::PathBuf, tempfile::TempDir),
     /// The image has no such file.
     Missing,
-    /// The probe container vanished before the copy.
+    /// The container (a probe) vanished before the copy.
     Gone,
 }
 
-/// The content of the regular file `path` (not followed if it is a symlink), at most `max`
-/// bytes. Errors: it is not a regular file, or larger.
-pub(super) fn read_regular(path: &Path, max: u64) -> Result<Vec<u8>> {
+/// The first `keep` bytes of the regular file `path` (not followed if it is a symlink).
+/// Errors: it is not a regular file, or larger than `max` bytes.
+pub(super) fn read_regular(path: &Path, max: u64, keep: u64) -> Result<Vec<u8>> {
     use std::io::Read;
     use std::os::unix::fs::OpenOptionsExt;
     let f = std::fs::OpenOptions::new()
@@ -99,7 +109,7 @@ pub(super) fn read_regular(path: &Path, max: u64) -> Result<Vec<u8>> {
         ));
     }
     let mut v = Vec::new();
-    f.take(max).read_to_end(&mut v)?;
+    f.take(keep.min(max)).read_to_end(&mut v)?;
     Ok(v)
 }
 

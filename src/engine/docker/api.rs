@@ -25,7 +25,8 @@ use super::args::volume_labels;
 use super::gvisor_host_pids;
 use crate::contract as agent;
 use crate::engine::{
-    is_gvisor, AgentSetup, ContainerSpec, ContainerSummary, ENGINE_OUTPUT_MAX, SCRATCH_DIR,
+    is_gvisor, AgentSetup, ContainerSpec, ContainerSummary, MountSource, TmpfsVolume,
+    ENGINE_OUTPUT_MAX, SCRATCH_DIR,
 };
 use crate::types::Daemon;
 
@@ -341,6 +342,22 @@ pub(crate) fn label_filters(labels: &[(&str, &str)]) -> String {
     encode(&json!({ "label": list }).to_string())
 }
 
+/// A `Mounts` entry of the tmpfs volume `v` at `target`, made by this mount when it does not
+/// exist yet (the API's `VolumeOptions.DriverConfig`, as [`super::args::mount_arg`]).
+fn volume_mount(v: &TmpfsVolume, target: &str, readonly: bool) -> Value {
+    let options: BTreeMap<&str, String> = v.driver_options().into_iter().collect();
+    json!({
+        "Type": "volume",
+        "Source": v.name,
+        "Target": target,
+        "ReadOnly": readonly,
+        "VolumeOptions": {
+            "Labels": v.labels,
+            "DriverConfig": { "Name": "local", "Options": options },
+        },
+    })
+}
+
 /// The body of `POST /containers/create` for `spec` (a mounted agent's container; a shipped
 /// one's `run` stays the client's, whose attached standard input hands over the secret): the
 /// same container as [`super::run_args`]'s `docker run -d`. `ulimits` are
@@ -380,7 +397,10 @@ pub(crate) fn create_body(spec: &ContainerSpec, ulimits: &[String]) -> Result<Va
         bind(&m.run_dir, agent::RUN_DIR, false),
     ]);
     if let Some(dir) = &spec.proxy {
-        mounts.push(bind(dir, agent::PROXY_DIR, true));
+        mounts.push(match dir {
+            MountSource::Host(p) => bind(p, agent::PROXY_DIR, true),
+            MountSource::Volume(v) => volume_mount(v, agent::PROXY_DIR, true),
+        });
         env.extend(
             super::proxy_env()
                 .into_iter()

@@ -199,10 +199,7 @@ pub(crate) fn run_args(flavor: Flavor, spec: &ContainerSpec, extra: &[String]) -
         a.extend(["--publish".into(), p.engine_arg()]);
     }
     if let Some(dir) = &spec.proxy {
-        a.extend([
-            "--mount".into(),
-            bind_mount_arg(&dir.to_string_lossy(), agent::PROXY_DIR, true),
-        ]);
+        a.extend(["--mount".into(), mount_arg(dir, agent::PROXY_DIR, true)]);
         for (k, v) in proxy_env() {
             a.extend(["--env".into(), format!("{k}={v}")]);
         }
@@ -379,6 +376,37 @@ pub(crate) fn bind_mount_arg(source: &str, target: &str, readonly: bool) -> Stri
     )
 }
 
+/// `--mount` value mounting `source` at `target`: [`bind_mount_arg`] for a host path; for a
+/// [`TmpfsVolume`], `type=volume` with the `local` driver's tmpfs options and the volume's
+/// labels, which the engine applies when this mount makes the volume (Docker's `volume-opt`,
+/// `volume-label`).
+pub(crate) fn mount_arg(source: &MountSource, target: &str, readonly: bool) -> String {
+    let v = match source {
+        MountSource::Host(p) => return bind_mount_arg(&p.to_string_lossy(), target, readonly),
+        MountSource::Volume(v) => v,
+    };
+    let mut fields = vec![
+        "type=volume".to_string(),
+        format!("source={}", v.name),
+        format!("target={target}"),
+        "volume-driver=local".into(),
+    ];
+    for (k, o) in v.driver_options() {
+        fields.push(format!("volume-opt={k}={o}"));
+    }
+    for (k, l) in &v.labels {
+        fields.push(format!("volume-label={k}={l}"));
+    }
+    if readonly {
+        fields.push("readonly".into());
+    }
+    fields
+        .into_iter()
+        .map(csv_field)
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
 /// `docker inspect` arguments printing the container's `.State` and `.HostConfig` as one JSON
 /// object (both engines name the fields alike).
 pub(crate) fn inspect_args(container: &str) -> Vec<String> {
@@ -549,10 +577,9 @@ pub(crate) fn sidecar_run_args(spec: &SidecarSpec, detach: bool) -> Vec<String> 
         "--no-healthcheck".into(),
     ]);
     for m in &spec.mounts {
-        let MountSource::Host(source) = &m.source;
         a.extend([
             "--mount".into(),
-            bind_mount_arg(&source.to_string_lossy(), &m.target, m.readonly),
+            mount_arg(&m.source, &m.target, m.readonly),
         ]);
     }
     a.extend([

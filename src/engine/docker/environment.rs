@@ -558,6 +558,18 @@ impl Environment for Docker {
         ))
     }
 
+    async fn container_file(
+        &self,
+        container: &str,
+        path: &str,
+        max: u64,
+    ) -> Result<Option<Vec<u8>>> {
+        match self.copy_from(container, path, false).await? {
+            Copied::File(dest, _dir) => read_regular(&dest, u64::MAX, max).map(Some),
+            Copied::Missing | Copied::Gone => Ok(None),
+        }
+    }
+
     async fn image_file(
         &self,
         image: &str,
@@ -576,7 +588,7 @@ impl Environment for Docker {
                     ))
                 }
                 Copied::Missing => return Ok(None),
-                Copied::File(dest, _dir) => return read_regular(&dest, max).map(Some),
+                Copied::File(dest, _dir) => return read_regular(&dest, max, max).map(Some),
             }
         }
         unreachable!("the loop returns")

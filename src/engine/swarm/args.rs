@@ -155,7 +155,7 @@ pub(crate) fn network_refusal(network: Network) -> Error {
         "network = \"{network}\" is not available on engine swarm: {}; use --network bridge",
         match network {
             Network::None => "a swarm service cannot run without a network, and the agent's channel is a port published on its node",
-            _ => "the allowlist's proxy joins the sandbox through a directory of this machine",
+            _ => "the allowlist's proxy shares a unix socket with the sandbox, so it must run on the sandbox's node, where h9sandbox cannot place a sidecar yet",
         }
     ))
 }

@@ -257,6 +257,16 @@ impl Environment for Swarm {
         self.docker.build(spec, timeout).await
     }
 
+    /// The manager's containers ([`Docker`]'s): a swarm sandbox has no sidecar.
+    async fn container_file(
+        &self,
+        container: &str,
+        path: &str,
+        max: u64,
+    ) -> Result<Option<Vec<u8>>> {
+        self.docker.container_file(container, path, max).await
+    }
+
     async fn image_file(
         &self,
         image: &str,

@@ -11,8 +11,8 @@ use uuid::Uuid;
 use super::UpRequest;
 use crate::config::Config;
 use crate::engine::{
-    scratch_volume_name, AgentMount, AgentSetup, AnyEngine, ContainerSpec, Environment, Secret,
-    ShippedAgent, LABEL_ID, LABEL_MANAGED, LABEL_PARENT, LABEL_STATE_DIR,
+    scratch_volume_name, AgentMount, AgentSetup, AnyEngine, ContainerSpec, Environment,
+    MountSource, Secret, ShippedAgent, LABEL_ID, LABEL_MANAGED, LABEL_PARENT, LABEL_STATE_DIR,
 };
 use crate::error::Error;
 use crate::lease::{parse_owner, parse_ttl};
@@ -87,7 +87,7 @@ pub(super) async fn resolve_spec(ctx: &Ctx, req: &UpRequest) -> Result<Plan> {
     }
     check_engine_fits(&engine, &limits, req)?;
     // Before any build: a work dir mode refused with these limits builds nothing.
-    let workdir_mode = resolve_workdir_mode(ctx, &engine, parent.as_ref(), &limits)?;
+    let workdir_mode = resolve_workdir_mode(ctx, &engine, parent.as_ref())?;
     let publish = resolve_publish(req, &limits, &engine, parent.as_ref(), workdir_mode)?;
     if let Some(spec) = &req.build {
         crate::sandbox::build::build(ctx, &ctx.engine, spec, limits.network).await?;
@@ -274,13 +274,11 @@ fn resolve_publish(
 /// How the new sandbox's work dir reaches its container: config `workdir_mode` (`up
 /// --workdir-mode`), else `mount` where `engine` can mount this machine's directories and
 /// `copy` where it cannot. Errors: `mount` on an engine that cannot, `copy` for a local sandbox
-/// (no container) or with what needs a host mount (the allowlist's proxy socket), a
-/// sub-sandbox (its work dir is its parent's, on the host).
+/// (no container) or a sub-sandbox (its work dir is its parent's, on the host).
 fn resolve_workdir_mode(
     ctx: &Ctx,
     engine: &AnyEngine,
     parent: Option<&Record>,
-    limits: &Limits,
 ) -> Result<WorkdirMode> {
     let caps = engine.capabilities();
     let mode = ctx.cfg.workdir_mode.unwrap_or(if caps.host_mounts {
@@ -300,10 +298,6 @@ fn resolve_workdir_mode(
             )
             .into())
         }
-        WorkdirMode::Copy if limits.network == Network::Allowlist => Err(Error::Invalid(
-            "network = \"allowlist\" does not work with workdir_mode = \"copy\" yet (its proxy joins the sandbox through a directory of this machine); use network none or bridge there".into(),
-        )
-        .into()),
         WorkdirMode::Copy if parent.is_some() => Err(Error::Invalid(
             "sub-sandboxes (--parent) do not work with workdir_mode = \"copy\" yet (a sub-sandbox shares its parent's work dir on this machine); use --workdir-mode mount".into(),
         )
@@ -476,8 +470,14 @@ fn container_spec(ctx: &Ctx, record: &Record, user: Ids, binary: PathBuf) -> Con
         env,
         publish: Vec::new(),
         constraints: Vec::new(),
-        proxy: (record.limits.network == Network::Allowlist)
-            .then(|| crate::sandbox::egress::socket_dir(ctx, record.id)),
+        proxy: (record.limits.network == Network::Allowlist).then(|| match record.workdir_mode {
+            WorkdirMode::Mount => {
+                MountSource::Host(crate::sandbox::egress::socket_dir(ctx, record.id))
+            }
+            WorkdirMode::Copy => {
+                MountSource::Volume(crate::sandbox::egress::socket_volume(ctx, record.id))
+            }
+        }),
         user_name: (user == Ids::current() && !user.is_root())
             .then(host_login_name)
             .flatten(),

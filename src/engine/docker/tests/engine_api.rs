@@ -193,7 +193,7 @@ fn the_create_body_carries_ports_rlimits_the_runtime_and_the_proxy() {
             crate::types::Publish::parse("0.0.0.0:8080:80").unwrap(),
         ],
         runtime: Some("runsc".into()),
-        proxy: Some("/state/proxy/abc".into()),
+        proxy: Some(crate::engine::MountSource::Host("/state/proxy/abc".into())),
         ..spec("/w")
     };
     let ulimits: Vec<String> = ["--ulimit", "nofile=1024:1024", "--ulimit", "nproc=256:256"]

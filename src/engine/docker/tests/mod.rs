@@ -853,3 +853,30 @@ fn settings_that_fail_the_checks_never_reach_the_client() {
         ["unix:///nonexistent/h9sandbox-refused-invalid-daemon-settings"]
     );
 }
+
+#[test]
+fn a_tmpfs_volume_mount_carries_its_owner_mode_size_and_labels_in_one_csv_record() {
+    use crate::engine::{MountSource, TmpfsVolume};
+    let v = TmpfsVolume {
+        name: "h9sandbox-proxy-abc-sock".into(),
+        owner: Ids {
+            uid: 65534,
+            gid: 65534,
+        },
+        mode: 0o711,
+        size: 65536,
+        labels: BTreeMap::from([("h9sandbox.id".to_string(), "id-1".to_string())]),
+    };
+    // The `o=` option holds commas: quoted as one CSV field, as `--mount` parses it.
+    assert_eq!(
+        super::args::mount_arg(&MountSource::Volume(v.clone()), "/.h9sandbox/proxy", true),
+        "type=volume,source=h9sandbox-proxy-abc-sock,target=/.h9sandbox/proxy,\
+         volume-driver=local,volume-opt=type=tmpfs,volume-opt=device=tmpfs,\
+         \"volume-opt=o=uid=65534,gid=65534,mode=711,size=65536\",\
+         volume-label=h9sandbox.id=id-1,readonly"
+    );
+    assert_eq!(
+        super::args::mount_arg(&MountSource::Host("/s/p".into()), "/p", false),
+        "type=bind,source=/s/p,target=/p"
+    );
+}
