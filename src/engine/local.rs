@@ -510,7 +510,12 @@ mod tests {
         // marks and by the sandbox's, eventually: setsid(1) may fork once more for a moment, and a
         // process in the middle of execve(2) can be missed by one scan, so both counts are taken
         // in the same poll.
-        let counts = || (marked_processes(&marks).len(), marked_processes(&sandbox).len());
+        let counts = || {
+            (
+                marked_processes(&marks).len(),
+                marked_processes(&sandbox).len(),
+            )
+        };
         let seen: Result<Option<(usize, usize)>, Infallible> = poll_until(
             Duration::from_secs(10),
             Backoff::fixed(Duration::from_millis(10)),
