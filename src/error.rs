@@ -88,9 +88,30 @@ pub enum Error {
     /// was written; checked atomically by the final rename (`RENAME_NOREPLACE`).
     #[error("{path} exists already; --no-clobber (MCP: no_clobber) leaves it as it is, and nothing was written")]
     Exists { path: String },
-    /// Bad input that clap cannot check (a malformed K=V, a work dir that does not exist, ...).
+    /// The caller's own input is wrong, and asking differently fixes it (a check clap cannot
+    /// make): a malformed value (a K=V, a size, a duration, a port spec, a name, a label, a
+    /// `--mode`), a flag combination that does not go together (`--allow` with `--network none`,
+    /// `--follow` with `--format json`, `cp` between two sandboxes), a path given as an argument
+    /// that is missing, not a directory or outside the work dir (`--workdir`, `--cwd`,
+    /// `--build`), a devcontainer.json that does not parse or names no image, a tool call's
+    /// arguments that do not fit its schema.
     #[error("{0}")]
-    Invalid(String),
+    Usage(String),
+    /// The input is well-formed, but policy, a limit or the engine refuses it: a work dir in a
+    /// credential directory, a sub-sandbox asking for more than its parent has, what an engine
+    /// (swarm, local, copy mode, gVisor) or a sandbox made by an older h9sandbox cannot do, a
+    /// project file that is a symlink or too large, a devcontainer.json that would loosen the
+    /// hardening, a size limit exceeded (edit's, `copy_max_bytes`, `json_max_bytes`, what an MCP
+    /// server grants), a count limit reached (an MCP session's forwards).
+    #[error("{0}")]
+    Refused(String),
+    /// The sandbox side failed or said no: the in-container agent's failure replies and
+    /// refusals, a channel that is lost or cannot be reached, a relay that failed, a sandbox or
+    /// container not in the state the operation needs (not running, changed meanwhile, its work
+    /// dir gone), what the sandbox reported about a file (not a regular file, a copy that failed
+    /// in it), a tar stream from it that cannot be extracted.
+    #[error("{0}")]
+    Sandbox(String),
 }
 
 fn edit_match_message(path: &str, count: usize) -> String {
@@ -113,4 +134,17 @@ pub(crate) fn exit_code(command: &str, _err: &anyhow::Error) -> i32 {
 /// Whether `command` passes the child's exit status through (so its own failures use 125).
 pub(crate) fn reserves_child_statuses(command: &str) -> bool {
     matches!(command, "exec" | "bootstrap" | "run" | "shell")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Error;
+
+    #[test]
+    fn usage_refused_and_sandbox_show_their_message_unchanged() {
+        let m = "--cwd holds a NUL byte; give: \"x\" {0} 100%";
+        assert_eq!(Error::Usage(m.into()).to_string(), m);
+        assert_eq!(Error::Refused(m.into()).to_string(), m);
+        assert_eq!(Error::Sandbox(m.into()).to_string(), m);
+    }
 }

@@ -103,7 +103,7 @@ pub(crate) async fn logs(ctx: &Ctx, format: Format, args: &LogsArgs) -> Result<i
         return Ok(0);
     }
     if args.follow {
-        return Err(crate::error::Error::Invalid(
+        return Err(crate::error::Error::Usage(
             "--follow streams the output as it comes; use it without --format json".into(),
         )
         .into());

@@ -56,7 +56,7 @@ pub(crate) fn command_from_file(
     use std::io::Read;
     let stdin = file == std::path::Path::new("-");
     if stdin && interactive {
-        return Err(Error::Invalid(
+        return Err(Error::Usage(
             "--command-file - reads the command from stdin, which -i would also pass to it; give the command in a file, or leave -i out".into(),
         ));
     }
@@ -74,25 +74,25 @@ pub(crate) fn command_from_file(
     } else {
         std::fs::File::open(file).and_then(|f| f.take(COMMAND_FILE_MAX + 1).read_to_end(&mut bytes))
     };
-    read.map_err(|e| Error::Invalid(format!("--command-file {shown}: cannot read it: {e}")))?;
+    read.map_err(|e| Error::Usage(format!("--command-file {shown}: cannot read it: {e}")))?;
     if bytes.len() as u64 > COMMAND_FILE_MAX {
-        return Err(Error::Invalid(format!(
+        return Err(Error::Refused(format!(
             "--command-file {shown} holds more than the {} MiB one command may be; put the script in a file of the work dir and run that file",
             COMMAND_FILE_MAX >> 20
         )));
     }
     let text = String::from_utf8(bytes).map_err(|_| {
-        Error::Invalid(format!(
+        Error::Usage(format!(
             "--command-file {shown} is not UTF-8 text; a command line must be"
         ))
     })?;
     if text.trim().is_empty() {
-        return Err(Error::Invalid(format!(
+        return Err(Error::Usage(format!(
             "--command-file {shown} is empty; give the command line to run"
         )));
     }
     if text.contains('\0') {
-        return Err(Error::Invalid(format!(
+        return Err(Error::Usage(format!(
             "--command-file {shown} holds a NUL byte, which no command line can"
         )));
     }
@@ -114,10 +114,10 @@ pub(crate) fn env_assignments(
             }
             match lookup(word).map(|v| v.into_string()) {
                 Some(Ok(v)) => Ok(format!("{word}={v}")),
-                Some(Err(_)) => Err(Error::Invalid(format!(
+                Some(Err(_)) => Err(Error::Usage(format!(
                     "--env {word}: its value in this environment is not UTF-8; give --env {word}=VALUE"
                 ))),
-                None => Err(Error::Invalid(format!(
+                None => Err(Error::Usage(format!(
                     "--env {word}: {word} is not set in this environment (a bare NAME passes your value of it, as `docker exec -e NAME` does); export {word} first, or give --env {word}=VALUE"
                 ))),
             }
@@ -225,7 +225,7 @@ pub(crate) fn refuse_combined_without_json(
     format: Format,
 ) -> Result<()> {
     if combined && format != Format::Json {
-        return Err(Error::Invalid(format!(
+        return Err(Error::Usage(format!(
             "--combined puts `output` in the JSON document and needs --format json; without it stdout and stderr already arrive as written; see `h9sandbox {sub} --help`"
         ))
         .into());
@@ -240,7 +240,7 @@ fn refuse_option(sub: &str, command: &[String]) -> Result<()> {
     let tip = similar_option(sub, opt)
         .map(|o| format!("a similar option exists: '{o}'; "))
         .unwrap_or_default();
-    Err(Error::Invalid(format!(
+    Err(Error::Usage(format!(
         "unknown option '{opt}' ({tip}h9sandbox's options go before `--`, the command after it); see `h9sandbox {sub} --help`"
     ))
     .into())

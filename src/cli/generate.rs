@@ -38,7 +38,7 @@ pub(crate) fn run(args: &GenerateArgs) -> Result<i32> {
             }
             (None, Some(dir)) => completions_into(dir)?,
             (None, None) => {
-                return Err(Error::Invalid(
+                return Err(Error::Usage(
                     "give a SHELL or --all DIR (see `h9sandbox generate completions --help`)"
                         .into(),
                 )

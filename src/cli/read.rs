@@ -130,7 +130,7 @@ async fn in_container(
 /// The error for a file of `size` bytes (or more: it grew while it was read) at `path`, more
 /// than `read --format json` may hold (`cap`, config `json_max_bytes`).
 fn too_large(path: &std::path::Path, size: u64, cap: u64) -> Error {
-    Error::Invalid(format!(
+    Error::Refused(format!(
         "{} is {size} bytes, more than `read --format json` holds in memory (json_max_bytes = {cap}); read it with plain `h9sandbox read` (it streams any size), take its start with --max-bytes, or raise json_max_bytes (H9SANDBOX_JSON_MAX_BYTES)",
         path.display()
     ))

@@ -91,7 +91,7 @@ async fn run(
     command: &[String],
     front: Front,
 ) -> Result<i32> {
-    let refuse = |why: &str| -> anyhow::Error { Error::Invalid(why.to_string()).into() };
+    let refuse = |why: &str| -> anyhow::Error { Error::Usage(why.to_string()).into() };
     if format == Format::Json {
         return Err(refuse(match front {
             Front::ExecT => "--format json cannot hold a terminal's output (what a terminal shows is one stream of screen updates); drop -t to capture stdout and stderr",
@@ -225,7 +225,7 @@ impl RawMode {
     fn enter() -> Result<RawMode> {
         let fd = rustix::stdio::stdin();
         let saved = rustix::termios::tcgetattr(fd)
-            .map_err(|e| Error::Invalid(format!("cannot read the terminal's mode: {e}")))?;
+            .map_err(|e| Error::Usage(format!("cannot read the terminal's mode: {e}")))?;
         let mut raw = saved.clone();
         raw.make_raw();
         *SAVED.lock().unwrap_or_else(|e| e.into_inner()) = Some(saved);
@@ -238,7 +238,7 @@ impl RawMode {
             }));
         });
         rustix::termios::tcsetattr(fd, rustix::termios::OptionalActions::Now, &raw)
-            .map_err(|e| Error::Invalid(format!("cannot put the terminal in raw mode: {e}")))?;
+            .map_err(|e| Error::Usage(format!("cannot put the terminal in raw mode: {e}")))?;
         Ok(RawMode)
     }
 }

@@ -39,7 +39,7 @@ pub(crate) async fn run(ctx: &Ctx, format: Format, args: &WriteArgs) -> Result<i
     let from = match &args.from {
         Some(f) => wd.clone().open_source(f)?,
         None if std::io::stdin().is_terminal() => {
-            return Err(Error::Invalid(
+            return Err(Error::Usage(
                 "stdin is a terminal; pipe the content in, or pass --from FILE".into(),
             )
             .into())

@@ -297,7 +297,7 @@ impl Config {
         xdg_dir("XDG_STATE_HOME", ".local/state")
             .map(|d| d.join("h9sandbox"))
             .ok_or_else(|| {
-                Error::Invalid(
+                Error::Usage(
                     "cannot find a state directory: neither XDG_STATE_HOME nor HOME is set; set state_dir".into(),
                 )
             })

@@ -119,7 +119,7 @@ impl Environment for Local {
     }
 
     async fn run_sidecar(&self, spec: &SidecarSpec) -> Result<String> {
-        Err(Error::Invalid(format!(
+        Err(Error::Refused(format!(
             "the local engine runs no containers, so no sidecar ({}) either",
             spec.name
         ))
@@ -146,7 +146,7 @@ impl Environment for Local {
     /// Checks the work directory; starts nothing. Returns the sandbox name.
     async fn create(&self, spec: &ContainerSpec) -> Result<String> {
         if !spec.workdir.is_dir() {
-            return Err(Error::Invalid(format!(
+            return Err(Error::Usage(format!(
                 "work directory {} is not a directory; pass an existing --workdir",
                 spec.workdir.display()
             ))
@@ -239,7 +239,7 @@ impl Environment for Local {
 
     /// A local sandbox has no container to start, pause or thaw.
     async fn lifecycle(&self, verb: ContainerVerb, container: &str) -> Result<()> {
-        Err(Error::Invalid(format!(
+        Err(Error::Refused(format!(
             "sandbox {container} is local (no container): there is nothing to {}; `h9sandbox down` and `up` make a new one",
             verb.as_str()
         ))
@@ -248,7 +248,7 @@ impl Environment for Local {
 
     /// A local sandbox has no container file system to commit.
     async fn commit(&self, container: &str, _image: &str, _changes: &[String]) -> Result<String> {
-        Err(Error::Invalid(format!(
+        Err(Error::Refused(format!(
             "sandbox {container} is local (no container): it has no file system of its own to snapshot"
         ))
         .into())
@@ -261,7 +261,7 @@ impl Environment for Local {
 
     /// Local sandboxes have no images to build.
     async fn build(&self, spec: &BuildSpec, _timeout: Duration) -> Result<()> {
-        Err(Error::Invalid(format!(
+        Err(Error::Refused(format!(
             "cannot build {}: engine = \"local\" has no images; use a container engine (docker or podman)",
             spec.tag
         ))
@@ -296,7 +296,7 @@ impl Environment for Local {
         _build: &str,
         _hint: Option<&str>,
     ) -> Result<String> {
-        Err(Error::Invalid("the local engine has no images".into()).into())
+        Err(Error::Refused("the local engine has no images".into()).into())
     }
 
     async fn start_shipped(&self, container: &str, _s: &Secret, _r: Duration) -> Result<()> {
@@ -314,7 +314,7 @@ impl Environment for Local {
     }
 
     async fn ensure_image(&self, build: &super::image::ImageBuild) -> Result<()> {
-        Err(crate::error::Error::Invalid(format!(
+        Err(crate::error::Error::Refused(format!(
             "the local engine has no images (needed: {})",
             build.tag
         ))

@@ -656,7 +656,7 @@ pub(crate) trait Environment {
 
     /// Builds the image `spec` describes, giving up after `timeout` (the build's processes are
     /// then stopped with the client). Errors: the build failed (its last output lines go to
-    /// the reporter as notes, the error names the failing step), [`crate::error::Error::Invalid`]
+    /// the reporter as notes, the error names the failing step), [`crate::error::Error::Refused`]
     /// where the engine has no images ([`Local`]).
     async fn build(&self, spec: &BuildSpec, timeout: Duration) -> Result<()>;
 

@@ -391,9 +391,9 @@ pub(crate) fn still_holds(
 /// into whole seconds (rounded up), at least 1.
 pub(crate) fn parse_ttl(text: &str) -> Result<u64, Error> {
     let d: Duration = crate::types::parse_duration(text)
-        .map_err(|e| Error::Invalid(format!("invalid --ttl: {e}")))?;
+        .map_err(|e| Error::Usage(format!("invalid --ttl: {e}")))?;
     if d < Duration::from_secs(1) {
-        return Err(Error::Invalid(format!(
+        return Err(Error::Usage(format!(
             "invalid --ttl '{text}': a lease lasts at least 1s"
         )));
     }
@@ -407,13 +407,13 @@ pub(crate) fn parse_owner(text: &str) -> Result<ProcessRef, Error> {
         std::os::unix::process::parent_id()
     } else {
         text.parse::<u32>().ok().filter(|&p| p > 0).ok_or_else(|| {
-            Error::Invalid(format!(
+            Error::Usage(format!(
                 "invalid --owner-pid '{text}': give a process ID or `parent`"
             ))
         })?
     };
     ProcessRef::of(pid).ok_or_else(|| {
-        Error::Invalid(format!(
+        Error::Usage(format!(
             "--owner-pid {text}: no running process has PID {pid}; give the PID of a live process"
         ))
     })

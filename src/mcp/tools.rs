@@ -588,7 +588,7 @@ pub(crate) fn one_line(text: &str) -> String {
 /// protocol error (as the MCP specification recommends for input validation).
 pub(crate) fn parse<T: DeserializeOwned>(tool: &str, args: Option<JsonObject>) -> Result<T> {
     serde_json::from_value(serde_json::Value::Object(args.unwrap_or_default())).map_err(|e| {
-        Error::Invalid(format!(
+        Error::Usage(format!(
             "invalid arguments for {tool}: {e}; see the tool's input schema"
         ))
         .into()

@@ -64,12 +64,12 @@ pub(crate) fn binary() -> Result<PathBuf> {
         .with_context(|| format!("cannot read h9sandbox's own executable {}", exe.display()))?;
     match elf_interpreter(&head) {
         Some(false) => Ok(exe),
-        Some(true) => Err(Error::Invalid(format!(
+        Some(true) => Err(Error::Refused(format!(
             "{} is dynamically linked, so it cannot run inside the sandbox's container (any image, FROM scratch included); build h9sandbox from its repository, whose .cargo/config.toml links it statically (`cargo install --path .`)",
             exe.display()
         ))
         .into()),
-        None => Err(Error::Invalid(format!(
+        None => Err(Error::Refused(format!(
             "{} is not an ELF executable for this machine; reinstall h9sandbox",
             exe.display()
         ))
@@ -562,7 +562,7 @@ fn relay(
         },
     )?;
     let (Some(r), Some(w)) = (exec.stdout.take(), exec.stdin.take()) else {
-        return Err(crate::error::Error::Invalid(
+        return Err(crate::error::Error::Sandbox(
             "the engine's exec gave no streams for the relay".into(),
         ));
     };

@@ -28,7 +28,8 @@ pub(crate) struct Started {
 }
 
 /// The sandbox `query` (Running) and a connection to its agent. Errors: an unknown sandbox, one
-/// not Running, or one whose agent the host cannot reach ([`Error::Invalid`], naming why).
+/// not Running, or one whose agent the host cannot reach, naming why ([`Error::Refused`] when it
+/// has none the host can reach, [`Error::Sandbox`] when connecting to it fails).
 async fn agent_of(ctx: &Ctx, query: &str) -> anyhow::Result<(Record, Connection)> {
     let state = ctx.store.load()?;
     let rec = state.resolve(query)?.clone();
@@ -36,17 +37,17 @@ async fn agent_of(ctx: &Ctx, query: &str) -> anyhow::Result<(Record, Connection)
     super::lifecycle::check_workdir(&rec)?;
     match super::agent::connect(ctx, &rec).await {
         Ok(Some(conn)) => Ok((rec, conn)),
-        Ok(None) => Err(Error::Invalid(format!(
+        Ok(None) => Err(Error::Refused(format!(
             "sandbox {} has no agent the host can reach (its commands go through the engine's exec), so it cannot keep commands in the background; run the command with `&` inside `exec` instead",
             rec.short_id()
         ))
         .into()),
-        Err(e) => Err(Error::Invalid(format!("sandbox {}: {e}", rec.short_id())).into()),
+        Err(e) => Err(Error::Sandbox(format!("sandbox {}: {e}", rec.short_id())).into()),
     }
 }
 
 fn agent_failed(e: impl std::fmt::Display) -> anyhow::Error {
-    Error::Invalid(format!("the sandbox's agent failed: {e}")).into()
+    Error::Sandbox(format!("the sandbox's agent failed: {e}")).into()
 }
 
 /// Starts `req` in the background (`exec --detach`): returns its handle at once. The command
@@ -85,7 +86,7 @@ pub(crate) async fn detach(ctx: &Ctx, req: &ExecRequest) -> anyhow::Result<Start
             handle: clean_handle(&handle)?,
             pid,
         }),
-        Some(Ok(Reply::Failed { code, message })) => Err(Error::Invalid(format!(
+        Some(Ok(Reply::Failed { code, message })) => Err(Error::Sandbox(format!(
             "the command could not be started ({message}; status {code})"
         ))
         .into()),
@@ -129,7 +130,7 @@ pub(crate) async fn kill(ctx: &Ctx, query: &str, handle: &str) -> anyhow::Result
     match conn.next().await {
         Some(Ok(Reply::End)) => Ok(()),
         Some(Ok(Reply::Refused(why))) => {
-            Err(Error::Invalid(format!("{why} (see `h9sandbox ps`)")).into())
+            Err(Error::Sandbox(format!("{why} (see `h9sandbox ps`)")).into())
         }
         Some(Ok(other)) => Err(agent_failed(format!("unexpected answer {other:?}"))),
         Some(Err(e)) => Err(agent_failed(e)),
@@ -186,7 +187,7 @@ pub(crate) async fn logs(
             },
             Some(Ok(Reply::End)) => break,
             Some(Ok(Reply::Refused(why))) => {
-                return Err(Error::Invalid(format!("{why} (see `h9sandbox ps`)")).into())
+                return Err(Error::Sandbox(format!("{why} (see `h9sandbox ps`)")).into())
             }
             Some(Ok(other)) => return Err(agent_failed(format!("unexpected answer {other:?}"))),
             Some(Err(e)) => return Err(agent_failed(e)),

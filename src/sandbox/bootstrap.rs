@@ -38,7 +38,7 @@ pub(crate) async fn run(
             .bootstrap_cmd
             .or_else(|| rec.bootstrap.as_ref().map(|b| b.cmd.clone()))
             .ok_or_else(|| {
-                Error::Invalid(
+                Error::Usage(
                     "no command given, none recorded for this sandbox and no bootstrap_cmd configured; pass the command after `--` (see `h9sandbox bootstrap --help`)".into(),
                 )
             })?

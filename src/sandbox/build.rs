@@ -28,13 +28,13 @@ pub(crate) const LABEL_BUILD: &str = "h9sandbox.build";
 /// Errors: either does not exist.
 pub(crate) fn spec_for(context: &Path, dockerfile: Option<&Path>) -> Result<BuildSpec> {
     let context = context.canonicalize().map_err(|e| {
-        Error::Invalid(format!(
+        Error::Usage(format!(
             "--build {}: {e}; give the directory to build (the build context)",
             context.display()
         ))
     })?;
     if !context.is_dir() {
-        return Err(Error::Invalid(format!(
+        return Err(Error::Usage(format!(
             "--build {} is not a directory; give the build context (the directory holding the Dockerfile), and the file with --dockerfile",
             context.display()
         ))
@@ -42,7 +42,7 @@ pub(crate) fn spec_for(context: &Path, dockerfile: Option<&Path>) -> Result<Buil
     }
     let file = dockerfile.map_or_else(|| context.join("Dockerfile"), Path::to_path_buf);
     let file = file.canonicalize().map_err(|e| {
-        Error::Invalid(format!(
+        Error::Usage(format!(
             "{}: {e}; name the Dockerfile with --dockerfile",
             file.display()
         ))
@@ -109,7 +109,7 @@ pub(crate) async fn build(
     network: Network,
 ) -> Result<()> {
     if engine.kind().isolation() != Isolation::Container {
-        return Err(Error::Invalid(format!(
+        return Err(Error::Refused(format!(
             "building an image needs a container engine, and engine = \"{}\" runs commands on this host without one; use docker or podman",
             engine.kind()
         ))

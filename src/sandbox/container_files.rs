@@ -87,7 +87,7 @@ fn lexical(path: &Path) -> PathBuf {
 pub(crate) fn acting(rec: &Record, user: Option<&str>) -> Result<RunAs> {
     match user {
         Some(u) => RunAs::parse(u)
-            .map_err(|why| Error::Invalid(format!("invalid --user {u:?}: {why}")).into()),
+            .map_err(|why| Error::Usage(format!("invalid --user {u:?}: {why}")).into()),
         None => {
             let u = rec.user.unwrap_or(Ids::ROOT);
             Ok(RunAs::from((u.uid, u.gid)))
@@ -127,12 +127,12 @@ impl Ended {
             0 => Ok(()),
             EXIT_NOT_FOUND => io(std::io::ErrorKind::NotFound),
             EXIT_DENIED => io(std::io::ErrorKind::PermissionDenied),
-            EXIT_NOT_REGULAR => Err(Error::Invalid(msg).into()),
+            EXIT_NOT_REGULAR => Err(Error::Sandbox(msg).into()),
             EXIT_EXISTS => Err(Error::Exists {
                 path: msg.strip_suffix(" exists").unwrap_or(&msg).to_string(),
             }
             .into()),
-            _ => Err(Error::Invalid(format!("cannot {what} in the container: {msg}")).into()),
+            _ => Err(Error::Sandbox(format!("cannot {what} in the container: {msg}")).into()),
         }
     }
 }
@@ -163,7 +163,7 @@ async fn run_helper(
     ensure_running(rec)?;
     super::lifecycle::check_workdir(rec)?;
     if !super::agent::speaks_current(rec) {
-        return Err(Error::Invalid(format!(
+        return Err(Error::Refused(format!(
             "sandbox {} was made before h9sandbox served files outside the work dir; use `exec` (cat, tee), or `down` it and `up` a new one",
             rec.short_id()
         ))
@@ -240,7 +240,7 @@ async fn via_agent(
     mut chunks: Option<mpsc::Receiver<Chunk>>,
     out: &mut (dyn FnMut(&[u8]) -> Result<()> + Send),
 ) -> Result<Ended> {
-    let lost = |e: String| Error::Invalid(format!("the sandbox's agent failed: {e}"));
+    let lost = |e: String| Error::Sandbox(format!("the sandbox's agent failed: {e}"));
     let (mut tx, mut rx) = conn.split();
     tx.send(Request::Start(Start {
         command: CommandLine::Argv(argv),
@@ -354,14 +354,14 @@ async fn via_engine(
         let id = rec.short_id();
         return Err(match f {
             F::ContainerGone(reason) => Error::ContainerGone { id, reason },
-            F::ContainerStopped(reason) | F::ContainerPaused(reason) => Error::Invalid(format!(
+            F::ContainerStopped(reason) | F::ContainerPaused(reason) => Error::Sandbox(format!(
                 "sandbox {id} cannot serve files outside its work dir: {reason}"
             )),
             F::EngineUnavailable(reason) => Error::EngineUnavailable {
                 bin: engine.kind().to_string(),
                 reason,
             },
-            F::Other(reason) => Error::Invalid(reason),
+            F::Other(reason) => Error::Sandbox(reason),
         }
         .into());
     }
@@ -369,7 +369,7 @@ async fn via_engine(
 }
 
 /// Reads the container's file `path` as `user` (at most `max` bytes; failing with
-/// [`Error::Invalid`] past `cap` bytes when given), its bytes to `out`. Returns the file's size.
+/// [`TooLarge`] past `cap` bytes when given), its bytes to `out`. Returns the file's size.
 pub(crate) async fn read(
     ctx: &Ctx,
     rec: &Record,
@@ -503,7 +503,7 @@ pub(crate) async fn edit(
     };
     match read(ctx, rec, user.clone(), path, None, Some(cap), &mut collect).await {
         Err(e) if e.downcast_ref::<TooLarge>().is_some() => {
-            return Err(Error::Invalid(format!(
+            return Err(Error::Refused(format!(
                 "cannot edit {}: it is larger than edit's limit of {cap} bytes (edit loads the file into memory); use `exec` with sed or a script instead",
                 path.display()
             ))

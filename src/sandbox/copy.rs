@@ -86,14 +86,14 @@ fn check(rec: &Record) -> Result<()> {
     ensure_running(rec)?;
     super::lifecycle::check_workdir(rec)?;
     if rec.isolation == crate::types::Isolation::None {
-        return Err(Error::Invalid(format!(
+        return Err(Error::Refused(format!(
             "sandbox {} is local (no container): copy its files with cp(1)",
             rec.short_id()
         ))
         .into());
     }
     if !super::agent::speaks_current(rec) {
-        return Err(Error::Invalid(format!(
+        return Err(Error::Refused(format!(
             "sandbox {} was made by an older h9sandbox, whose in-container side cannot copy; `down` it and `up` a new one",
             rec.short_id()
         ))
@@ -157,7 +157,7 @@ async fn send(
     let ended = ended?;
     let text = String::from_utf8_lossy(&ended.stderr);
     if ended.code != 0 {
-        return Err(Error::Invalid(format!(
+        return Err(Error::Sandbox(format!(
             "{what} failed in the sandbox: {}",
             ended.message().trim_start_matches("h9sandbox: error: ")
         ))
@@ -188,7 +188,7 @@ pub(crate) async fn seed(ctx: &Ctx, rec: &Record) -> Result<Copied> {
         .with_context(|| format!("cannot read the work dir {}", src.display()))?;
     let max = ctx.cfg.copy_max_bytes;
     if bytes > max {
-        return Err(Error::Invalid(format!(
+        return Err(Error::Refused(format!(
             "the work dir {} holds {} MiB of files, more than copy_max_bytes ({} MiB) allows copying into a sandbox; raise copy_max_bytes, or use a smaller directory",
             src.display(),
             bytes >> 20,
@@ -252,11 +252,11 @@ fn progress(
 /// sandbox, the copy.
 pub(crate) async fn copy(ctx: &Ctx, src: &Side, dst: &Side, user: Option<&str>) -> Result<Copied> {
     match (src, dst) {
-        (Side::Sandbox(..), Side::Sandbox(..)) => Err(Error::Invalid(
+        (Side::Sandbox(..), Side::Sandbox(..)) => Err(Error::Usage(
             "cp copies between a sandbox and this machine, not between two sandboxes: copy to a local directory first".into(),
         )
         .into()),
-        (Side::Host(_) | Side::Stream, Side::Host(_) | Side::Stream) => Err(Error::Invalid(
+        (Side::Host(_) | Side::Stream, Side::Host(_) | Side::Stream) => Err(Error::Usage(
             "one side of cp must be a sandbox's path, ID:PATH".into(),
         )
         .into()),
@@ -287,7 +287,7 @@ pub(crate) async fn copy(ctx: &Ctx, src: &Side, dst: &Side, user: Option<&str>) 
                         .with_context(|| format!("cannot copy {}", p.display()))?;
                     let (bytes, _) = tarball::measure(p)?;
                     if bytes > max {
-                        return Err(Error::Invalid(format!(
+                        return Err(Error::Refused(format!(
                             "{} holds {} MiB, more than copy_max_bytes ({} MiB); raise copy_max_bytes",
                             p.display(),
                             bytes >> 20,
@@ -358,7 +358,7 @@ async fn receive(
             let ended = run_tool(ctx, rec, user, tar_tool(args), None, &mut out).await?;
             std::io::stdout().flush()?;
             if ended.code != 0 {
-                return Err(Error::Invalid(format!(
+                return Err(Error::Sandbox(format!(
                     "copying out failed in the sandbox: {}",
                     ended.message().trim_start_matches("h9sandbox: error: ")
                 ))
@@ -373,7 +373,7 @@ async fn receive(
             // A symlink at the destination may be the sandbox's own (an earlier `cp` out of it
             // copied one there): never written through, whatever it points at.
             if std::fs::symlink_metadata(dest).is_ok_and(|m| m.file_type().is_symlink()) {
-                return Err(Error::Invalid(format!(
+                return Err(Error::Refused(format!(
                     "cp: {} is a symbolic link (perhaps copied out of a sandbox earlier); nothing is copied through one: remove it, or name another destination",
                     dest.display()
                 ))
@@ -410,10 +410,10 @@ async fn receive(
             let extracted = extractor
                 .join()
                 .map_err(|_| anyhow!("the extraction thread failed"))?;
-            let done = extracted.map_err(|e| Error::Invalid(format!("cp: {e}")))?;
+            let done = extracted.map_err(|e| Error::Sandbox(format!("cp: {e}")))?;
             let ended = ended?;
             if ended.code != 0 {
-                return Err(Error::Invalid(format!(
+                return Err(Error::Sandbox(format!(
                     "copying out failed in the sandbox: {}",
                     ended.message().trim_start_matches("h9sandbox: error: ")
                 ))

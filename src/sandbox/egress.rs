@@ -209,13 +209,13 @@ pub(crate) fn sidecar_spec(
 pub(crate) fn check_supported(engine: &AnyEngine, runtime: Option<&str>) -> Result<(), Error> {
     let caps = engine.capabilities();
     if !caps.sidecars {
-        return Err(Error::Invalid(format!(
+        return Err(Error::Refused(format!(
             "network = \"allowlist\" needs engine = \"docker\" (this sandbox's engine is {}); use network = \"none\" or \"bridge\"",
             engine.kind()
         )));
     }
     if crate::engine::is_gvisor(runtime) {
-        return Err(Error::Invalid(
+        return Err(Error::Refused(
             "network = \"allowlist\" does not work under gVisor (runtime runsc): its unix sockets do not cross the mount that joins the sandbox to its proxy; use network = \"none\" there, or the default runtime".into(),
         ));
     }
@@ -365,7 +365,7 @@ pub(crate) async fn reap_orphans(ctx: &Ctx, known: &[Uuid]) -> Result<usize> {
 /// than the host). Errors: a sandbox whose network is not `allowlist`.
 pub(crate) async fn read_log(ctx: &Ctx, rec: &Record) -> Result<Vec<Entry>> {
     if rec.limits.network != Network::Allowlist {
-        return Err(Error::Invalid(format!(
+        return Err(Error::Refused(format!(
             "sandbox {} has network {}, not allowlist: it has no egress proxy and no network log",
             rec.short_id(),
             rec.limits.network

@@ -88,7 +88,7 @@ pub(crate) async fn run(
     };
     let started = Instant::now();
     let (mut tx, mut rx) = conn.split();
-    let lost = |e: std::io::Error| Error::Invalid(format!("the sandbox's agent failed: {e}"));
+    let lost = |e: std::io::Error| Error::Sandbox(format!("the sandbox's agent failed: {e}"));
     tx.send(Request::Start(start))
         .await
         .map_err(|e| start_refused(e).unwrap_or_else(&lost))?;
@@ -153,7 +153,7 @@ pub(crate) async fn run(
                 // The caller's mistake (an unknown user, a working directory the user cannot
                 // enter): h9sandbox's own failure, named as such.
                 Some(Ok(Reply::Failed { code: 125, message })) => {
-                    return Err(Error::Invalid(message).into());
+                    return Err(Error::Sandbox(message).into());
                 }
                 Some(Ok(Reply::Failed { message, .. })) | Some(Ok(Reply::Refused(message))) => {
                     return Err(lost(std::io::Error::other(message)).into());
@@ -177,7 +177,7 @@ pub(crate) async fn run(
                 let _ = tx.send(Request::Cancel).await;
             }
             _ = sleep_until(backstop) => {
-                return Err(Error::Invalid(format!(
+                return Err(Error::Sandbox(format!(
                     "the agent of sandbox {} did not end the command in time; `h9sandbox down {}` removes what is left",
                     rec.short_id(), rec.short_id()
                 ))
@@ -236,7 +236,7 @@ async fn read_stdin(stdin: &mut Option<tokio::io::Stdin>, buf: &mut [u8]) -> Opt
 /// protocol's bound), or `Err(e)` back for any other failure.
 fn start_refused(e: std::io::Error) -> Result<Error, std::io::Error> {
     if e.to_string().contains("frame size too big") {
-        Ok(Error::Invalid(format!(
+        Ok(Error::Refused(format!(
             "the command, its arguments and environment come to more than the {} MiB the sandbox's agent takes in one request; pass large data on stdin (-i) or in a file of the work dir",
             crate::contract::proto::MAX_FRAME >> 20
         )))

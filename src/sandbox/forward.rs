@@ -112,7 +112,7 @@ pub(crate) async fn bind(
 ) -> Result<Forwarder> {
     for (i, p) in ports.iter().enumerate() {
         if p.local != 0 && ports[..i].iter().any(|q| q.local == p.local) {
-            return Err(Error::Invalid(format!(
+            return Err(Error::Usage(format!(
                 "local port {} is given twice; give each forward a local port of its own, or :PORT for a free one",
                 p.local
             ))
@@ -143,7 +143,7 @@ pub(crate) async fn bind(
                 }
                 (false, _) => "give another local port".to_string(),
             };
-            Error::Invalid(format!("cannot listen on {addr}: {e}; {hint}"))
+            Error::Usage(format!("cannot listen on {addr}: {e}; {hint}"))
         })?;
         let bound = Bound {
             address: l.local_addr()?.to_string(),
@@ -422,7 +422,7 @@ impl Registry {
         // One an older h9sandbox made with the umask's mode, or anything else there: only a
         // directory of our own, closed to others, holds registrations.
         if open_registry_dir(&dir).is_none() {
-            return Err(Error::Invalid(format!(
+            return Err(Error::Refused(format!(
                 "{} is not a directory of yours closed to others (a symlink, another owner, or group/other access); remove it, and port-forward makes it again",
                 dir.display()
             ))

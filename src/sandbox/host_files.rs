@@ -57,7 +57,7 @@ pub(crate) fn open_source(wd: &WorkDir, from: &Path) -> Result<File> {
         File::open(from).with_context(|| format!("cannot open --from {}", from.display()))?
     };
     if file.metadata().is_ok_and(|m| m.is_dir()) {
-        return Err(Error::Invalid(format!(
+        return Err(Error::Usage(format!(
             "--from {} is a directory; give a file",
             from.display()
         ))

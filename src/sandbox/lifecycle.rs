@@ -42,7 +42,7 @@ pub(crate) fn check_workdir(rec: &Record) -> Result<(), Error> {
         Some(_) => "was replaced since `up` (deleted and made again, e.g. by a fresh clone)",
         None => "no longer exists",
     };
-    Err(Error::Invalid(format!(
+    Err(Error::Sandbox(format!(
         "the work directory {} of sandbox {} {what}, so the sandbox no longer sees it; `h9sandbox down {}` and `up` again",
         rec.workdir.display(),
         rec.short_id(),
@@ -55,14 +55,14 @@ fn container_record(ctx: &Ctx, query: &str, verb: &str) -> Result<Record> {
     let state = ctx.store.load()?;
     let rec = state.resolve(query)?.clone();
     if rec.isolation == Isolation::None {
-        return Err(Error::Invalid(format!(
+        return Err(Error::Refused(format!(
             "sandbox {} is local (no container): there is nothing to {verb}",
             rec.short_id()
         ))
         .into());
     }
     if !ctx.engine_for(&rec).capabilities().lifecycle {
-        return Err(Error::Invalid(format!(
+        return Err(Error::Refused(format!(
             "sandbox {} runs on engine {}, whose sandboxes cannot {verb} (a swarm service's task is never stopped, restarted, frozen or committed as the same container); `h9sandbox down {}` and `up` again",
             rec.short_id(),
             rec.engine,
@@ -79,7 +79,7 @@ fn transition(ctx: &Ctx, rec: &Record, from: &[Lifecycle], to: Lifecycle) -> Res
         let missing = s.not_found(&rec.id.to_string());
         let r = s.get_mut(rec.id).ok_or(missing)?;
         if !from.contains(&r.state) {
-            return Err(Error::Invalid(format!(
+            return Err(Error::Sandbox(format!(
                 "sandbox {} changed meanwhile: it is {} now",
                 r.short_id(),
                 r.state
@@ -92,7 +92,7 @@ fn transition(ctx: &Ctx, rec: &Record, from: &[Lifecycle], to: Lifecycle) -> Res
 }
 
 fn refuse_state(rec: &Record, verb: &str, hint: &str) -> anyhow::Error {
-    Error::Invalid(format!(
+    Error::Sandbox(format!(
         "sandbox {} is {}: it cannot be {verb}{hint}",
         rec.short_id(),
         rec.state
@@ -149,7 +149,7 @@ pub(crate) async fn start(ctx: &Ctx, query: &str) -> Result<Record> {
         .inspect(rec.container_ref())
         .await?
         .ok_or_else(|| {
-            Error::Invalid(format!(
+            Error::Sandbox(format!(
                 "the container of sandbox {} no longer exists; `h9sandbox down {}` removes its record",
                 rec.short_id(),
                 rec.short_id()
@@ -416,7 +416,7 @@ pub(crate) fn validate_tag(tag: &str) -> Result<(), Error> {
     if repo_ok && tag_ok && !tag.starts_with('-') {
         Ok(())
     } else {
-        Err(Error::Invalid(format!(
+        Err(Error::Usage(format!(
             "invalid --tag '{tag}': give an image name such as my-env or my-env:v1 (lower-case letters, digits, '.', '_', '-', '/')"
         )))
     }

@@ -224,11 +224,11 @@ impl Ctx {
     /// The engine to run commands of the sandbox `rec` with, as [`Ctx::engine_for`]; but a
     /// record alone never makes a command run on the host: a local record is refused unless
     /// the configuration in force allows the local engine ([`Ctx::local_allowed`]).
-    /// Errors: [`Error::Invalid`] for such a record.
+    /// Errors: [`Error::Refused`] for such a record.
     pub(crate) fn runner_for(&self, rec: &Record) -> Result<AnyEngine, Error> {
         let local = rec.engine.isolation() == Isolation::None || rec.isolation == Isolation::None;
         if local && !self.local_allowed() {
-            return Err(Error::Invalid(format!(
+            return Err(Error::Refused(format!(
                 "sandbox {} is recorded as local (no container: its commands would run directly on this host), but the configuration in force allows no local engine; refusing to run anything on the host for a record: if you made it local, set engine = \"local\" or fallback = \"local\" in your configuration, else remove it with `h9sandbox down {}`",
                 rec.short_id(),
                 rec.short_id()
@@ -236,7 +236,7 @@ impl Ctx {
         }
         if let Some(d) = &rec.daemon {
             d.validate().map_err(|m| {
-                Error::Invalid(format!(
+                Error::Refused(format!(
                     "sandbox {}'s record names its daemon wrongly ({m}); `h9sandbox down {}` removes the record",
                     rec.short_id(),
                     rec.short_id()
@@ -300,7 +300,7 @@ impl HostWorkDir {
     /// user). Errors: the directory cannot be opened, or the work dir is copied (no host side).
     pub(crate) fn open(self) -> Result<WorkDir> {
         if self.rec.workdir_mode == crate::types::WorkdirMode::Copy {
-            return Err(Error::Invalid(format!(
+            return Err(Error::Refused(format!(
                 "sandbox {} has a copied work dir: its files are the container's, not {}'s",
                 self.rec.short_id(),
                 self.rec.workdir.display()
@@ -319,7 +319,7 @@ impl HostWorkDir {
                 anyhow::anyhow!(e).context(format!("cannot open --from {}", from.display()))
             })?;
             if file.metadata().is_ok_and(|m| m.is_dir()) {
-                return Err(Error::Invalid(format!(
+                return Err(Error::Usage(format!(
                     "--from {} is a directory; give a file",
                     from.display()
                 ))

@@ -44,7 +44,7 @@ pub(crate) async fn connect(ctx: &Ctx, rec: &Record, what: &str) -> Result<Conne
     let engine = ctx.runner_for(rec)?;
     let id = rec.short_id();
     if engine.kind().isolation() == Isolation::None {
-        return Err(Error::Invalid(format!(
+        return Err(Error::Refused(format!(
             "sandbox {id} is local (no container): {what} needs the in-container agent, which a local sandbox has not"
         ))
         .into());
@@ -55,7 +55,7 @@ pub(crate) async fn connect(ctx: &Ctx, rec: &Record, what: &str) -> Result<Conne
             .as_ref()
             .and_then(|a| a.version)
             .map_or("none".to_string(), |v| v.to_string());
-        return Err(Error::Invalid(format!(
+        return Err(Error::Refused(format!(
             "sandbox {id} was made by an older h9sandbox whose in-container agent has no {what} (its agent protocol: {theirs}; this h9sandbox speaks {VERSION}); `h9sandbox down {id}` and `up` a new one"
         ))
         .into());
@@ -64,7 +64,7 @@ pub(crate) async fn connect(ctx: &Ctx, rec: &Record, what: &str) -> Result<Conne
         Ok(Some(conn)) => return Ok(conn),
         Ok(None) => {}
         Err(ConnectError::Refused(why)) => {
-            return Err(Error::Invalid(format!(
+            return Err(Error::Sandbox(format!(
                 "the agent of sandbox {id} refused the connection: {why}"
             ))
             .into())
@@ -74,7 +74,7 @@ pub(crate) async fn connect(ctx: &Ctx, rec: &Record, what: &str) -> Result<Conne
         )),
         // The remote channel has its own way through the engine's exec, already tried.
         Err(e) if rec.agent.as_ref().is_some_and(|a| a.channel.is_some()) => {
-            return Err(Error::Invalid(format!(
+            return Err(Error::Sandbox(format!(
                 "cannot reach the agent of sandbox {id} over its channel for {what}: {e}"
             ))
             .into())
@@ -89,7 +89,7 @@ pub(crate) async fn connect(ctx: &Ctx, rec: &Record, what: &str) -> Result<Conne
     if crate::engine::is_gvisor(rec.runtime.as_deref()) {
         // gVisor's kernel does not tell the relay who listens on the agent's socket
         // ([`crate::agent::socket_relay`]): it would hand the token to whatever listens there.
-        return Err(Error::Invalid(format!(
+        return Err(Error::Refused(format!(
             "sandbox {id} runs under gVisor, whose agent socket the host cannot reach nor the relay authenticate, so it has no {what}; a sandbox made with `--workdir-mode copy` has (its agent is reached over the pinned TLS channel)"
         ))
         .into());
@@ -133,7 +133,7 @@ async fn relayed(ctx: &Ctx, rec: &Record) -> Result<Connection> {
     )?;
     let (Some(r), Some(w)) = (exec.stdout.take(), exec.stdin.take()) else {
         return Err(
-            Error::Invalid("the engine's exec gave no streams for the relay".into()).into(),
+            Error::Sandbox("the engine's exec gave no streams for the relay".into()).into(),
         );
     };
     let mut r = tokio::io::BufReader::new(r);
@@ -141,7 +141,7 @@ async fn relayed(ctx: &Ctx, rec: &Record) -> Result<Connection> {
     let ready = tokio::time::timeout(RELAY_PATIENCE, r.read_line(&mut line)).await;
     if !matches!(ready, Ok(Ok(_)) if line == crate::agent::socket_relay::READY_LINE) {
         let why = relay_failure(&mut exec).await;
-        return Err(Error::Invalid(format!(
+        return Err(Error::Sandbox(format!(
             "cannot reach the agent of sandbox {id} through the engine's exec: {why}"
         ))
         .into());
@@ -155,7 +155,7 @@ async fn relayed(ctx: &Ctx, rec: &Record) -> Result<Connection> {
     crate::channel::hello(Box::new(stream), &token)
         .await
         .map_err(|e| {
-            Error::Invalid(format!(
+            Error::Sandbox(format!(
                 "the agent of sandbox {id}, through the engine's exec: {e}"
             ))
             .into()

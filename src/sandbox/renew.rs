@@ -36,7 +36,7 @@ pub(crate) fn renew(r: &mut Record, ttl: Option<u64>, now: SystemTime) -> Result
         });
     }
     let Some(secs) = ttl.or(r.ttl_secs) else {
-        return Err(Error::Invalid(format!(
+        return Err(Error::Usage(format!(
             "sandbox {} has no lease to renew; give one with `h9sandbox renew {} --ttl DURATION`",
             r.short_id(),
             r.short_id()
@@ -83,7 +83,7 @@ mod tests {
         let mut r = record(Lifecycle::Pending, None);
         assert!(matches!(
             renew(&mut r, None, now),
-            Err(Error::Invalid(m)) if m.contains("--ttl")
+            Err(Error::Usage(m)) if m.contains("--ttl")
         ));
         renew(&mut r, Some(5), now).unwrap();
         assert_eq!(r.ttl_secs, Some(5));

@@ -59,12 +59,12 @@ pub(crate) async fn sample(ctx: &Ctx, rec: &Record) -> Result<proto::Stats> {
     };
     match tokio::time::timeout(SAMPLE_PATIENCE, ask).await {
         Ok(Ok(s)) => Ok(s),
-        Ok(Err(e)) => Err(Error::Invalid(format!(
+        Ok(Err(e)) => Err(Error::Sandbox(format!(
             "the agent of sandbox {} gave no stats: {e}",
             rec.short_id()
         ))
         .into()),
-        Err(_) => Err(Error::Invalid(format!(
+        Err(_) => Err(Error::Sandbox(format!(
             "the agent of sandbox {} gave no stats within {}s",
             rec.short_id(),
             SAMPLE_PATIENCE.as_secs()

@@ -49,10 +49,10 @@ impl Tighten {
 }
 
 /// A sub-sandbox's limits: the parent's, tightened by `req`. Asking for more than the parent has
-/// is [`Error::Invalid`] naming the flag, the value and the parent's value.
+/// is [`Error::Refused`] naming the flag, the value and the parent's value.
 pub(crate) fn child_limits(parent: &Limits, req: &Tighten) -> Result<Limits, Error> {
     let refuse = |flag: &str, asked: String, has: String| {
-        Error::Invalid(format!(
+        Error::Refused(format!(
             "{flag} {asked} exceeds the parent's {has}; a sub-sandbox may only tighten its parent's limits (give at most {has}, or leave {flag} out to inherit it)"
         ))
     };
@@ -64,7 +64,7 @@ pub(crate) fn child_limits(parent: &Limits, req: &Tighten) -> Result<Limits, Err
         out.cpus = c;
     }
     if let Some(m) = &req.memory {
-        let asked = parse_size(m).map_err(|e| Error::Invalid(format!("--memory: {e}")))?;
+        let asked = parse_size(m).map_err(|e| Error::Usage(format!("--memory: {e}")))?;
         // A parent limit that does not parse (hand-edited file) cannot be compared: refuse.
         let has = parse_size(&parent.memory).unwrap_or(0);
         if asked > has {
@@ -84,7 +84,7 @@ pub(crate) fn child_limits(parent: &Limits, req: &Tighten) -> Result<Limits, Err
     }
     if let Some(n) = req.network {
         if n.reach() > parent.network.reach() {
-            return Err(Error::Invalid(format!(
+            return Err(Error::Refused(format!(
                 "--network {n} would give network access the parent does not have (its network is {}); a sub-sandbox may only tighten its parent's limits (leave --network out)",
                 parent.network
             )));
@@ -98,7 +98,7 @@ pub(crate) fn child_limits(parent: &Limits, req: &Tighten) -> Result<Limits, Err
         if let Some(h) = req.allow.iter().find(|h| {
             parent.network == Network::Allowlist && !crate::agent::proxy::covers(&parent.allow, h)
         }) {
-            return Err(Error::Invalid(format!(
+            return Err(Error::Refused(format!(
                 "--allow {h} is not in the parent's allow list; a sub-sandbox may only tighten its parent's limits"
             )));
         }
@@ -106,7 +106,7 @@ pub(crate) fn child_limits(parent: &Limits, req: &Tighten) -> Result<Limits, Err
     }
     if let Some(c) = req.caps {
         if c == Caps::Standard && parent.caps == Caps::Minimal {
-            return Err(Error::Invalid(
+            return Err(Error::Refused(
                 "--caps standard would give capabilities the parent does not have (its profile is minimal); a sub-sandbox may only tighten its parent's limits (leave --caps out)".into(),
             ));
         }
@@ -122,7 +122,7 @@ pub(crate) fn child_workdir(parent: &Record, dir: Option<&Path>) -> Result<PathB
     };
     let canon = resolve_workdir(Some(dir))?;
     if !canon.starts_with(&parent.workdir) {
-        return Err(Error::Invalid(format!(
+        return Err(Error::Usage(format!(
             "--workdir {} is outside the parent's work dir {}; a sub-sandbox works in its parent's work dir or a directory inside it",
             canon.display(),
             parent.workdir.display()

@@ -80,7 +80,7 @@ pub(crate) async fn run(
         ));
     }
     let started = Instant::now();
-    let lost = |e: std::io::Error| Error::Invalid(format!("the sandbox's agent failed: {e}"));
+    let lost = |e: std::io::Error| Error::Sandbox(format!("the sandbox's agent failed: {e}"));
     let (mut tx, mut rx) = conn.split();
     tx.send(Request::Terminal(terminal)).await.map_err(&lost)?;
     let mut backstop = timeout.map(|t| tokio::time::Instant::now() + t + AGENT_PATIENCE);
@@ -107,7 +107,7 @@ pub(crate) async fn run(
                     let _ = output.flush().await;
                     break Exit { code, timed_out: false, killed: false, oom_killed: false, signal: None };
                 }
-                Some(Ok(Reply::Failed { message, .. })) => return Err(Error::Invalid(message).into()),
+                Some(Ok(Reply::Failed { message, .. })) => return Err(Error::Sandbox(message).into()),
                 Some(Ok(Reply::Refused(message))) => return Err(lost(std::io::Error::other(message)).into()),
                 Some(Ok(other)) => return Err(lost(std::io::Error::other(format!("unexpected answer {other:?}"))).into()),
                 Some(Err(e)) => return Err(lost(e).into()),
@@ -142,7 +142,7 @@ pub(crate) async fn run(
                 let _ = tx.send(Request::Cancel).await;
             }
             _ = sleep_until(backstop) => {
-                return Err(Error::Invalid(format!(
+                return Err(Error::Sandbox(format!(
                     "the agent of sandbox {} did not end the command in time; `h9sandbox down {}` removes what is left",
                     rec.short_id(), rec.short_id()
                 ))

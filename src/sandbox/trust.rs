@@ -81,7 +81,7 @@ pub(crate) fn project_path(file: &Path) -> Result<PathBuf, Error> {
         file.to_path_buf()
     };
     if file.file_name().is_none_or(|n| n != PROJECT_FILE) {
-        return Err(Error::Invalid(format!(
+        return Err(Error::Usage(format!(
             "{} is not a project file: `up` and `mcp` read only ./{PROJECT_FILE} (give another configuration file with --config instead)",
             file.display()
         )));
@@ -91,7 +91,7 @@ pub(crate) fn project_path(file: &Path) -> Result<PathBuf, Error> {
         None => PathBuf::from("."),
     };
     let dir = dir.canonicalize().map_err(|e| {
-        Error::Invalid(format!(
+        Error::Usage(format!(
             "cannot find the directory of {}: {e}",
             file.display()
         ))
@@ -104,7 +104,7 @@ pub(crate) fn project_path(file: &Path) -> Result<PathBuf, Error> {
 /// be used (one line).
 pub(crate) fn read_project(path: &Path) -> Result<Option<Project>, Error> {
     use rustix::fs::{FileType, Mode, OFlags};
-    let refuse = |why: String| Error::Invalid(format!("{}: {why}", path.display()));
+    let refuse = |why: String| Error::Refused(format!("{}: {why}", path.display()));
     let fd = match rustix::fs::open(
         path,
         OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC,
@@ -207,7 +207,7 @@ pub(crate) struct Granted {
 pub(crate) fn trust(store: &Store, file: &Path) -> Result<Granted> {
     let path = project_path(file)?;
     let project = read_project(&path)?.ok_or_else(|| {
-        Error::Invalid(format!(
+        Error::Usage(format!(
             "{} does not exist; nothing to trust",
             path.display()
         ))

@@ -42,39 +42,39 @@ pub(crate) fn resolve_workdir(dir: Option<&Path>) -> Result<PathBuf> {
         None => std::env::current_dir().context("cannot read the current directory")?,
     };
     let canon = given.canonicalize().map_err(|e| {
-        Error::Invalid(format!(
+        Error::Usage(format!(
             "work directory {} cannot be used: {e}; create it or pass an existing --workdir",
             given.display()
         ))
     })?;
     if !canon.is_dir() {
-        return Err(Error::Invalid(format!(
+        return Err(Error::Usage(format!(
             "work directory {} is not a directory; pass a directory with --workdir",
             canon.display()
         ))
         .into());
     }
     let Some(text) = canon.to_str() else {
-        return Err(Error::Invalid(format!(
+        return Err(Error::Refused(format!(
             "work directory {} is not valid UTF-8, which the engine cannot mount; rename it",
             canon.display()
         ))
         .into());
     };
     if text.chars().any(|c| c.is_control()) {
-        return Err(Error::Invalid(format!(
+        return Err(Error::Refused(format!(
             "work directory {text:?} contains a control character (newline, tab, ...), which the engine cannot mount exactly; rename it"
         ))
         .into());
     }
     if canon == Path::new("/") {
-        return Err(Error::Invalid(
+        return Err(Error::Refused(
             "the host's root directory cannot be the work directory (it would be mounted over the container's /); pass a project directory with --workdir".into(),
         )
         .into());
     }
     if Path::new(SCRATCH_DIR).starts_with(&canon) {
-        return Err(Error::Invalid(format!(
+        return Err(Error::Refused(format!(
             "work directory {text} holds the sandbox's scratch directory {SCRATCH_DIR}, which is mounted there; pass a project directory with --workdir"
         ))
         .into());
@@ -288,7 +288,7 @@ impl WorkdirRule {
     ///   user's own home (a service account's, `/var/lib/jenkins`, unless in a code tree) or
     ///   inside `/tmp` or `/var/tmp`.
     ///
-    /// Errors: [`Error::Invalid`] naming the place, what it is and the fix.
+    /// Errors: [`Error::Refused`] naming the place, what it is and the fix.
     pub(crate) fn check(&self, workdir: &Path) -> Result<(), Error> {
         let allowed = self.allowed.iter().any(|a| workdir.starts_with(a));
         let in_temp = TEMP_ROOTS
@@ -326,7 +326,7 @@ impl WorkdirRule {
             } else {
                 "use a project directory (allowed_workdirs cannot allow this one)".into()
             };
-            return Err(Error::Invalid(format!(
+            return Err(Error::Refused(format!(
                 "work directory {} {relation} {} {}{}, which the sandbox could then read and change; {fix}",
                 workdir.display(),
                 p.noun,
@@ -752,7 +752,7 @@ fn pin_workdir(dir: &Path) -> Result<(u64, u64)> {
         ResolveFlags::NO_SYMLINKS | ResolveFlags::NO_MAGICLINKS,
     )
     .map_err(|e| {
-        Error::Invalid(format!(
+        Error::Refused(format!(
             "work directory {} changed while it was checked ({e}); try again",
             dir.display()
         ))

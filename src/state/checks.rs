@@ -156,7 +156,7 @@ pub(super) fn check_ancestors(dir: &Path, me: u32) -> Result<Option<PathBuf>> {
 pub(super) fn check_printable(dir: &Path) -> Result<(), Error> {
     match dir.to_str() {
         Some(text) if !text.chars().any(char::is_control) => Ok(()),
-        _ => Err(Error::Invalid(format!(
+        _ => Err(Error::Refused(format!(
             "the state directory {:?} is not valid UTF-8 or holds a control character (newline, tab, escape, ...), which its containers' labels cannot carry; set state_dir (H9SANDBOX_STATE_DIR) to another path",
             dir.as_os_str()
         ))),

@@ -230,7 +230,7 @@ impl Settings {
     ) -> Result<Settings, crate::error::Error> {
         if let Some(t) = bootstrap_timeout {
             if tighter(t, self.bootstrap_timeout_secs) != t {
-                return Err(crate::error::Error::Invalid(format!(
+                return Err(crate::error::Error::Refused(format!(
                     "--bootstrap-timeout {t} exceeds the parent's {}s (0 is none); a sub-sandbox may only tighten its parent's limits (give at most {}, or leave --bootstrap-timeout out to inherit it)",
                     self.bootstrap_timeout_secs, self.bootstrap_timeout_secs
                 )));
@@ -331,7 +331,7 @@ pub(crate) fn lease_end(now: SystemTime, ttl: Duration) -> Result<String, Error>
         })
         .map(|t| humantime::format_rfc3339_millis(t).to_string())
         .ok_or_else(|| {
-            Error::Invalid(format!(
+            Error::Usage(format!(
                 "a TTL of {} ends beyond the year 9999; give a shorter one",
                 humantime::format_duration(ttl)
             ))

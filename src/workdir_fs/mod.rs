@@ -353,7 +353,7 @@ fn split_final(user: &Path, rel: &Path) -> Result<(PathBuf, OsString)> {
         None => (&b""[..], bytes),
     };
     if name.is_empty() || name == b"." || name == b".." {
-        return Err(Error::Invalid(format!(
+        return Err(Error::Usage(format!(
             "{} names a directory; give the path of a file",
             user.display()
         ))
@@ -387,7 +387,7 @@ fn not_regular(user: &Path, st: &Stat) -> Error {
         FileType::CharacterDevice | FileType::BlockDevice => "a device",
         FileType::Unknown => "of an unknown type",
     };
-    Error::Invalid(format!(
+    Error::Usage(format!(
         "{} is {kind}, not a regular file; give the path of a file",
         user.display()
     ))
@@ -410,7 +410,7 @@ pub(crate) fn parse_mode(s: &str) -> Result<u32, Error> {
     let t = s.strip_prefix("0o").unwrap_or(s);
     match u32::from_str_radix(t, 8) {
         Ok(m) if m <= 0o777 && !t.is_empty() && !t.starts_with('+') => Ok(m),
-        _ => Err(Error::Invalid(format!(
+        _ => Err(Error::Usage(format!(
             "invalid --mode '{s}': give octal permission bits from 000 to 777, such as 644"
         ))),
     }

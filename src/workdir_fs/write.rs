@@ -436,7 +436,7 @@ impl WorkDir {
         }
         let t = match self.target(user, opts.parents, opts.owner) {
             Err(e) if !opts.parents && is_errno(&e, Errno::NOENT) => {
-                return Err(Error::Invalid(format!(
+                return Err(Error::Usage(format!(
                     "the directory of {} does not exist in the work dir {}; pass --parents to create it",
                     user.display(),
                     self.path.display()
@@ -525,7 +525,7 @@ impl WorkDir {
         abort: Option<&Abort>,
     ) -> Result<Edited> {
         if old.is_empty() {
-            return Err(Error::Invalid(
+            return Err(Error::Usage(
                 "the text to replace (--old) is empty; give the text to find".into(),
             )
             .into());
@@ -540,7 +540,7 @@ impl WorkDir {
         self.check_access(user, &st, MAY_READ | MAY_WRITE, "edit")?;
         self.check_dir_access(user, &t.dir)?;
         if file_size(&st) > EDIT_MAX_BYTES {
-            return Err(Error::Invalid(format!(
+            return Err(Error::Refused(format!(
                 "cannot edit {}: it is {} bytes, more than edit's limit of {} (edit loads the file into memory); use `exec` with sed or a script instead",
                 host.display(),
                 st.st_size,
@@ -555,7 +555,7 @@ impl WorkDir {
             .read_to_end(&mut content)
             .with_context(|| format!("cannot read {}", host.display()))?;
         if content.len() as u64 > EDIT_MAX_BYTES {
-            return Err(Error::Invalid(format!(
+            return Err(Error::Refused(format!(
                 "cannot edit {}: it grew past edit's limit of {EDIT_MAX_BYTES} bytes while being read",
                 host.display()
             ))
@@ -577,7 +577,7 @@ impl WorkDir {
         let size = content.len() as u128 - count as u128 * old.len() as u128
             + count as u128 * new.len() as u128;
         if size > EDIT_MAX_BYTES as u128 {
-            return Err(Error::Invalid(format!(
+            return Err(Error::Refused(format!(
                 "cannot edit {}: replacing {count} occurrence(s) would make it {size} bytes, more than edit's limit of {EDIT_MAX_BYTES}; use `exec` with sed or a script instead",
                 host.display()
             ))
@@ -627,7 +627,7 @@ pub(crate) fn replace_in(
     path: &str,
 ) -> Result<(Vec<u8>, usize)> {
     if old.is_empty() {
-        return Err(Error::Invalid(
+        return Err(Error::Usage(
             "the text to replace (--old) is empty; give the text to find".into(),
         )
         .into());
@@ -644,7 +644,7 @@ pub(crate) fn replace_in(
     let size = content.len() as u128 - count as u128 * old.len() as u128
         + count as u128 * new.len() as u128;
     if size > EDIT_MAX_BYTES as u128 {
-        return Err(Error::Invalid(format!(
+        return Err(Error::Refused(format!(
             "cannot edit {path}: replacing {count} occurrence(s) would make it {size} bytes, more than edit's limit of {EDIT_MAX_BYTES}; use `exec` with sed or a script instead"
         ))
         .into());

@@ -46,7 +46,7 @@ impl Environment for Docker {
 
     async fn run_sidecar(&self, spec: &SidecarSpec) -> Result<String> {
         if !self.capabilities().sidecars {
-            return Err(Error::Invalid(format!(
+            return Err(Error::Refused(format!(
                 "{} runs no sidecar containers here ({})",
                 self.kind(),
                 spec.name
@@ -58,7 +58,7 @@ impl Environment for Docker {
 
     async fn run_helper(&self, spec: &SidecarSpec) -> Result<String> {
         if !self.capabilities().sidecars {
-            return Err(Error::Invalid(format!(
+            return Err(Error::Refused(format!(
                 "{} runs no helper containers here ({})",
                 self.kind(),
                 spec.name
@@ -110,7 +110,7 @@ impl Environment for Docker {
             nproc,
             &HostLimits::read(),
         )
-        .map_err(Error::Invalid)?;
+        .map_err(Error::Refused)?;
         if let (Some(r), Flavor::Docker) = (runtime, self.flavor) {
             self.check_runtime(r).await?;
         }

@@ -20,7 +20,7 @@ pub(super) fn unknown_runtime(bin: &str, name: &str) -> Error {
     } else {
         format!("register it in the engine's configuration (`{bin} info` lists its runtimes), or fix runtime / --runtime")
     };
-    Error::Invalid(format!(
+    Error::Refused(format!(
         "the container engine `{bin}` has no OCI runtime named '{name}' (runtime / --runtime); {fix}"
     ))
 }

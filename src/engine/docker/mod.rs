@@ -515,7 +515,7 @@ impl Docker {
     /// `.Runtimes`) and that it enforces the sandbox's limits: a runtime registered with
     /// `--ignore-cgroups` (gVisor's flag to leave the host's cgroups alone) would run the
     /// container without its memory, CPU and process limits, which the engine still reports as
-    /// set, so it is refused. Errors: [`Error::Invalid`] naming `scripts/setup-gvisor.sh`.
+    /// set, so it is refused. Errors: [`Error::Refused`] naming `scripts/setup-gvisor.sh`.
     async fn check_runtime(&self, name: &str) -> Result<()> {
         let out = match self.get("GET", "/info").await? {
             Some(a) if a.ok() => a.json("info")?["Runtimes"].to_string(),
@@ -539,7 +539,7 @@ impl Docker {
             .as_array()
             .is_some_and(|a| a.iter().any(|v| v.as_str() == Some("--ignore-cgroups")));
         if ignores_cgroups {
-            return Err(Error::Invalid(format!(
+            return Err(Error::Refused(format!(
                 "the OCI runtime '{name}' is registered with --ignore-cgroups, so the sandbox's memory, CPU and process limits would not be enforced; register it without that flag (scripts/setup-gvisor.sh does when the host allows)"
             ))
             .into());

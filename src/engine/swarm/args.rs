@@ -26,14 +26,14 @@ pub(crate) fn secret_name(service: &str) -> String {
 /// node; `/tmp` a tmpfs, the scratch dir and the work dir anonymous volumes (removed with the
 /// task's container); the rlimits of `options` (configuration `ulimit_nofile`,
 /// `ulimit_nproc`; 0: the node daemon's) set by the agent on PID 1 (`agent init --rlimit`),
-/// inherited by every process. Errors: what a service cannot express ([`Error::Invalid`]).
+/// inherited by every process. Errors: what a service cannot express ([`Error::Refused`]).
 pub(crate) fn service_create_args(
     spec: &ContainerSpec,
     secret: &str,
     options: &RunOptions,
 ) -> Result<Vec<String>, Error> {
     let AgentSetup::Shipped(agent) = &spec.agent else {
-        return Err(Error::Invalid(
+        return Err(Error::Refused(
             "engine swarm cannot mount this machine's directories; its sandboxes copy the work dir (workdir_mode = \"copy\")".into(),
         ));
     };
@@ -41,12 +41,12 @@ pub(crate) fn service_create_args(
         return Err(network_refusal(spec.limits.network));
     }
     if let Some(r) = &spec.runtime {
-        return Err(Error::Invalid(format!(
+        return Err(Error::Refused(format!(
             "runtime = \"{r}\": a swarm service cannot choose its OCI runtime (set it as the default runtime of the nodes' daemons instead); unset runtime"
         )));
     }
     if !spec.publish.is_empty() {
-        return Err(Error::Invalid(
+        return Err(Error::Refused(
             "--publish is not available on engine swarm yet; `h9sandbox port-forward ID PORT` reaches a port of the sandbox through its agent".into(),
         ));
     }
@@ -151,7 +151,7 @@ pub(crate) fn service_create_args(
 
 /// Why a sandbox with network `network` cannot run on a swarm.
 pub(crate) fn network_refusal(network: Network) -> Error {
-    Error::Invalid(format!(
+    Error::Refused(format!(
         "network = \"{network}\" is not available on engine swarm: {}; use --network bridge",
         match network {
             Network::None => "a swarm service cannot run without a network, and the agent's channel is a port published on its node",

@@ -45,7 +45,7 @@ impl Environment for Swarm {
     }
 
     async fn run_sidecar(&self, spec: &SidecarSpec) -> Result<String> {
-        Err(Error::Invalid(format!(
+        Err(Error::Refused(format!(
             "engine swarm runs no sidecar containers ({})",
             spec.name
         ))
@@ -53,7 +53,7 @@ impl Environment for Swarm {
     }
 
     async fn run_helper(&self, spec: &SidecarSpec) -> Result<String> {
-        Err(Error::Invalid(format!(
+        Err(Error::Refused(format!(
             "engine swarm runs no helper containers ({})",
             spec.name
         ))
@@ -230,7 +230,7 @@ impl Environment for Swarm {
         _spec: &ExecSpec,
         _stdio: ExecStdio,
     ) -> Result<EngineExec, Error> {
-        Err(Error::Invalid(format!(
+        Err(Error::Sandbox(format!(
             "its agent's channel on its node does not answer, and engine swarm has no exec of its own to fall back on (service {container}): is its node down (`docker node ls`)? Is the channel's published port reachable from this machine?"
         )))
     }
@@ -296,7 +296,7 @@ impl Environment for Swarm {
         let Some(registry) = &self.registry else {
             let nodes = self.node_count().await?;
             if nodes > 1 {
-                return Err(Error::Invalid(format!(
+                return Err(Error::Refused(format!(
                     "the swarm has {nodes} nodes, which cannot pull the image with h9sandbox's agent from this manager; set registry = \"HOST:PORT\" (config, H9SANDBOX_REGISTRY) to a registry every node reaches (docs/swarm.md)"
                 ))
                 .into());

@@ -95,7 +95,7 @@ impl Swarm {
     }
 
     fn unsupported(&self, what: &str) -> anyhow::Error {
-        Error::Invalid(format!(
+        Error::Refused(format!(
             "{what} is not available on engine swarm (a sandbox is a service whose task cannot be stopped, restarted or committed as the same container); use down and up"
         ))
         .into()
@@ -233,7 +233,7 @@ impl Swarm {
             if !pacer.pause().await {
                 let free = self.biggest_free_node().await;
                 let why = placement_failure(spec, self.placement_timeout, &said, free.as_deref());
-                return Err(Error::Invalid(why).into());
+                return Err(Error::Refused(why).into());
             }
         }
     }

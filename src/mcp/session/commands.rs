@@ -24,7 +24,7 @@ impl Session {
             .max_output_bytes
             .unwrap_or(self.ctx.cfg.mcp_max_output_bytes);
         if max < MIN_MCP_OUTPUT {
-            return Err(Error::Invalid(format!(
+            return Err(Error::Usage(format!(
                 "max_output_bytes {max} is too small; give at least {MIN_MCP_OUTPUT}"
             ))
             .into());
@@ -37,7 +37,7 @@ impl Session {
             .json_max_bytes
             .max(self.ctx.cfg.mcp_max_output_bytes);
         if max > most {
-            return Err(Error::Invalid(format!(
+            return Err(Error::Refused(format!(
                 "max_output_bytes {max} is more than this server holds per stream ({most}, its json_max_bytes); give at most that"
             ))
             .into());
@@ -122,7 +122,7 @@ impl Session {
     /// none). The server's `exec_timeout_secs` is a ceiling, as its other limits are: a client
     /// asking for more (or for none, `0`) is refused, and a sandbox's longer default is lowered
     /// to it. Zero when neither bounds the command (the server's is 0). Errors:
-    /// [`Error::Invalid`] naming the ceiling.
+    /// [`Error::Refused`] naming the ceiling.
     fn exec_timeout(
         &self,
         id: &str,
@@ -137,7 +137,7 @@ impl Session {
                 } else {
                     crate::types::show_duration(t)
                 };
-                return Err(Error::Invalid(format!(
+                return Err(Error::Refused(format!(
                     "timeout_secs {what} exceeds what this server grants ({}, its exec_timeout_secs); give at most {}, or leave timeout_secs out",
                     crate::types::show_duration(ceiling),
                     ceiling.as_secs()
@@ -293,9 +293,9 @@ fn command_words(
     match (command, argv) {
         (Some(c), None) => Ok((vec![c], false)),
         (None, Some(a)) if !a.is_empty() => Ok((a, true)),
-        (None, Some(_)) => Err(Error::Invalid("argv is empty; give the program and its arguments".into()).into()),
-        (None, None) => Err(Error::Invalid("give the command: command (a shell command line) or argv (a program and its arguments)".into()).into()),
-        (Some(_), Some(_)) => Err(Error::Invalid("give either command or argv, not both".into()).into()),
+        (None, Some(_)) => Err(Error::Usage("argv is empty; give the program and its arguments".into()).into()),
+        (None, None) => Err(Error::Usage("give the command: command (a shell command line) or argv (a program and its arguments)".into()).into()),
+        (Some(_), Some(_)) => Err(Error::Usage("give either command or argv, not both".into()).into()),
     }
 }
 
@@ -305,7 +305,7 @@ fn env_assignments(env: Option<std::collections::BTreeMap<String, String>>) -> R
         .into_iter()
         .map(|(k, v)| {
             if k.contains('=') {
-                Err(Error::Invalid(format!("invalid env name '{k}': it contains '='")).into())
+                Err(Error::Usage(format!("invalid env name '{k}': it contains '='")).into())
             } else {
                 Ok(format!("{k}={v}"))
             }
@@ -318,7 +318,7 @@ fn env_assignments(env: Option<std::collections::BTreeMap<String, String>>) -> R
 fn timeout_of(secs: Option<f64>) -> Result<Option<std::time::Duration>, Error> {
     secs.map(|s| {
         std::time::Duration::try_from_secs_f64(s).map_err(|_| {
-            Error::Invalid(format!(
+            Error::Usage(format!(
                 "timeout_secs {s} is not a number of seconds >= 0 (0 = no limit)"
             ))
         })

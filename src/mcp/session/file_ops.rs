@@ -20,7 +20,7 @@ impl Session {
     pub(super) fn confined(&self, w: &str) -> Result<PathBuf> {
         let root = crate::workdir_fs::WorkDir::open(&self.workdir)?;
         root.dir_path(std::path::Path::new(w)).map_err(|e| match e.downcast_ref::<Error>() {
-            Some(Error::PathEscape(_)) => Error::Invalid(format!(
+            Some(Error::PathEscape(_)) => Error::Usage(format!(
                 "workdir {w:?} leads outside this server's --workdir {}; give a directory inside it (relative to it, or absolute inside it)",
                 self.workdir.display()
             ))
@@ -49,7 +49,7 @@ impl Session {
             }
         };
         if lines.binary {
-            return Err(Error::Invalid(format!(
+            return Err(Error::Refused(format!(
                 "{} is a binary file ({} bytes, NUL bytes in it), not text; read it with sandbox_exec, e.g. `base64 {}` or `xxd {} | head`",
                 lines.path.display(),
                 lines.size,
@@ -142,7 +142,7 @@ impl Session {
         let id = self.target(p.id).await?;
         let (rec, wd) = workdir_of(&self.ctx, &id)?;
         if p.no_clobber && p.append {
-            return Err(Error::Invalid("no_clobber and append exclude each other".into()).into());
+            return Err(Error::Usage("no_clobber and append exclude each other".into()).into());
         }
         let mut opts = host_files::options(&rec, None, p.parents, p.append);
         opts.no_clobber = p.no_clobber;

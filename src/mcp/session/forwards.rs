@@ -103,19 +103,19 @@ impl Session {
     /// until its sandbox is gone or the session ends ([`Session::end_forwards`]).
     pub(super) async fn port_forward(self: &Arc<Self>, p: PortForwardParams) -> Result<Done> {
         if !self.port_forward {
-            return Err(Error::Invalid(
+            return Err(Error::Refused(
                 "this MCP server does not forward ports; its operator offers it with `h9sandbox mcp --port-forward`".into(),
             )
             .into());
         }
         if p.local_port.is_some_and(|l| l != 0 && l < 1024) {
-            return Err(Error::Invalid(
+            return Err(Error::Refused(
                 "local_port below 1024 is refused (the server's privileged ports are not a client's to take); give one from 1024 up, or none for a free one".into(),
             )
             .into());
         }
         if self.forwards().live.len() >= MAX_SESSION_FORWARDS {
-            return Err(Error::Invalid(format!(
+            return Err(Error::Refused(format!(
                 "this session forwards {MAX_SESSION_FORWARDS} ports already, the most one session may; end a sandbox (sandbox_down) to end its forwards"
             ))
             .into());

@@ -199,7 +199,7 @@ impl Session {
         };
         match mine.resolve(query) {
             Ok(r) => Ok(r.id.to_string()),
-            Err(Error::NotFound { .. }) => Err(Error::Invalid(format!(
+            Err(Error::NotFound { .. }) => Err(Error::Refused(format!(
                 "no sandbox matches '{query}' among this session's (the server acts only on the sandboxes its session made and their sub-sandboxes, unless started with --all-sandboxes; see sandbox_list)"
             ))
             .into()),
@@ -226,11 +226,11 @@ impl Session {
         let st = self.state();
         match (st.default, &st.auto_error) {
             (Some(d), _) => Ok(d.to_string()),
-            (None, Some(e)) => Err(Error::Invalid(format!(
+            (None, Some(e)) => Err(Error::Usage(format!(
                 "this session has no sandbox: the one --auto-up was to make failed ({e}); call sandbox_up, or pass id"
             ))
             .into()),
-            (None, None) => Err(Error::Invalid(
+            (None, None) => Err(Error::Usage(
                 "this session has no sandbox (none made yet, or it was removed); call sandbox_up, or pass the id of an existing one (sandbox_list)".into(),
             )
             .into()),
@@ -336,7 +336,7 @@ macro_rules! tool_table {
                             self.$method(p $(, $extra)?).await
                         }
                     )*
-                    other => Err(Error::Invalid(format!("unknown tool {other}")).into()),
+                    other => Err(Error::Usage(format!("unknown tool {other}")).into()),
                 }
             }
         }

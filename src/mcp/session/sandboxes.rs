@@ -181,7 +181,7 @@ impl Session {
 /// may ask for less.
 fn within_grant(cfg: &crate::config::Config, p: &UpParams) -> Result<(), Error> {
     let refuse = |what: &str, asked: String, has: String| {
-        Error::Invalid(format!(
+        Error::Refused(format!(
             "{what} {asked} exceeds what this server grants ({has}, from its configuration); ask for at most {has}, or leave {what} out"
         ))
     };
@@ -192,7 +192,7 @@ fn within_grant(cfg: &crate::config::Config, p: &UpParams) -> Result<(), Error> 
     }
     if let Some(m) = &p.memory {
         let asked =
-            crate::config::parse_size(m).map_err(|e| Error::Invalid(format!("memory: {e}")))?;
+            crate::config::parse_size(m).map_err(|e| Error::Usage(format!("memory: {e}")))?;
         let has = crate::config::parse_size(&cfg.memory).unwrap_or(0);
         if asked > has {
             return Err(refuse("memory", m.clone(), cfg.memory.clone()));

@@ -92,7 +92,7 @@ async fn start_alongside_sweep(
             .find(|d| *d != own && Path::new(d).starts_with(workdir))
         {
             let _ = engine.remove(&c.container).await;
-            started = Err(Error::Invalid(format!(
+            started = Err(Error::Refused(format!(
                 "work directory {} contains the state directory {d} of other sandboxes, which this sandbox could then rewrite; use a directory that does not hold one",
                 workdir.display()
             ))

@@ -240,7 +240,7 @@ async fn reusable(ctx: &Ctx, plan: &Plan) -> Result<Option<Record>> {
             _ => false,
         };
         if replaced && matches!(rec.state, Lifecycle::Running | Lifecycle::Failed) {
-            return Err(Error::Invalid(format!(
+            return Err(Error::Sandbox(format!(
                 "sandbox {name} exists, but its work directory {} was replaced since it was made (deleted and made again, e.g. by a fresh clone), so it no longer sees it; `h9sandbox down {name}` first to make a new one, or choose another --name",
                 rec.workdir.display()
             ))
@@ -259,7 +259,7 @@ async fn reusable(ctx: &Ctx, plan: &Plan) -> Result<Option<Record>> {
                     Lifecycle::Paused => format!("`h9sandbox resume {name}` thaws it"),
                     _ => format!("`h9sandbox down {name}` removes it"),
                 };
-                return Err(Error::Invalid(format!(
+                return Err(Error::Sandbox(format!(
                     "sandbox {name} exists but is {other}; {hint}, or choose another --name"
                 ))
                 .into());
@@ -286,7 +286,7 @@ async fn reusable(ctx: &Ctx, plan: &Plan) -> Result<Option<Record>> {
         if differences.is_empty() {
             return Ok(Some(rec.clone()));
         }
-        return Err(Error::Invalid(format!(
+        return Err(Error::Refused(format!(
             "sandbox {name} exists with {}; `h9sandbox down {name}` first to make a new one, or leave out --reuse",
             differences.join(", ")
         ))
@@ -354,7 +354,7 @@ fn record_pending(ctx: &Ctx, plan: &Plan) -> Result<()> {
         if let Some(p) = &plan.parent {
             let now = s.get(p.id).ok_or_else(|| s.not_found(&p.id.to_string()))?;
             ensure_running(now).map_err(|e| {
-                Error::Invalid(format!("cannot create a sub-sandbox: the parent {e}"))
+                Error::Sandbox(format!("cannot create a sub-sandbox: the parent {e}"))
             })?;
         }
         s.sandboxes.push(plan.record.clone());

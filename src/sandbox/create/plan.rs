@@ -83,7 +83,7 @@ pub(super) async fn resolve_spec(ctx: &Ctx, req: &UpRequest) -> Result<Plan> {
         None => ctx.engine.clone(),
     };
     if let Some(d) = engine.daemon() {
-        d.validate().map_err(Error::Invalid)?;
+        d.validate().map_err(Error::Usage)?;
     }
     check_engine_fits(&engine, &limits, req)?;
     // Before any build: a work dir mode refused with these limits builds nothing.
@@ -114,7 +114,7 @@ pub(super) async fn resolve_spec(ctx: &Ctx, req: &UpRequest) -> Result<Plan> {
     };
     let runtime = resolve_runtime(ctx, req, parent.as_ref())?;
     if !req.allow.is_empty() && limits.network != Network::Allowlist {
-        return Err(Error::Invalid(format!(
+        return Err(Error::Usage(format!(
             "--allow needs network allowlist, not {}; leave --network out (--allow implies allowlist)",
             limits.network
         ))
@@ -191,11 +191,11 @@ pub(super) async fn resolve_spec(ctx: &Ctx, req: &UpRequest) -> Result<Plan> {
 
 /// Checks that `engine` can give the sandbox what `req` and `limits` ask for: a network no wider
 /// than asked (an engine without isolated networks refuses `none` and the allowlist) and
-/// placement constraints only where there are nodes to choose from. Errors: [`Error::Invalid`].
+/// placement constraints only where there are nodes to choose from. Errors: [`Error::Refused`].
 fn check_engine_fits(engine: &AnyEngine, limits: &Limits, req: &UpRequest) -> Result<(), Error> {
     let caps = engine.capabilities();
     if !caps.isolated_networks && limits.network != Network::Bridge {
-        return Err(Error::Invalid(format!(
+        return Err(Error::Refused(format!(
             "network = \"{}\" is not available on engine {}: it cannot give a sandbox less than a bridge network (the agent's channel is a port published on the sandbox's node); use --network bridge",
             limits.network,
             engine.kind()
@@ -203,7 +203,7 @@ fn check_engine_fits(engine: &AnyEngine, limits: &Limits, req: &UpRequest) -> Re
         );
     }
     if let Some(c) = req.constraints.first().filter(|_| !caps.node_ports) {
-        return Err(Error::Invalid(format!(
+        return Err(Error::Refused(format!(
             "--constraint {c}: engine {} has one host, no nodes to choose from; placement constraints need engine swarm",
             engine.kind()
         ))
@@ -225,7 +225,7 @@ fn resolve_publish(
     let publish = req
         .publish
         .iter()
-        .map(|p| crate::types::Publish::parse(p).map_err(Error::Invalid))
+        .map(|p| crate::types::Publish::parse(p).map_err(Error::Usage))
         .collect::<Result<Vec<_>, _>>()?;
     if publish.is_empty() {
         return Ok(publish);
@@ -235,7 +235,7 @@ fn resolve_publish(
         None => engine.kind().isolation() == Isolation::None,
     };
     if local {
-        return Err(Error::Invalid(
+        return Err(Error::Refused(
             "--publish needs a container: a local sandbox's ports are already this host's own"
                 .into(),
         ));
@@ -244,7 +244,7 @@ fn resolve_publish(
         .iter()
         .find(|p| p.port == crate::contract::CHANNEL_PORT && !workdir_mode.is_mount())
     {
-        return Err(Error::Invalid(format!(
+        return Err(Error::Refused(format!(
             "--publish {}: port {} inside is the agent's channel of a sandbox whose work dir is copied; give the server another port",
             p.port,
             crate::contract::CHANNEL_PORT
@@ -252,14 +252,14 @@ fn resolve_publish(
     }
     if let Some(host) = engine.remote_host() {
         if let Some(p) = publish.iter().find(|p| p.ip.is_loopback()) {
-            return Err(Error::Invalid(format!(
+            return Err(Error::Refused(format!(
                 "--publish {}: the engine's daemon is on another machine ({host}), whose loopback is not this machine's; name an address of that machine (IP:HOST_PORT:PORT), or use `h9sandbox port-forward ID {}`, which listens here",
                 p.port, p.port
             )));
         }
     }
     if limits.network != Network::Bridge {
-        return Err(Error::Invalid(format!(
+        return Err(Error::Usage(format!(
             "--publish needs network bridge, not {}: {}; `h9sandbox port-forward ID PORT` reaches a port of any sandbox through its agent",
             limits.network,
             match limits.network {
@@ -287,18 +287,18 @@ fn resolve_workdir_mode(
         WorkdirMode::Copy
     });
     match mode {
-        WorkdirMode::Mount if !caps.host_mounts => Err(Error::Invalid(format!(
+        WorkdirMode::Mount if !caps.host_mounts => Err(Error::Refused(format!(
             "workdir_mode = \"mount\": the {} engine here cannot mount this machine's directories (its daemon is on another machine); use --workdir-mode copy",
             engine.kind()
         ))
         .into()),
         WorkdirMode::Copy if engine.kind().isolation() == Isolation::None => {
-            Err(Error::Invalid(
+            Err(Error::Refused(
                 "workdir_mode = \"copy\" needs a container engine: a local sandbox runs in the work dir itself; use --workdir-mode mount, or engine docker".into(),
             )
             .into())
         }
-        WorkdirMode::Copy if parent.is_some() => Err(Error::Invalid(
+        WorkdirMode::Copy if parent.is_some() => Err(Error::Refused(
             "sub-sandboxes (--parent) do not work with workdir_mode = \"copy\" yet (a sub-sandbox shares its parent's work dir on this machine); use --workdir-mode mount".into(),
         )
         .into()),
@@ -315,7 +315,7 @@ async fn resolve_parent(ctx: &Ctx, req: &UpRequest) -> Result<Option<Record>> {
     let state = ctx.store.load()?;
     let p = state.resolve(q)?;
     ensure_running(p)
-        .map_err(|e| Error::Invalid(format!("cannot create a sub-sandbox: the parent {e}")))?;
+        .map_err(|e| Error::Sandbox(format!("cannot create a sub-sandbox: the parent {e}")))?;
     // The record may say Running while the container died behind our back.
     if p.isolation == Isolation::Container
         && !ctx
@@ -324,7 +324,7 @@ async fn resolve_parent(ctx: &Ctx, req: &UpRequest) -> Result<Option<Record>> {
             .await?
             .is_some_and(|c| c.running)
     {
-        return Err(Error::Invalid(format!(
+        return Err(Error::Sandbox(format!(
             "cannot create a sub-sandbox of {}: its container is not running (see `h9sandbox ls`)",
             p.short_id()
         ))
@@ -352,7 +352,7 @@ fn inherit_from(ctx: &Ctx, req: &UpRequest, p: &Record) -> Result<(String, Limit
         .as_deref()
         .filter(|i| with_tag(i) != with_tag(&p.image))
     {
-        return Err(Error::Invalid(format!(
+        return Err(Error::Refused(format!(
             "--image {img} differs from the parent's {}; a sub-sandbox runs its parent's image (leave --image out)",
             p.image
         ))
@@ -389,7 +389,7 @@ pub(super) fn configured_limits(cfg: &Config) -> Limits {
 /// can be checked against it.
 fn check_workdir(ctx: &Ctx, req: &UpRequest, workdir: &Path) -> Result<MountCheck> {
     if let Some(root) = req.within.as_deref().filter(|r| !workdir.starts_with(r)) {
-        return Err(Error::Invalid(format!(
+        return Err(Error::Usage(format!(
             "work directory {} is outside this server's --workdir {}; give a directory inside it",
             workdir.display(),
             root.display()
@@ -410,7 +410,7 @@ fn resolve_user(
 ) -> Result<Ids> {
     let wanted = ctx.cfg.user().resolve(workdir);
     match parent.and_then(|p| p.user) {
-        Some(u) if req.user.is_some() && wanted != u => Err(Error::Invalid(format!(
+        Some(u) if req.user.is_some() && wanted != u => Err(Error::Refused(format!(
             "--user {wanted} differs from the parent's {u}; a sub-sandbox runs as its parent's user (leave --user out)"
         ))
         .into()),
@@ -431,7 +431,7 @@ fn resolve_runtime(ctx: &Ctx, req: &UpRequest, parent: Option<&Record>) -> Resul
             .filter(|_| ctx.engine.kind().isolation() == Isolation::Container));
     };
     match &req.runtime {
-        Some(r) if Some(r) != p.runtime.as_ref() => Err(Error::Invalid(format!(
+        Some(r) if Some(r) != p.runtime.as_ref() => Err(Error::Refused(format!(
             "--runtime {r} differs from the parent's {}; a sub-sandbox runs on its parent's runtime (leave --runtime out)",
             p.runtime.as_deref().unwrap_or("default runtime")
         ))
@@ -562,7 +562,7 @@ pub(super) fn with_tag(image: &str) -> String {
 /// that could be mistaken for an ID prefix (only hex digits and dashes).
 pub(crate) fn validate_name(name: &str) -> Result<(), Error> {
     if !name.is_empty() && name.chars().all(|c| c.is_ascii_hexdigit() || c == '-') {
-        return Err(Error::Invalid(format!(
+        return Err(Error::Usage(format!(
             "invalid --name '{name}': names made only of hex digits and dashes look like sandbox IDs; add another letter"
         )));
     }
@@ -573,7 +573,7 @@ pub(crate) fn validate_name(name: &str) -> Result<(), Error> {
     if ok {
         Ok(())
     } else {
-        Err(Error::Invalid(format!(
+        Err(Error::Usage(format!(
             "invalid --name '{name}': use 2 or more of letters, digits, '_', '.', '-', starting with a letter or digit"
         )))
     }
@@ -584,24 +584,22 @@ pub(crate) fn parse_labels(raw: &[String]) -> Result<BTreeMap<String, String>, E
     let mut out = BTreeMap::new();
     for l in raw {
         let Some((k, v)) = l.split_once('=') else {
-            return Err(Error::Invalid(format!(
-                "invalid --label '{l}': expected K=V"
-            )));
+            return Err(Error::Usage(format!("invalid --label '{l}': expected K=V")));
         };
         if k.is_empty() {
-            return Err(Error::Invalid(format!(
+            return Err(Error::Usage(format!(
                 "invalid --label '{l}': the key is empty"
             )));
         }
         // A label is shown by `ls`, `docker inspect` and `ps` listings, and read back line by
         // line: a control character (newline, escape) would forge lines or drive the terminal.
         if l.chars().any(char::is_control) {
-            return Err(Error::Invalid(format!(
+            return Err(Error::Usage(format!(
                 "invalid --label {l:?}: it holds a control character (newline, tab, escape, ...); use printable text"
             )));
         }
         if k == LABEL_MANAGED || k.starts_with("h9sandbox.") {
-            return Err(Error::Invalid(format!(
+            return Err(Error::Usage(format!(
                 "invalid --label '{l}': keys `h9sandbox` and `h9sandbox.*` are reserved"
             )));
         }

@@ -181,7 +181,7 @@ pub(crate) fn locate(path: Option<&Path>, workdir: Option<&Path>) -> Result<(Pat
         None => workdir.map_or_else(|| PathBuf::from("."), Path::to_path_buf),
     };
     let start = start.canonicalize().map_err(|e| {
-        Error::Invalid(format!(
+        Error::Usage(format!(
             "--devcontainer {}: {e}; give a devcontainer.json or the project folder holding .devcontainer/",
             start.display()
         ))
@@ -227,12 +227,12 @@ fn find_in(dir: &Path) -> Result<PathBuf> {
     nested.sort();
     match nested.len() {
         1 => Ok(nested.remove(0)),
-        0 => Err(Error::Invalid(format!(
+        0 => Err(Error::Usage(format!(
             "no devcontainer.json in {} (looked for .devcontainer/devcontainer.json, .devcontainer.json and .devcontainer/*/devcontainer.json); give its path: --devcontainer PATH",
             dir.display()
         ))
         .into()),
-        _ => Err(Error::Invalid(format!(
+        _ => Err(Error::Usage(format!(
             "{} has {} devcontainer configurations ({}); name one: --devcontainer PATH",
             dir.display(),
             nested.len(),
@@ -262,7 +262,7 @@ fn read_config(path: &Path) -> Result<String> {
     let f = std::fs::File::open(path).with_context(|| format!("cannot read {}", path.display()))?;
     let meta = f.metadata()?;
     if !meta.is_file() || meta.len() > MAX_CONFIG_BYTES {
-        return Err(Error::Invalid(format!(
+        return Err(Error::Usage(format!(
             "{} is not a regular file of at most {MAX_CONFIG_BYTES} bytes",
             path.display()
         ))

@@ -65,15 +65,15 @@ pub(crate) fn parse(
         allow_extended_string_escapes: false,
     };
     let value: Value = jsonc_parser::parse_to_serde_value(text, &options)
-        .map_err(|e| Error::Invalid(format!("{name} is not valid JSON with comments: {e}")))?;
+        .map_err(|e| Error::Usage(format!("{name} is not valid JSON with comments: {e}")))?;
     let Value::Object(obj) = value else {
-        return Err(Error::Invalid(format!("{name}: expected a JSON object")).into());
+        return Err(Error::Usage(format!("{name}: expected a JSON object")).into());
     };
     let bad = |key: &str, why: &str| -> anyhow::Error {
-        Error::Invalid(format!("{name}: `{key}` {why}")).into()
+        Error::Usage(format!("{name}: `{key}` {why}")).into()
     };
     if let Some(k) = COMPOSE_KEYS.iter().find(|k| obj.contains_key(**k)) {
-        return Err(Error::Invalid(format!(
+        return Err(Error::Refused(format!(
             "{name} is a Docker Compose configuration (`{k}`), which h9sandbox does not run: a sandbox is one container; use a configuration with `image` or `build.dockerfile`"
         ))
         .into());
@@ -85,10 +85,10 @@ pub(crate) fn parse(
             Some(_) => true,
         };
         if set {
-            return Err(bad(
-                k,
-                "would loosen the sandbox's hardening (h9sandbox keeps its own capabilities, seccomp, privileges and mounts); remove it to use this file with h9sandbox",
-            ));
+            return Err(Error::Refused(format!(
+                "{name}: `{k}` would loosen the sandbox's hardening (h9sandbox keeps its own capabilities, seccomp, privileges and mounts); remove it to use this file with h9sandbox"
+            ))
+            .into());
         }
     }
     let vars = Vars::new(config, workdir);
@@ -226,7 +226,7 @@ fn other_keys(obj: &serde_json::Map<String, Value>) -> Vec<String> {
 /// `forwardPorts` and `appPort`, as written.
 fn ports(obj: &serde_json::Map<String, Value>, name: &str) -> Result<Vec<String>> {
     let bad = |key: &str, why: &str| -> anyhow::Error {
-        Error::Invalid(format!("{name}: `{key}` {why}")).into()
+        Error::Usage(format!("{name}: `{key}` {why}")).into()
     };
     let mut forward_ports = Vec::new();
     for key in ["forwardPorts", "appPort"] {
@@ -256,7 +256,7 @@ fn source(
     notes: &mut Notes,
 ) -> Result<Source> {
     let bad = |key: &str, why: &str| -> anyhow::Error {
-        Error::Invalid(format!("{name}: `{key}` {why}")).into()
+        Error::Usage(format!("{name}: `{key}` {why}")).into()
     };
     let build = match obj.get("build") {
         None | Some(Value::Null) => None,
@@ -276,7 +276,7 @@ fn source(
                 Ok(Source::Image(vars.substitute(i, "image", notes)))
             }
             Some(_) => Err(bad("image", "must be an image name")),
-            None => Err(Error::Invalid(format!(
+            None => Err(Error::Usage(format!(
                 "{name} names no image: it needs `image`, `build.dockerfile` or (not supported by h9sandbox) `dockerComposeFile`"
             ))
             .into()),
@@ -290,9 +290,9 @@ fn source(
         let p = base.join(vars.substitute(rel, key, &mut Notes::default()));
         let c = p
             .canonicalize()
-            .map_err(|e| Error::Invalid(format!("{name}: `{key}` {}: {e}", p.display())))?;
+            .map_err(|e| Error::Usage(format!("{name}: `{key}` {}: {e}", p.display())))?;
         if !c.starts_with(project) {
-            return Err(Error::Invalid(format!(
+            return Err(Error::Refused(format!(
                 "{name}: `{key}` {} lies outside the project folder {}; a devcontainer.json, which a sandbox may rewrite, may only build from files inside it",
                 c.display(),
                 project.display()
@@ -340,10 +340,10 @@ fn source(
     if let Some(b) = &build {
         for k in b.keys() {
             if !["dockerfile", "context", "args", "target", "cacheFrom"].contains(&k.as_str()) {
-                return Err(bad(
-                    &format!("build.{k}"),
-                    "is not supported by h9sandbox (build options could loosen the build: networks, secrets, hosts); remove it",
-                ));
+                return Err(Error::Refused(format!(
+                    "{name}: `build.{k}` is not supported by h9sandbox (build options could loosen the build: networks, secrets, hosts); remove it"
+                ))
+                .into());
             }
         }
     }
@@ -389,20 +389,18 @@ fn env_map(
     };
     let Value::Object(m) = v else {
         return Err(
-            Error::Invalid(format!("{name}: `{key}` must be an object of NAME: value")).into(),
+            Error::Usage(format!("{name}: `{key}` must be an object of NAME: value")).into(),
         );
     };
     let mut out = Vec::new();
     for (k, v) in m {
-        check_env_name(k).map_err(|why| Error::Invalid(format!("{name}: `{key}.{k}` {why}")))?;
+        check_env_name(k).map_err(|why| Error::Usage(format!("{name}: `{key}.{k}` {why}")))?;
         let value = match v {
             Value::Null => None,
             Value::String(s) => Some(vars.substitute(s, &format!("{key}.{k}"), notes)),
             Value::Number(n) => Some(n.to_string()),
             Value::Bool(b) => Some(b.to_string()),
-            _ => {
-                return Err(Error::Invalid(format!("{name}: `{key}.{k}` must be a string")).into())
-            }
+            _ => return Err(Error::Usage(format!("{name}: `{key}.{k}` must be a string")).into()),
         };
         out.push((k.clone(), value));
     }
@@ -430,7 +428,7 @@ fn lifecycle_value(
     notes: &mut Notes,
 ) -> Result<Option<Lifecycle>> {
     let bad = || -> anyhow::Error {
-        Error::Invalid(format!(
+        Error::Usage(format!(
             "{name}: `{key}` must be a command line, an array of a program and its arguments, or an object of such commands"
         ))
         .into()
@@ -489,7 +487,7 @@ fn host_requirements(v: Option<&Value>, name: &str) -> Result<(Option<f64>, Opti
             let t = s.trim().to_ascii_lowercase();
             let t = t.strip_suffix('b').unwrap_or(&t);
             Some(crate::config::parse_size(t).map_err(|_| {
-                Error::Invalid(format!(
+                Error::Usage(format!(
                     "{name}: `hostRequirements.memory` {s:?} is not a size such as 4gb"
                 ))
             })?)

@@ -37,7 +37,7 @@ pub(crate) async fn prepare(
     user_given: bool,
 ) -> Result<Prepared> {
     if engine.kind().isolation() != Isolation::Container {
-        return Err(Error::Invalid(format!(
+        return Err(Error::Refused(format!(
             "--devcontainer needs a container engine, and engine = \"{}\" runs commands on this host without one; use docker or podman",
             engine.kind()
         ))
@@ -199,7 +199,7 @@ async fn image_user(
             gid: e.gid,
         })
         .ok_or_else(|| {
-            Error::Invalid(format!(
+            Error::Usage(format!(
                 "{name}: `remoteUser` {user} is not a user of the image {image} (its /etc/passwd has no such name); create it in the Dockerfile, or give UID:GID"
             ))
             .into()

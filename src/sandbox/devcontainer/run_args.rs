@@ -78,7 +78,7 @@ pub(super) fn parse_run_args(
             _ => (word.as_str(), None),
         };
         let Some((_, how)) = RUN_ARGS.iter().find(|(names, _)| names.contains(&opt)) else {
-            return Err(Error::Invalid(format!(
+            return Err(Error::Refused(format!(
                 "{name}: `runArgs` {word:?} is not supported by h9sandbox (it honours --env, --label, --init, --network none, --cap-drop, --security-opt no-new-privileges, --memory, --cpus, --pids-limit and -p); remove it"
             ))
             .into());
@@ -92,7 +92,7 @@ pub(super) fn parse_run_args(
                 None => {
                     i += 1;
                     Some(words.get(i).cloned().ok_or_else(|| {
-                        Error::Invalid(format!("{name}: `runArgs` {word} needs a value"))
+                        Error::Usage(format!("{name}: `runArgs` {word} needs a value"))
                     })?)
                 }
             }
@@ -105,7 +105,7 @@ pub(super) fn parse_run_args(
             None => opt.to_string(),
         };
         let loosens = || -> anyhow::Error {
-            Error::Invalid(format!(
+            Error::Refused(format!(
                 "{name}: `runArgs` {shown:?} would loosen the sandbox's hardening (h9sandbox keeps its own capabilities, seccomp, mounts, namespaces and limits); remove it to use this file with h9sandbox"
             ))
             .into()
@@ -115,7 +115,7 @@ pub(super) fn parse_run_args(
         }
         let v = value.unwrap_or_default();
         let bad = |why: &str| -> anyhow::Error {
-            Error::Invalid(format!("{name}: `runArgs` {shown:?}: {why}")).into()
+            Error::Usage(format!("{name}: `runArgs` {shown:?}: {why}")).into()
         };
         match opt {
             "-e" | "--env" => match v.split_once('=') {
@@ -124,7 +124,7 @@ pub(super) fn parse_run_args(
                     out.env.push((k.to_string(), val.to_string()));
                 }
                 // `--env NAME` passes this host's value: not from a file the sandbox can write.
-                None => return Err(bad("would copy this host's variable into the sandbox; give NAME=VALUE, or pass it to one command with `h9sandbox exec --env NAME`")),
+                None => return Err(Error::Refused(format!("{name}: `runArgs` {shown:?}: would copy this host's variable into the sandbox; give NAME=VALUE, or pass it to one command with `h9sandbox exec --env NAME`")).into()),
             },
             "-l" | "--label" => out.labels.push(v),
             "--network" | "--net" => match v.as_str() {
@@ -191,7 +191,7 @@ pub(crate) fn tighten(dc: &Devcontainer, limits: &mut Limits) -> Result<()> {
     let name = dc.config.display();
     let r = &dc.run_args;
     let looser = |what: &str, asked: String, have: String| -> anyhow::Error {
-        Error::Invalid(format!(
+        Error::Refused(format!(
             "{name}: `runArgs` {what} {asked} is more than the sandbox's {have}: the limits stay h9sandbox's (raise them with up's flags or configuration, and drop it from runArgs)"
         ))
         .into()

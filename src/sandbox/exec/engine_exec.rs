@@ -245,7 +245,7 @@ pub(super) fn engine_failure(
             bin: engine.kind().to_string(),
             reason,
         },
-        ExecFailure::Other(reason) => Error::Invalid(reason),
+        ExecFailure::Other(reason) => Error::Sandbox(reason),
     })
 }
 

@@ -186,13 +186,13 @@ pub(crate) fn ensure_running(rec: &Record) -> Result<(), Error> {
 pub(crate) fn run_as(user: Option<&str>, container: bool) -> Result<Option<RunAs>, Error> {
     let Some(u) = user else { return Ok(None) };
     if !container {
-        return Err(Error::Invalid(format!(
+        return Err(Error::Refused(format!(
             "--user {u}: a local sandbox runs its commands as you, on the host; use a container engine to run them as another user"
         )));
     }
     RunAs::parse(u)
         .map(Some)
-        .map_err(|why| Error::Invalid(format!("invalid --user {u:?}: {why}")))
+        .map_err(|why| Error::Usage(format!("invalid --user {u:?}: {why}")))
 }
 
 /// Resolves `--cwd`: relative to the work dir, or absolute inside it, it must be a directory
@@ -210,13 +210,13 @@ pub(crate) fn resolve_cwd(
     if container && cwd.is_absolute() && !lexically_inside(workdir, cwd) {
         use std::os::unix::ffi::OsStrExt;
         if cwd.as_os_str().as_bytes().contains(&0) {
-            return Err(Error::Invalid("--cwd holds a NUL byte".into()));
+            return Err(Error::Usage("--cwd holds a NUL byte".into()));
         }
         return Ok(cwd.to_path_buf());
     }
     let joined = workdir.join(cwd);
     let canon = joined.canonicalize().map_err(|e| {
-        Error::Invalid(format!(
+        Error::Usage(format!(
             "--cwd {}: {e}; give a directory inside the work dir {}",
             cwd.display(),
             workdir.display()
@@ -241,7 +241,7 @@ pub(crate) fn resolve_copied_cwd(workdir: &Path, cwd: Option<&Path>) -> Result<P
     };
     use std::os::unix::ffi::OsStrExt;
     if cwd.as_os_str().as_bytes().contains(&0) {
-        return Err(Error::Invalid("--cwd holds a NUL byte".into()));
+        return Err(Error::Usage("--cwd holds a NUL byte".into()));
     }
     if cwd.is_absolute() {
         return Ok(cwd.to_path_buf());
@@ -288,9 +288,9 @@ pub(crate) fn parse_env(raw: &[String]) -> Result<Vec<(String, String)>, Error> 
         .map(|e| {
             let (k, v) = e
                 .split_once('=')
-                .ok_or_else(|| Error::Invalid(format!("invalid --env '{e}': expected K=V")))?;
+                .ok_or_else(|| Error::Usage(format!("invalid --env '{e}': expected K=V")))?;
             if k.is_empty() || k == EXEC_MARKER_VAR {
-                return Err(Error::Invalid(format!(
+                return Err(Error::Usage(format!(
                     "invalid --env '{e}': the name is empty or reserved"
                 )));
             }

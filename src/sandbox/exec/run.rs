@@ -151,7 +151,7 @@ fn refuse_past_argument_limit(rec: &Record, spec: &ExecSpec) -> Result<(), Error
             rec.short_id()
         ),
     };
-    Err(Error::Invalid(format!(
+    Err(Error::Refused(format!(
         "the command holds a word of {longest} bytes, more than the kernel's {} KiB for one argument, and {how}; put the script in a file of the work dir and run that file (through the sandbox's agent, `exec --command-file` takes up to 4 MiB)",
         MAX_ARG_STRLEN >> 10
     )))
