@@ -94,7 +94,8 @@ pub(super) fn read_regular(path: &Path, max: u64, keep: u64) -> Result<Vec<u8>> 
     use std::os::unix::fs::OpenOptionsExt;
     let f = std::fs::OpenOptions::new()
         .read(true)
-        .custom_flags(libc::O_NOFOLLOW)
+        // Not through a symlink, and never waiting on a FIFO the copy made.
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
         .open(path)
         .with_context(|| format!("cannot open {}", path.display()))?;
     let meta = f.metadata()?;
