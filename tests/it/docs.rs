@@ -1,7 +1,7 @@
 //! The documentation stays true (issue 23): every relative link and `#anchor` of README.md,
 //! docs/, CONTRIBUTING.md, ARCHITECTURE.md and CHANGELOG.md resolves; every shell block they show
 //! is marked, and the ones marked runnable run as written against the engine; ARCHITECTURE.md's
-//! import table is the code's. The markers, on the line before a block's opening fence:
+//! import table is the code's; every test they cite by name (`files::…`) exists. The markers, on the line before a block's opening fence:
 //!
 //! - `<!-- quick-start … -->`: the README's Quick start (run by `first_hour.rs` and `demo.sh`);
 //! - `<!-- runnable -->`: run in an empty temporary work directory (`<!-- runnable: from the
@@ -562,5 +562,90 @@ fn the_architecture_table_lists_what_each_module_imports() {
         problems.is_empty(),
         "ARCHITECTURE.md's table is not the code's (update the table, and the diagram above it):\n  {}",
         problems.join("\n  ")
+    );
+}
+
+/// Every test of `tests/it` by its path in the binary (`agent::pid_1_reaps_every_orphan_on_every_path`,
+/// `remote::the_channel_answers_only_the_pinned_host_with_the_token`): a `#[test]` function's
+/// name after its module's (a file `tests/it/a.rs` or `tests/it/a/mod.rs` is module `a`, and
+/// `tests/it/a/b.rs` is `a::b`).
+fn integration_tests() -> BTreeSet<String> {
+    fn walk(dir: &Path, module: &str, out: &mut BTreeSet<String>) {
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let path = entry.unwrap().path();
+            let stem = path.file_stem().unwrap().to_string_lossy().into_owned();
+            let inner = if module.is_empty() {
+                stem.clone()
+            } else {
+                format!("{module}::{stem}")
+            };
+            if path.is_dir() {
+                walk(&path, &inner, out);
+                continue;
+            }
+            if path.extension().is_none_or(|e| e != "rs") {
+                continue;
+            }
+            let module = match stem.as_str() {
+                "main" | "mod" => module.to_string(),
+                _ => inner,
+            };
+            let text = std::fs::read_to_string(&path).unwrap();
+            let mut after_test = false;
+            for line in text.lines().map(str::trim) {
+                if line == "#[test]" {
+                    after_test = true;
+                } else if after_test && line.starts_with("fn ") {
+                    let name: String = line["fn ".len()..]
+                        .chars()
+                        .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                        .collect();
+                    out.insert(format!("{module}::{name}"));
+                    after_test = false;
+                } else if after_test && !line.starts_with("#[") && !line.starts_with("//") {
+                    after_test = false;
+                }
+            }
+        }
+    }
+    let mut tests = BTreeSet::new();
+    walk(&repo().join("tests/it"), "", &mut tests);
+    tests
+}
+
+#[test]
+fn every_test_the_documentation_names_exists() {
+    let tests = integration_tests();
+    assert!(
+        tests.contains("docs::every_test_the_documentation_names_exists"),
+        "{tests:?}"
+    );
+    let modules: BTreeSet<&str> = tests.iter().filter_map(|t| t.split("::").next()).collect();
+    let mut missing = Vec::new();
+    for rel in markdown_files() {
+        let text = read(&rel);
+        for (n, line) in text.lines().enumerate() {
+            // Code spans: every second piece between backticks.
+            for span in line.split('`').skip(1).step_by(2) {
+                let parts: Vec<&str> = span.split("::").collect();
+                let named_test = parts.len() >= 2
+                    && modules.contains(parts[0])
+                    && parts.iter().all(|p| {
+                        !p.is_empty()
+                            && p.chars()
+                                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
+                    })
+                    // A test's name is a sentence; `agent::main` is a module of the code.
+                    && parts.last().unwrap().matches('_').count() >= 3;
+                if named_test && !tests.contains(span) {
+                    missing.push(format!("{}:{}: `{span}`", rel.display(), n + 1));
+                }
+            }
+        }
+    }
+    assert!(
+        missing.is_empty(),
+        "tests named in the documentation that do not exist (renamed or moved?):\n{}",
+        missing.join("\n")
     );
 }
