@@ -1,7 +1,7 @@
 //! What a new user meets in the first hour (issue 14): one shape for every diagnostic line,
 //! messages that name what was killed and how to fix a value, durations wherever a time is
 //! asked for, piped stdin without `-i`, `--env NAME`, `reap` and `ls -q`, the owner-PID warning,
-//! and the README's Quick start run as written. Against the real engine, as `tests/it/core.rs`.
+//! and the README's Quick start run as written. Against the real engine, as `tests/it/core/`.
 
 use std::process::Stdio;
 use std::time::{Duration, Instant};
