@@ -377,13 +377,28 @@ pub(crate) fn extract(
 /// its entries named beneath `top` (`.` for a directory's content itself): modes, owners, times
 /// and symlinks as they are, nothing followed; sockets skipped. Returns the stream's writer.
 pub(crate) fn archive<W: Write>(out: W, src: &Path, top: &str) -> std::io::Result<W> {
+    use std::os::unix::fs::FileTypeExt;
     let mut tar = tar::Builder::new(out);
     tar.follow_symlinks(false);
-    let meta = std::fs::symlink_metadata(src)?;
-    if meta.is_dir() {
-        tar.append_dir_all(top, src)?;
-    } else {
-        tar.append_path_with_name(src, top)?;
+    // Depth first, each directory's entries in name order, without recursion (a deep tree
+    // cannot overflow the stack); the tar crate's own walk (`append_dir_all`) stops at the
+    // first socket, which a tar stream cannot carry.
+    let mut stack = vec![(src.to_path_buf(), PathBuf::from(top))];
+    while let Some((path, name)) = stack.pop() {
+        let meta = std::fs::symlink_metadata(&path)?;
+        if meta.file_type().is_socket() {
+            continue;
+        }
+        if !meta.is_dir() {
+            tar.append_path_with_name(&path, &name)?;
+            continue;
+        }
+        tar.append_dir(&name, &path)?;
+        let mut entries: Vec<std::ffi::OsString> = std::fs::read_dir(&path)?
+            .map(|e| e.map(|e| e.file_name()))
+            .collect::<std::io::Result<_>>()?;
+        entries.sort_unstable_by(|a, b| b.cmp(a));
+        stack.extend(entries.into_iter().map(|e| (path.join(&e), name.join(&e))));
     }
     tar.into_inner()
 }
@@ -654,6 +669,8 @@ mod tests {
         std::fs::create_dir_all(src.join("sub")).unwrap();
         std::fs::write(src.join("sub/a.txt"), "hello").unwrap();
         std::os::unix::fs::symlink("/etc/passwd", src.join("esc")).unwrap();
+        // A socket cannot be carried: skipped, not the end of the stream.
+        let _listener = std::os::unix::net::UnixListener::bind(src.join("sub/0.sock")).unwrap();
         use std::os::unix::fs::PermissionsExt;
         std::fs::set_permissions(
             src.join("sub/a.txt"),

@@ -22,7 +22,11 @@ pub(crate) async fn run(ctx: &Ctx, format: Format, args: &CpArgs) -> Result<i32>
             };
             return Err(anyhow::anyhow!("interrupted by {sig}; {partial}"));
         }
-        r = copy(ctx, &src, &dst, args.user.as_deref()) => r?,
+        r = copy(ctx, &src, &dst, args.user.as_deref()) => match r {
+            // A reader of the stream that stopped early (`cp ID:D - | head`): its choice.
+            Err(e) if args.dst == "-" && output::is_broken_pipe(&e) => return Ok(0),
+            r => r?,
+        },
     };
     if format == Format::Json {
         output::print_json(&copied)?;

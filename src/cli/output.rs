@@ -103,3 +103,12 @@ pub(crate) fn age_since(t: SystemTime) -> String {
         _ => format!("{}d", d / 86400),
     }
 }
+
+/// Whether `e` comes from writing to a pipe whose reader has gone (`EPIPE`: `h9sandbox read ID
+/// F | head`), which ends the output early without being a failure.
+pub(crate) fn is_broken_pipe(e: &anyhow::Error) -> bool {
+    e.chain().any(|c| {
+        c.downcast_ref::<std::io::Error>()
+            .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+    })
+}

@@ -45,7 +45,7 @@ pub(crate) async fn run(ctx: &Ctx, format: Format, args: &ReadArgs) -> Result<i3
             let stdout = std::io::stdout();
             let r = wd.read_to_fd(&args.path, args.max_bytes, stdout.as_fd());
             match r {
-                Err(e) if is_broken_pipe(&e) => Ok(0),
+                Err(e) if output::is_broken_pipe(&e) => Ok(0),
                 r => r.map(|_| 0),
             }
         }
@@ -166,13 +166,6 @@ pub(crate) fn json(path: String, size: u64, bytes: Vec<u8>, truncated: bool) -> 
         content_base64,
         truncated,
     }
-}
-
-fn is_broken_pipe(e: &anyhow::Error) -> bool {
-    e.chain().any(|c| {
-        c.downcast_ref::<std::io::Error>()
-            .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
-    })
 }
 
 #[cfg(test)]

@@ -421,8 +421,13 @@ async fn receive(
             }
             if done.skipped > 0 {
                 ctx.reporter.warn(&format!(
-                    "{} device files, FIFOs or sockets were not copied",
-                    done.skipped
+                    "{} {} not copied (device files, FIFOs or sockets)",
+                    done.skipped,
+                    if done.skipped == 1 {
+                        "entry was"
+                    } else {
+                        "entries were"
+                    }
                 ));
             }
             Ok(Copied {

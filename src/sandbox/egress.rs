@@ -374,10 +374,27 @@ pub(crate) async fn read_log(ctx: &Ctx, rec: &Record) -> Result<Vec<Entry>> {
     }
     let mut text = Vec::new();
     if rec.workdir_mode == WorkdirMode::Copy {
-        // In the sidecar's own volume (copy mode), read through the engine.
-        text = ctx
-            .engine_for(rec)
-            .container_file(&sidecar_name(rec.id), SIDECAR_LOG, LOG_MAX + 64)
+        // In the sidecar's own volume in memory (copy mode), read through the engine; it lives
+        // as long as the sidecar runs.
+        let engine = ctx.engine_for(rec);
+        let sidecar = sidecar_name(rec.id);
+        let gone = match engine.inspect(&sidecar).await? {
+            None => Some("is gone (removed outside h9sandbox?)"),
+            Some(s) if !s.running => {
+                Some("does not run (stopped outside h9sandbox, or its daemon restarted)")
+            }
+            Some(_) => None,
+        };
+        if let Some(why) = gone {
+            return Err(Error::Sandbox(format!(
+                "the egress proxy of sandbox {} ({sidecar}) {why}: in copy mode its decision log lives in the proxy's memory, so it is lost; `h9sandbox down {}` removes the sandbox",
+                rec.short_id(),
+                rec.short_id()
+            ))
+            .into());
+        }
+        text = engine
+            .container_file(&sidecar, SIDECAR_LOG, LOG_MAX + 64)
             .await?
             .unwrap_or_default();
         return Ok(parse_log(&text));

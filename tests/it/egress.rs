@@ -204,6 +204,17 @@ fn an_allowlist_sandbox_reaches_allowed_hosts_only_and_logs_every_decision() {
         assert!(sandbox_mounts.contains(&volumes[1]), "{sandbox_mounts}");
         assert!(!sandbox_mounts.contains(&volumes[0]), "{sandbox_mounts}");
         assert_eq!(inspect(p, "{{.Config.User}}"), "65534:65534");
+        // The log is in the sidecar's memory: a sidecar that no longer runs is said so, never
+        // taken for an empty log.
+        let stopped = Command::new("docker")
+            .args(["stop", "-t", "1", p])
+            .output()
+            .unwrap();
+        assert!(stopped.status.success(), "{}", stderr(&stopped));
+        let out = env.run(&["logs", &id, "--network"]);
+        assert_eq!(out.status.code(), Some(1), "{}", stdout(&out));
+        assert_eq!(stderr(&out).lines().count(), 1, "{}", stderr(&out));
+        assert!(stderr(&out).contains("does not run"), "{}", stderr(&out));
     }
 
     assert_ok(&env.run(&["down", &id]));
@@ -278,6 +289,7 @@ fn allowlist_flags_and_configuration_are_checked() {
             vec!["up", "--allow", "a.org", "--runtime", "runsc"],
             "does not work under gVisor",
         ),
+        (vec!["up", "--allow", ""], "names no host"),
     ] {
         let out = env.run(&args);
         assert_eq!(out.status.code(), Some(1), "{args:?}");
@@ -285,6 +297,24 @@ fn allowlist_flags_and_configuration_are_checked() {
         assert_eq!(stderr(&out).lines().count(), 1, "{}", stderr(&out));
     }
     assert!(env.containers().is_empty());
+    // A configuration's list without the allowlist network restricts nothing: said, not silent.
+    let mut c = env.cmd();
+    c.env("H9SANDBOX_ALLOW", "deb.debian.org")
+        .env("H9SANDBOX_NETWORK", "bridge")
+        .arg("up")
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    let out = wait_output(c.spawn().unwrap(), RUN_PATIENCE, "up with allow and bridge");
+    assert_ok(&out);
+    assert!(
+        stderr(&out).contains("the configuration's allow list (deb.debian.org) is not used"),
+        "{}",
+        stderr(&out)
+    );
+    let bridge = stdout(&out).trim().to_string();
+    assert_eq!(env.entry(&bridge)["limits"]["network"], "bridge");
+    assert_ok(&env.run(&["down", &bridge]));
     // A sub-sandbox of an allowlist sandbox may not get the bridge (copy mode has no
     // sub-sandboxes).
     let id = env.up(&["--allow", "deb.debian.org"]);

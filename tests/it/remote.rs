@@ -805,3 +805,65 @@ fn up_through_a_daemons_client_asks_for_the_image_and_its_derived_image_in_one_c
     );
     assert_eq!(os, "none\n");
 }
+
+#[test]
+fn a_sub_sandbox_of_a_copied_parent_is_refused_before_anything_is_made() {
+    require_container!("copy mode needs a container engine");
+    if swarm_refuses("a swarm sandbox has no sub-sandboxes") {
+        return;
+    }
+    let env = TestEnv::new();
+    let parent = up_copied(&env, &[]);
+    let before = env.containers().len();
+    // Without --workdir-mode (the child would otherwise get this machine's directory, not the
+    // parent's copy), with an image of its own (the refusal comes before what it inherits).
+    for extra in [vec![], vec!["--image", DEBIAN]] {
+        let mut args = vec!["up", "--parent", &parent];
+        args.extend(extra.iter().copied());
+        let out = env.run(&args);
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {}", stderr(&out));
+        let err = stderr(&out);
+        assert_eq!(err.lines().count(), 1, "{err}");
+        assert!(
+            err.contains("has its work dir copied in") && err.contains("--workdir-mode mount"),
+            "{err}"
+        );
+    }
+    assert_eq!(env.containers().len(), before);
+    assert_eq!(env.ls().len(), 1);
+}
+
+#[test]
+fn reap_removes_the_work_dir_copy_of_a_container_removed_without_its_volumes() {
+    require_container!("copy mode needs a container engine");
+    if swarm_refuses("a swarm sandbox's volumes go with its service") {
+        return;
+    }
+    if engine() != Engine::Docker {
+        announce("Podman's --mount cannot label the volume it makes: checked on Docker");
+        return;
+    }
+    let env = TestEnv::new();
+    let id = up_copied(&env, &[]);
+    let label = format!("label=h9sandbox.state_dir={}", env.state_dir.display());
+    let volumes = || {
+        let out = docker()
+            .args(["volume", "ls", "-q", "--filter", &label])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", stderr(&out));
+        stdout(&out).lines().map(String::from).collect::<Vec<_>>()
+    };
+    // The scratch volume and the work dir's copy.
+    assert_eq!(volumes().len(), 2, "{:?}", volumes());
+    // Removed behind h9sandbox's back, without -v: both volumes stay until `reap`.
+    let rm = docker()
+        .args(["rm", "-f", &env.container(&id)])
+        .output()
+        .unwrap();
+    assert!(rm.status.success(), "{}", stderr(&rm));
+    assert_eq!(volumes().len(), 2, "{:?}", volumes());
+    assert_ok(&env.run(&["reap"]));
+    assert!(env.ls().is_empty());
+    assert!(volumes().is_empty(), "reap left {:?}", volumes());
+}

@@ -12,9 +12,9 @@ use crate::types::{Caps, Network};
 /// `up` arguments. Unset options come from the configuration.
 #[derive(Debug, Args)]
 pub struct UpArgs {
-    /// Host directory bind-mounted at the same path; not one holding the host's secrets or
-    /// code (a dot-directory of your home, a system tree such as /usr or /etc, ...; see
-    /// allowed_workdirs) [default: current directory]
+    /// Host directory at the same path (bind-mounted, or copied in with --workdir-mode copy);
+    /// not one holding the host's secrets or code (a dot-directory of your home, a system tree
+    /// such as /usr or /etc, ...; see allowed_workdirs) [default: current directory]
     #[arg(long, value_name = "DIR")]
     pub workdir: Option<PathBuf>,
     /// How the work dir reaches the sandbox: mount (a bind mount) or copy (copied in, copied

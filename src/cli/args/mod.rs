@@ -123,7 +123,7 @@ impl GlobalArgs {
 /// Subcommands.
 #[derive(Debug, Subcommand)]
 pub enum Command {
-    /// Start a sandbox: a hardened container with the work directory bind-mounted
+    /// Start a sandbox: a hardened container with the work directory bind-mounted (or copied in)
     #[command(after_help = "\
 Examples:
   h9sandbox up                                   sandbox on the current directory, default image

@@ -179,13 +179,22 @@ pub(crate) fn run_args(flavor: Flavor, spec: &ContainerSpec, extra: &[String]) -
         // Nothing of this machine: the work dir is a volume of its own (removed with the
         // container, `rm -v`), so that it is neither in the noexec `/tmp` tmpfs nor in the
         // scratch volume when its path lies there; `up` copies the host's into it.
+        // Labelled like the scratch volume, so that `reap` finds it when the container went
+        // without its volumes (`docker rm` without `-v`).
         AgentSetup::Shipped(s) => {
+            let mut fields = vec!["type=volume".to_string(), format!("destination={workdir}")];
+            if flavor == Flavor::Docker {
+                for (k, v) in volume_labels(spec) {
+                    fields.push(format!("volume-label={k}={v}"));
+                }
+            }
             a.extend([
                 "--mount".into(),
-                format!(
-                    "type=volume,{}",
-                    csv_field(format!("destination={workdir}"))
-                ),
+                fields
+                    .into_iter()
+                    .map(csv_field)
+                    .collect::<Vec<_>>()
+                    .join(","),
                 "--workdir".into(),
                 workdir.to_string(),
             ]);

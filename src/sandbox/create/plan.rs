@@ -45,6 +45,17 @@ pub(super) async fn resolve_spec(ctx: &Ctx, req: &UpRequest) -> Result<Plan> {
     let owner = req.owner_pid.as_deref().map(parse_owner).transpose()?;
     let ttl_secs = req.ttl.as_deref().map(parse_ttl).transpose()?;
     let parent = resolve_parent(ctx, req).await?;
+    // Before what it would inherit is checked: a copied work dir cannot be shared yet.
+    if let Some(p) = parent
+        .as_ref()
+        .filter(|p| p.workdir_mode == WorkdirMode::Copy)
+    {
+        return Err(Error::Refused(format!(
+            "sandbox {} has its work dir copied in (workdir_mode = \"copy\"), and a sub-sandbox would share it, which copy mode cannot do yet; give sub-sandboxes a parent made with --workdir-mode mount",
+            p.short_id()
+        ))
+        .into());
+    }
     let (image, mut limits, workdir) = match &parent {
         Some(p) => inherit_from(ctx, req, p)?,
         None => (
@@ -113,6 +124,25 @@ pub(super) async fn resolve_spec(ctx: &Ctx, req: &UpRequest) -> Result<Plan> {
         None => resolve_user(ctx, req, parent.as_ref(), &workdir)?,
     };
     let runtime = resolve_runtime(ctx, req, parent.as_ref())?;
+    if req.allow.iter().any(|h| h.trim().is_empty()) {
+        return Err(Error::Usage(
+            "--allow '' names no host; give a host name (e.g. deb.debian.org, *.pypi.org), or --network allowlist alone for a sandbox that may reach no host".into(),
+        )
+        .into());
+    }
+    if parent.is_none()
+        && req.allow.is_empty()
+        && limits.network != Network::Allowlist
+        && !ctx.cfg.allow.is_empty()
+    {
+        // The flag is refused in that case (below); a configuration's list may be kept for the
+        // sandboxes that ask for the allowlist, but is never silently taken for a restriction.
+        ctx.reporter.warn(&format!(
+            "the configuration's allow list ({}) is not used: this sandbox's network is {}; set network = \"allowlist\" (or up --network allowlist) to restrict it to those hosts",
+            ctx.cfg.allow.join(", "),
+            limits.network
+        ));
+    }
     if !req.allow.is_empty() && limits.network != Network::Allowlist {
         return Err(Error::Usage(format!(
             "--allow needs network allowlist, not {}; leave --network out (--allow implies allowlist)",
