@@ -38,6 +38,19 @@ pub(crate) use crate::contract::{PROXY_PORT as PORT, PROXY_RELAY_SOCKET as RELAY
 /// Bytes the decision log may grow to; later decisions are not written (the last line says so).
 pub(crate) const LOG_MAX: u64 = 16 << 20;
 
+/// Connections the proxy serves at once; more are closed as they are accepted.
+const MAX_CONNECTIONS: usize = 256;
+
+/// Most bytes of a request's head the proxy reads on one connection (hyper's `max_buf_size`;
+/// its least is 8 KiB): a longer head is refused, not held.
+const READ_BUFFER_MAX: usize = 16 << 10;
+
+/// Longest host name logged or served (RFC 1035's 253 characters of a name).
+const HOST_MAX: usize = 253;
+
+/// Longest method logged or served (the registered ones have at most 17 characters).
+const METHOD_MAX: usize = 32;
+
 /// The line the proxy prints on its standard output once it listens (the host waits for it
 /// where it cannot see the socket: a copy-mode sandbox's proxy, whose socket is in a volume).
 pub(crate) const LISTENING: &str = "h9sandbox: proxy listening";
@@ -259,13 +272,23 @@ pub(crate) fn run(args: &ProxyArgs) -> i32 {
             let mut out = std::io::stdout().lock();
             let _ = writeln!(out, "{LISTENING}").and_then(|()| out.flush());
         }
+        // The sandbox opens as many connections as it likes: at most MAX_CONNECTIONS are
+        // served at once (the rest are closed as they come), each reading at most
+        // READ_BUFFER_MAX bytes of a request head, so that the sidecar's memory (64 MiB) is
+        // never what ends it, and its log with it.
+        let open = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
         loop {
             let Ok((stream, _)) = listener.accept().await else {
+                continue;
+            };
+            let Ok(permit) = Arc::clone(&open).try_acquire_owned() else {
+                drop(stream);
                 continue;
             };
             let (allow, log) = (Arc::clone(&allow), Arc::clone(&log));
             let resolver = Arc::clone(&resolver);
             tokio::spawn(async move {
+                let _permit = permit;
                 let service = service_fn(move |req| {
                     handle(
                         req,
@@ -275,12 +298,22 @@ pub(crate) fn run(args: &ProxyArgs) -> i32 {
                     )
                 });
                 let _ = hyper::server::conn::http1::Builder::new()
+                    .max_buf_size(READ_BUFFER_MAX)
                     .serve_connection(TokioIo::new(stream), service)
                     .with_upgrades()
                     .await;
             });
         }
     })
+}
+
+/// At most `max` bytes of `s`, cut at a character's boundary.
+fn cut(s: &str, max: usize) -> String {
+    let mut end = s.len().min(max);
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    s[..end].to_string()
 }
 
 fn now() -> u64 {
@@ -333,20 +366,25 @@ async fn handle(
     let host = req.uri().host().map(normalize).unwrap_or_default();
     // A CONNECT names its port (RFC 9110 §9.3.6); a port that is not one is refused below.
     let port = req.uri().port_u16().unwrap_or(if connect { 0 } else { 80 });
+    let method = req.method().as_str();
+    // What the sandbox sent is bounded before it is logged: no log entry is longer than a
+    // name and a method can be.
+    let oversized = host.len() > HOST_MAX || method.len() > METHOD_MAX;
     let mut entry = Entry {
         ts: now(),
-        method: req.method().to_string(),
-        host: host.clone(),
+        method: cut(method, METHOD_MAX),
+        host: cut(&host, HOST_MAX),
         port,
         decision: "allowed".into(),
         bytes_out: 0,
         bytes_in: 0,
     };
-    let proxy_form = if connect {
-        req.uri().authority().is_some() && port != 0
-    } else {
-        req.uri().scheme_str() == Some("http") && !host.is_empty()
-    };
+    let proxy_form = !oversized
+        && if connect {
+            req.uri().authority().is_some() && port != 0
+        } else {
+            req.uri().scheme_str() == Some("http") && !host.is_empty()
+        };
     if !proxy_form {
         entry.decision = "bad".into();
         log.record(&entry);
@@ -489,6 +527,14 @@ async fn forward(
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn cut_keeps_whole_characters_within_the_bound() {
+        assert_eq!(super::cut("deb.debian.org", 253), "deb.debian.org");
+        assert_eq!(super::cut("abcdef", 3), "abc");
+        assert_eq!(super::cut("aé", 2), "a");
+        assert_eq!(super::cut(&"x".repeat(70_000), super::HOST_MAX).len(), 253);
+    }
+
     use super::*;
 
     #[test]

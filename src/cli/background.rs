@@ -74,12 +74,16 @@ pub(crate) async fn logs(ctx: &Ctx, format: Format, args: &LogsArgs) -> Result<i
                     &["TIME", "METHOD", "HOST", "PORT", "DECISION", "OUT", "IN"],
                     output::colour_enabled(),
                 );
+                // The log is the sidecar's, trusted less than the host: every cell is shown
+                // bounded and without control characters, whatever it holds.
+                let shown = |s: &str, max: usize| -> String {
+                    s.chars().filter(|c| !c.is_control()).take(max).collect()
+                };
                 for e in &entries {
-                    let at = std::time::UNIX_EPOCH + std::time::Duration::from_secs(e.ts);
                     t.add_row(vec![
-                        Cell::new(humantime::format_rfc3339_seconds(at)),
-                        Cell::new(&e.method),
-                        Cell::new(&e.host),
+                        Cell::new(log_time(e.ts)),
+                        Cell::new(shown(&e.method, 32)),
+                        Cell::new(shown(&e.host, 253)),
                         Cell::new(e.port),
                         Cell::new(&e.decision),
                         Cell::new(e.bytes_out),
@@ -142,4 +146,29 @@ pub(crate) async fn kill(ctx: &Ctx, format: Format, args: &KillArgs) -> Result<i
         output::print_json(&serde_json::json!({"handle": args.handle, "killed": true}))?;
     }
     Ok(0)
+}
+
+/// A decision's time (seconds since the Unix epoch) in RFC 3339, or the number itself when no
+/// date of four-digit years holds it.
+fn log_time(ts: u64) -> String {
+    // 9999-12-31T23:59:59Z: humantime's last date.
+    const LAST: u64 = 253_402_300_799;
+    match ts {
+        ..=LAST => humantime::format_rfc3339_seconds(
+            std::time::UNIX_EPOCH + std::time::Duration::from_secs(ts),
+        )
+        .to_string(),
+        _ => ts.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn log_times_past_any_date_are_shown_as_numbers_not_a_panic() {
+        assert_eq!(super::log_time(0), "1970-01-01T00:00:00Z");
+        assert_eq!(super::log_time(253_402_300_799), "9999-12-31T23:59:59Z");
+        assert_eq!(super::log_time(253_402_300_800), "253402300800");
+        assert_eq!(super::log_time(u64::MAX), u64::MAX.to_string());
+    }
 }

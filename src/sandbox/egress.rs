@@ -277,26 +277,51 @@ pub(crate) async fn start(
         user,
     );
     let container = engine.run_sidecar(&sidecar).await?;
-    let sock = socket_dir(ctx, id).join("proxy.sock");
+    let by_socket = match &place {
+        Place::Host(_) => Some(socket_dir(ctx, id).join("proxy.sock")),
+        Place::Volumes { .. } => None,
+    };
+    wait_listening(engine, &container, id, by_socket.as_deref(), 0).await
+}
+
+/// How many times the proxy of `container` said it listens, in what it printed since its
+/// container was made (once per start).
+async fn listening_count(engine: &AnyEngine, container: &str) -> usize {
+    engine
+        .logs_tail(container, 100_000)
+        .await
+        .map(|out| {
+            out.lines()
+                .filter(|l| *l == crate::agent::proxy::LISTENING)
+                .count()
+        })
+        .unwrap_or(0)
+}
+
+/// Waits (at most 10 s) until sandbox `id`'s proxy in `container` listens: its socket appears at
+/// `socket` (a directory of this machine), or else it says so once more than the `before` times
+/// it had (a socket in a volume cannot be seen from here). Errors: it never did (its last
+/// lines from the engine's log included).
+async fn wait_listening(
+    engine: &AnyEngine,
+    container: &str,
+    id: Uuid,
+    socket: Option<&std::path::Path>,
+    before: usize,
+) -> Result<()> {
     let listening = poll_until(
         Duration::from_secs(10),
         Backoff::fixed(Duration::from_millis(20)),
         || async {
-            anyhow::Ok(match &place {
-                Place::Host(_) => std::fs::symlink_metadata(&sock).ok().map(drop),
-                // The proxy says so on its standard output once it listens.
-                Place::Volumes { .. } => engine
-                    .logs_tail(&container, 3)
-                    .await
-                    .ok()
-                    .filter(|out| out.lines().any(|l| l == crate::agent::proxy::LISTENING))
-                    .map(drop),
+            anyhow::Ok(match socket {
+                Some(sock) => std::fs::symlink_metadata(sock).ok().map(drop),
+                None => (listening_count(engine, container).await > before).then_some(()),
             })
         },
     )
     .await?;
     if listening.is_none() {
-        let why = engine.logs_tail(&container, 3).await.unwrap_or_default();
+        let why = engine.logs_tail(container, 3).await.unwrap_or_default();
         return Err(anyhow!(
             "the egress proxy ({}) did not listen within 10s{}",
             sidecar_name(id),
@@ -308,6 +333,34 @@ pub(crate) async fn start(
         ));
     }
     Ok(())
+}
+
+/// `start` of an allowlist sandbox `rec`: its proxy sidecar runs again (a daemon's restart, or
+/// `docker stop`, stopped it with the sandbox or alone), or the start is refused when it is
+/// gone. Nothing for other networks.
+pub(crate) async fn ensure_running(ctx: &Ctx, engine: &AnyEngine, rec: &Record) -> Result<()> {
+    if rec.limits.network != Network::Allowlist {
+        return Ok(());
+    }
+    let sidecar = sidecar_name(rec.id);
+    match engine.inspect(&sidecar).await? {
+        Some(s) if s.running => Ok(()),
+        Some(_) => {
+            ctx.reporter.step("starting the egress proxy again");
+            // Its socket is made afresh: wait for the proxy's word, not for the old file.
+            let before = listening_count(engine, &sidecar).await;
+            engine
+                .lifecycle(crate::engine::ContainerVerb::Start, &sidecar)
+                .await?;
+            wait_listening(engine, &sidecar, rec.id, None, before).await
+        }
+        None => Err(Error::Sandbox(format!(
+            "the egress proxy of sandbox {} ({sidecar}) is gone (removed outside h9sandbox), so its network allowlist cannot work; `h9sandbox down {}` removes the sandbox",
+            rec.short_id(),
+            rec.short_id()
+        ))
+        .into()),
+    }
 }
 
 /// Removes sandbox `id`'s sidecar and its directory, if it has them. Best effort on the
@@ -334,13 +387,26 @@ async fn remove_volumes(ctx: &Ctx, engine: &AnyEngine, id: Uuid) -> Result<()> {
     Ok(())
 }
 
-/// `reap`: removes the sidecars of this state directory whose sandbox has no record (`known`
-/// holds the IDs that do). Returns how many.
-pub(crate) async fn reap_orphans(ctx: &Ctx, known: &[Uuid]) -> Result<usize> {
+/// `reap`: removes the sidecars of this state directory whose sandbox has no record, and the
+/// directories (and volumes) of proxies whose sandbox has neither a record nor a sidecar.
+/// Returns how many sidecars. Both are listed before the state is read: a sandbox being made
+/// has its record before its proxy, so it is never taken for an orphan.
+pub(crate) async fn reap_orphans(ctx: &Ctx) -> Result<usize> {
     let sidecars = ctx
         .engine
         .list_sidecars(LABEL_PROXY_OF, &ctx.state_label())
         .await?;
+    let dirs: Vec<(Uuid, PathBuf)> = std::fs::read_dir(ctx.store.dir().join("proxy"))
+        .map(|d| {
+            d.flatten()
+                .filter_map(|d| {
+                    let id = d.file_name().to_str()?.parse::<Uuid>().ok()?;
+                    Some((id, d.path()))
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    let known: Vec<Uuid> = ctx.store.load()?.sandboxes.iter().map(|r| r.id).collect();
     let mut n = 0;
     for sidecar in sidecars {
         if sidecar
@@ -356,6 +422,14 @@ pub(crate) async fn reap_orphans(ctx: &Ctx, known: &[Uuid]) -> Result<usize> {
             let _ = std::fs::remove_dir_all(proxy_dir(ctx, id));
         }
         n += 1;
+    }
+    // What a `down` killed between the sidecar and the rest left: the directory (and in copy
+    // mode the volumes) of a sandbox that has neither a record nor a sidecar any more.
+    for (id, dir) in dirs {
+        if !known.contains(&id) {
+            let _ = remove_volumes(ctx, &ctx.engine, id).await;
+            let _ = std::fs::remove_dir_all(dir);
+        }
     }
     Ok(n)
 }
@@ -397,6 +471,7 @@ pub(crate) async fn read_log(ctx: &Ctx, rec: &Record) -> Result<Vec<Entry>> {
             .container_file(&sidecar, SIDECAR_LOG, LOG_MAX + 64)
             .await?
             .unwrap_or_default();
+        warn_if_full(ctx, rec, &text);
         return Ok(parse_log(&text));
     }
     use std::os::unix::fs::OpenOptionsExt;
@@ -412,7 +487,26 @@ pub(crate) async fn read_log(ctx: &Ctx, rec: &Record) -> Result<Vec<Entry>> {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
         Err(e) => return Err(e.into()),
     }
+    warn_if_full(ctx, rec, &text);
     Ok(parse_log(&text))
+}
+
+/// Says so when sandbox `rec`'s log is full: what it shows is not every decision since.
+fn warn_if_full(ctx: &Ctx, rec: &Record, text: &[u8]) {
+    if log_full(text) {
+        ctx.reporter.warn(&format!(
+            "the egress proxy's log of sandbox {} is full ({} MiB): the decisions after the last one shown were not logged",
+            rec.short_id(),
+            LOG_MAX >> 20
+        ));
+    }
+}
+
+/// Whether the proxy wrote its last line: its log reached [`LOG_MAX`] and later decisions
+/// were not logged.
+fn log_full(text: &[u8]) -> bool {
+    text.split(|b| *b == b'\n')
+        .any(|l| l == b"{\"log_full\":true}")
 }
 
 /// The entries of a decision log's lines; a line that does not parse is skipped.
@@ -420,4 +514,22 @@ fn parse_log(text: &[u8]) -> Vec<Entry> {
     text.split(|b| *b == b'\n')
         .filter_map(|l| serde_json::from_slice::<Entry>(l).ok())
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_full_log_is_told_by_the_proxys_own_last_line_only() {
+        let entry = br#"{"ts":1,"method":"GET","host":"a.org","port":80,"decision":"denied","bytes_out":0,"bytes_in":0}"#;
+        let mut text = entry.to_vec();
+        text.push(b'\n');
+        assert!(!super::log_full(&text));
+        assert_eq!(super::parse_log(&text).len(), 1);
+        // A host that merely holds the marker's text is an entry, not the marker.
+        let forged = br#"{"ts":1,"method":"GET","host":"{\"log_full\":true}","port":80,"decision":"bad","bytes_out":0,"bytes_in":0}"#;
+        assert!(!super::log_full(forged));
+        text.extend_from_slice(b"{\"log_full\":true}\n");
+        assert!(super::log_full(&text));
+        assert_eq!(super::parse_log(&text).len(), 1);
+    }
 }

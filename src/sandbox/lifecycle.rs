@@ -156,6 +156,8 @@ pub(crate) async fn start(ctx: &Ctx, query: &str) -> Result<Record> {
             ))
         })?
         .running;
+    // An allowlist sandbox's proxy first, also for a running sandbox whose proxy alone stopped.
+    super::egress::ensure_running(ctx, &engine, &rec).await?;
     if rec.state == Lifecycle::Running && running {
         return Ok(rec);
     }
@@ -413,6 +415,14 @@ pub(crate) fn validate_tag(tag: &str) -> Result<(), Error> {
                 .all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b))
             && !t.starts_with(['.', '-'])
     });
+    // h9sandbox's own images are found by their names (the proxy's runtime image, the derived
+    // images of shipped agents): a snapshot, of a sandbox or asked for by an MCP client, never
+    // takes one of those names.
+    if [crate::engine::image::RUNTIME_REPOSITORY, "h9sandbox-agent"].contains(&repo) {
+        return Err(Error::Refused(format!(
+            "--tag '{tag}': the name {repo} is h9sandbox's own (the images it runs its agent and the egress proxy from); choose another name"
+        )));
+    }
     if repo_ok && tag_ok && !tag.starts_with('-') {
         Ok(())
     } else {
@@ -436,7 +446,19 @@ mod tests {
         ] {
             assert!(validate_tag(ok).is_ok(), "{ok}");
         }
-        for bad in ["", "-x", "My-Env", "x:", "x:-y", "a//b", "x y", "x:a/b"] {
+        for bad in [
+            "",
+            "-x",
+            "My-Env",
+            "x:",
+            "x:-y",
+            "a//b",
+            "x y",
+            "x:a/b",
+            "h9sandbox-runtime:0123456789abcdef",
+            "h9sandbox-agent:aaa-bbb",
+            "h9sandbox-agent",
+        ] {
             assert!(validate_tag(bad).is_err(), "{bad}");
         }
     }

@@ -118,8 +118,7 @@ async fn sweep_where(
         // Proxy sidecars of sandboxes without a record (those of sandboxes reaped below go
         // with them, see `super::release`).
         if ctx.store.dir().join("proxy").exists() {
-            let known: Vec<_> = after.sandboxes.iter().map(|r| r.id).collect();
-            if let Err(e) = super::egress::reap_orphans(ctx, &known).await {
+            if let Err(e) = super::egress::reap_orphans(ctx).await {
                 if ctx.verbose() {
                     ctx.reporter
                         .note(&format!("could not reap proxy sidecars: {e:#}"));

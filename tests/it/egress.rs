@@ -266,7 +266,16 @@ fn reap_removes_a_sidecar_whose_sandbox_has_no_record() {
     // container is reaped as an orphan, and so is its sidecar.
     let state = env.state_dir.join("state.json");
     std::fs::rename(&state, env.state_dir.join("state.json.aside")).unwrap();
+    // And what a `down` killed after the sidecar went leaves: a proxy directory of no sandbox.
+    let stray = env
+        .state_dir
+        .join("proxy/6f1c1d3e-0000-4000-8000-000000000000/sock");
+    std::fs::create_dir_all(&stray).unwrap();
     assert_ok(&env.run(&["reap"]));
+    assert!(
+        !stray.parent().unwrap().exists(),
+        "reap left a stray proxy directory"
+    );
     assert!(sidecars(&id).is_empty(), "reap left the orphan sidecar");
     assert!(
         proxy_volumes(&id).is_empty(),
@@ -443,4 +452,89 @@ fn the_proxy_runs_nothing_of_the_sandboxs_image() {
     let log = stdout(&env.run(&["logs", &id, "--network", "--format", "json"]));
     assert!(log.contains("\"failed\""), "{log}");
     assert_ok(&env.run(&["down", &id]));
+}
+
+#[test]
+fn start_brings_a_stopped_proxy_back() {
+    require_docker!();
+    let env = TestEnv::new();
+    // An empty list: the proxy answers every request with 403 itself, nothing leaves.
+    let id = env.up(&["--network", "allowlist"]);
+    let connect = "CONNECT deb.debian.org:443 HTTP/1.1\\r\\n\\r\\n";
+    assert_eq!(ask_proxy(&env, &id, connect), "HTTP/1.1 403 Forbidden");
+    let proxy = sidecars(&id);
+    let stop = |c: &str| {
+        let out = Command::new("docker")
+            .args(["stop", "-t", "1", c])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", stderr(&out));
+    };
+    // The proxy alone stopped (outside h9sandbox): the sandbox still runs, `start` repairs it.
+    stop(&proxy[0]);
+    assert_ok(&env.run(&["start", &id]));
+    assert_eq!(inspect(&proxy[0], "{{.State.Running}}"), "true");
+    assert_eq!(ask_proxy(&env, &id, connect), "HTTP/1.1 403 Forbidden");
+    // Both stopped, as a daemon's restart leaves them: `start` brings both back.
+    assert_ok(&env.run(&["stop", &id]));
+    stop(&proxy[0]);
+    assert_ok(&env.run(&["start", &id]));
+    assert_eq!(ask_proxy(&env, &id, connect), "HTTP/1.1 403 Forbidden");
+    // Gone: `start` says so, in one line.
+    let rm = Command::new("docker")
+        .args(["rm", "-f", &proxy[0]])
+        .output()
+        .unwrap();
+    assert!(rm.status.success(), "{}", stderr(&rm));
+    let out = env.run(&["start", &id]);
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(stderr(&out).lines().count(), 1, "{}", stderr(&out));
+    assert!(stderr(&out).contains("is gone"), "{}", stderr(&out));
+}
+
+#[test]
+fn a_flood_of_connections_and_huge_request_heads_never_ends_the_proxy_or_its_log() {
+    require_docker!();
+    let env = TestEnv::new();
+    // An empty list: the proxy answers every request itself, nothing leaves.
+    let id = env.up(&["--image", DEBIAN, "--network", "allowlist"]);
+    let connect = "CONNECT deb.debian.org:443 HTTP/1.1\\r\\n\\r\\n";
+    assert_eq!(ask_proxy(&env, &id, connect), "HTTP/1.1 403 Forbidden");
+    // 400 connections held open, each sending 400 KB of a request line that never ends, and a
+    // request whose method and host are far longer than any name (an attacker's review ran the
+    // 64 MiB sidecar out of memory this way, its log lost with it).
+    let flood = r#"
+use IO::Socket::INET;
+$SIG{PIPE} = 'IGNORE';
+my @held;
+for (1..400) {
+    my $s = IO::Socket::INET->new(PeerAddr => '127.0.0.1:3128') or last;
+    $s->blocking(0);
+    push @held, $s;
+}
+for my $round (1..7) {
+    for my $s (@held) { syswrite($s, 'A' x 65536); }
+}
+my $s = IO::Socket::INET->new(PeerAddr => '127.0.0.1:3128') or die "no proxy: $!";
+print $s ('M' x 5000) . ' http://' . ('h' x 9000) . "/ HTTP/1.1\r\n\r\n";
+my $line = <$s>;
+print scalar(@held), " held; ", $line // "closed\n";
+"#;
+    let out = env.run(&["exec", &id, "--", "perl", "-e", flood]);
+    assert_ok(&out);
+    let said = stdout(&out);
+    assert!(said.starts_with("400 held"), "{said}");
+    let proxy = sidecars(&id);
+    assert_eq!(inspect(&proxy[0], "{{.State.Running}}"), "true");
+    assert_eq!(inspect(&proxy[0], "{{.State.OOMKilled}}"), "false");
+    // It still answers, and every decision it logged is bounded.
+    assert_eq!(ask_proxy(&env, &id, connect), "HTTP/1.1 403 Forbidden");
+    let out = env.run(&["logs", &id, "--network", "--format", "json"]);
+    assert_ok(&out);
+    let log: Vec<serde_json::Value> = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(log.len() >= 2, "{log:?}");
+    for e in &log {
+        assert!(e["host"].as_str().unwrap().len() <= 253, "{e}");
+        assert!(e["method"].as_str().unwrap().len() <= 32, "{e}");
+    }
 }

@@ -87,9 +87,9 @@ pub(super) enum Copied {
     Gone,
 }
 
-/// The first `keep` bytes of the regular file `path` (not followed if it is a symlink).
-/// Errors: it is not a regular file, or larger than `max` bytes.
-pub(super) fn read_regular(path: &Path, max: u64, keep: u64) -> Result<Vec<u8>> {
+/// The content of the regular file `path` (not followed if it is a symlink), at most `max`
+/// bytes. Errors: it is not a regular file, or larger.
+pub(super) fn read_regular(path: &Path, max: u64) -> Result<Vec<u8>> {
     use std::io::Read;
     use std::os::unix::fs::OpenOptionsExt;
     let f = std::fs::OpenOptions::new()
@@ -110,7 +110,7 @@ pub(super) fn read_regular(path: &Path, max: u64, keep: u64) -> Result<Vec<u8>> 
         ));
     }
     let mut v = Vec::new();
-    f.take(keep.min(max)).read_to_end(&mut v)?;
+    f.take(max).read_to_end(&mut v)?;
     Ok(v)
 }
 

@@ -564,10 +564,46 @@ impl Environment for Docker {
         path: &str,
         max: u64,
     ) -> Result<Option<Vec<u8>>> {
-        match self.copy_from(container, path, false).await? {
-            Copied::File(dest, _dir) => read_regular(&dest, u64::MAX, max).map(Some),
-            Copied::Missing | Copied::Gone => Ok(None),
+        // As a tar stream on the client's stdout, held at most to the bound (a sparse file
+        // of terabytes in a small volume stops the copy at the bound, on no disk), and taken
+        // only if it is one regular file.
+        let cap = usize::try_from(max)
+            .unwrap_or(usize::MAX)
+            .saturating_add(64 << 10);
+        let args = vec!["cp".into(), format!("{container}:{path}"), "-".into()];
+        let out = crate::engine::bounded::bounded_output(&mut self.command(args), cap)
+            .await
+            .map_err(|e| self.spawn_error(e))?;
+        if out.overflow.is_some() {
+            return Err(anyhow!(
+                "{path} of {container} holds more than {max} bytes, more than h9sandbox reads; it was not read"
+            ));
         }
+        if out.status.is_some_and(|s| !s.success()) {
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            if stderr.contains("Could not find the file")
+                || stderr.contains("no such file")
+                || is_no_such_container(&stderr)
+            {
+                return Ok(None);
+            }
+            return Err(anyhow!(
+                "`{} cp` of {path} from {container} failed: {}",
+                self.bin,
+                first_error_line(stderr.trim())
+            ));
+        }
+        let mut archive = tar::Archive::new(&out.stdout[..]);
+        let Some(entry) = archive.entries()?.next() else {
+            return Ok(None);
+        };
+        let entry = entry?;
+        if entry.header().entry_type() != tar::EntryType::Regular {
+            return Err(anyhow!("{path} of {container} is not a regular file"));
+        }
+        let mut content = Vec::new();
+        std::io::Read::read_to_end(&mut std::io::Read::take(entry, max), &mut content)?;
+        Ok(Some(content))
     }
 
     async fn image_file(
@@ -588,7 +624,7 @@ impl Environment for Docker {
                     ))
                 }
                 Copied::Missing => return Ok(None),
-                Copied::File(dest, _dir) => return read_regular(&dest, max, max).map(Some),
+                Copied::File(dest, _dir) => return read_regular(&dest, max).map(Some),
             }
         }
         unreachable!("the loop returns")
