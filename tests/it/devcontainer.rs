@@ -473,25 +473,25 @@ fn up_build_runs_the_image_of_a_directorys_dockerfile() {
         last.starts_with("h9sandbox: error: `docker build` of h9sandbox-build-"),
         "{err}"
     );
-    // What the sandbox could not be is refused before anything is built: the work dir copied
-    // in with an allowlist (its proxy needs a host mount).
-    let out = env.run(&[
-        "up",
-        "-v",
-        "--build",
-        ctx,
-        "--dockerfile",
-        &format!("{ctx}/Dockerfile.bad"),
-        "--workdir-mode",
-        "copy",
-        "--allow",
-        "example.com",
-    ]);
-    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
-    let err = stderr(&out);
-    assert!(!err.contains(" build "), "{err}");
-    assert_eq!(err.lines().count(), 1, "{err}");
-    assert!(err.contains("workdir_mode = \"copy\""), "{err}");
+    let dockerfile_bad = format!("{ctx}/Dockerfile.bad");
+    // What the sandbox could not be is refused before anything is built: an allow list on
+    // the bridge network, a port published from no network.
+    for (flags, why) in [
+        (
+            ["--network", "bridge", "--allow", "example.com"],
+            "--allow needs network allowlist",
+        ),
+        (["--network", "none", "--publish", "8080"], "--publish"),
+    ] {
+        let mut args = vec!["up", "-v", "--build", ctx, "--dockerfile", &dockerfile_bad];
+        args.extend(flags);
+        let out = env.run(&args);
+        assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+        let err = stderr(&out);
+        assert!(!err.contains(" build "), "{err}");
+        assert_eq!(err.lines().count(), 1, "{err}");
+        assert!(err.contains(why), "{err}");
+    }
     assert_ok(&env.run(&["down", &id, &again, &other]));
     assert!(env.ls().is_empty());
 }

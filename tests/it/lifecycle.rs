@@ -462,9 +462,6 @@ fn an_interrupted_up_leaves_nothing_whatever_its_sigint_disposition() {
     if engine() != Engine::Docker || gvisor() {
         return announce("it interrupts an allowlist up, which needs engine docker (not gVisor)");
     }
-    if workdir_copied("it interrupts an allowlist up, which copy mode refuses") {
-        return;
-    }
     let env = TestEnv::new();
     for ignored in [false, true] {
         let what = format!("up (SIGINT ignored: {ignored})");
@@ -477,9 +474,12 @@ fn an_interrupted_up_leaves_nothing_whatever_its_sigint_disposition() {
         }
         let mut up = Watched::spawn(&mut cmd);
         // Ready: the proxy sidecar is being made (the run directory and token exist already),
-        // then the sandbox's own `run -d`: interrupted in the middle of the start.
+        // then the sandbox's own `run -d` (attached, `run -i`, in copy mode): interrupted in the
+        // middle of the start.
         up.wait_line(Duration::from_secs(60), &what, |l| {
-            l.starts_with("+ ") && l.contains(" run -d ") && !l.contains("h9sandbox-proxy-")
+            l.starts_with("+ ")
+                && (l.contains(" run -d ") || l.contains(" run -i "))
+                && !l.contains("--name h9sandbox-proxy-")
         });
         signal(up.child.id(), "INT");
         let out = up.finish(Duration::from_secs(60), &what);

@@ -97,32 +97,10 @@ pub(super) async fn resolve_spec(ctx: &Ctx, req: &UpRequest) -> Result<Plan> {
         d.validate().map_err(Error::Usage)?;
     }
     check_engine_fits(&engine, &limits, req)?;
-    // Before any build: a work dir mode refused with these limits builds nothing.
+    // Before any build: what is refused with these limits builds nothing.
     let workdir_mode = resolve_workdir_mode(ctx, &engine, parent.as_ref())?;
     let publish = resolve_publish(req, &limits, &engine, parent.as_ref(), workdir_mode)?;
-    if let Some(spec) = &req.build {
-        crate::sandbox::build::build(ctx, &ctx.engine, spec, limits.network).await?;
-    }
-    // A devcontainer.json: its image is built, its user looked up in it.
-    let devcontainer = match &req.devcontainer {
-        Some(dc) => {
-            let prepared = crate::sandbox::devcontainer::prepare(
-                ctx,
-                &ctx.engine,
-                dc,
-                &image,
-                &limits,
-                req.user.is_some(),
-            )
-            .await?;
-            Some((dc, prepared))
-        }
-        None => None,
-    };
-    let user = match devcontainer.as_ref().and_then(|(_, p)| p.user) {
-        Some(u) => u,
-        None => resolve_user(ctx, req, parent.as_ref(), &workdir)?,
-    };
+    // The network's flags too: a build is never wasted on a sandbox refused afterwards.
     let runtime = resolve_runtime(ctx, req, parent.as_ref())?;
     if req.allow.iter().any(|h| h.trim().is_empty()) {
         return Err(Error::Usage(
@@ -153,6 +131,29 @@ pub(super) async fn resolve_spec(ctx: &Ctx, req: &UpRequest) -> Result<Plan> {
     if limits.network == Network::Allowlist {
         crate::sandbox::egress::check_supported(&engine, runtime.as_deref())?;
     }
+    if let Some(spec) = &req.build {
+        crate::sandbox::build::build(ctx, &ctx.engine, spec, limits.network).await?;
+    }
+    // A devcontainer.json: its image is built, its user looked up in it.
+    let devcontainer = match &req.devcontainer {
+        Some(dc) => {
+            let prepared = crate::sandbox::devcontainer::prepare(
+                ctx,
+                &ctx.engine,
+                dc,
+                &image,
+                &limits,
+                req.user.is_some(),
+            )
+            .await?;
+            Some((dc, prepared))
+        }
+        None => None,
+    };
+    let user = match devcontainer.as_ref().and_then(|(_, p)| p.user) {
+        Some(u) => u,
+        None => resolve_user(ctx, req, parent.as_ref(), &workdir)?,
+    };
     if let Some(why) = unwritable_for(&workdir, user) {
         ctx.reporter.warn(&why);
     }

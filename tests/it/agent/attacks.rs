@@ -178,16 +178,23 @@ fn a_socket_planted_in_the_run_dir_never_gets_the_hosts_connection() {
     // the same with a symlink to a socket elsewhere.
     let plant = r#"
 use IO::Socket::UNIX;
-rename "/.h9sandbox/run/agent.sock", "/.h9sandbox/run/real.sock" or die "rename: $!";
-my $l = IO::Socket::UNIX->new(Type => SOCK_STREAM, Local => "/.h9sandbox/run/agent.sock", Listen => 5) or die "listen: $!";
-chmod 0666, "/.h9sandbox/run/agent.sock";
 open(my $log, ">", "/var/tmp/heard") or die; close $log;
+rename "/.h9sandbox/run/agent.sock", "/.h9sandbox/run/real.sock" or die "rename: $!";
+my $l = IO::Socket::UNIX->new(Type => SOCK_STREAM, Local => "/.h9sandbox/run/agent.sock.new", Listen => 5) or die "listen: $!";
+chmod 0666, "/.h9sandbox/run/agent.sock.new";
+rename "/.h9sandbox/run/agent.sock.new", "/.h9sandbox/run/agent.sock" or die "rename: $!";
 if (fork() == 0) { while (my $c = $l->accept) { my $got; $c->read($got, 4096); open(my $f, ">>", "/var/tmp/heard"); print $f "CONNECTION\n"; close $f; } exit 0; }
 print "planted\n";
 "#;
     let out = env.run(&["exec", &id, "--detach", "--", "perl", "-e", plant]);
     assert_ok(&out);
-    std::thread::sleep(Duration::from_millis(500));
+    // Planted once the listening socket has the agent's name (the run dir is this machine's):
+    // the log exists by then, and the socket listens.
+    let full = env.entry(&id)["id"].as_str().unwrap().to_string();
+    let run_dir = env.state_dir.join("run").join(&full);
+    wait_until(Duration::from_secs(30), "the planted socket", || {
+        run_dir.join("real.sock").exists() && run_dir.join("agent.sock").exists()
+    });
     // The host notices another socket and goes through the engine's exec instead, saying so.
     let out = env.run(&["exec", &id, "--", "cat /var/tmp/heard; echo via-engine"]);
     assert_ok(&out);
