@@ -386,9 +386,9 @@ pub(crate) fn bind_mount_arg(source: &str, target: &str, readonly: bool) -> Stri
 }
 
 /// `--mount` value mounting `source` at `target`: [`bind_mount_arg`] for a host path; for a
-/// [`TmpfsVolume`], `type=volume` with the `local` driver's tmpfs options and the volume's
-/// labels, which the engine applies when this mount makes the volume (Docker's `volume-opt`,
-/// `volume-label`).
+/// [`TmpfsVolume`](crate::engine::TmpfsVolume), `type=volume` with the `local` driver's tmpfs
+/// options and the volume's labels, which the engine applies when this mount makes the volume
+/// (Docker's `volume-opt`, `volume-label`).
 pub(crate) fn mount_arg(source: &MountSource, target: &str, readonly: bool) -> String {
     let v = match source {
         MountSource::Host(p) => return bind_mount_arg(&p.to_string_lossy(), target, readonly),

@@ -45,17 +45,6 @@ pub(super) async fn resolve_spec(ctx: &Ctx, req: &UpRequest) -> Result<Plan> {
     let owner = req.owner_pid.as_deref().map(parse_owner).transpose()?;
     let ttl_secs = req.ttl.as_deref().map(parse_ttl).transpose()?;
     let parent = resolve_parent(ctx, req).await?;
-    // Before what it would inherit is checked: a copied work dir cannot be shared yet.
-    if let Some(p) = parent
-        .as_ref()
-        .filter(|p| p.workdir_mode == WorkdirMode::Copy)
-    {
-        return Err(Error::Refused(format!(
-            "sandbox {} has its work dir copied in (workdir_mode = \"copy\"), and a sub-sandbox would share it, which copy mode cannot do yet; give sub-sandboxes a parent made with --workdir-mode mount",
-            p.short_id()
-        ))
-        .into());
-    }
     let (image, mut limits, workdir) = match &parent {
         Some(p) => inherit_from(ctx, req, p)?,
         None => (
@@ -102,35 +91,14 @@ pub(super) async fn resolve_spec(ctx: &Ctx, req: &UpRequest) -> Result<Plan> {
     let publish = resolve_publish(req, &limits, &engine, parent.as_ref(), workdir_mode)?;
     // The network's flags too: a build is never wasted on a sandbox refused afterwards.
     let runtime = resolve_runtime(ctx, req, parent.as_ref())?;
-    if req.allow.iter().any(|h| h.trim().is_empty()) {
-        return Err(Error::Usage(
-            "--allow '' names no host; give a host name (e.g. deb.debian.org, *.pypi.org), or --network allowlist alone for a sandbox that may reach no host".into(),
-        )
-        .into());
-    }
-    if parent.is_none()
-        && req.allow.is_empty()
-        && limits.network != Network::Allowlist
-        && !ctx.cfg.allow.is_empty()
-    {
-        // The flag is refused in that case (below); a configuration's list may be kept for the
-        // sandboxes that ask for the allowlist, but is never silently taken for a restriction.
-        ctx.reporter.warn(&format!(
-            "the configuration's allow list ({}) is not used: this sandbox's network is {}; set network = \"allowlist\" (or up --network allowlist) to restrict it to those hosts",
-            ctx.cfg.allow.join(", "),
-            limits.network
-        ));
-    }
-    if !req.allow.is_empty() && limits.network != Network::Allowlist {
-        return Err(Error::Usage(format!(
-            "--allow needs network allowlist, not {}; leave --network out (--allow implies allowlist)",
-            limits.network
-        ))
-        .into());
-    }
-    if limits.network == Network::Allowlist {
-        crate::sandbox::egress::check_supported(&engine, runtime.as_deref())?;
-    }
+    check_network_flags(
+        ctx,
+        req,
+        parent.as_ref(),
+        &limits,
+        &engine,
+        runtime.as_deref(),
+    )?;
     if let Some(spec) = &req.build {
         crate::sandbox::build::build(ctx, &ctx.engine, spec, limits.network).await?;
     }
@@ -302,6 +270,51 @@ fn resolve_publish(
     Ok(publish)
 }
 
+/// The network's flags against `limits` (settled, a devcontainer's tightening included) and
+/// `engine`: `--allow ''` and `--allow` on a network that is not the allowlist are refused, a
+/// configuration's `allow` list that this sandbox does not use is warned about, and the
+/// allowlist needs an engine (and `runtime`) that can run its proxy. Errors: [`Error::Usage`],
+/// [`Error::Refused`].
+fn check_network_flags(
+    ctx: &Ctx,
+    req: &UpRequest,
+    parent: Option<&Record>,
+    limits: &Limits,
+    engine: &AnyEngine,
+    runtime: Option<&str>,
+) -> Result<()> {
+    if req.allow.iter().any(|h| h.trim().is_empty()) {
+        return Err(Error::Usage(
+            "--allow '' names no host; give a host name (e.g. deb.debian.org, *.pypi.org), or --network allowlist alone for a sandbox that may reach no host".into(),
+        )
+        .into());
+    }
+    if parent.is_none()
+        && req.allow.is_empty()
+        && limits.network != Network::Allowlist
+        && !ctx.cfg.allow.is_empty()
+    {
+        // The flag is refused in that case (below); a configuration's list may be kept for the
+        // sandboxes that ask for the allowlist, but is never silently taken for a restriction.
+        ctx.reporter.warn(&format!(
+            "the configuration's allow list ({}) is not used: this sandbox's network is {}; set network = \"allowlist\" (or up --network allowlist) to restrict it to those hosts",
+            ctx.cfg.allow.join(", "),
+            limits.network
+        ));
+    }
+    if !req.allow.is_empty() && limits.network != Network::Allowlist {
+        return Err(Error::Usage(format!(
+            "--allow needs network allowlist, not {}; leave --network out (--allow implies allowlist)",
+            limits.network
+        ))
+        .into());
+    }
+    if limits.network == Network::Allowlist {
+        crate::sandbox::egress::check_supported(engine, runtime)?;
+    }
+    Ok(())
+}
+
 /// How the new sandbox's work dir reaches its container: config `workdir_mode` (`up
 /// --workdir-mode`), else `mount` where `engine` can mount this machine's directories and
 /// `copy` where it cannot. Errors: `mount` on an engine that cannot, `copy` for a local sandbox
@@ -338,13 +351,22 @@ fn resolve_workdir_mode(
 }
 
 /// The parent of a sub-sandbox (`req.parent`): its record, which must be Running, with its
-/// container running. `None` without a parent.
+/// container running, and its work dir mounted (a copied one cannot be shared yet). `None`
+/// without a parent.
 async fn resolve_parent(ctx: &Ctx, req: &UpRequest) -> Result<Option<Record>> {
     let Some(q) = &req.parent else {
         return Ok(None);
     };
     let state = ctx.store.load()?;
     let p = state.resolve(q)?;
+    // Before what it would inherit is checked: a copied work dir cannot be shared yet.
+    if p.workdir_mode == WorkdirMode::Copy {
+        return Err(Error::Refused(format!(
+            "sandbox {} has its work dir copied in (workdir_mode = \"copy\"), and a sub-sandbox would share it, which copy mode cannot do yet; give sub-sandboxes a parent made with --workdir-mode mount",
+            p.short_id()
+        ))
+        .into());
+    }
     ensure_running(p)
         .map_err(|e| Error::Sandbox(format!("cannot create a sub-sandbox: the parent {e}")))?;
     // The record may say Running while the container died behind our back.

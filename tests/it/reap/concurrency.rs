@@ -3,7 +3,6 @@
 use super::*;
 
 #[test]
-#[ignore = "a long stress test, run apart: cargo test --test it -- --ignored (.ci/run does)"]
 fn stress_workers_reaper_and_reader_at_once() {
     require_docker!();
     let env = TestEnv::without_owner_watcher();

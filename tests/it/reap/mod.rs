@@ -108,7 +108,6 @@ fn random_below(seed: &mut u64, n: u64) -> u64 {
 }
 
 #[test]
-#[ignore = "a long stress test, run apart: cargo test --test it -- --ignored (.ci/run does)"]
 fn sigkill_during_up_then_reap_leaves_nothing() {
     require_docker!();
     let env = TestEnv::without_owner_watcher();
