@@ -347,11 +347,15 @@ pub(crate) async fn ensure_running(ctx: &Ctx, engine: &AnyEngine, rec: &Record) 
         Some(s) if s.running => Ok(()),
         Some(_) => {
             ctx.reporter.step("starting the egress proxy again");
-            // Its socket is made afresh: wait for the proxy's word, not for the old file.
+            // Its socket is made afresh: wait for the proxy's word, not for the old file. A
+            // proxy that never said it (made by an h9sandbox before the word) is not waited for.
             let before = listening_count(engine, &sidecar).await;
             engine
                 .lifecycle(crate::engine::ContainerVerb::Start, &sidecar)
                 .await?;
+            if before == 0 {
+                return Ok(());
+            }
             wait_listening(engine, &sidecar, rec.id, None, before).await
         }
         None => Err(Error::Sandbox(format!(
