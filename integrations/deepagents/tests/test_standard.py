@@ -103,7 +103,9 @@ def test_execute_timeouts_and_long_commands() -> None:
     c = client()
     s = c.create()
     try:
-        r = s.execute("echo out; echo err >&2; exit 3")
+        # A pause between the two: writes in quick succession to both pipes carry no order
+        # (docs/reference/json.md); it once came back as "err\nout\n" in copy mode.
+        r = s.execute("echo out; sleep 0.2; echo err >&2; exit 3")
         assert (r.output, r.exit_code) == ("out\nerr\n", 3)
         r = s.execute("sleep 30", timeout=1)
         assert r.exit_code == 124 and "timed out after 1 seconds" in r.output, r
