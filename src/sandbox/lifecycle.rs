@@ -295,9 +295,22 @@ pub(crate) async fn pause(ctx: &Ctx, query: &str) -> Result<Record> {
         Lifecycle::Running => {}
         _ => return Err(refuse_state(&rec, "paused", "")),
     }
-    ctx.engine_for(&rec)
-        .lifecycle(ContainerVerb::Pause, rec.container_ref())
-        .await?;
+    let engine = ctx.engine_for(&rec);
+    // runc's cgroup-v1 freezer gives up when the tree forks while it freezes ("unable to
+    // freeze"), a busy sandbox's everyday case: asked again, a little later, twice at most.
+    let mut tries = 0;
+    loop {
+        match engine
+            .lifecycle(ContainerVerb::Pause, rec.container_ref())
+            .await
+        {
+            Err(e) if tries < 2 && format!("{e:#}").contains("unable to freeze") => {
+                tries += 1;
+                tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+            }
+            r => break r?,
+        }
+    }
     transition(ctx, &rec, &[Lifecycle::Running], Lifecycle::Paused)
 }
 
