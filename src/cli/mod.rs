@@ -19,6 +19,7 @@ pub(crate) mod lifecycle;
 pub(crate) mod ls;
 pub(crate) mod mcp;
 pub(crate) mod output;
+pub(crate) mod pool;
 pub(crate) mod progress;
 pub(crate) mod read;
 pub(crate) mod reap;
@@ -141,7 +142,8 @@ fn acts_on_signals(command: &Command) -> bool {
         | Command::Edit(_)
         | Command::Cp(_)
         | Command::PortForward(_)
-        | Command::Mcp(_) => true,
+        | Command::Mcp(_)
+        | Command::Pool(_) => true,
         Command::Exec(a) => !a.detach,
         Command::Ls(a) => a.watch,
         Command::Logs(a) => a.follow,
@@ -163,6 +165,9 @@ async fn dispatch(cli: Cli) -> Result<i32> {
         Ctx::from_layers(&layers, flags, progress.clone())
     };
     match &cli.command {
+        Command::Up(a) if a.pool.is_some() => {
+            pool::claim(&ctx(&[])?, format, a, a.pool.as_deref().unwrap_or_default()).await
+        }
         Command::Up(a) => {
             let req = up::request_with_devcontainer(a)?;
             up::run(&ctx(&req.config_flags())?, format, &progress, &req).await
@@ -190,6 +195,7 @@ async fn dispatch(cli: Cli) -> Result<i32> {
         Command::Renew(a) => renew::run(&ctx(&[])?, format, a).await,
         Command::Cp(a) => cp::run(&ctx(&[])?, format, a).await,
         Command::Trust(a) => trust::run(&ctx(&[])?, format, a).await,
+        Command::Pool(a) => pool::run(&ctx(&[])?, &cli.global, format, progress.clone(), a).await,
         Command::Stop(_)
         | Command::Start(_)
         | Command::Pause(_)
@@ -214,9 +220,11 @@ async fn dispatch(cli: Cli) -> Result<i32> {
 pub fn load_layers(cli: &Cli, reporter: &dyn Reporter) -> Result<Layers> {
     let explicit = cli.global.config.as_deref();
     let layers = match cli.command {
-        Command::Up(_) | Command::Mcp(_) => {
-            crate::sandbox::trust::layers_for_new_sandboxes(explicit, reporter)?
-        }
+        Command::Up(_)
+        | Command::Mcp(_)
+        | Command::Pool(PoolArgs {
+            command: PoolCommand::Create(_),
+        }) => crate::sandbox::trust::layers_for_new_sandboxes(explicit, reporter)?,
         Command::Run(_) => Layers::load(explicit)?,
         _ => Layers::load_for_existing(explicit)?,
     };

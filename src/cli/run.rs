@@ -67,7 +67,18 @@ pub(crate) async fn run(
     super::exec::refuse_option_as_command("run", &args.command)?;
     super::exec::refuse_combined_without_json("run", args.combined, format)?;
     let env = super::exec::env_assignments(&args.env, |k| std::env::var_os(k))?;
-    let created = create(ctx, req).await;
+    let created = match &args.up.pool {
+        // A sandbox of a warm pool: claimed at once, removed after the command as any.
+        Some(pool) => {
+            let claim = crate::sandbox::pool::ClaimRequest {
+                pool: pool.clone(),
+                owner_pid: req.owner_pid.clone(),
+                ttl: req.ttl.clone(),
+            };
+            crate::sandbox::pool::claim(ctx, &claim).await
+        }
+        None => create(ctx, req).await,
+    };
     progress.finish();
     let rec = match created {
         Ok(rec) => rec,

@@ -41,6 +41,7 @@ pub(crate) fn request(args: &UpArgs) -> UpRequest {
         engine: args.engine.clone(),
         constraints: args.constraints.clone(),
         placement_timeout: args.placement_timeout.clone(),
+        pool_member: None,
     }
 }
 

@@ -72,6 +72,7 @@ fn rec(n: u8, state: Lifecycle) -> Record {
         workdir_id: None,
         runtime: None,
         devcontainer: None,
+        pool: None,
         published: Vec::new(),
         workdir_mode: Default::default(),
         daemon: None,

@@ -107,7 +107,12 @@ pub(crate) async fn with_stats(ctx: &Ctx, entries: &mut [Entry], gap: std::time:
 /// `container_state` `unknown`, so that local sandboxes (the fallback while the engine is down)
 /// can still be listed (the warning goes to `ctx.reporter`).
 pub(crate) async fn entries(ctx: &Ctx) -> Result<Vec<Entry>> {
-    let state = ctx.store.load()?;
+    let mut state = ctx.store.load()?;
+    // Sandboxes waiting, ready or starting, in a warm pool are the pool's (`pool ls`), not
+    // anyone's yet; one that failed there is shown, for `down` to remove.
+    state.sandboxes.retain(|r| {
+        !(r.waits_in_pool(None) && matches!(r.state, Lifecycle::Running | Lifecycle::Pending))
+    });
     let label = ctx.state_label();
     // One listing per engine and daemon in use ([`super::Target`]).
     let current = ctx.current_target();

@@ -26,6 +26,7 @@ pub(crate) mod host_files;
 pub(crate) mod image_cache;
 pub(crate) mod lifecycle;
 pub(crate) mod list;
+pub(crate) mod pool;
 pub(crate) mod reap;
 pub(crate) mod relay;
 pub(crate) mod renew;

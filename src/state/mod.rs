@@ -29,7 +29,7 @@ mod store;
 pub(crate) use process::{proc_start_time, ProcessRef};
 pub(crate) use record::{
     now_rfc3339, tighter, AgentRecord, BootstrapRun, ChannelRecord, DevcontainerRecord, Lifecycle,
-    Record, Settings,
+    PoolTag, Record, Settings,
 };
 pub(crate) use store::Store;
 
@@ -186,6 +186,7 @@ pub(crate) mod tests {
             workdir_id: None,
             runtime: None,
             devcontainer: None,
+            pool: None,
             published: Vec::new(),
             workdir_mode: Default::default(),
             daemon: None,

@@ -140,6 +140,29 @@ pub(crate) struct Record {
     /// its parent's); absent otherwise.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub devcontainer: Option<DevcontainerRecord>,
+    /// The warm pool the sandbox was made for (`h9sandbox pool create`): while `claimed_at` is
+    /// `null` it waits, ready, for an `up --pool NAME` to claim it, and `ls` leaves it out.
+    /// Absent for a sandbox made by a plain `up`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pool: Option<PoolTag>,
+}
+
+/// A sandbox's place in a warm pool ([`Record::pool`]; `ls --format json`: `"pool"`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct PoolTag {
+    /// The pool's name.
+    pub name: String,
+    /// When an `up --pool` claimed it, RFC 3339 UTC; `null` while it waits in the pool.
+    pub claimed_at: Option<String>,
+}
+
+impl Record {
+    /// Whether the sandbox waits, unclaimed, in the pool `name` (any pool when `None`).
+    pub(crate) fn waits_in_pool(&self, name: Option<&str>) -> bool {
+        self.pool
+            .as_ref()
+            .is_some_and(|p| p.claimed_at.is_none() && name.is_none_or(|n| n == p.name))
+    }
 }
 
 /// What a sandbox's record keeps of its devcontainer.json (`ls --format json`:

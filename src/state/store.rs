@@ -243,6 +243,25 @@ impl Store {
         Ok(out)
     }
 
+    /// Takes the exclusive lock of the lock file `name` of the state directory (e.g.
+    /// `pool-NAME.lock`, which a pool's filler holds while it works) without waiting: `None`
+    /// when another process holds it. The lock dies with its holder, as the state lock does.
+    pub(crate) fn try_lock_named(&self, name: &str) -> Result<Option<LockGuard>> {
+        use rustix::fs::OFlags;
+        let dir = self.open_dir()?;
+        let path = self.dir.join(name);
+        let file = self
+            .open_file(&dir, name, OFlags::RDWR | OFlags::CREATE)?
+            .with_context(|| format!("cannot create the lock file {}", path.display()))?;
+        match file.try_lock() {
+            Ok(()) => Ok(Some(LockGuard { _file: file })),
+            Err(std::fs::TryLockError::WouldBlock) => Ok(None),
+            Err(std::fs::TryLockError::Error(e)) => {
+                Err(e).with_context(|| format!("cannot lock {}", path.display()))
+            }
+        }
+    }
+
     fn lock_in(&self, dir: &OwnedFd) -> Result<LockGuard> {
         use rustix::fs::OFlags;
         let file = self

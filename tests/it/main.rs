@@ -26,6 +26,7 @@ mod interactive;
 mod lifecycle;
 mod mcp;
 mod owner;
+mod pool;
 mod progress;
 mod project_file;
 mod reap;

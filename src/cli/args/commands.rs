@@ -9,8 +9,10 @@ use clap::{Args, Subcommand};
 use super::*;
 use crate::types::{Caps, Network};
 
-/// `up` arguments. Unset options come from the configuration.
-#[derive(Debug, Args)]
+/// `up` arguments. Unset options come from the configuration. A warm pool keeps them
+/// (`pool create`) as JSON, to make its sandboxes with later.
+#[derive(Debug, Default, Args, serde::Serialize, serde::Deserialize)]
+#[serde(default)]
 pub struct UpArgs {
     /// Host directory at the same path (bind-mounted, or copied in with --workdir-mode copy);
     /// not one holding the host's secrets or code (a dot-directory of your home, a system tree
@@ -117,6 +119,107 @@ pub struct UpArgs {
     /// names another address (repeatable; `ls` shows the host ports)
     #[arg(long = "publish", short = 'p', value_name = "[[IP:]HOST_PORT:]PORT")]
     pub publish: Vec<String>,
+    /// Claim a ready sandbox of the warm pool POOL (`h9sandbox pool create`) instead of making
+    /// one: image, limits, network and work dir are the pool's, a copied work dir gets its
+    /// content now; only --owner-pid and --ttl may be given with it
+    #[arg(long, value_name = "POOL", conflicts_with_all = [
+        "workdir", "workdir_mode", "engine", "constraints", "placement_timeout", "image", "name",
+        "cpus", "memory", "pids_limit", "network", "allow", "runtime", "caps", "labels", "parent",
+        "bootstrap", "bootstrap_required", "bootstrap_timeout", "user", "reuse", "devcontainer",
+        "build", "dockerfile", "publish",
+    ])]
+    pub pool: Option<String>,
+}
+
+/// `pool` arguments.
+#[derive(Debug, Args)]
+pub struct PoolArgs {
+    #[command(subcommand)]
+    pub command: PoolCommand,
+}
+
+/// `pool`'s subcommands.
+#[derive(Debug, Subcommand)]
+pub enum PoolCommand {
+    /// Make a warm pool: SIZE sandboxes made with up's options, kept ready for `up --pool NAME`
+    #[command(after_help = "\
+Examples:
+  h9sandbox pool create py --size 4 --image python:3.12 --memory 1g --network none
+  h9sandbox pool create eval --size 8 --workdir-mode copy --bootstrap 'pip install pytest'
+  h9sandbox up --pool py --owner-pid $$          claims one at once; the pool makes the next
+
+Takes up's options except --name, --reuse, --parent, --owner-pid, --ttl and --pool. The work dir
+(--workdir, default: the current directory) is fixed by the pool: with --workdir-mode copy each
+claim copies the directory's content in as it is at the claim; mounted, every sandbox of the pool
+mounts it. The bootstrap runs when a sandbox is made, before it is claimed (a copied work dir is
+empty then). The options, this directory and the environment's H9SANDBOX_* and DOCKER_* variables
+are kept in the state directory (pools.json): every sandbox of the pool is made with them.
+
+Waits until SIZE sandboxes are ready (--no-wait: returns at once); when the first cannot be made,
+nothing is kept and the error is up's.")]
+    Create(Box<PoolCreateArgs>),
+    /// List the warm pools: size, sandboxes ready and starting, the filler's last error
+    #[command(after_help = "\
+Examples:
+  h9sandbox pool ls
+  h9sandbox pool ls --format json                 [{name, size, ready, starting, cwd, created_at, last_error}]
+
+Reads the state directory only (no engine call). `ls` leaves out the sandboxes that wait in a
+pool; `up --pool` claims one, which `ls` shows from then on.")]
+    Ls,
+    /// Make sandboxes for a pool until SIZE are ready (after a failure, or a `down --all`)
+    #[command(after_help = "\
+Examples:
+  h9sandbox pool fill py
+
+`up --pool` starts a filler in the background after each claim; one filler works on a pool at a
+time (this one then returns at once). Exit status: 0, or 1 when a sandbox could not be made (the
+error is kept: `pool ls` shows it).")]
+    Fill(PoolFillArgs),
+    /// Remove warm pools: their definitions and the sandboxes that wait in them
+    #[command(after_help = "\
+Examples:
+  h9sandbox pool rm py
+
+Sandboxes claimed from the pool are the claimants': `down` removes those.")]
+    Rm(PoolRmArgs),
+}
+
+/// `pool create` arguments.
+#[derive(Debug, Args)]
+pub struct PoolCreateArgs {
+    /// The pool's name: 1 to 63 of a-z, 0-9, '.', '_', '-'
+    #[arg(value_name = "NAME")]
+    pub pool_name: String,
+    /// How many sandboxes wait, ready, in the pool (1 to 64)
+    #[arg(long, value_name = "N", default_value_t = 2, value_parser = clap::value_parser!(u32).range(1..=crate::sandbox::pool::MAX_SIZE as i64))]
+    pub size: u32,
+    /// Return once the definition is kept and its filler started, without waiting for the
+    /// sandboxes
+    #[arg(long)]
+    pub no_wait: bool,
+    #[command(flatten)]
+    pub up: UpArgs,
+}
+
+/// `pool fill` arguments.
+#[derive(Debug, Args)]
+pub struct PoolFillArgs {
+    /// The pool
+    #[arg(value_name = "NAME")]
+    pub name: String,
+    /// Be the filler itself (h9sandbox's own use: `pool fill` and `up --pool` start it with the
+    /// pool's directory and environment)
+    #[arg(long, hide = true)]
+    pub worker: bool,
+}
+
+/// `pool rm` arguments.
+#[derive(Debug, Args)]
+pub struct PoolRmArgs {
+    /// The pools
+    #[arg(value_name = "NAME", required = true)]
+    pub names: Vec<String>,
 }
 
 /// `mcp` arguments.

@@ -287,6 +287,18 @@ directory. A file with a bad value, an unknown key, a key that acts on the host 
 engine_bin, fallback, runtime, state_dir, docker_context, workdir_mode, registry) or
 allowed_workdirs cannot be trusted.")]
     Trust(TrustArgs),
+    /// Keep warm pools of sandboxes, made before they are asked for: `up --pool` claims one at once
+    #[command(after_help = "\
+Examples:
+  h9sandbox pool create py --size 4 --image python:3.12 --workdir-mode copy
+  h9sandbox up --pool py --owner-pid $$ --ttl 30m
+  h9sandbox pool ls
+  h9sandbox pool rm py
+
+`up --pool NAME` takes a Running sandbox of the pool (no engine call; a copied work dir's content
+is copied in then) and starts a filler in the background that makes the next one. With none
+ready it waits for the filler, up to start_timeout_secs + 30 s.")]
+    Pool(PoolArgs),
     /// Stop a sandbox's container, keeping it and its scratch volume (see `start`)
     #[command(after_help = "\
 Examples:
@@ -488,6 +500,7 @@ impl Command {
             Command::Run(_) => "run",
             Command::Mcp(_) => "mcp",
             Command::Trust(_) => "trust",
+            Command::Pool(_) => "pool",
         }
     }
 }

@@ -53,6 +53,7 @@ impl Session {
             engine: None,
             constraints: Vec::new(),
             placement_timeout: None,
+            pool_member: None,
         };
         // A sub-sandbox shares its parent's work dir: only of a sandbox the session may reach.
         let req = UpRequest {

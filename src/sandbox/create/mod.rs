@@ -113,6 +113,10 @@ pub(crate) struct UpRequest {
     /// How long a swarm may take to place the sandbox (`--placement-timeout`; default: config
     /// `placement_timeout_secs`).
     pub placement_timeout: Option<String>,
+    /// The warm pool the sandbox is made for (`h9sandbox pool fill`): it is recorded as waiting
+    /// in it ([`crate::state::PoolTag`]), and a copied work dir stays empty until an `up --pool`
+    /// claims it and copies the directory's content in then ([`super::pool`]).
+    pub pool_member: Option<String>,
 }
 
 impl UpRequest {
@@ -197,8 +201,9 @@ pub(crate) async fn create(ctx: &Ctx, req: &UpRequest) -> Result<Record> {
     if engine.kind().isolation() == Isolation::None {
         ctx.reporter.warn(&local_warning(&rec));
     }
-    // A copied work dir: its content goes in before anyone may use the sandbox's files.
-    if rec.workdir_mode == WorkdirMode::Copy {
+    // A copied work dir: its content goes in before anyone may use the sandbox's files (a pool's
+    // sandbox gets it when it is claimed, as it is then).
+    if rec.workdir_mode == WorkdirMode::Copy && req.pool_member.is_none() {
         let seeded = tokio::select! {
             r = super::copy::seed(ctx, &rec) => r.map(|_| ()),
             sig = interrupted() => Err(anyhow::anyhow!("interrupted by {sig}")),
@@ -470,7 +475,7 @@ async fn record_running(
 /// Removes a started sandbox (its container, then what it holds beside it) and drops its
 /// record, as [`fail_pending`] does; returns the error `up` fails with. When the container
 /// cannot be removed, the record stays Failed with `reason`, for `down` to retry.
-async fn abort(ctx: &Ctx, rec: &Record, reason: String) -> anyhow::Error {
+pub(in crate::sandbox) async fn abort(ctx: &Ctx, rec: &Record, reason: String) -> anyhow::Error {
     let engine = ctx.engine_for(rec);
     let removed = engine.remove(rec.container_ref()).await;
     if removed.is_ok() {

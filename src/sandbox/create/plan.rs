@@ -170,6 +170,10 @@ pub(super) async fn resolve_spec(ctx: &Ctx, req: &UpRequest) -> Result<Plan> {
         published: Vec::new(),
         workdir_mode,
         daemon: engine.daemon().cloned(),
+        pool: req.pool_member.as_ref().map(|name| crate::state::PoolTag {
+            name: name.clone(),
+            claimed_at: None,
+        }),
     };
     record.start_lease(SystemTime::now())?;
     let binary = match engine.kind().isolation() {
