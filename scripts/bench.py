@@ -69,6 +69,10 @@ With --only ls, 30 sandboxes up at once (`--sandboxes N`), listed and swept:
 
 and the engine calls each makes (`-v`'s lines), which must not grow with the sandboxes.
 
+With --only pool, `up --pool P` (the claim of a ready sandbox of a warm pool, `pool create`)
+against the same bare `docker run -d`, for a pool with a mounted work dir and one with a copied
+work dir (the claim copies its content in), the pool refilled before each claim.
+
 With --only concurrent, 50 `h9sandbox up`s (`--sandboxes N`) run 8 at a time against 50 bare
 `docker run -d`s of the same container 8 at a time (totals: the state lock must not serialise
 the engine's part), then their `down`s against `docker stop -t 5` + `docker rm -f -v`.
@@ -76,7 +80,7 @@ the engine's part), then their `down`s against `docker stop -t 5` + `docker rm -
 Runs alternate (ours, theirs, ours, ...) so drift hits both alike; prints medians and the ratio
 ours/theirs. Usage:
   scripts/bench.py [--binary PATH] [--image IMG] [--runs N] [--engine E] [--runtime R]
-                   [--only core|files|mcp|allowlist|owner|remote|forward|ls|concurrent]
+                   [--only core|files|mcp|allowlist|owner|remote|forward|ls|concurrent|pool]
                    [--sandboxes N]
 """
 import argparse, os, re, shlex, statistics, subprocess, sys, tempfile, time
@@ -413,6 +417,52 @@ def bench_concurrent(a, env, h9, work):
         subprocess.run(["rm", "-rf"] + bare_dirs)
 
 
+def bench_pool(a, env, h9, work):
+    """`up --pool P` (a claim of a warm pool's ready sandbox) against a bare `docker run -d` with
+    the flags `up -v` prints, for a pool with a mounted work dir and one with a copied work dir
+    (the claim copies its content in: here one small file). Before each claim the pool is
+    refilled, so that each claim finds a ready sandbox (the claim is measured, not the filler)."""
+    import json
+    run_argv, name_at, bare_dirs = bare_run_template(a, env, h9, work)
+    with open(os.path.join(work, "hello.txt"), "w") as f:
+        f.write("hello\n")
+    size = 2
+
+    def ready(name):
+        _, p = timed(h9 + ["pool", "ls", "--format", "json"], env=env)
+        return next(x["ready"] for x in json.loads(p.stdout) if x["name"] == name)
+
+    def wait_full(name):
+        deadline = time.time() + 120
+        while ready(name) < size:
+            if time.time() > deadline:
+                sys.exit(f"bench: pool {name} did not refill in 120 s")
+            time.sleep(0.05)
+
+    try:
+        for name, mode in (("bench-mount", "mount"), ("bench-copy", "copy")):
+            timed(h9 + ["pool", "create", name, "--size", str(size), "--workdir", work,
+                        "--workdir-mode", mode], env=env)
+            claims, bare = [], []
+            runs = max(5, a.runs // 3)
+            for i in range(runs + 1):
+                wait_full(name)
+                dt, p = timed(h9 + ["up", "--pool", name], env=env)
+                claims.append(dt)
+                sid = p.stdout.decode().strip()
+                dt, p = timed(bare_argv(run_argv, name_at, f"h9bench-{os.getpid()}-{name}-{i}"))
+                bare.append(dt)
+                cid = p.stdout.decode().strip()
+                timed(h9 + ["down", sid], env=env)
+                subprocess.run([a.engine, "rm", "-f", "-v", cid], stdout=subprocess.DEVNULL)
+            # The first round warms caches; it is left out.
+            report(f"up --pool ({mode} work dir)", claims[1:], bare[1:], f"{a.engine} run -d")
+            timed(h9 + ["pool", "rm", name], env=env)
+    finally:
+        subprocess.run(h9 + ["down", "--all"], env=env, stdout=subprocess.DEVNULL)
+        subprocess.run(["rm", "-rf"] + bare_dirs)
+
+
 def anonymous_volume(mount):
     """A `--mount` value of the sandbox's named scratch volume (`type=volume,source=NAME,...`) as
     an anonymous volume at the same place (a bare run's own, removed with `rm -v`, which a named
@@ -585,7 +635,7 @@ def main():
     ap.add_argument("--engine", choices=["docker", "podman", "local"], default="docker")
     ap.add_argument("--runtime", help="OCI runtime of the sandboxes and raw containers (runsc)")
     ap.add_argument("--only", choices=["core", "files", "mcp", "allowlist", "owner", "remote",
-                                       "forward", "ls", "concurrent"])
+                                       "forward", "ls", "concurrent", "pool"])
     ap.add_argument("--sandboxes", type=int,
                     help="how many sandboxes `--only ls` lists (30), `--only concurrent` makes (50)")
     a = ap.parse_args()
@@ -611,6 +661,12 @@ def main():
     if a.only == "concurrent":
         try:
             bench_concurrent(a, env, h9, work)
+        finally:
+            subprocess.run(["rm", "-rf", state, work])
+        return
+    if a.only == "pool":
+        try:
+            bench_pool(a, env, h9, work)
         finally:
             subprocess.run(["rm", "-rf", state, work])
         return
