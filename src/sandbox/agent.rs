@@ -509,6 +509,11 @@ async fn channel_conn(
     }
     if let Some(address) = &channel.address {
         match crate::channel::tls::connect(address, &keys, &token).await {
+            // No exec of the engine's to relay through (a swarm): why the channel failed is
+            // the answer.
+            Err(e @ ConnectError::Unreachable(_)) if !engine.capabilities().engine_exec => {
+                return Err(e)
+            }
             Err(ConnectError::Unreachable(why)) => {
                 if ctx.verbose() {
                     ctx.reporter.note(&format!(

@@ -184,12 +184,13 @@ pub(super) async fn run_tool(
 ) -> Result<Ended> {
     let chunks = input.map(feed);
     let conn = match ctx.cfg.exec_agent {
-        true => super::agent::connect(ctx, rec).await.ok().flatten(),
-        false => None,
+        true => super::agent::connect(ctx, rec).await,
+        false => Ok(None),
     };
     match conn {
-        Some(conn) => via_agent(conn, user, argv, chunks, out).await,
-        None => via_engine(ctx, rec, user, argv, chunks, out).await,
+        Ok(Some(conn)) => via_agent(conn, user, argv, chunks, out).await,
+        Ok(None) => via_engine(ctx, rec, user, argv, chunks, out, None).await,
+        Err(e) => via_engine(ctx, rec, user, argv, chunks, out, Some(e)).await,
     }
 }
 
@@ -293,6 +294,7 @@ async fn via_engine(
     argv: Vec<String>,
     mut chunks: Option<mpsc::Receiver<Chunk>>,
     out: &mut (dyn FnMut(&[u8]) -> Result<()> + Send),
+    why: Option<crate::channel::ConnectError>,
 ) -> Result<Ended> {
     let engine = ctx.runner_for(rec)?;
     let spec = ExecSpec {
@@ -314,7 +316,7 @@ async fn via_engine(
         },
         stdout_inherit: false,
     };
-    if let Some(e) = super::exec::without_engine_exec(&engine, rec).await {
+    if let Some(e) = super::exec::without_engine_exec(&engine, rec, why.as_ref()).await {
         return Err(e.into());
     }
     let mut child = engine.exec(rec.container_ref(), &spec, stdio)?;

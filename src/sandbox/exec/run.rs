@@ -46,6 +46,7 @@ pub(crate) async fn run_command_until(
         true => crate::sandbox::agent::connect(ctx, rec).await,
         false => Ok(None),
     };
+    let mut why = None;
     match agent {
         Ok(Some(conn)) => {
             // `-v`: what the agent started, once it says (the shell it found, the program on
@@ -54,6 +55,8 @@ pub(crate) async fn run_command_until(
             return crate::sandbox::exec_agent::run(rec, conn, spec, timeout, sink, stop, verbose).await;
         }
         Ok(None) => {}
+        // Without an exec of the engine's (a swarm), why is the error (below).
+        Err(e) if !engine.capabilities().engine_exec => why = Some(e),
         // The engine's exec still works; say why it is used.
         Err(e @ ConnectError::Unreachable(_)) => {
             if ctx.verbose() {
@@ -69,7 +72,7 @@ pub(crate) async fn run_command_until(
     if let Some(out) = local_program_missing(&engine, spec, sink).await {
         return Ok(out);
     }
-    if let Some(e) = without_engine_exec(&engine, rec).await {
+    if let Some(e) = without_engine_exec(&engine, rec, why.as_ref()).await {
         return Err(e.into());
     }
     refuse_past_argument_limit(rec, spec)?;
@@ -242,15 +245,18 @@ async fn stopped_by_oom(engine: &AnyEngine, rec: &Record, e: Error) -> Error {
     }
 }
 
-/// Why a command of sandbox `rec`, whose agent did not answer, cannot run on `engine` when the
-/// engine has no exec of its own to stand in ([`Capabilities::engine_exec`](crate::engine::Capabilities::engine_exec),
-/// a swarm): its container is gone ([`Error::ContainerGone`]) or has ended
-/// ([`Error::ContainerStopped`]; a task never starts again, its files are gone with it), as the
-/// engine reports it. `None` with an exec of the engine's, while the container runs (its node
-/// unreachable, which the engine's exec error says), or when the engine cannot tell.
+/// Why a command of sandbox `rec`, whose agent did not answer (`why`, when connecting failed),
+/// cannot run on `engine` when the engine has no exec of its own to stand in
+/// ([`Capabilities::engine_exec`](crate::engine::Capabilities::engine_exec), a swarm): its
+/// container is gone ([`Error::ContainerGone`]) or has ended ([`Error::ContainerStopped`]; a
+/// task never starts again, its files are gone with it), as the engine reports it, or, while it
+/// runs or the engine cannot tell, `why` itself (its node unreachable, an agent that did not
+/// answer in time). `None` with an exec of the engine's, or with no `why` while the container
+/// runs (the engine's exec error then says what it can).
 pub(in crate::sandbox) async fn without_engine_exec(
     engine: &AnyEngine,
     rec: &Record,
+    why: Option<&ConnectError>,
 ) -> Option<Error> {
     if engine.capabilities().engine_exec {
         return None;
@@ -282,6 +288,15 @@ pub(in crate::sandbox) async fn without_engine_exec(
             hint: format!("`h9sandbox down {id}` removes it"),
             id,
         }),
-        _ => None,
+        _ => why.map(|why| {
+            let hint = match why {
+                ConnectError::Unreachable(_) => "is its node down (`docker node ls`)? Is the channel's published port reachable from this machine?".to_string(),
+                _ => format!("`h9sandbox down {id}` and a new sandbox restore the agent"),
+            };
+            Error::Sandbox(format!(
+                "{why}, and engine {} has no exec of its own to fall back on ({noun} {container}): {hint}",
+                engine.kind().as_str()
+            ))
+        }),
     }
 }

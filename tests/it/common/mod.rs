@@ -183,6 +183,16 @@ pub(crate) fn exists_in_workdir(env: &TestEnv, id: &str, rel: &str) -> bool {
     }
 }
 
+/// What `-v` prints of the engine's command that makes a sandbox's container: `docker run -d`
+/// (or Podman's), or under engine swarm `docker service create` (a service of one task).
+pub(crate) fn create_command() -> &'static str {
+    if engine() == Engine::Swarm {
+        " service create "
+    } else {
+        " run -d "
+    }
+}
+
 /// Whether `H9TEST_EXEC_PATH=engine` asks for commands through the engine's exec rather than
 /// the sandbox's agent.
 pub(crate) fn exec_path_is_engine() -> bool {
