@@ -13,6 +13,7 @@ use super::output;
 use super::progress::CliReporter;
 use super::{Format, GlobalArgs, PoolArgs, PoolCommand, PoolCreateArgs, UpArgs};
 use crate::error::Error;
+use crate::report::Silent;
 use crate::sandbox::create::create;
 use crate::sandbox::pool::{self, ClaimRequest, PoolDef};
 use crate::sandbox::Ctx;
@@ -27,10 +28,16 @@ pub(crate) async fn run(
     args: &PoolArgs,
 ) -> Result<i32> {
     match &args.command {
-        PoolCommand::Create(a) => create_pool(ctx, global, a).await,
+        PoolCommand::Create(a) => create_pool(ctx, global, format, a).await,
         PoolCommand::Ls => list(ctx, format),
         PoolCommand::Fill(a) if a.worker => work(ctx, &a.name, progress).await,
-        PoolCommand::Fill(a) => fill_foreground(ctx, &pool::get(ctx, &a.name)?).await,
+        PoolCommand::Fill(a) => {
+            let code = fill_foreground(ctx, &pool::get(ctx, &a.name)?).await?;
+            match format {
+                Format::Json => printed(ctx, format, &a.name, code),
+                Format::Table => Ok(code),
+            }
+        }
         PoolCommand::Rm(a) => remove(ctx, format, &a.names).await,
     }
 }
@@ -59,25 +66,48 @@ pub(crate) async fn claim(ctx: &Ctx, format: Format, args: &UpArgs, name: &str) 
 
 /// `pool create`: keeps the definition, then fills the pool (or starts its filler, with
 /// `--no-wait`). When the first sandbox cannot be made, the definition is dropped again.
-async fn create_pool(ctx: &Ctx, global: &GlobalArgs, a: &PoolCreateArgs) -> Result<i32> {
+async fn create_pool(
+    ctx: &Ctx,
+    global: &GlobalArgs,
+    format: Format,
+    a: &PoolCreateArgs,
+) -> Result<i32> {
     pool::check_name(&a.pool_name)?;
+    let n = &a.pool_name;
     let refused = [
-        ("--name", a.up.name.is_some()),
-        ("--reuse", a.up.reuse),
-        ("--parent", a.up.parent.is_some()),
-        ("--owner-pid", a.up.owner_pid.is_some()),
-        ("--ttl", a.up.ttl.is_some()),
-        ("--pool", a.up.pool.is_some()),
+        (
+            a.up.name.is_some() || a.up.reuse,
+            "--name or --reuse: a pool's sandboxes are named by their IDs".to_string(),
+        ),
+        (
+            a.up.parent.is_some(),
+            "--parent: a pool's sandboxes are top-level sandboxes".to_string(),
+        ),
+        (
+            a.up.owner_pid.is_some() || a.up.ttl.is_some(),
+            format!("--owner-pid or --ttl: the claimant gives the owner and lease (`up --pool {n} --owner-pid PID --ttl 30m`)"),
+        ),
+        (
+            a.up.pool.is_some(),
+            "--pool: a pool is made of new sandboxes, not of another pool's".to_string(),
+        ),
+        // Every sandbox of the pool would ask for the same host port: one could have it.
+        (
+            a.size > 1 && a.up.publish.iter().any(|p| p.contains(':')),
+            format!("--publish with a host port and --size {}: the pool's sandboxes cannot all have that one port; publish PORT alone (a free host port each), or use --size 1", a.size),
+        ),
     ];
-    if let Some((flag, _)) = refused.iter().find(|(_, given)| *given) {
-        return Err(Error::Usage(format!(
-            "pool create takes no {flag}: a pool's sandboxes get their name from their ID, and the claimant gives the owner and lease (`up --pool {} --owner-pid PID --ttl 30m`)",
-            a.pool_name
-        ))
-        .into());
+    if let Some((_, why)) = refused.iter().find(|(given, _)| *given) {
+        return Err(Error::Usage(format!("pool create takes no {why}")).into());
     }
-    // Checked now as the filler will read them: a bad option fails here, not in the background.
-    super::up::request_with_devcontainer(&a.up)?;
+    // Read now as the filler will: a bad option fails here, not in the background, and the
+    // configuration in force is kept for the fillers to check theirs against.
+    let (_, made) = maker(
+        global.config.as_deref(),
+        &a.up,
+        &a.pool_name,
+        Arc::new(Silent),
+    )?;
     let cwd = std::env::current_dir().context("cannot read the current directory")?;
     let def = PoolDef {
         name: a.pool_name.clone(),
@@ -86,14 +116,14 @@ async fn create_pool(ctx: &Ctx, global: &GlobalArgs, a: &PoolCreateArgs) -> Resu
         config: global.config.clone(),
         cwd,
         env: pool::kept_env(),
+        config_in_force: Some(pool::config_in_force(&made.cfg)),
         created_at: now_rfc3339(),
         last_error: None,
     };
     pool::add(ctx, def.clone())?;
     if a.no_wait {
         pool::spawn_filler(ctx, &def)?;
-        output::print_line(&def.name)?;
-        return Ok(0);
+        return printed(ctx, format, &def.name, 0);
     }
     let code = fill_foreground(ctx, &def).await?;
     let state = ctx.store.load()?;
@@ -102,7 +132,18 @@ async fn create_pool(ctx: &Ctx, global: &GlobalArgs, a: &PoolCreateArgs) -> Resu
         pool::remove_def(ctx, &def.name)?;
         return Ok(if code == 0 { 1 } else { code });
     }
-    output::print_line(&def.name)?;
+    printed(ctx, format, &def.name, code)
+}
+
+/// Prints the pool `name` as `pool create` does (its name, or its `pool ls` entry as JSON) and
+/// returns `code`.
+fn printed(ctx: &Ctx, format: Format, name: &str, code: i32) -> Result<i32> {
+    match format {
+        Format::Json => {
+            list_some(ctx, format, Some(name))?;
+        }
+        Format::Table => output::print_line(name)?,
+    }
     Ok(code)
 }
 
@@ -121,6 +162,22 @@ async fn fill_foreground(ctx: &Ctx, def: &PoolDef) -> Result<i32> {
     Ok(status.code().unwrap_or(1))
 }
 
+/// The request and the context a filler of pool `name` makes its sandboxes with: `up`'s
+/// options `args` and the configuration layers of `config` (`--config`) and of this directory
+/// and environment, as `up` would read them; warnings go to `reporter`.
+fn maker(
+    config: Option<&std::path::Path>,
+    args: &UpArgs,
+    name: &str,
+    reporter: Arc<dyn crate::report::Reporter>,
+) -> Result<(crate::sandbox::create::UpRequest, Ctx)> {
+    let mut req = super::up::request_with_devcontainer(args)?;
+    req.pool_member = Some(name.to_string());
+    let layers = crate::sandbox::trust::layers_for_new_sandboxes(config, &*reporter)?;
+    let made = Ctx::from_layers(&layers, &req.config_flags(), reporter)?;
+    Ok((req, made))
+}
+
 /// The filler itself (`pool fill NAME --worker`): makes sandboxes for the pool with its `up`
 /// options until as many wait as its size; returns at once when another filler holds the
 /// pool's lock, and stops when the pool is removed. Exit status 1 when a sandbox could not be
@@ -136,11 +193,14 @@ async fn work(ctx: &Ctx, name: &str, progress: Arc<CliReporter>) -> Result<i32> 
                 path: ctx.store.dir().join(pool::FILE),
                 reason: format!("pool {name}'s up options do not parse: {e}"),
             })?;
-        let mut req = super::up::request_with_devcontainer(&args)?;
-        req.pool_member = Some(name.to_string());
-        let layers =
-            crate::sandbox::trust::layers_for_new_sandboxes(def.config.as_deref(), &*progress)?;
-        let made = Ctx::from_layers(&layers, &req.config_flags(), progress.clone())?;
+        let (req, made) = maker(def.config.as_deref(), &args, name, progress.clone())?;
+        if def.config_in_force.as_ref() != Some(&pool::config_in_force(&made.cfg)) {
+            let why = format!(
+                "the configuration in force is no longer the one pool {name} was made with (a sandbox.toml or user configuration file changed, or is no longer trusted); `h9sandbox pool rm {name}` and `pool create` it again"
+            );
+            pool::set_error(ctx, name, Some(why.clone()))?;
+            return Err(Error::Refused(why).into());
+        }
         loop {
             let Ok(def) = pool::get(ctx, name) else {
                 return Ok(0);
@@ -151,10 +211,13 @@ async fn work(ctx: &Ctx, name: &str, progress: Arc<CliReporter>) -> Result<i32> 
             }
             match create(&made, &req).await {
                 Ok(rec) => {
+                    // Removed meanwhile (`pool rm`): this one is not wanted either, unless a
+                    // claim took it already (then it is its claimant's).
                     if pool::get(ctx, name).is_err() {
-                        // Removed meanwhile (`pool rm`): this one is not wanted either.
-                        let _ = crate::sandbox::down::take_down(ctx, &[rec.id.to_string()], false)
-                            .await;
+                        if pool::take_back(ctx, rec.id)? {
+                            let id = rec.id.to_string();
+                            let _ = crate::sandbox::down::take_down(ctx, &[id], false).await;
+                        }
                         return Ok(0);
                     }
                     pool::set_error(ctx, name, None)?;
@@ -189,23 +252,49 @@ struct Listed<'a> {
     def: &'a PoolDef,
     ready: u32,
     starting: u32,
+    /// Whether a filler works on the pool now.
+    filling: bool,
+    /// The work dir of the pool's sandboxes (`up --workdir`, from the pool's directory).
+    workdir: std::path::PathBuf,
+}
+
+/// The work dir of the pool `def`'s sandboxes: its `--workdir`, from the directory `pool
+/// create` ran in (that directory without one).
+fn workdir_of(def: &PoolDef) -> std::path::PathBuf {
+    let given = def
+        .up
+        .get("workdir")
+        .and_then(|w| w.as_str())
+        .map(std::path::PathBuf::from);
+    match given {
+        Some(w) => def.cwd.join(w),
+        None => def.cwd.clone(),
+    }
 }
 
 /// `pool ls`.
 fn list(ctx: &Ctx, format: Format) -> Result<i32> {
-    let defs = pool::all(ctx)?;
+    list_some(ctx, format, None)
+}
+
+/// `pool ls` of every pool, or with `only` of that one (`pool create`, `pool fill`).
+fn list_some(ctx: &Ctx, format: Format, only: Option<&str>) -> Result<i32> {
+    let mut defs = pool::all(ctx)?;
+    defs.retain(|d| only.is_none_or(|n| n == d.name));
     let state = ctx.store.load()?;
     let listed: Vec<Listed> = defs
         .iter()
         .map(|def| {
             let (ready, starting) = pool::waiting(&state, &def.name);
-            Listed {
+            Ok(Listed {
                 def,
                 ready,
                 starting,
-            }
+                filling: pool::filler_running(ctx, &def.name)?,
+                workdir: workdir_of(def),
+            })
         })
-        .collect();
+        .collect::<Result<_>>()?;
     if format == Format::Json {
         output::print_json(&listed)?;
         return Ok(0);
@@ -216,7 +305,8 @@ fn list(ctx: &Ctx, format: Format) -> Result<i32> {
             "SIZE",
             "READY",
             "STARTING",
-            "DIRECTORY",
+            "FILLER",
+            "WORK DIR",
             "LAST ERROR",
         ],
         output::colour_enabled(),
@@ -227,7 +317,8 @@ fn list(ctx: &Ctx, format: Format) -> Result<i32> {
             l.def.size.to_string(),
             l.ready.to_string(),
             l.starting.to_string(),
-            l.def.cwd.display().to_string(),
+            if l.filling { "working" } else { "-" }.to_string(),
+            l.workdir.display().to_string(),
             l.def
                 .last_error
                 .as_ref()

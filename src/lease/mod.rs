@@ -141,6 +141,23 @@ pub(crate) fn lease_reason(
             }
             None => {}
         },
+        // Made for a warm pool, never made ready (started, not bootstrapped), and its filler is
+        // gone: nobody will finish it, and nobody may claim it.
+        Lifecycle::Running
+            if r.pool
+                .as_ref()
+                .is_some_and(|p| p.claimed_at.is_none() && !p.ready)
+                && !alive(&r.creator) =>
+        {
+            return Some((
+                Reason::CreatorDead,
+                format!(
+                    "made for pool {} but never ready, and the filler that made it (process {}) is gone",
+                    r.pool.as_ref().map_or("", |p| p.name.as_str()),
+                    r.creator.pid
+                ),
+            ));
+        }
         Lifecycle::Running
         | Lifecycle::Stopped
         | Lifecycle::Paused

@@ -569,3 +569,30 @@ fn describe_shows_owner_and_time_left() {
     r.expires_at = Some(at(-1));
     assert_eq!(describe(&r, alive, now()), "pid 200 (exited), expired");
 }
+
+#[test]
+fn a_pool_sandbox_never_made_ready_goes_once_its_filler_is_gone() {
+    let tag = |ready: bool, claimed: bool| {
+        Some(crate::state::PoolTag {
+            name: "p".into(),
+            claimed_at: claimed.then(|| at(-1)),
+            ready,
+        })
+    };
+    let mut r = rec(1, Lifecycle::Running);
+    r.pool = tag(false, false);
+    r.creator = p(DEAD);
+    let alive = |x: &ProcessRef| x.pid == ALIVE;
+    let now = UNIX_EPOCH + Duration::from_secs(NOW_SECS);
+    let (reason, detail) = lease_reason(&r, &alive, now).unwrap();
+    assert_eq!(reason, Reason::CreatorDead);
+    assert!(detail.contains("never ready"), "{detail}");
+    // Its filler still at work, or made ready, or claimed: nothing to reap.
+    r.creator = p(ALIVE);
+    assert_eq!(lease_reason(&r, &alive, now), None);
+    r.creator = p(DEAD);
+    r.pool = tag(true, false);
+    assert_eq!(lease_reason(&r, &alive, now), None);
+    r.pool = tag(true, true);
+    assert_eq!(lease_reason(&r, &alive, now), None);
+}

@@ -32,10 +32,23 @@ pub(crate) const FILE: &str = "pools.json";
 /// The largest pool: each of its sandboxes is a running container.
 pub(crate) const MAX_SIZE: u32 = 64;
 
-/// The environment variables a pool's definition keeps (those that choose the configuration,
-/// the state directory and the engine's daemon), so that every filler makes its sandboxes as
-/// `pool create` would have, whoever starts it.
-const KEPT_ENV: [&str; 2] = ["H9SANDBOX_", "DOCKER_"];
+/// The environment variables a pool's definition keeps, by prefix (those that choose the
+/// configuration, its files, the state directory and the engine's daemon): a filler runs with
+/// these and [`KEPT_ENV_NAMES`] of `pool create`'s environment and nothing else, so that it
+/// makes its sandboxes as `pool create` would have, whoever starts it.
+const KEPT_ENV: [&str; 4] = ["H9SANDBOX_", "SANDBOX_", "DOCKER_", "XDG_"];
+
+/// The variables a pool's definition keeps by name (see [`KEPT_ENV`]): where the engine's
+/// client is found, the user's files, an ssh agent for `DOCKER_HOST=ssh://`.
+const KEPT_ENV_NAMES: [&str; 7] = [
+    "PATH",
+    "HOME",
+    "USER",
+    "LOGNAME",
+    "TMPDIR",
+    "SSH_AUTH_SOCK",
+    "NO_COLOR",
+];
 
 /// One pool, as `pools.json` keeps it (and `pool ls --format json` prints it, with counts).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -55,6 +68,12 @@ pub(crate) struct PoolDef {
     /// The environment variables of `pool create` that name configuration ([`KEPT_ENV`]).
     #[serde(default)]
     pub env: BTreeMap<String, String>,
+    /// The configuration the pool's sandboxes are made with ([`config_in_force`]: every layer
+    /// merged, the files, the environment and `up`'s options), as `pool create` found it: a
+    /// filler that finds another one (a `sandbox.toml` or user configuration changed since, or
+    /// no longer trusted) makes nothing and says so, rather than sandboxes unlike the pool's.
+    #[serde(default)]
+    pub config_in_force: Option<serde_json::Value>,
     /// When the pool was made, RFC 3339 UTC.
     pub created_at: String,
     /// Why the last filler failed to make a sandbox (one line), and when; cleared by the next
@@ -98,21 +117,43 @@ pub(crate) fn check_name(name: &str) -> Result<(), Error> {
 /// The environment of this process that a pool's definition keeps ([`KEPT_ENV`]).
 pub(crate) fn kept_env() -> BTreeMap<String, String> {
     std::env::vars()
-        .filter(|(k, _)| KEPT_ENV.iter().any(|p| k.starts_with(p)))
+        .filter(|(k, _)| {
+            KEPT_ENV.iter().any(|p| k.starts_with(p)) || KEPT_ENV_NAMES.contains(&k.as_str())
+        })
         .collect()
 }
 
-fn parse(bytes: Option<&[u8]>, ctx: &Ctx) -> Result<Pools> {
-    match bytes {
-        None => Ok(Pools::default()),
-        Some(b) => serde_json::from_slice(b).map_err(|e| {
-            Error::StateCorrupt {
-                path: ctx.store.dir().join(FILE),
-                reason: format!("it is not a pools document: {e}"),
-            }
-            .into()
-        }),
+/// The configuration `cfg` as a pool compares it ([`PoolDef::config_in_force`]): every key but
+/// the state directory (named to the filler by its path, the same directory however written).
+pub(crate) fn config_in_force(cfg: &crate::config::Config) -> serde_json::Value {
+    let mut v = serde_json::to_value(cfg).expect("the configuration serializes");
+    if let Some(m) = v.as_object_mut() {
+        m.remove("state_dir");
     }
+    v
+}
+
+fn parse(bytes: Option<&[u8]>, ctx: &Ctx) -> Result<Pools> {
+    let corrupt = |reason: String| Error::StateCorrupt {
+        path: ctx.store.dir().join(FILE),
+        reason,
+    };
+    let pools: Pools = match bytes {
+        None => return Ok(Pools::default()),
+        Some(b) => serde_json::from_slice(b)
+            .map_err(|e| corrupt(format!("it is not a pools document: {e}")))?,
+    };
+    for p in &pools.pools {
+        check_name(&p.name).map_err(|e| corrupt(format!("a pool's name: {e}")))?;
+        if !(1..=MAX_SIZE).contains(&p.size) {
+            return Err(corrupt(format!(
+                "pool {} has size {}, not 1 to {MAX_SIZE}",
+                p.name, p.size
+            ))
+            .into());
+        }
+    }
+    Ok(pools)
 }
 
 /// Every pool of the state directory, in the order they were made. Errors: the file.
@@ -182,11 +223,9 @@ pub(crate) fn set_error(ctx: &Ctx, name: &str, message: Option<String>) -> Resul
             message,
             at: now_rfc3339(),
         });
-        let changed = match (&p.last_error, &new) {
-            (None, None) => false,
-            (Some(a), Some(b)) => a.message != b.message,
-            _ => true,
-        };
+        // Each failure is written with its time, the same message too: a claim waiting for
+        // the filler it started tells that filler's failure by it.
+        let changed = !(p.last_error.is_none() && new.is_none());
         p.last_error = new;
         Ok((changed, ()))
     })
@@ -207,12 +246,48 @@ pub(crate) fn waiting(state: &State, name: &str) -> (u32, u32) {
         .filter(|r| r.waits_in_pool(Some(name)))
     {
         match r.state {
-            Lifecycle::Running => out.0 += 1,
-            Lifecycle::Pending if r.creator.is_alive() => out.1 += 1,
+            Lifecycle::Running if is_ready(r) => out.0 += 1,
+            Lifecycle::Running | Lifecycle::Pending if r.creator.is_alive() => out.1 += 1,
             _ => {}
         }
     }
     out
+}
+
+/// Whether `r` is made, started and bootstrapped for its pool ([`PoolTag::ready`]).
+fn is_ready(r: &Record) -> bool {
+    r.pool.as_ref().is_some_and(|p| p.ready)
+}
+
+/// Marks the pool's sandbox `id` ready to be claimed (by its filler, once `up`'s work is done,
+/// bootstrap included) and returns its record. Errors: its record is gone.
+pub(crate) fn mark_ready(ctx: &Ctx, id: uuid::Uuid) -> Result<Record> {
+    ctx.store.update(|s| {
+        let r = s.get_mut(id).ok_or_else(|| {
+            Error::Sandbox(format!(
+                "sandbox {id} was removed while it was being made for its pool"
+            ))
+        })?;
+        if let Some(p) = r.pool.as_mut() {
+            p.ready = true;
+        }
+        Ok(r.clone())
+    })
+}
+
+/// Takes the pool's sandbox `id` back, unless a claim took it first: it is no longer ready, so
+/// that no claim takes it while its filler removes it. Returns whether it was still waiting
+/// (the caller may then remove it; otherwise it is its claimant's).
+pub(crate) fn take_back(ctx: &Ctx, id: uuid::Uuid) -> Result<bool> {
+    ctx.store.update(|s| {
+        let Some(r) = s.get_mut(id).filter(|r| r.waits_in_pool(None)) else {
+            return Ok(false);
+        };
+        if let Some(p) = r.pool.as_mut() {
+            p.ready = false;
+        }
+        Ok(true)
+    })
 }
 
 /// Whether a filler works on the pool `name` now (holds its lock).
@@ -237,19 +312,15 @@ pub(crate) fn spawn_filler(ctx: &Ctx, def: &PoolDef) -> Result<()> {
 }
 
 /// The command line of a filler of the pool `def` (`h9sandbox pool fill NAME`), with the pool's
-/// directory and environment (the caller's `H9SANDBOX_*` and `DOCKER_*` replaced by the
-/// pool's), naming this state directory.
+/// directory and environment (the caller's replaced by the pool's, [`kept_env`]),
+/// naming this state directory.
 pub(crate) fn filler_command(ctx: &Ctx, def: &PoolDef) -> Result<tokio::process::Command> {
     let exe = std::env::current_exe().context("cannot find h9sandbox's own executable")?;
     let mut cmd = tokio::process::Command::new(exe);
-    for (k, _) in std::env::vars_os() {
-        if k.to_str()
-            .is_some_and(|k| KEPT_ENV.iter().any(|p| k.starts_with(p)))
-        {
-            cmd.env_remove(k);
-        }
-    }
-    cmd.envs(&def.env)
+    // Nothing of the caller's environment: a claimant's variables never shape the sandboxes
+    // the next claimants get.
+    cmd.env_clear()
+        .envs(&def.env)
         .env("H9SANDBOX_STATE_DIR", ctx.store.dir())
         .current_dir(&def.cwd)
         .args(["pool", "fill", &def.name]);
@@ -296,6 +367,7 @@ pub(crate) struct ClaimRequest {
 pub(crate) async fn claim(ctx: &Ctx, req: &ClaimRequest) -> Result<Record> {
     let owner = req.owner_pid.as_deref().map(parse_owner).transpose()?;
     let ttl_secs = req.ttl.as_deref().map(parse_ttl).transpose()?;
+    check_name(&req.pool)?;
     let def = get(ctx, &req.pool)?;
     let began = now_rfc3339();
     let deadline = Instant::now() + Duration::from_secs(ctx.cfg.start_timeout_secs.max(1) + 30);
@@ -303,17 +375,16 @@ pub(crate) async fn claim(ctx: &Ctx, req: &ClaimRequest) -> Result<Record> {
     let rec = loop {
         let me = ProcessRef::current();
         let claimed = ctx.store.update(|s| {
-            let Some(r) = s
-                .sandboxes
-                .iter_mut()
-                .find(|r| r.waits_in_pool(Some(&req.pool)) && r.state == Lifecycle::Running)
-            else {
+            let Some(r) = s.sandboxes.iter_mut().find(|r| {
+                r.waits_in_pool(Some(&req.pool)) && r.state == Lifecycle::Running && is_ready(r)
+            }) else {
                 return Ok(None);
             };
             let now = now_rfc3339();
             r.pool = Some(PoolTag {
                 name: req.pool.clone(),
                 claimed_at: Some(now.clone()),
+                ready: true,
             });
             r.creator = me;
             r.owner = owner;
@@ -357,7 +428,16 @@ pub(crate) async fn claim(ctx: &Ctx, req: &ClaimRequest) -> Result<Record> {
             ))
             .into());
         }
-        tokio::time::sleep(Duration::from_millis(25)).await;
+        // A signal ends the wait at once, as it ends `up` (exit 128+N).
+        tokio::select! {
+            _ = tokio::time::sleep(Duration::from_millis(25)) => {}
+            sig = super::interrupted() => {
+                return Err(anyhow::anyhow!(
+                    "interrupted by {sig} while waiting for a sandbox of pool {}",
+                    req.pool
+                ));
+            }
+        }
     };
     // The next one: the filler finds the pool one short (or exits at once when another works).
     if let Err(e) = spawn_filler(ctx, &def) {
@@ -409,6 +489,7 @@ mod tests {
             Some(PoolTag {
                 name: name.into(),
                 claimed_at: claimed.then(now_rfc3339),
+                ready: true,
             })
         };
         let mut state = State::default();

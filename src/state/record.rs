@@ -154,6 +154,10 @@ pub(crate) struct PoolTag {
     pub name: String,
     /// When an `up --pool` claimed it, RFC 3339 UTC; `null` while it waits in the pool.
     pub claimed_at: Option<String>,
+    /// Whether it is ready to be claimed: made, started and bootstrapped (the filler sets it
+    /// last). One that is not, whose filler is gone, is removed by `reap`.
+    #[serde(default)]
+    pub ready: bool,
 }
 
 impl Record {

@@ -228,8 +228,22 @@ fn pool_misuse_is_refused_in_one_line_and_a_pool_that_cannot_be_made_is_not_kept
     one_line(
         &env.run(&["pool", "create", "p", "--ttl", "1m"]),
         1,
-        "pool create takes no --ttl",
+        "pool create takes no --owner-pid or --ttl",
     );
+    one_line(
+        &env.run(&[
+            "pool",
+            "create",
+            "p",
+            "--size",
+            "2",
+            "-p",
+            "127.0.0.1:18099:80",
+        ]),
+        1,
+        "cannot all have that one port",
+    );
+    one_line(&env.run(&["up", "--pool", "../x"]), 1, "invalid pool name");
     let out = env.run(&["pool", "create", "p", "--size", "0"]);
     assert_eq!(out.status.code(), Some(2), "{out:?}");
     one_line(
@@ -262,4 +276,77 @@ fn pool_misuse_is_refused_in_one_line_and_a_pool_that_cannot_be_made_is_not_kept
         "pool p exists",
     );
     clean_up(&env, "p");
+}
+
+#[test]
+fn a_claim_waits_for_the_bootstrap_and_the_claimants_environment_never_shapes_the_pool() {
+    require_container!("pools are of containers");
+    if swarm_refuses("pools are tested on Docker") {
+        return;
+    }
+    let env = TestEnv::new();
+    env.assert(&[
+        "pool",
+        "create",
+        "b",
+        "--size",
+        "1",
+        "--no-wait",
+        "--bootstrap",
+        "sleep 2; touch /tmp/bootdone",
+    ])
+    .success()
+    .stdout("b\n");
+    // Claimed as soon as it is there, but never before its bootstrap has ended.
+    let id = claim(&env, "b", &[])["id"].as_str().unwrap().to_string();
+    env.assert(&["exec", &id, "--", "test -e /tmp/bootdone"])
+        .success();
+    // A claimant's variables reach neither the filler it starts nor the sandbox made then.
+    let out = env
+        .cmd()
+        .args(["up", "--pool", "b"])
+        .env("H9SANDBOX_MEMORY", "64m")
+        .env("SANDBOX_BOOTSTRAP_CMD", "touch /tmp/from-a-claimant")
+        .output()
+        .unwrap();
+    assert_ok(&out);
+    wait_ready(&env, "b", 1);
+    let next = claim(&env, "b", &[])["id"].as_str().unwrap().to_string();
+    let plain = env.up(&[]);
+    assert_eq!(
+        inspect(&env.container(&next), "{{.HostConfig.Memory}}"),
+        inspect(&env.container(&plain), "{{.HostConfig.Memory}}"),
+    );
+    env.assert(&[
+        "exec",
+        &next,
+        "--",
+        "test ! -e /tmp/from-a-claimant && test -e /tmp/bootdone",
+    ])
+    .success();
+
+    // The user's configuration changes under the pool: its filler makes nothing unlike the
+    // pool's, and a claim that waits for it fails at once, saying why. (The sandbox made
+    // before the change is the pool's as it was: claimed first.)
+    wait_ready(&env, "b", 1);
+    let dir = env.root.path().join(".config/h9sandbox");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("config.toml"), "memory = \"128m\"\n").unwrap();
+    claim(&env, "b", &[]);
+    let started = std::time::Instant::now();
+    let out = env.run(&["up", "--pool", "b"]);
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    assert!(
+        stderr(&out).contains("no longer the one pool b was made with"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(30),
+        "the claim failed at once, not at its deadline"
+    );
+    let out = env.run(&["pool", "ls", "--format", "json"]);
+    assert!(stdout(&out).contains("no longer the one pool b was made with"));
+    std::fs::remove_file(dir.join("config.toml")).unwrap();
+    clean_up(&env, "b");
 }

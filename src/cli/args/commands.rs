@@ -121,7 +121,7 @@ pub struct UpArgs {
     pub publish: Vec<String>,
     /// Claim a ready sandbox of the warm pool POOL (`h9sandbox pool create`) instead of making
     /// one: image, limits, network and work dir are the pool's, a copied work dir gets its
-    /// content now; only --owner-pid and --ttl may be given with it
+    /// content now; of up's options only --owner-pid and --ttl may be given with it
     #[arg(long, value_name = "POOL", conflicts_with_all = [
         "workdir", "workdir_mode", "engine", "constraints", "placement_timeout", "image", "name",
         "cpus", "memory", "pids_limit", "network", "allow", "runtime", "caps", "labels", "parent",

@@ -212,7 +212,11 @@ pub(crate) async fn create(ctx: &Ctx, req: &UpRequest) -> Result<Record> {
             return Err(abort(ctx, &rec, format!("{e:#}; the sandbox was removed")).await);
         }
     }
-    let rec = run_bootstrap(ctx, rec, req.one_command).await?;
+    let mut rec = run_bootstrap(ctx, rec, req.one_command).await?;
+    if req.pool_member.is_some() {
+        // Claimable from now on: made, started and bootstrapped.
+        rec = super::pool::mark_ready(ctx, rec.id)?;
+    }
     if rec.owner.is_some() && ctx.cfg.watch_owner {
         if let Err(e) = super::watch::spawn(ctx, &rec) {
             ctx.reporter.warn(&format!(

@@ -170,10 +170,7 @@ pub(super) async fn resolve_spec(ctx: &Ctx, req: &UpRequest) -> Result<Plan> {
         published: Vec::new(),
         workdir_mode,
         daemon: engine.daemon().cloned(),
-        pool: req.pool_member.as_ref().map(|name| crate::state::PoolTag {
-            name: name.clone(),
-            claimed_at: None,
-        }),
+        pool: pool_tag(req),
     };
     record.start_lease(SystemTime::now())?;
     let binary = match engine.kind().isolation() {
@@ -663,4 +660,13 @@ pub(crate) fn parse_labels(raw: &[String]) -> Result<BTreeMap<String, String>, E
         out.insert(k.to_string(), v.to_string());
     }
     Ok(out)
+}
+
+/// The pool tag of a sandbox made for a pool (`pool fill`): waiting, not ready yet.
+fn pool_tag(req: &UpRequest) -> Option<crate::state::PoolTag> {
+    req.pool_member.as_ref().map(|name| crate::state::PoolTag {
+        name: name.clone(),
+        claimed_at: None,
+        ready: false,
+    })
 }
