@@ -4,6 +4,7 @@
 //! engine in `tests/core.rs`.
 
 use std::process::Command;
+use std::time::Duration;
 
 use crate::common::*;
 
@@ -142,17 +143,23 @@ fn down_ends_what_a_local_sandbox_left_running() {
         &env,
         &["exec", &other, "--", "nohup sleep 313 >/dev/null 2>&1 &"],
     ));
-    let before = local_left(&env);
-    assert!(
-        before.contains("sleep 311") && before.contains("sleep 312"),
-        "{before}"
-    );
+    // A background job may still be between its fork and its exec when the exec returns (its
+    // command line and environment are unreadable then): wait until each is seen.
+    wait_until(Duration::from_secs(10), "the background sleeps", || {
+        let before = local_left(&env);
+        before.contains("sleep 311") && before.contains("sleep 312") && before.contains("sleep 313")
+    });
     let out = env.run(&["down", &id]);
     assert_ok(&out);
     assert_eq!(stdout(&out).trim(), id);
     // The other sandbox's process is untouched; this one's are gone.
+    // A killed process may take a moment to leave the process table.
+    wait_until(
+        Duration::from_secs(5),
+        "this sandbox's processes to end",
+        || local_left(&env).lines().count() == 1,
+    );
     let left = local_left(&env);
-    assert_eq!(left.lines().count(), 1, "{left}");
     assert!(left.contains("sleep 313"), "{left}");
     assert_eq!(env.ls().len(), 1);
     assert_ok(&env.run(&["down", &other]));
