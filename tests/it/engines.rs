@@ -163,7 +163,11 @@ fn down_ends_what_a_local_sandbox_left_running() {
     assert!(left.contains("sleep 313"), "{left}");
     assert_eq!(env.ls().len(), 1);
     assert_ok(&env.run(&["down", &other]));
-    assert_eq!(local_left(&env), "");
+    wait_until(
+        Duration::from_secs(5),
+        "the other sandbox's process to end",
+        || local_left(&env).is_empty(),
+    );
 }
 
 #[test]
