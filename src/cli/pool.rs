@@ -183,10 +183,18 @@ fn maker(
 /// pool's lock, and stops when the pool is removed. Exit status 1 when a sandbox could not be
 /// made (the error is kept in the pool's definition).
 async fn work(ctx: &Ctx, name: &str, progress: Arc<CliReporter>) -> Result<i32> {
+    let mut first = true;
     loop {
         let Some(lock) = ctx.store.try_lock_named(&pool::lock_name(name))? else {
+            if first {
+                // `pool fill` run by hand while a filler works: nothing to do, but say why.
+                ctx.reporter.note(&format!(
+                    "pool {name}: another filler is at work; it fills the pool"
+                ));
+            }
             return Ok(0);
         };
+        first = false;
         let def = pool::get(ctx, name)?;
         let args: UpArgs =
             serde_json::from_value(def.up.clone()).map_err(|e| Error::StateCorrupt {

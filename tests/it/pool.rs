@@ -96,6 +96,20 @@ fn a_pool_hands_out_a_ready_sandbox_with_the_work_dir_of_the_claim_and_makes_the
         .collect();
     assert_eq!(listed, vec![id.clone()]);
     wait_ready(&env, "p", 2);
+    // `pool fill` while another filler holds the pool's lock: nothing to do, and it says why.
+    let held = std::fs::File::options()
+        .read(true)
+        .write(true)
+        .open(env.state_dir.join("pool-p.lock"))
+        .unwrap();
+    // The filler that made the second one may still be on its way out.
+    wait_until(Duration::from_secs(10), "the filler's lock", || {
+        held.try_lock().is_ok()
+    });
+    env.assert(&["pool", "fill", "p"])
+        .success()
+        .stderr(predicates::str::contains("another filler is at work"));
+    drop(held);
 
     // As hardened as a sandbox of a plain `up`.
     let plain = env.up(&["--workdir-mode", "copy"]);

@@ -728,35 +728,43 @@ fn up_through_a_daemons_client_asks_for_the_image_and_its_derived_image_in_one_c
         }
     }
     let _untag = Untag(bed.to_vec(), image.clone());
+    // The client itself, named by its path (`engine_bin`): every call a process of its own, as
+    // for a daemon whose API is not asked directly (ssh://, a context, plain tcp://).
+    let bin = which(cli());
+    let shown = format!("+ {bin} ");
+    let lookup = format!("+ {bin} image inspect");
     // `-v` lines of the image lookups of one `up` (each a client process), and the sandbox's
     // /etc/os-release's first line; the client processes of that `up` in all, too.
     let calls = std::cell::RefCell::new(Vec::new());
     let up = |what: &str| -> (Vec<String>, String) {
         let mut c = env.cmd();
-        c.envs(bed.iter().map(|(k, v)| (k, v)));
+        c.envs(bed.iter().map(|(k, v)| (k, v)))
+            .env("H9SANDBOX_ENGINE_BIN", &bin);
         let out = c.args(["-v", "up", "--image", &image]).output().unwrap();
         assert_ok(&out);
         let id = stdout(&out).trim().to_string();
         let lines: Vec<String> = stderr(&out)
             .lines()
-            .filter(|l| l.starts_with("+ docker "))
+            .filter(|l| l.starts_with(&shown))
             .map(str::to_string)
             .collect();
         let lookups = lines
             .iter()
-            .filter(|l| l.starts_with("+ docker image inspect"))
+            .filter(|l| l.starts_with(&lookup))
             .cloned()
             .collect();
         *calls.borrow_mut() = lines;
         let mut c = env.cmd();
-        c.envs(bed.iter().map(|(k, v)| (k, v)));
+        c.envs(bed.iter().map(|(k, v)| (k, v)))
+            .env("H9SANDBOX_ENGINE_BIN", &bin);
         let os = c
             .args(["exec", &id, "--", "head -n 1 /etc/os-release || echo none"])
             .output()
             .unwrap();
         assert_ok(&os);
         let mut c = env.cmd();
-        c.envs(bed.iter().map(|(k, v)| (k, v)));
+        c.envs(bed.iter().map(|(k, v)| (k, v)))
+            .env("H9SANDBOX_ENGINE_BIN", &bin);
         assert_ok(&c.args(["down", &id]).output().unwrap());
         eprintln!("{what}: {lookups:?}");
         (lookups, stdout(&os))
@@ -779,8 +787,8 @@ fn up_through_a_daemons_client_asks_for_the_image_and_its_derived_image_in_one_c
     // directories; the volumes are listed with their labels, none inspected one by one.
     let calls = calls.borrow().clone();
     let count = |p: &str| calls.iter().filter(|l| l.starts_with(p)).count();
-    assert_eq!(count("+ docker ps "), 1, "{calls:#?}");
-    assert_eq!(count("+ docker volume inspect"), 0, "{calls:#?}");
+    assert_eq!(count(&format!("+ {bin} ps ")), 1, "{calls:#?}");
+    assert_eq!(count(&format!("+ {bin} volume inspect")), 0, "{calls:#?}");
     // The name now names another image: the derived image of the old one is not used.
     on_bed(&["tag", TINY, &image]);
     let (third, os) = up("retagged");
@@ -804,6 +812,128 @@ fn up_through_a_daemons_client_asks_for_the_image_and_its_derived_image_in_one_c
         "{fourth:?}"
     );
     assert_eq!(os, "none\n");
+}
+
+/// The absolute path of the program `name` on `PATH`.
+fn which(name: &str) -> String {
+    std::env::var_os("PATH")
+        .and_then(|path| {
+            std::env::split_paths(&path)
+                .map(|d| d.join(name))
+                .find(|p| p.is_file())
+        })
+        .unwrap_or_else(|| panic!("no {name} on PATH"))
+        .to_string_lossy()
+        .into_owned()
+}
+
+#[test]
+fn a_verified_tcp_daemon_is_asked_through_its_api_over_tls() {
+    require_container!("the Engine API is a container engine's");
+    if engine() != Engine::Docker || cli() != "docker" {
+        return announce("the Engine API over TLS is Docker's, asked by its default client");
+    }
+    let Some(bed) = testbed() else { return };
+    let env = TestEnv::new();
+    let on_bed = |args: &[&str]| {
+        let mut c = env.cmd();
+        c.envs(bed.iter().map(|(k, v)| (k, v)));
+        c.args(args).output().unwrap()
+    };
+    // The first `up` of an image on a daemon builds its derived image (the client's create,
+    // cp and commit, once); the second is what every later `up` asks.
+    let out = on_bed(&["up", "--workdir-mode", "copy"]);
+    assert_ok(&out);
+    assert_ok(&on_bed(&["down", stdout(&out).trim()]));
+    let out = on_bed(&["-v", "up", "--workdir-mode", "copy"]);
+    assert_ok(&out);
+    let id = stdout(&out).trim().to_string();
+    let err = stderr(&out);
+    let certs = &bed[2].1;
+    // The lookups and the inspect are requests a person can replay with the client's files;
+    // only the attached `run` (the agent's secret on its standard input) is the client's.
+    let curl =
+        format!("+ curl --cacert {certs}/ca.pem --cert {certs}/cert.pem --key {certs}/key.pem -X ");
+    assert!(
+        err.lines()
+            .any(|l| l.starts_with(&curl) && l.contains("/images/")),
+        "{err}"
+    );
+    assert!(
+        err.lines()
+            .any(|l| l.starts_with(&curl) && l.contains("/containers/") && l.contains("/json")),
+        "{err}"
+    );
+    let clients: Vec<&str> = err.lines().filter(|l| l.starts_with("+ docker ")).collect();
+    assert!(
+        clients.iter().all(|l| l.starts_with("+ docker run ")),
+        "{clients:#?}"
+    );
+    let out = on_bed(&["exec", &id, "--", "echo hi"]);
+    assert_ok(&out);
+    assert_eq!(stdout(&out), "hi\n");
+    let out = on_bed(&["-v", "down", &id]);
+    assert_ok(&out);
+    let err = stderr(&out);
+    assert!(
+        err.lines()
+            .any(|l| l.starts_with(&curl) && l.contains("DELETE")),
+        "{err}"
+    );
+    assert!(!err.contains("+ docker "), "{err}");
+    let mut c = docker();
+    c.envs(bed.iter().map(|(k, v)| (k, v)));
+    let out = c
+        .args(["ps", "-aq", "--filter"])
+        .arg(format!(
+            "label=h9sandbox.state_dir={}",
+            env.state_dir.display()
+        ))
+        .output()
+        .unwrap();
+    assert_eq!(stdout(&out), "", "nothing left on the second daemon");
+}
+
+#[test]
+fn a_daemon_whose_certificate_the_ca_does_not_vouch_for_is_never_asked() {
+    require_container!("the Engine API is a container engine's");
+    if engine() != Engine::Docker || cli() != "docker" {
+        return announce("the Engine API over TLS is Docker's, asked by its default client");
+    }
+    let Some(bed) = testbed() else { return };
+    let env = TestEnv::new();
+    // The client's own certificate and key, and a CA of another's making.
+    let certs = env.path("certs");
+    std::fs::create_dir(&certs).unwrap();
+    for f in ["cert.pem", "key.pem"] {
+        std::fs::copy(std::path::Path::new(&bed[2].1).join(f), certs.join(f)).unwrap();
+    }
+    let made = Command::new("openssl")
+        .args([
+            "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+        ])
+        .args(["-subj", "/CN=another CA", "-keyout"])
+        .arg(certs.join("ca-key.pem"))
+        .arg("-out")
+        .arg(certs.join("ca.pem"))
+        .output()
+        .unwrap();
+    assert_ok(&made);
+    let mut c = env.cmd();
+    c.env("DOCKER_HOST", &bed[0].1)
+        .env("DOCKER_TLS_VERIFY", "1")
+        .env("DOCKER_CERT_PATH", &certs);
+    let out = c
+        .args(["-v", "up", "--workdir-mode", "copy"])
+        .output()
+        .unwrap();
+    let err = stderr(&out);
+    // The handshake failed: nothing was asked of the daemon directly, and the client, asked
+    // instead, refused it as well, with its own words.
+    assert!(!out.status.success(), "{err}");
+    assert!(!err.contains("+ curl"), "{err}");
+    assert!(err.contains("certificate") || err.contains("x509"), "{err}");
+    assert!(env.ls().is_empty(), "{:?}", env.ls());
 }
 
 #[test]

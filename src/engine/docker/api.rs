@@ -1,11 +1,13 @@
-//! The Docker Engine API over a daemon's unix socket: what the hot paths (`up`, `down`, `ls`,
-//! `reap`, `inspect`) ask of a Docker daemon on this machine, without a `docker` process each
-//! (30–60 ms apiece before it talks to the daemon).
+//! The Docker Engine API over a daemon's unix socket, or over TLS to `tcp://`: what the hot
+//! paths (`up`, `down`, `ls`, `reap`, `inspect`) ask of a Docker daemon, without a `docker`
+//! process each (30–60 ms apiece before it talks to the daemon).
 //!
-//! Used only where it is the same daemon the client would reach: the default client (`docker`,
-//! no `engine_bin` of one's own), `DOCKER_HOST` unset or `unix://`, no context other than
-//! `default` ([`local_socket`]). Anything else (tcp://, ssh://, a named context, Podman) keeps the
-//! client, and so does every call that finds no daemon at the socket: the client then fails as
+//! Used only where it is the same daemon the client would reach, checked as strictly: the
+//! default client (`docker`, no `engine_bin` of one's own), and `DOCKER_HOST` unset or
+//! `unix://` with no context other than `default` ([`local_socket`]), or `tcp://` with
+//! `DOCKER_TLS_VERIFY` and the client's certificate files ([`super::api_tls`]). Anything else
+//! (plain tcp://, ssh://, a named context, Podman) keeps the client, and so does every call
+//! that finds no daemon at the endpoint or fails its TLS handshake: the client then fails as
 //! before, with its own message.
 //!
 //! Pure parts here ([`create_body`], [`parse_inspect_body`], [`parse_list_body`],
@@ -139,10 +141,40 @@ impl Answer {
     }
 }
 
-/// A daemon's socket and the API version agreed with it (asked once: `GET /_ping`).
+/// Where a daemon's Engine API is reached.
+#[derive(Debug, Clone)]
+pub(crate) enum Endpoint {
+    /// A unix socket on this machine ([`local_socket`]).
+    Unix(PathBuf),
+    /// `tcp://` with TLS verified as the client verifies it ([`super::api_tls`]).
+    Tls(super::api_tls::TlsEndpoint),
+}
+
+impl Endpoint {
+    /// The endpoint of the daemon `daemon` names, where its API is asked directly: a unix
+    /// socket on this machine ([`local_socket`], `current_context` as there), or `tcp://`
+    /// with `DOCKER_TLS_VERIFY` ([`super::api_tls::tls_endpoint`]). `None`: the client's.
+    pub(crate) fn of(daemon: &Daemon, current_context: Option<&str>) -> Option<Endpoint> {
+        if let Some(socket) = local_socket(daemon, current_context) {
+            return Some(Endpoint::Unix(socket));
+        }
+        super::api_tls::tls_endpoint(daemon).map(Endpoint::Tls)
+    }
+
+    /// The endpoint as `DOCKER_HOST` writes it (`unix:///var/run/docker.sock`,
+    /// `tcp://127.0.0.2:2376`), for messages.
+    pub(crate) fn describe(&self) -> String {
+        match self {
+            Endpoint::Unix(p) => format!("unix://{}", p.display()),
+            Endpoint::Tls(t) => format!("tcp://{}", t.address),
+        }
+    }
+}
+
+/// A daemon's endpoint and the API version agreed with it (asked once: `GET /_ping`).
 #[derive(Debug, Clone)]
 pub(crate) struct Api {
-    socket: PathBuf,
+    endpoint: Arc<Endpoint>,
     version: Arc<tokio::sync::OnceCell<Option<String>>>,
 }
 
@@ -150,27 +182,33 @@ pub(crate) struct Api {
 pub(crate) const REQUEST_TIMEOUT: Duration = Duration::from_secs(120);
 
 impl Api {
-    /// The daemon at `socket`.
-    pub(crate) fn new(socket: PathBuf) -> Api {
+    /// The daemon at `endpoint`.
+    pub(crate) fn new(endpoint: Endpoint) -> Api {
         Api {
-            socket,
+            endpoint: Arc::new(endpoint),
             version: Arc::new(tokio::sync::OnceCell::new()),
         }
     }
 
-    /// The socket.
-    pub(crate) fn socket(&self) -> &Path {
-        &self.socket
+    /// Where the daemon is reached.
+    pub(crate) fn endpoint(&self) -> &Endpoint {
+        &self.endpoint
     }
 
     /// The version prefix of every request (`/v1.44`), from the daemon's `Api-Version` at most
-    /// [`MAX_API_VERSION`]. `None`: nothing answers at the socket (the client then runs).
+    /// [`MAX_API_VERSION`]. `None`: nothing answers at the endpoint (the client then runs).
     pub(crate) async fn version(&self) -> Option<String> {
         self.version
             .get_or_init(|| async {
-                let a = send(&self.socket, "GET", "/_ping", None, Duration::from_secs(30))
-                    .await
-                    .ok()?;
+                let a = send(
+                    &self.endpoint,
+                    "GET",
+                    "/_ping",
+                    None,
+                    Duration::from_secs(30),
+                )
+                .await
+                .ok()?;
                 Some(agreed_version(a.1.as_deref()))
             })
             .await
@@ -194,13 +232,13 @@ impl Api {
         };
         let full = format!("/{version}{path}");
         let body = body.map(|b| b.to_string());
-        match send(&self.socket, method, &full, body, timeout).await {
+        match send(&self.endpoint, method, &full, body, timeout).await {
             Ok((answer, _)) if answer.version_refused() => Ok(None),
             Ok((answer, _)) => Ok(Some(answer)),
             Err(Failure::Connect) => Ok(None),
             Err(Failure::Other(e)) => Err(e.context(format!(
-                "the Docker daemon at unix://{} failed {method} {full}",
-                self.socket.display()
+                "the Docker daemon at {} failed {method} {full}",
+                self.endpoint.describe()
             ))),
         }
     }
@@ -208,18 +246,43 @@ impl Api {
     /// `method path` with `body` as a `curl` command line a person can paste (`-v`).
     pub(crate) async fn curl_line(&self, method: &str, path: &str, body: Option<&Value>) -> String {
         let version = self.version().await.unwrap_or_else(|| "v1.41".into());
-        curl_line(&self.socket, method, &format!("/{version}{path}"), body)
+        curl_line(&self.endpoint, method, &format!("/{version}{path}"), body)
     }
 }
 
-/// `method path` (version prefix included) on `socket` as a `curl` command line.
-pub(crate) fn curl_line(socket: &Path, method: &str, path: &str, body: Option<&Value>) -> String {
+/// `method path` (version prefix included) at `endpoint` as a `curl` command line: `curl
+/// --unix-socket SOCKET … http://localhost/PATH`, or for TLS `curl --cacert DIR/ca.pem
+/// [--cert DIR/cert.pem --key DIR/key.pem] … https://HOST:PORT/PATH`.
+pub(crate) fn curl_line(
+    endpoint: &Endpoint,
+    method: &str,
+    path: &str,
+    body: Option<&Value>,
+) -> String {
     use crate::engine::shell::shell_quote;
-    let mut line = format!(
-        "curl --unix-socket {} -X {method} {}",
-        shell_quote(&socket.to_string_lossy()),
-        shell_quote(&format!("http://localhost{path}"))
-    );
+    let file = |dir: &Path, name: &str| shell_quote(&dir.join(name).to_string_lossy());
+    let mut line = match endpoint {
+        Endpoint::Unix(socket) => format!(
+            "curl --unix-socket {} -X {method} {}",
+            shell_quote(&socket.to_string_lossy()),
+            shell_quote(&format!("http://localhost{path}"))
+        ),
+        Endpoint::Tls(t) => {
+            let mut line = format!("curl --cacert {}", file(&t.dir, "ca.pem"));
+            if t.client_cert {
+                line.push_str(&format!(
+                    " --cert {} --key {}",
+                    file(&t.dir, "cert.pem"),
+                    file(&t.dir, "key.pem")
+                ));
+            }
+            line.push_str(&format!(
+                " -X {method} {}",
+                shell_quote(&format!("https://{}{path}", t.address))
+            ));
+            line
+        }
+    };
     if let Some(b) = body {
         line.push_str(" -H 'Content-Type: application/json' -d ");
         line.push_str(&shell_quote(&b.to_string()));
@@ -243,28 +306,63 @@ pub(crate) fn agreed_version(daemon: Option<&str>) -> String {
 
 /// Why a request got no answer.
 enum Failure {
-    /// No connection to the socket (no daemon there, no permission).
+    /// No connection to the endpoint (no daemon there, no permission; for TLS, a handshake
+    /// that failed: the client, with its own checks, is asked instead).
     Connect,
     /// Anything after the connection.
     Other(anyhow::Error),
 }
 
+/// How long a connection to the endpoint (with its TLS handshake) may take.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+
 /// One request on a connection of its own. Returns the answer and its `Api-Version` header.
 async fn send(
-    socket: &Path,
+    endpoint: &Endpoint,
     method: &str,
     path: &str,
     body: Option<String>,
     timeout: Duration,
 ) -> Result<(Answer, Option<String>), Failure> {
+    match endpoint {
+        Endpoint::Unix(socket) => {
+            let stream =
+                tokio::time::timeout(CONNECT_TIMEOUT, tokio::net::UnixStream::connect(socket))
+                    .await
+                    .map_err(|_| Failure::Connect)?
+                    .map_err(|_| Failure::Connect)?;
+            exchange(stream, "localhost", method, path, body, timeout).await
+        }
+        Endpoint::Tls(t) => {
+            let connect = async {
+                let tcp = tokio::net::TcpStream::connect(&t.address).await?;
+                let _ = tcp.set_nodelay(true);
+                tokio_rustls::TlsConnector::from(t.config.clone())
+                    .connect(t.server_name.clone(), tcp)
+                    .await
+            };
+            let stream = tokio::time::timeout(CONNECT_TIMEOUT, connect)
+                .await
+                .map_err(|_| Failure::Connect)?
+                .map_err(|_| Failure::Connect)?;
+            exchange(stream, &t.address, method, path, body, timeout).await
+        }
+    }
+}
+
+/// One request (`Host: host`) on the connection `stream`, its answer read within `timeout`.
+async fn exchange<S>(
+    stream: S,
+    host: &str,
+    method: &str,
+    path: &str,
+    body: Option<String>,
+    timeout: Duration,
+) -> Result<(Answer, Option<String>), Failure>
+where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
     use http_body_util::{BodyExt, Full, Limited};
-    let stream = tokio::time::timeout(
-        Duration::from_secs(10),
-        tokio::net::UnixStream::connect(socket),
-    )
-    .await
-    .map_err(|_| Failure::Connect)?
-    .map_err(|_| Failure::Connect)?;
     let exchange = async {
         let (mut sender, conn) =
             hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream)).await?;
@@ -274,7 +372,7 @@ async fn send(
         let mut req = hyper::Request::builder()
             .method(method)
             .uri(path)
-            .header("Host", "localhost")
+            .header("Host", host)
             .header(
                 "User-Agent",
                 concat!("h9sandbox/", env!("CARGO_PKG_VERSION")),

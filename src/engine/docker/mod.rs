@@ -15,6 +15,7 @@
 
 mod agent_image;
 pub(crate) mod api;
+pub(crate) mod api_tls;
 pub(crate) mod args;
 mod build;
 mod environment;
@@ -130,8 +131,9 @@ pub(crate) struct Docker {
     reporter: Arc<dyn Reporter>,
     /// The daemon every client command talks to (Docker only; Podman's are this machine's).
     daemon: Daemon,
-    /// The daemon's Engine API, when it is a unix socket on this machine that the default
-    /// client would reach too ([`api::local_socket`]); found once, on first use.
+    /// The daemon's Engine API, when it is a unix socket on this machine, or `tcp://` with TLS
+    /// verified, that the default client would reach too ([`api::Endpoint::of`]); found once,
+    /// on first use.
     api: Arc<std::sync::OnceLock<Option<api::Api>>>,
     /// Held (shared) by every Engine API create under way ([`Docker::create_api`]).
     creating: Arc<tokio::sync::RwLock<()>>,
@@ -172,7 +174,8 @@ impl Docker {
 
     /// The Engine API of the daemon, when this engine talks to it directly: Docker, its default
     /// client `docker` (an `engine_bin` of one's own is run for every call, as it asks), a
-    /// daemon on a unix socket of this machine ([`api::local_socket`]).
+    /// daemon on a unix socket of this machine or at `tcp://` with `DOCKER_TLS_VERIFY`
+    /// ([`api::Endpoint::of`]).
     fn api(&self) -> Option<&api::Api> {
         self.api
             .get_or_init(|| {
@@ -184,7 +187,7 @@ impl Docker {
                 } else {
                     None
                 };
-                api::local_socket(&self.daemon, current.as_deref()).map(api::Api::new)
+                api::Endpoint::of(&self.daemon, current.as_deref()).map(api::Api::new)
             })
             .as_ref()
     }

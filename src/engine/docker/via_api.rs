@@ -66,8 +66,8 @@ impl Docker {
                 Some(a) if a.ok() => Ok(Some(Ok(id))),
                 Some(a) => Ok(Some(Err(a))),
                 None => Err(anyhow!(
-                    "the Docker daemon at unix://{} went away between creating and starting {name}",
-                    api.socket().display()
+                    "the Docker daemon at {} went away between creating and starting {name}",
+                    api.endpoint().describe()
                 )),
             }
         });

@@ -380,7 +380,7 @@ fn api_answers_parse_as_the_clients_output_did() {
 #[test]
 fn an_api_request_shows_as_a_curl_line() {
     let line = api::curl_line(
-        std::path::Path::new("/var/run/docker.sock"),
+        &api::Endpoint::Unix("/var/run/docker.sock".into()),
         "POST",
         "/v1.41/containers/create?name=x",
         Some(&serde_json::json!({"Image": "it's"})),
@@ -389,4 +389,38 @@ fn an_api_request_shows_as_a_curl_line() {
         line,
         r#"curl --unix-socket /var/run/docker.sock -X POST 'http://localhost/v1.41/containers/create?name=x' -H 'Content-Type: application/json' -d '{"Image":"it'\''s"}'"#
     );
+}
+
+#[test]
+fn a_tls_request_shows_as_a_curl_line_with_the_clients_files() {
+    let dir = tempfile::tempdir().unwrap();
+    let ca_key = rcgen::KeyPair::generate().unwrap();
+    let ca = rcgen::CertificateParams::new(Vec::<String>::new())
+        .unwrap()
+        .self_signed(&ca_key)
+        .unwrap();
+    std::fs::write(
+        dir.path().join("ca.pem"),
+        super::super::api_tls::pem("CERTIFICATE", ca.der()),
+    )
+    .unwrap();
+    let daemon = crate::types::Daemon {
+        host: Some("tcp://127.0.0.2:23760".into()),
+        tls_verify: Some("1".into()),
+        cert_path: Some(dir.path().to_string_lossy().into_owned()),
+        ..Default::default()
+    };
+    let endpoint = api::Endpoint::of(&daemon, None).expect("a verified tcp:// daemon");
+    assert_eq!(endpoint.describe(), "tcp://127.0.0.2:23760");
+    let line = api::curl_line(&endpoint, "GET", "/v1.41/_ping", None);
+    assert_eq!(
+        line,
+        format!(
+            "curl --cacert {}/ca.pem -X GET https://127.0.0.2:23760/v1.41/_ping",
+            dir.path().display()
+        )
+    );
+    // The client of such a daemon is asked through the API too.
+    let engine = Docker::with_flavor(Flavor::Docker, "docker").daemon(daemon);
+    assert!(engine.api().is_some());
 }
