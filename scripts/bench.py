@@ -580,8 +580,12 @@ def bench_remote(a, env, h9, work):
         _, p = timed(h9 + ["-v"] + up[len(h9):], env=env)
         sid = p.stdout.decode().strip()
         made.append(("h9", sid))
-        run_line = next(l[2:] for l in p.stderr.decode().splitlines()
-                        if l.startswith(f"+ {cli} run"))
+        # `+ docker run …`, or `+ /usr/bin/docker run …` with an `engine_bin` of its own.
+        client = os.environ.get("H9SANDBOX_ENGINE_BIN") or cli
+        run_line = next((l[2:] for l in p.stderr.decode().splitlines()
+                         if l.startswith(f"+ {client} run")), None)
+        if run_line is None:
+            sys.exit(f"bench: `up -v` showed no `{client} run` line:\n{p.stderr.decode()}")
         h9_down(sid)
         argv = shlex.split(run_line)
         image_at = argv.index("--") + 1
