@@ -582,8 +582,11 @@ def bench_remote(a, env, h9, work):
         made.append(("h9", sid))
         # `+ docker run …`, or `+ /usr/bin/docker run …` with an `engine_bin` of its own.
         client = os.environ.get("H9SANDBOX_ENGINE_BIN") or cli
-        run_line = next((l[2:] for l in p.stderr.decode().splitlines()
-                         if l.startswith(f"+ {client} run")), None)
+        # A remote daemon's settings lead the line (`DOCKER_HOST=… docker run …`): the bare
+        # run gets them from this environment.
+        lines = [re.sub(r"^\+ (?:DOCKER_\w+=\S+ )*", "+ ", l)
+                 for l in p.stderr.decode().splitlines()]
+        run_line = next((l[2:] for l in lines if l.startswith(f"+ {client} run")), None)
         if run_line is None:
             sys.exit(f"bench: `up -v` showed no `{client} run` line:\n{p.stderr.decode()}")
         h9_down(sid)

@@ -745,8 +745,8 @@ fn up_through_a_daemons_client_asks_for_the_image_and_its_derived_image_in_one_c
         let id = stdout(&out).trim().to_string();
         let lines: Vec<String> = stderr(&out)
             .lines()
+            .map(without_settings)
             .filter(|l| l.starts_with(&shown))
-            .map(str::to_string)
             .collect();
         let lookups = lines
             .iter()
@@ -814,6 +814,22 @@ fn up_through_a_daemons_client_asks_for_the_image_and_its_derived_image_in_one_c
     assert_eq!(os, "none\n");
 }
 
+/// A `-v` line without the daemon's settings that lead it (`+ DOCKER_HOST=… docker ps` is
+/// `+ docker ps`).
+fn without_settings(line: &str) -> String {
+    let Some(rest) = line.strip_prefix("+ ") else {
+        return line.to_string();
+    };
+    let mut words: Vec<&str> = rest.split(' ').collect();
+    while words.first().is_some_and(|w| {
+        w.split_once('=')
+            .is_some_and(|(k, _)| k.starts_with("DOCKER_") && !k.contains('/'))
+    }) {
+        words.remove(0);
+    }
+    format!("+ {}", words.join(" "))
+}
+
 /// The absolute path of the program `name` on `PATH`.
 fn which(name: &str) -> String {
     std::env::var_os("PATH")
@@ -864,9 +880,17 @@ fn a_verified_tcp_daemon_is_asked_through_its_api_over_tls() {
             .any(|l| l.starts_with(&curl) && l.contains("/containers/") && l.contains("/json")),
         "{err}"
     );
-    let clients: Vec<&str> = err.lines().filter(|l| l.starts_with("+ docker ")).collect();
+    // The client's lines name the daemon as it is given the client, ready to paste.
+    let settings = format!(
+        "+ DOCKER_HOST={} DOCKER_TLS_VERIFY=1 DOCKER_CERT_PATH={certs} docker ",
+        bed[0].1
+    );
+    let clients: Vec<&str> = err.lines().filter(|l| l.contains(" docker ")).collect();
+    assert!(!clients.is_empty(), "{err}");
     assert!(
-        clients.iter().all(|l| l.starts_with("+ docker run ")),
+        clients
+            .iter()
+            .all(|l| l.starts_with(&format!("{settings}run "))),
         "{clients:#?}"
     );
     let out = on_bed(&["exec", &id, "--", "echo hi"]);
@@ -880,7 +904,7 @@ fn a_verified_tcp_daemon_is_asked_through_its_api_over_tls() {
             .any(|l| l.starts_with(&curl) && l.contains("DELETE")),
         "{err}"
     );
-    assert!(!err.contains("+ docker "), "{err}");
+    assert!(!err.contains(" docker "), "{err}");
     let mut c = docker();
     c.envs(bed.iter().map(|(k, v)| (k, v)));
     let out = c
@@ -986,6 +1010,16 @@ fn reap_removes_the_work_dir_copy_of_a_container_removed_without_its_volumes() {
     };
     // The scratch volume and the work dir's copy.
     assert_eq!(volumes().len(), 2, "{:?}", volumes());
+    // A live sandbox's volumes, the anonymous copy of its work dir included, are its own: the
+    // sweep asks the engine to remove neither.
+    let out = env.run(&["-v", "reap"]);
+    assert_ok(&out);
+    let err = stderr(&out);
+    let removals: Vec<&str> = err
+        .lines()
+        .filter(|l| l.contains("-X DELETE") || l.contains(" volume rm "))
+        .collect();
+    assert!(removals.is_empty(), "{removals:#?}");
     // Removed behind h9sandbox's back, without -v: both volumes stay until `reap`.
     let rm = docker()
         .args(["rm", "-f", &env.container(&id)])

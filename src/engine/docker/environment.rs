@@ -647,8 +647,12 @@ impl Environment for Docker {
             // the labels still checked here (label values hold no tab or newline: the state
             // directory's path is refused with a control character).
             args.retain(|a| a != "-q");
+            // The sandbox's ID label too: an anonymous volume (a copied work dir's) is named
+            // after no sandbox.
+            let mut asked: Vec<&str> = labels.iter().map(|(k, _)| *k).collect();
+            asked.push(crate::engine::LABEL_ID);
             let mut format = "{{.Name}}".to_string();
-            for (k, _) in labels {
+            for k in &asked {
                 format.push_str(&format!("\t{{{{.Label {k:?}}}}}"));
             }
             args.extend(["--format".into(), format]);
@@ -660,11 +664,11 @@ impl Environment for Docker {
                 .map(|line| {
                     let mut fields = line.split('\t');
                     let name = fields.next().unwrap_or_default().to_string();
-                    let have = labels
+                    let have = asked
                         .iter()
                         .zip(fields)
-                        .filter(|(_, v)| !v.is_empty())
-                        .map(|((k, _), v)| (k.to_string(), v.to_string()))
+                        .filter(|(_, v)| !v.is_empty() && *v != "<no value>")
+                        .map(|(k, v)| (k.to_string(), v.to_string()))
                         .collect();
                     (name, have)
                 })

@@ -299,6 +299,24 @@ impl Docker {
         &self.bin
     }
 
+    /// The client command line of `args` as `-v` shows it, ready to paste: prefixed with this
+    /// engine's daemon settings (`DOCKER_HOST=… DOCKER_TLS_VERIFY=… docker …`) when it has
+    /// any, which the client gets whatever the caller's environment says
+    /// ([`Docker::point_at_daemon`]).
+    pub(crate) fn shown(&self, args: &[OsString]) -> String {
+        let line = shell_line(&self.bin, args);
+        if self.flavor != Flavor::Docker {
+            return line;
+        }
+        let mut settings = String::new();
+        for (name, value) in Daemon::VARS.iter().zip(self.daemon.values()) {
+            if let Some(v) = value {
+                settings.push_str(&format!("{name}={} ", crate::engine::shell::shell_quote(v)));
+            }
+        }
+        settings + &line
+    }
+
     /// The client command running `args` against this engine's daemon (shown with `-v`).
     pub(crate) fn command<I, S>(&self, args: I) -> Command
     where
@@ -307,8 +325,7 @@ impl Docker {
     {
         let args: Vec<OsString> = args.into_iter().map(Into::into).collect();
         if self.reporter.verbose() {
-            self.reporter
-                .command(&format!("+ {}", shell_line(&self.bin, &args)));
+            self.reporter.command(&format!("+ {}", self.shown(&args)));
         }
         let mut cmd = Command::new(&self.bin);
         cmd.args(&args).stdin(Stdio::null()).kill_on_drop(true);
@@ -449,7 +466,7 @@ impl Docker {
             self.reporter.command(&format!(
                 "+ (tar of {}) | {}",
                 binary.display(),
-                shell_line(&self.bin, &shown)
+                self.shown(&shown)
             ));
         }
         let mut client = std::process::Command::new(&self.bin);

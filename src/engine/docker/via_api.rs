@@ -8,7 +8,6 @@ use std::sync::Arc;
 use anyhow::{anyhow, Result};
 
 use super::*;
-use crate::engine::shell::shell_line;
 use crate::engine::{AgentSetup, ContainerSpec, ContainerSummary, VolumeSummary};
 use crate::error::Error;
 
@@ -34,8 +33,7 @@ impl Docker {
         let start = format!("/containers/{}/start", api::encode(&spec.name));
         if self.reporter.verbose() {
             let shown: Vec<OsString> = args.iter().map(Into::into).collect();
-            self.reporter
-                .command(&format!("+ {}", shell_line(&self.bin, &shown)));
+            self.reporter.command(&format!("+ {}", self.shown(&shown)));
             self.reporter.command(&format!(
                 "  = {} && {}",
                 api.curl_line("POST", &create, Some(&body)).await,
@@ -161,11 +159,16 @@ pub(super) fn volume_summaries(
                 .iter()
                 .all(|(k, v)| have.get(*k).map(String::as_str) == Some(*v))
         })
-        .map(|(name, _)| VolumeSummary {
-            // Our volumes are named after their sandbox (`h9sandbox-<32 hex>`).
+        .map(|(name, have)| VolumeSummary {
+            // Our named volumes are named after their sandbox (`h9sandbox-<32 hex>`); an
+            // anonymous one (a copied work dir's) carries the sandbox's ID label.
             sandbox_id: name
                 .strip_prefix("h9sandbox-")
                 .and_then(|h| uuid::Uuid::parse_str(h).ok())
+                .or_else(|| {
+                    let id = have.get(crate::engine::LABEL_ID)?;
+                    uuid::Uuid::parse_str(id).ok()
+                })
                 .map(|u| u.to_string()),
             name,
         })

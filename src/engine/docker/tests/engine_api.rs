@@ -424,3 +424,78 @@ fn a_tls_request_shows_as_a_curl_line_with_the_clients_files() {
     let engine = Docker::with_flavor(Flavor::Docker, "docker").daemon(daemon);
     assert!(engine.api().is_some());
 }
+
+#[test]
+fn a_volume_is_a_sandboxs_by_its_name_or_by_its_id_label() {
+    use std::collections::BTreeMap;
+    let id = "3a51c110-bff8-44b4-be2a-9497ca5294fa";
+    let labels = |extra: &[(&str, &str)]| -> BTreeMap<String, String> {
+        [("h9sandbox", "1"), ("h9sandbox.state_dir", "/s")]
+            .iter()
+            .chain(extra)
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    };
+    let found = vec![
+        // The scratch volume, named after its sandbox.
+        (
+            "h9sandbox-3a51c110bff844b4be2a9497ca5294fa".to_string(),
+            labels(&[]),
+        ),
+        // A copied work dir's anonymous volume, labelled with its sandbox's ID.
+        (
+            "5ccbd0d85b87".to_string(),
+            labels(&[(crate::engine::LABEL_ID, id)]),
+        ),
+        // Neither: an orphan whatever it is.
+        (
+            "5ccbd0d85b88".to_string(),
+            labels(&[(crate::engine::LABEL_ID, "junk")]),
+        ),
+        // Another state directory's: not listed at all.
+        ("h9sandbox-ffffffffffffffffffffffffffffffff".to_string(), {
+            let mut l = labels(&[]);
+            l.insert("h9sandbox.state_dir".into(), "/other".into());
+            l
+        }),
+    ];
+    let got = super::super::via_api::volume_summaries(
+        found,
+        &[("h9sandbox", "1"), ("h9sandbox.state_dir", "/s")],
+    );
+    let got: Vec<(&str, Option<&str>)> = got
+        .iter()
+        .map(|v| (v.name.as_str(), v.sandbox_id.as_deref()))
+        .collect();
+    assert_eq!(
+        got,
+        [
+            ("h9sandbox-3a51c110bff844b4be2a9497ca5294fa", Some(id)),
+            ("5ccbd0d85b87", Some(id)),
+            ("5ccbd0d85b88", None),
+        ]
+    );
+}
+
+#[test]
+fn a_client_line_carries_the_daemon_it_goes_to() {
+    let args: Vec<std::ffi::OsString> = vec!["start".into(), "a b".into()];
+    assert_eq!(
+        Docker::with_flavor(Flavor::Docker, "docker").shown(&args),
+        "docker start 'a b'"
+    );
+    let remote = Docker::with_flavor(Flavor::Docker, "docker").daemon(crate::types::Daemon {
+        host: Some("tcp://127.0.0.2:23760".into()),
+        tls_verify: Some("1".into()),
+        cert_path: Some("/certs dir".into()),
+        ..Default::default()
+    });
+    assert_eq!(
+        remote.shown(&args),
+        "DOCKER_HOST=tcp://127.0.0.2:23760 DOCKER_TLS_VERIFY=1 DOCKER_CERT_PATH='/certs dir' docker start 'a b'"
+    );
+    assert_eq!(
+        Docker::with_flavor(Flavor::Podman, "podman").shown(&args),
+        "podman start 'a b'"
+    );
+}
