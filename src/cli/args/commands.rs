@@ -432,8 +432,8 @@ pub struct DownArgs {
 pub struct ReadArgs {
     #[command(flatten)]
     pub sandbox: SandboxArg,
-    /// File: relative to the work dir, or absolute (inside the work dir: read on the host side;
-    /// elsewhere: the container's file, served inside it)
+    /// File: relative to the work dir, or absolute (inside a mounted work dir: read on the host
+    /// side; in a copied one, or elsewhere: the container's file, served inside it)
     pub path: PathBuf,
     /// Act as this user of the container (name, or UID[:GID]) instead of the sandbox's user;
     /// the file is then served inside the container
@@ -449,8 +449,8 @@ pub struct ReadArgs {
 pub struct WriteArgs {
     #[command(flatten)]
     pub sandbox: SandboxArg,
-    /// File: relative to the work dir, or absolute (inside the work dir: read on the host side;
-    /// elsewhere: the container's file, served inside it)
+    /// File: relative to the work dir, or absolute (inside a mounted work dir: read on the host
+    /// side; in a copied one, or elsewhere: the container's file, served inside it)
     pub path: PathBuf,
     /// Act as this user of the container (name, or UID[:GID]) instead of the sandbox's user;
     /// the file is then served inside the container
@@ -479,8 +479,8 @@ pub struct WriteArgs {
 pub struct EditArgs {
     #[command(flatten)]
     pub sandbox: SandboxArg,
-    /// File: relative to the work dir, or absolute (inside the work dir: read on the host side;
-    /// elsewhere: the container's file, served inside it)
+    /// File: relative to the work dir, or absolute (inside a mounted work dir: read on the host
+    /// side; in a copied one, or elsewhere: the container's file, served inside it)
     pub path: PathBuf,
     /// Act as this user of the container (name, or UID[:GID]) instead of the sandbox's user;
     /// the file is then served inside the container

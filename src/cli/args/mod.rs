@@ -405,8 +405,9 @@ Examples:
   h9sandbox read 3f2a build.log --max-bytes 4096  only the first 4 KiB
   h9sandbox read 3f2a out.png --format json       {path, size, content_base64, truncated}
 
-Paths are relative to the work dir, or absolute inside it (read on the host side; symlinks that stay
-inside are followed, '..' above the work dir and symlinks that lead out of it are refused, exit 1),
+Paths are relative to the work dir, or absolute inside it (a mounted work dir is read on the
+host side, a copied one inside the container, by the same rules; symlinks that stay inside are
+followed, '..' above the work dir and symlinks that lead out of it are refused, exit 1),
 or any other absolute path: the container's file, read inside it (the container must run). Always
 as the sandbox's user, or --user: a file it may not read is refused. Plain read streams
 any size; --format json holds the content in memory, so a file over json_max_bytes (16 MiB by
