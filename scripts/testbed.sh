@@ -38,6 +38,14 @@ LOG=$ROOT/dockerd.log
 
 log() { echo "testbed: $*" >&2; }
 
+# 02:42:AA:BB:CC:DD for the address AA.BB.CC.DD/N (in hex), as Docker derives a container's
+# MAC from its address: the gateway's own, which no container of the bridge gets.
+bridge_mac() {
+  local a b c d
+  IFS=./ read -r a b c d _ <<<"$1"
+  printf '02:42:%02x:%02x:%02x:%02x\n' "$a" "$b" "$c" "$d"
+}
+
 print_env() {
   echo "export DOCKER_HOST=tcp://$ADDR:$PORT DOCKER_TLS_VERIFY=1 DOCKER_CERT_PATH=$CERTS/client"
 }
@@ -138,6 +146,12 @@ up() {
       ip link add "$BRIDGE" type bridge
       ip addr add "$SUBNET_IP" dev "$BRIDGE"
     fi
+    # A MAC address of its own, as Docker gives the bridges it makes (docker0): a bridge made
+    # by `ip link add` takes the lowest MAC of its ports, which changes as containers come and
+    # go, and a container whose ARP entry of its gateway is older sends its packets to this
+    # machine into the void until the host happens to send it something (an exec waiting for
+    # a command's end never got it; a TLS handshake did not finish within 10 s).
+    ip link set "$BRIDGE" address "$(bridge_mac "$SUBNET_IP")"
     ip link set "$BRIDGE" up
     # The host daemon's storage driver works on this machine; the same one here.
     driver=$(docker info --format '{{.Driver}}' 2>/dev/null || echo overlay2)

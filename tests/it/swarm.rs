@@ -469,11 +469,11 @@ fn a_node_that_dies_takes_its_sandboxes_which_are_told_lost_and_removed() {
     let out = s.run(&["exec", &id, "--", "true"]);
     assert_eq!(out.status.code(), Some(125), "{}", stderr(&out));
     let err = one_line_error(&out);
-    // It names why the channel failed (refused, reset in its handshake, or no answer in
-    // time), not only a guess.
+    // It names why the channel failed (refused, no answer in time, or reset during the TLS
+    // handshake: in one CI run the port still accepted just after the daemon was killed), not
+    // only a guess.
     assert!(
-        err.contains("node down")
-            && (err.contains("the channel ") || err.contains("the channel's TLS handshake")),
+        err.contains("node down") && err.contains("the channel"),
         "{err}"
     );
     // Once the manager has marked the node down, `ls` tells the sandbox lost.

@@ -97,7 +97,10 @@ impl Environment for Swarm {
 
     /// Creates the channel's secret and the service, then waits for its task to run on some
     /// node (at most the placement timeout) and for its agent to serve (at most the shipped
-    /// agent's `ready_timeout`); on any failure both are removed again.
+    /// agent's `ready_timeout`); on any failure both are removed again. A task whose node's
+    /// daemon failed to start its container ([`TaskEnded::worth_once_more`]: Docker 20.10's
+    /// secrets remount, never the image or the command) is made once more, a fresh service
+    /// with a fresh secret, and `-v` says so.
     async fn create(&self, spec: &ContainerSpec) -> Result<String> {
         let AgentSetup::Shipped(agent) = &spec.agent else {
             return Err(service_create_args(spec, "", self.docker.run_options())
@@ -112,42 +115,24 @@ impl Environment for Swarm {
             .filter(|(k, _)| [LABEL_MANAGED, LABEL_ID, LABEL_STATE_DIR].contains(&k.as_str()))
             .map(|(k, v)| (k.clone(), v.clone()))
             .collect();
-        self.create_secret(&secret, &agent.secret, &labels).await?;
-        let created = self.docker.output(args).await;
-        let service = match created {
-            Ok((0, out, _)) => out.lines().last().unwrap_or("").trim().to_string(),
-            Ok((_, _, err)) => {
-                let _ = self.remove_secrets(std::slice::from_ref(&secret)).await;
-                if err.contains("already exists") {
-                    return Err(Error::NameInUse(spec.name.clone()).into());
-                }
-                return Err(anyhow!(
-                    "`{} service create` failed: {}",
-                    self.bin(),
-                    first_error_line(&err)
-                ));
-            }
-            Err(e) => {
-                let _ = self.remove_secrets(std::slice::from_ref(&secret)).await;
-                return Err(e);
-            }
+        let first = self.create_once(spec, agent, &args, &labels).await;
+        let ended = match &first {
+            Err(e) => e
+                .downcast_ref::<TaskEnded>()
+                .filter(|ended| ended.worth_once_more()),
+            Ok(_) => None,
         };
-        if service.is_empty() {
-            let _ = self.remove(&spec.name).await;
-            return Err(anyhow!(
-                "`{} service create` printed no service ID",
-                self.bin()
+        let Some(ended) = ended else {
+            return first;
+        };
+        let reporter = self.docker.reporter_of();
+        if reporter.verbose() {
+            reporter.note(&format!(
+                "{ended}: the node's daemon failed to start the task's container, not its image or command; its service and secret are removed and made once more"
             ));
         }
-        let started = match self.wait_placed(&service, spec).await {
-            Ok(()) => self.wait_serving(&service, agent.ready_timeout).await,
-            Err(e) => Err(e),
-        };
-        if let Err(e) = started {
-            let _ = self.remove(&service).await;
-            return Err(e);
-        }
-        Ok(service)
+        reporter.step("making the sandbox's service once more");
+        self.create_once(spec, agent, &args, &labels).await
     }
 
     async fn pull(&self, image: &str, timeout: Duration) -> Result<()> {

@@ -29,7 +29,7 @@ use std::time::Duration;
 use anyhow::{anyhow, Result};
 
 use super::docker::{first_error_line, Docker, RunOptions};
-use super::{ContainerSpec, Secret};
+use super::{ContainerSpec, Secret, ShippedAgent};
 use crate::error::Error;
 use crate::poll::{poll_until, Backoff, Pacer};
 use crate::types::Daemon;
@@ -99,6 +99,58 @@ impl Swarm {
             "{what} is not available on engine swarm (a sandbox is a service whose task cannot be stopped, restarted or committed as the same container); use down and up"
         ))
         .into()
+    }
+
+    /// One try of [`Environment::create`](super::Environment::create): the secret `spec`'s
+    /// service uses, labelled `labels`, the service (`args`), then its task running and its
+    /// agent serving; on any failure both are removed again ([`TaskEnded::removed`] says
+    /// whether they were, for a task that ended before it ran).
+    async fn create_once(
+        &self,
+        spec: &ContainerSpec,
+        agent: &ShippedAgent,
+        args: &[String],
+        labels: &[(String, String)],
+    ) -> Result<String> {
+        let secret = secret_name(&spec.name);
+        self.create_secret(&secret, &agent.secret, labels).await?;
+        let service = match self.docker.output(args.to_vec()).await {
+            Ok((0, out, _)) => out.lines().last().unwrap_or("").trim().to_string(),
+            Ok((_, _, err)) => {
+                let _ = self.remove_secrets(std::slice::from_ref(&secret)).await;
+                if err.contains("already exists") {
+                    return Err(Error::NameInUse(spec.name.clone()).into());
+                }
+                return Err(anyhow!(
+                    "`{} service create` failed: {}",
+                    self.bin(),
+                    first_error_line(&err)
+                ));
+            }
+            Err(e) => {
+                let _ = self.remove_secrets(std::slice::from_ref(&secret)).await;
+                return Err(e);
+            }
+        };
+        if service.is_empty() {
+            let _ = super::Environment::remove(self, &spec.name).await;
+            return Err(anyhow!(
+                "`{} service create` printed no service ID",
+                self.bin()
+            ));
+        }
+        let started = match self.wait_placed(&service, spec).await {
+            Ok(()) => self.wait_serving(&service, agent.ready_timeout).await,
+            Err(e) => Err(e),
+        };
+        if let Err(mut e) = started {
+            let removed = super::Environment::remove(self, &service).await.is_ok();
+            if let Some(ended) = e.downcast_mut::<TaskEnded>() {
+                ended.removed = removed;
+            }
+            return Err(e);
+        }
+        Ok(service)
     }
 
     /// The number of nodes of the swarm. Errors: the manager's (not a manager, no swarm).
@@ -190,7 +242,7 @@ impl Swarm {
 
     /// Waits until service `service`'s task runs (polled every 100 ms, one client call each),
     /// at most the placement timeout. Errors name what the sandbox asked for and what the
-    /// scheduler said.
+    /// scheduler said; a task that ended first is [`TaskEnded`].
     async fn wait_placed(&self, service: &str, spec: &ContainerSpec) -> Result<()> {
         let mut pacer = Pacer::new(
             self.placement_timeout,
@@ -207,13 +259,18 @@ impl Swarm {
                 "running" => return Ok(()),
                 s if is_terminal(s) => {
                     let task = self.task(service).await?.unwrap_or_default();
-                    return Err(anyhow!(
-                        "the sandbox's task ended ({s}) before it ran: {}",
-                        [task.err.as_str(), task.message.as_str(), err.as_str()]
-                            .into_iter()
-                            .find(|m| !m.is_empty())
-                            .unwrap_or("no reason given")
-                    ));
+                    let reason = [task.err.as_str(), task.message.as_str(), err.as_str()]
+                        .into_iter()
+                        .find(|m| !m.is_empty())
+                        .unwrap_or("no reason given")
+                        .to_string();
+                    return Err(TaskEnded {
+                        state: s.to_string(),
+                        err: if task.err.is_empty() { err } else { task.err },
+                        reason,
+                        removed: false,
+                    }
+                    .into());
                 }
                 state => {
                     if !err.is_empty() {

@@ -19,6 +19,65 @@ pub(super) fn is_no_such_secret(stderr: &str) -> bool {
     e.contains("no such secret") || e.contains("secret") && e.contains("not found")
 }
 
+/// Why a sandbox's task ended before it ran: its state (`failed`, `rejected`, ...), its
+/// `Status.Err` (empty if none) and what `up` says of it (the error, else the status message).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct TaskEnded {
+    pub state: String,
+    pub err: String,
+    pub reason: String,
+    /// Whether its service and secret were removed since (a failure to remove them is never
+    /// made once more over what is left).
+    pub removed: bool,
+}
+
+impl std::fmt::Display for TaskEnded {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "the sandbox's task ended ({}) before it ran: {}",
+            self.state, self.reason
+        )
+    }
+}
+
+impl std::error::Error for TaskEnded {}
+
+impl TaskEnded {
+    /// Whether a fresh service may get past it: the node's daemon failed to start the task's
+    /// container ([`is_daemon_start_failure`]) and what the failed one left was removed.
+    pub(crate) fn worth_once_more(&self) -> bool {
+        self.removed && is_daemon_start_failure(&self.err)
+    }
+}
+
+/// Whether a task's `Status.Err` says that its node's daemon failed to set its container up,
+/// before any process of the image ran: the swarm's executor says `starting container failed:`
+/// and the daemon's own reason follows (Docker 20.10's race on the secrets' tmpfs, `unable to
+/// remount dir as readonly: mount tmpfs:/var/lib/docker/containers/ID/mounts/secrets, flags:
+/// 0x21, data: uid=0,gid=0: device or resource busy`, moby/moby#48783). Never what the image or
+/// the command caused: the OCI runtime's failures to start the process (`exec format error`,
+/// `executable file not found`, a missing file, a denied one), an image the node has not (`No
+/// such image`, at the task's preparation, not its start), or a command that ran and exited
+/// (`task: non-zero exit (1)`).
+pub(crate) fn is_daemon_start_failure(err: &str) -> bool {
+    let e = err.trim().to_ascii_lowercase();
+    let Some(why) = e.strip_prefix("starting container failed:") else {
+        return false;
+    };
+    const OF_THE_IMAGE_OR_COMMAND: [&str; 8] = [
+        "oci runtime",
+        "starting container process",
+        "exec format error",
+        "executable file not found",
+        "no such file or directory",
+        "permission denied",
+        "no such image",
+        "not found",
+    ];
+    !why.trim().is_empty() && !OF_THE_IMAGE_OR_COMMAND.iter().any(|m| why.contains(m))
+}
+
 /// Whether a task in state `s` will never run (again).
 pub(super) fn is_terminal(s: &str) -> bool {
     matches!(

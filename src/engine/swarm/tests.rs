@@ -269,3 +269,42 @@ fn a_placement_failure_names_what_was_asked_for() {
     );
     assert!(!msg.contains('\n'));
 }
+
+#[test]
+fn only_a_daemon_that_failed_to_start_a_task_is_worth_a_fresh_service() {
+    // Docker 20.10's race on the secrets' tmpfs (moby/moby#48783): the daemon's words, as
+    // elastic/elasticsearch#48406 quotes them in full, after the prefix the swarm's executor
+    // puts before every failure to start a task's container (seen on the bed, below).
+    let secrets = "starting container failed: unable to remount dir as readonly: mount tmpfs:/var/lib/h9-swarm/worker/data/containers/0a8d5b1bd3b3d4b5b8e6f0b7e2ab4f1bb2b6c8e7a6d2c4e6f9e3b5a1c7d9e2f4/mounts/secrets, flags: 0x21, data: uid=0,gid=0: device or resource busy";
+    assert!(is_daemon_start_failure(secrets));
+    let ended = |err: &str, removed| TaskEnded {
+        state: "failed".into(),
+        err: err.into(),
+        reason: err.into(),
+        removed,
+    };
+    assert!(ended(secrets, true).worth_once_more());
+    // Nothing is made over what a failed removal left.
+    assert!(!ended(secrets, false).worth_once_more());
+    assert_eq!(
+        ended(secrets, true).to_string(),
+        format!("the sandbox's task ended (failed) before it ran: {secrets}")
+    );
+    // What the image or the command caused, never: as the two-node bed's worker (Docker
+    // 20.10.24) reported them in `docker service ps --no-trunc` and the task's Status.Err.
+    for err in [
+        "",
+        // The command ran and exited.
+        "task: non-zero exit (1)",
+        // No such executable in the image, or one that is not executable.
+        r#"starting container failed: failed to create shim task: OCI runtime create failed: runc create failed: unable to start container process: exec: "/nonexistent": stat /nonexistent: no such file or directory: unknown"#,
+        r#"starting container failed: failed to create shim task: OCI runtime create failed: runc create failed: unable to start container process: exec: "/etc/passwd": permission denied: unknown"#,
+        // An image the node cannot get (rejected while preparing, before any start).
+        "No such image: 127.0.0.1:5000/h9fix-nonexistent:1",
+        // A binary of another architecture, as runc words it (not seen on this bed).
+        r#"starting container failed: failed to create shim task: OCI runtime create failed: runc create failed: unable to start container process: exec: "/arm": exec format error: unknown"#,
+    ] {
+        assert!(!is_daemon_start_failure(err), "{err}");
+        assert!(!ended(err, true).worth_once_more(), "{err}");
+    }
+}
