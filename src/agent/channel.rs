@@ -43,6 +43,7 @@ impl Listener {
                 }
             };
             let _ = stream.set_nodelay(true);
+            crate::contract::tls::keep_alive(&stream);
             let acceptor = self.acceptor.clone();
             let agent = Arc::clone(&agent);
             tokio::spawn(async move {

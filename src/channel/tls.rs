@@ -123,5 +123,6 @@ pub async fn connect(
         })?
         .map_err(|e| ConnectError::Unreachable(format!("the channel {address}: {e}")))?;
     let _ = tcp.set_nodelay(true);
+    crate::contract::tls::keep_alive(&tcp);
     over(Box::new(tcp), keys, token).await
 }

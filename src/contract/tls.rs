@@ -94,6 +94,23 @@ fn unhex(text: &str) -> Option<Vec<u8>> {
         .collect()
 }
 
+/// Turns on TCP keepalive on a channel's connection `socket`, on either end: after 15 s without
+/// traffic the kernel probes the peer every 5 s, and 3 probes unanswered end the connection
+/// (`ETIMEDOUT`). A peer that vanished without closing (its node down, its replies lost on the
+/// way) is so told in about 30 s; without it, a command that prints nothing waits for it
+/// forever. A peer that is there answers the probes from its kernel, however long its command
+/// runs quietly. `SO_KEEPALIVE`, `TCP_KEEPIDLE`, `TCP_KEEPINTVL`, `TCP_KEEPCNT`: socket(7),
+/// tcp(7). Best effort: a setting the socket refuses is left as it is.
+pub(crate) fn keep_alive(socket: impl std::os::fd::AsFd) {
+    use rustix::net::sockopt;
+    let fd = socket.as_fd();
+    if sockopt::set_socket_keepalive(fd, true).is_ok() {
+        let _ = sockopt::set_tcp_keepidle(fd, std::time::Duration::from_secs(15));
+        let _ = sockopt::set_tcp_keepintvl(fd, std::time::Duration::from_secs(5));
+        let _ = sockopt::set_tcp_keepcnt(fd, 3);
+    }
+}
+
 fn provider() -> Arc<rustls::crypto::CryptoProvider> {
     Arc::new(rustls::crypto::ring::default_provider())
 }
@@ -260,6 +277,25 @@ pub(crate) fn server_name() -> ServerName<'static> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_channels_connection_probes_a_quiet_peer() {
+        use rustix::net::sockopt;
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let tcp = std::net::TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+        assert!(!sockopt::socket_keepalive(&tcp).unwrap());
+        keep_alive(&tcp);
+        assert!(sockopt::socket_keepalive(&tcp).unwrap());
+        assert_eq!(
+            sockopt::tcp_keepidle(&tcp).unwrap(),
+            std::time::Duration::from_secs(15)
+        );
+        assert_eq!(
+            sockopt::tcp_keepintvl(&tcp).unwrap(),
+            std::time::Duration::from_secs(5)
+        );
+        assert_eq!(sockopt::tcp_keepcnt(&tcp).unwrap(), 3);
+    }
 
     #[test]
     fn secrets_round_trip_and_bad_frames_are_refused() {

@@ -36,6 +36,22 @@ use crate::state::{AgentRecord, ChannelRecord, Record};
 /// not answer by then leaves the sandbox to the engine's exec.
 pub(crate) const READY_TIMEOUT: Duration = Duration::from_secs(5);
 
+/// What went wrong with a connection to a sandbox's agent mid-conversation, for the line
+/// "the sandbox's agent failed: …": an end without TLS's close (rustls' message names a URL)
+/// or a connection the kernel's keepalive probes found dead
+/// ([`crate::contract::tls::keep_alive`]) in words a person can act on; anything else as it is.
+pub(crate) fn connection_failure(e: &std::io::Error) -> String {
+    match e.kind() {
+        std::io::ErrorKind::UnexpectedEof | std::io::ErrorKind::ConnectionReset => {
+            "its connection closed before it answered (the container stopped, or the network between closed it)".into()
+        }
+        std::io::ErrorKind::TimedOut => {
+            "its connection went silent: no answer to the keepalive probes of 30 s (its node down, or its packets lost)".into()
+        }
+        _ => e.to_string(),
+    }
+}
+
 /// The run directory of sandbox `id`.
 pub(crate) fn run_dir(ctx: &Ctx, id: Uuid) -> PathBuf {
     ctx.store.dir().join("run").join(id.to_string())

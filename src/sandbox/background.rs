@@ -91,7 +91,7 @@ pub(crate) async fn detach(ctx: &Ctx, req: &ExecRequest) -> anyhow::Result<Start
         ))
         .into()),
         Some(Ok(other)) => Err(agent_failed(format!("unexpected answer {other:?}"))),
-        Some(Err(e)) => Err(agent_failed(e)),
+        Some(Err(e)) => Err(agent_failed(crate::sandbox::agent::connection_failure(&e))),
         None => Err(agent_failed("it closed the connection")),
     }
 }
@@ -113,7 +113,7 @@ pub(crate) async fn list(ctx: &Ctx, query: &str) -> anyhow::Result<(Record, Vec<
         Some(Ok(Reply::Processes(list))) => Ok((rec, list)),
         Some(Ok(Reply::Refused(why))) => Err(agent_failed(why)),
         Some(Ok(other)) => Err(agent_failed(format!("unexpected answer {other:?}"))),
-        Some(Err(e)) => Err(agent_failed(e)),
+        Some(Err(e)) => Err(agent_failed(crate::sandbox::agent::connection_failure(&e))),
         None => Err(agent_failed("it closed the connection")),
     }
 }
@@ -133,7 +133,7 @@ pub(crate) async fn kill(ctx: &Ctx, query: &str, handle: &str) -> anyhow::Result
             Err(Error::Sandbox(format!("{why} (see `h9sandbox ps`)")).into())
         }
         Some(Ok(other)) => Err(agent_failed(format!("unexpected answer {other:?}"))),
-        Some(Err(e)) => Err(agent_failed(e)),
+        Some(Err(e)) => Err(agent_failed(crate::sandbox::agent::connection_failure(&e))),
         None => Err(agent_failed("it closed the connection")),
     }
 }

@@ -253,7 +253,7 @@ async fn via_agent(
         detach: false,
     }))
     .await
-    .map_err(|e| lost(e.to_string()))?;
+    .map_err(|e| lost(crate::sandbox::agent::connection_failure(&e)))?;
     let mut stderr = Vec::new();
     loop {
         tokio::select! {
@@ -271,7 +271,7 @@ async fn via_agent(
                     return Err(lost(message).into())
                 }
                 Some(Ok(other)) => return Err(lost(format!("unexpected answer {other:?}")).into()),
-                Some(Err(e)) => return Err(lost(e.to_string()).into()),
+                Some(Err(e)) => return Err(lost(crate::sandbox::agent::connection_failure(&e)).into()),
                 None => return Err(lost("it closed the connection".into()).into()),
             },
             chunk = next_chunk(&mut chunks) => match chunk {

@@ -88,7 +88,12 @@ pub(crate) async fn run(
     };
     let started = Instant::now();
     let (mut tx, mut rx) = conn.split();
-    let lost = |e: std::io::Error| Error::Sandbox(format!("the sandbox's agent failed: {e}"));
+    let lost = |e: std::io::Error| {
+        Error::Sandbox(format!(
+            "the sandbox's agent failed: {}",
+            crate::sandbox::agent::connection_failure(&e)
+        ))
+    };
     tx.send(Request::Start(start))
         .await
         .map_err(|e| start_refused(e).unwrap_or_else(&lost))?;

@@ -80,7 +80,12 @@ pub(crate) async fn run(
         ));
     }
     let started = Instant::now();
-    let lost = |e: std::io::Error| Error::Sandbox(format!("the sandbox's agent failed: {e}"));
+    let lost = |e: std::io::Error| {
+        Error::Sandbox(format!(
+            "the sandbox's agent failed: {}",
+            crate::sandbox::agent::connection_failure(&e)
+        ))
+    };
     let (mut tx, mut rx) = conn.split();
     tx.send(Request::Terminal(terminal)).await.map_err(&lost)?;
     let mut backstop = timeout.map(|t| tokio::time::Instant::now() + t + AGENT_PATIENCE);

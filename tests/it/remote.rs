@@ -320,6 +320,12 @@ fn a_connection_lost_mid_command_is_told_not_taken_for_its_exit() {
     assert_eq!(status.code(), Some(125), "{err}");
     assert_eq!(err.lines().count(), 1, "{err}");
     assert!(err.starts_with("h9sandbox: error: "), "{err}");
+    // In words a person can act on (not the TLS library's note with its URL).
+    assert!(
+        err.contains("connection closed before it answered"),
+        "{err}"
+    );
+    assert!(!err.contains("https://"), "{err}");
 }
 
 #[test]
