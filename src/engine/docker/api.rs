@@ -116,13 +116,20 @@ impl Answer {
         self.status == 400 && self.message().contains("is too old")
     }
 
-    /// The daemon's message (`{"message": "..."}`), else the body as text.
+    /// The daemon's message (`{"message": "..."}`), else the body as text; on one line (its
+    /// line breaks become spaces: it ends up in a one-line error).
     pub(crate) fn message(&self) -> String {
         let text = String::from_utf8_lossy(&self.body);
-        serde_json::from_slice::<Value>(&self.body)
+        let message = serde_json::from_slice::<Value>(&self.body)
             .ok()
             .and_then(|v| v.get("message")?.as_str().map(str::to_string))
-            .unwrap_or_else(|| text.trim().to_string())
+            .unwrap_or_else(|| text.trim().to_string());
+        message
+            .split(['\n', '\r'])
+            .map(str::trim)
+            .filter(|l| !l.is_empty())
+            .collect::<Vec<_>>()
+            .join(" ")
     }
 
     /// The daemon's message as the client prints it: `Error response from daemon: MESSAGE`.
@@ -334,6 +341,10 @@ async fn send(
             exchange(stream, "localhost", method, path, body, timeout).await
         }
         Endpoint::Tls(t) => {
+            if !t.in_force() {
+                // A CA out of its validity: the client, which refuses it, is asked instead.
+                return Err(Failure::Connect);
+            }
             let connect = async {
                 let tcp = tokio::net::TcpStream::connect(&t.address).await?;
                 let _ = tcp.set_nodelay(true);

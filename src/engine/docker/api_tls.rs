@@ -35,6 +35,108 @@ pub(crate) struct TlsEndpoint {
     pub client_cert: bool,
     /// The TLS settings: roots from `ca.pem`, the client's certificate.
     pub config: Arc<rustls::ClientConfig>,
+    /// When every CA of `ca.pem` is valid: from the latest `notBefore` to the earliest
+    /// `notAfter`, seconds since the epoch ([`TlsEndpoint::in_force`]).
+    pub valid: (i64, i64),
+}
+
+impl TlsEndpoint {
+    /// Whether every CA of `ca.pem` is within its validity now. The client refuses a daemon
+    /// whose chain ends at an expired or not yet valid CA; webpki, which takes a trust anchor
+    /// as it is, would not: outside it, the client is asked instead. Checked before every
+    /// connection (an MCP server lives long).
+    pub(crate) fn in_force(&self) -> bool {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX));
+        self.valid.0 <= now && now <= self.valid.1
+    }
+}
+
+/// What a CA certificate of `ca.pem` must be for webpki's verification to be as strict as the
+/// client's (Go's `crypto/x509`, which also checks an anchor's validity, its path length and
+/// its extended key usage; webpki checks none of an anchor's): its validity, as `(notBefore,
+/// notAfter)` in seconds since the epoch. Errors: not a certificate this reads, or one with a
+/// path length constraint or an extended key usage (webpki would not honour them: the client
+/// is asked instead).
+pub(crate) fn anchor_validity(der: &[u8]) -> Result<(i64, i64), String> {
+    use yasna::models::ObjectIdentifier;
+    use yasna::tags::{TAG_GENERALIZEDTIME, TAG_UTCTIME};
+    const BASIC_CONSTRAINTS: [u64; 4] = [2, 5, 29, 19];
+    const EXT_KEY_USAGE: [u64; 4] = [2, 5, 29, 37];
+    let time = |r: yasna::BERReader| -> yasna::ASN1Result<i64> {
+        let tag = r.lookahead_tag()?;
+        if tag == TAG_UTCTIME {
+            Ok(r.read_utctime()?.datetime().unix_timestamp())
+        } else if tag == TAG_GENERALIZEDTIME {
+            Ok(r.read_generalized_time()?.datetime().unix_timestamp())
+        } else {
+            Err(yasna::ASN1Error::new(yasna::ASN1ErrorKind::Invalid))
+        }
+    };
+    let mut limited = None;
+    let validity = yasna::parse_der(der, |r| {
+        r.read_sequence(|cert| {
+            let validity = cert.next().read_sequence(|tbs| {
+                // version [0], serial, signature, issuer
+                tbs.read_optional(|r| r.read_tagged(yasna::Tag::context(0), |r| r.read_der()))?;
+                for _ in 0..3 {
+                    tbs.next().read_der()?;
+                }
+                let validity = tbs.next().read_sequence(|v| {
+                    let not_before = time(v.next())?;
+                    let not_after = time(v.next())?;
+                    Ok((not_before, not_after))
+                })?;
+                // subject, subjectPublicKeyInfo, then [1] [2] unique IDs, [3] extensions
+                tbs.next().read_der()?;
+                tbs.next().read_der()?;
+                // (read_der takes any element: the tag is looked at first)
+                for n in [1, 2] {
+                    tbs.read_optional(|r| match r.lookahead_tag()? == yasna::Tag::context(n) {
+                        true => r.read_der(),
+                        false => Err(yasna::ASN1Error::new(yasna::ASN1ErrorKind::Invalid)),
+                    })?;
+                }
+                tbs.read_optional(|r| {
+                    r.read_tagged(yasna::Tag::context(3), |r| {
+                        r.read_sequence_of(|ext| {
+                            ext.read_sequence(|e| {
+                                let id: ObjectIdentifier = e.next().read_oid()?;
+                                let _critical = e.read_default(false, |r| r.read_bool())?;
+                                let value = e.next().read_bytes()?;
+                                let id = id.components().as_slice();
+                                if id == EXT_KEY_USAGE {
+                                    limited = Some("an extended key usage");
+                                } else if id == BASIC_CONSTRAINTS {
+                                    let path_len = yasna::parse_der(&value, |r| {
+                                        r.read_sequence(|bc| {
+                                            bc.read_default(false, |r| r.read_bool())?;
+                                            bc.read_optional(|r| r.read_u64())
+                                        })
+                                    })?;
+                                    if path_len.is_some() {
+                                        limited = Some("a path length constraint");
+                                    }
+                                }
+                                Ok(())
+                            })
+                        })
+                    })
+                })?;
+                Ok(validity)
+            })?;
+            // signatureAlgorithm, signatureValue
+            cert.next().read_der()?;
+            cert.next().read_der()?;
+            Ok(validity)
+        })
+    })
+    .map_err(|e| format!("not a certificate this reads: {e}"))?;
+    match limited {
+        Some(what) => Err(format!("a CA with {what}")),
+        None => Ok(validity),
+    }
 }
 
 /// `tcp://HOST[:PORT]` as `(host, port)`; `None` for anything else (a path after the port,
@@ -56,7 +158,10 @@ pub(crate) fn parse_tcp_host(host: &str) -> Option<(String, u16)> {
             None => (rest, None),
         },
     };
-    if name.is_empty() || name.contains(['/', '@', '?', '#', ' ']) {
+    // An IPv6 address without brackets (`tcp://::1:2376`) is read differently by the client:
+    // its business.
+    let bare_v6 = !rest.starts_with('[') && name.contains(':');
+    if name.is_empty() || bare_v6 || name.contains(['/', '@', '?', '#', ' ']) {
         return None;
     }
     let port = match port {
@@ -89,7 +194,7 @@ pub(crate) fn tls_endpoint(daemon: &Daemon) -> Option<TlsEndpoint> {
     let (host, port) = parse_tcp_host(daemon.host.as_deref()?)?;
     let server_name = ServerName::try_from(host.clone()).ok()?;
     let dir = cert_dir(daemon)?;
-    let (config, client_cert) = client_config(&dir).ok()?;
+    let (config, client_cert, valid) = client_config(&dir).ok()?;
     let address = match host.contains(':') {
         true => format!("[{host}]:{port}"),
         false => format!("{host}:{port}"),
@@ -100,21 +205,31 @@ pub(crate) fn tls_endpoint(daemon: &Daemon) -> Option<TlsEndpoint> {
         dir,
         client_cert,
         config,
+        valid,
     })
 }
 
-/// The TLS configuration of the client's files in `dir`: the roots of `ca.pem` (required), the
-/// chain of `cert.pem` with the key of `key.pem` when both exist. Returns it and whether the
-/// client's certificate is in it. Errors: a file unreadable or not PEM rustls takes.
-pub(crate) fn client_config(dir: &Path) -> anyhow::Result<(Arc<rustls::ClientConfig>, bool)> {
+/// The TLS configuration of the client's files in `dir`: the roots of `ca.pem` (required, at
+/// most [`CA_FILE_MAX`] bytes, each CA as [`anchor_validity`] wants it), the chain of
+/// `cert.pem` with the key of `key.pem` when both exist. Returns it, whether the client's
+/// certificate is in it, and when every CA is valid ([`TlsEndpoint::valid`]). Errors: a file
+/// unreadable, too large, or not PEM rustls takes; a CA webpki would not check as the client
+/// does.
+pub(crate) fn client_config(
+    dir: &Path,
+) -> anyhow::Result<(Arc<rustls::ClientConfig>, bool, (i64, i64))> {
     use anyhow::Context;
     let mut roots = rustls::RootCertStore::empty();
     let ca = dir.join("ca.pem");
-    for cert in CertificateDer::pem_file_iter(&ca)
-        .with_context(|| format!("cannot read {}", ca.display()))?
-    {
+    let text = read_small(&ca)?;
+    let mut valid = (i64::MIN, i64::MAX);
+    for cert in CertificateDer::pem_slice_iter(&text) {
+        let cert = cert.with_context(|| format!("{} is not PEM", ca.display()))?;
+        let (not_before, not_after) =
+            anchor_validity(&cert).map_err(|why| anyhow::anyhow!("{}: {why}", ca.display()))?;
+        valid = (valid.0.max(not_before), valid.1.min(not_after));
         roots
-            .add(cert.with_context(|| format!("{} is not PEM", ca.display()))?)
+            .add(cert)
             .with_context(|| format!("{} holds a certificate rustls refuses", ca.display()))?;
     }
     anyhow::ensure!(!roots.is_empty(), "{} holds no certificate", ca.display());
@@ -124,16 +239,41 @@ pub(crate) fn client_config(dir: &Path) -> anyhow::Result<(Arc<rustls::ClientCon
         .with_root_certificates(roots);
     let (cert, key) = (dir.join("cert.pem"), dir.join("key.pem"));
     if !(cert.exists() && key.exists()) {
-        return Ok((Arc::new(builder.with_no_client_auth()), false));
+        return Ok((Arc::new(builder.with_no_client_auth()), false, valid));
     }
-    let chain = CertificateDer::pem_file_iter(&cert)
-        .with_context(|| format!("cannot read {}", cert.display()))?
+    let chain = CertificateDer::pem_slice_iter(&read_small(&cert)?)
         .collect::<Result<Vec<_>, _>>()
         .with_context(|| format!("{} is not PEM", cert.display()))?;
-    let key = PrivateKeyDer::from_pem_file(&key)
+    let key = PrivateKeyDer::from_pem_slice(&read_small(&key)?)
         .with_context(|| format!("cannot read a private key from {}", key.display()))?;
     let config = builder.with_client_auth_cert(chain, key)?;
-    Ok((Arc::new(config), true))
+    Ok((Arc::new(config), true, valid))
+}
+
+/// The most a TLS file of the client's is read: 1 MiB (a CA bundle of a few hundred
+/// certificates); more is refused, and the client asked instead.
+pub(crate) const CA_FILE_MAX: u64 = 1 << 20;
+
+/// The content of `path`, a regular file of at most [`CA_FILE_MAX`] bytes, opened without
+/// blocking (a FIFO planted there is refused, not waited on).
+fn read_small(path: &Path) -> anyhow::Result<Vec<u8>> {
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(path)
+        .map_err(|e| anyhow::anyhow!("cannot read {}: {e}", path.display()))?;
+    let meta = file.metadata()?;
+    anyhow::ensure!(meta.is_file(), "{} is not a regular file", path.display());
+    anyhow::ensure!(
+        meta.len() <= CA_FILE_MAX,
+        "{} is larger than {CA_FILE_MAX} bytes",
+        path.display()
+    );
+    let mut text = Vec::new();
+    file.take(CA_FILE_MAX + 1).read_to_end(&mut text)?;
+    Ok(text)
 }
 
 /// `der` as a PEM block of `label` (`CERTIFICATE`, `PRIVATE KEY`), for tests.
@@ -178,6 +318,7 @@ mod tests {
             "tcp://h:2376/prefix",
             "tcp://u@h:2376",
             "tcp://[::1]x",
+            "tcp://::1:2376",
         ] {
             assert_eq!(p(bad), None, "{bad}");
         }
@@ -236,6 +377,76 @@ mod tests {
         // A key that is not PEM: the client.
         std::fs::write(dir.path().join("key.pem"), "not a key").unwrap();
         assert!(tls_endpoint(&daemon("tcp://127.0.0.2:2376", Some("1"), dir.path())).is_none());
+    }
+
+    /// `ca.pem` in `dir` of a CA made with `shape` applied to its parameters.
+    fn ca_file(dir: &Path, shape: impl FnOnce(&mut rcgen::CertificateParams)) {
+        let key = rcgen::KeyPair::generate().unwrap();
+        let mut params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+        params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+        shape(&mut params);
+        let ca = params.self_signed(&key).unwrap();
+        std::fs::write(dir.join("ca.pem"), pem("CERTIFICATE", ca.der())).unwrap();
+    }
+
+    #[test]
+    fn a_ca_the_client_would_refuse_is_never_a_root_of_ours() {
+        let at = |dir: &Path| tls_endpoint(&daemon("tcp://127.0.0.2:2376", Some("1"), dir));
+        // As the client checks an anchor and webpki does not: a path length constraint or an
+        // extended key usage sends every request to the client.
+        for (what, shape) in [
+            (
+                "path length",
+                Box::new(|p: &mut rcgen::CertificateParams| {
+                    p.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Constrained(0));
+                }) as Box<dyn FnOnce(&mut rcgen::CertificateParams)>,
+            ),
+            (
+                "extended key usage",
+                Box::new(|p: &mut rcgen::CertificateParams| {
+                    p.extended_key_usages = vec![rcgen::ExtendedKeyUsagePurpose::ClientAuth];
+                }),
+            ),
+        ] {
+            let dir = tempfile::tempdir().unwrap();
+            ca_file(dir.path(), shape);
+            assert!(at(dir.path()).is_none(), "{what}");
+        }
+        // Expired, or not valid yet: found, but never connected to.
+        for (from, to) in [((2020, 1, 1), (2021, 1, 1)), ((2999, 1, 1), (3000, 1, 1))] {
+            let dir = tempfile::tempdir().unwrap();
+            ca_file(dir.path(), |p| {
+                p.not_before = rcgen::date_time_ymd(from.0, from.1, from.2);
+                p.not_after = rcgen::date_time_ymd(to.0, to.1, to.2);
+            });
+            let e = at(dir.path()).unwrap();
+            assert!(!e.in_force(), "{from:?}..{to:?}");
+        }
+        // A CA as Docker's guide makes it (CA:TRUE, no limits), valid now: ours.
+        let dir = tempfile::tempdir().unwrap();
+        ca_file(dir.path(), |p| {
+            p.not_before = rcgen::date_time_ymd(2020, 1, 1);
+            p.not_after = rcgen::date_time_ymd(2999, 1, 1);
+        });
+        let e = at(dir.path()).unwrap();
+        assert!(e.in_force());
+        assert_eq!(e.valid.0, 1_577_836_800);
+    }
+
+    #[test]
+    fn a_planted_fifo_or_a_huge_file_is_refused_without_waiting_or_reading_it_all() {
+        let dir = tempfile::tempdir().unwrap();
+        pem_files(dir.path(), true);
+        let fifo = dir.path().join("key.pem");
+        std::fs::remove_file(&fifo).unwrap();
+        let path = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+        // SAFETY: mkfifo(3) of a path of our temporary directory.
+        assert_eq!(unsafe { libc::mkfifo(path.as_ptr(), 0o600) }, 0);
+        assert!(tls_endpoint(&daemon("tcp://h.example:2376", Some("1"), dir.path())).is_none());
+        let dir = tempfile::tempdir().unwrap();
+        let ca = std::fs::File::create(dir.path().join("ca.pem")).unwrap();
+        ca.set_len(CA_FILE_MAX + 1).unwrap();
+        assert!(tls_endpoint(&daemon("tcp://h.example:2376", Some("1"), dir.path())).is_none());
     }
 
     #[test]

@@ -499,3 +499,20 @@ fn a_client_line_carries_the_daemon_it_goes_to() {
         "podman start 'a b'"
     );
 }
+
+#[test]
+fn a_daemons_message_is_one_line() {
+    let a = api::Answer {
+        status: 500,
+        body: bytes::Bytes::from_static(b"{\"message\": \"first\\nsecond\\r\\n\"}"),
+    };
+    assert_eq!(a.message(), "first second");
+    let a = api::Answer {
+        status: 302,
+        body: bytes::Bytes::from_static(b"moved\nthere\n"),
+    };
+    assert_eq!(
+        a.as_client_error(),
+        "Error response from daemon: moved there"
+    );
+}
