@@ -356,24 +356,40 @@ fn with_one_free_pid_left_a_command_is_refused_not_left_without_its_supervisor()
             && err.lines().count() == 1
             && err.contains("as many processes as its limit allows (24)")
     };
+    // What each probe found, told if the sandbox never stays full (a flake on a busy CI machine
+    // must say what it saw: which probes ran, which fills were refused and why).
+    let mut trace: Vec<String> = Vec::new();
+    let started = std::time::Instant::now();
     let mut full = 0;
-    wait_until(Duration::from_secs(30), "the sandbox at its limit", || {
+    while full < 5 {
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "the sandbox never stayed at its limit within 60 s; probes: {}",
+            trace.join("; ")
+        );
         let out = env.run(&["exec", &id, "--", "true"]);
+        let at = started.elapsed().as_millis();
         match out.status.code() {
             // A thread or process that was there while the sandbox filled (a busy machine's
             // transient one) has ended since: more than one PID is free, so fill again (a
-            // refused fill means it is full already).
+            // refused fill means it is full already), and give the fill's loop a moment to
+            // take what is free before the next probe.
             Some(0) => {
-                let _ = fill();
-                false
+                let filled = fill();
+                trace.push(format!(
+                    "{at} ms: true ran; fill {:?} {}",
+                    filled.status.code(),
+                    stderr(&filled).lines().next().unwrap_or("")
+                ));
+                std::thread::sleep(Duration::from_millis(300));
             }
             _ => {
                 assert!(refused(&out), "{:?}: {}", out.status, stderr(&out));
+                trace.push(format!("{at} ms: refused"));
                 full += 1;
-                full >= 5
             }
         }
-    });
+    }
 }
 
 #[test]
