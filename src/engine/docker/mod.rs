@@ -216,13 +216,13 @@ impl Docker {
     }
 
     /// [`Docker::call`] with [`api::REQUEST_TIMEOUT`] and no body.
-    async fn get(&self, method: &str, path: &str) -> Result<Option<api::Answer>> {
+    pub(crate) async fn get(&self, method: &str, path: &str) -> Result<Option<api::Answer>> {
         self.call(method, path, None, api::REQUEST_TIMEOUT).await
     }
 
     /// The error of a failed API request, worded as the client's (`` `docker VERB` failed:
     /// Error response from daemon: ... ``).
-    fn api_failed(&self, verb: &str, answer: &api::Answer) -> anyhow::Error {
+    pub(crate) fn api_failed(&self, verb: &str, answer: &api::Answer) -> anyhow::Error {
         anyhow!("`{} {verb}` failed: {}", self.bin, answer.as_client_error())
     }
 

@@ -69,16 +69,9 @@ impl Environment for Swarm {
     }
 
     async fn logs_tail(&self, container: &str, lines: usize) -> Result<String> {
-        self.docker
-            .checked(vec![
-                "service".into(),
-                "logs".into(),
-                "--raw".into(),
-                "--tail".into(),
-                lines.to_string(),
-                container.into(),
-            ])
-            .await
+        self.logs(container, lines)
+            .await?
+            .ok_or_else(|| anyhow!("no such service: {container}"))
     }
 
     async fn published_ports(&self, container: &str) -> Result<Vec<crate::types::PublishedPort>> {
@@ -154,6 +147,9 @@ impl Environment for Swarm {
         let Some(secrets) = self.secrets_of(container).await? else {
             return Ok(());
         };
+        if self.remove_service_api(container).await?.is_some() {
+            return self.remove_secrets(&secrets).await;
+        }
         let (code, _, err) = self
             .docker
             .output(strings(&["service", "rm", container]))
@@ -169,12 +165,25 @@ impl Environment for Swarm {
     }
 
     async fn remove_labelled(&self, key: &str, value: &str) -> Result<usize> {
-        let filter = format!("label={key}={value}");
-        let ids = self
-            .docker
-            .checked(strings(&["service", "ls", "-q", "--filter", &filter]))
-            .await?;
-        let ids: Vec<&str> = ids.lines().filter(|l| !l.is_empty()).collect();
+        let ids: Vec<String> = match self.services_api(&[(key, value)]).await? {
+            Some(services) => services
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|s| s.get("ID")?.as_str().map(str::to_string))
+                .collect(),
+            None => {
+                let filter = format!("label={key}={value}");
+                let ids = self
+                    .docker
+                    .checked(strings(&["service", "ls", "-q", "--filter", &filter]))
+                    .await?;
+                ids.lines()
+                    .filter(|l| !l.is_empty())
+                    .map(str::to_string)
+                    .collect()
+            }
+        };
         for id in &ids {
             self.remove(id).await?;
         }
@@ -183,8 +192,13 @@ impl Environment for Swarm {
         Ok(ids.len())
     }
 
-    /// Three client calls however many services: their IDs, their labels, their tasks.
+    /// Three Engine API requests however many services (the services, their tasks, the
+    /// nodes), or three client calls without the API (their IDs, their labels, their tasks).
     async fn list(&self, labels: &[(&str, &str)]) -> Result<Vec<ContainerSummary>> {
+        if let Some(mut found) = self.list_api(labels).await? {
+            found.retain(|c| crate::engine::docker::summary_has_labels(c, labels));
+            return Ok(found);
+        }
         let mut args = strings(&["service", "ls", "-q"]);
         for (k, v) in labels {
             args.extend(["--filter".into(), format!("label={k}={v}")]);

@@ -20,6 +20,7 @@ mod environment;
 mod parse;
 #[cfg(test)]
 mod tests;
+mod via_api;
 
 pub(crate) use args::*;
 pub(crate) use parse::*;
@@ -183,6 +184,9 @@ impl Swarm {
     /// The current task of service `service` as the manager reports it; `Ok(None)` when the
     /// service does not exist, a task of state `new` when it has none yet.
     async fn task(&self, service: &str) -> Result<Option<Task>> {
+        if let Some(found) = self.task_api(service, true).await? {
+            return Ok(found);
+        }
         let Some(out) = self
             .service_query(&["ps", "-q", "--no-trunc", service])
             .await?
@@ -217,6 +221,9 @@ impl Swarm {
     /// while it has none) and the scheduler's error, in one client call; `None` when the
     /// service does not exist.
     async fn task_brief(&self, service: &str) -> Result<Option<(String, String)>> {
+        if let Some(found) = self.task_api(service, false).await? {
+            return Ok(found.map(|t| (t.state, t.err)));
+        }
         let Some(out) = self
             .service_query(&[
                 "ps",
@@ -238,6 +245,17 @@ impl Swarm {
             .and_then(|e| e.strip_suffix('"'))
             .unwrap_or(err);
         Ok(Some((state.to_ascii_lowercase(), err.to_string())))
+    }
+
+    /// The last `lines` lines of service `service`'s log, through the API where it answers
+    /// ([`Swarm::logs_api`]), the client otherwise. `Ok(None)`: no such service.
+    pub(crate) async fn logs(&self, service: &str, lines: usize) -> Result<Option<String>> {
+        if let Some(found) = self.logs_api(service, lines).await? {
+            return Ok(found);
+        }
+        let n = lines.to_string();
+        self.service_query(&["logs", "--raw", "--tail", &n, service])
+            .await
     }
 
     /// Waits until service `service`'s task runs (polled every 100 ms, one client call each),
@@ -333,14 +351,16 @@ impl Swarm {
     /// which the swarm's log of the task holds): a task runs before its PID 1 listens.
     async fn wait_serving(&self, service: &str, ready: Duration) -> Result<()> {
         let serving = poll_until(ready, Backoff::fixed(Duration::from_millis(50)), || async {
-            let (code, out, _) = self
-                .docker
-                .output(strings(&[
-                    "service", "logs", "--raw", "--tail", "20", service,
-                ]))
-                .await?;
+            // A log the manager cannot give yet (the task just starting) is no word yet.
+            let out = self
+                .logs(service, 20)
+                .await
+                .ok()
+                .flatten()
+                .unwrap_or_default();
             anyhow::Ok(
-                (code == 0 && out.lines().any(|l| l.starts_with("h9sandbox-agent ready")))
+                out.lines()
+                    .any(|l| l.starts_with("h9sandbox-agent ready"))
                     .then_some(()),
             )
         })
@@ -355,6 +375,9 @@ impl Swarm {
 
     /// The names of the secrets service `service` uses; empty when it does not exist.
     async fn secrets_of(&self, service: &str) -> Result<Option<Vec<String>>> {
+        if let Some(found) = self.secrets_of_api(service).await? {
+            return Ok(found);
+        }
         let Some(out) = self
             .service_query(&[
                 "inspect",
@@ -373,6 +396,9 @@ impl Swarm {
     /// a sandbox whose service was removed before its secret (by hand, `docker service rm`, or
     /// an `up` that died in between), which [`Environment::remove`](super::Environment::remove) of the service cannot find.
     pub(crate) async fn remove_secrets_labelled(&self, key: &str, value: &str) -> Result<()> {
+        if let Some(ids) = self.secrets_labelled_api(key, value).await? {
+            return self.remove_secrets(&ids).await;
+        }
         let filter = format!("label={key}={value}");
         let secrets = self
             .docker
@@ -395,10 +421,18 @@ impl Swarm {
                 Backoff::fixed(Duration::from_millis(200)),
             );
             loop {
-                let (code, _, err) = self.docker.output(strings(&["secret", "rm", name])).await?;
-                if code == 0 || is_no_such_secret(&err) {
-                    break;
-                }
+                let err = match self.remove_secret_api(name).await? {
+                    Some(Ok(())) => break,
+                    Some(Err(refused)) => refused,
+                    None => {
+                        let (code, _, err) =
+                            self.docker.output(strings(&["secret", "rm", name])).await?;
+                        if code == 0 || is_no_such_secret(&err) {
+                            break;
+                        }
+                        err
+                    }
+                };
                 if !pacer.pause().await {
                     return Err(anyhow!(
                         "`{} secret rm {name}` failed: {}",

@@ -326,3 +326,86 @@ pub(crate) fn parse_services(inspect: &str, ps: &str) -> Result<Vec<ContainerSum
     }
     Ok(found)
 }
+
+/// The newest task of `GET /tasks?filters={"service":[…]}`'s answer (a JSON array of task
+/// objects, as the Engine API's `TaskList` gives them), by `CreatedAt`; `None` when there is
+/// none yet. A sandbox's service (restart condition none) has one task; the newest is what
+/// `docker service ps` would list first.
+pub(crate) fn newest_task(body: &[u8]) -> Result<Option<serde_json::Value>> {
+    let v: serde_json::Value =
+        serde_json::from_slice(body).context("cannot parse the manager's GET /tasks answer")?;
+    let Some(tasks) = v.as_array() else {
+        anyhow::bail!("the manager's GET /tasks answer is not a list of tasks");
+    };
+    Ok(tasks
+        .iter()
+        .max_by_key(|t| created_key(t.get("CreatedAt").and_then(|c| c.as_str()).unwrap_or("")))
+        .cloned())
+}
+
+/// An RFC 3339 timestamp (`2026-12-04T05:51:44.1234Z`, Go's `RFC3339Nano`, which trims the
+/// fraction's trailing zeros) as a key that orders as time does: the fraction padded to 9 digits.
+fn created_key(at: &str) -> (String, String) {
+    let (secs, rest) = at.split_once('.').unwrap_or((at.trim_end_matches('Z'), ""));
+    let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
+    (secs.to_string(), format!("{digits:0<9}"))
+}
+
+/// The text of a log answer of the Engine API (`GET /services/{id}/logs`): without a TTY a
+/// multiplexed stream of frames (a byte naming the stream, 3 zero bytes, the payload's length
+/// as a big-endian `u32`, the payload; Engine API, "Stream format"), with one the bytes
+/// themselves. A frame cut short ends the text.
+pub(crate) fn log_text(body: &[u8]) -> String {
+    let framed = body.len() >= 8 && body[0] <= 2 && body[1..4] == [0, 0, 0];
+    if !framed {
+        return String::from_utf8_lossy(body).into_owned();
+    }
+    let (mut out, mut rest) = (Vec::new(), body);
+    while rest.len() >= 8 {
+        let len = u32::from_be_bytes([rest[4], rest[5], rest[6], rest[7]]) as usize;
+        let end = (8 + len).min(rest.len());
+        out.extend_from_slice(&rest[8..end]);
+        rest = &rest[end..];
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// The lines `docker service ps --format PS_FORMAT` would print for `tasks` (the Engine API's
+/// `GET /tasks` answer) of `services` (`GET /services`) on `nodes` (`GET /nodes`), newest
+/// task first: `TASK-ID \t SERVICE.SLOT \t NODE-HOSTNAME \t Desired \t State`, the input of
+/// [`parse_services`].
+pub(crate) fn ps_lines(
+    services: &serde_json::Value,
+    tasks: &serde_json::Value,
+    nodes: &serde_json::Value,
+) -> String {
+    let s = |v: &serde_json::Value, p: &str| {
+        v.pointer(p)
+            .and_then(|v| v.as_str())
+            .unwrap_or("")
+            .to_string()
+    };
+    let name_of = |id: &str, all: &serde_json::Value, p: &str| {
+        all.as_array()
+            .into_iter()
+            .flatten()
+            .find(|o| o.get("ID").and_then(|i| i.as_str()) == Some(id))
+            .map(|o| s(o, p))
+            .unwrap_or_default()
+    };
+    let mut tasks: Vec<&serde_json::Value> = tasks.as_array().into_iter().flatten().collect();
+    tasks.sort_by_key(|t| std::cmp::Reverse(created_key(&s(t, "/CreatedAt"))));
+    let mut out = String::new();
+    for t in tasks {
+        let service = name_of(&s(t, "/ServiceID"), services, "/Spec/Name");
+        let slot = t.get("Slot").and_then(|v| v.as_u64()).unwrap_or(1);
+        let node = name_of(&s(t, "/NodeID"), nodes, "/Description/Hostname");
+        out.push_str(&format!(
+            "{}\t{service}.{slot}\t{node}\t{}\t{}\n",
+            s(t, "/ID"),
+            s(t, "/DesiredState"),
+            s(t, "/Status/State"),
+        ));
+    }
+    out
+}

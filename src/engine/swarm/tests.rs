@@ -308,3 +308,62 @@ fn only_a_daemon_that_failed_to_start_a_task_is_worth_a_fresh_service() {
         assert!(!ended(err, true).worth_once_more(), "{err}");
     }
 }
+
+#[test]
+fn the_newest_task_is_told_by_its_creation_time_whatever_its_fractions_digits() {
+    let body = br#"[{"ID":"old","CreatedAt":"2026-12-04T05:51:44.12Z"},
+                    {"ID":"new","CreatedAt":"2026-12-04T05:51:44.2Z"},
+                    {"ID":"older","CreatedAt":"2026-12-04T05:51:43.999999999Z"}]"#;
+    let t = newest_task(body).unwrap().unwrap();
+    assert_eq!(t["ID"], "new");
+    assert_eq!(newest_task(b"[]").unwrap(), None);
+    assert!(newest_task(br#"{"message":"x"}"#).is_err());
+    // A whole second with no fraction at all is before any fraction of it.
+    let body = br#"[{"ID":"a","CreatedAt":"2026-12-04T05:51:44.000000001Z"},{"ID":"b","CreatedAt":"2026-12-04T05:51:44Z"}]"#;
+    assert_eq!(newest_task(body).unwrap().unwrap()["ID"], "a");
+}
+
+#[test]
+fn a_log_answer_is_read_through_its_frames_or_as_it_is() {
+    let mut body = vec![1, 0, 0, 0, 0, 0, 0, 22];
+    body.extend_from_slice(b"h9sandbox-agent ready\n");
+    body.extend_from_slice(&[2, 0, 0, 0, 0, 0, 0, 4]);
+    body.extend_from_slice(b"err\n");
+    assert_eq!(log_text(&body), "h9sandbox-agent ready\nerr\n");
+    assert_eq!(
+        log_text(b"h9sandbox-agent ready\n"),
+        "h9sandbox-agent ready\n"
+    );
+    // A frame that claims more than was sent ends the text with what there is.
+    let cut = [1, 0, 0, 0, 0, 0, 1, 0, b'h', b'i'];
+    assert_eq!(log_text(&cut), "hi");
+}
+
+#[test]
+fn the_apis_tasks_and_nodes_read_as_the_clients_ps_lines_newest_first() {
+    let services: serde_json::Value = serde_json::from_str(
+        r#"[{"ID":"svc1","Spec":{"Name":"h9sandbox-a","Labels":{"h9sandbox.id":"A"}}}]"#,
+    )
+    .unwrap();
+    let tasks: serde_json::Value = serde_json::from_str(
+        r#"[{"ID":"t-old","ServiceID":"svc1","Slot":1,"NodeID":"n1","CreatedAt":"2026-12-04T05:00:00.1Z",
+             "DesiredState":"shutdown","Status":{"State":"failed"}},
+            {"ID":"t-new","ServiceID":"svc1","Slot":1,"NodeID":"n2","CreatedAt":"2026-12-04T05:00:00.25Z",
+             "DesiredState":"running","Status":{"State":"running"}}]"#,
+    )
+    .unwrap();
+    let nodes: serde_json::Value = serde_json::from_str(
+        r#"[{"ID":"n1","Description":{"Hostname":"one"}},{"ID":"n2","Description":{"Hostname":"two"}}]"#,
+    )
+    .unwrap();
+    let ps = ps_lines(&services, &tasks, &nodes);
+    assert_eq!(
+        ps,
+        "t-new\th9sandbox-a.1\ttwo\trunning\trunning\nt-old\th9sandbox-a.1\tone\tshutdown\tfailed\n"
+    );
+    let found = parse_services(&services.to_string(), &ps).unwrap();
+    assert_eq!(found.len(), 1);
+    assert_eq!(found[0].state, "running");
+    assert_eq!(found[0].node.as_deref(), Some("two"));
+    assert_eq!(found[0].sandbox_id.as_deref(), Some("A"));
+}
