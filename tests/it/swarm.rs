@@ -312,6 +312,35 @@ fn a_sandbox_on_the_worker_is_limited_reached_over_its_node_and_removed_from_eve
 }
 
 #[test]
+fn the_manager_is_asked_through_its_api_and_v_never_shows_the_channels_secret() {
+    require_swarm!();
+    let s = Swarm::new();
+    let out = s.run(&["up", "-v"]);
+    assert_ok(&out);
+    let id = stdout(&out).trim().to_string();
+    let err = stderr(&out);
+    // The task's state, the agent's ready line: requests to the manager's socket, not a
+    // client process polled every 100 ms.
+    assert!(err.contains("/tasks?filters="), "{err}");
+    assert!(err.contains("/logs?stdout=1"), "{err}");
+    assert!(
+        !err.contains("docker service ps") && !err.contains("docker service logs"),
+        "{err}"
+    );
+    // The secret's request is shown without its data; the token is nowhere in what -v printed.
+    assert!(err.contains("/secrets/create"), "{err}");
+    for (at, _) in err.match_indices(r#""Data":""#) {
+        assert!(err[at + 8..].starts_with('<'), "{}", &err[at..]);
+    }
+    let token = std::fs::read_to_string(s.env.state_dir.join("tokens").join(&id)).unwrap();
+    assert!(!err.contains(token.trim()), "the token is in -v's output");
+    let down = s.run(&["down", "-v", &id]);
+    assert_ok(&down);
+    assert!(stderr(&down).contains("-X DELETE"), "{}", stderr(&down));
+    assert!(s.services().is_empty() && s.secrets().is_empty());
+}
+
+#[test]
 fn the_scheduler_spreads_sandboxes_over_both_nodes() {
     require_swarm!();
     let s = Swarm::alone();

@@ -202,6 +202,19 @@ impl Docker {
         body: Option<&serde_json::Value>,
         timeout: Duration,
     ) -> Result<Option<api::Answer>> {
+        self.call_showing(method, path, body, body, timeout).await
+    }
+
+    /// [`Docker::call`] that sends `body` but shows `shown` on its `-v` line: a body with a
+    /// secret in it (`POST /secrets/create`) is shown with the secret left out.
+    pub(crate) async fn call_showing(
+        &self,
+        method: &str,
+        path: &str,
+        body: Option<&serde_json::Value>,
+        shown: Option<&serde_json::Value>,
+        timeout: Duration,
+    ) -> Result<Option<api::Answer>> {
         let Some(api) = self.api() else {
             return Ok(None);
         };
@@ -210,7 +223,7 @@ impl Docker {
         }
         if self.reporter.verbose() {
             self.reporter
-                .command(&format!("+ {}", api.curl_line(method, path, body).await));
+                .command(&format!("+ {}", api.curl_line(method, path, shown).await));
         }
         api.call(method, path, body, timeout).await
     }

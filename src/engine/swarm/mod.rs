@@ -454,6 +454,13 @@ impl Swarm {
         labels: &[(String, String)],
     ) -> Result<()> {
         use tokio::io::AsyncWriteExt;
+        if self
+            .create_secret_api(name, secret, labels)
+            .await?
+            .is_some()
+        {
+            return Ok(());
+        }
         let mut args = strings(&["secret", "create"]);
         for (k, v) in labels {
             args.extend(["--label".into(), format!("{k}={v}")]);

@@ -178,6 +178,50 @@ impl Swarm {
         let ps = ps_lines(&services, &tasks.json("tasks")?, &nodes.json("nodes")?);
         parse_services(&services.to_string(), &ps).map(Some)
     }
+
+    /// Creates the secret `name` holding `secret`, labelled `labels` (`POST /secrets/create`,
+    /// the secret base64 in its body, which `-v` shows without it). `Ok(None)`: no API here.
+    /// Errors: the manager's refusal, worded as the client's.
+    pub(super) async fn create_secret_api(
+        &self,
+        name: &str,
+        secret: &Secret,
+        labels: &[(String, String)],
+    ) -> Result<Option<()>> {
+        use base64::Engine as _;
+        let labels: serde_json::Map<String, Value> = labels
+            .iter()
+            .map(|(k, v)| (k.clone(), Value::String(v.clone())))
+            .collect();
+        let shown =
+            json!({ "Name": name, "Labels": labels, "Data": "<the channel's secret, base64>" });
+        let mut body = shown.clone();
+        body["Data"] = Value::String(base64::engine::general_purpose::STANDARD.encode(&secret.0));
+        let Some(a) = self
+            .docker
+            .call_showing(
+                "POST",
+                "/secrets/create",
+                Some(&body),
+                Some(&shown),
+                api::REQUEST_TIMEOUT,
+            )
+            .await?
+        else {
+            return Ok(None);
+        };
+        if !a.ok() {
+            let said = a.message();
+            let e = self.docker.api_failed("secret create", &a);
+            if said.contains("not a swarm manager") || said.contains("This node is not") {
+                return Err(anyhow::anyhow!(
+                    "{e} (engine swarm needs DOCKER_HOST or the context to name a swarm manager)"
+                ));
+            }
+            return Err(e);
+        }
+        Ok(Some(()))
+    }
 }
 
 /// The `ID`s of a JSON array of the Engine API's objects.
