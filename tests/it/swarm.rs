@@ -323,10 +323,16 @@ fn the_manager_is_asked_through_its_api_and_v_never_shows_the_channels_secret() 
     // client process polled every 100 ms.
     assert!(err.contains("/tasks?filters="), "{err}");
     assert!(err.contains("/logs?stdout=1"), "{err}");
-    assert!(
-        !err.contains("docker service ps") && !err.contains("docker service logs"),
-        "{err}"
-    );
+    // The service too: no client process runs for any of up's calls.
+    assert!(err.contains("/services/create"), "{err}");
+    for client_call in [
+        "service ps",
+        "service logs",
+        "service create",
+        "secret create",
+    ] {
+        assert!(!err.contains(&format!("docker {client_call}")), "{err}");
+    }
     // The secret's request is shown without its data; the token is nowhere in what -v printed.
     assert!(err.contains("/secrets/create"), "{err}");
     for (at, _) in err.match_indices(r#""Data":""#) {

@@ -5,7 +5,7 @@ use anyhow::Result;
 
 use super::*;
 use crate::engine::docker::RunOptions;
-use crate::engine::{AgentSetup, ContainerSpec, SCRATCH_DIR};
+use crate::engine::{AgentSetup, ContainerSpec, ShippedAgent, SCRATCH_DIR};
 use crate::error::Error;
 use crate::types::Network;
 
@@ -124,11 +124,20 @@ pub(crate) fn service_create_args(
         "--entrypoint".into(),
         crate::contract::BIN.into(),
         agent.image.clone(),
-        crate::contract::ARG.into(),
+    ]);
+    a.extend(agent_args(spec, agent, options));
+    Ok(a)
+}
+
+/// The arguments of the task's PID 1, h9sandbox's agent (`agent init`): the user, the
+/// rlimits of `options`, where the secret is, where the channel listens.
+fn agent_args(spec: &ContainerSpec, agent: &ShippedAgent, options: &RunOptions) -> Vec<String> {
+    let mut a = vec![
+        crate::contract::ARG.to_string(),
         "init".into(),
         "--user".into(),
         spec.user.to_string(),
-    ]);
+    ];
     if let Some(n) = &spec.user_name {
         a.extend(["--user-name".into(), n.clone()]);
     }
@@ -146,7 +155,87 @@ pub(crate) fn service_create_args(
         "--channel".into(),
         agent.listen.clone(),
     ]);
-    Ok(a)
+    a
+}
+
+/// The Engine API's `ServiceSpec` (`POST /services/create`) of the service that
+/// [`service_create_args`] describes, word for word, for the secret of ID `secret_id` (the
+/// API takes the ID where the client resolves a name). Errors: those of
+/// [`service_create_args`], and a size that does not parse.
+pub(crate) fn service_create_body(
+    spec: &ContainerSpec,
+    secret: &str,
+    secret_id: &str,
+    options: &RunOptions,
+) -> Result<serde_json::Value, Error> {
+    use serde_json::json;
+    service_create_args(spec, secret, options)?;
+    let AgentSetup::Shipped(agent) = &spec.agent else {
+        unreachable!("service_create_args refuses a mounted agent");
+    };
+    let l = &spec.limits;
+    let size = |what: &str, s: &str| {
+        crate::config::parse_size(s).map_err(|e| Error::Refused(format!("{e} ({what})")))
+    };
+    let memory = size("memory of the sandbox", &l.memory)?;
+    let tmp = size("tmp_size of the sandbox", &l.tmp_size)?;
+    let nano_cpus = crate::engine::docker::api::nano_cpus(l.cpus);
+    let workdir = spec.workdir.to_string_lossy();
+    let labels: serde_json::Map<String, serde_json::Value> = spec
+        .labels
+        .iter()
+        .map(|(k, v)| (k.clone(), json!(v)))
+        .collect();
+    let mut env: Vec<String> = spec.env.iter().map(|(k, v)| format!("{k}={v}")).collect();
+    env.push(format!("TMPDIR={SCRATCH_DIR}"));
+    let caps: Vec<String> = l.caps.added().iter().map(|c| format!("CAP_{c}")).collect();
+    // 0o1777 and 0o400, as the client's `tmpfs-mode=1777` and `mode=0400`.
+    let tmpfs = |target: &str, bytes: u64| {
+        json!({ "Type": "tmpfs", "Target": target,
+                "TmpfsOptions": { "SizeBytes": bytes, "Mode": 0o1777 } })
+    };
+    Ok(json!({
+        "Name": spec.name,
+        "Labels": labels,
+        "TaskTemplate": {
+            "ContainerSpec": {
+                "Image": agent.image,
+                "Labels": labels,
+                "Command": [crate::contract::BIN],
+                "Args": agent_args(spec, agent, options),
+                "Env": env,
+                "Dir": workdir,
+                "User": "0:0",
+                // h9sandbox's agent is PID 1, never the engine's init.
+                "Init": false,
+                "Healthcheck": { "Test": ["NONE"] },
+                "CapabilityDrop": ["ALL"],
+                "CapabilityAdd": caps,
+                "Mounts": [
+                    tmpfs("/tmp", tmp),
+                    tmpfs("/dev/shm", memory),
+                    { "Type": "volume", "Target": SCRATCH_DIR },
+                    { "Type": "volume", "Target": workdir },
+                ],
+                "Secrets": [{
+                    "File": { "Name": SECRET_TARGET, "UID": "0", "GID": "0", "Mode": 0o400 },
+                    "SecretID": secret_id,
+                    "SecretName": secret,
+                }],
+            },
+            "Resources": {
+                "Limits": { "NanoCPUs": nano_cpus, "MemoryBytes": memory, "Pids": l.pids_limit },
+                "Reservations": { "NanoCPUs": nano_cpus, "MemoryBytes": memory },
+            },
+            "RestartPolicy": { "Condition": "none" },
+            "Placement": { "Constraints": spec.constraints },
+        },
+        "Mode": { "Replicated": { "Replicas": 1 } },
+        "EndpointSpec": {
+            "Ports": [{ "Protocol": "tcp", "TargetPort": crate::contract::CHANNEL_PORT,
+                        "PublishMode": "host" }],
+        },
+    }))
 }
 
 /// Why a sandbox with network `network` cannot run on a swarm.

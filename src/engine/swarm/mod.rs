@@ -114,8 +114,23 @@ impl Swarm {
         labels: &[(String, String)],
     ) -> Result<String> {
         let secret = secret_name(&spec.name);
-        self.create_secret(&secret, &agent.secret, labels).await?;
-        let service = match self.docker.output(args.to_vec()).await {
+        let secret_id = self.create_secret(&secret, &agent.secret, labels).await?;
+        let made = match &secret_id {
+            Some(id) => self.create_service_api(spec, &secret, id).await,
+            None => Ok(None),
+        };
+        let made = match made {
+            Ok(made) => made,
+            Err(e) => {
+                let _ = self.remove_secrets(std::slice::from_ref(&secret)).await;
+                return Err(e);
+            }
+        };
+        let service = match made {
+            Some(service) => Ok((0, service, String::new())),
+            None => self.docker.output(args.to_vec()).await,
+        };
+        let service = match service {
             Ok((0, out, _)) => out.lines().last().unwrap_or("").trim().to_string(),
             Ok((_, _, err)) => {
                 let _ = self.remove_secrets(std::slice::from_ref(&secret)).await;
@@ -445,21 +460,18 @@ impl Swarm {
         Ok(())
     }
 
-    /// Creates the secret `name` holding `secret` (on the client's standard input, never in an
-    /// argument), labelled `labels`.
+    /// Creates the secret `name` holding `secret`, labelled `labels`: through the Engine API
+    /// where it answers (its ID returned), or the client (the secret on its standard input,
+    /// never in an argument; `None`: the ID is the client's to resolve).
     async fn create_secret(
         &self,
         name: &str,
         secret: &Secret,
         labels: &[(String, String)],
-    ) -> Result<()> {
+    ) -> Result<Option<String>> {
         use tokio::io::AsyncWriteExt;
-        if self
-            .create_secret_api(name, secret, labels)
-            .await?
-            .is_some()
-        {
-            return Ok(());
+        if let Some(id) = self.create_secret_api(name, secret, labels).await? {
+            return Ok(Some(id));
         }
         let mut args = strings(&["secret", "create"]);
         for (k, v) in labels {
@@ -502,6 +514,6 @@ impl Swarm {
                 }
             ));
         }
-        Ok(())
+        Ok(None)
     }
 }

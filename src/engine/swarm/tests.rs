@@ -367,3 +367,79 @@ fn the_apis_tasks_and_nodes_read_as_the_clients_ps_lines_newest_first() {
     assert_eq!(found[0].node.as_deref(), Some("two"));
     assert_eq!(found[0].sandbox_id.as_deref(), Some("A"));
 }
+
+#[test]
+fn the_apis_service_spec_says_what_the_clients_arguments_say() {
+    let options = RunOptions::default();
+    let a = service_create_args(&spec(), "h9sandbox-abc-channel", &options).unwrap();
+    let b = service_create_body(&spec(), "h9sandbox-abc-channel", "sid", &options).unwrap();
+    let c = &b["TaskTemplate"]["ContainerSpec"];
+    assert_eq!(b["Name"], "h9sandbox-abc");
+    assert_eq!(b["Labels"]["h9sandbox.id"], "abc");
+    assert_eq!(c["Labels"], b["Labels"]);
+    assert_eq!(b["Mode"]["Replicated"]["Replicas"], 1);
+    assert_eq!(b["TaskTemplate"]["RestartPolicy"]["Condition"], "none");
+    assert_eq!(c["User"], "0:0");
+    assert_eq!(c["Init"], false);
+    assert_eq!(c["Healthcheck"]["Test"][0], "NONE");
+    assert_eq!(c["CapabilityDrop"][0], "ALL");
+    let caps: Vec<&str> = c["CapabilityAdd"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_str().unwrap())
+        .collect();
+    assert_eq!(caps, values(&a, "--cap-add"));
+    let r = &b["TaskTemplate"]["Resources"];
+    assert_eq!(r["Limits"]["NanoCPUs"], 500_000_000u64);
+    assert_eq!(r["Reservations"]["NanoCPUs"], 500_000_000u64);
+    assert_eq!(r["Limits"]["MemoryBytes"], 256u64 << 20);
+    assert_eq!(r["Reservations"]["MemoryBytes"], 256u64 << 20);
+    assert_eq!(r["Limits"]["Pids"], 40);
+    let m = &c["Mounts"];
+    assert_eq!(m[0]["Target"], "/tmp");
+    assert_eq!(m[0]["TmpfsOptions"]["SizeBytes"], 64u64 << 20);
+    assert_eq!(m[0]["TmpfsOptions"]["Mode"], 0o1777);
+    assert_eq!(m[1]["Target"], "/dev/shm");
+    assert_eq!(m[2]["Target"], "/var/tmp");
+    assert_eq!(m[3]["Target"], "/w, odd");
+    assert_eq!(m.as_array().unwrap().len(), 4);
+    assert_eq!(c["Dir"], "/w, odd");
+    assert_eq!(c["Env"], serde_json::json!(["A=b", "TMPDIR=/var/tmp"]));
+    let s = &c["Secrets"][0];
+    assert_eq!(s["SecretID"], "sid");
+    assert_eq!(s["SecretName"], "h9sandbox-abc-channel");
+    assert_eq!(s["File"]["Name"], "h9sandbox-channel");
+    assert_eq!(
+        (s["File"]["UID"].clone(), s["File"]["Mode"].clone()),
+        ("0".into(), 0o400.into())
+    );
+    let p = &b["EndpointSpec"]["Ports"][0];
+    assert_eq!(
+        (p["TargetPort"].clone(), p["PublishMode"].clone()),
+        (7336.into(), "host".into())
+    );
+    assert_eq!(
+        b["TaskTemplate"]["Placement"]["Constraints"][0],
+        "node.labels.gpu==true"
+    );
+    // The agent's command line is the client's, word for word.
+    assert_eq!(c["Command"][0], crate::contract::BIN);
+    let image = a
+        .iter()
+        .position(|w| w == "reg:5000/h9sandbox-agent:1-2")
+        .unwrap();
+    let args: Vec<String> = c["Args"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(a[image + 1..], args[..]);
+    assert_eq!(c["Image"], "reg:5000/h9sandbox-agent:1-2");
+    assert!(!b.to_string().contains("never in argv"));
+    // What a service cannot express is refused here too.
+    let mut none = spec();
+    none.limits.network = Network::None;
+    assert!(service_create_body(&none, "x", "sid", &options).is_err());
+}

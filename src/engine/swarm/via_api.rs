@@ -10,7 +10,7 @@ use serde_json::{json, Value};
 
 use super::*;
 use crate::engine::docker::api::{self, Answer};
-use crate::engine::ContainerSummary;
+use crate::engine::{ContainerSpec, ContainerSummary};
 
 /// The `filters` query value of `f` (a JSON object of arrays, as the Engine API takes it).
 fn filters(f: Value) -> String {
@@ -180,14 +180,14 @@ impl Swarm {
     }
 
     /// Creates the secret `name` holding `secret`, labelled `labels` (`POST /secrets/create`,
-    /// the secret base64 in its body, which `-v` shows without it). `Ok(None)`: no API here.
-    /// Errors: the manager's refusal, worded as the client's.
+    /// the secret base64 in its body, which `-v` shows without it); its ID. `Ok(None)`: no
+    /// API here. Errors: the manager's refusal, worded as the client's.
     pub(super) async fn create_secret_api(
         &self,
         name: &str,
         secret: &Secret,
         labels: &[(String, String)],
-    ) -> Result<Option<()>> {
+    ) -> Result<Option<String>> {
         use base64::Engine as _;
         let labels: serde_json::Map<String, Value> = labels
             .iter()
@@ -220,8 +220,49 @@ impl Swarm {
             }
             return Err(e);
         }
-        Ok(Some(()))
+        Ok(Some(id_of(&a, "secrets/create")?))
     }
+
+    /// Creates the service of `spec` (`POST /services/create` with [`service_create_body`]),
+    /// its secret `secret` of ID `secret_id` made already; the service's ID. `Ok(None)`: no API
+    /// here. Errors: the name taken ([`Error::NameInUse`]), the manager's other refusals.
+    pub(super) async fn create_service_api(
+        &self,
+        spec: &ContainerSpec,
+        secret: &str,
+        secret_id: &str,
+    ) -> Result<Option<String>> {
+        let body = service_create_body(spec, secret, secret_id, self.docker.run_options())?;
+        let Some(a) = self
+            .docker
+            .call_showing(
+                "POST",
+                "/services/create",
+                Some(&body),
+                Some(&body),
+                api::REQUEST_TIMEOUT,
+            )
+            .await?
+        else {
+            return Ok(None);
+        };
+        if a.conflict() {
+            return Err(crate::error::Error::NameInUse(spec.name.clone()).into());
+        }
+        if !a.ok() {
+            return Err(self.docker.api_failed("service create", &a));
+        }
+        Ok(Some(id_of(&a, "services/create")?))
+    }
+}
+
+/// The non-empty `ID` of a creation's answer (`{"ID": "…"}`). Errors: there is none.
+fn id_of(a: &Answer, what: &str) -> Result<String> {
+    a.json(what)?["ID"]
+        .as_str()
+        .filter(|i| !i.is_empty())
+        .map(str::to_string)
+        .ok_or_else(|| anyhow::anyhow!("the manager's answer to {what} has no ID"))
 }
 
 /// The `ID`s of a JSON array of the Engine API's objects.
