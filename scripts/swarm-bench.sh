@@ -46,7 +46,10 @@ if [ "$MODE" = concurrent ]; then
   for _ in $(seq "$RUNS"); do
     t0=$(now)
     for i in $(seq "$N"); do
-      docker service create --detach --quiet --name "h9bench-$$-$i" --restart-condition none \
+      # A task whose daemon failed to start its container is made once more, as `up` does (two
+      # daemons of one machine pick host ports of their own, and one can take another's).
+      docker service create --detach --quiet --name "h9bench-$$-$i" --restart-condition on-failure \
+        --restart-max-attempts 1 --restart-delay 0s \
         "${limits[@]}" --publish mode=host,target=7336 --no-resolve-image \
         --label h9sandbox.bench=1 --container-label h9sandbox.bench=1 \
         --stop-signal SIGKILL --entrypoint sleep "$image" 600 >"$work/raw.$i" &
@@ -55,7 +58,15 @@ if [ "$MODE" = concurrent ]; then
     svcs=$(cat "$work"/raw.*)
     [ "$(echo "$svcs" | grep -c .)" -eq "$N" ] || { echo "not every service create printed an ID" >&2; exit 1; }
     # shellcheck disable=SC2086
+    deadline=$(( $(date +%s) + 120 ))
     until [ "$(docker service ps --format '{{.CurrentState}}' $svcs | grep -c '^Running')" -ge "$N" ]; do
+      if [ "$(date +%s)" -gt "$deadline" ]; then
+        echo "not all $N raw tasks ran within 120 s:" >&2
+        docker service ps --no-trunc --format '{{.Name}} {{.CurrentState}} {{.Error}}' $svcs | grep -v Running >&2
+        # shellcheck disable=SC2086
+        docker service rm $svcs >/dev/null
+        exit 1
+      fi
       sleep 0.1
     done
     raw+=("$(echo "$(now) - $t0" | bc)")
@@ -93,7 +104,11 @@ for _ in $(seq "$N"); do
     --reserve-cpu 1 --limit-memory 512m --reserve-memory 512m --limit-pids 256 \
     --publish mode=host,target=7336 --constraint node.role==worker --no-resolve-image \
     --label h9sandbox.bench=1 --stop-signal SIGKILL --entrypoint sleep "$image" 600)
-  until docker service ps --format '{{.CurrentState}}' "$svc" | grep -q '^Running'; do sleep 0.05; done
+  deadline=$(( $(date +%s) + 60 ))
+  until docker service ps --format '{{.CurrentState}}' "$svc" | grep -q '^Running'; do
+    [ "$(date +%s)" -le "$deadline" ] || { echo "the raw task did not run within 60 s" >&2; docker service rm "$svc" >/dev/null; exit 1; }
+    sleep 0.05
+  done
   raw+=("$(echo "$(now) - $t0" | bc)")
   docker service rm "$svc" >/dev/null
   sleep 1 # the node's removal of the task done, as before every `up`
