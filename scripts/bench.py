@@ -731,10 +731,17 @@ def main():
     for _ in range(3):
         timed(h9 + ["exec", sid, "--", "true"], env=env); timed(raw, cwd=work)
     ours, theirs, fallback, background = [], [], [], []
+    # Each measurement starts from a quiet machine: an engine's exec goes on winding its session
+    # down (the shim, the daemon) for tens of ms after its client returned, which would be
+    # counted against the measurement that follows it.
+    settle = lambda: time.sleep(0.1)
     for _ in range(a.runs):
+        settle()
         ours.append(timed(h9 + ["exec", sid, "--", "true"], env=env)[0])
+        settle()
         theirs.append(timed(raw, cwd=work)[0])
         if a.engine != "local":
+            settle()
             fallback.append(timed(h9 + ["exec", sid, "--", "true"], env=engine_env)[0])
     # Apart: under gVisor the exec after one that left a background process holding its output
     # waits about 2 s more (the engine still winds the previous exec session down).

@@ -4,11 +4,13 @@
 //! made by another h9sandbox understands: [`proto::VERSION`] says which.
 //!
 //! - [`proto`]: the exec agent's wire protocol (framing, messages, who a command runs as);
+//! - [`simple`]: which command lines the agent runs without a shell;
 //! - the fixed paths of h9sandbox's things in every container, and the names in them;
 //! - the marker variable every process of a command carries;
 //! - the file helper's exit statuses.
 
 pub(crate) mod proto;
+pub(crate) mod simple;
 pub(crate) mod tls;
 
 /// The directory of h9sandbox's things in every container (a read-only mount of its own where

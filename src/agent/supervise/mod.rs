@@ -491,69 +491,98 @@ fn terminal_pumps(master: &Arc<OwnedFd>) -> std::io::Result<super::pty::Pumps> {
 /// ([`Spec::tty`]).
 type Started = (i32, String, Option<Arc<OwnedFd>>);
 
-/// Starts the command as `spec` says, in its own session (on a new terminal with
-/// [`Spec::tty`], whose master is returned too); returns its PID and the program executed, or
-/// the exit status a shell would give (127 not found, 126 cannot execute) with the reason.
-fn spawn(spec: &Spec) -> Result<Started, (i32, String)> {
-    let path = spec
+/// A command line run without its shell ([`crate::contract::simple`]): the program, its
+/// arguments, its `argv[0]` and the variables bash would have given it.
+struct Direct {
+    program: String,
+    args: Vec<String>,
+    arg0: String,
+    env: Vec<(String, String)>,
+}
+
+/// Variables that change what bash does before or instead of running a simple command (a
+/// startup file, options such as `xtrace`, exported functions, `PATH` entries to skip, the
+/// directory it believes it is in): with any of them set, the line goes to bash.
+const SHELL_STEERING: &[&str] = &[
+    "BASH_ENV",
+    "ENV",
+    "SHELLOPTS",
+    "BASHOPTS",
+    "EXECIGNORE",
+    "PWD",
+    "OLDPWD",
+];
+
+/// How `line` runs without `shell` when bash would only look its first word up on `path` and
+/// `exec` it (bash's one-command `-c`, which replaces itself by the program): the same program,
+/// arguments and `argv[0]`, and the variables bash adds (`PWD` the physical working directory,
+/// `SHLVL` unchanged or 0, `_` the program's path). `None` (the shell runs it) for a shell other
+/// than bash, a line of [`crate::contract::simple::simple_words`]' `None`, an environment with
+/// [`SHELL_STEERING`], an exported function (`BASH_FUNC_…`) or a `SHLVL` other than 0 to 998,
+/// a `PATH` with an entry that is not absolute, or a program not found there.
+fn without_shell(shell: &str, line: &str, spec: &Spec, path: &str) -> Option<Direct> {
+    if !shell.ends_with("/bash") {
+        return None;
+    }
+    let words = crate::contract::simple::simple_words(line)?;
+    if spec
         .env
         .iter()
-        .rev()
-        .find(|(k, _)| k == "PATH")
-        .map(|(_, v)| v.clone())
-        .unwrap_or_else(|| "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin".into());
-    let mut script_file: Option<(OwnedFd, String)> = None;
-    let (program, args): (String, Vec<String>) = match &spec.command {
-        CommandLine::Shell(line) => {
-            let shell = super::wrap::shell().map_err(|why| (127, why))?;
-            if line.len() > ARGV_SCRIPT_MAX {
-                // In a memory file (`memfd_create(2)`, mode 0777 whoever made it), not a pipe:
-                // the shell opens `/dev/fd/3` anew, which checks a pipe's owner and mode (the
-                // supervisor's, 0600), so a command of another user could not read it.
-                let fd = rustix::fs::memfd_create(
-                    "h9sandbox-command",
-                    rustix::fs::MemfdFlags::CLOEXEC | rustix::fs::MemfdFlags::ALLOW_SEALING,
-                )
-                .map_err(|e| (125, format!("cannot make a memory file: {e}")))?;
-                let mut f = std::fs::File::from(fd);
-                f.write_all(line.as_bytes())
-                    .map_err(|e| (125, format!("cannot write the command line: {e}")))?;
-                // Sealed: the command cannot change the script its shell is reading.
-                let _ = rustix::fs::fcntl_add_seals(
-                    &f,
-                    rustix::fs::SealFlags::WRITE
-                        | rustix::fs::SealFlags::GROW
-                        | rustix::fs::SealFlags::SHRINK
-                        | rustix::fs::SealFlags::SEAL,
-                );
-                script_file = Some((OwnedFd::from(f), line.clone()));
-                (shell, vec!["/dev/fd/3".into()])
-            } else {
-                (shell, vec!["-c".into(), line.clone()])
-            }
-        }
-        CommandLine::Argv(argv) => {
-            let program = if argv[0].contains('/') {
-                argv[0].clone()
-            } else {
-                super::wrap::find_on(&path, &argv[0])
-                    .ok_or((127, format!("{}: command not found", argv[0])))?
-            };
-            (program, argv[1..].to_vec())
-        }
+        .any(|(k, _)| SHELL_STEERING.contains(&k.as_str()) || k.starts_with("BASH_FUNC_"))
+    {
+        return None;
+    }
+    let shlvl = match spec.env.iter().rev().find(|(k, _)| k == "SHLVL") {
+        None => Some("0".to_string()),
+        Some((_, v)) => match v.parse::<u16>() {
+            Ok(n) if n <= 998 && n.to_string() == *v => None,
+            _ => return None,
+        },
     };
-    let pty = match spec.tty {
-        Some(size) => Some(
-            super::pty::open_as(spec.uid, spec.gid, size)
-                .map_err(|e| (125, format!("cannot open a terminal in the sandbox: {e}")))?,
-        ),
-        None => None,
+    let program = if words[0].contains('/') {
+        words[0].to_string()
+    } else {
+        if path.split(':').any(|d| !d.starts_with('/')) {
+            return None;
+        }
+        super::wrap::find_on(path, words[0])?
     };
-    let mut cmd = std::process::Command::new(&program);
-    cmd.args(&args)
+    if !executable_format(&std::path::Path::new(&spec.cwd).join(&program)) {
+        return None;
+    }
+    let pwd = std::fs::canonicalize(&spec.cwd)
+        .ok()?
+        .into_os_string()
+        .into_string()
+        .ok()?;
+    let mut env = spec.env.clone();
+    env.push(("PWD".into(), pwd));
+    env.extend(shlvl.map(|l| ("SHLVL".to_string(), l)));
+    env.push(("_".into(), program.clone()));
+    Some(Direct {
+        args: words[1..].iter().map(|w| (*w).to_string()).collect(),
+        arg0: words[0].to_string(),
+        program,
+        env,
+    })
+}
+
+/// The command that runs `program` with `args` and `env` as `spec`'s user, in its working
+/// directory and its own session, its standard streams on `pty`'s terminal when it has one and
+/// `script_fd` (the shell's script) as descriptor 3.
+fn command(
+    spec: &Spec,
+    pty: Option<&super::pty::Pty>,
+    script_fd: Option<i32>,
+    program: &str,
+    args: &[String],
+    env: &[(String, String)],
+) -> Result<std::process::Command, (i32, String)> {
+    let mut cmd = std::process::Command::new(program);
+    cmd.args(args)
         .env_clear()
-        .envs(spec.env.iter().map(|(k, v)| (k, v)));
-    if let Some(p) = &pty {
+        .envs(env.iter().map(|(k, v)| (k, v)));
+    if let Some(p) = pty {
         let side = || {
             p.slave
                 .try_clone()
@@ -563,9 +592,6 @@ fn spawn(spec: &Spec) -> Result<Started, (i32, String)> {
         cmd.stdin(side()?).stdout(side()?).stderr(side()?);
     }
     let tty = pty.is_some();
-    if let CommandLine::Argv(argv) = &spec.command {
-        cmd.arg0(&argv[0]);
-    }
     let me = (unsafe { libc::getuid() }, unsafe { libc::getgid() });
     if me != (spec.uid, spec.gid) {
         // As root, std drops the supplementary groups (setgroups(0)) before setuid.
@@ -575,7 +601,6 @@ fn spawn(spec: &Spec) -> Result<Started, (i32, String)> {
         .home
         .as_ref()
         .and_then(|h| std::ffi::CString::new(h.as_bytes()).ok());
-    let script_fd = script_file.as_ref().map(|(r, _)| r.as_raw_fd());
     let cwd = std::ffi::CString::new(spec.cwd.as_bytes())
         .map_err(|_| (125, "the working directory holds a NUL byte".to_string()))?;
     // SAFETY: only async-signal-safe calls (setsid, mkdir, chdir, dup2) between fork and exec.
@@ -605,7 +630,124 @@ fn spawn(spec: &Spec) -> Result<Started, (i32, String)> {
             Ok(())
         });
     }
-    match first_to_go_at_oom(|| cmd.spawn()) {
+    Ok(cmd)
+}
+
+/// Whether `path` is a regular file that starts as the kernel's `execve(2)` runs it (an ELF
+/// binary, or a `#!` script). A file without either fails with `ENOEXEC`, after which glibc's
+/// `execvp` would run it with `/bin/sh`, where bash runs it with bash: such a file goes to bash.
+/// Opened without blocking (a FIFO planted on `PATH` cannot hold the supervisor).
+fn executable_format(path: &std::path::Path) -> bool {
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+    let Ok(mut f) = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
+        .open(path)
+    else {
+        return false;
+    };
+    if !f.metadata().is_ok_and(|m| m.is_file()) {
+        return false;
+    }
+    let mut head = [0u8; 4];
+    f.read_exact(&mut head).is_ok() && (head.starts_with(b"#!") || head == *b"\x7fELF")
+}
+
+/// Starts the command as `spec` says, in its own session (on a new terminal with
+/// [`Spec::tty`], whose master is returned too); returns its PID and the program executed, or
+/// the exit status a shell would give (127 not found, 126 cannot execute) with the reason. A
+/// command line that needs no shell ([`without_shell`]) runs without one; when that program
+/// cannot be executed (say, a script without `#!`), the shell runs the line after all, and
+/// answers as it always did.
+fn spawn(spec: &Spec) -> Result<Started, (i32, String)> {
+    let path = spec
+        .env
+        .iter()
+        .rev()
+        .find(|(k, _)| k == "PATH")
+        .map(|(_, v)| v.clone())
+        .unwrap_or_else(|| "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin".into());
+    let mut script_file: Option<(OwnedFd, String)> = None;
+    let mut direct = None;
+    let (program, args): (String, Vec<String>) = match &spec.command {
+        CommandLine::Shell(line) => {
+            let shell = super::wrap::shell().map_err(|why| (127, why))?;
+            if line.len() > ARGV_SCRIPT_MAX {
+                // In a memory file (`memfd_create(2)`, mode 0777 whoever made it), not a pipe:
+                // the shell opens `/dev/fd/3` anew, which checks a pipe's owner and mode (the
+                // supervisor's, 0600), so a command of another user could not read it.
+                let fd = rustix::fs::memfd_create(
+                    "h9sandbox-command",
+                    rustix::fs::MemfdFlags::CLOEXEC | rustix::fs::MemfdFlags::ALLOW_SEALING,
+                )
+                .map_err(|e| (125, format!("cannot make a memory file: {e}")))?;
+                let mut f = std::fs::File::from(fd);
+                f.write_all(line.as_bytes())
+                    .map_err(|e| (125, format!("cannot write the command line: {e}")))?;
+                // Sealed: the command cannot change the script its shell is reading.
+                let _ = rustix::fs::fcntl_add_seals(
+                    &f,
+                    rustix::fs::SealFlags::WRITE
+                        | rustix::fs::SealFlags::GROW
+                        | rustix::fs::SealFlags::SHRINK
+                        | rustix::fs::SealFlags::SEAL,
+                );
+                script_file = Some((OwnedFd::from(f), line.clone()));
+                (shell, vec!["/dev/fd/3".into()])
+            } else {
+                direct = without_shell(&shell, line, spec, &path);
+                (shell, vec!["-c".into(), line.clone()])
+            }
+        }
+        CommandLine::Argv(argv) => {
+            let program = if argv[0].contains('/') {
+                argv[0].clone()
+            } else {
+                super::wrap::find_on(&path, &argv[0])
+                    .ok_or((127, format!("{}: command not found", argv[0])))?
+            };
+            (program, argv[1..].to_vec())
+        }
+    };
+    let pty = match spec.tty {
+        Some(size) => Some(
+            super::pty::open_as(spec.uid, spec.gid, size)
+                .map_err(|e| (125, format!("cannot open a terminal in the sandbox: {e}")))?,
+        ),
+        None => None,
+    };
+    let arg0 = match &spec.command {
+        CommandLine::Argv(argv) => Some(argv[0].as_str()),
+        CommandLine::Shell(_) => None,
+    };
+    let script_fd = script_file.as_ref().map(|(r, _)| r.as_raw_fd());
+    let launch = |program: &str, args: &[String], arg0: Option<&str>, env: &[(String, String)]| {
+        let mut cmd = command(spec, pty.as_ref(), script_fd, program, args, env)?;
+        if let Some(a) = arg0 {
+            cmd.arg0(a);
+        }
+        Ok::<_, (i32, String)>(first_to_go_at_oom(|| cmd.spawn()))
+    };
+    let mut result = None;
+    if let Some(d) = &direct {
+        match launch(&d.program, &d.args, Some(&d.arg0), &d.env)? {
+            Ok(child) => result = Some((Ok(child), d.program.clone())),
+            // The directory, or the process limit, fails the shell's start alike.
+            Err(e)
+                if e.raw_os_error().is_some_and(|n| n >= CWD_ERRNO)
+                    || super::stats::at_process_limit(&e).is_some() =>
+            {
+                result = Some((Err(e), d.program.clone()));
+            }
+            Err(_) => {}
+        }
+    }
+    let (spawned, program) = match result {
+        Some(r) => r,
+        None => (launch(&program, &args, arg0, &spec.env)?, program),
+    };
+    match spawned {
         Ok(child) => Ok((
             rustix::process::Pid::from_child(&child)
                 .as_raw_nonzero()

@@ -208,11 +208,23 @@ async fn local_program_missing(engine: &AnyEngine, spec: &ExecSpec, sink: Sink) 
 }
 
 /// `command` as the agent ran it, in one line for `-v`: `program` (what it started, e.g.
-/// `/bin/bash`) for a shell line as `bash -c LINE`, else the program and its arguments.
+/// `/bin/bash`) for a shell line as `bash -c LINE`, else the program and its arguments (also
+/// for a shell line the agent ran without its shell, [`crate::contract::simple`], whose
+/// `program` is then the first word's, found on `PATH`).
 pub(in crate::sandbox) fn describe_as_run(program: &str, command: &CommandLine) -> String {
     use crate::engine::shell::shell_quote;
     match command {
         CommandLine::Shell(line) => {
+            if let Some(words) = crate::contract::simple::simple_words(line) {
+                let first = words[0];
+                if program == first || program.ends_with(&format!("/{first}")) {
+                    return std::iter::once(program)
+                        .chain(words[1..].iter().copied())
+                        .map(shell_quote)
+                        .collect::<Vec<_>>()
+                        .join(" ");
+                }
+            }
             let shell = program.rsplit('/').next().unwrap_or(program);
             format!("{} -c {}", shell_quote(shell), shell_quote(line))
         }

@@ -70,6 +70,72 @@ fn argv_arrives_exactly_and_one_word_is_a_shell_line() {
     assert!(stderr(&out).contains("no-such-program"), "{}", stderr(&out));
 }
 
+/// The sorted lines of `out`'s stdout but the variable that names each exec.
+fn environment(out: &std::process::Output) -> Vec<String> {
+    let mut v: Vec<String> = stdout(out)
+        .lines()
+        .filter(|l| !l.starts_with("H9SANDBOX_EXEC_ID="))
+        .map(str::to_string)
+        .collect();
+    v.sort();
+    v
+}
+
+#[test]
+fn a_plain_command_line_runs_without_bash_and_as_bash_would_run_it() {
+    require_container!("a local sandbox has no agent");
+    let env = TestEnv::new();
+    let id = env.up(&["--image", DEBIAN]);
+    // `env` alone runs without bash (`-v` names the program), `env #x` through it (a comment):
+    // the same program, arguments and environment (PWD, SHLVL, _ as bash gives them).
+    let direct = env.run(&["-v", "exec", &id, "--", "env"]);
+    assert_ok(&direct);
+    assert!(
+        stderr(&direct).contains(") /usr/bin/env\n"),
+        "{}",
+        stderr(&direct)
+    );
+    let shell = env.run(&["-v", "exec", &id, "--", "env #x"]);
+    assert_ok(&shell);
+    assert!(
+        stderr(&shell).contains("bash -c 'env #x'"),
+        "{}",
+        stderr(&shell)
+    );
+    assert_eq!(environment(&direct), environment(&shell));
+    assert!(environment(&direct).contains(&"_=/usr/bin/env".to_string()));
+    // As another user, in another directory, with arguments.
+    for (line, want) in [("id -u", "65534\n"), ("realpath .", "/tmp\n")] {
+        let out = env.run(&["exec", "--user", "nobody", "--cwd", "/tmp", &id, "--", line]);
+        assert_ok(&out);
+        assert_eq!(stdout(&out), want, "{line}");
+    }
+    // A file without `#!` is a script for bash, as bash would run it; a missing program gets
+    // bash's message and status.
+    sh(
+        &env,
+        &id,
+        "printf 'echo ${BASH_VERSION:+bash} $0\\n' > plain; chmod +x plain",
+    );
+    let out = env.run(&["exec", &id, "--", "./plain"]);
+    assert_ok(&out);
+    assert_eq!(stdout(&out), "bash ./plain\n");
+    let out = env.run(&["exec", &id, "--", "no-such-program x"]);
+    assert_eq!(out.status.code(), Some(127), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("no-such-program: command not found"),
+        "{}",
+        stderr(&out)
+    );
+    // A variable that steers bash (here its options) sends the line to bash.
+    let out = env.run(&["exec", "--env", "SHELLOPTS=xtrace", &id, "--", "true"]);
+    assert_ok(&out);
+    assert_eq!(stderr(&out), "+ true\n");
+    // A builtin is bash's.
+    let out = env.run(&["exec", &id, "--", "exit 3"]);
+    assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
+}
+
 #[test]
 fn variables_with_dots_and_dashes_arrive_from_flags_and_the_image() {
     require_container!("a local sandbox has no image");
