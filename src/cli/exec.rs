@@ -249,13 +249,12 @@ fn refuse_option(sub: &str, command: &[String]) -> Result<()> {
 /// The long option of subcommand `sub` (global ones included) closest to the word `opt`
 /// (`--tiemout`, `--imgae=x`): at most two edits away, as clap's own suggestions.
 fn similar_option(sub: &str, opt: &str) -> Option<String> {
-    use clap::CommandFactory;
     let word = opt.trim_start_matches('-');
     let word = word.split_once('=').map_or(word, |(w, _)| w);
     if word.is_empty() || !opt.starts_with("--") {
         return None;
     }
-    let cli = super::Cli::command();
+    let cli = super::Cli::tree();
     let cmd = cli.find_subcommand(sub)?;
     cmd.get_arguments()
         .chain(cli.get_arguments())

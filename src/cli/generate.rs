@@ -354,7 +354,6 @@ fn man_page(cmd: &clap::Command, see_also: &[String], top: bool) -> Vec<u8> {
 mod tests {
     use super::FILES;
     use crate::config::{HOST_SIDE_KEYS, USER_FILE_ONLY_KEYS};
-    use clap::CommandFactory;
 
     /// Every `[config: KEY; default: VALUE]` of a flag's help gives KEY's real default
     /// (`Config::default()`), so that `--help` cannot drift from the configuration reference.
@@ -372,7 +371,7 @@ mod tests {
         }
         let defaults = toml::Table::try_from(crate::config::Config::default()).unwrap();
         let mut helps = Vec::new();
-        walk(&crate::cli::Cli::command(), &mut helps);
+        walk(&crate::cli::Cli::tree(), &mut helps);
         let mut checked = 0;
         for (flag, help) in helps {
             let help = help.split_whitespace().collect::<Vec<_>>().join(" ");
@@ -405,7 +404,7 @@ mod tests {
             .find(|(path, _)| *path == "./sandbox.toml")
             .unwrap()
             .1;
-        let cmd = crate::cli::Cli::command();
+        let cmd = crate::cli::Cli::tree();
         let trust = cmd.find_subcommand("trust").unwrap();
         let help = trust
             .get_after_help()

@@ -14,7 +14,6 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
 use assert_cmd::cargo::CommandCargoExt;
-use clap::CommandFactory;
 
 const BLESS: &str = "H9SANDBOX_BLESS=1 cargo test --test it generated::";
 
@@ -153,7 +152,7 @@ fn command_paths() -> Vec<Vec<String>> {
         }
     }
     let mut out = Vec::new();
-    walk(&h9sandbox::cli::Cli::command(), Vec::new(), &mut out);
+    walk(&h9sandbox::cli::Cli::tree(), Vec::new(), &mut out);
     out
 }
 
@@ -189,7 +188,7 @@ fn every_command_shows_examples() {
             walk(sub, format!("{name} {}", sub.get_name()));
         }
     }
-    walk(&h9sandbox::cli::Cli::command(), "h9sandbox".into());
+    walk(&h9sandbox::cli::Cli::tree(), "h9sandbox".into());
 }
 
 /// The key table of `docs/reference/configuration.md`: one row per key of

@@ -9,8 +9,11 @@ use clap::{Args, Subcommand};
 use super::*;
 use crate::types::{Caps, Network};
 
-/// `up` arguments. Unset options come from the configuration. A warm pool keeps them
-/// (`pool create`) as JSON, to make its sandboxes with later.
+#[cfg_attr(
+    doc,
+    doc = "`up` arguments. Unset options come from the configuration. A warm pool keeps them
+(`pool create`) as JSON, to make its sandboxes with later."
+)]
 #[derive(Debug, Default, Args, serde::Serialize, serde::Deserialize)]
 #[serde(default)]
 pub struct UpArgs {
@@ -131,14 +134,18 @@ pub struct UpArgs {
     pub pool: Option<String>,
 }
 
-/// `pool` arguments.
+// The subcommands' argument structs document themselves for rustdoc alone (`cfg_attr(doc)`):
+// `h9sandbox`'s subcommands are built only when used (clap's `Command::defer`, 0.2 ms of every
+// command's start), and a deferred struct's doc comment would replace the subcommand's one-line
+// description, which its variant of `Command` gives.
+#[cfg_attr(doc, doc = "`pool` arguments.")]
 #[derive(Debug, Args)]
 pub struct PoolArgs {
     #[command(subcommand)]
     pub command: PoolCommand,
 }
 
-/// `pool`'s subcommands.
+#[cfg_attr(doc, doc = "`pool`'s subcommands.")]
 #[derive(Debug, Subcommand)]
 pub enum PoolCommand {
     /// Make a warm pool: SIZE sandboxes made with up's options, kept ready for `up --pool NAME`
@@ -185,7 +192,7 @@ Sandboxes claimed from the pool are the claimants': `down` removes those.")]
     Rm(PoolRmArgs),
 }
 
-/// `pool create` arguments.
+#[cfg_attr(doc, doc = "`pool create` arguments.")]
 #[derive(Debug, Args)]
 pub struct PoolCreateArgs {
     /// The pool's name: 1 to 63 of a-z, 0-9, '.', '_', '-'
@@ -202,7 +209,7 @@ pub struct PoolCreateArgs {
     pub up: UpArgs,
 }
 
-/// `pool fill` arguments.
+#[cfg_attr(doc, doc = "`pool fill` arguments.")]
 #[derive(Debug, Args)]
 pub struct PoolFillArgs {
     /// The pool
@@ -214,7 +221,7 @@ pub struct PoolFillArgs {
     pub worker: bool,
 }
 
-/// `pool rm` arguments.
+#[cfg_attr(doc, doc = "`pool rm` arguments.")]
 #[derive(Debug, Args)]
 pub struct PoolRmArgs {
     /// The pools
@@ -222,7 +229,7 @@ pub struct PoolRmArgs {
     pub names: Vec<String>,
 }
 
-/// `mcp` arguments.
+#[cfg_attr(doc, doc = "`mcp` arguments.")]
 #[derive(Debug, Args)]
 pub struct McpArgs {
     /// Work dir of sandboxes made without one (--auto-up, sandbox_up), and where relative
@@ -246,7 +253,7 @@ pub struct McpArgs {
     pub port_forward: bool,
 }
 
-/// `exec` arguments.
+#[cfg_attr(doc, doc = "`exec` arguments.")]
 #[derive(Debug, Args)]
 pub struct ExecArgs {
     #[command(flatten)]
@@ -302,7 +309,7 @@ pub struct ExecArgs {
     pub command: Vec<String>,
 }
 
-/// `shell` arguments.
+#[cfg_attr(doc, doc = "`shell` arguments.")]
 #[derive(Debug, Args)]
 pub struct ShellArgs {
     #[command(flatten)]
@@ -325,7 +332,7 @@ pub struct ShellArgs {
     pub timeout: Option<std::time::Duration>,
 }
 
-/// `port-forward` arguments.
+#[cfg_attr(doc, doc = "`port-forward` arguments.")]
 #[derive(Debug, Args)]
 pub struct PortForwardArgs {
     #[command(flatten)]
@@ -338,7 +345,7 @@ pub struct PortForwardArgs {
     pub timeout: Option<std::time::Duration>,
 }
 
-/// `stats` arguments.
+#[cfg_attr(doc, doc = "`stats` arguments.")]
 #[derive(Debug, Args)]
 pub struct StatsArgs {
     /// Sandbox IDs, unique ID prefixes, or names [default: every running sandbox]
@@ -361,14 +368,14 @@ fn parse_forward_spec(s: &str) -> Result<crate::sandbox::forward::PortSpec, Stri
     crate::sandbox::forward::PortSpec::parse(s)
 }
 
-/// `ps` arguments.
+#[cfg_attr(doc, doc = "`ps` arguments.")]
 #[derive(Debug, Args)]
 pub struct PsArgs {
     #[command(flatten)]
     pub sandbox: SandboxArg,
 }
 
-/// `logs` arguments.
+#[cfg_attr(doc, doc = "`logs` arguments.")]
 #[derive(Debug, Args)]
 pub struct LogsArgs {
     #[command(flatten)]
@@ -384,7 +391,7 @@ pub struct LogsArgs {
     pub follow: bool,
 }
 
-/// `kill` arguments.
+#[cfg_attr(doc, doc = "`kill` arguments.")]
 #[derive(Debug, Args)]
 pub struct KillArgs {
     #[command(flatten)]
@@ -393,7 +400,7 @@ pub struct KillArgs {
     pub handle: String,
 }
 
-/// `bootstrap` arguments.
+#[cfg_attr(doc, doc = "`bootstrap` arguments.")]
 #[derive(Debug, Args)]
 pub struct BootstrapArgs {
     #[command(flatten)]
@@ -412,7 +419,7 @@ pub struct BootstrapArgs {
     pub command: Vec<String>,
 }
 
-/// `down` arguments.
+#[cfg_attr(doc, doc = "`down` arguments.")]
 #[derive(Debug, Args)]
 pub struct DownArgs {
     /// Sandbox IDs, unique ID prefixes, or names
@@ -427,7 +434,7 @@ pub struct DownArgs {
     pub forget: bool,
 }
 
-/// `read` arguments.
+#[cfg_attr(doc, doc = "`read` arguments.")]
 #[derive(Debug, Args)]
 pub struct ReadArgs {
     #[command(flatten)]
@@ -444,7 +451,7 @@ pub struct ReadArgs {
     pub max_bytes: Option<u64>,
 }
 
-/// `write` arguments.
+#[cfg_attr(doc, doc = "`write` arguments.")]
 #[derive(Debug, Args)]
 pub struct WriteArgs {
     #[command(flatten)]
@@ -474,7 +481,7 @@ pub struct WriteArgs {
     pub no_clobber: bool,
 }
 
-/// `edit` arguments.
+#[cfg_attr(doc, doc = "`edit` arguments.")]
 #[derive(Debug, Args)]
 pub struct EditArgs {
     #[command(flatten)]
@@ -497,7 +504,7 @@ pub struct EditArgs {
     pub all: bool,
 }
 
-/// `reap` arguments.
+#[cfg_attr(doc, doc = "`reap` arguments.")]
 #[derive(Debug, Args)]
 pub struct ReapArgs {
     /// Report what would be removed, and remove nothing
@@ -505,35 +512,35 @@ pub struct ReapArgs {
     pub dry_run: bool,
 }
 
-/// `stop` arguments.
+#[cfg_attr(doc, doc = "`stop` arguments.")]
 #[derive(Debug, Args)]
 pub struct StopArgs {
     #[command(flatten)]
     pub sandbox: SandboxArg,
 }
 
-/// `start` arguments.
+#[cfg_attr(doc, doc = "`start` arguments.")]
 #[derive(Debug, Args)]
 pub struct StartArgs {
     #[command(flatten)]
     pub sandbox: SandboxArg,
 }
 
-/// `pause` arguments.
+#[cfg_attr(doc, doc = "`pause` arguments.")]
 #[derive(Debug, Args)]
 pub struct PauseArgs {
     #[command(flatten)]
     pub sandbox: SandboxArg,
 }
 
-/// `resume` arguments.
+#[cfg_attr(doc, doc = "`resume` arguments.")]
 #[derive(Debug, Args)]
 pub struct ResumeArgs {
     #[command(flatten)]
     pub sandbox: SandboxArg,
 }
 
-/// `snapshot` arguments.
+#[cfg_attr(doc, doc = "`snapshot` arguments.")]
 #[derive(Debug, Args)]
 pub struct SnapshotArgs {
     #[command(flatten)]
@@ -543,7 +550,7 @@ pub struct SnapshotArgs {
     pub tag: String,
 }
 
-/// `run` arguments: `up`'s, then `exec`'s, then the command.
+#[cfg_attr(doc, doc = "`run` arguments: `up`'s, then `exec`'s, then the command.")]
 #[derive(Debug, Args)]
 pub struct RunArgs {
     #[command(flatten)]
@@ -580,7 +587,7 @@ pub struct RunArgs {
     pub command: Vec<String>,
 }
 
-/// `cp` arguments.
+#[cfg_attr(doc, doc = "`cp` arguments.")]
 #[derive(Debug, Args)]
 pub struct CpArgs {
     /// The source: a path of this machine, ID:PATH, or - (a tar stream on stdin)
@@ -594,7 +601,7 @@ pub struct CpArgs {
     pub user: Option<String>,
 }
 
-/// `renew` arguments.
+#[cfg_attr(doc, doc = "`renew` arguments.")]
 #[derive(Debug, Args)]
 pub struct RenewArgs {
     #[command(flatten)]
@@ -605,7 +612,7 @@ pub struct RenewArgs {
     pub ttl: Option<String>,
 }
 
-/// `trust` arguments.
+#[cfg_attr(doc, doc = "`trust` arguments.")]
 #[derive(Debug, Args)]
 pub struct TrustArgs {
     /// The project file, or the directory holding it [default: ./sandbox.toml]
@@ -619,7 +626,7 @@ pub struct TrustArgs {
     pub list: bool,
 }
 
-/// `ls` arguments.
+#[cfg_attr(doc, doc = "`ls` arguments.")]
 #[derive(Debug, Args)]
 pub struct LsArgs {
     /// Redraw the list whenever it changes, until Ctrl-C
@@ -652,7 +659,7 @@ fn parse_interval(s: &str) -> Result<std::time::Duration, String> {
     Ok(d)
 }
 
-/// `generate` arguments.
+#[cfg_attr(doc, doc = "`generate` arguments.")]
 #[derive(Debug, Args)]
 pub struct GenerateArgs {
     /// What to generate
@@ -660,7 +667,7 @@ pub struct GenerateArgs {
     pub what: Generate,
 }
 
-/// What `generate` writes.
+#[cfg_attr(doc, doc = "What `generate` writes.")]
 #[derive(Debug, Subcommand)]
 pub enum Generate {
     /// A shell's completion script on stdout, or every shell's into DIR with --all

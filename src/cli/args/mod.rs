@@ -61,8 +61,12 @@ fn sandboxes() -> clap_complete::engine::ArgValueCandidates {
     clap_complete::engine::ArgValueCandidates::new(crate::cli::generate::sandbox_candidates)
 }
 
-/// The one sandbox a subcommand acts on, flattened into each such subcommand's arguments (its
-/// first positional, `<ID>`, completed with the live sandboxes' IDs and names).
+// For rustdoc alone, as the subcommands' argument structs (see `commands.rs`).
+#[cfg_attr(
+    doc,
+    doc = "The one sandbox a subcommand acts on, flattened into each such subcommand's arguments (its
+first positional, `<ID>`, completed with the live sandboxes' IDs and names)."
+)]
 #[derive(Debug, Args)]
 pub struct SandboxArg {
     /// Sandbox ID, unique ID prefix, or name
@@ -102,6 +106,17 @@ pub struct GlobalArgs {
 }
 
 impl Cli {
+    /// The whole command tree with every subcommand's arguments made (clap's
+    /// `Command::build`), for walking it: `Cli::command()` leaves them to be made when the
+    /// subcommand is used ([`Command`] is deferred), so its subcommands show no arguments and
+    /// no subcommands of their own. Building also adds each command's `--help` (and `help`).
+    pub fn tree() -> clap::Command {
+        use clap::CommandFactory;
+        let mut cmd = Cli::command();
+        cmd.build();
+        cmd
+    }
+
     /// Whether `name` is one of the subcommands.
     pub fn is_subcommand(name: &str) -> bool {
         use clap::CommandFactory;
@@ -120,8 +135,11 @@ impl GlobalArgs {
     }
 }
 
-/// Subcommands.
+/// Subcommands. Each one's arguments are made only when it is the one used (`defer`: building
+/// all of them cost every command about 0.2 ms of its start); see `commands.rs` for what this
+/// asks of the argument structs' doc comments.
 #[derive(Debug, Subcommand)]
+#[command(defer = true)]
 pub enum Command {
     /// Start a sandbox: a hardened container with the work directory bind-mounted (or copied in)
     #[command(after_help = "\
