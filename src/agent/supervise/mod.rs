@@ -729,21 +729,19 @@ fn spawn(spec: &Spec) -> Result<Started, (i32, String)> {
         }
         Ok::<_, (i32, String)>(first_to_go_at_oom(|| cmd.spawn()))
     };
-    let mut result = None;
-    if let Some(d) = &direct {
-        match launch(&d.program, &d.args, Some(&d.arg0), &d.env)? {
-            Ok(child) => result = Some((Ok(child), d.program.clone())),
-            // The directory, or the process limit, fails the shell's start alike.
-            Err(e)
-                if e.raw_os_error().is_some_and(|n| n >= CWD_ERRNO)
-                    || super::stats::at_process_limit(&e).is_some() =>
-            {
-                result = Some((Err(e), d.program.clone()));
-            }
-            Err(_) => {}
+    let tried = direct
+        .as_ref()
+        .map(|d| launch(&d.program, &d.args, Some(&d.arg0), &d.env).map(|r| (r, d.program.clone())))
+        .transpose()?;
+    let (spawned, program) = match tried {
+        // Not executable after all: the shell runs the line. The directory or the process limit
+        // would fail the shell's start alike.
+        Some((Err(e), _))
+            if e.raw_os_error().is_none_or(|n| n < CWD_ERRNO)
+                && super::stats::at_process_limit(&e).is_none() =>
+        {
+            (launch(&program, &args, arg0, &spec.env)?, program)
         }
-    }
-    let (spawned, program) = match result {
         Some(r) => r,
         None => (launch(&program, &args, arg0, &spec.env)?, program),
     };

@@ -88,20 +88,13 @@ fn a_plain_command_line_runs_without_bash_and_as_bash_would_run_it() {
     let id = env.up(&["--image", DEBIAN]);
     // `env` alone runs without bash (`-v` names the program), `env #x` through it (a comment):
     // the same program, arguments and environment (PWD, SHLVL, _ as bash gives them).
-    let direct = env.run(&["-v", "exec", &id, "--", "env"]);
-    assert_ok(&direct);
-    assert!(
-        stderr(&direct).contains(") /usr/bin/env\n"),
-        "{}",
-        stderr(&direct)
-    );
-    let shell = env.run(&["-v", "exec", &id, "--", "env #x"]);
-    assert_ok(&shell);
-    assert!(
-        stderr(&shell).contains("bash -c 'env #x'"),
-        "{}",
-        stderr(&shell)
-    );
+    let [direct, shell] =
+        [("env", ") /usr/bin/env\n"), ("env #x", "bash -c 'env #x'")].map(|(line, shown)| {
+            let out = env.run(&["-v", "exec", &id, "--", line]);
+            assert_ok(&out);
+            assert!(stderr(&out).contains(shown), "{}", stderr(&out));
+            out
+        });
     assert_eq!(environment(&direct), environment(&shell));
     assert!(environment(&direct).contains(&"_=/usr/bin/env".to_string()));
     // As another user, in another directory, with arguments.
