@@ -92,7 +92,10 @@ fn a_plain_command_line_runs_without_bash_and_as_bash_would_run_it() {
         [("env", ") /usr/bin/env\n"), ("env #x", "bash -c 'env #x'")].map(|(line, shown)| {
             let out = env.run(&["-v", "exec", &id, "--", line]);
             assert_ok(&out);
-            assert!(stderr(&out).contains(shown), "{}", stderr(&out));
+            // Through the engine's exec, `-v` shows the engine's command; the agent decides.
+            if !agent_socket_unreachable() {
+                assert!(stderr(&out).contains(shown), "{}", stderr(&out));
+            }
             out
         });
     assert_eq!(environment(&direct), environment(&shell));
