@@ -117,19 +117,22 @@ impl Answer {
     }
 
     /// The daemon's message (`{"message": "..."}`), else the body as text; on one line (its
-    /// line breaks become spaces: it ends up in a one-line error).
+    /// line breaks become spaces: it ends up in a one-line error), at most
+    /// [`MESSAGE_LIMIT`] bytes of it.
     pub(crate) fn message(&self) -> String {
         let text = String::from_utf8_lossy(&self.body);
         let message = serde_json::from_slice::<Value>(&self.body)
             .ok()
             .and_then(|v| v.get("message")?.as_str().map(str::to_string))
             .unwrap_or_else(|| text.trim().to_string());
-        message
-            .split(['\n', '\r'])
-            .map(str::trim)
-            .filter(|l| !l.is_empty())
-            .collect::<Vec<_>>()
-            .join(" ")
+        clipped(
+            &message
+                .split(['\n', '\r'])
+                .map(str::trim)
+                .filter(|l| !l.is_empty())
+                .collect::<Vec<_>>()
+                .join(" "),
+        )
     }
 
     /// The daemon's message as the client prints it: `Error response from daemon: MESSAGE`.
@@ -142,7 +145,7 @@ impl Answer {
         serde_json::from_slice(&self.body).with_context(|| {
             format!(
                 "cannot parse the Docker daemon's answer to {what}: {}",
-                String::from_utf8_lossy(&self.body)
+                clipped(&String::from_utf8_lossy(&self.body))
             )
         })
     }
@@ -300,15 +303,32 @@ pub(crate) fn curl_line(
 /// The version prefix agreed from the daemon's `Api-Version` header (`1.47`): the lower of it
 /// and [`MAX_API_VERSION`]; without a readable header, `v1.41`.
 pub(crate) fn agreed_version(daemon: Option<&str>) -> String {
-    let parsed = daemon.and_then(|v| {
-        let (a, b) = v.trim().split_once('.')?;
-        Some((a.parse::<u32>().ok()?, b.parse::<u32>().ok()?))
-    });
-    let (a, b) = match parsed {
+    let (a, b) = match daemon.and_then(parse_version) {
         Some(v) => v.min(MAX_API_VERSION),
         None => (1, 41),
     };
     format!("v{a}.{b}")
+}
+
+/// How much of a daemon's answer an error quotes (bytes): a body can be megabytes.
+pub(crate) const MESSAGE_LIMIT: usize = 1024;
+
+/// `text`, cut at a character boundary within [`MESSAGE_LIMIT`] bytes, with how long it was.
+fn clipped(text: &str) -> String {
+    if text.len() <= MESSAGE_LIMIT {
+        return text.to_string();
+    }
+    let mut end = MESSAGE_LIMIT;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}… ({} bytes in all)", &text[..end], text.len())
+}
+
+/// An API version `MAJOR.MINOR` (`1.41`) as numbers; `None` for anything else.
+pub(crate) fn parse_version(v: &str) -> Option<(u32, u32)> {
+    let (a, b) = v.trim().split_once('.')?;
+    Some((a.parse().ok()?, b.parse().ok()?))
 }
 
 /// Why a request got no answer.

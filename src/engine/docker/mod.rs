@@ -228,6 +228,12 @@ impl Docker {
         api.call(method, path, body, timeout).await
     }
 
+    /// The Engine API version agreed with the daemon (`(1, 44)`: the lower of the daemon's and
+    /// [`api::MAX_API_VERSION`]); `None` where no API answers (the client is asked instead).
+    pub(crate) async fn api_version(&self) -> Option<(u32, u32)> {
+        api::parse_version(self.api()?.version().await?.trim_start_matches('v'))
+    }
+
     /// [`Docker::call`] with [`api::REQUEST_TIMEOUT`] and no body.
     pub(crate) async fn get(&self, method: &str, path: &str) -> Result<Option<api::Answer>> {
         self.call(method, path, None, api::REQUEST_TIMEOUT).await

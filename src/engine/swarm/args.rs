@@ -66,6 +66,8 @@ pub(crate) fn service_create_args(
         "--user",
         "0:0",
         "--no-healthcheck",
+        // h9sandbox's agent is PID 1, never the engine's init (as the API's `Init: false`).
+        "--init=false",
         "--no-resolve-image",
         "--cap-drop",
         "ALL",

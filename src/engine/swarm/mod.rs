@@ -32,7 +32,7 @@ use anyhow::{anyhow, Result};
 use super::docker::{first_error_line, Docker, RunOptions};
 use super::{ContainerSpec, Secret, ShippedAgent};
 use crate::error::Error;
-use crate::poll::{poll_until, Backoff, Pacer};
+use crate::poll::{Backoff, Pacer};
 use crate::types::Daemon;
 
 /// Where a task finds the channel's secret ([`SECRET_TARGET`] under `/run/secrets`).
@@ -42,6 +42,24 @@ pub(crate) const SECRET_TARGET: &str = "h9sandbox-channel";
 
 /// How many times `up` tries to push the agent image to the registry before it fails.
 const PUSH_ATTEMPTS: u64 = 3;
+
+/// `Ok` for a manager that speaks Engine API `v` ([`MIN_API_VERSION`] or newer). Errors:
+/// [`Error::Refused`], naming both versions.
+pub(crate) fn manager_new_enough(v: (u32, u32)) -> Result<()> {
+    if v >= MIN_API_VERSION {
+        return Ok(());
+    }
+    Err(Error::Refused(format!(
+        "the swarm manager speaks Engine API {}.{}, and engine swarm needs {}.{} or newer (Docker 20.10): older managers drop a service's capabilities, ulimits and process limit without a word; upgrade the manager's Docker Engine",
+        v.0, v.1, MIN_API_VERSION.0, MIN_API_VERSION.1
+    ))
+    .into())
+}
+
+/// The oldest Engine API a swarm manager may speak: 1.41 (Docker 20.10) brought a service's
+/// `CapabilityDrop`/`CapabilityAdd`, `Ulimits` and `Resources.Limits.Pids`, which older
+/// managers drop from the spec without an error (moby's `adjustForAPIVersion`).
+pub(crate) const MIN_API_VERSION: (u32, u32) = (1, 41);
 
 /// A Docker Swarm, through its manager.
 #[derive(Debug, Clone)]
@@ -105,7 +123,9 @@ impl Swarm {
     /// One try of [`Environment::create`](super::Environment::create): the secret `spec`'s
     /// service uses, labelled `labels`, the service (`args`), then its task running and its
     /// agent serving; on any failure both are removed again ([`TaskEnded::removed`] says
-    /// whether they were, for a task that ended before it ran).
+    /// whether they were, for a task that ended before it ran). Errors: a manager older than
+    /// [`MIN_API_VERSION`] (refused before anything is made), the name taken, the manager's
+    /// refusals, the task's end.
     async fn create_once(
         &self,
         spec: &ContainerSpec,
@@ -113,48 +133,33 @@ impl Swarm {
         args: &[String],
         labels: &[(String, String)],
     ) -> Result<String> {
+        if let Some(v) = self.docker.api_version().await {
+            manager_new_enough(v)?;
+        }
         let secret = secret_name(&spec.name);
         let secret_id = self.create_secret(&secret, &agent.secret, labels).await?;
         let made = match &secret_id {
             Some(id) => self.create_service_api(spec, &secret, id).await,
             None => Ok(None),
         };
-        let made = match made {
-            Ok(made) => made,
-            Err(e) => {
-                let _ = self.remove_secrets(std::slice::from_ref(&secret)).await;
-                return Err(e);
-            }
-        };
         let service = match made {
-            Some(service) => Ok((0, service, String::new())),
-            None => self.docker.output(args.to_vec()).await,
+            Ok(Some(service)) => Ok(service),
+            Ok(None) => self.create_service_cli(spec, args).await,
+            Err(e) => Err(e),
         };
         let service = match service {
-            Ok((0, out, _)) => out.lines().last().unwrap_or("").trim().to_string(),
-            Ok((_, _, err)) => {
-                let _ = self.remove_secrets(std::slice::from_ref(&secret)).await;
-                if err.contains("already exists") {
-                    return Err(Error::NameInUse(spec.name.clone()).into());
-                }
-                return Err(anyhow!(
-                    "`{} service create` failed: {}",
-                    self.bin(),
-                    first_error_line(&err)
-                ));
-            }
+            Ok(service) => service,
             Err(e) => {
-                let _ = self.remove_secrets(std::slice::from_ref(&secret)).await;
+                // A name in use is another sandbox's service. Any other failure may have come
+                // after the manager made ours (a timeout, a broken connection): it goes first,
+                // or the secret it uses could not.
+                if !matches!(e.downcast_ref::<Error>(), Some(Error::NameInUse(_))) {
+                    let _ = super::Environment::remove(self, &spec.name).await;
+                }
+                let _ = self.remove_secrets(&[secret_id.unwrap_or(secret)]).await;
                 return Err(e);
             }
         };
-        if service.is_empty() {
-            let _ = super::Environment::remove(self, &spec.name).await;
-            return Err(anyhow!(
-                "`{} service create` printed no service ID",
-                self.bin()
-            ));
-        }
         let started = match self.wait_placed(&service, spec).await {
             Ok(()) => self.wait_serving(&service, agent.ready_timeout).await,
             Err(e) => Err(e),
@@ -167,6 +172,30 @@ impl Swarm {
             return Err(e);
         }
         Ok(service)
+    }
+
+    /// Creates the service through the client (`args`: `docker service create …`); its ID.
+    /// Errors: the name taken ([`Error::NameInUse`]), the client's failure, no ID printed.
+    async fn create_service_cli(&self, spec: &ContainerSpec, args: &[String]) -> Result<String> {
+        let (code, out, err) = self.docker.output(args.to_vec()).await?;
+        if code != 0 {
+            if err.contains("already exists") {
+                return Err(Error::NameInUse(spec.name.clone()).into());
+            }
+            return Err(anyhow!(
+                "`{} service create` failed: {}",
+                self.bin(),
+                first_error_line(&err)
+            ));
+        }
+        let id = out.lines().last().unwrap_or("").trim();
+        if id.is_empty() {
+            return Err(anyhow!(
+                "`{} service create` printed no service ID",
+                self.bin()
+            ));
+        }
+        Ok(id.to_string())
     }
 
     /// The number of nodes of the swarm. Errors: the manager's (not a manager, no swarm).
@@ -365,27 +394,30 @@ impl Swarm {
     /// `service`'s running task says it serves (`h9sandbox-agent ready` on its standard output,
     /// which the swarm's log of the task holds): a task runs before its PID 1 listens.
     async fn wait_serving(&self, service: &str, ready: Duration) -> Result<()> {
-        let serving = poll_until(ready, Backoff::fixed(Duration::from_millis(50)), || async {
-            // A log the manager cannot give yet (the task just starting) is no word yet.
-            let out = self
-                .logs(service, 20)
-                .await
-                .ok()
-                .flatten()
-                .unwrap_or_default();
-            anyhow::Ok(
-                out.lines()
-                    .any(|l| l.starts_with("h9sandbox-agent ready"))
-                    .then_some(()),
-            )
-        })
-        .await?;
-        serving.ok_or_else(|| {
-            anyhow!(
-                "the sandbox's agent did not say it serves within {}s (start_timeout_secs)",
-                ready.as_secs()
-            )
-        })
+        let mut pacer = Pacer::new(ready, Backoff::fixed(Duration::from_millis(50)));
+        let mut failed = String::new();
+        loop {
+            // A log the manager cannot give yet (the task just starting) is no word yet; a
+            // failure that lasts is told when the wait ends.
+            match self.logs(service, 20).await {
+                Ok(Some(out)) if out.lines().any(|l| l.starts_with("h9sandbox-agent ready")) => {
+                    return Ok(())
+                }
+                Ok(Some(_)) => failed.clear(),
+                Ok(None) => {
+                    return Err(anyhow!(
+                        "the sandbox's service disappeared while it started"
+                    ))
+                }
+                Err(e) => failed = format!("; its log could not be read: {e:#}"),
+            }
+            if !pacer.pause().await {
+                return Err(anyhow!(
+                    "the sandbox's agent did not say it serves within {}s (start_timeout_secs){failed}",
+                    ready.as_secs()
+                ));
+            }
+        }
     }
 
     /// The names of the secrets service `service` uses; empty when it does not exist.

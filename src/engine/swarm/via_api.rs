@@ -54,7 +54,13 @@ impl Swarm {
             let n = match self.ask("GET", &path, "node inspect").await? {
                 Some(Some(n)) => n,
                 None => return Ok(None),
-                Some(None) => return Ok(Some(Some(task))),
+                Some(None) => {
+                    return Err(anyhow::anyhow!(
+                        "`{} node inspect` failed: the node {} that runs service {service}'s task is no longer in the swarm",
+                        self.bin(),
+                        task.node_id
+                    ))
+                }
             };
             task.node_addr = n.json("nodes")?["Status"]["Addr"]
                 .as_str()
@@ -197,7 +203,7 @@ impl Swarm {
             json!({ "Name": name, "Labels": labels, "Data": "<the channel's secret, base64>" });
         let mut body = shown.clone();
         body["Data"] = Value::String(base64::engine::general_purpose::STANDARD.encode(&secret.0));
-        let Some(a) = self
+        let sent = self
             .docker
             .call_showing(
                 "POST",
@@ -206,9 +212,15 @@ impl Swarm {
                 Some(&shown),
                 api::REQUEST_TIMEOUT,
             )
-            .await?
-        else {
-            return Ok(None);
+            .await;
+        let a = match sent {
+            Ok(Some(a)) => a,
+            Ok(None) => return Ok(None),
+            Err(e) => {
+                // No answer, but the manager may have made it: removed if it is ours.
+                self.remove_secret_if_labelled(name, &labels).await;
+                return Err(e);
+            }
         };
         if !a.ok() {
             let said = a.message();
@@ -221,6 +233,20 @@ impl Swarm {
             return Err(e);
         }
         Ok(Some(id_of(&a, "secrets/create")?))
+    }
+
+    /// Removes secret `name` if it carries exactly `labels` (one that a creation whose answer
+    /// was lost made), by its ID; another's of that name stays. Best effort: nothing is said.
+    async fn remove_secret_if_labelled(&self, name: &str, labels: &serde_json::Map<String, Value>) {
+        let path = format!("/secrets/{}", api::encode(name));
+        let Ok(Some(Some(a))) = self.ask("GET", &path, "secret inspect").await else {
+            return;
+        };
+        let Ok(v) = a.json("secrets") else { return };
+        let ours = v.pointer("/Spec/Labels").and_then(Value::as_object) == Some(labels);
+        if let (true, Some(id)) = (ours, v["ID"].as_str()) {
+            let _ = self.remove_secret_api(id).await;
+        }
     }
 
     /// Creates the service of `spec` (`POST /services/create` with [`service_create_body`]),
@@ -251,6 +277,18 @@ impl Swarm {
         }
         if !a.ok() {
             return Err(self.docker.api_failed("service create", &a));
+        }
+        // What the client prints on stderr (`{"ID": …, "Warnings": […]}`), told the same way.
+        if let Ok(v) = a.json("services/create") {
+            for w in v["Warnings"].as_array().into_iter().flatten() {
+                if let Some(w) = w.as_str() {
+                    let w: String = w.chars().take(api::MESSAGE_LIMIT).collect();
+                    self.docker.reporter_of().warn(&format!(
+                        "the swarm manager: {}",
+                        crate::report::printable(&w)
+                    ));
+                }
+            }
         }
         Ok(Some(id_of(&a, "services/create")?))
     }

@@ -516,3 +516,33 @@ fn a_daemons_message_is_one_line() {
         "Error response from daemon: moved there"
     );
 }
+
+#[test]
+fn a_daemons_long_answer_is_quoted_in_part() {
+    // A body of megabytes (a proxy's page, a log) is cut, at a character's boundary.
+    let long = "é".repeat(4 << 20);
+    let m = answer(500, &long).message();
+    assert!(m.len() < api::MESSAGE_LIMIT + 40, "{}", m.len());
+    assert!(m.starts_with("éé") && m.ends_with(&format!("… ({} bytes in all)", long.len())));
+    let e = answer(200, &long).json("tasks").unwrap_err().to_string();
+    assert!(e.len() < api::MESSAGE_LIMIT + 100, "{}", e.len());
+    assert_eq!(answer(500, "short").message(), "short");
+}
+
+#[test]
+fn api_versions_are_read_as_numbers() {
+    assert_eq!(api::parse_version("1.41"), Some((1, 41)));
+    assert_eq!(api::parse_version(" 1.9 "), Some((1, 9)));
+    // A manager older than 1.41 would drop a service's capabilities: refused, naming both.
+    use crate::engine::swarm::manager_new_enough;
+    let e = manager_new_enough(api::parse_version("1.9").unwrap()).unwrap_err();
+    assert!(
+        e.to_string()
+            .contains("Engine API 1.9, and engine swarm needs 1.41"),
+        "{e}"
+    );
+    manager_new_enough((1, 41)).unwrap();
+    manager_new_enough((2, 0)).unwrap();
+    assert_eq!(api::parse_version("v1.41"), None);
+    assert_eq!(api::parse_version("1"), None);
+}
