@@ -636,10 +636,15 @@ fn command(
 /// Whether `path` is a regular file that starts as the kernel's `execve(2)` runs it (an ELF
 /// binary, or a `#!` script). A file without either fails with `ENOEXEC`, after which glibc's
 /// `execvp` would run it with `/bin/sh`, where bash runs it with bash: such a file goes to bash.
-/// Opened without blocking (a FIFO planted on `PATH` cannot hold the supervisor).
+/// Only a regular file is opened (a device or a FIFO planted on `PATH` is never opened, and
+/// so never woken), and without blocking (one swapped in after the check cannot hold the
+/// supervisor either).
 fn executable_format(path: &std::path::Path) -> bool {
     use std::io::Read;
     use std::os::unix::fs::OpenOptionsExt;
+    if !std::fs::metadata(path).is_ok_and(|m| m.is_file()) {
+        return false;
+    }
     let Ok(mut f) = std::fs::OpenOptions::new()
         .read(true)
         .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
