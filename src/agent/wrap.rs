@@ -142,7 +142,48 @@ pub(crate) fn run(args: &ExecArgs) -> i32 {
     };
     let mut cmd = std::process::Command::new(&program);
     cmd.args(&argv);
-    supervise(cmd, &program, args.timeout_ms.map(Duration::from_millis))
+    // Exec'd by the child itself, as through the agent (never `/bin/sh` for a file the kernel
+    // will not run), `$0` of `bash -c` being `bash`.
+    use std::os::unix::ffi::{OsStrExt, OsStringExt};
+    let arg0 = if args.shell {
+        std::path::Path::new(&program)
+            .file_name()
+            .unwrap_or(program.as_os_str())
+            .to_os_string()
+    } else {
+        program.clone()
+    };
+    // Looked up on `PATH` as through the agent ([`SHELL_PATH`] without one); a name not
+    // found is left to std's exec, which says so (never a file of that name in the cwd).
+    let found = if program.as_bytes().contains(&b'/') {
+        Some(program.clone())
+    } else {
+        let path = std::env::var("PATH").unwrap_or_else(|_| SHELL_PATH.into());
+        program
+            .to_str()
+            .and_then(|name| find_on(&path, name))
+            .map(OsString::from)
+    };
+    let itself = found.and_then(|found| {
+        super::supervise::Execve::of_bytes(
+            found.as_bytes(),
+            std::iter::once(&arg0)
+                .chain(&argv)
+                .map(|a| a.as_bytes().to_vec()),
+            std::env::vars_os().map(|(k, v)| {
+                let mut e = k.into_vec();
+                e.push(b'=');
+                e.extend_from_slice(v.as_bytes());
+                e
+            }),
+        )
+    });
+    supervise(
+        cmd,
+        &program,
+        itself,
+        args.timeout_ms.map(Duration::from_millis),
+    )
 }
 
 /// Looks `spec` (`NAME[:GID]`) up as the agent does ([`user::resolve`]) and drops to that user
@@ -180,15 +221,23 @@ fn not_started(program: &OsString, e: &std::io::Error) -> i32 {
 /// Starts `cmd` in a session of its own under this process as subreaper, waits for it, and
 /// kills its whole tree once `timeout` has passed; returns its exit status (124 on timeout).
 /// When the kernel's OOM killer ended it, says so on stderr (naming the container's limit).
-fn supervise(mut cmd: std::process::Command, program: &OsString, timeout: Option<Duration>) -> i32 {
+fn supervise(
+    mut cmd: std::process::Command,
+    program: &OsString,
+    itself: Option<super::supervise::Execve>,
+    timeout: Option<Duration>,
+) -> i32 {
     let oom_before = super::supervise::oom_kills();
     use std::sync::atomic::{AtomicBool, Ordering};
     unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) };
     // SAFETY: setsid is async-signal-safe.
     unsafe {
-        cmd.pre_exec(|| {
+        cmd.pre_exec(move || {
             if libc::setsid() < 0 {
                 return Err(std::io::Error::last_os_error());
+            }
+            if let Some(x) = &itself {
+                return Err(x.exec());
             }
             Ok(())
         });

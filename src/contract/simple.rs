@@ -113,7 +113,9 @@ pub(crate) fn simple_words(line: &str) -> Option<Vec<&str>> {
     let words: Vec<&str> = line.split([' ', '\t']).filter(|w| !w.is_empty()).collect();
     let first = *words.first()?;
     // A first word that starts with `-` is taken by bash for an option of its own.
-    if !words.iter().all(|w| w.bytes().all(plain)) || first.contains('=') || first.starts_with('-')
+    if !words.iter().all(|w| w.bytes().all(plain))
+        || first.contains('=')
+        || first.starts_with(['-', '+'])
     {
         return None;
     }
@@ -182,6 +184,9 @@ mod tests {
             "é",
             "a &",
             "-x",
+            // bash -c takes a first word of `+` as its own option (`+O`, `+x`).
+            "+x",
+            "+O a",
         ] {
             assert_eq!(simple_words(line), None, "{line:?}");
         }

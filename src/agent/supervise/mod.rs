@@ -502,7 +502,8 @@ struct Direct {
 
 /// Variables that change what bash does before or instead of running a simple command (a
 /// startup file, options such as `xtrace`, exported functions, `PATH` entries to skip, the
-/// directory it believes it is in): with any of them set, the line goes to bash.
+/// directory it believes it is in), and those bash sets, resets or drops from what it passes on
+/// (its own state, its prompts, `IFS`): with any of them set, the line goes to bash.
 const SHELL_STEERING: &[&str] = &[
     "BASH_ENV",
     "ENV",
@@ -511,7 +512,109 @@ const SHELL_STEERING: &[&str] = &[
     "EXECIGNORE",
     "PWD",
     "OLDPWD",
+    "BASH_COMPAT",
+    "BASH_XTRACEFD",
+    "BASH",
+    "BASHPID",
+    "BASH_ARGC",
+    "BASH_ARGV",
+    "BASH_ARGV0",
+    "BASH_COMMAND",
+    "BASH_LINENO",
+    "BASH_SOURCE",
+    "BASH_SUBSHELL",
+    "BASH_VERSINFO",
+    "BASH_VERSION",
+    "COMP_WORDBREAKS",
+    "DIRSTACK",
+    "EPOCHREALTIME",
+    "EPOCHSECONDS",
+    "FUNCNAME",
+    "GROUPS",
+    "HISTCMD",
+    "IFS",
+    "LINENO",
+    "OPTERR",
+    "OPTIND",
+    "PIPESTATUS",
+    "PPID",
+    "PS1",
+    "PS2",
+    "PS4",
+    "RANDOM",
+    "SECONDS",
+    "SRANDOM",
 ];
+
+/// Whether resolving `path` (absolute) meets `/proc` at any step, its symbolic links followed
+/// (at most 40, as the kernel's `ELOOP`; more counts as meeting it). The supervisor that looks
+/// a program up is not the process that runs it: `/proc/self`, `/proc/thread-self` and a
+/// process's `cwd` or `fd` there name other things in each, so such a program goes to bash.
+fn through_proc(path: &std::path::Path) -> bool {
+    use std::path::{Component, PathBuf};
+    let mut pending: std::collections::VecDeque<std::ffi::OsString> = path
+        .components()
+        .filter_map(|c| match c {
+            Component::Normal(n) => Some(n.to_os_string()),
+            Component::ParentDir => Some("..".into()),
+            _ => None,
+        })
+        .collect();
+    let mut at = PathBuf::from("/");
+    let mut links = 0;
+    while let Some(part) = pending.pop_front() {
+        if part == ".." {
+            at.pop();
+            continue;
+        }
+        at.push(&part);
+        if at.starts_with("/proc") {
+            return true;
+        }
+        if let Ok(target) = std::fs::read_link(&at) {
+            links += 1;
+            if links > 40 {
+                return true;
+            }
+            at.pop();
+            if target.is_absolute() {
+                at = PathBuf::from("/");
+            }
+            for c in target.components().rev() {
+                match c {
+                    Component::Normal(n) => pending.push_front(n.to_os_string()),
+                    Component::ParentDir => pending.push_front("..".into()),
+                    _ => {}
+                }
+            }
+        }
+    }
+    false
+}
+
+/// Where bash would find `name` on `path` (absolute entries only), when the supervisor's look
+/// is certain to be the command's: each earlier entry has no `name` at all (not found, or not
+/// a directory), and the one found is an executable regular file. `None` (bash decides) for
+/// anything else: a `name` there the supervisor cannot look at or that is not an executable
+/// regular file (bash may choose it), a path through `/proc` ([`through_proc`]).
+fn look_up_as_bash(path: &str, name: &str) -> Option<String> {
+    use std::os::unix::fs::PermissionsExt;
+    for d in path.split(':').filter(|d| !d.is_empty()) {
+        let p = std::path::Path::new(d).join(name);
+        if through_proc(&p) {
+            return None;
+        }
+        match std::fs::metadata(&p) {
+            Ok(m) if m.is_file() && m.permissions().mode() & 0o111 != 0 => {
+                return Some(p.to_string_lossy().into_owned())
+            }
+            Ok(_) => return None,
+            Err(e) if matches!(e.raw_os_error(), Some(libc::ENOENT | libc::ENOTDIR)) => {}
+            Err(_) => return None,
+        }
+    }
+    None
+}
 
 /// How `line` runs without `shell` when bash would only look its first word up on `path` and
 /// `exec` it (bash's one-command `-c`, which replaces itself by the program): the same program,
@@ -539,15 +642,20 @@ fn without_shell(shell: &str, line: &str, spec: &Spec, path: &str) -> Option<Dir
             _ => return None,
         },
     };
+    let cwd = std::path::Path::new(&spec.cwd);
+    if !cwd.is_absolute() || through_proc(cwd) {
+        return None;
+    }
     let program = if words[0].contains('/') {
         words[0].to_string()
     } else {
         if path.split(':').any(|d| !d.starts_with('/')) {
             return None;
         }
-        super::wrap::find_on(path, words[0])?
+        look_up_as_bash(path, words[0])?
     };
-    if !executable_format(&std::path::Path::new(&spec.cwd).join(&program)) {
+    let at = cwd.join(&program);
+    if through_proc(&at) || !executable_format(&at) {
         return None;
     }
     let pwd = std::fs::canonicalize(&spec.cwd)
@@ -567,9 +675,78 @@ fn without_shell(shell: &str, line: &str, spec: &Spec, path: &str) -> Option<Dir
     })
 }
 
+/// A program the child `execve(2)`s itself, last of its setup, with `argv` and `envp` made
+/// before the fork (no allocation between fork and exec). std's own exec is glibc's `execvp`,
+/// which runs a file that fails with `ENOEXEC` (no `#!`, a truncated or foreign ELF) with
+/// `/bin/sh`; here that error, as every other, reaches the supervisor, which gives the line to
+/// bash.
+pub(crate) struct Execve {
+    _strings: Vec<std::ffi::CString>,
+    program: *const libc::c_char,
+    argv: Vec<*const libc::c_char>,
+    envp: Vec<*const libc::c_char>,
+}
+
+// SAFETY: the pointers point into `_strings`' heap buffers, which it owns and never changes.
+unsafe impl Send for Execve {}
+unsafe impl Sync for Execve {}
+
+impl Execve {
+    /// `program` with `argv[0]` `arg0`, `args` and `env` (a later value of a name wins, sorted
+    /// by name as std passes an environment). `None`: a NUL byte in any of them.
+    fn new(program: &str, arg0: &str, args: &[String], env: &[(String, String)]) -> Option<Execve> {
+        let env: std::collections::BTreeMap<&str, &str> =
+            env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+        Execve::of_bytes(
+            program.as_bytes(),
+            std::iter::once(arg0)
+                .chain(args.iter().map(String::as_str))
+                .map(|a| a.as_bytes().to_vec()),
+            env.iter().map(|(k, v)| format!("{k}={v}").into_bytes()),
+        )
+    }
+
+    /// `program` with `argv` (its `[0]` first) and `envp` (`NAME=VALUE` each) as bytes.
+    /// `None`: a NUL byte in any of them.
+    pub(crate) fn of_bytes(
+        program: &[u8],
+        argv: impl Iterator<Item = Vec<u8>>,
+        envp: impl Iterator<Item = Vec<u8>>,
+    ) -> Option<Execve> {
+        use std::ffi::CString;
+        let program = CString::new(program).ok()?;
+        let argv: Vec<CString> = argv.map(|a| CString::new(a).ok()).collect::<Option<_>>()?;
+        let envp: Vec<CString> = envp.map(|e| CString::new(e).ok()).collect::<Option<_>>()?;
+        let nul = std::iter::once(std::ptr::null());
+        let argv_ptrs = argv.iter().map(|a| a.as_ptr()).chain(nul.clone()).collect();
+        let envp_ptrs = envp.iter().map(|e| e.as_ptr()).chain(nul).collect();
+        let program_ptr = program.as_ptr();
+        let mut strings = vec![program];
+        strings.extend(argv);
+        strings.extend(envp);
+        Some(Execve {
+            _strings: strings,
+            program: program_ptr,
+            argv: argv_ptrs,
+            envp: envp_ptrs,
+        })
+    }
+}
+
+impl Execve {
+    /// Replaces this process (`execve(2)`); returns only its error. Async-signal-safe: for
+    /// the child between fork and exec.
+    pub(crate) fn exec(&self) -> std::io::Error {
+        // SAFETY: NUL-terminated strings and NULL-terminated arrays that `self` owns.
+        unsafe { libc::execve(self.program, self.argv.as_ptr(), self.envp.as_ptr()) };
+        std::io::Error::last_os_error()
+    }
+}
+
 /// The command that runs `program` with `args` and `env` as `spec`'s user, in its working
 /// directory and its own session, its standard streams on `pty`'s terminal when it has one and
-/// `script_fd` (the shell's script) as descriptor 3.
+/// `script_fd` (the shell's script) as descriptor 3; with `itself`, the child runs that
+/// ([`Execve`]) in place of std's exec.
 fn command(
     spec: &Spec,
     pty: Option<&super::pty::Pty>,
@@ -577,6 +754,7 @@ fn command(
     program: &str,
     args: &[String],
     env: &[(String, String)],
+    itself: Option<Execve>,
 ) -> Result<std::process::Command, (i32, String)> {
     let mut cmd = std::process::Command::new(program);
     cmd.args(args)
@@ -627,6 +805,9 @@ fn command(
                     return Err(std::io::Error::last_os_error());
                 }
             }
+            if let Some(x) = &itself {
+                return Err(x.exec());
+            }
             Ok(())
         });
     }
@@ -672,7 +853,7 @@ fn spawn(spec: &Spec) -> Result<Started, (i32, String)> {
         .rev()
         .find(|(k, _)| k == "PATH")
         .map(|(_, v)| v.clone())
-        .unwrap_or_else(|| "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin".into());
+        .unwrap_or_else(|| super::wrap::SHELL_PATH.into());
     let mut script_file: Option<(OwnedFd, String)> = None;
     let mut direct = None;
     let (program, args): (String, Vec<String>) = match &spec.command {
@@ -722,13 +903,26 @@ fn spawn(spec: &Spec) -> Result<Started, (i32, String)> {
         ),
         None => None,
     };
+    // `$0` of `bash -c` is `bash`, as a shell that looked it up on `PATH` starts it.
+    let shell_name = program.rsplit('/').next().unwrap_or(&program).to_string();
     let arg0 = match &spec.command {
         CommandLine::Argv(argv) => Some(argv[0].as_str()),
-        CommandLine::Shell(_) => None,
+        CommandLine::Shell(_) => Some(shell_name.as_str()),
     };
+    // An argument vector runs exactly that program: never `/bin/sh` for a file the kernel
+    // will not run ([`Execve`]).
+    let argv_itself = matches!(spec.command, CommandLine::Argv(_));
     let script_fd = script_file.as_ref().map(|(r, _)| r.as_raw_fd());
-    let launch = |program: &str, args: &[String], arg0: Option<&str>, env: &[(String, String)]| {
-        let mut cmd = command(spec, pty.as_ref(), script_fd, program, args, env)?;
+    // `itself`: the direct run's program, exec'd by the child itself ([`Execve`]).
+    let launch = |program: &str,
+                  args: &[String],
+                  arg0: Option<&str>,
+                  env: &[(String, String)],
+                  itself: bool| {
+        let itself = itself
+            .then(|| Execve::new(program, arg0.unwrap_or(program), args, env))
+            .flatten();
+        let mut cmd = command(spec, pty.as_ref(), script_fd, program, args, env, itself)?;
         if let Some(a) = arg0 {
             cmd.arg0(a);
         }
@@ -736,7 +930,9 @@ fn spawn(spec: &Spec) -> Result<Started, (i32, String)> {
     };
     let tried = direct
         .as_ref()
-        .map(|d| launch(&d.program, &d.args, Some(&d.arg0), &d.env).map(|r| (r, d.program.clone())))
+        .map(|d| {
+            launch(&d.program, &d.args, Some(&d.arg0), &d.env, true).map(|r| (r, d.program.clone()))
+        })
         .transpose()?;
     let (spawned, program) = match tried {
         // Not executable after all: the shell runs the line. The directory or the process limit
@@ -745,10 +941,16 @@ fn spawn(spec: &Spec) -> Result<Started, (i32, String)> {
             if e.raw_os_error().is_none_or(|n| n < CWD_ERRNO)
                 && super::stats::at_process_limit(&e).is_none() =>
         {
-            (launch(&program, &args, arg0, &spec.env)?, program)
+            (
+                launch(&program, &args, arg0, &spec.env, argv_itself)?,
+                program,
+            )
         }
         Some(r) => r,
-        None => (launch(&program, &args, arg0, &spec.env)?, program),
+        None => (
+            launch(&program, &args, arg0, &spec.env, argv_itself)?,
+            program,
+        ),
     };
     match spawned {
         Ok(child) => Ok((

@@ -123,6 +123,38 @@ fn a_plain_command_line_runs_without_bash_and_as_bash_would_run_it() {
         "{}",
         stderr(&out)
     );
+    // A file the kernel will not run though it starts like one (a truncated ELF) is bash's
+    // refusal, never run by /bin/sh; as an argument vector too (no shell at all).
+    sh(
+        &env,
+        &id,
+        "printf '\\177ELF\\0\\0\\0\\necho RAN\\n' > elf; printf 'echo RAN\\n' > nosb; chmod +x elf nosb",
+    );
+    let out = env.run(&["exec", &id, "--", "./elf"]);
+    assert_eq!(out.status.code(), Some(126), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("cannot execute binary file"),
+        "{}",
+        stderr(&out)
+    );
+    for argv in [["./elf", "x"], ["./nosb", "x"]] {
+        let out = env.run(&["exec", &id, "--", argv[0], argv[1]]);
+        assert_eq!(out.status.code(), Some(126), "{argv:?}: {}", stderr(&out));
+        assert!(!stdout(&out).contains("RAN"), "{argv:?}");
+    }
+    // `/proc/self` is the command's own, as bash's: a program looked up through it goes to
+    // bash; bash's `$0` is `bash`.
+    sh(&env, &id, "ln -sf /proc/self/exe selfexe");
+    for line in ["/proc/self/exe --version", "./selfexe --version"] {
+        let out = env.run(&["exec", &id, "--", line]);
+        assert_ok(&out);
+        assert!(
+            stdout(&out).starts_with("GNU bash"),
+            "{line}: {}",
+            stdout(&out)
+        );
+    }
+    assert_eq!(sh(&env, &id, "echo $0"), "bash\n");
     // A variable that steers bash (here its options) sends the line to bash.
     let out = env.run(&["exec", "--env", "SHELLOPTS=xtrace", &id, "--", "true"]);
     assert_ok(&out);
