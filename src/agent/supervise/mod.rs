@@ -647,15 +647,18 @@ fn without_shell(shell: &str, line: &str, spec: &Spec, path: &str) -> Option<Dir
         return None;
     }
     let program = if words[0].contains('/') {
+        if through_proc(&cwd.join(words[0])) {
+            return None;
+        }
         words[0].to_string()
     } else {
         if path.split(':').any(|d| !d.starts_with('/')) {
             return None;
         }
+        // Checked on the way ([`look_up_as_bash`]).
         look_up_as_bash(path, words[0])?
     };
-    let at = cwd.join(&program);
-    if through_proc(&at) || !executable_format(&at) {
+    if !executable_format(&cwd.join(&program)) {
         return None;
     }
     let pwd = std::fs::canonicalize(&spec.cwd)

@@ -753,6 +753,14 @@ pub(crate) fn assert_ok(out: &Output) {
     );
 }
 
+/// Asserts exit status `code` and a stderr that contains `says`, showing stderr otherwise.
+#[track_caller]
+pub(crate) fn assert_fails(out: &Output, code: i32, says: &str) {
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(code), "{err}");
+    assert!(err.contains(says), "expected {says:?} in: {err}");
+}
+
 pub(crate) fn stdout(out: &Output) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
