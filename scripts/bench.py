@@ -2,8 +2,9 @@
 """Benchmarks h9sandbox against the raw engine, measured side by side in one run.
 
   exec: `h9sandbox exec ID -- true`        vs `docker exec C true` (through the sandbox's agent;
-        also through the engine's exec, `exec_agent = false`, and `sleep 1000 & echo started`
-        against a plain exec)
+        `true` alone is bash's builtin there, as in `bash -c true`, so also `-- /bin/true`, which
+        starts the image's program as `docker exec` does; also through the engine's exec,
+        `exec_agent = false`, and `sleep 1000 & echo started` against a plain exec)
   up:   `h9sandbox up`                     vs `docker run -d` with the same flags (printed by `up -v`)
   down: `h9sandbox down ID`                vs `docker stop -t 5 C && docker rm -f -v C`
 
@@ -730,7 +731,7 @@ def main():
     bg = h9 + ["exec", sid, "--", "sleep 1000 & echo started"]
     for _ in range(3):
         timed(h9 + ["exec", sid, "--", "true"], env=env); timed(raw, cwd=work)
-    ours, theirs, fallback, background = [], [], [], []
+    ours, theirs, fallback, background, program = [], [], [], [], []
     # Each measurement starts from a quiet machine: an engine's exec goes on winding its session
     # down (the shim, the daemon) for tens of ms after its client returned, which would be
     # counted against the measurement that follows it.
@@ -740,6 +741,10 @@ def main():
         ours.append(timed(h9 + ["exec", sid, "--", "true"], env=env)[0])
         settle()
         theirs.append(timed(raw, cwd=work)[0])
+        # `true` alone is bash's builtin (no program starts, as in `bash -c true`); a path
+        # starts the image's program, as `docker exec C true` does.
+        settle()
+        program.append(timed(h9 + ["exec", sid, "--", "/bin/true"], env=env)[0])
         if a.engine != "local":
             settle()
             fallback.append(timed(h9 + ["exec", sid, "--", "true"], env=engine_env)[0])
@@ -749,6 +754,7 @@ def main():
         for _ in range(a.runs):
             background.append(timed(bg, env=env)[0])
     report("exec", ours, theirs, raw_name)
+    report("exec -- /bin/true (a program)", program, theirs, raw_name)
     if a.engine != "local":
         report("exec (engine's exec, fallback)", fallback, theirs, raw_name)
         mb, mo = statistics.median(background), statistics.median(ours)

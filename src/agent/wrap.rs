@@ -144,7 +144,7 @@ pub(crate) fn run(args: &ExecArgs) -> i32 {
     cmd.args(&argv);
     // Exec'd by the child itself, as through the agent (never `/bin/sh` for a file the kernel
     // will not run), `$0` of `bash -c` being `bash`.
-    use std::os::unix::ffi::{OsStrExt, OsStringExt};
+    use std::os::unix::ffi::OsStrExt;
     let arg0 = if args.shell {
         std::path::Path::new(&program)
             .file_name()
@@ -153,35 +153,31 @@ pub(crate) fn run(args: &ExecArgs) -> i32 {
     } else {
         program.clone()
     };
-    // Looked up on `PATH` as through the agent ([`SHELL_PATH`] without one); a name not
-    // found is left to std's exec, which says so (never a file of that name in the cwd).
-    let found = if program.as_bytes().contains(&b'/') {
-        Some(program.clone())
-    } else {
-        let path = std::env::var("PATH").unwrap_or_else(|_| SHELL_PATH.into());
-        program
-            .to_str()
-            .and_then(|name| find_on(&path, name))
-            .map(OsString::from)
+    // Looked up on `PATH` as through the agent ([`SHELL_PATH`] without one), by the child,
+    // as the command's user: never a file of that name in the cwd for an empty entry, and a
+    // name with no place to look is not found.
+    let path = std::env::var_os("PATH").unwrap_or_else(|| SHELL_PATH.into());
+    let candidates = super::supervise::path_candidates(program.as_bytes(), path.as_bytes());
+    if candidates.is_empty() {
+        return not_started(&program, &std::io::ErrorKind::NotFound.into());
+    }
+    let env: Vec<Vec<u8>> = std::env::vars_os()
+        .map(|(k, v)| [k.as_bytes(), b"=", v.as_bytes()].concat())
+        .collect();
+    let Some(itself) = super::supervise::Execve::of_bytes(
+        candidates.into_iter(),
+        std::iter::once(&arg0)
+            .chain(&argv)
+            .map(|a| a.as_bytes().to_vec()),
+        |_| env.clone(),
+        None,
+    ) else {
+        return fail(125, "the command's environment holds a NUL byte");
     };
-    let itself = found.and_then(|found| {
-        super::supervise::Execve::of_bytes(
-            found.as_bytes(),
-            std::iter::once(&arg0)
-                .chain(&argv)
-                .map(|a| a.as_bytes().to_vec()),
-            std::env::vars_os().map(|(k, v)| {
-                let mut e = k.into_vec();
-                e.push(b'=');
-                e.extend_from_slice(v.as_bytes());
-                e
-            }),
-        )
-    });
     supervise(
         cmd,
         &program,
-        itself,
+        super::supervise::Last::Exec(itself),
         args.timeout_ms.map(Duration::from_millis),
     )
 }
@@ -224,7 +220,7 @@ fn not_started(program: &OsString, e: &std::io::Error) -> i32 {
 fn supervise(
     mut cmd: std::process::Command,
     program: &OsString,
-    itself: Option<super::supervise::Execve>,
+    itself: super::supervise::Last,
     timeout: Option<Duration>,
 ) -> i32 {
     let oom_before = super::supervise::oom_kills();
@@ -236,10 +232,7 @@ fn supervise(
             if libc::setsid() < 0 {
                 return Err(std::io::Error::last_os_error());
             }
-            if let Some(x) = &itself {
-                return Err(x.exec());
-            }
-            Ok(())
+            Err(itself.run())
         });
     }
     let me = rustix::process::getpid().as_raw_nonzero().get();

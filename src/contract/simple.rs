@@ -8,7 +8,8 @@
 
 /// Bash's builtins and reserved words (`compgen -b`, `compgen -k` of bash 5.2): a line whose
 /// first word is one of them goes to bash, which gives the word its own meaning. `true` and
-/// `false` with no arguments are the exception ([`simple_words`]).
+/// `false` with no arguments are the exception ([`simple_words`]): the agent answers them as
+/// bash's builtins do (0 and 1), starting no program.
 const BASH_WORDS: &[&str] = &[
     ".",
     ":",
@@ -104,18 +105,20 @@ fn plain(b: u8) -> bool {
 
 /// The words of `line` when bash would run it as one simple command of those very words: at
 /// most 4 KiB, words of [`plain`] bytes separated by spaces and tabs, the first without `=`
-/// and none of [`BASH_WORDS`] (except `true` and `false` alone, which do as the programs of
-/// that name do). `None` for anything else, which goes to the shell as it is.
+/// and none of [`BASH_WORDS`] (except `true` and `false` alone, bash's builtins, which the
+/// agent answers without a program), nor starting with `-` or `+` (bash's options) or `%` (a
+/// job). `None` for anything else, which goes to the shell as it is.
 pub(crate) fn simple_words(line: &str) -> Option<Vec<&str>> {
     if line.len() > 4096 {
         return None;
     }
     let words: Vec<&str> = line.split([' ', '\t']).filter(|w| !w.is_empty()).collect();
     let first = *words.first()?;
-    // A first word that starts with `-` is taken by bash for an option of its own.
+    // A first word that starts with `-` or `+` is taken by bash for an option of its own, one
+    // with `%` for a job (`%1` is `fg %1`).
     if !words.iter().all(|w| w.bytes().all(plain))
         || first.contains('=')
-        || first.starts_with(['-', '+'])
+        || first.starts_with(['-', '+', '%'])
     {
         return None;
     }
@@ -187,6 +190,9 @@ mod tests {
             // bash -c takes a first word of `+` as its own option (`+O`, `+x`).
             "+x",
             "+O a",
+            // A job spec: `fg %1` to bash.
+            "%1",
+            "%vim x",
         ] {
             assert_eq!(simple_words(line), None, "{line:?}");
         }

@@ -15,8 +15,10 @@
 //! before the spec; it passes them to the command and then points its own at `/dev/null`, so the
 //! agent sees the end of the output when the last process of the tree holding it exits.
 
+mod execve;
 mod procs;
 
+pub(crate) use execve::{Execve, Last, Report};
 pub(crate) use procs::*;
 
 use std::io::{Read, Write};
@@ -491,13 +493,17 @@ fn terminal_pumps(master: &Arc<OwnedFd>) -> std::io::Result<super::pty::Pumps> {
 /// ([`Spec::tty`]).
 type Started = (i32, String, Option<Arc<OwnedFd>>);
 
-/// A command line run without its shell ([`crate::contract::simple`]): the program, its
-/// arguments, its `argv[0]` and the variables bash would have given it.
+/// A command line run without its shell ([`crate::contract::simple`]): where its program may
+/// be (the child tries each, as bash would look, [`Execve`]), its arguments, its `argv[0]` and
+/// the variables bash would have given it (but `_`, the path of the program run, which the
+/// child's [`Execve`] adds for each candidate); or bash's builtin `true` or `false` alone.
 struct Direct {
-    program: String,
+    candidates: Vec<String>,
     args: Vec<String>,
     arg0: String,
     env: Vec<(String, String)>,
+    /// The exit status of a builtin that starts no program ([`Last::Exit`]).
+    builtin: Option<i32>,
 }
 
 /// Variables that change what bash does before or instead of running a simple command (a
@@ -592,38 +598,26 @@ fn through_proc(path: &std::path::Path) -> bool {
     false
 }
 
-/// Where bash would find `name` on `path` (absolute entries only), when the supervisor's look
-/// is certain to be the command's: each earlier entry has no `name` at all (not found, or not
-/// a directory), and the one found is an executable regular file. `None` (bash decides) for
-/// anything else: a `name` there the supervisor cannot look at or that is not an executable
-/// regular file (bash may choose it), a path through `/proc` ([`through_proc`]).
-fn look_up_as_bash(path: &str, name: &str) -> Option<String> {
-    use std::os::unix::fs::PermissionsExt;
-    for d in path.split(':').filter(|d| !d.is_empty()) {
-        let p = std::path::Path::new(d).join(name);
-        if through_proc(&p) {
-            return None;
-        }
-        match std::fs::metadata(&p) {
-            Ok(m) if m.is_file() && m.permissions().mode() & 0o111 != 0 => {
-                return Some(p.to_string_lossy().into_owned())
-            }
-            Ok(_) => return None,
-            Err(e) if matches!(e.raw_os_error(), Some(libc::ENOENT | libc::ENOTDIR)) => {}
-            Err(_) => return None,
-        }
-    }
-    None
+/// The places bash would look for `name` on `path` (absolute entries only), in its order, for
+/// the child to try ([`Execve`]); `None` (bash decides) when one of them leads through `/proc`
+/// ([`through_proc`]).
+fn candidates_on(path: &str, name: &str) -> Option<Vec<String>> {
+    path.split(':')
+        .map(|d| std::path::Path::new(d).join(name))
+        .map(|p| (!through_proc(&p)).then(|| p.to_string_lossy().into_owned()))
+        .collect()
 }
 
-/// How `line` runs without `shell` when bash would only look its first word up on `path` and
-/// `exec` it (bash's one-command `-c`, which replaces itself by the program): the same program,
-/// arguments and `argv[0]`, and the variables bash adds (`PWD` the physical working directory,
-/// `SHLVL` unchanged or 0, `_` the program's path). `None` (the shell runs it) for a shell other
-/// than bash, a line of [`crate::contract::simple::simple_words`]' `None`, an environment with
-/// [`SHELL_STEERING`], an exported function (`BASH_FUNC_…`) or a `SHLVL` other than 0 to 998,
-/// a `PATH` with an entry that is not absolute, or a program not found there.
-fn without_shell(shell: &str, line: &str, spec: &Spec, path: &str) -> Option<Direct> {
+/// How `line` runs without `shell` when bash would only look its first word up on `PATH` and
+/// `exec` it (bash's one-command `-c`, which replaces itself by the program): the same
+/// candidates, arguments and `argv[0]`, and the variables bash adds (`PWD` the physical working
+/// directory, `SHLVL` unchanged or 0; `_` the program's path, added by [`Execve`]); for `true`
+/// or `false` alone, the builtin's status. `None` (the shell runs it) for a shell other than
+/// bash, a line of [`crate::contract::simple::simple_words`]' `None`, an environment with
+/// [`SHELL_STEERING`], an exported function (`BASH_FUNC_…`), a `SHLVL` other than 0 to 998,
+/// no `PATH` (bash's default differs from [`super::wrap::SHELL_PATH`]) or one with an entry
+/// that is not absolute, or a path through `/proc`.
+fn without_shell(shell: &str, line: &str, spec: &Spec) -> Option<Direct> {
     if !shell.ends_with("/bash") {
         return None;
     }
@@ -646,21 +640,25 @@ fn without_shell(shell: &str, line: &str, spec: &Spec, path: &str) -> Option<Dir
     if !cwd.is_absolute() || through_proc(cwd) {
         return None;
     }
-    let program = if words[0].contains('/') {
+    let builtin = match words[..] {
+        ["true"] => Some(0),
+        ["false"] => Some(1),
+        _ => None,
+    };
+    let (_, path) = spec.env.iter().rev().find(|(k, _)| k == "PATH")?;
+    let candidates = if builtin.is_some() {
+        Vec::new()
+    } else if words[0].contains('/') {
         if through_proc(&cwd.join(words[0])) {
             return None;
         }
-        words[0].to_string()
+        vec![words[0].to_string()]
     } else {
         if path.split(':').any(|d| !d.starts_with('/')) {
             return None;
         }
-        // Checked on the way ([`look_up_as_bash`]).
-        look_up_as_bash(path, words[0])?
+        candidates_on(path, words[0])?
     };
-    if !executable_format(&cwd.join(&program)) {
-        return None;
-    }
     let pwd = std::fs::canonicalize(&spec.cwd)
         .ok()?
         .into_os_string()
@@ -669,87 +667,67 @@ fn without_shell(shell: &str, line: &str, spec: &Spec, path: &str) -> Option<Dir
     let mut env = spec.env.clone();
     env.push(("PWD".into(), pwd));
     env.extend(shlvl.map(|l| ("SHLVL".to_string(), l)));
-    env.push(("_".into(), program.clone()));
     Some(Direct {
+        candidates,
         args: words[1..].iter().map(|w| (*w).to_string()).collect(),
         arg0: words[0].to_string(),
-        program,
         env,
+        builtin,
     })
 }
 
-/// A program the child `execve(2)`s itself, last of its setup, with `argv` and `envp` made
-/// before the fork (no allocation between fork and exec). std's own exec is glibc's `execvp`,
-/// which runs a file that fails with `ENOEXEC` (no `#!`, a truncated or foreign ELF) with
-/// `/bin/sh`; here that error, as every other, reaches the supervisor, which gives the line to
-/// bash.
-pub(crate) struct Execve {
-    _strings: Vec<std::ffi::CString>,
-    program: *const libc::c_char,
-    argv: Vec<*const libc::c_char>,
-    envp: Vec<*const libc::c_char>,
+/// Where `program` (an `argv[0]`) may be, in the order `execvp(3)` looks: with a `/`, that
+/// path; else `program` in each directory of `path` (`:`-separated), but never in the working
+/// directory for an empty entry. Empty when there is no such place.
+pub(crate) fn path_candidates<S: AsRef<[u8]>>(program: S, path: S) -> Vec<Vec<u8>> {
+    let program = program.as_ref();
+    if program.contains(&b'/') {
+        return vec![program.to_vec()];
+    }
+    path.as_ref()
+        .split(|b| *b == b':')
+        .filter(|d| !d.is_empty())
+        .map(|d| [d, b"/", program].concat())
+        .collect()
 }
 
-// SAFETY: the pointers point into `_strings`' heap buffers, which it owns and never changes.
-unsafe impl Send for Execve {}
-unsafe impl Sync for Execve {}
-
-impl Execve {
-    /// `program` with `argv[0]` `arg0`, `args` and `env` (a later value of a name wins, sorted
-    /// by name as std passes an environment). `None`: a NUL byte in any of them.
-    fn new(program: &str, arg0: &str, args: &[String], env: &[(String, String)]) -> Option<Execve> {
-        let env: std::collections::BTreeMap<&str, &str> =
-            env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
-        Execve::of_bytes(
-            program.as_bytes(),
-            std::iter::once(arg0)
-                .chain(args.iter().map(String::as_str))
-                .map(|a| a.as_bytes().to_vec()),
-            env.iter().map(|(k, v)| format!("{k}={v}").into_bytes()),
-        )
-    }
-
-    /// `program` with `argv` (its `[0]` first) and `envp` (`NAME=VALUE` each) as bytes.
-    /// `None`: a NUL byte in any of them.
-    pub(crate) fn of_bytes(
-        program: &[u8],
-        argv: impl Iterator<Item = Vec<u8>>,
-        envp: impl Iterator<Item = Vec<u8>>,
-    ) -> Option<Execve> {
-        use std::ffi::CString;
-        let program = CString::new(program).ok()?;
-        let argv: Vec<CString> = argv.map(|a| CString::new(a).ok()).collect::<Option<_>>()?;
-        let envp: Vec<CString> = envp.map(|e| CString::new(e).ok()).collect::<Option<_>>()?;
-        let nul = std::iter::once(std::ptr::null());
-        let argv_ptrs = argv.iter().map(|a| a.as_ptr()).chain(nul.clone()).collect();
-        let envp_ptrs = envp.iter().map(|e| e.as_ptr()).chain(nul).collect();
-        let program_ptr = program.as_ptr();
-        let mut strings = vec![program];
-        strings.extend(argv);
-        strings.extend(envp);
-        Some(Execve {
-            _strings: strings,
-            program: program_ptr,
-            argv: argv_ptrs,
-            envp: envp_ptrs,
-        })
-    }
-}
-
-impl Execve {
-    /// Replaces this process (`execve(2)`); returns only its error. Async-signal-safe: for
-    /// the child between fork and exec.
-    pub(crate) fn exec(&self) -> std::io::Error {
-        // SAFETY: NUL-terminated strings and NULL-terminated arrays that `self` owns.
-        unsafe { libc::execve(self.program, self.argv.as_ptr(), self.envp.as_ptr()) };
-        std::io::Error::last_os_error()
-    }
+/// The [`Execve`] of `argv` (its `[0]` first) at `candidates`, with `env` (a later value of a
+/// name wins; sorted by name as std passes an environment), `_` set to each candidate's path
+/// with `underscore` (bash's variable for the program it runs), telling `report`. `None`: a
+/// NUL byte in any of them, or no candidate.
+fn execve_at(
+    candidates: &[String],
+    argv: &[String],
+    env: &[(String, String)],
+    underscore: bool,
+    report: Option<&Report>,
+) -> Option<Execve> {
+    let env: std::collections::BTreeMap<&str, &str> = env
+        .iter()
+        .filter(|(k, _)| !underscore || k != "_")
+        .map(|(k, v)| (k.as_str(), v.as_str()))
+        .collect();
+    Execve::of_bytes(
+        candidates.iter().map(|c| c.as_bytes().to_vec()),
+        argv.iter().map(|a| a.as_bytes().to_vec()),
+        |c| {
+            let mut env = env.clone();
+            let c = String::from_utf8_lossy(c);
+            if underscore {
+                env.insert("_", &c);
+            }
+            env.iter()
+                .map(|(k, v)| format!("{k}={v}").into_bytes())
+                .collect()
+        },
+        report,
+    )
 }
 
 /// The command that runs `program` with `args` and `env` as `spec`'s user, in its working
 /// directory and its own session, its standard streams on `pty`'s terminal when it has one and
-/// `script_fd` (the shell's script) as descriptor 3; with `itself`, the child runs that
-/// ([`Execve`]) in place of std's exec.
+/// `script_fd` (the shell's script) as descriptor 3; with `itself`, the child does that last
+/// ([`Last`]) in place of std's exec.
 fn command(
     spec: &Spec,
     pty: Option<&super::pty::Pty>,
@@ -757,7 +735,7 @@ fn command(
     program: &str,
     args: &[String],
     env: &[(String, String)],
-    itself: Option<Execve>,
+    itself: Option<Last>,
 ) -> Result<std::process::Command, (i32, String)> {
     let mut cmd = std::process::Command::new(program);
     cmd.args(args)
@@ -809,38 +787,12 @@ fn command(
                 }
             }
             if let Some(x) = &itself {
-                return Err(x.exec());
+                return Err(x.run());
             }
             Ok(())
         });
     }
     Ok(cmd)
-}
-
-/// Whether `path` is a regular file that starts as the kernel's `execve(2)` runs it (an ELF
-/// binary, or a `#!` script). A file without either fails with `ENOEXEC`, after which glibc's
-/// `execvp` would run it with `/bin/sh`, where bash runs it with bash: such a file goes to bash.
-/// Only a regular file is opened (a device or a FIFO planted on `PATH` is never opened, and
-/// so never woken), and without blocking (one swapped in after the check cannot hold the
-/// supervisor either).
-fn executable_format(path: &std::path::Path) -> bool {
-    use std::io::Read;
-    use std::os::unix::fs::OpenOptionsExt;
-    if !std::fs::metadata(path).is_ok_and(|m| m.is_file()) {
-        return false;
-    }
-    let Ok(mut f) = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
-        .open(path)
-    else {
-        return false;
-    };
-    if !f.metadata().is_ok_and(|m| m.is_file()) {
-        return false;
-    }
-    let mut head = [0u8; 4];
-    f.read_exact(&mut head).is_ok() && (head.starts_with(b"#!") || head == *b"\x7fELF")
 }
 
 /// Starts the command as `spec` says, in its own session (on a new terminal with
@@ -885,19 +837,11 @@ fn spawn(spec: &Spec) -> Result<Started, (i32, String)> {
                 script_file = Some((OwnedFd::from(f), line.clone()));
                 (shell, vec!["/dev/fd/3".into()])
             } else {
-                direct = without_shell(&shell, line, spec, &path);
+                direct = without_shell(&shell, line, spec);
                 (shell, vec!["-c".into(), line.clone()])
             }
         }
-        CommandLine::Argv(argv) => {
-            let program = if argv[0].contains('/') {
-                argv[0].clone()
-            } else {
-                super::wrap::find_on(&path, &argv[0])
-                    .ok_or((127, format!("{}: command not found", argv[0])))?
-            };
-            (program, argv[1..].to_vec())
-        }
+        CommandLine::Argv(argv) => (argv[0].clone(), argv[1..].to_vec()),
     };
     let pty = match spec.tty {
         Some(size) => Some(
@@ -906,37 +850,95 @@ fn spawn(spec: &Spec) -> Result<Started, (i32, String)> {
         ),
         None => None,
     };
-    // `$0` of `bash -c` is `bash`, as a shell that looked it up on `PATH` starts it.
-    let shell_name = program.rsplit('/').next().unwrap_or(&program).to_string();
-    let arg0 = match &spec.command {
-        CommandLine::Argv(argv) => Some(argv[0].as_str()),
-        CommandLine::Shell(_) => Some(shell_name.as_str()),
-    };
-    // An argument vector runs exactly that program: never `/bin/sh` for a file the kernel
-    // will not run ([`Execve`]).
-    let argv_itself = matches!(spec.command, CommandLine::Argv(_));
     let script_fd = script_file.as_ref().map(|(r, _)| r.as_raw_fd());
-    // `itself`: the direct run's program, exec'd by the child itself ([`Execve`]).
-    let launch = |program: &str,
-                  args: &[String],
-                  arg0: Option<&str>,
-                  env: &[(String, String)],
-                  itself: bool| {
-        let itself = itself
-            .then(|| Execve::new(program, arg0.unwrap_or(program), args, env))
-            .flatten();
-        let mut cmd = command(spec, pty.as_ref(), script_fd, program, args, env, itself)?;
-        if let Some(a) = arg0 {
-            cmd.arg0(a);
-        }
-        Ok::<_, (i32, String)>(first_to_go_at_oom(|| cmd.spawn()))
+    let nul = |what: &str| {
+        (
+            126,
+            format!("cannot run {what}: a NUL byte in its arguments or environment"),
+        )
     };
-    let tried = direct
-        .as_ref()
-        .map(|d| {
-            launch(&d.program, &d.args, Some(&d.arg0), &d.env, true).map(|r| (r, d.program.clone()))
-        })
-        .transpose()?;
+    // Started as `cmd` says, the child's last step `last`; the program it ran, of `candidates`
+    // by what it told `report` (the first without a report).
+    let launch = |candidates: &[String],
+                  args: &[String],
+                  arg0: &str,
+                  env: &[(String, String)],
+                  last: Last,
+                  report: Option<Report>| {
+        let first = candidates.first().map_or(arg0, String::as_str);
+        let mut cmd = command(spec, pty.as_ref(), script_fd, first, args, env, Some(last))?;
+        cmd.arg0(arg0);
+        let spawned = first_to_go_at_oom(|| cmd.spawn());
+        drop(cmd);
+        let ran = report
+            .and_then(Report::ran)
+            .and_then(|i| candidates.get(i))
+            .map_or(first, String::as_str)
+            .to_string();
+        Ok::<_, (i32, String)>((spawned, ran))
+    };
+    let tried = match &direct {
+        Some(d) => {
+            let report = d.builtin.is_none().then(Report::new).and_then(Result::ok);
+            let argv: Vec<String> = std::iter::once(d.arg0.clone())
+                .chain(d.args.iter().cloned())
+                .collect();
+            let last = match d.builtin {
+                Some(status) => Some(Last::Exit(status)),
+                None => {
+                    execve_at(&d.candidates, &argv, &d.env, true, report.as_ref()).map(Last::Exec)
+                }
+            };
+            match last {
+                Some(last) => Some(launch(
+                    &d.candidates,
+                    &d.args,
+                    &d.arg0,
+                    &d.env,
+                    last,
+                    report,
+                )?),
+                None => None,
+            }
+        }
+        None => None,
+    };
+    // The command as asked (the shell and its line, or the argument vector), exec'd by the
+    // child itself: an argument vector runs exactly that program, looked up by the child as
+    // the command's user, never `/bin/sh` for a file the kernel will not run ([`Execve`]).
+    let as_asked = || {
+        let (candidates, arg0) = match &spec.command {
+            CommandLine::Argv(argv) => {
+                let candidates: Vec<String> = path_candidates(argv[0].as_bytes(), path.as_bytes())
+                    .into_iter()
+                    .map(|c| String::from_utf8_lossy(&c).into_owned())
+                    .collect();
+                if candidates.is_empty() {
+                    return Err((127, format!("{}: command not found", argv[0])));
+                }
+                (candidates, argv[0].clone())
+            }
+            // `$0` of `bash -c` is `bash`, as a shell that looked it up on `PATH` starts it.
+            CommandLine::Shell(_) => (
+                vec![program.clone()],
+                program.rsplit('/').next().unwrap_or(&program).to_string(),
+            ),
+        };
+        let report = Report::new().ok();
+        let argv: Vec<String> = std::iter::once(arg0.clone())
+            .chain(args.iter().cloned())
+            .collect();
+        let last = execve_at(&candidates, &argv, &spec.env, false, report.as_ref())
+            .ok_or_else(|| nul(&program))?;
+        launch(
+            &candidates,
+            &args,
+            &arg0,
+            &spec.env,
+            Last::Exec(last),
+            report,
+        )
+    };
     let (spawned, program) = match tried {
         // Not executable after all: the shell runs the line. The directory or the process limit
         // would fail the shell's start alike.
@@ -944,16 +946,10 @@ fn spawn(spec: &Spec) -> Result<Started, (i32, String)> {
             if e.raw_os_error().is_none_or(|n| n < CWD_ERRNO)
                 && super::stats::at_process_limit(&e).is_none() =>
         {
-            (
-                launch(&program, &args, arg0, &spec.env, argv_itself)?,
-                program,
-            )
+            as_asked()?
         }
         Some(r) => r,
-        None => (
-            launch(&program, &args, arg0, &spec.env, argv_itself)?,
-            program,
-        ),
+        None => as_asked()?,
     };
     match spawned {
         Ok(child) => Ok((
@@ -980,6 +976,16 @@ fn spawn(spec: &Spec) -> Result<Started, (i32, String)> {
                 } else {
                     126
                 };
+                // No candidate there: said as a shell says it (the last one tried, when it is
+                // there, failed for its `#!` interpreter).
+                if let CommandLine::Argv(argv) = &spec.command {
+                    if code == 127
+                        && !argv[0].contains('/')
+                        && std::fs::symlink_metadata(&program).is_err()
+                    {
+                        return Err((127, format!("{}: command not found", argv[0])));
+                    }
+                }
                 match super::stats::at_process_limit(&e) {
                     Some(why) => Err((125, format!("cannot run {program}: {why}"))),
                     None => Err((code, format!("cannot run {program}: {e}"))),

@@ -155,6 +155,57 @@ fn a_plain_command_line_runs_without_bash_and_as_bash_would_run_it() {
 }
 
 #[test]
+fn a_program_is_looked_up_as_the_commands_user_and_true_alone_is_bashs_builtin() {
+    require_container!("a local sandbox has no agent");
+    let env = TestEnv::new();
+    let id = env.up(&["--image", DEBIAN]);
+    // A `true` and a `false` planted first on PATH, which bash's builtins never run; a program
+    // the command's user may not run (root's alone) passed over for the next one, as bash and
+    // execvp do, whether the line runs without bash or is an argument vector (not in /tmp,
+    // which is noexec).
+    let setup = env.run(&[
+        "exec",
+        "-u",
+        "root",
+        &id,
+        "--",
+        "mkdir -p /opt/plant /opt/mine && for p in true false; do \
+         printf '#!/bin/sh\ntouch /tmp/planted-%s\n' $p > /opt/plant/$p; done; \
+         printf '#!/bin/sh\necho ROOT-ONLY\n' > /opt/plant/prog; \
+         printf '#!/bin/sh\necho USERS \"$@\"\n' > /opt/mine/prog; \
+         chmod 755 /opt/plant/true /opt/plant/false /opt/mine/prog; chmod 700 /opt/plant/prog",
+    ]);
+    assert_ok(&setup);
+    let path = "PATH=/opt/plant:/opt/mine:/usr/bin:/bin";
+    for (line, code) in [("true", 0), ("false", 1)] {
+        let out = env.run(&["exec", "-e", path, &id, "--", line]);
+        assert_eq!(out.status.code(), Some(code), "{line}: {}", stderr(&out));
+    }
+    let out = env.run(&["exec", &id, "--", "ls /tmp/planted-true /tmp/planted-false"]);
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "a planted builtin ran: {}",
+        stdout(&out)
+    );
+    for argv in [&["prog x"][..], &["prog", "x"]] {
+        let mut args = vec!["exec", "-u", "nobody", "-e", path, &id, "--"];
+        args.extend(argv);
+        let out = env.run(&args);
+        assert_ok(&out);
+        assert_eq!(stdout(&out), "USERS x\n", "{argv:?}");
+    }
+    // Root may run root's own, first on PATH.
+    let out = env.run(&["exec", "-u", "root", "-e", path, &id, "--", "prog", "x"]);
+    assert_ok(&out);
+    assert_eq!(stdout(&out), "ROOT-ONLY\n");
+    // A first word of `%` is a job for bash (`fg`), never a program looked up.
+    let out = env.run(&["exec", &id, "--", "%1"]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(stderr(&out).contains("no job control"), "{}", stderr(&out));
+}
+
+#[test]
 fn variables_with_dots_and_dashes_arrive_from_flags_and_the_image() {
     require_container!("a local sandbox has no image");
     let env = TestEnv::new();
